@@ -1,0 +1,30 @@
+#include "model/model_shape.h"
+
+namespace conveyor {
+
+ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab) {
+  const ModelConfig& m = config.model();
+  ModelShape s;
+  s.num_layers = m.num_layers();
+  s.hidden = m.hidden_size();
+  s.ffn_hidden = m.ffn_hidden_size();
+  s.heads = m.num_attention_heads();
+  s.query_groups = m.num_query_groups();
+  s.head_dim = m.kv_channels();
+  s.seq = m.seq_length();
+  s.padded_vocab = padded_vocab;
+  s.max_positions = m.max_position_embeddings();
+  s.rope = m.position_embedding_type() == "rope";
+  s.rotary_base = m.rotary_base();
+  s.rms_norm = m.normalization() == "RMSNorm";
+  s.norm_epsilon = m.norm_epsilon();
+  s.swiglu = m.swiglu();
+  s.tied_embeddings = !m.untie_embeddings_and_output_weights();
+  s.linear_bias = !m.disable_bias_linear();
+  s.init_std = m.init_method_std();
+  s.hidden_dropout = m.hidden_dropout();
+  s.attention_dropout = m.attention_dropout();
+  return s;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,44 @@
+// The GPT architecture as plain numbers, resolved from the config once, so the layers
+// never look at flags (and tests can build models without a Config).
+#ifndef CONVEYOR_MODEL_MODEL_SHAPE_H_
+#define CONVEYOR_MODEL_MODEL_SHAPE_H_
+
+#include <cstdint>
+
+#include "proto/config.pb.h"
+
+namespace conveyor {
+
+struct ModelShape {
+  int64_t num_layers = 2;
+  int64_t hidden = 64;
+  int64_t ffn_hidden = 256;
+  int64_t heads = 4;
+  int64_t query_groups = 4;
+  int64_t head_dim = 16;
+  int64_t seq = 32;
+  int64_t padded_vocab = 128;
+  int64_t max_positions = 32;
+  bool rope = false;
+  float rotary_base = 10000.0f;
+  bool rms_norm = false;
+  float norm_epsilon = 1e-5f;
+  bool swiglu = false;
+  bool tied_embeddings = true;
+  bool linear_bias = true;
+  float init_std = 0.02f;
+  float hidden_dropout = 0.0f;
+  float attention_dropout = 0.0f;
+
+  int64_t heads_per_group() const { return heads / query_groups; }
+  int64_t qkv_width() const { return (heads + 2 * query_groups) * head_dim; }
+  int64_t fc1_width() const { return swiglu ? 2 * ffn_hidden : ffn_hidden; }
+};
+
+// `config` must be resolved (derived sizes filled in, see trainer/config_validation.h);
+// the padded vocabulary size depends on the tokenizer, so the caller supplies it.
+ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODEL_MODEL_SHAPE_H_

@@ -1,0 +1,40 @@
+// A LayerNorm or RMSNorm layer with its parameters (gamma, and beta for LayerNorm).
+// The per-row statistics of a forward pass are returned in NormStats so that the
+// backward of that micro-batch can use them later.
+#ifndef CONVEYOR_MODEL_NORM_LAYER_H_
+#define CONVEYOR_MODEL_NORM_LAYER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "model/parameter.h"
+#include "runtime/cpu/norm.h"
+
+namespace conveyor {
+
+struct NormStats {
+  Tensor mean;
+  Tensor rstd;
+};
+
+class NormLayer {
+ public:
+  NormLayer(ParameterStore* store, const std::string& name, int64_t width, bool rms,
+            float eps);
+
+  NormStats Forward(const Tensor& x, Tensor* y) const;
+  void BackwardInput(const Tensor& dy, const Tensor& x, const NormStats& stats,
+                     Tensor* dx) const;
+  void BackwardWeight(const Tensor& dy, const Tensor& x, const NormStats& stats);
+
+ private:
+  cpu::NormKind kind_;
+  int64_t width_;
+  float eps_;
+  Parameter* gamma_;
+  Parameter* beta_;  // null for RMSNorm
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODEL_NORM_LAYER_H_

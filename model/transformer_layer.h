@@ -1,0 +1,61 @@
+// One pre-norm GPT transformer layer, as Megatron builds it:
+//   x1  = x + dropout(proj(attention(rope(qkv(norm1(x))))))
+//   out = x1 + dropout(fc2(act(fc1(norm2(x1)))))
+// with forward, backward-input (B) and backward-weight (W) as separate calls, so that a
+// pipeline schedule can run W later than B (zero-bubble). What backward needs lives in
+// a LayerStash per micro-batch; dropout masks are regenerated, not stored.
+#ifndef CONVEYOR_MODEL_TRANSFORMER_LAYER_H_
+#define CONVEYOR_MODEL_TRANSFORMER_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "model/linear.h"
+#include "model/micro_batch.h"
+#include "model/model_shape.h"
+#include "model/norm_layer.h"
+#include "model/parameter.h"
+#include "runtime/cpu/rope.h"
+#include "runtime/philox.h"
+
+namespace conveyor {
+
+// Activations of one layer for one micro-batch. Forward fills the first block;
+// BackwardInput fills the gradients W needs and drops what only B needed.
+struct LayerStash {
+  Tensor x, ln1_out, qkv, probs, ctx, x1, ln2_out, fc1_out, act;
+  NormStats ln1, ln2;
+  Tensor d_ln1, d_qkv, d_proj, d_ln2, d_fc1, d_fc2;
+};
+
+class TransformerLayer {
+ public:
+  // `rope` may be null (learned positions); it must outlive the layer.
+  TransformerLayer(ParameterStore* store, const ModelShape& shape, int64_t layer_index,
+                   const cpu::RopeTable* rope, uint64_t seed);
+
+  Tensor Forward(const Tensor& x, const MicroBatchContext& mb, LayerStash* stash) const;
+  Tensor BackwardInput(const Tensor& dy, const MicroBatchContext& mb, LayerStash* stash) const;
+  // Accumulates weight gradients and empties the stash.
+  void BackwardWeight(LayerStash* stash);
+
+ private:
+  enum class DropoutSite { kAttentionOut, kMlpOut, kAttentionProbs };
+  CounterRng DropoutRng(DropoutSite site, int64_t iteration) const;
+  void ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq, bool inverse) const;
+
+  ModelShape shape_;
+  int64_t layer_index_;
+  const cpu::RopeTable* rope_;
+  uint64_t seed_;
+  NormLayer ln1_;
+  Linear qkv_;
+  Linear proj_;
+  NormLayer ln2_;
+  Linear fc1_;
+  Linear fc2_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODEL_TRANSFORMER_LAYER_H_

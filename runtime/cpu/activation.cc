@@ -1,0 +1,54 @@
+#include "runtime/cpu/activation.h"
+
+#include <cmath>
+
+namespace conveyor::cpu {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+inline float Sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
+
+}  // namespace
+
+void GeluForward(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+  }
+}
+
+void GeluBackward(const float* x, const float* dy, int64_t n, float* dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  }
+}
+
+void SwigluForward(const float* x, int64_t rows, int64_t width, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = x + r * 2 * width;
+    const float* b = a + width;
+    for (int64_t i = 0; i < width; ++i) y[r * width + i] = a[i] * Sigmoid(a[i]) * b[i];
+  }
+}
+
+void SwigluBackward(const float* x, const float* dy, int64_t rows, int64_t width, float* dx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = x + r * 2 * width;
+    const float* b = a + width;
+    float* da = dx + r * 2 * width;
+    float* db = da + width;
+    for (int64_t i = 0; i < width; ++i) {
+      const float s = Sigmoid(a[i]);
+      const float g = dy[r * width + i];
+      da[i] = g * b[i] * s * (1.0f + a[i] * (1.0f - s));
+      db[i] = g * a[i] * s;
+    }
+  }
+}
+
+}  // namespace conveyor::cpu

@@ -1,0 +1,29 @@
+// Rotary position embedding (RoPE), Megatron's default "rotate half" form: the head
+// vector is split into halves (x1, x2) and pair i is rotated by angle pos * f_i,
+// f_i = base^(-2i/d):
+//   x1' = x1 cos - x2 sin,   x2' = x2 cos + x1 sin.
+// The rotation is orthogonal, so backward is the rotation by -angle.
+#ifndef CONVEYOR_RUNTIME_CPU_ROPE_H_
+#define CONVEYOR_RUNTIME_CPU_ROPE_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace conveyor::cpu {
+
+// cos and sin of every (position, pair) angle, [seq, head_dim / 2] each.
+struct RopeTable {
+  RopeTable(int64_t seq, int64_t head_dim, float base);
+  int64_t half;
+  std::vector<float> cos;
+  std::vector<float> sin;
+};
+
+// Rotates `count` head vectors of length 2 * table.half, spaced `stride` floats apart,
+// all at sequence position `pos`; inverse = true rotates backwards (for gradients).
+void ApplyRope(const RopeTable& table, int64_t pos, int64_t count, int64_t stride,
+               bool inverse, float* heads);
+
+}  // namespace conveyor::cpu
+
+#endif  // CONVEYOR_RUNTIME_CPU_ROPE_H_

@@ -1,0 +1,55 @@
+// A dense, row-major, host tensor. Its bytes are counted by MemoryTracker under the
+// category given at creation, so the memory report sees every buffer.
+#ifndef CONVEYOR_RUNTIME_TENSOR_H_
+#define CONVEYOR_RUNTIME_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/memory_tracker.h"
+
+namespace conveyor {
+
+class Tensor {
+ public:
+  Tensor() = default;  // empty: no shape, no storage
+
+  // Zero-filled tensor.
+  static Tensor Zeros(std::vector<int64_t> shape, MemoryCategory category,
+                      DType dtype = DType::kFloat32);
+
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_[i]; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  DType dtype() const { return dtype_; }
+  MemoryCategory category() const { return category_; }
+  bool empty() const { return storage_ == nullptr; }
+  int64_t nbytes() const { return numel_ * static_cast<int64_t>(SizeOf(dtype_)); }
+
+  // fp32 element access; the tensor must be fp32 (checked in debug builds).
+  float* data();
+  const float* data() const;
+  void* raw() { return storage_.get(); }
+  const void* raw() const { return storage_.get(); }
+
+  // Deep copy, counted under `category`.
+  Tensor Clone(MemoryCategory category) const;
+  void SetZero();
+
+  std::string ShapeString() const;
+
+ private:
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::kFloat32;
+  MemoryCategory category_ = MemoryCategory::kOther;
+  std::shared_ptr<void> storage_;  // frees the bytes and tells the tracker
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_TENSOR_H_

@@ -1,0 +1,73 @@
+// The whole model's gradients against central finite differences, for every
+// architecture option (tolerances are justified in grad_check.h).
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/gpt_model.h"
+#include "tests/model/grad_check.h"
+#include "tests/model/test_shapes.h"
+
+namespace conveyor {
+namespace {
+
+using testing::GradTarget;
+using testing::ShapeVariant;
+
+class GptModelGradTest : public ::testing::TestWithParam<ShapeVariant> {};
+
+TEST_P(GptModelGradTest, ParameterGradientsMatchFiniteDifferences) {
+  const ModelShape shape = GetParam().shape;
+  GptModel model(shape, /*seed=*/7);
+  const MicroBatchContext mb{/*iteration=*/3, /*first_sample=*/5, /*batch=*/2, shape.seq};
+  std::vector<int32_t> tokens(mb.tokens()), labels(mb.tokens());
+  for (int64_t i = 0; i < mb.tokens(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 11 + 3) % shape.padded_vocab);
+    labels[i] = static_cast<int32_t>((i * 5 + 1) % shape.padded_vocab);
+  }
+  auto loss = [&]() {
+    GptStash stash;
+    return static_cast<double>(model.Forward(mb, tokens.data(), labels.data(), &stash));
+  };
+
+  model.parameters().ZeroGrads();
+  GptStash stash;
+  model.Forward(mb, tokens.data(), labels.data(), &stash);
+  model.Backward(mb, /*loss_scale=*/1.0f, &stash);
+
+  std::vector<GradTarget> targets;
+  for (Parameter* p : model.parameters().parameters()) {
+    targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
+  }
+  EXPECT_GT(testing::MaxAbsGradient(targets), 1e-2f);
+  for (const std::string& problem : testing::CheckGradients(loss, targets)) {
+    ADD_FAILURE() << GetParam().name << ": " << problem;
+  }
+}
+
+TEST_P(GptModelGradTest, LossScaleScalesGradients) {
+  const ModelShape shape = GetParam().shape;
+  GptModel model(shape, /*seed=*/7);
+  const MicroBatchContext mb{1, 0, 1, shape.seq};
+  std::vector<int32_t> tokens(mb.tokens(), 3), labels(mb.tokens(), 4);
+  GptStash stash;
+  model.Forward(mb, tokens.data(), labels.data(), &stash);
+  model.Backward(mb, 1.0f, &stash);
+  Parameter* first = model.parameters().parameters().front();
+  const std::vector<float> once(first->grad.data(), first->grad.data() + first->grad.numel());
+  model.parameters().ZeroGrads();
+  model.Forward(mb, tokens.data(), labels.data(), &stash);
+  model.Backward(mb, 0.25f, &stash);
+  for (size_t i = 0; i < once.size(); ++i) {
+    EXPECT_NEAR(first->grad.data()[i], 0.25f * once[i], 1e-6f + 1e-5f * std::fabs(once[i]));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOptions, GptModelGradTest,
+                         ::testing::ValuesIn(testing::ShapeVariants()),
+                         [](const ::testing::TestParamInfo<ShapeVariant>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace conveyor

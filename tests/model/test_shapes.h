@@ -1,0 +1,73 @@
+// Small model shapes for the model tests: big enough to exercise grouped heads,
+// several samples and every option, small enough for finite differences.
+#ifndef CONVEYOR_TESTS_MODEL_TEST_SHAPES_H_
+#define CONVEYOR_TESTS_MODEL_TEST_SHAPES_H_
+
+#include <string>
+
+#include "model/model_shape.h"
+
+namespace conveyor::testing {
+
+struct ShapeVariant {
+  std::string name;
+  ModelShape shape;
+};
+
+inline ModelShape TinyShape() {
+  ModelShape s;
+  s.num_layers = 2;
+  s.hidden = 16;
+  s.heads = 4;
+  s.query_groups = 2;
+  s.head_dim = 4;
+  s.ffn_hidden = 24;
+  s.seq = 6;
+  s.max_positions = 8;
+  s.padded_vocab = 32;
+  // Larger than Megatron's 0.02 so that every term of the gradient is well above the
+  // finite-difference noise.
+  s.init_std = 0.3f;
+  return s;
+}
+
+// Every architecture option, one at a time and all at once.
+inline std::vector<ShapeVariant> ShapeVariants() {
+  std::vector<ShapeVariant> v;
+  v.push_back({"gpt2_like", TinyShape()});
+  ModelShape s = TinyShape();
+  s.rope = true;
+  v.push_back({"rope", s});
+  s = TinyShape();
+  s.rms_norm = true;
+  v.push_back({"rmsnorm", s});
+  s = TinyShape();
+  s.swiglu = true;
+  v.push_back({"swiglu", s});
+  s = TinyShape();
+  s.tied_embeddings = false;
+  s.linear_bias = false;
+  v.push_back({"untied_no_bias", s});
+  s = TinyShape();
+  s.query_groups = 4;
+  v.push_back({"multi_head", s});
+  s = TinyShape();
+  s.hidden_dropout = 0.2f;
+  s.attention_dropout = 0.3f;
+  v.push_back({"dropout", s});
+  s = TinyShape();
+  s.rope = true;
+  s.rms_norm = true;
+  s.swiglu = true;
+  s.tied_embeddings = false;
+  s.linear_bias = false;
+  s.query_groups = 1;
+  s.hidden_dropout = 0.1f;
+  s.attention_dropout = 0.1f;
+  v.push_back({"llama_like", s});
+  return v;
+}
+
+}  // namespace conveyor::testing
+
+#endif  // CONVEYOR_TESTS_MODEL_TEST_SHAPES_H_

@@ -1,0 +1,89 @@
+// One transformer layer: input and weight gradients (B and W, called separately)
+// against central finite differences of loss = sum(out * R) for a fixed random R.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/transformer_layer.h"
+#include "runtime/philox.h"
+#include "tests/model/grad_check.h"
+#include "tests/model/test_shapes.h"
+
+namespace conveyor {
+namespace {
+
+using testing::GradTarget;
+using testing::ShapeVariant;
+
+Tensor RandomTensor(std::vector<int64_t> shape, uint64_t stream, float std) {
+  Tensor t = Tensor::Zeros(std::move(shape), MemoryCategory::kActivations);
+  const CounterRng rng(99, stream);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = std * rng.Normal(i);
+  return t;
+}
+
+class TransformerLayerGradTest : public ::testing::TestWithParam<ShapeVariant> {};
+
+TEST_P(TransformerLayerGradTest, InputAndWeightGradientsMatchFiniteDifferences) {
+  const ModelShape shape = GetParam().shape;
+  ParameterStore store(/*seed=*/11);
+  cpu::RopeTable rope(shape.seq, shape.head_dim, shape.rotary_base);
+  TransformerLayer layer(&store, shape, /*layer_index=*/1, shape.rope ? &rope : nullptr,
+                         /*seed=*/11);
+  const MicroBatchContext mb{/*iteration=*/2, /*first_sample=*/3, /*batch=*/2, shape.seq};
+  Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
+  const Tensor r = RandomTensor({mb.tokens(), shape.hidden}, 2, 1.0f);
+  auto loss = [&]() {
+    LayerStash stash;
+    const Tensor out = layer.Forward(x, mb, &stash);
+    double sum = 0.0;
+    for (int64_t i = 0; i < out.numel(); ++i) sum += double(out.data()[i]) * r.data()[i];
+    return sum;
+  };
+
+  LayerStash stash;
+  layer.Forward(x, mb, &stash);
+  const Tensor dx = layer.BackwardInput(r, mb, &stash);
+  layer.BackwardWeight(&stash);
+
+  std::vector<GradTarget> targets = {{"input", x.data(), dx.data(), x.numel()}};
+  for (Parameter* p : store.parameters()) {
+    targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
+  }
+  EXPECT_GT(testing::MaxAbsGradient(targets), 1e-2f);
+  // The loss is a sum over ~200 outputs of size ~1, so its rounding noise is larger
+  // than the model test's mean loss: allow 1e-3 absolute.
+  testing::GradCheckOptions options;
+  options.abs_tol = 1e-3f;
+  options.samples_per_target = 10;
+  for (const std::string& problem : testing::CheckGradients(loss, targets, options)) {
+    ADD_FAILURE() << GetParam().name << ": " << problem;
+  }
+}
+
+TEST(TransformerLayerTest, BackwardWeightEmptiesTheStash) {
+  const ModelShape shape = testing::TinyShape();
+  ParameterStore store(1);
+  TransformerLayer layer(&store, shape, 0, nullptr, 1);
+  const MicroBatchContext mb{1, 0, 1, shape.seq};
+  const Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
+  const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
+  {
+    LayerStash stash;
+    const Tensor out = layer.Forward(x, mb, &stash);
+    EXPECT_GT(MemoryTracker::Global().live_bytes(MemoryCategory::kActivations), before);
+    const Tensor dx = layer.BackwardInput(out, mb, &stash);
+    layer.BackwardWeight(&stash);
+    EXPECT_TRUE(stash.x.empty());
+    EXPECT_TRUE(stash.d_qkv.empty());
+  }
+  EXPECT_EQ(MemoryTracker::Global().live_bytes(MemoryCategory::kActivations), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOptions, TransformerLayerGradTest,
+                         ::testing::ValuesIn(testing::ShapeVariants()),
+                         [](const ::testing::TestParamInfo<ShapeVariant>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace conveyor
