@@ -1,0 +1,36 @@
+// Megatron's learning-rate schedule (OptimizerParamScheduler), in optimizer steps:
+//   warmup:  lr(n) = init + (peak - init) * n / warmup          for n <= warmup
+//   then, with r = (n - warmup) / (decay - warmup) and lr(n) = min_lr for n > decay:
+//     constant: peak
+//     linear:   min + (peak - min) * (1 - r)
+//     cosine:   min + (peak - min) * 0.5 * (1 + cos(pi * r))
+//     inverse-square-root: max(min, peak * sqrt(max(warmup, 1)) / sqrt(max(n, 1)))
+// n counts the steps already taken, so the first step (iteration 1) uses lr(0), as in
+// Megatron, where the scheduler advances after each optimizer step.
+#ifndef CONVEYOR_TRAINER_LR_SCHEDULE_H_
+#define CONVEYOR_TRAINER_LR_SCHEDULE_H_
+
+#include <cstdint>
+
+#include "proto/config.pb.h"
+
+namespace conveyor {
+
+class LrSchedule {
+ public:
+  // `optimizer` must be resolved (lr_decay_iters and lr_warmup_iters filled in).
+  explicit LrSchedule(const OptimizerConfig& optimizer);
+
+  // Learning rate after `steps_taken` optimizer steps.
+  double At(int64_t steps_taken) const;
+
+  // Learning rate of 1-based `iteration`.
+  double ForIteration(int64_t iteration) const { return At(iteration - 1); }
+
+ private:
+  OptimizerConfig config_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_LR_SCHEDULE_H_

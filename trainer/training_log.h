@@ -1,0 +1,32 @@
+// The per-interval training report: Megatron's log line (so existing log parsers keep
+// working) plus tokens/s, and the same numbers as one JSON object per line.
+#ifndef CONVEYOR_TRAINER_TRAINING_LOG_H_
+#define CONVEYOR_TRAINER_TRAINING_LOG_H_
+
+#include <cstdint>
+#include <string>
+
+namespace conveyor {
+
+// Averages over the iterations since the previous report.
+struct IntervalStats {
+  int64_t iteration = 0;
+  int64_t train_iters = 0;
+  int64_t consumed_samples = 0;
+  double ms_per_iteration = 0.0;
+  double tflops_per_gpu = 0.0;
+  double tokens_per_second = 0.0;
+  double learning_rate = 0.0;
+  int64_t global_batch_size = 0;
+  double lm_loss = 0.0;    // mean over the interval's non-skipped iterations
+  double grad_norm = 0.0;  // of the last iteration
+  int64_t skipped_iterations = 0;  // in this interval
+  int64_t nan_iterations = 0;      // in this interval
+};
+
+std::string FormatLogLine(const IntervalStats& stats);
+std::string FormatMetricsJson(const IntervalStats& stats);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_TRAINING_LOG_H_

@@ -1,0 +1,132 @@
+#include "trainer/training_loop.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "runtime/memory_tracker.h"
+#include "trainer/flops.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
+#include "trainer/training_log.h"
+
+namespace conveyor {
+namespace {
+
+// Inputs are tokens [0, seq) and labels [1, seq] of each sample.
+absl::Status FillMicroBatch(const SampleSource& data, int64_t first_sample, int64_t batch,
+                            int64_t seq, std::vector<int32_t>* tokens,
+                            std::vector<int32_t>* labels) {
+  tokens->resize(batch * seq);
+  labels->resize(batch * seq);
+  for (int64_t b = 0; b < batch; ++b) {
+    absl::StatusOr<std::vector<int32_t>> sample = data.Sample(first_sample + b);
+    if (!sample.ok()) return sample.status();
+    if (static_cast<int64_t>(sample->size()) != seq + 1) {
+      return absl::InternalError(absl::StrFormat(
+          "sample %d has %d tokens, expected --seq-length + 1 = %d", first_sample + b,
+          sample->size(), seq + 1));
+    }
+    std::copy(sample->begin(), sample->end() - 1, tokens->begin() + b * seq);
+    std::copy(sample->begin() + 1, sample->end(), labels->begin() + b * seq);
+  }
+  return absl::OkStatus();
+}
+
+std::string MemoryReport(int64_t iteration) {
+  const MemoryTracker& m = MemoryTracker::Global();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  return absl::StrFormat(
+      "[rank 0] (after %d iterations) memory (MiB) | weights: %.1f | grads: %.1f | "
+      "optimizer: %.1f | max activations: %.1f | max total: %.1f",
+      iteration, m.peak_bytes(MemoryCategory::kWeights) / kMiB,
+      m.peak_bytes(MemoryCategory::kGrads) / kMiB,
+      m.peak_bytes(MemoryCategory::kOptimizer) / kMiB,
+      m.peak_bytes(MemoryCategory::kActivations) / kMiB, m.peak_total() / kMiB);
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
+                                     const SampleSource& data, const TrainingOutputs& out) {
+  const TrainingConfig& t = config.training();
+  const int64_t micro = t.micro_batch_size();
+  const int64_t num_micro = t.num_micro_batches();
+  const int64_t global_batch = t.global_batch_size();
+  const int64_t seq = config.model().seq_length();
+  std::vector<Parameter*> params = model->parameters().parameters();
+  Optimizer optimizer(config.optimizer(), params);
+  const LrSchedule schedule(config.optimizer());
+  const double flops_per_iteration = MegatronFlopsPerIteration(model->shape(), global_batch);
+
+  TrainingResult result;
+  IntervalStats interval;
+  double interval_seconds = 0.0, interval_loss = 0.0;
+  int64_t interval_iters = 0, interval_good_iters = 0;
+  std::vector<int32_t> tokens, labels;
+  for (int64_t iteration = 1; iteration <= t.train_iters(); ++iteration) {
+    const auto start = std::chrono::steady_clock::now();
+    model->parameters().ZeroGrads();
+    double loss_sum = 0.0;
+    for (int64_t m = 0; m < num_micro; ++m) {
+      const MicroBatchContext mb{iteration, m * micro, micro, seq};
+      absl::Status filled = FillMicroBatch(data, result.consumed_samples + mb.first_sample,
+                                           micro, seq, &tokens, &labels);
+      if (!filled.ok()) return filled;
+      GptStash stash;
+      loss_sum += model->Forward(mb, tokens.data(), labels.data(), &stash);
+      // The step's loss is the mean over micro-batches, so each contributes 1/M.
+      model->Backward(mb, 1.0f / static_cast<float>(num_micro), &stash);
+    }
+    const double loss = loss_sum / static_cast<double>(num_micro);
+    const double grad_norm = GlobalGradNorm(params);
+    const double lr = schedule.ForIteration(iteration);
+    const bool bad = !std::isfinite(loss) || !std::isfinite(grad_norm);
+    if (bad) {
+      ++result.nan_iterations;
+      ++interval.nan_iterations;
+      if (t.nan_policy() == "stop") {
+        return absl::InternalError(absl::StrFormat(
+            "iteration %d: lm loss is %g and gradient norm is %g; stopping "
+            "(--nan-policy stop). Lower --lr, raise --lr-warmup-iters or set --clip-grad; "
+            "--nan-policy skip skips such steps instead.",
+            iteration, loss, grad_norm));
+      }
+      ++result.skipped_iterations;
+      ++interval.skipped_iterations;
+    } else {
+      ClipGradients(params, grad_norm, config.optimizer().clip_grad());
+      optimizer.Step(lr);
+      interval_loss += loss;
+      ++interval_good_iters;
+    }
+    result.losses.push_back(loss);
+    result.consumed_samples += global_batch;
+    interval_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++interval_iters;
+
+    if (iteration == 1 && out.log != nullptr) *out.log << MemoryReport(iteration) << "\n";
+    if (iteration % config.logging().log_interval() == 0 || iteration == t.train_iters()) {
+      const double seconds_per_iteration = interval_seconds / interval_iters;
+      interval.iteration = iteration;
+      interval.train_iters = t.train_iters();
+      interval.consumed_samples = result.consumed_samples;
+      interval.ms_per_iteration = 1e3 * seconds_per_iteration;
+      interval.tflops_per_gpu = flops_per_iteration / seconds_per_iteration / 1e12;
+      interval.tokens_per_second = global_batch * seq / seconds_per_iteration;
+      interval.learning_rate = lr;
+      interval.global_batch_size = global_batch;
+      interval.lm_loss = interval_good_iters > 0 ? interval_loss / interval_good_iters : NAN;
+      interval.grad_norm = grad_norm;
+      if (out.log != nullptr) *out.log << FormatLogLine(interval) << std::endl;
+      if (out.metrics != nullptr) *out.metrics << FormatMetricsJson(interval) << std::endl;
+      interval = IntervalStats();
+      interval_seconds = interval_loss = 0.0;
+      interval_iters = interval_good_iters = 0;
+    }
+  }
+  return result;
+}
+
+}  // namespace conveyor

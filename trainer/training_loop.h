@@ -1,0 +1,38 @@
+// The training loop of one rank: micro-batches with gradient accumulation, NaN/inf
+// detection, clipping, the optimizer step, the learning-rate schedule, and the
+// interval log (Megatron's line on `log`, JSON lines on `metrics`).
+#ifndef CONVEYOR_TRAINER_TRAINING_LOOP_H_
+#define CONVEYOR_TRAINER_TRAINING_LOOP_H_
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/sample_source.h"
+#include "model/gpt_model.h"
+#include "proto/config.pb.h"
+
+namespace conveyor {
+
+struct TrainingResult {
+  std::vector<double> losses;  // per iteration, mean over its micro-batches
+  int64_t skipped_iterations = 0;
+  int64_t nan_iterations = 0;
+  int64_t consumed_samples = 0;
+};
+
+struct TrainingOutputs {
+  std::ostream* log = nullptr;      // log lines and the memory report; may be null
+  std::ostream* metrics = nullptr;  // JSON lines; may be null
+};
+
+// `config` must be resolved. Runs train_iters steps of `model` on `data`, starting at
+// sample 0. Fails (with the iteration named) on a NaN or inf loss or gradient norm
+// when --nan-policy is stop, and when the data source fails.
+absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
+                                     const SampleSource& data, const TrainingOutputs& out);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_TRAINING_LOOP_H_
