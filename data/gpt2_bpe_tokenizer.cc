@@ -1,0 +1,207 @@
+#include "data/gpt2_bpe_tokenizer.h"
+
+#include <climits>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "data/gpt2_pretokenizer.h"
+#include "data/json_lite.h"
+
+namespace conveyor {
+namespace {
+
+constexpr size_t kMaxCacheEntries = 1 << 20;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// GPT-2's reversible byte -> character map: printable Latin-1 bytes stand for
+// themselves, the others (controls, space, ...) move to U+0100 onwards, so
+// that every token is a printable string.
+std::array<uint32_t, 256> ByteStandIns() {
+  std::array<uint32_t, 256> map{};
+  std::array<bool, 256> printable{};
+  for (int b = '!'; b <= '~'; ++b) printable[b] = true;
+  for (int b = 0xA1; b <= 0xAC; ++b) printable[b] = true;
+  for (int b = 0xAE; b <= 0xFF; ++b) printable[b] = true;
+  uint32_t next = 256;
+  for (int b = 0; b < 256; ++b) map[b] = printable[b] ? uint32_t(b) : next++;
+  return map;
+}
+
+// Splits a UTF-8 string into its characters.
+std::vector<std::string> Utf8Chars(absl::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char b = static_cast<unsigned char>(s[i]);
+    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : 4;
+    len = std::min(len, s.size() - i);
+    out.emplace_back(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
+    const std::string& vocab_file, const std::string& merges_file) {
+  auto tok = std::unique_ptr<Gpt2BpeTokenizer>(new Gpt2BpeTokenizer());
+  const std::array<uint32_t, 256> stand_ins = ByteStandIns();
+  for (int b = 0; b < 256; ++b) {
+    AppendUtf8(stand_ins[b], &tok->byte_to_char_[b]);
+    tok->char_to_byte_[stand_ins[b]] = uint8_t(b);
+  }
+
+  absl::StatusOr<std::string> vocab_text = ReadFile(vocab_file);
+  if (!vocab_text.ok()) return vocab_text.status();
+  absl::StatusOr<JsonValue> vocab = ParseJson(*vocab_text);
+  if (!vocab.ok() || !vocab->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        vocab_file, ": not a JSON object of token -> id",
+        vocab.ok() ? "" : absl::StrCat(" (", vocab.status().message(), ")")));
+  }
+  tok->decoder_.resize(vocab->size());
+  for (const auto& [token, id] : vocab->object()) {
+    if (!id.is_number() || id.integer() < 0 || id.integer() >= int64_t(vocab->size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          vocab_file, ": id of token '", token, "' is not in [0, ", vocab->size(), ")"));
+    }
+    tok->encoder_[token] = int32_t(id.integer());
+    tok->decoder_[id.integer()] = token;
+  }
+  auto eod = tok->encoder_.find("<|endoftext|>");
+  if (eod == tok->encoder_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(vocab_file, ": no <|endoftext|> token"));
+  }
+  tok->eod_ = eod->second;
+
+  absl::StatusOr<std::string> merges_text = ReadFile(merges_file);
+  if (!merges_text.ok()) return merges_text.status();
+  int line_number = 0;
+  int rank = 0;
+  for (absl::string_view line : absl::StrSplit(*merges_text, '\n')) {
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || (line_number == 1 && absl::StartsWith(line, "#version"))) continue;
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+    if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          merges_file, ":", line_number, ": expected two symbols separated by one space"));
+    }
+    tok->merge_ranks_.emplace(std::string(line), rank++);
+  }
+  return tok;
+}
+
+std::vector<int32_t> Gpt2BpeTokenizer::Bpe(absl::string_view word) const {
+  std::vector<std::string> symbols = Utf8Chars(word);
+  // Repeatedly merge the adjacent pair with the lowest rank (everywhere it
+  // occurs), until no adjacent pair is a known merge.
+  std::string key;
+  while (symbols.size() > 1) {
+    int best_rank = INT_MAX;
+    std::string best_left, best_right;
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      key = absl::StrCat(symbols[i], " ", symbols[i + 1]);
+      auto it = merge_ranks_.find(key);
+      if (it != merge_ranks_.end() && it->second < best_rank) {
+        best_rank = it->second;
+        best_left = symbols[i];
+        best_right = symbols[i + 1];
+      }
+    }
+    if (best_rank == INT_MAX) break;
+    std::vector<std::string> merged;
+    merged.reserve(symbols.size());
+    for (size_t i = 0; i < symbols.size(); ++i) {
+      if (i + 1 < symbols.size() && symbols[i] == best_left && symbols[i + 1] == best_right) {
+        merged.push_back(best_left + best_right);
+        ++i;
+      } else {
+        merged.push_back(std::move(symbols[i]));
+      }
+    }
+    symbols = std::move(merged);
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(symbols.size());
+  for (const std::string& s : symbols) {
+    auto it = encoder_.find(s);
+    if (it != encoder_.end()) {
+      ids.push_back(it->second);
+    } else {
+      // Every single byte stand-in is in GPT-2's vocabulary; a custom
+      // vocabulary without one falls back to its bytes, one by one.
+      for (const std::string& c : Utf8Chars(s)) {
+        auto byte = encoder_.find(c);
+        if (byte != encoder_.end()) ids.push_back(byte->second);
+      }
+    }
+  }
+  return ids;
+}
+
+void Gpt2BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* out) const {
+  std::string mapped;
+  mapped.reserve(word.size() * 2);
+  for (char c : word) mapped += byte_to_char_[static_cast<unsigned char>(c)];
+  {
+    absl::MutexLock lock(&cache_mu_);
+    auto it = cache_.find(mapped);
+    if (it != cache_.end()) {
+      out->insert(out->end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int32_t> ids = Bpe(mapped);
+  out->insert(out->end(), ids.begin(), ids.end());
+  absl::MutexLock lock(&cache_mu_);
+  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+  cache_.emplace(std::move(mapped), std::move(ids));
+}
+
+absl::StatusOr<std::vector<int32_t>> Gpt2BpeTokenizer::Tokenize(absl::string_view text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 1);
+  for (absl::string_view word : Gpt2PreTokenize(text)) EncodeWord(word, &ids);
+  return ids;
+}
+
+absl::StatusOr<std::string> Gpt2BpeTokenizer::Detokenize(absl::Span<const int32_t> ids) const {
+  std::string text;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= int32_t(decoder_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2 tokenizer: id ", id, " is outside the vocabulary of ",
+                       decoder_.size()));
+    }
+    for (const std::string& c : Utf8Chars(decoder_[id])) {
+      // Decode the stand-in's code point back to its byte.
+      uint32_t cp = 0;
+      const unsigned char b0 = static_cast<unsigned char>(c[0]);
+      if (c.size() == 1) cp = b0;
+      else if (c.size() == 2) cp = ((b0 & 0x1F) << 6) | (c[1] & 0x3F);
+      else cp = 0xFFFFFFFF;
+      auto it = char_to_byte_.find(cp);
+      if (it != char_to_byte_.end()) {
+        text.push_back(char(it->second));
+      } else {
+        text += c;  // special tokens such as <|endoftext|> are plain text
+      }
+    }
+  }
+  return text;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,62 @@
+// The three index arrays behind Megatron's GPTDataset, built as Megatron
+// builds them so that the same files, seed and sequence length give the same
+// samples in the same order:
+//   document_index: the dataset's documents repeated once per epoch and
+//                   shuffled (the final epoch shuffled on its own when it is
+//                   used only in small part);
+//   sample_index:   where each sample of seq_length + 1 tokens starts, as
+//                   (position in document_index, token offset); samples run
+//                   across document boundaries;
+//   shuffle_index:  the order in which samples are served.
+#ifndef CONVEYOR_DATA_GPT_INDICES_H_
+#define CONVEYOR_DATA_GPT_INDICES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace conveyor {
+
+struct GptIndexConfig {
+  int64_t sequence_length = 0;
+  uint32_t random_seed = 0;
+  // Samples requested; negative means "one epoch" (Megatron's None).
+  int64_t num_samples = -1;
+  // Each sample carries one token more than sequence_length (the last label).
+  bool add_extra_token_to_sequence = true;
+  // Megatron drops the ragged last sample on train splits (and, by default,
+  // on validation); otherwise it is padded.
+  bool drop_last_partial_sequence = true;
+};
+
+struct GptIndices {
+  int64_t tokens_per_epoch = 0;
+  int64_t num_epochs = 0;
+  bool separate_final_epoch = false;
+  std::vector<int32_t> document_index;
+  // Row-major [num_samples + 1, 2]: sample k spans row k to row k + 1.
+  std::vector<int64_t> sample_index;
+  std::vector<int64_t> shuffle_index;
+
+  int64_t num_samples() const { return int64_t(shuffle_index.size()); }
+};
+
+// `sequence_lengths` are the lengths of every sequence in the indexed dataset;
+// `documents` the ids of the sequences in this split (Megatron's
+// indexed_indices).
+absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_lengths,
+                                           absl::Span<const int32_t> documents,
+                                           const GptIndexConfig& config);
+
+// Megatron's helpers.build_sample_idx on its own (exposed for tests).
+std::vector<int64_t> BuildSampleIndex(absl::Span<const int32_t> sequence_lengths,
+                                      absl::Span<const int32_t> document_index,
+                                      int64_t sequence_length, int64_t num_epochs,
+                                      int64_t tokens_per_epoch, bool drop_last_partial_sequence,
+                                      bool add_extra_token_to_sequence);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_DATA_GPT_INDICES_H_

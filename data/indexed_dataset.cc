@@ -1,0 +1,151 @@
+#include "data/indexed_dataset.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace conveyor {
+namespace {
+
+template <typename T>
+T ReadLE(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));  // x86-64 is little-endian, as the format
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
+    const std::string& path_prefix) {
+  const std::string idx_path = path_prefix + ".idx";
+  const std::string bin_path = path_prefix + ".bin";
+  auto bad = [&](const std::string& path, absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+  };
+
+  absl::StatusOr<std::unique_ptr<MappedFile>> idx = MappedFile::Open(idx_path);
+  if (!idx.ok()) return idx.status();
+  const char* p = (*idx)->data();
+  const int64_t idx_size = int64_t((*idx)->size());
+  if (idx_size < kIndexHeaderBytes) {
+    return bad(idx_path, absl::StrCat("truncated header: ", idx_size,
+                                      " bytes, a Megatron index needs at least ",
+                                      kIndexHeaderBytes));
+  }
+  if (std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) != 0) {
+    return bad(idx_path, "bad magic: not a Megatron MMIDIDX index");
+  }
+  const uint64_t version = ReadLE<uint64_t>(p + 9);
+  if (version != kIndexVersion) {
+    return bad(idx_path, absl::StrCat("unsupported index version ", version,
+                                      " (only version 1 exists)"));
+  }
+  const uint8_t code = static_cast<uint8_t>(p[17]);
+  std::optional<TokenDType> dtype = TokenDTypeFromCode(code);
+  if (!dtype) {
+    return bad(idx_path, absl::StrCat("unknown dtype code ", int(code),
+                                      " (Megatron defines 1..8)"));
+  }
+  const uint64_t n = ReadLE<uint64_t>(p + 18);
+  const uint64_t d = ReadLE<uint64_t>(p + 26);
+  // Bound the counts by the file size before multiplying, so that a corrupt
+  // header cannot overflow the size computation.
+  const uint64_t body = uint64_t(idx_size - kIndexHeaderBytes);
+  if (n > body / 12 || d > body / 8 || 12 * n + 8 * d > body) {
+    return bad(idx_path, absl::StrCat("truncated: ", idx_size, " bytes, but the header promises ",
+                                      n, " sequences and ", d, " document indices (needs ",
+                                      kIndexHeaderBytes, " + 12*", n, " + 8*", d, " bytes)"));
+  }
+  const int64_t expected = kIndexHeaderBytes + 12 * int64_t(n) + 8 * int64_t(d);
+  if (idx_size != expected) {
+    return bad(idx_path, absl::StrCat("size mismatch: ", idx_size, " bytes, the header implies ",
+                                      expected, " (multimodal sequence modes are not supported)"));
+  }
+  if (d < 1) return bad(idx_path, "document index count is 0 (must start with 0)");
+
+  auto ds = std::unique_ptr<IndexedDataset>(new IndexedDataset());
+  ds->prefix_ = path_prefix;
+  ds->dtype_ = *dtype;
+  const char* q = p + kIndexHeaderBytes;
+  ds->sequence_lengths_.resize(n);
+  std::memcpy(ds->sequence_lengths_.data(), q, 4 * n);
+  q += 4 * n;
+  ds->sequence_pointers_.resize(n);
+  std::memcpy(ds->sequence_pointers_.data(), q, 8 * n);
+  q += 8 * n;
+  ds->document_indices_.resize(d);
+  std::memcpy(ds->document_indices_.data(), q, 8 * d);
+
+  if (ds->document_indices_[0] != 0) {
+    return bad(idx_path, "document indices must start with 0");
+  }
+  for (uint64_t k = 1; k < d; ++k) {
+    if (ds->document_indices_[k] < ds->document_indices_[k - 1] ||
+        ds->document_indices_[k] > int64_t(n)) {
+      return bad(idx_path, absl::StrCat("document index ", k, " = ", ds->document_indices_[k],
+                                        " is out of order or past the ", n, " sequences"));
+    }
+  }
+  if (ds->document_indices_[d - 1] != int64_t(n)) {
+    return bad(idx_path, absl::StrCat("last document index is ", ds->document_indices_[d - 1],
+                                      ", expected the sequence count ", n));
+  }
+
+  absl::StatusOr<std::unique_ptr<MappedFile>> bin = MappedFile::Open(bin_path);
+  if (!bin.ok()) return bin.status();
+  const int64_t bin_size = int64_t((*bin)->size());
+  const int64_t item = TokenDTypeSize(*dtype);
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t len = ds->sequence_lengths_[i];
+    const int64_t ptr = ds->sequence_pointers_[i];
+    if (len < 0 || ptr < 0 || ptr > bin_size || len > (bin_size - ptr) / item) {
+      return bad(bin_path, absl::StrCat("truncated or index points past the end: sequence ", i,
+                                        " spans bytes [", ptr, ", ", ptr + len * item,
+                                        ") but the .bin has ", bin_size, " bytes"));
+    }
+    ds->num_tokens_ += len;
+  }
+  ds->bin_ = *std::move(bin);
+  return ds;
+}
+
+absl::Status IndexedDataset::CheckRange(int64_t i, int64_t offset,
+                                        int64_t* length) const {
+  if (i < 0 || i >= num_sequences()) {
+    return absl::OutOfRangeError(absl::StrCat(prefix_, ": sequence ", i, " of ",
+                                              num_sequences()));
+  }
+  const int64_t len = sequence_lengths_[i];
+  if (*length < 0) *length = len - offset;
+  if (offset < 0 || *length < 0 || offset + *length > len) {
+    return absl::OutOfRangeError(absl::StrCat(prefix_, ": tokens [", offset, ", ",
+                                              offset + *length, ") of sequence ", i,
+                                              " with ", len, " tokens"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> IndexedDataset::Get(int64_t i, int64_t offset,
+                                                         int64_t length) const {
+  if (absl::Status s = CheckRange(i, offset, &length); !s.ok()) return s;
+  const char* base = bin_->data() + sequence_pointers_[i];
+  std::vector<int64_t> out(length);
+  for (int64_t k = 0; k < length; ++k) out[k] = LoadToken(dtype_, base, offset + k);
+  return out;
+}
+
+absl::Status IndexedDataset::AppendTokens(int64_t i, int64_t offset, int64_t length,
+                                          std::vector<int32_t>* out) const {
+  if (absl::Status s = CheckRange(i, offset, &length); !s.ok()) return s;
+  const char* base = bin_->data() + sequence_pointers_[i];
+  out->reserve(out->size() + length);
+  for (int64_t k = 0; k < length; ++k) {
+    out->push_back(static_cast<int32_t>(LoadToken(dtype_, base, offset + k)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace conveyor

@@ -1,0 +1,48 @@
+// Preprocessing: JSON-lines text in, Megatron indexed datasets out (one per
+// JSON key), tokenized by several worker threads. The library half of the
+// `preprocess` binary, so that tests can drive it directly.
+#ifndef CONVEYOR_DATA_PREPROCESS_H_
+#define CONVEYOR_DATA_PREPROCESS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/token_dtype.h"
+#include "data/tokenizer.h"
+
+namespace conveyor {
+
+struct PreprocessOptions {
+  std::string input;  // JSON-lines file, one document object per line
+  // Outputs are <output_prefix>_<key>_document.{bin,idx}, Megatron's names.
+  std::string output_prefix;
+  std::vector<std::string> json_keys = {"text"};
+  bool append_eod = false;
+  int workers = 1;
+  // A malformed line (bad JSON, missing key, key not a string) is fatal by
+  // default; with this set it is reported and skipped.
+  bool skip_bad_lines = false;
+  // Seconds between progress lines on `log`; <= 0 disables them.
+  double log_interval_s = 1.0;
+  std::FILE* log = stderr;
+};
+
+struct PreprocessSummary {
+  int64_t documents = 0;
+  int64_t skipped_lines = 0;
+  int64_t tokens = 0;  // over all keys
+  int64_t input_bytes = 0;
+  double seconds = 0;
+  TokenDType dtype = TokenDType::kUint16;
+  std::vector<std::string> output_prefixes;  // per key, without .bin/.idx
+};
+
+absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
+                                             const Tokenizer& tokenizer);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_DATA_PREPROCESS_H_

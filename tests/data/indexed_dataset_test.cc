@@ -1,0 +1,165 @@
+#include "data/indexed_dataset.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "data/indexed_dataset_builder.h"
+#include "gtest/gtest.h"
+#include "tests/data/shared_data.h"
+
+namespace conveyor {
+namespace {
+
+using ::conveyor::testing::ReadFileOrDie;
+using ::conveyor::testing::ReadJsonOrDie;
+using ::conveyor::testing::SharedDataDir;
+using ::conveyor::testing::TempDir;
+
+std::string FixturePrefix() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
+TEST(IndexedDatasetTest, ReadsMegatronFixtureExactly) {
+  const JsonValue expected = ReadJsonOrDie(FixturePrefix() + ".json");
+  absl::StatusOr<std::unique_ptr<IndexedDataset>> ds = IndexedDataset::Open(FixturePrefix());
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const IndexedDataset& d = **ds;
+  EXPECT_EQ(int(d.dtype()), expected["header"]["dtype_code"].integer());
+  EXPECT_EQ(d.num_sequences(), expected["num_sequences"].integer());
+  EXPECT_EQ(d.num_documents(), expected["num_documents"].integer());
+  EXPECT_EQ(d.num_tokens(), expected["total_tokens"].integer());
+  std::vector<int64_t> lengths(d.sequence_lengths().begin(), d.sequence_lengths().end());
+  EXPECT_EQ(lengths, expected["sequence_lengths"].IntArray());
+  EXPECT_EQ(d.sequence_pointers(), expected["sequence_pointers_bytes"].IntArray());
+  EXPECT_EQ(d.document_indices(), expected["document_indices"].IntArray());
+
+  const JsonValue& docs = expected["documents"];
+  ASSERT_EQ(docs.size(), 7u);
+  for (size_t k = 0; k < docs.size(); ++k) {
+    const std::vector<int64_t> ids = docs[k]["sequence_ids"].IntArray();
+    for (size_t s = 0; s < ids.size(); ++s) {
+      absl::StatusOr<std::vector<int64_t>> tokens = d.Get(ids[s]);
+      ASSERT_TRUE(tokens.ok()) << tokens.status();
+      EXPECT_EQ(*tokens, docs[k]["sequences"][s].IntArray()) << "document " << k;
+    }
+  }
+}
+
+TEST(IndexedDatasetTest, PartialReadsMatchFixture) {
+  const JsonValue expected = ReadJsonOrDie(FixturePrefix() + ".json");
+  auto ds = IndexedDataset::Open(FixturePrefix());
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const JsonValue& reads = expected["partial_reads"];
+  ASSERT_EQ(reads.size(), 6u);  // every sequence with at least 3 tokens
+  for (const JsonValue& r : reads.array()) {
+    auto part = (*ds)->Get(r["sequence"].integer(), r["offset"].integer(),
+                           r["length"].integer());
+    ASSERT_TRUE(part.ok()) << part.status();
+    EXPECT_EQ(*part, r["tokens"].IntArray()) << "sequence " << r["sequence"].integer();
+  }
+  EXPECT_FALSE((*ds)->Get(0, 0, 2).ok());
+  EXPECT_FALSE((*ds)->Get(7).ok());
+}
+
+TEST(IndexedDatasetTest, BuilderWritesMegatronBytes) {
+  const JsonValue expected = ReadJsonOrDie(FixturePrefix() + ".json");
+  const std::string prefix = TempDir() + "/copy";
+  auto builder = IndexedDatasetBuilder::Create(prefix + ".bin", TokenDType::kUint16);
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  for (const JsonValue& doc : expected["documents"].array()) {
+    const std::vector<int64_t> tokens = doc["sequences"][0].IntArray();
+    const std::vector<int32_t> lengths = {int32_t(tokens.size())};
+    ASSERT_TRUE((*builder)->AddDocument(absl::MakeConstSpan(tokens), lengths).ok());
+  }
+  ASSERT_TRUE((*builder)->Finalize(prefix + ".idx").ok());
+  EXPECT_EQ(ReadFileOrDie(prefix + ".bin"), ReadFileOrDie(FixturePrefix() + ".bin"));
+  EXPECT_EQ(ReadFileOrDie(prefix + ".idx"), ReadFileOrDie(FixturePrefix() + ".idx"));
+}
+
+TEST(IndexedDatasetTest, RoundTripsEveryDtypeAndMultiSequenceDocuments) {
+  for (uint8_t code = 1; code <= 8; ++code) {
+    const TokenDType dtype = *TokenDTypeFromCode(code);
+    const std::string prefix = TempDir() + "/rt";
+    auto builder = IndexedDatasetBuilder::Create(prefix + ".bin", dtype);
+    ASSERT_TRUE(builder.ok());
+    const std::vector<int64_t> doc0 = {1, 2, 3, 4, 5, 6};
+    const std::vector<int64_t> doc1 = {7, 8, 9};
+    const std::vector<int32_t> lengths0 = {2, 4};
+    ASSERT_TRUE((*builder)->AddDocument(absl::MakeConstSpan(doc0), lengths0).ok());
+    ASSERT_TRUE((*builder)->AddItem(absl::MakeConstSpan(doc1)).ok());
+    (*builder)->EndDocument();
+    ASSERT_TRUE((*builder)->Finalize(prefix + ".idx").ok());
+
+    auto ds = IndexedDataset::Open(prefix);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    EXPECT_EQ((*ds)->dtype(), dtype);
+    EXPECT_EQ((*ds)->num_sequences(), 3);
+    EXPECT_EQ((*ds)->num_documents(), 2);
+    EXPECT_EQ((*ds)->document_indices(), (std::vector<int64_t>{0, 2, 3}));
+    const int64_t item = TokenDTypeSize(dtype);
+    EXPECT_EQ((*ds)->sequence_pointers(), (std::vector<int64_t>{0, 2 * item, 6 * item}));
+    EXPECT_EQ(*(*ds)->Get(0), (std::vector<int64_t>{1, 2}));
+    EXPECT_EQ(*(*ds)->Get(1), (std::vector<int64_t>{3, 4, 5, 6}));
+    EXPECT_EQ(*(*ds)->Get(2), doc1);
+    EXPECT_EQ(ReadFileOrDie(prefix + ".bin").size(), size_t(9 * item));
+  }
+}
+
+TEST(IndexedDatasetTest, BuilderRejectsLengthMismatch) {
+  auto builder = IndexedDatasetBuilder::Create(TempDir() + "/x.bin", TokenDType::kInt32);
+  ASSERT_TRUE(builder.ok());
+  const std::vector<int64_t> tokens = {1, 2, 3};
+  const std::vector<int32_t> lengths = {2};
+  EXPECT_FALSE((*builder)->AddDocument(absl::MakeConstSpan(tokens), lengths).ok());
+}
+
+// Corrupts a copy of the fixture and checks that opening it fails with a
+// message naming the file and containing `problem`.
+void ExpectOpenFails(const std::string& idx, const std::string& bin,
+                     const std::string& bad_file, const std::string& problem) {
+  const std::string prefix = TempDir() + "/bad";
+  WriteFile(prefix + ".idx", idx);
+  WriteFile(prefix + ".bin", bin);
+  auto ds = IndexedDataset::Open(prefix);
+  ASSERT_FALSE(ds.ok());
+  const std::string msg(ds.status().message());
+  EXPECT_NE(msg.find(prefix + bad_file), std::string::npos) << msg;
+  EXPECT_NE(msg.find(problem), std::string::npos) << msg;
+}
+
+TEST(IndexedDatasetTest, ClearErrorsForBadFiles) {
+  const std::string idx = ReadFileOrDie(FixturePrefix() + ".idx");
+  const std::string bin = ReadFileOrDie(FixturePrefix() + ".bin");
+
+  std::string bad_magic = idx;
+  bad_magic[0] = 'X';
+  ExpectOpenFails(bad_magic, bin, ".idx", "bad magic");
+
+  std::string bad_version = idx;
+  bad_version[9] = 2;
+  ExpectOpenFails(bad_version, bin, ".idx", "version 2");
+
+  std::string bad_dtype = idx;
+  bad_dtype[17] = 9;
+  ExpectOpenFails(bad_dtype, bin, ".idx", "dtype code 9");
+
+  ExpectOpenFails(idx.substr(0, 20), bin, ".idx", "truncated header");
+  ExpectOpenFails(idx.substr(0, idx.size() - 8), bin, ".idx", "truncated");
+  ExpectOpenFails(idx + "xx", bin, ".idx", "size mismatch");
+  ExpectOpenFails(idx, bin.substr(0, bin.size() - 2), ".bin", "past the end");
+
+  const std::string prefix = TempDir() + "/noidx";
+  auto missing = IndexedDataset::Open(prefix);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  EXPECT_NE(std::string(missing.status().message()).find(prefix + ".idx"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace conveyor

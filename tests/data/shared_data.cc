@@ -1,0 +1,72 @@
+#include "tests/data/shared_data.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace conveyor::testing {
+namespace {
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "FATAL: %s\n", msg.c_str());
+  std::abort();
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+}  // namespace
+
+std::string SharedDataDir() {
+  // The runfiles tree holds a symlink to the source file; its target is
+  // <workspace>/tests/data/workspace_anchor.txt.
+  const std::string anchor = Env("TEST_SRCDIR") + "/" + Env("TEST_WORKSPACE") +
+                             "/tests/data/workspace_anchor.txt";
+  char resolved[PATH_MAX];
+  if (::realpath(anchor.c_str(), resolved) == nullptr) {
+    Die("cannot resolve " + anchor + " (run this test through bazel)");
+  }
+  std::string path = resolved;
+  for (int i = 0; i < 3; ++i) path = path.substr(0, path.rfind('/'));
+  const std::string shared = path + "/../shared/data";
+  struct stat st;
+  if (::stat(shared.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    Die("shared data folder not found at " + shared +
+        ": the project expects ../shared beside the workspace");
+  }
+  return shared;
+}
+
+std::string ReadFileOrDie(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Die("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+JsonValue ReadJsonOrDie(const std::string& path) {
+  absl::StatusOr<JsonValue> v = ParseJson(ReadFileOrDie(path));
+  if (!v.ok()) Die(path + ": " + std::string(v.status().message()));
+  return *std::move(v);
+}
+
+std::string TempDir() {
+  static int counter = 0;
+  std::string base = Env("TEST_TMPDIR");
+  if (base.empty()) base = "/tmp";
+  const std::string dir = base + "/conveyor_data_" + std::to_string(::getpid()) +
+                          "_" + std::to_string(counter++);
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+}  // namespace conveyor::testing

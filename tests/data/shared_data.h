@@ -1,0 +1,26 @@
+// Locating ../shared (fixtures written by Megatron-LM, the GPT-2 vocabulary)
+// from inside a Bazel test sandbox.
+#ifndef CONVEYOR_TESTS_DATA_SHARED_DATA_H_
+#define CONVEYOR_TESTS_DATA_SHARED_DATA_H_
+
+#include <string>
+
+#include "data/json_lite.h"
+
+namespace conveyor::testing {
+
+// Absolute path of /.../shared/data (the folder beside the workspace). The
+// test aborts with a clear message when it cannot be found: CI always has it,
+// so silently skipping would only hide a broken checkout.
+std::string SharedDataDir();
+
+// Whole file contents; aborts with the path on failure.
+std::string ReadFileOrDie(const std::string& path);
+JsonValue ReadJsonOrDie(const std::string& path);
+
+// A fresh directory under TEST_TMPDIR.
+std::string TempDir();
+
+}  // namespace conveyor::testing
+
+#endif  // CONVEYOR_TESTS_DATA_SHARED_DATA_H_

@@ -1,0 +1,51 @@
+#include "runtime/tensor.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+#include "runtime/dtype.h"
+
+namespace conveyor {
+namespace {
+
+TEST(TensorTest, BytesAreTrackedByCategoryWithPeaks) {
+  MemoryTracker& m = MemoryTracker::Global();
+  m.ResetPeaks();
+  const int64_t base = m.live_bytes(MemoryCategory::kActivations);
+  {
+    Tensor a = Tensor::Zeros({4, 8}, MemoryCategory::kActivations);
+    Tensor b = Tensor::Zeros({16}, MemoryCategory::kActivations, DType::kBFloat16);
+    EXPECT_EQ(a.nbytes(), 128);
+    EXPECT_EQ(b.nbytes(), 32);
+    EXPECT_EQ(m.live_bytes(MemoryCategory::kActivations), base + 160);
+    Tensor shared = a;  // shares storage: no new bytes
+    EXPECT_EQ(m.live_bytes(MemoryCategory::kActivations), base + 160);
+  }
+  EXPECT_EQ(m.live_bytes(MemoryCategory::kActivations), base);
+  EXPECT_EQ(m.peak_bytes(MemoryCategory::kActivations), base + 160);
+}
+
+TEST(TensorTest, CloneCopiesIntoItsCategory) {
+  Tensor a = Tensor::Zeros({3}, MemoryCategory::kWeights);
+  a.data()[1] = 2.5f;
+  Tensor c = a.Clone(MemoryCategory::kOptimizer);
+  a.data()[1] = 0.0f;
+  EXPECT_EQ(c.data()[1], 2.5f);
+  EXPECT_EQ(c.category(), MemoryCategory::kOptimizer);
+  EXPECT_EQ(c.ShapeString(), "[3]");
+}
+
+TEST(BFloat16Test, RoundsToNearestEven) {
+  EXPECT_EQ(ToBFloat16(1.0f).bits, 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties go to the even (1.0).
+  EXPECT_EQ(ToBFloat16(1.0f + 1.0f / 256).bits, 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
+  EXPECT_EQ(ToBFloat16(1.0f + 3.0f / 256).bits, 0x3f82);
+  EXPECT_EQ(ToFloat(ToBFloat16(-2.0f)), -2.0f);
+  EXPECT_TRUE(std::isnan(ToFloat(ToBFloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isinf(ToFloat(ToBFloat16(std::numeric_limits<float>::infinity()))));
+}
+
+}  // namespace
+}  // namespace conveyor

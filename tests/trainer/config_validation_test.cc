@@ -1,0 +1,573 @@
+#include "trainer/config_validation.h"
+
+#include <cctype>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "proto/config.pb.h"
+#include "trainer/flags.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+// The smallest valid config: defaults plus a data source and a vocabulary.
+Config Valid() {
+  Config c;
+  c.mutable_data()->set_mock_data(true);
+  c.mutable_model()->set_vocab_size(1000);
+  return c;
+}
+
+void SetWorld(Config* c, int ranks) { c->mutable_parallel()->set_nproc_per_node(ranks); }
+
+bool IsFlag(const std::string& name) {
+  if (name == "--config" || name == "--help") return true;
+  for (const FlagField& f : AllFlagFields()) {
+    if (FlagName(*f.field) == name) return true;
+  }
+  return false;
+}
+
+// Validates and checks the form of every line: it starts with a flag, and every
+// "--name" it mentions is a real flag.
+std::vector<std::string> Validate(const Config& c, int world_size = 1) {
+  const std::vector<std::string> problems = ValidateConfig(c, world_size);
+  for (const std::string& line : problems) {
+    EXPECT_THAT(line, StartsWith("--"));
+    for (size_t at = line.find("--"); at != std::string::npos; at = line.find("--", at + 2)) {
+      size_t end = at + 2;
+      while (end < line.size() && (std::islower(line[end]) || std::isdigit(line[end]) ||
+                                   line[end] == '-')) {
+        ++end;
+      }
+      const std::string name = line.substr(at, end - at);
+      EXPECT_TRUE(IsFlag(name)) << "'" << name << "' in: " << line;
+      at = end - 2;
+    }
+  }
+  return problems;
+}
+
+// A line that mentions every one of the given texts.
+template <typename... Texts>
+auto Line(const Texts&... texts) {
+  return Contains(AllOf(HasSubstr(texts)...));
+}
+
+TEST(ValidateConfigTest, ValidConfigHasNoProblems) {
+  EXPECT_THAT(Validate(Valid()), IsEmpty());
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(8);
+  c.mutable_parallel()->set_tensor_model_parallel_size(2);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
+  c.mutable_training()->set_micro_batch_size(2);
+  c.mutable_training()->set_global_batch_size(16);
+  SetWorld(&c, 8);
+  EXPECT_THAT(Validate(c, 8), IsEmpty());
+}
+
+TEST(ValidateConfigTest, SizesMustBePositive) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(0);
+  c.mutable_model()->set_hidden_size(-1);
+  c.mutable_model()->set_num_attention_heads(0);
+  c.mutable_model()->set_seq_length(0);
+  c.mutable_model()->set_ffn_hidden_size(-4);
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Line("--num-layers 0 must be positive"));
+  EXPECT_THAT(p, Line("--hidden-size -1 must be positive"));
+  EXPECT_THAT(p, Line("--num-attention-heads 0 must be positive"));
+  EXPECT_THAT(p, Line("--seq-length 0 must be positive"));
+  EXPECT_THAT(p, Line("--ffn-hidden-size -4 must not be negative"));
+}
+
+TEST(ValidateConfigTest, HiddenSizeDivisibleByHeads) {
+  Config c = Valid();
+  c.mutable_model()->set_hidden_size(100);
+  c.mutable_model()->set_num_attention_heads(3);
+  EXPECT_THAT(Validate(c), ElementsAre(
+      "--hidden-size 100 is not divisible by --num-attention-heads 3: choose sizes with "
+      "hidden-size % num-attention-heads == 0, or set --kv-channels"));
+  c.mutable_model()->set_kv_channels(32);  // an explicit head dimension lifts the rule
+  EXPECT_THAT(Validate(c), IsEmpty());
+}
+
+TEST(ValidateConfigTest, HeadsDivisibleByQueryGroups) {
+  Config c = Valid();
+  c.mutable_model()->set_num_query_groups(3);
+  EXPECT_THAT(Validate(c), Line("--num-attention-heads 4", "--num-query-groups 3"));
+}
+
+TEST(ValidateConfigTest, HeadsDivisibleByTensorParallel) {
+  Config c = Valid();
+  c.mutable_model()->set_num_attention_heads(4);
+  c.mutable_parallel()->set_tensor_model_parallel_size(3);
+  EXPECT_THAT(Validate(c, 3),
+              Line("--num-attention-heads 4", "--tensor-model-parallel-size 3"));
+}
+
+TEST(ValidateConfigTest, QueryGroupsDivisibleByTensorParallel) {
+  Config c = Valid();
+  c.mutable_model()->set_num_attention_heads(8);
+  c.mutable_model()->set_num_query_groups(2);
+  c.mutable_parallel()->set_tensor_model_parallel_size(4);
+  EXPECT_THAT(Validate(c, 4),
+              ElementsAre(AllOf(HasSubstr("--num-query-groups 2"),
+                                HasSubstr("--tensor-model-parallel-size 4"))));
+}
+
+TEST(ValidateConfigTest, FfnDivisibleByTensorParallel) {
+  Config c = Valid();
+  c.mutable_model()->set_ffn_hidden_size(510);
+  c.mutable_parallel()->set_tensor_model_parallel_size(4);
+  EXPECT_THAT(Validate(c, 4), ElementsAre(AllOf(HasSubstr("--ffn-hidden-size 510"),
+                                                HasSubstr("--tensor-model-parallel-size 4"))));
+}
+
+TEST(ValidateConfigTest, RopeNeedsEvenHeadDimension) {
+  Config c = Valid();
+  c.mutable_model()->set_position_embedding_type("rope");
+  c.mutable_model()->set_hidden_size(132);  // 4 heads of 33
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--kv-channels 33"),
+                                             HasSubstr("--position-embedding-type rope"))));
+  c.mutable_model()->set_hidden_size(136);
+  EXPECT_THAT(Validate(c), IsEmpty());
+}
+
+TEST(ValidateConfigTest, LearnedPositionsCoverTheSequence) {
+  Config c = Valid();
+  c.mutable_model()->set_max_position_embeddings(64);
+  EXPECT_THAT(Validate(c), Line("--max-position-embeddings 64", "--seq-length 128"));
+  c.mutable_model()->set_position_embedding_type("rope");  // no table to outgrow
+  EXPECT_THAT(Validate(c), IsEmpty());
+}
+
+TEST(ValidateConfigTest, DropoutsAreProbabilitiesBelowOne) {
+  Config c = Valid();
+  c.mutable_model()->set_hidden_dropout(1.0f);
+  c.mutable_model()->set_attention_dropout(-0.1f);
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Line("--hidden-dropout 1 must be in [0, 1)"));
+  EXPECT_THAT(p, Line("--attention-dropout -0.1 must be in [0, 1)"));
+}
+
+TEST(ValidateConfigTest, NormEpsilonAndInitStdPositive) {
+  Config c = Valid();
+  c.mutable_model()->set_norm_epsilon(0);
+  c.mutable_model()->set_init_method_std(-0.02f);
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Line("--norm-epsilon"));
+  EXPECT_THAT(p, Line("--init-method-std"));
+}
+
+TEST(ValidateConfigTest, WorldDivisibleByModelParallel) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(6);
+  c.mutable_parallel()->set_tensor_model_parallel_size(2);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(3);
+  SetWorld(&c, 8);
+  EXPECT_THAT(Validate(c, 8),
+              ElementsAre(AllOf(HasSubstr("--tensor-model-parallel-size 2"),
+                                HasSubstr("--pipeline-model-parallel-size 3"),
+                                HasSubstr("--nproc-per-node 8"), HasSubstr("world size 8"))));
+}
+
+TEST(ValidateConfigTest, WorldSizeMustBePositive) {
+  EXPECT_THAT(Validate(Valid(), 0), Line("--nproc-per-node", "world size 0"));
+}
+
+TEST(ValidateConfigTest, MicroBatchPositive) {
+  Config c = Valid();
+  c.mutable_training()->set_micro_batch_size(0);
+  EXPECT_THAT(Validate(c), Line("--micro-batch-size 0 must be positive"));
+}
+
+TEST(ValidateConfigTest, GlobalBatchDivisibleByMicroBatchTimesDp) {
+  Config c = Valid();
+  SetWorld(&c, 4);
+  c.mutable_training()->set_micro_batch_size(2);
+  c.mutable_training()->set_global_batch_size(12);
+  EXPECT_THAT(Validate(c, 4),
+              ElementsAre(AllOf(HasSubstr("--global-batch-size 12"),
+                                HasSubstr("--micro-batch-size 2"), HasSubstr("DP 4"),
+                                HasSubstr("= 8"))));
+}
+
+TEST(ValidateConfigTest, ContradictingBatchFlagsShowTheArithmetic) {
+  Config c = Valid();
+  SetWorld(&c, 4);
+  c.mutable_training()->set_micro_batch_size(2);
+  c.mutable_training()->set_global_batch_size(64);
+  c.mutable_training()->set_num_micro_batches(4);
+  EXPECT_THAT(Validate(c, 4),
+              ElementsAre(AllOf(HasSubstr("--global-batch-size 64"),
+                                HasSubstr("--num-micro-batches 4"),
+                                HasSubstr("--micro-batch-size 2"), HasSubstr("4 * 2 * DP 4"),
+                                HasSubstr("= 32, not 64"))));
+  c.mutable_training()->set_num_micro_batches(8);  // 8 * 2 * 4 = 64 agrees
+  EXPECT_THAT(Validate(c, 4), IsEmpty());
+}
+
+TEST(ValidateConfigTest, LayersDivisibleByPipelineStages) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(3);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  EXPECT_THAT(Validate(c, 2), ElementsAre(AllOf(HasSubstr("--num-layers 3"),
+                                                HasSubstr("--pipeline-model-parallel-size 2"))));
+  // An uneven split that adds up is fine ...
+  c.mutable_parallel()->set_decoder_first_pipeline_num_layers(1);
+  EXPECT_THAT(Validate(c, 2), IsEmpty());
+  // ... one that does not is reported.
+  c.mutable_model()->set_num_layers(5);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(3);
+  c.mutable_parallel()->set_decoder_first_pipeline_num_layers(2);
+  EXPECT_THAT(Validate(c, 3), Line("--decoder-first-pipeline-num-layers 2", "--num-layers 5"));
+}
+
+TEST(ValidateConfigTest, AccountingForEmbeddingChangesTheSplit) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(3);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  c.mutable_parallel()->set_account_for_embedding_in_pipeline_split(true);
+  EXPECT_THAT(Validate(c, 2), IsEmpty());  // 3 + 1 over 2 stages
+}
+
+TEST(ValidateConfigTest, TrainItersPositive) {
+  Config c = Valid();
+  c.mutable_training()->set_train_iters(0);
+  EXPECT_THAT(Validate(c), Line("--train-iters 0"));
+}
+
+TEST(ValidateConfigTest, LearningRates) {
+  Config c = Valid();
+  c.mutable_optimizer()->set_lr(-1);
+  EXPECT_THAT(Validate(c), Line("--lr -1 must not be negative"));
+  c = Valid();
+  c.mutable_optimizer()->set_lr(0.01f);
+  c.mutable_optimizer()->set_min_lr(0.1f);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--min-lr 0.1"), HasSubstr("--lr 0.01"))));
+}
+
+TEST(ValidateConfigTest, WarmupItersAndFractionAreExclusive) {
+  Config c = Valid();
+  c.mutable_optimizer()->set_lr_warmup_iters(10);
+  c.mutable_optimizer()->set_lr_warmup_fraction(0.1f);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--lr-warmup-iters 10"),
+                                             HasSubstr("--lr-warmup-fraction 0.1"),
+                                             HasSubstr("exclusive"))));
+}
+
+TEST(ValidateConfigTest, WarmupNotLongerThanDecay) {
+  Config c = Valid();
+  c.mutable_optimizer()->set_lr_warmup_iters(200);  // train-iters is 100
+  EXPECT_THAT(Validate(c), Line("--lr-warmup-iters 200", "--lr-decay-iters", "--train-iters"));
+  c.mutable_optimizer()->set_lr_decay_iters(300);
+  EXPECT_THAT(Validate(c), IsEmpty());
+}
+
+TEST(ValidateConfigTest, OptimizerRanges) {
+  Config c = Valid();
+  c.mutable_optimizer()->set_clip_grad(-1);
+  c.mutable_optimizer()->set_adam_beta1(1.0f);
+  c.mutable_optimizer()->set_adam_beta2(-0.5f);
+  c.mutable_optimizer()->set_adam_eps(0);
+  c.mutable_optimizer()->set_weight_decay(-0.1f);
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Line("--clip-grad -1"));
+  EXPECT_THAT(p, Line("--adam-beta1 1"));
+  EXPECT_THAT(p, Line("--adam-beta2 -0.5"));
+  EXPECT_THAT(p, Line("--adam-eps 0"));
+  EXPECT_THAT(p, Line("--weight-decay -0.1"));
+  EXPECT_EQ(p.size(), 5u);
+}
+
+// A --config file is not checked against (choices) by the parser.
+TEST(ValidateConfigTest, EveryChoiceFieldIsChecked) {
+  Config c = Valid();
+  c.mutable_model()->set_normalization("layernorm");
+  c.mutable_optimizer()->set_lr_decay_style("step");
+  c.mutable_parallel()->set_device("tpu");
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Line("--normalization 'layernorm'", "LayerNorm, RMSNorm"));
+  EXPECT_THAT(p, Line("--lr-decay-style 'step'"));
+  EXPECT_THAT(p, Line("--device 'tpu'"));
+}
+
+TEST(ValidateConfigTest, ExactlyOneDataSource) {
+  Config c = Valid();
+  c.mutable_data()->set_mock_data(false);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--mock-data"), HasSubstr("--data-path"),
+                                             HasSubstr("--train-data-path"))));
+  c.mutable_data()->set_mock_data(true);
+  c.mutable_data()->add_data_path("corpus");
+  EXPECT_THAT(Validate(c), Line("--mock-data", "--data-path", "exclusive"));
+  c.mutable_data()->set_mock_data(false);
+  c.mutable_data()->add_train_data_path("train");
+  EXPECT_THAT(Validate(c), Line("--data-path", "--train-data-path", "exclusive"));
+  c.mutable_data()->clear_data_path();
+  EXPECT_THAT(Validate(c), IsEmpty());
+}
+
+TEST(ValidateConfigTest, DataPathWeightsComeInPairs) {
+  Config c = Valid();
+  c.mutable_data()->set_mock_data(false);
+  for (const char* v : {"0.3", "a", "0.7"}) c.mutable_data()->add_data_path(v);
+  EXPECT_THAT(Validate(c), Line("--data-path", "pairs"));
+  c.mutable_data()->add_data_path("b");
+  EXPECT_THAT(Validate(c), IsEmpty());
+  c.mutable_data()->set_split("90,x");
+  EXPECT_THAT(Validate(c), Line("--split '90,x'"));
+}
+
+TEST(ValidateConfigTest, VocabSizeNeededWithoutTokenizer) {
+  Config c = Valid();
+  c.mutable_model()->set_vocab_size(0);
+  EXPECT_THAT(Validate(c), Line("--vocab-size 0", "--mock-data"));
+  c.mutable_data()->set_tokenizer_type("NullTokenizer");
+  EXPECT_THAT(Validate(c), Line("--vocab-size 0", "--tokenizer-type NullTokenizer"));
+  c.mutable_data()->set_tokenizer_type("GPT2BPETokenizer");
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Not(Line("--vocab-size")));  // the tokenizer fixes it
+  EXPECT_THAT(p, Line("--vocab-file", "GPT2BPETokenizer"));
+  EXPECT_THAT(p, Line("--merge-file", "GPT2BPETokenizer"));
+}
+
+TEST(ValidateConfigTest, LogIntervalPositive) {
+  Config c = Valid();
+  c.mutable_logging()->set_log_interval(0);
+  EXPECT_THAT(Validate(c), ElementsAre(HasSubstr("--log-interval 0")));
+}
+
+TEST(ValidateConfigTest, FullRecomputeNeedsMethodAndLayers) {
+  Config c = Valid();
+  c.mutable_recompute()->set_recompute_granularity("full");
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Line("--recompute-method", "--recompute-granularity full"));
+  EXPECT_THAT(p, Line("--recompute-num-layers 0", "--recompute-granularity full"));
+  c.mutable_recompute()->set_recompute_method("uniform");
+  c.mutable_recompute()->set_recompute_num_layers(1);
+  EXPECT_THAT(Validate(c), IsEmpty());
+}
+
+TEST(ValidateConfigTest, SelectiveRecomputeTakesNoMethodOrLayers) {
+  Config c = Valid();
+  c.mutable_recompute()->set_recompute_granularity("selective");
+  c.mutable_recompute()->set_recompute_method("block");
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--recompute-method"),
+                                             HasSubstr("--recompute-granularity full"))));
+  c.mutable_recompute()->clear_recompute_method();
+  c.mutable_recompute()->set_recompute_num_layers(2);
+  EXPECT_THAT(Validate(c), Line("--recompute-num-layers"));
+}
+
+TEST(ValidateConfigTest, RecomputeActivationsContradictsFull) {
+  Config c = Valid();
+  c.mutable_recompute()->set_recompute_activations(true);
+  c.mutable_recompute()->set_recompute_granularity("full");
+  EXPECT_THAT(Validate(c), Line("--recompute-activations", "--recompute-granularity full"));
+}
+
+TEST(ValidateConfigTest, RecomputeModulesAreKnown) {
+  Config c = Valid();
+  c.mutable_recompute()->set_recompute_granularity("selective");
+  c.mutable_recompute()->add_recompute_modules("mlp");
+  c.mutable_recompute()->add_recompute_modules("attention");
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--recompute-modules 'attention'"),
+                                             HasSubstr("core_attn, mlp or layernorm"))));
+  c.mutable_recompute()->clear_recompute_granularity();
+  EXPECT_THAT(Validate(c), Line("--recompute-modules", "selective"));
+}
+
+TEST(ValidateConfigTest, VirtualPipelineFlagsAreExclusive) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(8);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(2);
+  c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
+  EXPECT_THAT(Validate(c, 2), ElementsAre(AllOf(
+      HasSubstr("--num-layers-per-virtual-pipeline-stage"),
+      HasSubstr("--num-virtual-stages-per-pipeline-rank"), HasSubstr("exclusive"))));
+}
+
+TEST(ValidateConfigTest, VirtualPipelineNeedsPipelineParallel) {
+  Config c = Valid();
+  c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--num-virtual-stages-per-pipeline-rank"),
+                                             HasSubstr("--pipeline-model-parallel-size > 1"))));
+  c = Valid();
+  c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(1);
+  EXPECT_THAT(Validate(c), Line("--num-layers-per-virtual-pipeline-stage",
+                                "--pipeline-model-parallel-size > 1"));
+}
+
+TEST(ValidateConfigTest, VirtualStagesDivideTheLayers) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(6);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
+  EXPECT_THAT(Validate(c, 2), Line("--num-layers 6", "--num-virtual-stages-per-pipeline-rank 2"));
+  c.mutable_parallel()->clear_num_virtual_stages_per_pipeline_rank();
+  c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(2);  // 3 per rank
+  EXPECT_THAT(Validate(c, 2), Line("--num-layers-per-virtual-pipeline-stage 2"));
+}
+
+TEST(ValidateConfigTest, DistributedTimeoutPositive) {
+  Config c = Valid();
+  c.mutable_parallel()->set_distributed_timeout_minutes(0);
+  EXPECT_THAT(Validate(c), ElementsAre(HasSubstr("--distributed-timeout-minutes 0")));
+}
+
+TEST(ValidateConfigTest, SequenceParallelSplitsTheSequence) {
+  Config c = Valid();
+  c.mutable_model()->set_seq_length(130);
+  c.mutable_parallel()->set_tensor_model_parallel_size(4);
+  c.mutable_parallel()->set_sequence_parallel(true);
+  EXPECT_THAT(Validate(c, 4), ElementsAre(AllOf(HasSubstr("--sequence-parallel"),
+                                                HasSubstr("--seq-length 130"))));
+}
+
+TEST(ValidateConfigTest, CheckpointFlagsNeedTheirFolder) {
+  Config c = Valid();
+  c.mutable_checkpoint()->set_save_interval(10);
+  c.mutable_checkpoint()->set_finetune(true);
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_THAT(p, Line("--save-interval 10", "--save"));
+  EXPECT_THAT(p, Line("--finetune", "--load"));
+}
+
+TEST(ValidateConfigTest, ReportsEveryProblemAtOnce) {
+  Config c = Valid();
+  c.mutable_model()->set_hidden_size(100);
+  c.mutable_model()->set_num_attention_heads(3);
+  c.mutable_training()->set_train_iters(0);
+  c.mutable_logging()->set_log_interval(0);
+  c.mutable_data()->set_mock_data(false);
+  const std::vector<std::string> p = Validate(c);
+  EXPECT_EQ(p.size(), 4u);
+  EXPECT_THAT(p, Line("--hidden-size 100"));
+  EXPECT_THAT(p, Line("--train-iters 0"));
+  EXPECT_THAT(p, Line("--log-interval 0"));
+  EXPECT_THAT(p, Line("--mock-data"));
+}
+
+TEST(ResolveConfigTest, FillsDerivedValues) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(4);
+  c.mutable_model()->set_hidden_size(256);
+  c.mutable_model()->set_num_attention_heads(8);
+  c.mutable_model()->set_seq_length(512);
+  c.mutable_parallel()->set_tensor_model_parallel_size(2);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  c.mutable_training()->set_micro_batch_size(2);
+  c.mutable_training()->set_global_batch_size(16);
+  c.mutable_training()->set_train_iters(1000);
+  c.mutable_optimizer()->set_lr_warmup_fraction(0.1f);
+  c.mutable_recompute()->set_recompute_activations(true);
+  SetWorld(&c, 8);
+  const absl::StatusOr<Config> r = ResolveConfig(c, 8);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model().ffn_hidden_size(), 1024);
+  EXPECT_EQ(r->model().num_query_groups(), 8);
+  EXPECT_EQ(r->model().kv_channels(), 32);
+  EXPECT_EQ(r->model().max_position_embeddings(), 512);
+  EXPECT_EQ(r->training().num_micro_batches(), 4);  // 16 / (2 * DP 2)
+  EXPECT_EQ(r->training().global_batch_size(), 16);
+  EXPECT_EQ(r->optimizer().lr_decay_iters(), 1000);
+  EXPECT_EQ(r->optimizer().lr_warmup_iters(), 100);
+  EXPECT_EQ(r->optimizer().lr_warmup_fraction(), 0);
+  EXPECT_EQ(r->recompute().recompute_granularity(), "selective");
+  EXPECT_THAT(r->recompute().recompute_modules(), ElementsAre("core_attn"));
+  EXPECT_EQ(r->parallel().num_virtual_stages_per_pipeline_rank(), 1);
+  EXPECT_EQ(r->parallel().pipeline_schedule(), "1f1b");
+
+  // The resolved config is valid and resolves to itself.
+  EXPECT_THAT(Validate(*r, 8), IsEmpty());
+  const absl::StatusOr<Config> again = ResolveConfig(*r, 8);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*again, *r));
+}
+
+TEST(ResolveConfigTest, DerivesGlobalBatchAndVirtualStages) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(8);
+  c.mutable_model()->set_swiglu(true);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(2);
+  c.mutable_training()->set_micro_batch_size(2);
+  c.mutable_training()->set_num_micro_batches(3);
+  c.mutable_optimizer()->set_lr_decay_iters(50);
+  SetWorld(&c, 4);
+  const absl::StatusOr<Config> r = ResolveConfig(c, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model().ffn_hidden_size(), 512);  // 4 * hidden, also with SwiGLU
+  EXPECT_EQ(r->training().global_batch_size(), 12);  // 3 * 2 * DP 2
+  EXPECT_EQ(r->training().num_micro_batches(), 3);
+  EXPECT_EQ(r->optimizer().lr_decay_iters(), 50);
+  EXPECT_EQ(r->parallel().num_virtual_stages_per_pipeline_rank(), 2);  // 8 / 2 / 2
+  EXPECT_EQ(r->parallel().num_layers_per_virtual_pipeline_stage(), 0);
+  EXPECT_EQ(r->parallel().pipeline_schedule(), "interleaved-1f1b");
+  EXPECT_THAT(Validate(*r, 4), IsEmpty());
+
+  c = Valid();
+  const absl::StatusOr<Config> defaults = ResolveConfig(c, 1);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->training().num_micro_batches(), 1);
+  EXPECT_EQ(defaults->training().global_batch_size(), 1);
+}
+
+TEST(ResolveConfigTest, InvalidConfigListsEveryProblem) {
+  Config c = Valid();
+  c.mutable_training()->set_train_iters(0);
+  c.mutable_logging()->set_log_interval(0);
+  const absl::StatusOr<Config> r = ResolveConfig(c, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::string> lines = absl::StrSplit(r.status().message(), '\n');
+  EXPECT_THAT(lines, ElementsAre(HasSubstr("--train-iters"), HasSubstr("--log-interval")));
+}
+
+TEST(WorldSizeTest, FromLauncherEnvironmentOrFlags) {
+  Config c;
+  c.mutable_parallel()->set_nproc_per_node(4);
+  c.mutable_parallel()->set_nnodes(2);
+  std::map<std::string, std::string> env;
+  const EnvLookup lookup = [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 8);
+  env["SLURM_NTASKS"] = "16";
+  EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 16);
+  env["WORLD_SIZE"] = "32";
+  EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 32);
+  env["WORLD_SIZE"] = "many";  // malformed: reported by validation, not ignored
+  EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 0);
+  EXPECT_THAT(Validate(Valid(), 0), Line("world size 0"));
+}
+
+TEST(PaddedVocabSizeTest, RoundsUpToDivisorTimesTensorParallel) {
+  Config c;
+  c.mutable_model()->set_vocab_size(50257);
+  EXPECT_EQ(PaddedVocabSize(c), 50304);  // multiple of 128
+  c.mutable_parallel()->set_tensor_model_parallel_size(2);
+  EXPECT_EQ(PaddedVocabSize(c), 50432);  // multiple of 256
+  c.mutable_model()->set_vocab_size(512);
+  EXPECT_EQ(PaddedVocabSize(c), 512);
+}
+
+}  // namespace
+}  // namespace conveyor

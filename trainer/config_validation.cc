@@ -1,0 +1,616 @@
+#include "trainer/config_validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/message.h"
+#include "trainer/flags.h"
+
+namespace conveyor {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// Collects problem lines; the helpers keep the common range rules one-liners.
+class Problems {
+ public:
+  template <typename... Parts>
+  void Add(const Parts&... parts) {
+    lines_.push_back(absl::StrCat(parts...));
+  }
+  void Positive(const char* flag, int64_t v) {
+    if (v <= 0) Add(flag, " ", v, " must be positive: set ", flag, " to 1 or more");
+  }
+  // For sizes where 0 means "derive it" (or "off").
+  void NonNegative(const char* flag, int64_t v) {
+    if (v < 0) Add(flag, " ", v, " must not be negative: set ", flag, " to 0 or more");
+  }
+  void PositiveReal(const char* flag, double v) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      Add(flag, " ", v, " must be a positive number: set ", flag, " > 0");
+    }
+  }
+  void NonNegativeReal(const char* flag, double v) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      Add(flag, " ", v, " must not be negative: set ", flag, " >= 0");
+    }
+  }
+  // Probabilities and decay rates: 1 would drop everything or never forget.
+  void HalfOpenUnit(const char* flag, double v) {
+    if (!(v >= 0 && v < 1)) Add(flag, " ", v, " must be in [0, 1): set ", flag, " >= 0 and < 1");
+  }
+  std::vector<std::string> Take() { return std::move(lines_); }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+// Values the rules share; each is 0 where its inputs are themselves invalid, so a
+// broken input is reported once, by its own rule.
+struct Derived {
+  int64_t heads = 0;
+  int64_t query_groups = 0;
+  int64_t kv_channels = 0;
+  int64_t ffn = 0;
+  int64_t tp = 0;
+  int64_t pp = 0;
+  int64_t dp = 0;
+  int64_t split_layers = 0;  // layers plus embedding/loss when they count in the split
+  bool uneven = false;
+};
+
+Derived Derive(const Config& c, int world_size) {
+  const ModelConfig& m = c.model();
+  const ParallelConfig& p = c.parallel();
+  Derived d;
+  d.heads = std::max(0, m.num_attention_heads());
+  d.query_groups = m.num_query_groups() > 0 ? m.num_query_groups() : d.heads;
+  if (m.kv_channels() > 0) {
+    d.kv_channels = m.kv_channels();
+  } else if (d.heads > 0 && m.hidden_size() > 0 && m.hidden_size() % d.heads == 0) {
+    d.kv_channels = m.hidden_size() / d.heads;
+  }
+  // Megatron shrinks the SwiGLU MLP to keep its parameter count; Conveyor keeps
+  // 4 * hidden so the default model is the same with or without --swiglu.
+  d.ffn = m.ffn_hidden_size() > 0 ? m.ffn_hidden_size() : 4 * int64_t{std::max(0, m.hidden_size())};
+  d.tp = std::max(0, p.tensor_model_parallel_size());
+  d.pp = std::max(0, p.pipeline_model_parallel_size());
+  if (world_size > 0 && d.tp > 0 && d.pp > 0 && world_size % (d.tp * d.pp) == 0) {
+    d.dp = world_size / (d.tp * d.pp);
+  }
+  d.uneven = p.decoder_first_pipeline_num_layers() > 0 || p.decoder_last_pipeline_num_layers() > 0;
+  d.split_layers = int64_t{m.num_layers()} + (p.account_for_embedding_in_pipeline_split() ? 1 : 0) +
+                   (p.account_for_loss_in_pipeline_split() ? 1 : 0);
+  return d;
+}
+
+void CheckModel(const Config& c, const Derived& d, Problems* out) {
+  const ModelConfig& m = c.model();
+  out->Positive("--num-layers", m.num_layers());
+  out->Positive("--hidden-size", m.hidden_size());
+  out->Positive("--num-attention-heads", m.num_attention_heads());
+  out->Positive("--seq-length", m.seq_length());
+  out->Positive("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by());
+  out->NonNegative("--ffn-hidden-size", m.ffn_hidden_size());
+  out->NonNegative("--num-query-groups", m.num_query_groups());
+  out->NonNegative("--kv-channels", m.kv_channels());
+  out->NonNegative("--max-position-embeddings", m.max_position_embeddings());
+  out->NonNegative("--vocab-size", m.vocab_size());
+  if (m.kv_channels() == 0 && m.hidden_size() > 0 && d.heads > 0 &&
+      m.hidden_size() % d.heads != 0) {
+    out->Add("--hidden-size ", m.hidden_size(), " is not divisible by --num-attention-heads ",
+             d.heads, ": choose sizes with hidden-size % num-attention-heads == 0, or set "
+             "--kv-channels");
+  }
+  if (m.num_query_groups() > 0 && d.heads > 0 && d.heads % m.num_query_groups() != 0) {
+    out->Add("--num-attention-heads ", d.heads, " is not divisible by --num-query-groups ",
+             m.num_query_groups(), ": every key/value group serves the same number of heads; "
+             "choose num-query-groups dividing num-attention-heads");
+  }
+  if (d.tp > 0) {
+    if (d.heads > 0 && d.heads % d.tp != 0) {
+      out->Add("--num-attention-heads ", d.heads,
+               " is not divisible by --tensor-model-parallel-size ", d.tp,
+               ": each tensor-parallel rank holds whole heads; choose a TP size dividing the "
+               "head count");
+    }
+    if (m.num_query_groups() > 0 && m.num_query_groups() % d.tp != 0) {
+      out->Add("--num-query-groups ", m.num_query_groups(),
+               " is not divisible by --tensor-model-parallel-size ", d.tp,
+               ": each tensor-parallel rank holds whole key/value groups; choose a TP size "
+               "dividing num-query-groups");
+    }
+    if (d.ffn > 0 && d.ffn % d.tp != 0) {
+      out->Add("--ffn-hidden-size ", d.ffn,
+               m.ffn_hidden_size() == 0 ? " (4 * --hidden-size)" : "",
+               " is not divisible by --tensor-model-parallel-size ", d.tp,
+               ": the MLP is split by columns over TP; choose an ffn-hidden-size divisible by TP");
+    }
+    if (c.parallel().sequence_parallel() && d.tp > 1 && m.seq_length() > 0 &&
+        m.seq_length() % d.tp != 0) {
+      out->Add("--sequence-parallel needs --seq-length ", m.seq_length(),
+               " divisible by --tensor-model-parallel-size ", d.tp,
+               ": the sequence is split evenly over TP ranks");
+    }
+  }
+  if (m.ffn_hidden_size() == 0 && d.ffn > kInt32Max) {
+    out->Add("--hidden-size ", m.hidden_size(), " is too large: the derived --ffn-hidden-size "
+             "4 * hidden-size does not fit in int32; set a smaller hidden size");
+  }
+  if (m.position_embedding_type() == "rope") {
+    if (d.kv_channels % 2 != 0) {
+      out->Add("--kv-channels ", d.kv_channels,
+               m.kv_channels() == 0 ? " (--hidden-size / --num-attention-heads)" : "",
+               " is odd: --position-embedding-type rope rotates pairs of channels; choose an "
+               "even head dimension");
+    }
+    out->PositiveReal("--rotary-base", m.rotary_base());
+  } else if (m.position_embedding_type() == "learned_absolute" &&
+             m.max_position_embeddings() > 0 &&
+             m.max_position_embeddings() < m.seq_length()) {
+    out->Add("--max-position-embeddings ", m.max_position_embeddings(),
+             " is smaller than --seq-length ", m.seq_length(),
+             ": the learned position table needs a row per position; set "
+             "--max-position-embeddings >= seq-length, or 0 for seq-length");
+  }
+  out->HalfOpenUnit("--hidden-dropout", m.hidden_dropout());
+  out->HalfOpenUnit("--attention-dropout", m.attention_dropout());
+  out->PositiveReal("--norm-epsilon", m.norm_epsilon());
+  out->PositiveReal("--init-method-std", m.init_method_std());
+}
+
+void CheckPipelineSplit(const Config& c, const Derived& d, Problems* out) {
+  const ParallelConfig& p = c.parallel();
+  const int64_t layers = c.model().num_layers();
+  const int64_t first = p.decoder_first_pipeline_num_layers();
+  const int64_t last = p.decoder_last_pipeline_num_layers();
+  out->NonNegative("--decoder-first-pipeline-num-layers", first);
+  out->NonNegative("--decoder-last-pipeline-num-layers", last);
+  if (d.pp <= 0 || layers <= 0 || first < 0 || last < 0) return;
+  if (d.uneven) {
+    if (d.pp == 1) {
+      out->Add("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers need "
+               "--pipeline-model-parallel-size > 1: with one stage there is nothing to split");
+      return;
+    }
+    if (p.account_for_embedding_in_pipeline_split() || p.account_for_loss_in_pipeline_split()) {
+      out->Add("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers and "
+               "--account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split "
+               "are exclusive: choose the uneven split yourself or let Conveyor account for them");
+    }
+    const int64_t rest = layers - first - last;
+    const int64_t middle = d.pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest % middle != 0)) {
+      out->Add("--num-layers ", layers, " minus --decoder-first-pipeline-num-layers ", first,
+               " and --decoder-last-pipeline-num-layers ", last, " leaves ", rest,
+               " layers for the ", middle, " other stages of --pipeline-model-parallel-size ",
+               d.pp, ": the remaining layers must split evenly over the other stages");
+    }
+    return;
+  }
+  if (d.split_layers % d.pp != 0) {
+    const bool accounted = d.split_layers != layers;
+    out->Add("--num-layers ", layers,
+             accounted ? absl::StrCat(" (", d.split_layers, " with the embedding/loss counted by "
+                                      "--account-for-embedding-in-pipeline-split / "
+                                      "--account-for-loss-in-pipeline-split)")
+                       : "",
+             " is not divisible by --pipeline-model-parallel-size ", d.pp,
+             ": every stage gets the same number of layers; choose num-layers divisible by PP, "
+             "or set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
+  }
+}
+
+void CheckVirtualPipeline(const Config& c, const Derived& d, Problems* out) {
+  const ParallelConfig& p = c.parallel();
+  const int64_t per_stage = p.num_layers_per_virtual_pipeline_stage();
+  const int64_t v = p.num_virtual_stages_per_pipeline_rank();
+  out->NonNegative("--num-layers-per-virtual-pipeline-stage", per_stage);
+  out->NonNegative("--num-virtual-stages-per-pipeline-rank", v);
+  if (per_stage > 0 && v > 0) {
+    out->Add("--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank "
+             "are exclusive: set only one of them");
+    return;
+  }
+  if (d.pp == 1 && (per_stage > 0 || v > 1)) {
+    out->Add(per_stage > 0 ? "--num-layers-per-virtual-pipeline-stage"
+                           : "--num-virtual-stages-per-pipeline-rank",
+             " needs --pipeline-model-parallel-size > 1: virtual stages interleave a pipeline; "
+             "set PP > 1 or drop the flag");
+    return;
+  }
+  if (d.pp <= 1) return;
+  if (per_stage > 0 && d.uneven) {
+    out->Add("--num-layers-per-virtual-pipeline-stage does not work with an uneven split "
+             "(--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers): use "
+             "--num-virtual-stages-per-pipeline-rank instead");
+    return;
+  }
+  // Even splits only; uneven ones are checked per stage by the pipeline layout.
+  if (d.uneven || d.split_layers <= 0 || d.split_layers % d.pp != 0) return;
+  const int64_t per_rank = d.split_layers / d.pp;
+  if (per_stage > 0 && per_rank % per_stage != 0) {
+    out->Add("--num-layers-per-virtual-pipeline-stage ", per_stage, " does not divide the ",
+             per_rank, " layers per pipeline rank (--num-layers / --pipeline-model-parallel-size "
+             "= ", d.split_layers, " / ", d.pp, "): choose a divisor of ", per_rank);
+  }
+  if (v > 1 && d.split_layers % (d.pp * v) != 0) {
+    out->Add("--num-layers ", d.split_layers, " is not divisible by --pipeline-model-parallel-size ",
+             d.pp, " * --num-virtual-stages-per-pipeline-rank ", v, " = ", d.pp * v,
+             ": every virtual stage gets the same number of layers");
+  }
+}
+
+void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* out) {
+  const ParallelConfig& p = c.parallel();
+  out->Positive("--tensor-model-parallel-size", p.tensor_model_parallel_size());
+  out->Positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size());
+  out->Positive("--nproc-per-node", p.nproc_per_node());
+  out->Positive("--nnodes", p.nnodes());
+  out->Positive("--ddp-bucket-size", p.ddp_bucket_size());
+  out->Positive("--distributed-timeout-minutes", p.distributed_timeout_minutes());
+  if (world_size <= 0) {
+    out->Add("--nproc-per-node / --nnodes: the world size ", world_size,
+             " must be positive: set WORLD_SIZE or SLURM_NTASKS to a positive integer, or unset "
+             "them and use --nproc-per-node and --nnodes");
+  } else if (d.tp > 0 && d.pp > 0 && world_size % (d.tp * d.pp) != 0) {
+    out->Add("--tensor-model-parallel-size ", d.tp, " * --pipeline-model-parallel-size ", d.pp,
+             " = ", d.tp * d.pp, " does not divide the world size ", world_size,
+             " (--nproc-per-node ", p.nproc_per_node(), " * --nnodes ", p.nnodes(),
+             ", or WORLD_SIZE/SLURM_NTASKS): choose TP * PP dividing the number of ranks, or "
+             "run a multiple of ", d.tp * d.pp, " ranks");
+  }
+  CheckPipelineSplit(c, d, out);
+  CheckVirtualPipeline(c, d, out);
+}
+
+void CheckBatch(const Config& c, const Derived& d, Problems* out) {
+  const TrainingConfig& t = c.training();
+  out->Positive("--micro-batch-size", t.micro_batch_size());
+  out->NonNegative("--global-batch-size", t.global_batch_size());
+  out->NonNegative("--num-micro-batches", t.num_micro_batches());
+  out->Positive("--train-iters", t.train_iters());
+  if (d.dp <= 0 || t.micro_batch_size() <= 0) return;
+  const int64_t per_micro = int64_t{t.micro_batch_size()} * d.dp;
+  const std::string dp_text =
+      absl::StrCat("DP ", d.dp, " (world size / (TP ", d.tp, " * PP ", d.pp, "))");
+  if (t.global_batch_size() > 0 && t.global_batch_size() % per_micro != 0) {
+    out->Add("--global-batch-size ", t.global_batch_size(),
+             " is not divisible by --micro-batch-size ", t.micro_batch_size(), " * ", dp_text,
+             " = ", per_micro, ": choose a global batch that is a multiple of ", per_micro);
+  } else if (t.global_batch_size() > 0 && t.num_micro_batches() > 0 &&
+             t.num_micro_batches() * per_micro != t.global_batch_size()) {
+    out->Add("--global-batch-size ", t.global_batch_size(), ", --num-micro-batches ",
+             t.num_micro_batches(), " and --micro-batch-size ", t.micro_batch_size(),
+             " contradict: ", t.num_micro_batches(), " * ", t.micro_batch_size(), " * ", dp_text,
+             " = ", t.num_micro_batches() * per_micro, ", not ", t.global_batch_size(),
+             ": set only one of --global-batch-size and --num-micro-batches");
+  } else if (t.global_batch_size() == 0 &&
+             std::max(1, t.num_micro_batches()) * per_micro > kInt32Max) {
+    out->Add("--num-micro-batches ", t.num_micro_batches(), " * --micro-batch-size ",
+             t.micro_batch_size(), " * ", dp_text,
+             " overflows --global-batch-size (int32): use fewer or smaller micro-batches");
+  }
+}
+
+void CheckOptimizer(const Config& c, Problems* out) {
+  const OptimizerConfig& o = c.optimizer();
+  out->NonNegativeReal("--lr", o.lr());
+  out->NonNegativeReal("--min-lr", o.min_lr());
+  if (o.min_lr() > o.lr()) {
+    out->Add("--min-lr ", o.min_lr(), " is larger than --lr ", o.lr(),
+             ": the schedule decays from lr down to min-lr; set --min-lr <= --lr");
+  }
+  out->NonNegativeReal("--lr-warmup-init", o.lr_warmup_init());
+  out->NonNegative("--lr-warmup-iters", o.lr_warmup_iters());
+  out->NonNegative("--lr-decay-iters", o.lr_decay_iters());
+  if (!(o.lr_warmup_fraction() >= 0 && o.lr_warmup_fraction() <= 1)) {
+    out->Add("--lr-warmup-fraction ", o.lr_warmup_fraction(),
+             " must be in [0, 1]: it is a fraction of --lr-decay-iters");
+  }
+  if (o.lr_warmup_iters() > 0 && o.lr_warmup_fraction() > 0) {
+    out->Add("--lr-warmup-iters ", o.lr_warmup_iters(), " and --lr-warmup-fraction ",
+             o.lr_warmup_fraction(), " are exclusive: set only one of them");
+  }
+  const int64_t decay = o.lr_decay_iters() > 0 ? o.lr_decay_iters() : c.training().train_iters();
+  if (o.lr_warmup_iters() > 0 && decay > 0 && o.lr_warmup_iters() > decay) {
+    out->Add("--lr-warmup-iters ", o.lr_warmup_iters(), " exceeds ",
+             o.lr_decay_iters() > 0 ? "--lr-decay-iters " : "--lr-decay-iters (= --train-iters) ",
+             decay, ": warmup is part of the decay schedule; set --lr-warmup-iters <= ", decay);
+  }
+  out->NonNegativeReal("--clip-grad", o.clip_grad());
+  out->NonNegativeReal("--weight-decay", o.weight_decay());
+  out->HalfOpenUnit("--adam-beta1", o.adam_beta1());
+  out->HalfOpenUnit("--adam-beta2", o.adam_beta2());
+  out->PositiveReal("--adam-eps", o.adam_eps());
+  out->HalfOpenUnit("--sgd-momentum", o.sgd_momentum());
+}
+
+void CheckRecompute(const Config& c, Problems* out) {
+  const RecomputeConfig& r = c.recompute();
+  out->NonNegative("--recompute-num-layers", r.recompute_num_layers());
+  if (r.recompute_activations() && r.recompute_granularity() == "full") {
+    out->Add("--recompute-activations and --recompute-granularity full contradict: "
+             "--recompute-activations means selective; drop one of them");
+    return;
+  }
+  const std::string granularity =
+      r.recompute_activations() ? "selective" : r.recompute_granularity();
+  const bool has_method = !r.recompute_method().empty();
+  const bool has_layers = r.recompute_num_layers() != 0;
+  if (granularity == "full") {
+    if (!has_method) {
+      out->Add("--recompute-method is missing: --recompute-granularity full needs "
+               "--recompute-method uniform or block");
+    }
+    if (r.recompute_num_layers() <= 0) {
+      out->Add("--recompute-num-layers ", r.recompute_num_layers(),
+               " must be positive with --recompute-granularity full: set the layers per "
+               "recompute unit (uniform) or per stage (block)");
+    } else if (r.recompute_num_layers() > c.model().num_layers()) {
+      out->Add("--recompute-num-layers ", r.recompute_num_layers(), " exceeds --num-layers ",
+               c.model().num_layers(), ": set at most the number of layers");
+    }
+    if (r.recompute_modules_size() > 0) {
+      out->Add("--recompute-modules only applies to --recompute-granularity selective: full "
+               "recomputes whole layers; drop --recompute-modules");
+    }
+  } else if (granularity == "selective") {
+    if (has_method || has_layers) {
+      out->Add(has_method ? "--recompute-method" : "--recompute-num-layers",
+               " is for --recompute-granularity full: selective recomputation takes neither "
+               "--recompute-method nor --recompute-num-layers; drop them");
+    }
+  } else if (granularity.empty()) {
+    if (has_method || has_layers) {
+      out->Add(has_method ? "--recompute-method" : "--recompute-num-layers",
+               " has no effect without --recompute-granularity full: add it or drop the flag");
+    }
+    if (r.recompute_modules_size() > 0) {
+      out->Add("--recompute-modules has no effect without --recompute-granularity selective "
+               "(or --recompute-activations): add it or drop the flag");
+    }
+  }
+  static const char* const kModules[] = {"core_attn", "mlp", "layernorm"};
+  for (const std::string& module : r.recompute_modules()) {
+    if (std::find(std::begin(kModules), std::end(kModules), module) == std::end(kModules)) {
+      out->Add("--recompute-modules '", module,
+               "' is not a module Conveyor can recompute: use core_attn, mlp or layernorm");
+    }
+  }
+}
+
+// Megatron's blends: either only prefixes, or weight/prefix pairs "0.3 a 0.7 b".
+void CheckBlend(const char* flag, const google::protobuf::RepeatedPtrField<std::string>& paths,
+                Problems* out) {
+  double unused;
+  const bool weighted = !paths.empty() && absl::SimpleAtod(paths[0], &unused);
+  if (!weighted) return;
+  bool ok = paths.size() % 2 == 0;
+  for (int i = 0; ok && i < paths.size(); i += 2) {
+    double w;
+    ok = absl::SimpleAtod(paths[i], &w) && w >= 0 && std::isfinite(w);
+  }
+  if (!ok) {
+    out->Add(flag, " starts with a weight, so it must hold weight/prefix pairs with "
+             "non-negative weights (", flag, " 0.3 a 0.7 b); got ", paths.size(), " values");
+  }
+}
+
+void CheckData(const Config& c, Problems* out) {
+  const DataConfig& data = c.data();
+  const bool blend = data.data_path_size() > 0;
+  const bool separate = data.train_data_path_size() > 0 || data.valid_data_path_size() > 0 ||
+                        data.test_data_path_size() > 0;
+  if (data.mock_data() && (blend || separate)) {
+    out->Add("--mock-data and ", blend ? "--data-path" : "--train-data-path/--valid-data-path/--test-data-path",
+             " are exclusive: mock data reads no files; drop one of them");
+  } else if (blend && separate) {
+    out->Add("--data-path and --train-data-path/--valid-data-path/--test-data-path are "
+             "exclusive: --data-path is divided by --split; use one way of naming the data");
+  } else if (!data.mock_data() && !blend && !separate) {
+    out->Add("--mock-data, --data-path or --train-data-path: no data source is set; pass one "
+             "(--mock-data for synthetic tokens)");
+  } else if (separate && data.train_data_path_size() == 0) {
+    out->Add("--train-data-path is missing: --valid-data-path/--test-data-path need a "
+             "training set too");
+  }
+  CheckBlend("--data-path", data.data_path(), out);
+  CheckBlend("--train-data-path", data.train_data_path(), out);
+  CheckBlend("--valid-data-path", data.valid_data_path(), out);
+  CheckBlend("--test-data-path", data.test_data_path(), out);
+  if (blend) {
+    const std::vector<std::string> parts = absl::StrSplit(data.split(), absl::ByAnyChar(",/"));
+    double sum = 0;
+    bool ok = parts.size() <= 3;
+    for (const std::string& part : parts) {
+      double v;
+      ok = ok && absl::SimpleAtod(part, &v) && v >= 0 && std::isfinite(v);
+      if (ok) sum += v;
+    }
+    if (!ok || !(sum > 0)) {
+      out->Add("--split '", data.split(), "' must be up to three non-negative numbers with a "
+               "positive sum, as in --split 969,30,1 (train,valid,test)");
+    }
+  }
+  out->Positive("--eval-interval", data.eval_interval());
+  out->NonNegative("--eval-iters", data.eval_iters());
+  // Without a tokenizer that fixes the vocabulary, nothing else sizes the embedding.
+  const std::string& tokenizer = data.tokenizer_type();
+  if ((tokenizer.empty() || tokenizer == "NullTokenizer") && c.model().vocab_size() <= 0) {
+    out->Add("--vocab-size ", c.model().vocab_size(), " must be positive with ",
+             tokenizer.empty() ? "no --tokenizer-type" : "--tokenizer-type NullTokenizer",
+             data.mock_data() ? " and --mock-data" : "",
+             ": nothing else fixes the vocabulary; set e.g. --vocab-size 50257");
+  }
+  if (tokenizer == "GPT2BPETokenizer") {
+    if (data.vocab_file().empty()) {
+      out->Add("--vocab-file is missing: --tokenizer-type GPT2BPETokenizer needs vocab.json");
+    }
+    if (data.merge_file().empty()) {
+      out->Add("--merge-file is missing: --tokenizer-type GPT2BPETokenizer needs merges.txt");
+    }
+  }
+}
+
+void CheckCheckpoint(const Config& c, Problems* out) {
+  const CheckpointConfig& k = c.checkpoint();
+  out->NonNegative("--save-interval", k.save_interval());
+  out->NonNegative("--ckpt-step", k.ckpt_step());
+  out->NonNegative("--exit-interval", k.exit_interval());
+  out->NonNegative("--exit-duration-in-mins", k.exit_duration_in_mins());
+  if (k.save().empty()) {
+    if (k.save_interval() > 0) {
+      out->Add("--save-interval ", k.save_interval(), " needs --save FOLDER: nothing would be "
+               "saved");
+    }
+    if (k.async_save()) out->Add("--async-save needs --save FOLDER: nothing would be saved");
+  }
+  if (k.load().empty()) {
+    if (k.ckpt_step() > 0) {
+      out->Add("--ckpt-step ", k.ckpt_step(), " needs --load FOLDER to load that step from");
+    }
+    if (k.finetune()) out->Add("--finetune needs --load FOLDER with the weights to start from");
+  }
+}
+
+// Generic: every string field with (choices), since a --config file bypasses the
+// parser's check.
+void CheckChoices(const Config& c, Problems* out) {
+  for (const FlagField& f : AllFlagFields()) {
+    if (f.field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
+    const std::vector<std::string> choices = FieldChoices(*f.field);
+    if (choices.empty()) continue;
+    const Message& group = c.GetReflection()->GetMessage(c, f.group);
+    const Reflection& r = *group.GetReflection();
+    std::vector<std::string> values;
+    if (f.field->is_repeated()) {
+      for (int i = 0; i < r.FieldSize(group, f.field); ++i) {
+        values.push_back(r.GetRepeatedString(group, f.field, i));
+      }
+    } else {
+      values.push_back(r.GetString(group, f.field));
+    }
+    for (const std::string& v : values) {
+      if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
+        out->Add(FlagName(*f.field), " '", v, "' is not one of ", DescribeChoices(choices),
+                 ": pick one of them");
+      }
+    }
+  }
+}
+
+// An unset or malformed variable; malformed ones give 0 so validation reports them.
+bool ReadPositiveEnv(const EnvLookup& getenv_fn, const char* name, int* out) {
+  const char* text = getenv_fn(name);
+  if (text == nullptr || *text == '\0') return false;
+  int value = 0;
+  *out = absl::SimpleAtoi(text, &value) && value > 0 ? value : 0;
+  return true;
+}
+
+}  // namespace
+
+int WorldSizeFromEnvironment(const Config& config, const EnvLookup& getenv_fn) {
+  int world = 0;
+  if (ReadPositiveEnv(getenv_fn, "WORLD_SIZE", &world)) return world;
+  if (ReadPositiveEnv(getenv_fn, "SLURM_NTASKS", &world)) return world;
+  const int64_t product =
+      int64_t{config.parallel().nproc_per_node()} * config.parallel().nnodes();
+  return product > 0 && product <= kInt32Max ? static_cast<int>(product) : 0;
+}
+
+int WorldSizeFromEnvironment(const Config& config) {
+  return WorldSizeFromEnvironment(config, [](const char* name) { return std::getenv(name); });
+}
+
+std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
+  Problems problems;
+  const Derived d = Derive(config, world_size);
+  CheckModel(config, d, &problems);
+  CheckParallel(config, d, world_size, &problems);
+  CheckBatch(config, d, &problems);
+  CheckOptimizer(config, &problems);
+  CheckRecompute(config, &problems);
+  CheckData(config, &problems);
+  CheckCheckpoint(config, &problems);
+  problems.Positive("--log-interval", config.logging().log_interval());
+  CheckChoices(config, &problems);
+  return problems.Take();
+}
+
+absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
+  const std::vector<std::string> problems = ValidateConfig(config, world_size);
+  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  const Derived d = Derive(config, world_size);
+  Config out = config;
+
+  ModelConfig& m = *out.mutable_model();
+  m.set_ffn_hidden_size(static_cast<int32_t>(d.ffn));
+  m.set_num_query_groups(static_cast<int32_t>(d.query_groups));
+  m.set_kv_channels(static_cast<int32_t>(d.kv_channels));
+  if (m.max_position_embeddings() == 0) m.set_max_position_embeddings(m.seq_length());
+
+  ParallelConfig& p = *out.mutable_parallel();
+  if (p.num_layers_per_virtual_pipeline_stage() > 0) {
+    // Megatron's two spellings of V; keep one so the result validates again.
+    p.set_num_virtual_stages_per_pipeline_rank(static_cast<int32_t>(
+        d.split_layers / d.pp / p.num_layers_per_virtual_pipeline_stage()));
+    p.set_num_layers_per_virtual_pipeline_stage(0);
+  } else if (p.num_virtual_stages_per_pipeline_rank() == 0) {
+    p.set_num_virtual_stages_per_pipeline_rank(1);
+  }
+  if (p.pipeline_schedule().empty()) {
+    p.set_pipeline_schedule(p.num_virtual_stages_per_pipeline_rank() > 1 ? "interleaved-1f1b"
+                                                                          : "1f1b");
+  }
+
+  TrainingConfig& t = *out.mutable_training();
+  const int64_t per_micro = int64_t{t.micro_batch_size()} * d.dp;
+  if (t.global_batch_size() > 0) {
+    t.set_num_micro_batches(static_cast<int32_t>(t.global_batch_size() / per_micro));
+  } else {
+    t.set_num_micro_batches(std::max(1, t.num_micro_batches()));
+    t.set_global_batch_size(static_cast<int32_t>(t.num_micro_batches() * per_micro));
+  }
+
+  OptimizerConfig& o = *out.mutable_optimizer();
+  if (o.lr_decay_iters() == 0) o.set_lr_decay_iters(t.train_iters());
+  if (o.lr_warmup_fraction() > 0) {
+    // Megatron: warmup steps = fraction * decay steps. Clear the fraction so the
+    // resolved config does not set both exclusive flags.
+    o.set_lr_warmup_iters(static_cast<int32_t>(o.lr_warmup_fraction() * o.lr_decay_iters()));
+    o.set_lr_warmup_fraction(0);
+  }
+
+  RecomputeConfig& r = *out.mutable_recompute();
+  if (r.recompute_activations()) r.set_recompute_granularity("selective");
+  if (r.recompute_granularity() == "selective" && r.recompute_modules_size() == 0) {
+    r.add_recompute_modules("core_attn");  // Megatron's default module list
+  }
+  return out;
+}
+
+int64_t PaddedVocabSize(const Config& config) {
+  const int64_t vocab = config.model().vocab_size();
+  const int64_t multiple = int64_t{config.model().make_vocab_size_divisible_by()} *
+                           std::max(1, config.parallel().tensor_model_parallel_size());
+  if (vocab <= 0 || multiple <= 0) return vocab;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace conveyor
