@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_format.h"
 #include "data/mock_dataset.h"
-#include "google/protobuf/text_format.h"
 #include "model/gpt_model.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/device.h"
 #include "trainer/config_validation.h"
+#include "trainer/effective_config.h"
 #include "trainer/flags.h"
 #include "trainer/flops.h"
 #include "trainer/training_loop.h"
@@ -24,12 +24,6 @@ int UsageError(std::ostream& err, const std::string& message) {
   err << kProgram << ": error: " << message << "\n"
       << kProgram << ": run with --help to list every flag\n";
   return kExitUsage;
-}
-
-std::string EffectiveConfig(const Config& config) {
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(config, &text);
-  return text;
 }
 
 void PrintPlan(const Config& config, const ModelShape& shape, int world_size,
@@ -76,7 +70,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   out << "conveyor: " << DescribeBackend(gpus)
       << (gpus.count > 0 ? "; training runs on the CPU backend (fp32)" : "") << "\n";
-  out << "effective config:\n" << EffectiveConfig(config);
+  out << FormatEffectiveConfig(config);
 
   const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
   if (config.training().dry_run()) {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The trainer binary end to end: exit codes and messages for bad input, --help, and a
+# short training run on mock data whose loss falls.
+set -uo pipefail
+trainer="$1"
+config="$2"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_usage_error "<substring of stderr>" args...: exit code 2 and the message.
+expect_usage_error() {
+  local want="$1"; shift
+  "$trainer" "$@" >"$tmp/out" 2>"$tmp/err"
+  local code=$?
+  [[ $code -eq 2 ]] || fail "'$*' exited $code, want 2"
+  grep -qF -- "$want" "$tmp/err" || fail "'$*' stderr lacks '$want': $(cat "$tmp/err")"
+}
+
+expect_usage_error "did you mean --num-layers" --mock-data --vocab-size 64 --num-layer 2
+expect_usage_error "--num-layers expects an integer, got 'abc'" --mock-data --vocab-size 64 --num-layers abc
+expect_usage_error "--hidden-size" --mock-data --vocab-size 64 --hidden-size 100 --num-attention-heads 3
+expect_usage_error "--num-query-groups" --mock-data --vocab-size 64 --num-attention-heads 4 --num-query-groups 3
+expect_usage_error "--global-batch-size" --mock-data --vocab-size 64 --micro-batch-size 2 --num-micro-batches 2 --global-batch-size 8
+expect_usage_error "--tensor-model-parallel-size" --mock-data --vocab-size 64 --nproc-per-node 3 --tensor-model-parallel-size 2
+expect_usage_error "no-such.textproto" --config "$tmp/no-such.textproto"
+# Every problem at once: both flags named in one run.
+expect_usage_error "--adam-beta1" --mock-data --vocab-size 64 --adam-beta1 1.5 --log-interval 0
+expect_usage_error "--log-interval" --mock-data --vocab-size 64 --adam-beta1 1.5 --log-interval 0
+
+"$trainer" --help >"$tmp/help" 2>&1 || fail "--help exited non-zero"
+for want in "--pipeline-model-parallel-size" "--num-micro-batches" "model architecture" "--config"; do
+  grep -qF -- "$want" "$tmp/help" || fail "--help lacks $want"
+done
+
+"$trainer" --config "$config" --train-iters 30 --log-interval 10 \
+  --metrics-file "$tmp/metrics.jsonl" >"$tmp/train" 2>&1 || fail "training exited non-zero: $(tail "$tmp/train")"
+grep -qF "CPU backend" "$tmp/train" || fail "the run does not say it uses the CPU backend"
+mapfile -t losses < <(sed -nE 's/.*lm loss: ([0-9.E+-]+).*/\1/p' "$tmp/train")
+[[ ${#losses[@]} -eq 3 ]] || fail "want 3 log lines, got ${#losses[@]}"
+awk -v a="${losses[0]}" -v b="${losses[2]}" 'BEGIN { exit !(b < a - 0.5) }' ||
+  fail "loss did not fall: ${losses[*]}"
+[[ $(wc -l <"$tmp/metrics.jsonl") -eq 3 ]] || fail "metrics file should have 3 lines"
+
+if ((failures)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "PASS"
