@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libgloo-dev          # CPU collectives
   libopenblas-dev      # CPU GEMM
+  libicu-dev           # Unicode classes for the GPT-2 tokenizer
 )
 
 missing=()

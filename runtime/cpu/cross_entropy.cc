@@ -10,8 +10,10 @@ void CrossEntropyForward(const float* logits, const int32_t* labels, int64_t row
   for (int64_t r = 0; r < rows; ++r) {
     const float* z = logits + r * vocab;
     const float max = *std::max_element(z, z + vocab);
+    // fp32 exponentials (each in (0, 1] after the max shift) summed in double: the
+    // sum over a large vocabulary is where fp32 would lose digits.
     double sum = 0.0;
-    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(z[v] - max));
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(z[v] - max);
     logsumexp[r] = max + static_cast<float>(std::log(sum));
     losses[r] = logsumexp[r] - z[labels[r]];
   }
