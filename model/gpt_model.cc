@@ -6,33 +6,56 @@
 #include "runtime/cpu/dropout.h"
 #include "runtime/cpu/embedding.h"
 #include "runtime/cpu/gemm.h"
+#include "runtime/status_macros.h"
 
 namespace conveyor {
 
-GptModel::GptModel(const ModelShape& shape, uint64_t seed)
+GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
+                   ModelPartition partition)
     : shape_(shape),
       seed_(seed),
+      tp_(tp != nullptr ? tp : &single_rank_),
+      local_vocab_(shape.padded_vocab / tp_->size()),
       store_(seed),
       rope_(shape.rope ? std::make_unique<cpu::RopeTable>(shape.seq, shape.head_dim,
                                                            shape.rotary_base)
-                       : nullptr),
-      word_embedding_(store_.Add("embedding.word_embeddings.weight",
+                       : nullptr) {
+  const Sharding vocab_rows = Sharding::Block(0, shape.padded_vocab, tp_->size(), tp_->rank());
+  // The last stage of a tied model holds its own copy of the word embedding; the same
+  // name gives it the same initial values, and the embedding group keeps the copies
+  // equal by summing their gradients.
+  if (partition.has_embedding || (partition.has_head && shape.tied_embeddings)) {
+    word_embedding_ = store_.Add("embedding.word_embeddings.weight",
                                  {shape.padded_vocab, shape.hidden},
-                                 {InitKind::kNormal, shape.init_std}, true)),
-      position_embedding_(shape.rope ? nullptr
-                                     : store_.Add("embedding.position_embeddings.weight",
-                                                  {shape.max_positions, shape.hidden},
-                                                  {InitKind::kNormal, shape.init_std}, true)),
-      final_norm_(&store_, "final_norm", shape.hidden, shape.rms_norm, shape.norm_epsilon) {
-  layers_.reserve(shape.num_layers);
-  for (int64_t i = 0; i < shape.num_layers; ++i) {
-    layers_.emplace_back(&store_, shape, i, rope_.get(), seed);
+                                 {InitKind::kNormal, shape.init_std}, true, vocab_rows);
   }
-  if (!shape.tied_embeddings) {
-    // Megatron's output layer has no bias.
-    output_layer_ = std::make_unique<Linear>(&store_, "output_layer", shape.hidden,
-                                             shape.padded_vocab, false, shape.init_std);
+  if (partition.has_embedding && !shape.rope) {
+    position_embedding_ = store_.Add("embedding.position_embeddings.weight",
+                                     {shape.max_positions, shape.hidden},
+                                     {InitKind::kNormal, shape.init_std}, true);
+    // Under SP each rank adds the positions of its own rows only.
+    position_embedding_->sequence_parallel = tp_->sequence_parallel();
   }
+  const int64_t count =
+      partition.num_layers < 0 ? shape.num_layers - partition.first_layer : partition.num_layers;
+  layers_.reserve(count);
+  for (int64_t i = 0; i < count; ++i) {
+    layers_.emplace_back(&store_, shape, partition.first_layer + i, rope_.get(), seed, tp_);
+  }
+  if (partition.has_head) {
+    final_norm_ = std::make_unique<NormLayer>(&store_, "final_norm", shape.hidden,
+                                              shape.rms_norm, shape.norm_epsilon,
+                                              tp_->sequence_parallel());
+    if (!shape.tied_embeddings) {
+      // Megatron's output layer: column-parallel over the vocabulary, no bias.
+      output_layer_ = store_.Add("output_layer.weight", {shape.padded_vocab, shape.hidden},
+                                 {InitKind::kNormal, shape.init_std}, true, vocab_rows);
+    }
+  }
+}
+
+const Parameter* GptModel::output_weight() const {
+  return output_layer_ != nullptr ? output_layer_ : word_embedding_;
 }
 
 CounterRng GptModel::EmbeddingDropoutRng(int64_t iteration) const {
@@ -40,98 +63,132 @@ CounterRng GptModel::EmbeddingDropoutRng(int64_t iteration) const {
                                      static_cast<uint64_t>(iteration)));
 }
 
-Tensor GptModel::Embed(const MicroBatchContext& mb, const int32_t* tokens) const {
-  Tensor x = Tensor::Zeros({mb.tokens(), shape_.hidden}, MemoryCategory::kActivations);
-  cpu::EmbeddingForward(word_embedding_->value.data(), tokens, mb.tokens(), shape_.hidden,
-                        false, x.data());
+uint64_t GptModel::EmbeddingDropoutIndex(const MicroBatchContext& mb,
+                                         int64_t local_rows) const {
+  const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
+  return static_cast<uint64_t>((mb.first_sample * mb.seq + first_row) * shape_.hidden);
+}
+
+absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
+                                                  const int32_t* tokens,
+                                                  EmbeddingStash* stash) const {
+  stash->tokens.assign(tokens, tokens + mb.tokens());
+  Tensor partial = Tensor::Zeros({mb.tokens(), shape_.hidden}, MemoryCategory::kActivations);
+  cpu::EmbeddingForward(word_embedding_->value.data(), vocab_start(), local_vocab_, tokens,
+                        mb.tokens(), shape_.hidden, partial.data());
+  ASSIGN_OR_RETURN(Tensor x, tp_->ExitForward(std::move(partial)));
+  const int64_t local_rows = x.dim(0);
+  const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
   if (position_embedding_ != nullptr) {
-    for (int64_t b = 0; b < mb.batch; ++b) {
-      // Positions 0..seq-1 are rows 0..seq-1 of the table: a contiguous block.
-      float* row = x.data() + b * mb.seq * shape_.hidden;
-      const float* pos = position_embedding_->value.data();
-      for (int64_t i = 0; i < mb.seq * shape_.hidden; ++i) row[i] += pos[i];
+    const float* table = position_embedding_->value.data();
+    for (int64_t r = 0; r < local_rows; ++r) {
+      const float* pos = table + ((first_row + r) % mb.seq) * shape_.hidden;
+      float* row = x.data() + r * shape_.hidden;
+      for (int64_t i = 0; i < shape_.hidden; ++i) row[i] += pos[i];
     }
   }
   cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), shape_.hidden_dropout,
-                    static_cast<uint64_t>(mb.first_sample * mb.seq * shape_.hidden),
-                    x.numel(), x.data(), x.data());
+                    EmbeddingDropoutIndex(mb, local_rows), x.numel(), x.data(), x.data());
   return x;
 }
 
-void GptModel::EmbeddingBackwardWeight(const MicroBatchContext& mb, const int32_t* tokens,
-                                       Tensor* d_embedding) {
+absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb,
+                                         const Tensor& d_embedding, EmbeddingStash* stash) {
+  const int64_t local_rows = d_embedding.dim(0);
+  Tensor d = d_embedding.Clone(MemoryCategory::kActivations);
   cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), shape_.hidden_dropout,
-                    static_cast<uint64_t>(mb.first_sample * mb.seq * shape_.hidden),
-                    d_embedding->numel(), d_embedding->data(), d_embedding->data());
-  cpu::EmbeddingBackwardWeight(d_embedding->data(), tokens, mb.tokens(), shape_.hidden,
-                               word_embedding_->grad.data());
+                    EmbeddingDropoutIndex(mb, local_rows), d.numel(), d.data(), d.data());
   if (position_embedding_ != nullptr) {
-    float* dpos = position_embedding_->grad.data();
-    for (int64_t b = 0; b < mb.batch; ++b) {
-      const float* d = d_embedding->data() + b * mb.seq * shape_.hidden;
-      for (int64_t i = 0; i < mb.seq * shape_.hidden; ++i) dpos[i] += d[i];
+    const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
+    float* table = position_embedding_->grad.data();
+    for (int64_t r = 0; r < local_rows; ++r) {
+      float* pos = table + ((first_row + r) % mb.seq) * shape_.hidden;
+      const float* row = d.data() + r * shape_.hidden;
+      for (int64_t i = 0; i < shape_.hidden; ++i) pos[i] += row[i];
     }
   }
+  ASSIGN_OR_RETURN(Tensor d_full, tp_->ExitBackward(d));
+  cpu::EmbeddingBackwardWeight(d_full.data(), vocab_start(), local_vocab_,
+                               stash->tokens.data(), mb.tokens(), shape_.hidden,
+                               word_embedding_->grad.data());
+  *stash = EmbeddingStash();
+  return absl::OkStatus();
 }
 
-float GptModel::Forward(const MicroBatchContext& mb, const int32_t* tokens,
-                        const int32_t* labels, GptStash* stash) {
+absl::StatusOr<float> GptModel::HeadForward(const MicroBatchContext& mb, const Tensor& x,
+                                            const int32_t* labels, HeadStash* stash) const {
   const int64_t rows = mb.tokens();
-  stash->tokens.assign(tokens, tokens + rows);
   stash->labels.assign(labels, labels + rows);
-  Tensor x = Embed(mb, tokens);
-  stash->layers.resize(layers_.size());
-  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i].Forward(x, mb, &stash->layers[i]);
-
   stash->final_in = x;
-  stash->final_out = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations);
-  stash->final_norm = final_norm_.Forward(x, &stash->final_out);
-  stash->logits = Tensor::Zeros({rows, shape_.padded_vocab}, MemoryCategory::kActivations);
-  if (output_layer_ != nullptr) {
-    output_layer_->Forward(stash->final_out.data(), rows, stash->logits.data());
-  } else {
-    cpu::Gemm(false, true, rows, shape_.padded_vocab, shape_.hidden, 1.0f,
-              stash->final_out.data(), word_embedding_->value.data(), 0.0f,
-              stash->logits.data());
+  Tensor final_out = Tensor::Zeros(x.shape(), MemoryCategory::kActivations);
+  stash->final_norm = final_norm_->Forward(x, &final_out);
+  ASSIGN_OR_RETURN(stash->final_out_full, tp_->EnterForward(final_out));
+  stash->logits = Tensor::Zeros({rows, local_vocab_}, MemoryCategory::kActivations);
+  cpu::Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f,
+            stash->final_out_full.data(), output_weight()->value.data(), 0.0f,
+            stash->logits.data());
+
+  std::vector<double> row_max(rows), sum_exp(rows), target(rows);
+  cpu::RowMax(stash->logits.data(), rows, local_vocab_, row_max.data());
+  if (tp_->size() > 1) RETURN_IF_ERROR(tp_->comm()->AllReduceMax(row_max.data(), rows));
+  cpu::SumExpAndTarget(stash->logits.data(), labels, rows, local_vocab_, vocab_start(),
+                       row_max.data(), sum_exp.data(), target.data());
+  if (tp_->size() > 1) {
+    RETURN_IF_ERROR(tp_->comm()->AllReduceSum(sum_exp.data(), rows));
+    RETURN_IF_ERROR(tp_->comm()->AllReduceSum(target.data(), rows));
   }
   stash->logsumexp = Tensor::Zeros({rows}, MemoryCategory::kActivations);
-  std::vector<float> losses(rows);
-  cpu::CrossEntropyForward(stash->logits.data(), labels, rows, shape_.padded_vocab,
-                           losses.data(), stash->logsumexp.data());
-  double sum = 0.0;
-  for (float l : losses) sum += l;
-  return static_cast<float>(sum / static_cast<double>(rows));
+  double loss_sum = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double lse = row_max[r] + std::log(sum_exp[r]);
+    stash->logsumexp.data()[r] = static_cast<float>(lse);
+    loss_sum += lse - target[r];
+  }
+  return static_cast<float>(loss_sum / static_cast<double>(rows));
 }
 
-void GptModel::Backward(const MicroBatchContext& mb, float loss_scale, GptStash* stash) {
+absl::StatusOr<Tensor> GptModel::HeadBackward(const MicroBatchContext& mb, float loss_scale,
+                                              HeadStash* stash) {
   const int64_t rows = mb.tokens();
   // d(loss_scale * mean loss)/d(loss_t) = loss_scale / rows.
-  cpu::CrossEntropyBackward(stash->labels.data(), stash->logsumexp.data(), rows,
-                            shape_.padded_vocab, loss_scale / static_cast<float>(rows),
+  cpu::CrossEntropyBackward(stash->labels.data(), stash->logsumexp.data(), rows, local_vocab_,
+                            vocab_start(), loss_scale / static_cast<float>(rows),
                             stash->logits.data());
   const Tensor& d_logits = stash->logits;
-  Tensor d_final_out = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations);
-  if (output_layer_ != nullptr) {
-    output_layer_->BackwardInput(d_logits.data(), rows, d_final_out.data());
-    output_layer_->BackwardWeight(stash->final_out.data(), d_logits.data(), rows);
-  } else {
-    const float* table = word_embedding_->value.data();
-    cpu::Gemm(false, false, rows, shape_.hidden, shape_.padded_vocab, 1.0f, d_logits.data(),
-              table, 0.0f, d_final_out.data());
-    cpu::Gemm(true, false, shape_.padded_vocab, shape_.hidden, rows, 1.0f, d_logits.data(),
-              stash->final_out.data(), 1.0f, word_embedding_->grad.data());
-  }
-  Tensor dx = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations);
-  final_norm_.BackwardInput(d_final_out, stash->final_in, stash->final_norm, &dx);
-  final_norm_.BackwardWeight(d_final_out, stash->final_in, stash->final_norm);
-  stash->logits = Tensor();
+  Parameter* weight = output_layer_ != nullptr ? output_layer_ : word_embedding_;
+  Tensor d_out_partial = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations);
+  cpu::Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits.data(),
+            weight->value.data(), 0.0f, d_out_partial.data());
+  cpu::Gemm(true, false, local_vocab_, shape_.hidden, rows, 1.0f, d_logits.data(),
+            stash->final_out_full.data(), 1.0f, weight->grad.data());
+  ASSIGN_OR_RETURN(Tensor d_final_out, tp_->EnterBackward(std::move(d_out_partial)));
+  Tensor dx = Tensor::Zeros(stash->final_in.shape(), MemoryCategory::kActivations);
+  final_norm_->BackwardInput(d_final_out, stash->final_in, stash->final_norm, &dx);
+  final_norm_->BackwardWeight(d_final_out, stash->final_in, stash->final_norm);
+  *stash = HeadStash();
+  return dx;
+}
 
+absl::StatusOr<float> GptModel::Forward(const MicroBatchContext& mb, const int32_t* tokens,
+                                        const int32_t* labels, GptStash* stash) {
+  ASSIGN_OR_RETURN(Tensor x, EmbeddingForward(mb, tokens, &stash->embedding));
+  stash->layers.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    ASSIGN_OR_RETURN(x, layers_[i].Forward(x, mb, &stash->layers[i]));
+  }
+  return HeadForward(mb, x, labels, &stash->head);
+}
+
+absl::Status GptModel::Backward(const MicroBatchContext& mb, float loss_scale,
+                                GptStash* stash) {
+  ASSIGN_OR_RETURN(Tensor dx, HeadBackward(mb, loss_scale, &stash->head));
   for (size_t i = layers_.size(); i-- > 0;) {
-    dx = layers_[i].BackwardInput(dx, mb, &stash->layers[i]);
+    ASSIGN_OR_RETURN(dx, layers_[i].BackwardInput(dx, mb, &stash->layers[i]));
     layers_[i].BackwardWeight(&stash->layers[i]);
   }
-  EmbeddingBackwardWeight(mb, stash->tokens.data(), &dx);
+  RETURN_IF_ERROR(EmbeddingBackward(mb, dx, &stash->embedding));
   *stash = GptStash();
+  return absl::OkStatus();
 }
 
 }  // namespace conveyor

@@ -1,8 +1,14 @@
 // GPT: embedding -> transformer layers -> final norm -> output layer -> cross-entropy.
 //
-// The pieces are separate calls (embedding, each layer's F/B/W, the head) so that a
-// pipeline stage can run any contiguous part; Forward/Backward below run them all, in
-// the order a single rank without pipelining uses.
+// A GptModel holds the part of the model one rank runs: a contiguous range of layers,
+// plus the embedding on the first pipeline stage and the head (final norm, output
+// layer, loss) on the last, each tensor-parallel over `tp`. The pieces are separate
+// calls so that a pipeline stage can run them per micro-batch in any order a schedule
+// asks; Forward/Backward run them all, as a rank without pipelining does.
+//
+// Vocabulary parallelism (Megatron's): the word embedding and the output layer hold
+// vocabulary rows [rank * V/TP, (rank + 1) * V/TP); the embedding's partial lookups
+// are summed over TP and the cross-entropy never gathers the logits.
 #ifndef CONVEYOR_MODEL_GPT_MODEL_H_
 #define CONVEYOR_MODEL_GPT_MODEL_H_
 
@@ -10,55 +16,94 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "model/linear.h"
 #include "model/micro_batch.h"
 #include "model/model_shape.h"
 #include "model/norm_layer.h"
 #include "model/parameter.h"
+#include "model/tensor_parallel.h"
 #include "model/transformer_layer.h"
 #include "runtime/cpu/rope.h"
 
 namespace conveyor {
 
-// Everything one micro-batch's backward needs, from embedding to loss.
-struct GptStash {
+// Which part of the model a rank holds.
+struct ModelPartition {
+  int64_t first_layer = 0;
+  int64_t num_layers = -1;  // -1: all layers from first_layer
+  bool has_embedding = true;
+  bool has_head = true;
+};
+
+struct EmbeddingStash {
   std::vector<int32_t> tokens;
+};
+
+struct HeadStash {
   std::vector<int32_t> labels;
-  std::vector<LayerStash> layers;
-  Tensor final_in, final_out, logits, logsumexp;  // logits become their gradient
+  Tensor final_in, final_out_full, logits, logsumexp;  // logits become their gradient
   NormStats final_norm;
+};
+
+// Everything one micro-batch's backward needs on this rank.
+struct GptStash {
+  EmbeddingStash embedding;
+  std::vector<LayerStash> layers;  // indexed by local layer
+  HeadStash head;
 };
 
 class GptModel {
  public:
-  GptModel(const ModelShape& shape, uint64_t seed);
+  // `tp` may be null (one rank); otherwise it must outlive the model.
+  GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp = nullptr,
+           ModelPartition partition = {});
 
-  // Mean cross-entropy over the micro-batch's tokens; tokens and labels hold
-  // mb.tokens() ids each. The stash keeps what Backward needs.
-  float Forward(const MicroBatchContext& mb, const int32_t* tokens, const int32_t* labels,
-                GptStash* stash);
+  // Embedding output for this rank's rows (its sequence shard under SP).
+  absl::StatusOr<Tensor> EmbeddingForward(const MicroBatchContext& mb, const int32_t* tokens,
+                                          EmbeddingStash* stash) const;
+  absl::Status EmbeddingBackward(const MicroBatchContext& mb, const Tensor& d_embedding,
+                                 EmbeddingStash* stash);
 
+  int64_t num_local_layers() const { return static_cast<int64_t>(layers_.size()); }
+  TransformerLayer& layer(int64_t local_index) { return layers_[local_index]; }
+
+  // Mean cross-entropy over the micro-batch's tokens.
+  absl::StatusOr<float> HeadForward(const MicroBatchContext& mb, const Tensor& x,
+                                    const int32_t* labels, HeadStash* stash) const;
+  // Gradient of loss_scale * loss with respect to the head's input; accumulates the
+  // head's weight gradients.
+  absl::StatusOr<Tensor> HeadBackward(const MicroBatchContext& mb, float loss_scale,
+                                      HeadStash* stash);
+
+  // The whole partition for one micro-batch (first and last stage in one: no pipeline).
+  absl::StatusOr<float> Forward(const MicroBatchContext& mb, const int32_t* tokens,
+                                const int32_t* labels, GptStash* stash);
   // Adds d(loss_scale * loss)/d(parameters) into the gradients and empties the stash.
-  void Backward(const MicroBatchContext& mb, float loss_scale, GptStash* stash);
+  absl::Status Backward(const MicroBatchContext& mb, float loss_scale, GptStash* stash);
 
   ParameterStore& parameters() { return store_; }
   const ModelShape& shape() const { return shape_; }
+  const TensorParallel& tp() const { return *tp_; }
 
  private:
-  Tensor Embed(const MicroBatchContext& mb, const int32_t* tokens) const;
-  void EmbeddingBackwardWeight(const MicroBatchContext& mb, const int32_t* tokens,
-                               Tensor* d_embedding);
   CounterRng EmbeddingDropoutRng(int64_t iteration) const;
+  uint64_t EmbeddingDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
+  int64_t vocab_start() const { return tp_->rank() * local_vocab_; }
+  const Parameter* output_weight() const;
 
   ModelShape shape_;
   uint64_t seed_;
+  TensorParallel single_rank_;
+  const TensorParallel* tp_;
+  int64_t local_vocab_;
   ParameterStore store_;
   std::unique_ptr<cpu::RopeTable> rope_;  // null with learned positions
-  Parameter* word_embedding_;
-  Parameter* position_embedding_;  // null with RoPE
+  Parameter* word_embedding_ = nullptr;  // first stage, or last stage when tied
+  Parameter* position_embedding_ = nullptr;  // first stage with learned positions
   std::vector<TransformerLayer> layers_;
-  NormLayer final_norm_;
-  std::unique_ptr<Linear> output_layer_;  // null with tied embeddings
+  std::unique_ptr<NormLayer> final_norm_;  // last stage
+  Parameter* output_layer_ = nullptr;  // last stage, untied
 };
 
 }  // namespace conveyor

@@ -1,6 +1,11 @@
-// y = x W^T + b with W stored [out, in] as Megatron stores it. Backward is split:
-// BackwardInput (dx = dy W) runs on the critical path, BackwardWeight
-// (dW += dy^T x, db += column sums of dy) can be deferred by zero-bubble schedules.
+// y = x W^T + b with W stored [out, in] as Megatron stores it, optionally sharded for
+// tensor parallelism: column-parallel layers hold rows of W (a slice of the outputs),
+// row-parallel layers hold columns (a slice of the inputs, whose partial products the
+// caller sums over the group before adding the bias with AddBias).
+//
+// Backward is split: BackwardInput (dx = dy W) runs on the critical path,
+// BackwardWeight (dW += dy^T x, db += column sums of dy) can be deferred by
+// zero-bubble schedules. Communication is the caller's (see tensor_parallel.h).
 #ifndef CONVEYOR_MODEL_LINEAR_H_
 #define CONVEYOR_MODEL_LINEAR_H_
 
@@ -11,21 +16,30 @@
 
 namespace conveyor {
 
+enum class LinearParallelism { kColumn, kRow };
+
 class Linear {
  public:
+  // `split` is the weight's sharding: along dim 0 for kColumn, dim 1 for kRow, or
+  // replicated. A column-parallel bias is split like the rows; a row-parallel bias is
+  // replicated.
   Linear(ParameterStore* store, const std::string& name, int64_t in, int64_t out, bool bias,
-         float init_std);
+         float init_std, LinearParallelism parallelism = LinearParallelism::kColumn,
+         Sharding split = Sharding::Replicated());
 
+  // Column-parallel (or unsharded): matmul plus bias. Row-parallel: matmul only.
   void Forward(const float* x, int64_t rows, float* y) const;
+  void AddBias(float* y, int64_t rows) const;
   void BackwardInput(const float* dy, int64_t rows, float* dx) const;
   void BackwardWeight(const float* x, const float* dy, int64_t rows);
 
-  int64_t in() const { return in_; }
-  int64_t out() const { return out_; }
+  int64_t local_in() const { return in_; }
+  int64_t local_out() const { return out_; }
 
  private:
-  int64_t in_;
-  int64_t out_;
+  LinearParallelism parallelism_;
+  int64_t in_;   // local
+  int64_t out_;  // local
   Parameter* weight_;
   Parameter* bias_;  // null without bias
 };

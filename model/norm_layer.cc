@@ -3,12 +3,15 @@
 namespace conveyor {
 
 NormLayer::NormLayer(ParameterStore* store, const std::string& name, int64_t width, bool rms,
-                     float eps)
+                     float eps, bool sequence_parallel)
     : kind_(rms ? cpu::NormKind::kRmsNorm : cpu::NormKind::kLayerNorm),
       width_(width),
       eps_(eps),
       gamma_(store->Add(name + ".weight", {width}, {InitKind::kOnes}, false)),
-      beta_(rms ? nullptr : store->Add(name + ".bias", {width}, {InitKind::kZeros}, false)) {}
+      beta_(rms ? nullptr : store->Add(name + ".bias", {width}, {InitKind::kZeros}, false)) {
+  gamma_->sequence_parallel = sequence_parallel;
+  if (beta_ != nullptr) beta_->sequence_parallel = sequence_parallel;
+}
 
 NormStats NormLayer::Forward(const Tensor& x, Tensor* y) const {
   const int64_t rows = x.numel() / width_;

@@ -19,8 +19,9 @@ struct NormStats {
 
 class NormLayer {
  public:
+  // sequence_parallel: the layer sees only this rank's tokens (see Parameter).
   NormLayer(ParameterStore* store, const std::string& name, int64_t width, bool rms,
-            float eps);
+            float eps, bool sequence_parallel = false);
 
   NormStats Forward(const Tensor& x, Tensor* y) const;
   void BackwardInput(const Tensor& dy, const Tensor& x, const NormStats& stats,

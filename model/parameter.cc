@@ -4,16 +4,54 @@
 
 namespace conveyor {
 
-Parameter* ParameterStore::Add(const std::string& name, std::vector<int64_t> shape,
-                               InitSpec init, bool weight_decay) {
-  Parameter p{name, Tensor::Zeros(shape, MemoryCategory::kWeights),
-              Tensor::Zeros(shape, MemoryCategory::kGrads), weight_decay};
+Sharding Sharding::Block(int dim, int64_t extent, int parts, int index) {
+  const int64_t length = extent / parts;
+  return {dim, {{index * length, length}}};
+}
+
+std::vector<int64_t> GlobalIndices(const Parameter& p) {
+  const std::vector<int64_t>& global = p.global_shape;
+  std::vector<int64_t> out;
+  out.reserve(p.value.numel());
+  if (p.sharding.replicated()) {
+    for (int64_t i = 0; i < p.value.numel(); ++i) out.push_back(i);
+    return out;
+  }
+  // View the tensor as [outer, dim, inner] around the sharded dimension.
+  const int d = p.sharding.dim;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= global[i];
+  for (size_t i = d + 1; i < global.size(); ++i) inner *= global[i];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const ShardRange& r : p.sharding.ranges) {
+      for (int64_t k = r.global_start; k < r.global_start + r.length; ++k) {
+        for (int64_t i = 0; i < inner; ++i) out.push_back((o * global[d] + k) * inner + i);
+      }
+    }
+  }
+  return out;
+}
+
+Parameter* ParameterStore::Add(const std::string& name, std::vector<int64_t> global_shape,
+                               InitSpec init, bool weight_decay, Sharding sharding) {
+  std::vector<int64_t> local_shape = global_shape;
+  if (!sharding.replicated()) {
+    local_shape[sharding.dim] = 0;
+    for (const ShardRange& r : sharding.ranges) local_shape[sharding.dim] += r.length;
+  }
+  Parameter p{name,
+              global_shape,
+              sharding,
+              Tensor::Zeros(local_shape, MemoryCategory::kWeights),
+              Tensor::Zeros(local_shape, MemoryCategory::kGrads),
+              weight_decay};
   float* v = p.value.data();
   const int64_t n = p.value.numel();
   switch (init.kind) {
     case InitKind::kNormal: {
       const CounterRng rng(seed_, StreamId(name));
-      for (int64_t i = 0; i < n; ++i) v[i] = init.std * rng.Normal(static_cast<uint64_t>(i));
+      const std::vector<int64_t> global = GlobalIndices(p);
+      for (int64_t i = 0; i < n; ++i) v[i] = init.std * rng.Normal(global[i]);
       break;
     }
     case InitKind::kOnes:

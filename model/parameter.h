@@ -1,4 +1,8 @@
 // Named parameters with fp32 gradients, initialised layout-independently.
+//
+// A parameter has a global shape (the single-rank model's tensor) and a Sharding that
+// says which part of it this rank holds, so initialisation, checkpoints and gradient
+// norms can reason about the global tensor whatever the layout.
 #ifndef CONVEYOR_MODEL_PARAMETER_H_
 #define CONVEYOR_MODEL_PARAMETER_H_
 
@@ -11,11 +15,34 @@
 
 namespace conveyor {
 
+struct ShardRange {
+  int64_t global_start;
+  int64_t length;
+};
+
+// The local tensor is the concatenation, along `dim`, of the global tensor's slices
+// `ranges` (dim = -1: the whole tensor, replicated). Several ranges describe layouts
+// such as SwiGLU's fc1, whose rank holds a slice of the gate half and of the up half.
+struct Sharding {
+  int dim = -1;
+  std::vector<ShardRange> ranges;
+
+  static Sharding Replicated() { return {}; }
+  // Part `index` of `parts` equal contiguous blocks of a dimension of size `extent`.
+  static Sharding Block(int dim, int64_t extent, int parts, int index);
+  bool replicated() const { return dim < 0; }
+};
+
 struct Parameter {
   std::string name;  // e.g. "layers.3.mlp.fc1.weight": also the init stream's name
-  Tensor value;
-  Tensor grad;       // accumulated over the micro-batches of a step
+  std::vector<int64_t> global_shape;
+  Sharding sharding;
+  Tensor value;       // the local part
+  Tensor grad;        // accumulated over the micro-batches of a step
   bool weight_decay;  // Megatron excludes biases and norm weights
+  // Replicated across tensor-parallel ranks, but each rank sees only its sequence
+  // shard under --sequence-parallel, so its gradient must be summed over TP.
+  bool sequence_parallel = false;
 };
 
 enum class InitKind { kNormal, kZeros, kOnes };
@@ -33,8 +60,8 @@ class ParameterStore {
 
   // Normal values are CounterRng(seed, StreamId(name)).Normal(global element index),
   // so the value of an element never depends on which rank holds it.
-  Parameter* Add(const std::string& name, std::vector<int64_t> shape, InitSpec init,
-                 bool weight_decay);
+  Parameter* Add(const std::string& name, std::vector<int64_t> global_shape, InitSpec init,
+                 bool weight_decay, Sharding sharding = Sharding::Replicated());
 
   std::vector<Parameter*> parameters();
   Parameter* Find(const std::string& name);
@@ -45,6 +72,9 @@ class ParameterStore {
   uint64_t seed_;
   std::deque<Parameter> params_;  // deque: stable addresses
 };
+
+// Global flat index of each local element, in local order.
+std::vector<int64_t> GlobalIndices(const Parameter& p);
 
 }  // namespace conveyor
 

@@ -6,6 +6,7 @@
 #include "runtime/cpu/activation.h"
 #include "runtime/cpu/attention.h"
 #include "runtime/cpu/dropout.h"
+#include "runtime/status_macros.h"
 
 namespace conveyor {
 namespace {
@@ -22,31 +23,48 @@ void AddInto(const Tensor& a, Tensor* b) {
 
 std::string LayerName(int64_t index) { return "layers." + std::to_string(index); }
 
+// SwiGLU's fc1 rows are [gate | up]; a rank holds its slice of each half, so that the
+// activation can pair them locally.
+Sharding Fc1Sharding(const ModelShape& s, const TensorParallel& tp) {
+  const int64_t slice = s.ffn_hidden / tp.size();
+  const int64_t start = tp.rank() * slice;
+  if (!s.swiglu) return {0, {{start, slice}}};
+  return {0, {{start, slice}, {s.ffn_hidden + start, slice}}};
+}
+
+float OutputProjectionStd(const ModelShape& s) {
+  // Megatron's scaled init, std / sqrt(2 * num_layers), keeps the residual stream's
+  // variance from growing with depth.
+  return s.init_std / std::sqrt(2.0f * static_cast<float>(s.num_layers));
+}
+
 }  // namespace
 
-TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& shape,
+TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& s,
                                    int64_t layer_index, const cpu::RopeTable* rope,
-                                   uint64_t seed)
-    : shape_(shape),
+                                   uint64_t seed, const TensorParallel* tp)
+    : shape_(s),
       layer_index_(layer_index),
       rope_(rope),
       seed_(seed),
-      ln1_(store, LayerName(layer_index) + ".input_norm", shape.hidden, shape.rms_norm,
-           shape.norm_epsilon),
-      qkv_(store, LayerName(layer_index) + ".attention.qkv", shape.hidden, shape.qkv_width(),
-           shape.linear_bias, shape.init_std),
-      // Output projections use Megatron's scaled init, std / sqrt(2 * num_layers), so
-      // the residual stream's variance does not grow with depth.
-      proj_(store, LayerName(layer_index) + ".attention.proj", shape.heads * shape.head_dim,
-            shape.hidden, shape.linear_bias,
-            shape.init_std / std::sqrt(2.0f * static_cast<float>(shape.num_layers))),
-      ln2_(store, LayerName(layer_index) + ".post_attention_norm", shape.hidden,
-           shape.rms_norm, shape.norm_epsilon),
-      fc1_(store, LayerName(layer_index) + ".mlp.fc1", shape.hidden, shape.fc1_width(),
-           shape.linear_bias, shape.init_std),
-      fc2_(store, LayerName(layer_index) + ".mlp.fc2", shape.ffn_hidden, shape.hidden,
-           shape.linear_bias,
-           shape.init_std / std::sqrt(2.0f * static_cast<float>(shape.num_layers))) {}
+      tp_(tp),
+      local_groups_(s.query_groups / tp->size()),
+      local_ffn_(s.ffn_hidden / tp->size()),
+      ln1_(store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm,
+           s.norm_epsilon, tp->sequence_parallel()),
+      qkv_(store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(),
+           s.linear_bias, s.init_std, LinearParallelism::kColumn,
+           Sharding::Block(0, s.qkv_width(), tp->size(), tp->rank())),
+      proj_(store, LayerName(layer_index) + ".attention.proj", s.heads * s.head_dim, s.hidden,
+            s.linear_bias, OutputProjectionStd(s), LinearParallelism::kRow,
+            Sharding::Block(1, s.heads * s.head_dim, tp->size(), tp->rank())),
+      ln2_(store, LayerName(layer_index) + ".post_attention_norm", s.hidden, s.rms_norm,
+           s.norm_epsilon, tp->sequence_parallel()),
+      fc1_(store, LayerName(layer_index) + ".mlp.fc1", s.hidden, s.fc1_width(), s.linear_bias,
+           s.init_std, LinearParallelism::kColumn, Fc1Sharding(s, *tp)),
+      fc2_(store, LayerName(layer_index) + ".mlp.fc2", s.ffn_hidden, s.hidden, s.linear_bias,
+           OutputProjectionStd(s), LinearParallelism::kRow,
+           Sharding::Block(1, s.ffn_hidden, tp->size(), tp->rank())) {}
 
 CounterRng TransformerLayer::DropoutRng(DropoutSite site, int64_t iteration) const {
   uint64_t stream = MixStream(StreamId("dropout"), static_cast<uint64_t>(layer_index_));
@@ -54,14 +72,19 @@ CounterRng TransformerLayer::DropoutRng(DropoutSite site, int64_t iteration) con
   return CounterRng(seed_, MixStream(stream, static_cast<uint64_t>(iteration)));
 }
 
+uint64_t TransformerLayer::HiddenDropoutIndex(const MicroBatchContext& mb,
+                                              int64_t local_rows) const {
+  const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
+  return static_cast<uint64_t>((mb.first_sample * mb.seq + first_row) * shape_.hidden);
+}
+
 void TransformerLayer::ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq,
                                                  bool inverse) const {
   if (rope_ == nullptr) return;
-  const int64_t width = shape_.qkv_width();
+  const int64_t width = qkv->dim(1);
   const int64_t group_width = (shape_.heads_per_group() + 2) * shape_.head_dim;
-  const int64_t rows = qkv->dim(0);
-  for (int64_t t = 0; t < rows; ++t) {
-    for (int64_t g = 0; g < shape_.query_groups; ++g) {
+  for (int64_t t = 0; t < qkv->dim(0); ++t) {
+    for (int64_t g = 0; g < local_groups_; ++g) {
       // The group's query heads and its key head are adjacent: rotate them together.
       cpu::ApplyRope(*rope_, t % seq, shape_.heads_per_group() + 1, shape_.head_dim, inverse,
                      qkv->data() + t * width + g * group_width);
@@ -69,100 +92,118 @@ void TransformerLayer::ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq,
   }
 }
 
-Tensor TransformerLayer::Forward(const Tensor& x, const MicroBatchContext& mb,
-                                 LayerStash* stash) const {
+absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBatchContext& mb,
+                                                 LayerStash* stash) const {
   const int64_t rows = mb.tokens();
-  const uint64_t hidden_index = static_cast<uint64_t>(mb.first_sample * mb.seq * shape_.hidden);
+  const int64_t local_rows = x.dim(0);
+  const int64_t local_heads = local_groups_ * shape_.heads_per_group();
+  const uint64_t hidden_index = HiddenDropoutIndex(mb, local_rows);
   stash->x = x;
 
-  stash->ln1_out = Activation(rows, shape_.hidden);
+  // Attention block.
+  stash->ln1_out = Activation(local_rows, shape_.hidden);
   stash->ln1 = ln1_.Forward(x, &stash->ln1_out);
-  stash->qkv = Activation(rows, shape_.qkv_width());
-  qkv_.Forward(stash->ln1_out.data(), rows, stash->qkv.data());
+  ASSIGN_OR_RETURN(stash->ln1_full, tp_->EnterForward(stash->ln1_out));
+  stash->qkv = Activation(rows, qkv_.local_out());
+  qkv_.Forward(stash->ln1_full.data(), rows, stash->qkv.data());
   ApplyRopeToQueriesAndKeys(&stash->qkv, mb.seq, /*inverse=*/false);
 
-  const cpu::AttentionShape attention{mb.batch, mb.seq, shape_.query_groups,
+  const cpu::AttentionShape attention{mb.batch, mb.seq, local_groups_,
                                       shape_.heads_per_group(), shape_.head_dim};
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   const cpu::AttentionDropout attention_dropout{&probs_rng, shape_.attention_dropout,
-                                                mb.first_sample, 0, shape_.heads};
+                                                mb.first_sample, tp_->rank() * local_heads,
+                                                shape_.heads};
   stash->probs =
-      Tensor::Zeros({mb.batch, shape_.heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
-  stash->ctx = Activation(rows, shape_.heads * shape_.head_dim);
+      Tensor::Zeros({mb.batch, local_heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
+  stash->ctx = Activation(rows, local_heads * shape_.head_dim);
   cpu::AttentionForward(attention, stash->qkv.data(), 1.0f / std::sqrt(float(shape_.head_dim)),
                         attention_dropout, stash->probs.data(), stash->ctx.data());
 
-  stash->x1 = Activation(rows, shape_.hidden);
-  proj_.Forward(stash->ctx.data(), rows, stash->x1.data());
+  Tensor proj_partial = Activation(rows, shape_.hidden);
+  proj_.Forward(stash->ctx.data(), rows, proj_partial.data());
+  ASSIGN_OR_RETURN(stash->x1, tp_->ExitForward(std::move(proj_partial)));
+  proj_.AddBias(stash->x1.data(), local_rows);
   cpu::ApplyDropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
                     shape_.hidden_dropout, hidden_index, stash->x1.numel(), stash->x1.data(),
                     stash->x1.data());
   AddInto(x, &stash->x1);
 
-  stash->ln2_out = Activation(rows, shape_.hidden);
+  // MLP block.
+  stash->ln2_out = Activation(local_rows, shape_.hidden);
   stash->ln2 = ln2_.Forward(stash->x1, &stash->ln2_out);
-  stash->fc1_out = Activation(rows, shape_.fc1_width());
-  fc1_.Forward(stash->ln2_out.data(), rows, stash->fc1_out.data());
-  stash->act = Activation(rows, shape_.ffn_hidden);
+  ASSIGN_OR_RETURN(stash->ln2_full, tp_->EnterForward(stash->ln2_out));
+  stash->fc1_out = Activation(rows, fc1_.local_out());
+  fc1_.Forward(stash->ln2_full.data(), rows, stash->fc1_out.data());
+  stash->act = Activation(rows, local_ffn_);
   if (shape_.swiglu) {
-    cpu::SwigluForward(stash->fc1_out.data(), rows, shape_.ffn_hidden, stash->act.data());
+    cpu::SwigluForward(stash->fc1_out.data(), rows, local_ffn_, stash->act.data());
   } else {
     cpu::GeluForward(stash->fc1_out.data(), stash->fc1_out.numel(), stash->act.data());
   }
-
-  Tensor out = Activation(rows, shape_.hidden);
-  fc2_.Forward(stash->act.data(), rows, out.data());
+  Tensor fc2_partial = Activation(rows, shape_.hidden);
+  fc2_.Forward(stash->act.data(), rows, fc2_partial.data());
+  ASSIGN_OR_RETURN(Tensor out, tp_->ExitForward(std::move(fc2_partial)));
+  fc2_.AddBias(out.data(), local_rows);
   cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), shape_.hidden_dropout,
                     hidden_index, out.numel(), out.data(), out.data());
   AddInto(stash->x1, &out);
   return out;
 }
 
-Tensor TransformerLayer::BackwardInput(const Tensor& dy, const MicroBatchContext& mb,
-                                       LayerStash* stash) const {
+absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
+                                                       const MicroBatchContext& mb,
+                                                       LayerStash* stash) const {
   const int64_t rows = mb.tokens();
-  const uint64_t hidden_index = static_cast<uint64_t>(mb.first_sample * mb.seq * shape_.hidden);
+  const int64_t local_rows = dy.dim(0);
+  const int64_t local_heads = local_groups_ * shape_.heads_per_group();
+  const uint64_t hidden_index = HiddenDropoutIndex(mb, local_rows);
 
-  // MLP branch.
-  stash->d_fc2 = Activation(rows, shape_.hidden);
+  // MLP block.
+  Tensor d_fc2 = Activation(local_rows, shape_.hidden);
   cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), shape_.hidden_dropout,
-                    hidden_index, dy.numel(), dy.data(), stash->d_fc2.data());
-  Tensor d_act = Activation(rows, shape_.ffn_hidden);
-  fc2_.BackwardInput(stash->d_fc2.data(), rows, d_act.data());
-  stash->d_fc1 = Activation(rows, shape_.fc1_width());
+                    hidden_index, dy.numel(), dy.data(), d_fc2.data());
+  ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_fc2));
+  Tensor d_act = Activation(rows, local_ffn_);
+  fc2_.BackwardInput(stash->d_fc2_full.data(), rows, d_act.data());
+  stash->d_fc1 = Activation(rows, fc1_.local_out());
   if (shape_.swiglu) {
-    cpu::SwigluBackward(stash->fc1_out.data(), d_act.data(), rows, shape_.ffn_hidden,
+    cpu::SwigluBackward(stash->fc1_out.data(), d_act.data(), rows, local_ffn_,
                         stash->d_fc1.data());
   } else {
     cpu::GeluBackward(stash->fc1_out.data(), d_act.data(), d_act.numel(),
                       stash->d_fc1.data());
   }
-  stash->d_ln2 = Activation(rows, shape_.hidden);
-  fc1_.BackwardInput(stash->d_fc1.data(), rows, stash->d_ln2.data());
-  Tensor d_x1 = Activation(rows, shape_.hidden);
+  Tensor d_ln2_partial = Activation(rows, shape_.hidden);
+  fc1_.BackwardInput(stash->d_fc1.data(), rows, d_ln2_partial.data());
+  ASSIGN_OR_RETURN(stash->d_ln2, tp_->EnterBackward(std::move(d_ln2_partial)));
+  Tensor d_x1 = Activation(local_rows, shape_.hidden);
   ln2_.BackwardInput(stash->d_ln2, stash->x1, stash->ln2, &d_x1);
   AddInto(dy, &d_x1);  // residual
 
-  // Attention branch.
-  stash->d_proj = Activation(rows, shape_.hidden);
+  // Attention block.
+  Tensor d_proj = Activation(local_rows, shape_.hidden);
   cpu::ApplyDropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
                     shape_.hidden_dropout, hidden_index, d_x1.numel(), d_x1.data(),
-                    stash->d_proj.data());
-  Tensor d_ctx = Activation(rows, shape_.heads * shape_.head_dim);
-  proj_.BackwardInput(stash->d_proj.data(), rows, d_ctx.data());
-  const cpu::AttentionShape attention{mb.batch, mb.seq, shape_.query_groups,
+                    d_proj.data());
+  ASSIGN_OR_RETURN(stash->d_proj_full, tp_->ExitBackward(d_proj));
+  Tensor d_ctx = Activation(rows, local_heads * shape_.head_dim);
+  proj_.BackwardInput(stash->d_proj_full.data(), rows, d_ctx.data());
+  const cpu::AttentionShape attention{mb.batch, mb.seq, local_groups_,
                                       shape_.heads_per_group(), shape_.head_dim};
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   const cpu::AttentionDropout attention_dropout{&probs_rng, shape_.attention_dropout,
-                                                mb.first_sample, 0, shape_.heads};
-  stash->d_qkv = Activation(rows, shape_.qkv_width());
+                                                mb.first_sample, tp_->rank() * local_heads,
+                                                shape_.heads};
+  stash->d_qkv = Activation(rows, qkv_.local_out());
   cpu::AttentionBackward(attention, stash->qkv.data(), stash->probs.data(), d_ctx.data(),
                          1.0f / std::sqrt(float(shape_.head_dim)), attention_dropout,
                          stash->d_qkv.data());
   ApplyRopeToQueriesAndKeys(&stash->d_qkv, mb.seq, /*inverse=*/true);
-  stash->d_ln1 = Activation(rows, shape_.hidden);
-  qkv_.BackwardInput(stash->d_qkv.data(), rows, stash->d_ln1.data());
-  Tensor dx = Activation(rows, shape_.hidden);
+  Tensor d_ln1_partial = Activation(rows, shape_.hidden);
+  qkv_.BackwardInput(stash->d_qkv.data(), rows, d_ln1_partial.data());
+  ASSIGN_OR_RETURN(stash->d_ln1, tp_->EnterBackward(std::move(d_ln1_partial)));
+  Tensor dx = Activation(local_rows, shape_.hidden);
   ln1_.BackwardInput(stash->d_ln1, stash->x, stash->ln1, &dx);
   AddInto(d_x1, &dx);  // residual
 
@@ -170,16 +211,18 @@ Tensor TransformerLayer::BackwardInput(const Tensor& dy, const MicroBatchContext
   stash->qkv = Tensor();
   stash->probs = Tensor();
   stash->fc1_out = Tensor();
+  stash->ln1_out = Tensor();
+  stash->ln2_out = Tensor();
   return dx;
 }
 
 void TransformerLayer::BackwardWeight(LayerStash* stash) {
-  const int64_t rows = stash->x.dim(0);
-  fc2_.BackwardWeight(stash->act.data(), stash->d_fc2.data(), rows);
-  fc1_.BackwardWeight(stash->ln2_out.data(), stash->d_fc1.data(), rows);
+  const int64_t rows = stash->ln1_full.dim(0);
+  fc2_.BackwardWeight(stash->act.data(), stash->d_fc2_full.data(), rows);
+  fc1_.BackwardWeight(stash->ln2_full.data(), stash->d_fc1.data(), rows);
   ln2_.BackwardWeight(stash->d_ln2, stash->x1, stash->ln2);
-  proj_.BackwardWeight(stash->ctx.data(), stash->d_proj.data(), rows);
-  qkv_.BackwardWeight(stash->ln1_out.data(), stash->d_qkv.data(), rows);
+  proj_.BackwardWeight(stash->ctx.data(), stash->d_proj_full.data(), rows);
+  qkv_.BackwardWeight(stash->ln1_full.data(), stash->d_qkv.data(), rows);
   ln1_.BackwardWeight(stash->d_ln1, stash->x, stash->ln1);
   *stash = LayerStash();
 }

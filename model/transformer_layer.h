@@ -4,50 +4,64 @@
 // with forward, backward-input (B) and backward-weight (W) as separate calls, so that a
 // pipeline schedule can run W later than B (zero-bubble). What backward needs lives in
 // a LayerStash per micro-batch; dropout masks are regenerated, not stored.
+//
+// Tensor parallelism (Megatron's): qkv and fc1 are column-parallel (a rank holds whole
+// query groups and a slice of the MLP), proj and fc2 row-parallel; see
+// tensor_parallel.h for the communication at the region boundaries.
 #ifndef CONVEYOR_MODEL_TRANSFORMER_LAYER_H_
 #define CONVEYOR_MODEL_TRANSFORMER_LAYER_H_
 
 #include <cstdint>
-#include <memory>
 
+#include "absl/status/statusor.h"
 #include "model/linear.h"
 #include "model/micro_batch.h"
 #include "model/model_shape.h"
 #include "model/norm_layer.h"
 #include "model/parameter.h"
+#include "model/tensor_parallel.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/philox.h"
 
 namespace conveyor {
 
-// Activations of one layer for one micro-batch. Forward fills the first block;
-// BackwardInput fills the gradients W needs and drops what only B needed.
+// Activations of one layer for one micro-batch ("full" = all tokens of the micro-batch,
+// inside the tensor-parallel region; the others are this rank's sequence shard under
+// --sequence-parallel). Forward fills the first block; BackwardInput fills the
+// gradients W needs and drops what only B needed.
 struct LayerStash {
-  Tensor x, ln1_out, qkv, probs, ctx, x1, ln2_out, fc1_out, act;
+  Tensor x, ln1_out, ln1_full, qkv, probs, ctx, x1, ln2_out, ln2_full, fc1_out, act;
   NormStats ln1, ln2;
-  Tensor d_ln1, d_qkv, d_proj, d_ln2, d_fc1, d_fc2;
+  Tensor d_ln1, d_qkv, d_proj_full, d_ln2, d_fc1, d_fc2_full;
 };
 
 class TransformerLayer {
  public:
-  // `rope` may be null (learned positions); it must outlive the layer.
+  // `rope` may be null (learned positions); it and `tp` must outlive the layer.
   TransformerLayer(ParameterStore* store, const ModelShape& shape, int64_t layer_index,
-                   const cpu::RopeTable* rope, uint64_t seed);
+                   const cpu::RopeTable* rope, uint64_t seed, const TensorParallel* tp);
 
-  Tensor Forward(const Tensor& x, const MicroBatchContext& mb, LayerStash* stash) const;
-  Tensor BackwardInput(const Tensor& dy, const MicroBatchContext& mb, LayerStash* stash) const;
+  absl::StatusOr<Tensor> Forward(const Tensor& x, const MicroBatchContext& mb,
+                                 LayerStash* stash) const;
+  absl::StatusOr<Tensor> BackwardInput(const Tensor& dy, const MicroBatchContext& mb,
+                                       LayerStash* stash) const;
   // Accumulates weight gradients and empties the stash.
   void BackwardWeight(LayerStash* stash);
 
  private:
   enum class DropoutSite { kAttentionOut, kMlpOut, kAttentionProbs };
   CounterRng DropoutRng(DropoutSite site, int64_t iteration) const;
+  // Global index of the first hidden element this rank holds outside the TP region.
+  uint64_t HiddenDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
   void ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq, bool inverse) const;
 
   ModelShape shape_;
   int64_t layer_index_;
   const cpu::RopeTable* rope_;
   uint64_t seed_;
+  const TensorParallel* tp_;
+  int64_t local_groups_;  // query groups (and their heads) this rank holds
+  int64_t local_ffn_;
   NormLayer ln1_;
   Linear qkv_;
   Linear proj_;

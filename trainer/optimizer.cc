@@ -6,57 +6,52 @@
 
 namespace conveyor {
 
-double GlobalGradNorm(const std::vector<Parameter*>& params) {
-  double sum = 0.0;
-  for (const Parameter* p : params) {
-    const float* g = p->grad.data();
-    for (int64_t i = 0; i < p->grad.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
+std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter*>& params) {
+  std::vector<OptimizerSegment> segments;
+  for (Parameter* p : params) {
+    segments.push_back({p->value.data(), p->grad.data(), p->value.numel(), p->weight_decay});
   }
-  return std::sqrt(sum);
+  return segments;
 }
 
-void ClipGradients(const std::vector<Parameter*>& params, double norm, double max_norm) {
+void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm,
+                   double max_norm) {
   if (max_norm <= 0.0) return;
   const double coeff = max_norm / (norm + 1e-6);
   if (coeff >= 1.0) return;
-  for (Parameter* p : params) {
-    float* g = p->grad.data();
-    for (int64_t i = 0; i < p->grad.numel(); ++i) g[i] = static_cast<float>(g[i] * coeff);
+  for (const OptimizerSegment& s : segments) {
+    for (int64_t i = 0; i < s.n; ++i) s.grad[i] = static_cast<float>(s.grad[i] * coeff);
   }
 }
 
-Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Parameter*> params)
-    : config_(config), params_(std::move(params)) {
+Optimizer::Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments)
+    : config_(config), segments_(std::move(segments)) {
   const bool adam = config_.optimizer() == "adam";
-  for (const Parameter* p : params_) {
-    state_.push_back({Tensor::Zeros(p->value.shape(), MemoryCategory::kOptimizer),
-                      adam ? Tensor::Zeros(p->value.shape(), MemoryCategory::kOptimizer)
-                           : Tensor()});
+  for (const OptimizerSegment& s : segments_) {
+    state_.push_back({Tensor::Zeros({s.n}, MemoryCategory::kOptimizer),
+                      adam ? Tensor::Zeros({s.n}, MemoryCategory::kOptimizer) : Tensor()});
   }
 }
 
 void Optimizer::Step(double lr) {
   ++steps_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Parameter* p = params_[i];
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const OptimizerSegment& seg = segments_[i];
     State& s = state_[i];
-    const float weight_decay = p->weight_decay ? config_.weight_decay() : 0.0f;
+    const float weight_decay = seg.weight_decay ? config_.weight_decay() : 0.0f;
     if (config_.optimizer() == "adam") {
       const AdamWHyperParams hp{static_cast<float>(lr), config_.adam_beta1(),
                                 config_.adam_beta2(), config_.adam_eps(), weight_decay, steps_};
-      AdamWStep(hp, p->grad.data(), p->value.data(), s.exp_avg.data(), s.exp_avg_sq.data(),
-                p->value.numel());
+      AdamWStep(hp, seg.grad, seg.param, s.exp_avg.data(), s.exp_avg_sq.data(), seg.n);
       continue;
     }
     // torch.optim.SGD: g += wd * p; buf = momentum * buf + g (buf = g at the first step);
     // p -= lr * buf.
-    float* v = p->value.data();
-    const float* g = p->grad.data();
     float* buf = s.exp_avg.data();
-    for (int64_t j = 0; j < p->value.numel(); ++j) {
-      const float d = g[j] + weight_decay * v[j];
+    for (int64_t j = 0; j < seg.n; ++j) {
+      const float d = seg.grad[j] + weight_decay * seg.param[j];
       buf[j] = steps_ == 1 ? d : config_.sgd_momentum() * buf[j] + d;
-      v[j] -= static_cast<float>(lr) * buf[j];
+      seg.param[j] -= static_cast<float>(lr) * buf[j];
     }
   }
 }

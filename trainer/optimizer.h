@@ -1,6 +1,7 @@
-// The optimizer step of a training iteration: global gradient norm, clipping, and
-// AdamW (or SGD with momentum) over every parameter, with Megatron's weight-decay
-// exclusions (a parameter's weight_decay flag; biases and norm weights have none).
+// The optimizer's arithmetic: AdamW (or SGD with momentum) over flat segments of
+// parameters and their gradients, each with its own weight-decay setting (Megatron
+// excludes biases and norm weights). A segment is a whole parameter, or, under the
+// distributed optimizer, the part of one that falls in this rank's shard.
 #ifndef CONVEYOR_TRAINER_OPTIMIZER_H_
 #define CONVEYOR_TRAINER_OPTIMIZER_H_
 
@@ -13,18 +14,26 @@
 
 namespace conveyor {
 
-// L2 norm of all gradients together, accumulated in double.
-double GlobalGradNorm(const std::vector<Parameter*>& params);
+struct OptimizerSegment {
+  float* param;
+  float* grad;
+  int64_t n;
+  bool weight_decay;
+};
+
+// One segment per parameter, for optimizers that hold every parameter.
+std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter*>& params);
 
 // Megatron's clipping: when norm > max_norm, scale every gradient by
 // max_norm / (norm + 1e-6). max_norm <= 0 disables clipping.
-void ClipGradients(const std::vector<Parameter*>& params, double norm, double max_norm);
+void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm,
+                   double max_norm);
 
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& config, std::vector<Parameter*> params);
+  Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments);
 
-  // One update with learning rate `lr`; steps taken so far is steps() afterwards.
+  // One update with learning rate `lr`.
   void Step(double lr);
 
   int64_t steps() const { return steps_; }
@@ -35,7 +44,7 @@ class Optimizer {
     Tensor exp_avg_sq;  // Adam second moment (empty for SGD)
   };
   OptimizerConfig config_;
-  std::vector<Parameter*> params_;
+  std::vector<OptimizerSegment> segments_;
   std::vector<State> state_;
   int64_t steps_ = 0;
 };

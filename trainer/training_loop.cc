@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/memory_tracker.h"
+#include "runtime/status_macros.h"
 #include "trainer/flops.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/optimizer.h"
 #include "trainer/training_log.h"
 
 namespace conveyor {
@@ -48,16 +48,20 @@ std::string MemoryReport(int64_t iteration) {
 }  // namespace
 
 absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
-                                     const SampleSource& data, const TrainingOutputs& out) {
+                                     const SampleSource& data, const TrainingOutputs& out,
+                                     const DataParallelPlace& place) {
   const TrainingConfig& t = config.training();
   const int64_t micro = t.micro_batch_size();
   const int64_t num_micro = t.num_micro_batches();
   const int64_t global_batch = t.global_batch_size();
   const int64_t seq = config.model().seq_length();
   std::vector<Parameter*> params = model->parameters().parameters();
-  Optimizer optimizer(config.optimizer(), params);
+  std::unique_ptr<ParameterUpdater> updater = MakeParameterUpdater(config, params, place.groups);
   const LrSchedule schedule(config.optimizer());
   const double flops_per_iteration = MegatronFlopsPerIteration(model->shape(), global_batch);
+  // The step's loss is the mean over all M * DP micro-batches: each contributes
+  // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
+  const float loss_scale = 1.0f / static_cast<float>(num_micro * place.dp_size);
 
   TrainingResult result;
   IntervalStats interval;
@@ -69,17 +73,20 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
     model->parameters().ZeroGrads();
     double loss_sum = 0.0;
     for (int64_t m = 0; m < num_micro; ++m) {
-      const MicroBatchContext mb{iteration, m * micro, micro, seq};
-      absl::Status filled = FillMicroBatch(data, result.consumed_samples + mb.first_sample,
-                                           micro, seq, &tokens, &labels);
-      if (!filled.ok()) return filled;
+      const MicroBatchContext mb{iteration, (m * place.dp_size + place.dp_rank) * micro, micro,
+                                 seq};
+      RETURN_IF_ERROR(FillMicroBatch(data, result.consumed_samples + mb.first_sample, micro,
+                                     seq, &tokens, &labels));
       GptStash stash;
-      loss_sum += model->Forward(mb, tokens.data(), labels.data(), &stash);
-      // The step's loss is the mean over micro-batches, so each contributes 1/M.
-      model->Backward(mb, 1.0f / static_cast<float>(num_micro), &stash);
+      ASSIGN_OR_RETURN(const float loss,
+                       model->Forward(mb, tokens.data(), labels.data(), &stash));
+      loss_sum += loss;
+      RETURN_IF_ERROR(model->Backward(mb, loss_scale, &stash));
     }
-    const double loss = loss_sum / static_cast<double>(num_micro);
-    const double grad_norm = GlobalGradNorm(params);
+    if (place.groups.dp != nullptr) RETURN_IF_ERROR(place.groups.dp->AllReduceSum(&loss_sum, 1));
+    const double loss = loss_sum / static_cast<double>(num_micro * place.dp_size);
+    RETURN_IF_ERROR(updater->ReduceGradients());
+    ASSIGN_OR_RETURN(const double grad_norm, updater->GradNorm());
     const double lr = schedule.ForIteration(iteration);
     const bool bad = !std::isfinite(loss) || !std::isfinite(grad_norm);
     if (bad) {
@@ -95,12 +102,12 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
       ++result.skipped_iterations;
       ++interval.skipped_iterations;
     } else {
-      ClipGradients(params, grad_norm, config.optimizer().clip_grad());
-      optimizer.Step(lr);
+      RETURN_IF_ERROR(updater->Step(grad_norm, lr));
       interval_loss += loss;
       ++interval_good_iters;
     }
     result.losses.push_back(loss);
+    result.grad_norms.push_back(grad_norm);
     result.consumed_samples += global_batch;
     interval_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -109,11 +116,14 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
     if (iteration == 1 && out.log != nullptr) *out.log << MemoryReport(iteration) << "\n";
     if (iteration % config.logging().log_interval() == 0 || iteration == t.train_iters()) {
       const double seconds_per_iteration = interval_seconds / interval_iters;
+      const int64_t world = static_cast<int64_t>(place.dp_size) *
+                            config.parallel().tensor_model_parallel_size() *
+                            config.parallel().pipeline_model_parallel_size();
       interval.iteration = iteration;
       interval.train_iters = t.train_iters();
       interval.consumed_samples = result.consumed_samples;
       interval.ms_per_iteration = 1e3 * seconds_per_iteration;
-      interval.tflops_per_gpu = flops_per_iteration / seconds_per_iteration / 1e12;
+      interval.tflops_per_gpu = flops_per_iteration / seconds_per_iteration / world / 1e12;
       interval.tokens_per_second = global_batch * seq / seconds_per_iteration;
       interval.learning_rate = lr;
       interval.global_batch_size = global_batch;

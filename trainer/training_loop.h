@@ -1,6 +1,6 @@
-// The training loop of one rank: micro-batches with gradient accumulation, NaN/inf
-// detection, clipping, the optimizer step, the learning-rate schedule, and the
-// interval log (Megatron's line on `log`, JSON lines on `metrics`).
+// The training loop of one rank: micro-batches with gradient accumulation, gradient
+// synchronisation, NaN/inf detection, clipping, the optimizer step, the learning-rate
+// schedule, and the interval log (Megatron's line on `log`, JSON lines on `metrics`).
 #ifndef CONVEYOR_TRAINER_TRAINING_LOOP_H_
 #define CONVEYOR_TRAINER_TRAINING_LOOP_H_
 
@@ -12,11 +12,13 @@
 #include "data/sample_source.h"
 #include "model/gpt_model.h"
 #include "proto/config.pb.h"
+#include "trainer/parameter_updater.h"
 
 namespace conveyor {
 
 struct TrainingResult {
-  std::vector<double> losses;  // per iteration, mean over its micro-batches
+  std::vector<double> losses;      // per iteration: mean over micro-batches and DP ranks
+  std::vector<double> grad_norms;  // per iteration, before clipping
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
   int64_t consumed_samples = 0;
@@ -27,11 +29,21 @@ struct TrainingOutputs {
   std::ostream* metrics = nullptr;  // JSON lines; may be null
 };
 
+// Where this rank sits among the data-parallel ranks, and its gradients' groups.
+struct DataParallelPlace {
+  int dp_rank = 0;
+  int dp_size = 1;
+  GradientGroups groups;
+};
+
 // `config` must be resolved. Runs train_iters steps of `model` on `data`, starting at
-// sample 0. Fails (with the iteration named) on a NaN or inf loss or gradient norm
-// when --nan-policy is stop, and when the data source fails.
+// sample 0; data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each
+// group of DP * micro samples, as Megatron's sampler does. Fails (with the iteration
+// named) on a NaN or inf loss or gradient norm when --nan-policy is stop, and when the
+// data source or a collective fails.
 absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
-                                     const SampleSource& data, const TrainingOutputs& out);
+                                     const SampleSource& data, const TrainingOutputs& out,
+                                     const DataParallelPlace& place = {});
 
 }  // namespace conveyor
 

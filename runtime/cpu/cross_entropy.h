@@ -1,8 +1,12 @@
-// Softmax cross-entropy over the vocabulary, one row of logits per token:
-//   loss_t = logsumexp(z_t) - z_t[label_t]
-//   dz_t   = scale * (softmax(z_t) - onehot(label_t))
-// Forward keeps only logsumexp per row, so backward rebuilds the softmax from the
-// logits in place instead of storing a second [tokens, vocab] matrix.
+// Softmax cross-entropy over a vocabulary that may be split across tensor-parallel
+// ranks (Megatron's vocab-parallel cross-entropy: the logits are never gathered).
+// A rank holds vocabulary columns [vocab_start, vocab_start + vocab) of each row z_t:
+//   m_t    = max over the whole vocabulary     (local RowMax, then max over ranks)
+//   S_t    = sum_v exp(z_t[v] - m_t)           (local SumExp, then sum over ranks)
+//   loss_t = m_t + log(S_t) - z_t[label_t]     (the target logit lives on one rank)
+//   dz_t   = scale * (softmax(z_t) - onehot(label_t)),  softmax = exp(z - logsumexp)
+// Backward rebuilds the softmax from the logits in place, so no second
+// [tokens, vocab] matrix is stored.
 #ifndef CONVEYOR_RUNTIME_CPU_CROSS_ENTROPY_H_
 #define CONVEYOR_RUNTIME_CPU_CROSS_ENTROPY_H_
 
@@ -10,12 +14,17 @@
 
 namespace conveyor::cpu {
 
-void CrossEntropyForward(const float* logits, const int32_t* labels, int64_t rows,
-                         int64_t vocab, float* losses, float* logsumexp);
+void RowMax(const float* logits, int64_t rows, int64_t vocab, double* row_max);
+
+// sum_exp[t] = sum_v exp(z_t[v] - row_max[t]); target[t] = z_t[label_t - vocab_start]
+// when the label is in this rank's range, else 0.
+void SumExpAndTarget(const float* logits, const int32_t* labels, int64_t rows, int64_t vocab,
+                     int64_t vocab_start, const double* row_max, double* sum_exp,
+                     double* target);
 
 // Overwrites logits with their gradient; `scale` is d(total loss)/d(loss_t).
 void CrossEntropyBackward(const int32_t* labels, const float* logsumexp, int64_t rows,
-                          int64_t vocab, float scale, float* logits);
+                          int64_t vocab, int64_t vocab_start, float scale, float* logits);
 
 }  // namespace conveyor::cpu
 

@@ -1,22 +1,31 @@
 #include "runtime/cpu/embedding.h"
 
+#include <algorithm>
+
 namespace conveyor::cpu {
 
-void EmbeddingForward(const float* table, const int32_t* ids, int64_t count, int64_t width,
-                      bool accumulate, float* out) {
+void EmbeddingForward(const float* table, int64_t vocab_start, int64_t vocab_rows,
+                      const int32_t* ids, int64_t count, int64_t width, float* out) {
   for (int64_t t = 0; t < count; ++t) {
-    const float* row = table + static_cast<int64_t>(ids[t]) * width;
+    const int64_t row = ids[t] - vocab_start;
     float* o = out + t * width;
-    for (int64_t i = 0; i < width; ++i) o[i] = accumulate ? o[i] + row[i] : row[i];
+    if (row < 0 || row >= vocab_rows) {
+      std::fill(o, o + width, 0.0f);
+      continue;
+    }
+    std::copy(table + row * width, table + (row + 1) * width, o);
   }
 }
 
-void EmbeddingBackwardWeight(const float* dout, const int32_t* ids, int64_t count,
-                             int64_t width, float* dtable) {
+void EmbeddingBackwardWeight(const float* dout, int64_t vocab_start, int64_t vocab_rows,
+                             const int32_t* ids, int64_t count, int64_t width,
+                             float* dtable) {
   for (int64_t t = 0; t < count; ++t) {
-    float* row = dtable + static_cast<int64_t>(ids[t]) * width;
-    const float* d = dout + t * width;
-    for (int64_t i = 0; i < width; ++i) row[i] += d[i];
+    const int64_t row = ids[t] - vocab_start;
+    if (row < 0 || row >= vocab_rows) continue;
+    float* d = dtable + row * width;
+    const float* g = dout + t * width;
+    for (int64_t i = 0; i < width; ++i) d[i] += g[i];
   }
 }
 

@@ -27,13 +27,13 @@ TEST_P(GptModelGradTest, ParameterGradientsMatchFiniteDifferences) {
   }
   auto loss = [&]() {
     GptStash stash;
-    return static_cast<double>(model.Forward(mb, tokens.data(), labels.data(), &stash));
+    return static_cast<double>(*model.Forward(mb, tokens.data(), labels.data(), &stash));
   };
 
   model.parameters().ZeroGrads();
   GptStash stash;
-  model.Forward(mb, tokens.data(), labels.data(), &stash);
-  model.Backward(mb, /*loss_scale=*/1.0f, &stash);
+  ASSERT_TRUE(model.Forward(mb, tokens.data(), labels.data(), &stash).ok());
+  ASSERT_TRUE(model.Backward(mb, /*loss_scale=*/1.0f, &stash).ok());
 
   std::vector<GradTarget> targets;
   for (Parameter* p : model.parameters().parameters()) {
@@ -51,13 +51,13 @@ TEST_P(GptModelGradTest, LossScaleScalesGradients) {
   const MicroBatchContext mb{1, 0, 1, shape.seq};
   std::vector<int32_t> tokens(mb.tokens(), 3), labels(mb.tokens(), 4);
   GptStash stash;
-  model.Forward(mb, tokens.data(), labels.data(), &stash);
-  model.Backward(mb, 1.0f, &stash);
+  ASSERT_TRUE(model.Forward(mb, tokens.data(), labels.data(), &stash).ok());
+  ASSERT_TRUE(model.Backward(mb, 1.0f, &stash).ok());
   Parameter* first = model.parameters().parameters().front();
   const std::vector<float> once(first->grad.data(), first->grad.data() + first->grad.numel());
   model.parameters().ZeroGrads();
-  model.Forward(mb, tokens.data(), labels.data(), &stash);
-  model.Backward(mb, 0.25f, &stash);
+  ASSERT_TRUE(model.Forward(mb, tokens.data(), labels.data(), &stash).ok());
+  ASSERT_TRUE(model.Backward(mb, 0.25f, &stash).ok());
   for (size_t i = 0; i < once.size(); ++i) {
     EXPECT_NEAR(first->grad.data()[i], 0.25f * once[i], 1e-6f + 1e-5f * std::fabs(once[i]));
   }

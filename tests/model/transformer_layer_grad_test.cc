@@ -27,22 +27,23 @@ TEST_P(TransformerLayerGradTest, InputAndWeightGradientsMatchFiniteDifferences) 
   const ModelShape shape = GetParam().shape;
   ParameterStore store(/*seed=*/11);
   cpu::RopeTable rope(shape.seq, shape.head_dim, shape.rotary_base);
+  const TensorParallel one_rank;
   TransformerLayer layer(&store, shape, /*layer_index=*/1, shape.rope ? &rope : nullptr,
-                         /*seed=*/11);
+                         /*seed=*/11, &one_rank);
   const MicroBatchContext mb{/*iteration=*/2, /*first_sample=*/3, /*batch=*/2, shape.seq};
   Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
   const Tensor r = RandomTensor({mb.tokens(), shape.hidden}, 2, 1.0f);
   auto loss = [&]() {
     LayerStash stash;
-    const Tensor out = layer.Forward(x, mb, &stash);
+    const Tensor out = *layer.Forward(x, mb, &stash);
     double sum = 0.0;
     for (int64_t i = 0; i < out.numel(); ++i) sum += double(out.data()[i]) * r.data()[i];
     return sum;
   };
 
   LayerStash stash;
-  layer.Forward(x, mb, &stash);
-  const Tensor dx = layer.BackwardInput(r, mb, &stash);
+  ASSERT_TRUE(layer.Forward(x, mb, &stash).ok());
+  const Tensor dx = *layer.BackwardInput(r, mb, &stash);
   layer.BackwardWeight(&stash);
 
   std::vector<GradTarget> targets = {{"input", x.data(), dx.data(), x.numel()}};
@@ -63,15 +64,16 @@ TEST_P(TransformerLayerGradTest, InputAndWeightGradientsMatchFiniteDifferences) 
 TEST(TransformerLayerTest, BackwardWeightEmptiesTheStash) {
   const ModelShape shape = testing::TinyShape();
   ParameterStore store(1);
-  TransformerLayer layer(&store, shape, 0, nullptr, 1);
+  const TensorParallel one_rank;
+  TransformerLayer layer(&store, shape, 0, nullptr, 1, &one_rank);
   const MicroBatchContext mb{1, 0, 1, shape.seq};
   const Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
   const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
   {
     LayerStash stash;
-    const Tensor out = layer.Forward(x, mb, &stash);
+    const Tensor out = *layer.Forward(x, mb, &stash);
     EXPECT_GT(MemoryTracker::Global().live_bytes(MemoryCategory::kActivations), before);
-    const Tensor dx = layer.BackwardInput(out, mb, &stash);
+    const Tensor dx = *layer.BackwardInput(out, mb, &stash);
     layer.BackwardWeight(&stash);
     EXPECT_TRUE(stash.x.empty());
     EXPECT_TRUE(stash.d_qkv.empty());

@@ -1,6 +1,8 @@
 // Gradient norm, clipping, and the optimizer's use of the weight-decay exclusions.
 #include "trainer/optimizer.h"
 
+#include "trainer/parameter_updater.h"
+
 #include <cmath>
 
 #include "gtest/gtest.h"
@@ -23,15 +25,25 @@ class OptimizerTest : public ::testing::Test {
 };
 
 TEST_F(OptimizerTest, GlobalNormCoversEveryParameter) {
-  EXPECT_DOUBLE_EQ(GlobalGradNorm(store_.parameters()), 5.0);
+  Config config;
+  for (bool distributed : {false, true}) {
+    config.mutable_parallel()->set_use_distributed_optimizer(distributed);
+    std::unique_ptr<ParameterUpdater> u = MakeParameterUpdater(config, store_.parameters(), {});
+    ASSERT_TRUE(u->ReduceGradients().ok());
+    EXPECT_DOUBLE_EQ(*u->GradNorm(), 5.0);
+  }
 }
 
 TEST_F(OptimizerTest, ClippingScalesToMaxNormOnlyWhenAbove) {
-  ClipGradients(store_.parameters(), 5.0, 10.0);
+  ClipGradients(WholeParameterSegments(store_.parameters()), 5.0, 10.0);
   EXPECT_FLOAT_EQ(weight_->grad.data()[0], 3.0f);
-  ClipGradients(store_.parameters(), 5.0, 1.0);
+  ClipGradients(WholeParameterSegments(store_.parameters()), 5.0, 1.0);
   EXPECT_NEAR(weight_->grad.data()[0], 3.0 / (5.0 + 1e-6), 1e-6);
-  EXPECT_NEAR(GlobalGradNorm(store_.parameters()), 1.0, 1e-5);
+  double squares = 0.0;
+  for (Parameter* p : store_.parameters()) {
+    for (int64_t i = 0; i < p->grad.numel(); ++i) squares += p->grad.data()[i] * p->grad.data()[i];
+  }
+  EXPECT_NEAR(std::sqrt(squares), 1.0, 1e-5);
 }
 
 TEST_F(OptimizerTest, WeightDecaySkipsExcludedParameters) {
@@ -39,7 +51,7 @@ TEST_F(OptimizerTest, WeightDecaySkipsExcludedParameters) {
   c.set_weight_decay(0.5f);
   weight_->grad.SetZero();
   bias_->grad.SetZero();
-  Optimizer adam(c, store_.parameters());
+  Optimizer adam(c, WholeParameterSegments(store_.parameters()));
   adam.Step(0.1);
   // Zero gradient: only decoupled decay moves the weight, by a factor 1 - lr * wd.
   EXPECT_FLOAT_EQ(weight_->value.data()[0], 0.95f);
@@ -51,7 +63,7 @@ TEST_F(OptimizerTest, SgdWithMomentumMatchesTorch) {
   c.set_optimizer("sgd");
   c.set_weight_decay(0.0f);
   c.set_sgd_momentum(0.5f);
-  Optimizer sgd(c, store_.parameters());
+  Optimizer sgd(c, WholeParameterSegments(store_.parameters()));
   sgd.Step(0.1);  // buf = g = 4, p = 1 - 0.4
   EXPECT_FLOAT_EQ(bias_->value.data()[0], 0.6f);
   sgd.Step(0.1);  // buf = 0.5 * 4 + 4 = 6, p = 0.6 - 0.6

@@ -1,0 +1,119 @@
+// The distributed optimizer (ZeRO stage 1, Megatron's --use-distributed-optimizer).
+//
+// All local gradients are laid end to end in one flat buffer, padded to a multiple of
+// DP. Data-parallel rank r owns elements [r * S, (r + 1) * S), S = padded / DP:
+//   reduce-scatter  the flat gradients -> the summed gradients of the shard
+//   norm            squares over the shard, summed over DP and model parallelism
+//   step            clip and update the shard's fp32 master copy with the shard's
+//                   optimizer state (1/DP of the replicated optimizer's)
+//   all-gather      the updated shards -> every rank's parameters
+// A parameter that straddles shards is updated piecewise by the ranks that own its
+// pieces; its weight decay travels with each piece.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/status_macros.h"
+#include "trainer/optimizer.h"
+#include "trainer/parameter_updater.h"
+
+namespace conveyor {
+namespace {
+
+class DistributedOptimizer : public ParameterUpdater {
+ public:
+  DistributedOptimizer(const Config& config, std::vector<Parameter*> params,
+                       GradientGroups groups)
+      : clip_grad_(config.optimizer().clip_grad()),
+        params_(std::move(params)),
+        groups_(std::move(groups)) {
+    const int dp = groups_.dp == nullptr ? 1 : groups_.dp->size();
+    const int dp_rank = groups_.dp == nullptr ? 0 : groups_.dp->rank();
+    int64_t total = 0;
+    for (const Parameter* p : params_) total += p->value.numel();
+    shard_size_ = (total + dp - 1) / dp;
+    const int64_t shard_start = dp_rank * shard_size_;
+    flat_ = Tensor::Zeros({shard_size_ * dp}, MemoryCategory::kGrads);
+    shard_grad_ = Tensor::Zeros({shard_size_}, MemoryCategory::kGrads);
+    shard_param_ = Tensor::Zeros({shard_size_}, MemoryCategory::kOptimizer);
+
+    int64_t offset = 0;
+    std::vector<OptimizerSegment> segments;
+    for (const Parameter* p : params_) {
+      const int64_t lo = std::max(offset, shard_start);
+      const int64_t hi = std::min(offset + p->value.numel(), shard_start + shard_size_);
+      if (lo < hi) {
+        float* master = shard_param_.data() + (lo - shard_start);
+        std::memcpy(master, p->value.data() + (lo - offset), (hi - lo) * sizeof(float));
+        segments.push_back(
+            {master, shard_grad_.data() + (lo - shard_start), hi - lo, p->weight_decay});
+        counts_toward_norm_.push_back(CountsTowardNorm(*p, groups_));
+      }
+      offset += p->value.numel();
+    }
+    segments_ = segments;
+    optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments));
+  }
+
+  absl::Status ReduceGradients() override {
+    RETURN_IF_ERROR(ReduceSharedGradients(params_, groups_));
+    float* flat = flat_.data();
+    for (const Parameter* p : params_) {
+      std::memcpy(flat, p->grad.data(), p->grad.nbytes());
+      flat += p->grad.numel();
+    }
+    if (groups_.dp == nullptr) {
+      std::memcpy(shard_grad_.data(), flat_.data(), shard_grad_.nbytes());
+      return absl::OkStatus();
+    }
+    return groups_.dp->ReduceScatterSum(flat_.data(), shard_size_, shard_grad_.data());
+  }
+
+  absl::StatusOr<double> GradNorm() override {
+    double squares = 0.0;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      if (!counts_toward_norm_[i]) continue;
+      for (int64_t j = 0; j < segments_[i].n; ++j) {
+        squares += static_cast<double>(segments_[i].grad[j]) * segments_[i].grad[j];
+      }
+    }
+    return FinishNorm(squares, groups_.dp, groups_);
+  }
+
+  absl::Status Step(double grad_norm, double lr) override {
+    ClipGradients(segments_, grad_norm, clip_grad_);
+    optimizer_->Step(lr);
+    if (groups_.dp == nullptr) {
+      std::memcpy(flat_.data(), shard_param_.data(), shard_param_.nbytes());
+    } else {
+      RETURN_IF_ERROR(groups_.dp->AllGather(shard_param_.data(), shard_size_, flat_.data()));
+    }
+    const float* flat = flat_.data();
+    for (Parameter* p : params_) {
+      std::memcpy(p->value.data(), flat, p->value.nbytes());
+      flat += p->value.numel();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  double clip_grad_;
+  std::vector<Parameter*> params_;
+  GradientGroups groups_;
+  int64_t shard_size_ = 0;
+  Tensor flat_;         // gradients on the way in, parameters on the way out
+  Tensor shard_grad_;
+  Tensor shard_param_;  // fp32 master copy of the shard
+  std::vector<OptimizerSegment> segments_;
+  std::vector<bool> counts_toward_norm_;  // per segment
+  std::unique_ptr<Optimizer> optimizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const Config& config,
+                                                           std::vector<Parameter*> params,
+                                                           GradientGroups groups) {
+  return std::make_unique<DistributedOptimizer>(config, std::move(params), std::move(groups));
+}
+
+}  // namespace conveyor
