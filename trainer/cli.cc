@@ -2,10 +2,15 @@
 
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "data/mock_dataset.h"
+#include "parallel/launcher.h"
+#include "parallel/parallel_state.h"
+#include "parallel/rank_environment.h"
+#include "parallel/rank_layout.h"
 #include "model/gpt_model.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/device.h"
@@ -13,7 +18,7 @@
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
 #include "trainer/flops.h"
-#include "trainer/training_loop.h"
+#include "trainer/rank_training.h"
 
 namespace conveyor {
 namespace {
@@ -33,6 +38,7 @@ void PrintPlan(const Config& config, const ModelShape& shape, int world_size,
   const int64_t dp = world_size / (p.tensor_model_parallel_size() *
                                    p.pipeline_model_parallel_size());
   GptModel model(shape, t.seed());
+  out << RankMap(p.tensor_model_parallel_size(), p.pipeline_model_parallel_size(), world_size);
   out << absl::StrFormat(
       "plan: world %d = TP %d x PP %d x DP %d\n"
       "plan: global batch %d = M %d micro-batches x DP %d x micro-batch %d\n"
@@ -44,6 +50,48 @@ void PrintPlan(const Config& config, const ModelShape& shape, int world_size,
       MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12);
 }
 
+// One rank's whole run: groups, data, model, training. `env` is null for a job of
+// one process.
+int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
+            std::ostream& err) {
+  const std::string who = env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank);
+  // Ranks share the machine's cores (DESIGN.md, process model).
+  const int local_ranks = env == nullptr ? 1 : config.parallel().nproc_per_node();
+  cpu::SetBlasThreads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                      local_ranks));
+  absl::StatusOr<std::unique_ptr<ParallelState>> state =
+      env == nullptr
+          ? ParallelState::SingleProcess()
+          : ParallelState::Create(*env, config.parallel().tensor_model_parallel_size(),
+                                  config.parallel().pipeline_model_parallel_size(),
+                                  absl::Minutes(config.parallel().distributed_timeout_minutes()));
+  if (!state.ok()) {
+    err << kProgram << ": error: " << who << state.status().message() << "\n";
+    return kExitFailure;
+  }
+  const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
+                              config.model().seq_length());
+  std::unique_ptr<std::ofstream> metrics;
+  if (!config.logging().metrics_file().empty() && IsLoggingRank(**state)) {
+    metrics = std::make_unique<std::ofstream>(config.logging().metrics_file());
+    if (!*metrics) {
+      err << kProgram << ": error: --metrics-file " << config.logging().metrics_file()
+          << ": cannot open for writing\n";
+      return kExitFailure;
+    }
+  }
+  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {&out, metrics.get()});
+  if (!run.ok()) {
+    err << kProgram << ": error: " << who << run.status().message() << "\n";
+    return kExitFailure;
+  }
+  if (IsLoggingRank(**state)) {
+    out << absl::StrFormat("conveyor: trained %d iterations, final lm loss %.4f\n",
+                           run->result.losses.size(), run->result.losses.back());
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -53,6 +101,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   absl::StatusOr<Config> parsed = ParseFlags(args);
   if (!parsed.ok()) return UsageError(err, std::string(parsed.status().message()));
+  absl::StatusOr<std::optional<RankEnvironment>> env = RankEnvironmentFromEnv();
+  if (!env.ok()) return UsageError(err, std::string(env.status().message()));
   const int world_size = WorldSizeFromEnvironment(*parsed);
   absl::StatusOr<Config> resolved = ResolveConfig(*parsed, world_size);
   if (!resolved.ok()) return UsageError(err, std::string(resolved.status().message()));
@@ -63,47 +113,33 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return UsageError(err, "--device cuda: training on the CUDA backend is not available "
                            "yet (" + DescribeBackend(gpus) + "); use --device cpu or auto");
   }
-  if (world_size > 1) {
-    return UsageError(err, absl::StrFormat(
-        "world size %d (--nproc-per-node, WORLD_SIZE or SLURM_NTASKS): multi-rank training "
-        "is not available yet; run with one rank", world_size));
-  }
-  out << "conveyor: " << DescribeBackend(gpus)
-      << (gpus.count > 0 ? "; training runs on the CPU backend (fp32)" : "") << "\n";
-  out << FormatEffectiveConfig(config);
-
-  const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
-  if (config.training().dry_run()) {
-    PrintPlan(config, shape, world_size, out);
-    return kExitOk;
-  }
   if (!config.data().mock_data()) {
     return UsageError(err, "--data-path / --train-data-path: reading datasets is not wired "
                            "into training yet; use --mock-data");
   }
-  // Ranks share the machine's cores (DESIGN.md, process model).
-  cpu::SetBlasThreads(std::max(1u, std::thread::hardware_concurrency() / world_size));
-  const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
-                              config.model().seq_length());
-  GptModel model(shape, config.training().seed());
-
-  std::unique_ptr<std::ofstream> metrics;
-  if (!config.logging().metrics_file().empty()) {
-    metrics = std::make_unique<std::ofstream>(config.logging().metrics_file());
-    if (!*metrics) {
-      err << kProgram << ": error: --metrics-file " << config.logging().metrics_file()
-          << ": cannot open for writing\n";
-      return kExitFailure;
-    }
+  const bool first_rank = !env->has_value() || (*env)->rank == 0;
+  if (first_rank) {
+    out << "conveyor: " << DescribeBackend(gpus)
+        << (gpus.count > 0 ? "; training runs on the CPU backend (fp32)" : "") << "\n";
+    out << FormatEffectiveConfig(config);
   }
-  absl::StatusOr<TrainingResult> result = Train(config, &model, data, {&out, metrics.get()});
-  if (!result.ok()) {
-    err << kProgram << ": error: " << result.status().message() << "\n";
-    return kExitFailure;
+  const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+  if (config.training().dry_run()) {
+    if (first_rank) PrintPlan(config, shape, world_size, out);
+    return kExitOk;
   }
-  out << absl::StrFormat("conveyor: trained %d iterations, final lm loss %.4f\n",
-                         result->losses.size(), result->losses.back());
-  return kExitOk;
+  if (env->has_value()) return RunRank(config, &**env, out, err);  // external launcher
+  if (world_size == 1) return RunRank(config, nullptr, out, err);
+  if (config.parallel().nnodes() > 1) {
+    return UsageError(err, "--nnodes > 1: start one trainer per rank with torchrun or srun "
+                           "(RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS); the built-in "
+                           "launcher starts ranks on this machine only");
+  }
+  out.flush();
+  return LaunchLocalRanks(
+      config.parallel().nproc_per_node(),
+      [&](const RankEnvironment& rank_env) { return RunRank(config, &rank_env, out, err); },
+      err);
 }
 
 }  // namespace conveyor

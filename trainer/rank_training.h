@@ -1,0 +1,35 @@
+// Training on one rank of a job: builds this rank's part of the model over its
+// tensor-parallel group, places it among the data-parallel ranks, and runs the
+// training loop. The log goes to `out` only on the rank Megatron logs from (the
+// last pipeline stage's first tensor- and data-parallel rank).
+#ifndef CONVEYOR_TRAINER_RANK_TRAINING_H_
+#define CONVEYOR_TRAINER_RANK_TRAINING_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "data/sample_source.h"
+#include "model/gpt_model.h"
+#include "model/tensor_parallel.h"
+#include "parallel/parallel_state.h"
+#include "proto/config.pb.h"
+#include "trainer/training_loop.h"
+
+namespace conveyor {
+
+struct RankRun {
+  TrainingResult result;
+  std::unique_ptr<TensorParallel> tp;  // the model refers to it
+  std::unique_ptr<GptModel> model;     // this rank's trained part
+};
+
+// `config` must be resolved; `state` describes the same layout as the config.
+absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
+                                    const SampleSource& data, const TrainingOutputs& out);
+
+// Whether `state`'s rank is the one that logs.
+bool IsLoggingRank(const ParallelState& state);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_RANK_TRAINING_H_
