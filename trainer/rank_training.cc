@@ -28,6 +28,7 @@ absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
   place.groups.model_parallel = &state.model_parallel();
   place.groups.embedding = state.embedding();
   place.groups.sequence_parallel = config.parallel().sequence_parallel();
+  place.world = &state.world();
   const TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
   ASSIGN_OR_RETURN(run.result, Train(config, run.model.get(), data, outputs, place));
   return run;

@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/status_macros.h"
 #include "trainer/flops.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/step_timers.h"
 #include "trainer/training_log.h"
 
 namespace conveyor {
@@ -64,6 +66,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
   const float loss_scale = 1.0f / static_cast<float>(num_micro * place.dp_size);
 
   TrainingResult result;
+  StepTimers timers;
   IntervalStats interval;
   double interval_seconds = 0.0, interval_loss = 0.0;
   int64_t interval_iters = 0, interval_good_iters = 0;
@@ -72,6 +75,8 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
     const auto start = std::chrono::steady_clock::now();
     model->parameters().ZeroGrads();
     double loss_sum = 0.0;
+    std::optional<StepTimers::Scope> phase(std::in_place, &timers,
+                                           StepTimers::kForwardBackward);
     for (int64_t m = 0; m < num_micro; ++m) {
       const MicroBatchContext mb{iteration, (m * place.dp_size + place.dp_rank) * micro, micro,
                                  seq};
@@ -85,8 +90,10 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
     }
     if (place.groups.dp != nullptr) RETURN_IF_ERROR(place.groups.dp->AllReduceSum(&loss_sum, 1));
     const double loss = loss_sum / static_cast<double>(num_micro * place.dp_size);
+    phase.emplace(&timers, StepTimers::kGradsReduce);
     RETURN_IF_ERROR(updater->ReduceGradients());
     ASSIGN_OR_RETURN(const double grad_norm, updater->GradNorm());
+    phase.emplace(&timers, StepTimers::kOptimizer);
     const double lr = schedule.ForIteration(iteration);
     const bool bad = !std::isfinite(loss) || !std::isfinite(grad_norm);
     if (bad) {
@@ -106,6 +113,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
       interval_loss += loss;
       ++interval_good_iters;
     }
+    phase.reset();
     result.losses.push_back(loss);
     result.grad_norms.push_back(grad_norm);
     result.consumed_samples += global_batch;
@@ -129,7 +137,8 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
       interval.global_batch_size = global_batch;
       interval.lm_loss = interval_good_iters > 0 ? interval_loss / interval_good_iters : NAN;
       interval.grad_norm = grad_norm;
-      if (out.log != nullptr) *out.log << FormatLogLine(interval) << std::endl;
+      ASSIGN_OR_RETURN(const std::string timer_line, timers.Report(place.world, interval_iters));
+      if (out.log != nullptr) *out.log << FormatLogLine(interval) << "\n" << timer_line << std::endl;
       if (out.metrics != nullptr) *out.metrics << FormatMetricsJson(interval) << std::endl;
       interval = IntervalStats();
       interval_seconds = interval_loss = 0.0;

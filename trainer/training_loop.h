@@ -34,6 +34,7 @@ struct DataParallelPlace {
   int dp_rank = 0;
   int dp_size = 1;
   GradientGroups groups;
+  Communicator* world = nullptr;  // for timer min/max; null: one rank
 };
 
 // `config` must be resolved. Runs train_iters steps of `model` on `data`, starting at

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Multi-rank CPU benchmark: the bench_cpu.sh model (4 layers, hidden 256, 4 heads,
+# seq 256, vocab 8192) at a fixed global batch of 8 (micro-batch 2) on 1, 2 and 4
+# ranks, data- and tensor-parallel. Prints tokens/s and the gradient-sync time
+# (grads-reduce, max across ranks) averaged over the last 6 of 12 iterations.
+# Ranks share this machine's cores, so this measures the parallel machinery's cost,
+# not a speed-up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh >&2
+bazel build //trainer:trainer >&2
+trainer=$(bazel info bazel-bin 2>/dev/null)/trainer/trainer
+
+run() {  # name, extra flags...
+  local name="$1"; shift
+  local log
+  log=$("$trainer" --mock-data --num-layers 4 --hidden-size 256 --num-attention-heads 4 \
+    --seq-length 256 --micro-batch-size 2 --global-batch-size 8 --vocab-size 8192 \
+    --hidden-dropout 0 --attention-dropout 0 --train-iters 12 --log-interval 6 --lr 1e-4 "$@")
+  local last timers
+  last=$(grep ' iteration ' <<<"$log" | tail -n 1)
+  timers=$(grep 'time across ranks' <<<"$log" | tail -n 1)
+  printf '%-10s %10s ms/it %10s tokens/s   grads-reduce max %8s ms\n' "$name" \
+    "$(sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/' <<<"$last")" \
+    "$(sed -E 's/.*tokens per second: ([0-9.]+).*/\1/' <<<"$last")" \
+    "$(sed -E 's/.*grads-reduce \([0-9.]+, ([0-9.]+)\).*/\1/' <<<"$timers")"
+}
+
+echo "bench_parallel: global batch 8 x seq 256 on $(nproc) cores"
+run "1 rank"
+run "DP 2" --nproc-per-node 2
+run "DP 4" --nproc-per-node 4
+run "TP 2" --nproc-per-node 2 --tensor-model-parallel-size 2
+run "TP 4" --nproc-per-node 4 --tensor-model-parallel-size 4
+run "TP2 DP2" --nproc-per-node 4 --tensor-model-parallel-size 2

@@ -1,0 +1,30 @@
+#include "trainer/step_timers.h"
+
+#include "absl/strings/str_format.h"
+#include "runtime/status_macros.h"
+
+namespace conveyor {
+
+absl::StatusOr<std::string> StepTimers::Report(Communicator* world, int64_t iterations) {
+  static constexpr const char* kNames[kNumPhases] = {"forward-backward", "grads-reduce",
+                                                     "optimizer"};
+  // One max-reduction gives both: max(x) and max(-x) = -min(x).
+  std::array<double, 2 * kNumPhases> extremes;
+  for (int p = 0; p < kNumPhases; ++p) {
+    const double ms = 1e3 * seconds_[p] / static_cast<double>(iterations);
+    extremes[p] = ms;
+    extremes[kNumPhases + p] = -ms;
+  }
+  seconds_ = {};
+  if (world != nullptr && world->size() > 1) {
+    RETURN_IF_ERROR(world->AllReduceMax(extremes.data(), extremes.size()));
+  }
+  std::string line = "    (min, max) time across ranks (ms):";
+  for (int p = 0; p < kNumPhases; ++p) {
+    absl::StrAppendFormat(&line, " %s (%.2f, %.2f)%s", kNames[p], -extremes[kNumPhases + p],
+                          extremes[p], p + 1 < kNumPhases ? " |" : "");
+  }
+  return line;
+}
+
+}  // namespace conveyor
