@@ -43,6 +43,12 @@ awk -v a="${losses[0]}" -v b="${losses[2]}" 'BEGIN { exit !(b < a - 0.5) }' ||
   fail "loss did not fall: ${losses[*]}"
 [[ $(wc -l <"$tmp/metrics.jsonl") -eq 3 ]] || fail "metrics file should have 3 lines"
 
+# Two ranks through the built-in launcher, tensor-parallel: the same final loss as one.
+one=$("$trainer" --config "$config" --train-iters 6 2>&1 | grep 'final lm loss')
+two=$("$trainer" --config "$config" --train-iters 6 --nproc-per-node 2 \
+  --tensor-model-parallel-size 2 2>&1 | grep 'final lm loss')
+[[ -n "$one" && "$one" == "$two" ]] || fail "TP2 run differs from one rank: '$one' vs '$two'"
+
 if ((failures)); then
   echo "$failures failure(s)"
   exit 1
