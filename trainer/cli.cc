@@ -6,7 +6,8 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "data/mock_dataset.h"
+#include "data/tokenizer_factory.h"
+#include "data/training_data.h"
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
 #include "parallel/rank_environment.h"
@@ -69,8 +70,18 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
     err << kProgram << ": error: " << who << state.status().message() << "\n";
     return kExitFailure;
   }
-  const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
-                              config.model().seq_length());
+  const TrainingConfig& t = config.training();
+  const SplitSampleCounts counts =
+      MegatronSampleCounts(t.train_iters(), t.global_batch_size(), config.data().eval_interval(),
+                           config.data().eval_iters());
+  // Rank 0 builds the sample indices (and --data-cache-path files); the others load them.
+  absl::StatusOr<DataSplits> data =
+      BuildTrainingData(config, counts.train, counts.valid, counts.test,
+                        env == nullptr || env->rank == 0);
+  if (!data.ok()) {
+    err << kProgram << ": error: " << who << data.status().message() << "\n";
+    return kExitFailure;
+  }
   std::unique_ptr<std::ofstream> metrics;
   if (!config.logging().metrics_file().empty() && IsLoggingRank(**state)) {
     metrics = std::make_unique<std::ofstream>(config.logging().metrics_file());
@@ -80,7 +91,8 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
       return kExitFailure;
     }
   }
-  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {&out, metrics.get()});
+  absl::StatusOr<RankRun> run =
+      TrainOnRank(config, **state, *data->train, {&out, metrics.get()});
   if (!run.ok()) {
     err << kProgram << ": error: " << who << run.status().message() << "\n";
     return kExitFailure;
@@ -106,16 +118,19 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const int world_size = WorldSizeFromEnvironment(*parsed);
   absl::StatusOr<Config> resolved = ResolveConfig(*parsed, world_size);
   if (!resolved.ok()) return UsageError(err, std::string(resolved.status().message()));
-  const Config& config = *resolved;
+  Config config = *resolved;
+  // A tokenizer fixes the vocabulary (--vocab-size only sizes mock and null-tokenized
+  // data).
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = BuildTokenizer(
+      {config.data().tokenizer_type(), config.data().vocab_file(), config.data().merge_file(),
+       config.model().vocab_size()});
+  if (!tokenizer.ok()) return UsageError(err, std::string(tokenizer.status().message()));
+  if (*tokenizer != nullptr) config.mutable_model()->set_vocab_size((*tokenizer)->vocab_size());
 
   const GpuInfo gpus = ProbeGpus();
   if (config.parallel().device() == "cuda") {
     return UsageError(err, "--device cuda: training on the CUDA backend is not available "
                            "yet (" + DescribeBackend(gpus) + "); use --device cpu or auto");
-  }
-  if (!config.data().mock_data()) {
-    return UsageError(err, "--data-path / --train-data-path: reading datasets is not wired "
-                           "into training yet; use --mock-data");
   }
   const bool first_rank = !env->has_value() || (*env)->rank == 0;
   if (first_rank) {

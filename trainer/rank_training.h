@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/sample_source.h"
-#include "model/gpt_model.h"
+#include "model/gpt_stage.h"
 #include "model/tensor_parallel.h"
 #include "parallel/parallel_state.h"
 #include "proto/config.pb.h"
@@ -20,8 +20,11 @@ namespace conveyor {
 struct RankRun {
   TrainingResult result;
   std::unique_ptr<TensorParallel> tp;  // the model refers to it
-  std::unique_ptr<GptModel> model;     // this rank's trained part
+  std::unique_ptr<GptStage> stage;     // this rank's trained part of the model
 };
+
+// This rank's part of the model, for `config` (resolved) and `state`'s layout.
+absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& state);
 
 // `config` must be resolved; `state` describes the same layout as the config.
 absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,

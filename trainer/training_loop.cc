@@ -8,6 +8,7 @@
 #include "runtime/memory_tracker.h"
 #include "runtime/status_macros.h"
 #include "trainer/flops.h"
+#include "parallel/pipeline/schedule.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/step_timers.h"
 #include "trainer/training_log.h"
@@ -49,18 +50,24 @@ std::string MemoryReport(int64_t iteration) {
 
 }  // namespace
 
-absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
+absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                      const SampleSource& data, const TrainingOutputs& out,
-                                     const DataParallelPlace& place) {
+                                     const RankPlace& place) {
   const TrainingConfig& t = config.training();
   const int64_t micro = t.micro_batch_size();
   const int64_t num_micro = t.num_micro_batches();
   const int64_t global_batch = t.global_batch_size();
   const int64_t seq = config.model().seq_length();
-  std::vector<Parameter*> params = model->parameters().parameters();
+  const pipeline::ExecutorPlace& pipe = place.pipeline;
+  ASSIGN_OR_RETURN(const pipeline::Plan plan,
+                   pipeline::MakePlan(config.parallel().pipeline_schedule(), pipe.num_ranks,
+                                      pipe.num_chunks, static_cast<int>(num_micro)));
+  const std::vector<pipeline::Action>& actions = plan.ranks[pipe.rank];
+  std::vector<Parameter*> params = stage->parameters();
   std::unique_ptr<ParameterUpdater> updater = MakeParameterUpdater(config, params, place.groups);
   const LrSchedule schedule(config.optimizer());
-  const double flops_per_iteration = MegatronFlopsPerIteration(model->shape(), global_batch);
+  const double flops_per_iteration =
+      MegatronFlopsPerIteration(stage->chunk(0).shape(), global_batch);
   // The step's loss is the mean over all M * DP micro-batches: each contributes
   // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
   const float loss_scale = 1.0f / static_cast<float>(num_micro * place.dp_size);
@@ -70,24 +77,26 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
   IntervalStats interval;
   double interval_seconds = 0.0, interval_loss = 0.0;
   int64_t interval_iters = 0, interval_good_iters = 0;
-  std::vector<int32_t> tokens, labels;
   for (int64_t iteration = 1; iteration <= t.train_iters(); ++iteration) {
     const auto start = std::chrono::steady_clock::now();
-    model->parameters().ZeroGrads();
-    double loss_sum = 0.0;
+    const int64_t step_first_sample = result.consumed_samples;
+    MicroBatchFeed feed = [&](int m) -> absl::StatusOr<MicroBatchInput> {
+      MicroBatchInput in;
+      in.context = {iteration, (m * place.dp_size + place.dp_rank) * micro, micro, seq};
+      RETURN_IF_ERROR(FillMicroBatch(data, step_first_sample + in.context.first_sample, micro,
+                                     seq, &in.tokens, &in.labels));
+      return in;
+    };
+    for (Parameter* p : params) p->grad.SetZero();
     std::optional<StepTimers::Scope> phase(std::in_place, &timers,
                                            StepTimers::kForwardBackward);
-    for (int64_t m = 0; m < num_micro; ++m) {
-      const MicroBatchContext mb{iteration, (m * place.dp_size + place.dp_rank) * micro, micro,
-                                 seq};
-      RETURN_IF_ERROR(FillMicroBatch(data, result.consumed_samples + mb.first_sample, micro,
-                                     seq, &tokens, &labels));
-      GptStash stash;
-      ASSIGN_OR_RETURN(const float loss,
-                       model->Forward(mb, tokens.data(), labels.data(), &stash));
-      loss_sum += loss;
-      RETURN_IF_ERROR(model->Backward(mb, loss_scale, &stash));
-    }
+    stage->BeginStep(feed, micro * seq, loss_scale);
+    RETURN_IF_ERROR(pipeline::RunActions(actions, pipe, *stage, place.pp, nullptr));
+    stage->SumLocalTiedCopies();
+    // Only the last stage computes losses: the pipeline sum gives every rank the loss,
+    // so that all of them agree on skipping a NaN step.
+    double loss_sum = stage->loss_sum();
+    if (place.pp != nullptr) RETURN_IF_ERROR(place.pp->AllReduceSum(&loss_sum, 1));
     if (place.groups.dp != nullptr) RETURN_IF_ERROR(place.groups.dp->AllReduceSum(&loss_sum, 1));
     const double loss = loss_sum / static_cast<double>(num_micro * place.dp_size);
     phase.emplace(&timers, StepTimers::kGradsReduce);

@@ -10,7 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "data/sample_source.h"
-#include "model/gpt_model.h"
+#include "model/gpt_stage.h"
+#include "parallel/pipeline/executor.h"
 #include "proto/config.pb.h"
 #include "trainer/parameter_updater.h"
 
@@ -29,22 +30,26 @@ struct TrainingOutputs {
   std::ostream* metrics = nullptr;  // JSON lines; may be null
 };
 
-// Where this rank sits among the data-parallel ranks, and its gradients' groups.
-struct DataParallelPlace {
+// Where this rank sits in the job: among the data-parallel ranks, in the pipeline,
+// and the groups its gradients, losses and timers travel through.
+struct RankPlace {
   int dp_rank = 0;
   int dp_size = 1;
   GradientGroups groups;
-  Communicator* world = nullptr;  // for timer min/max; null: one rank
+  Communicator* world = nullptr;  // timer min/max; null: one rank
+  Communicator* pp = nullptr;     // the pipeline group; null: P = 1
+  pipeline::ExecutorPlace pipeline;
 };
 
-// `config` must be resolved. Runs train_iters steps of `model` on `data`, starting at
-// sample 0; data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each
-// group of DP * micro samples, as Megatron's sampler does. Fails (with the iteration
-// named) on a NaN or inf loss or gradient norm when --nan-policy is stop, and when the
-// data source or a collective fails.
-absl::StatusOr<TrainingResult> Train(const Config& config, GptModel* model,
+// `config` must be resolved. Runs train_iters steps of `stage` on `data`, starting at
+// sample 0, each step running this rank's actions of --pipeline-schedule;
+// data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each group of
+// DP * micro samples, as Megatron's sampler does. Fails (with the iteration named) on
+// a NaN or inf loss or gradient norm when --nan-policy is stop, and when the data
+// source or a collective fails.
+absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                      const SampleSource& data, const TrainingOutputs& out,
-                                     const DataParallelPlace& place = {});
+                                     const RankPlace& place = {});
 
 }  // namespace conveyor
 

@@ -68,8 +68,8 @@ Config TinyConfig(const Layout& l) {
 // Global parameter values by name, assembled from any rank's shards.
 using GlobalParams = std::map<std::string, std::vector<float>>;
 
-void AddShards(GptModel& model, GlobalParams* out) {
-  for (Parameter* p : model.parameters().parameters()) {
+void AddShards(GptStage& stage, GlobalParams* out) {
+  for (Parameter* p : stage.parameters()) {
     int64_t numel = 1;
     for (int64_t d : p->global_shape) numel *= d;
     std::vector<float>& global = (*out)[p->name];
@@ -94,7 +94,7 @@ const Reference& OneRankReference() {
     absl::StatusOr<RankRun> run = TrainOnRank(config, *state, data, {});
     EXPECT_TRUE(run.ok()) << run.status();
     r->result = run->result;
-    AddShards(*run->model, &r->params);
+    AddShards(*run->stage, &r->params);
     return r;
   }();
   return *reference;
@@ -124,7 +124,7 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   }
   if ((*state)->coords().dp == 0) {
     std::ofstream f(absl::StrFormat("%s/params.%d", dir, env.rank));
-    for (Parameter* p : run->model->parameters().parameters()) {
+    for (Parameter* p : run->stage->parameters()) {
       const std::vector<int64_t> index = GlobalIndices(*p);
       for (size_t i = 0; i < index.size(); ++i) {
         f << p->name << " " << index[i] << " " << absl::StrFormat("%.9g", p->value.data()[i])

@@ -55,11 +55,18 @@ Config Resolve(const Config& c) {
   return *r;
 }
 
+// The whole model on one rank.
+std::unique_ptr<GptStage> OneRankModel(const Config& config) {
+  return std::make_unique<GptStage>(ModelShapeFromConfig(config, PaddedVocabSize(config)),
+                                    config.training().seed(), nullptr,
+                                    pipeline::ExecutorPlace{},
+                                    std::vector<int64_t>{config.model().num_layers()});
+}
+
 TrainingResult TrainOrDie(const Config& config, const SampleSource& data,
                           std::ostream* log = nullptr, std::ostream* metrics = nullptr) {
-  GptModel model(ModelShapeFromConfig(config, PaddedVocabSize(config)),
-                 config.training().seed());
-  absl::StatusOr<TrainingResult> r = Train(config, &model, data, {log, metrics});
+  std::unique_ptr<GptStage> model = OneRankModel(config);
+  absl::StatusOr<TrainingResult> r = Train(config, model.get(), data, {log, metrics});
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : TrainingResult();
 }
@@ -111,9 +118,9 @@ class NanSource : public SampleSource {
 
 TEST(TrainingLoopTest, NanLossStopsWithIterationAndFlag) {
   const Config c = Resolve(SmallConfig());
-  GptModel model(ModelShapeFromConfig(c, PaddedVocabSize(c)), 1);
-  model.parameters().parameters()[0]->value.data()[0] = std::numeric_limits<float>::quiet_NaN();
-  absl::StatusOr<TrainingResult> r = Train(c, &model, NanSource(), {});
+  std::unique_ptr<GptStage> model = OneRankModel(c);
+  model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::quiet_NaN();
+  absl::StatusOr<TrainingResult> r = Train(c, model.get(), NanSource(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()),
               ::testing::AllOf(::testing::HasSubstr("iteration 1"),
@@ -125,11 +132,11 @@ TEST(TrainingLoopTest, NanPolicySkipSkipsStepsAndReportsThem) {
   c.mutable_training()->set_nan_policy("skip");
   c.mutable_training()->set_train_iters(3);
   c = Resolve(c);
-  GptModel model(ModelShapeFromConfig(c, PaddedVocabSize(c)), 1);
-  Parameter* p = model.parameters().parameters()[0];
+  std::unique_ptr<GptStage> model = OneRankModel(c);
+  Parameter* p = model->parameters()[0];
   p->value.data()[0] = std::numeric_limits<float>::infinity();
   std::ostringstream log, metrics;
-  absl::StatusOr<TrainingResult> r = Train(c, &model, NanSource(), {&log, &metrics});
+  absl::StatusOr<TrainingResult> r = Train(c, model.get(), NanSource(), {&log, &metrics});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->skipped_iterations, 3);
   EXPECT_EQ(r->nan_iterations, 3);

@@ -1,0 +1,149 @@
+#include "model/gpt_stage.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "runtime/status_macros.h"
+
+namespace conveyor {
+
+GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
+                   const pipeline::ExecutorPlace& place,
+                   const std::vector<int64_t>& layers_per_stage)
+    : shape_(shape),
+      tp_(tp != nullptr ? tp : &single_rank_),
+      place_(place),
+      num_stages_(place.num_ranks * place.num_chunks) {
+  for (int c = 0; c < place.num_chunks; ++c) {
+    const int stage = GlobalStage(c);
+    ModelPartition partition;
+    partition.first_layer =
+        std::accumulate(layers_per_stage.begin(), layers_per_stage.begin() + stage, int64_t{0});
+    partition.num_layers = layers_per_stage[stage];
+    partition.has_embedding = stage == 0;
+    partition.has_head = stage == num_stages_ - 1;
+    chunks_.push_back(std::make_unique<GptModel>(shape, seed, tp_, partition));
+  }
+}
+
+int GptStage::GlobalStage(int chunk) const {
+  return pipeline::GlobalStage(place_.layout, place_.num_ranks, place_.rank, chunk);
+}
+
+void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
+                         float loss_scale) {
+  feed_ = std::move(feed);
+  // Under SP a rank passes on its token shard only.
+  boundary_elements_ = tokens_per_micro_batch /
+                       (tp_->sequence_parallel() ? tp_->size() : 1) * shape_.hidden;
+  loss_scale_ = loss_scale;
+  loss_sum_ = 0.0;
+  inputs_.clear();
+}
+
+int64_t GptStage::BoundaryElements() const { return boundary_elements_; }
+
+absl::StatusOr<const MicroBatchInput*> GptStage::Input(int micro_batch) {
+  auto it = inputs_.find(micro_batch);
+  if (it == inputs_.end()) {
+    ASSIGN_OR_RETURN(MicroBatchInput input, feed_(micro_batch));
+    it = inputs_.emplace(micro_batch, std::move(input)).first;
+  }
+  return &it->second;
+}
+
+absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor input) {
+  ASSIGN_OR_RETURN(const MicroBatchInput* in, Input(micro_batch));
+  const MicroBatchContext& mb = in->context;
+  GptModel& model = *chunks_[chunk];
+  GptStash& stash = stashes_[{micro_batch, chunk}];
+  const int64_t rows = BoundaryElements() / shape_.hidden;
+  Tensor x;
+  if (has_embedding(chunk)) {
+    ASSIGN_OR_RETURN(x, model.EmbeddingForward(mb, in->tokens.data(), &stash.embedding));
+  } else {
+    // A received activation is flat; give it its [rows, hidden] shape back.
+    x = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations);
+    std::memcpy(x.data(), input.data(), x.nbytes());
+  }
+  stash.layers.resize(model.num_local_layers());
+  for (int64_t i = 0; i < model.num_local_layers(); ++i) {
+    ASSIGN_OR_RETURN(x, model.layer(i).Forward(x, mb, &stash.layers[i]));
+  }
+  if (!has_head(chunk)) return x;
+  ASSIGN_OR_RETURN(const float loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
+  loss_sum_ += loss;
+  return Tensor();
+}
+
+absl::StatusOr<Tensor> GptStage::BackwardInput(int micro_batch, int chunk,
+                                               Tensor output_grad) {
+  ASSIGN_OR_RETURN(const MicroBatchInput* in, Input(micro_batch));
+  const MicroBatchContext& mb = in->context;
+  GptModel& model = *chunks_[chunk];
+  GptStash& stash = stashes_[{micro_batch, chunk}];
+  Tensor dx;
+  if (has_head(chunk)) {
+    ASSIGN_OR_RETURN(dx, model.HeadBackward(mb, loss_scale_, &stash.head));
+  } else {
+    dx = Tensor::Zeros({BoundaryElements() / shape_.hidden, shape_.hidden},
+                       MemoryCategory::kActivations);
+    std::memcpy(dx.data(), output_grad.data(), dx.nbytes());
+  }
+  for (int64_t i = model.num_local_layers(); i-- > 0;) {
+    ASSIGN_OR_RETURN(dx, model.layer(i).BackwardInput(dx, mb, &stash.layers[i]));
+  }
+  if (has_embedding(chunk)) {
+    // The embedding has weights only: its backward waits for W.
+    embedding_grads_[{micro_batch, chunk}] = std::move(dx);
+    return Tensor();
+  }
+  return dx;
+}
+
+absl::Status GptStage::BackwardWeight(int micro_batch, int chunk) {
+  const std::pair<int, int> key{micro_batch, chunk};
+  ASSIGN_OR_RETURN(const MicroBatchInput* in, Input(micro_batch));
+  GptModel& model = *chunks_[chunk];
+  GptStash& stash = stashes_[key];
+  for (int64_t i = 0; i < model.num_local_layers(); ++i) model.layer(i).BackwardWeight(&stash.layers[i]);
+  if (has_embedding(chunk)) {
+    RETURN_IF_ERROR(
+        model.EmbeddingBackward(in->context, embedding_grads_[key], &stash.embedding));
+    embedding_grads_.erase(key);
+  }
+  stashes_.erase(key);
+  return absl::OkStatus();
+}
+
+void GptStage::SumLocalTiedCopies() {
+  if (!shape_.tied_embeddings) return;
+  Parameter* copies[2] = {nullptr, nullptr};
+  int found = 0;
+  for (auto& chunk : chunks_) {
+    Parameter* p = chunk->parameters().Find("embedding.word_embeddings.weight");
+    if (p != nullptr && found < 2) copies[found++] = p;
+  }
+  if (found < 2) return;
+  float* a = copies[0]->grad.data();
+  float* b = copies[1]->grad.data();
+  for (int64_t i = 0; i < copies[0]->grad.numel(); ++i) b[i] = a[i] = a[i] + b[i];
+}
+
+const Parameter* GptStage::TiedCopyInHead() const {
+  if (!shape_.tied_embeddings || num_stages_ == 1) return nullptr;
+  for (int c = 0; c < num_chunks(); ++c) {
+    if (has_head(c)) return chunks_[c]->parameters().Find("embedding.word_embeddings.weight");
+  }
+  return nullptr;
+}
+
+std::vector<Parameter*> GptStage::parameters() {
+  std::vector<Parameter*> all;
+  for (auto& chunk : chunks_) {
+    for (Parameter* p : chunk->parameters().parameters()) all.push_back(p);
+  }
+  return all;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,82 @@
+// The model as a pipeline Stage: the V chunks one pipeline rank holds, each a
+// GptModel over a contiguous range of layers (with the embedding on global stage 0
+// and the head on the last global stage), and the per-(micro-batch, chunk) stashes
+// the schedule keeps in flight between F, B and W.
+#ifndef CONVEYOR_MODEL_GPT_STAGE_H_
+#define CONVEYOR_MODEL_GPT_STAGE_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/gpt_model.h"
+#include "parallel/pipeline/executor.h"
+#include "parallel/pipeline/stage.h"
+
+namespace conveyor {
+
+// One micro-batch as the first and last stages need it.
+struct MicroBatchInput {
+  MicroBatchContext context;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> labels;
+};
+using MicroBatchFeed = std::function<absl::StatusOr<MicroBatchInput>(int micro_batch)>;
+
+class GptStage : public pipeline::Stage {
+ public:
+  // `layers_per_stage` has one entry per global stage (P * V); `tp` may be null (one
+  // rank), otherwise it must outlive the stage.
+  GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
+           const pipeline::ExecutorPlace& place, const std::vector<int64_t>& layers_per_stage);
+
+  // Starts a step: where micro-batches come from, their size in tokens, and the
+  // weight of each micro-batch's loss in the gradient (1 / (M * DP)).
+  void BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch, float loss_scale);
+  // Sum of the mean losses of the micro-batches this rank's last stage computed.
+  double loss_sum() const { return loss_sum_; }
+
+  int64_t BoundaryElements() const override;
+  absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override;
+  absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk, Tensor output_grad) override;
+  absl::Status BackwardWeight(int micro_batch, int chunk) override;
+
+  // When one rank holds both the embedding and the head of a tied model in different
+  // chunks, their two copies of the word embedding get the sum of both gradients.
+  void SumLocalTiedCopies();
+  // The head's copy of a tied word embedding, when another chunk or rank holds the
+  // embedding: the gradient norm must not count it twice.
+  const Parameter* TiedCopyInHead() const;
+
+  std::vector<Parameter*> parameters();
+  const pipeline::ExecutorPlace& place() const { return place_; }
+  int num_chunks() const { return static_cast<int>(chunks_.size()); }
+  GptModel& chunk(int c) { return *chunks_[c]; }
+  bool has_embedding(int c) const { return GlobalStage(c) == 0; }
+  bool has_head(int c) const { return GlobalStage(c) == num_stages_ - 1; }
+
+ private:
+  int GlobalStage(int chunk) const;
+  absl::StatusOr<const MicroBatchInput*> Input(int micro_batch);
+
+  ModelShape shape_;
+  TensorParallel single_rank_;
+  const TensorParallel* tp_;
+  pipeline::ExecutorPlace place_;
+  int num_stages_;
+  std::vector<std::unique_ptr<GptModel>> chunks_;
+  std::map<std::pair<int, int>, GptStash> stashes_;  // (micro-batch, chunk)
+  std::map<int, MicroBatchInput> inputs_;            // fetched once per micro-batch
+  std::map<std::pair<int, int>, Tensor> embedding_grads_;  // B's output for W
+  MicroBatchFeed feed_;
+  int64_t boundary_elements_ = 0;
+  float loss_scale_ = 1.0f;
+  double loss_sum_ = 0.0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODEL_GPT_STAGE_H_

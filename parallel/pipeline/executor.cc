@@ -1,0 +1,183 @@
+#include "parallel/pipeline/executor.h"
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "runtime/status_macros.h"
+
+namespace conveyor {
+namespace pipeline {
+namespace {
+
+using Key = std::pair<int, int>;  // (micro-batch, chunk)
+
+// The tensors in flight on this rank, keyed by the action that will consume them.
+struct Mailboxes {
+  std::map<Key, Tensor> forward_inputs;   // for F(mb, chunk)
+  std::map<Key, Tensor> backward_grads;   // for B(mb, chunk)
+  std::map<Key, Tensor> forward_outputs;  // from F(mb, chunk), to send
+  std::map<Key, Tensor> input_grads;      // from B(mb, chunk), to send
+};
+
+Tensor Take(std::map<Key, Tensor>* box, const Key& key) {
+  auto it = box->find(key);
+  if (it == box->end()) return Tensor();
+  Tensor t = std::move(it->second);
+  box->erase(it);
+  return t;
+}
+
+class Executor {
+ public:
+  Executor(const ExecutorPlace& place, Stage& stage, Communicator* pp,
+           std::vector<TimedAction>* timeline)
+      : place_(place), stage_(stage), pp_(pp), timeline_(timeline),
+        start_(std::chrono::steady_clock::now()) {}
+
+  absl::Status Run(const std::vector<Action>& actions) {
+    for (size_t i = 0; i < actions.size();) {
+      if (IsCompute(actions[i])) {
+        RETURN_IF_ERROR(Compute(actions[i]));
+        ++i;
+        continue;
+      }
+      size_t end = i;
+      while (end < actions.size() && IsP2p(actions[end])) ++end;
+      RETURN_IF_ERROR(Transfer(actions, i, end));
+      i = end;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int Stage(int chunk) const {
+    return GlobalStage(place_.layout, place_.num_ranks, place_.rank, chunk);
+  }
+  int last_stage() const { return place_.num_ranks * place_.num_chunks - 1; }
+  double Now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+  // The neighbour stage on this rank, if any: its chunk, else -1.
+  int LocalChunkOfStage(int stage) const {
+    if (stage < 0 || stage > last_stage()) return -1;
+    const StageOwner owner = OwnerOfStage(place_.layout, place_.num_ranks, stage);
+    return owner.rank == place_.rank ? owner.chunk : -1;
+  }
+
+  absl::Status Compute(const Action& a) {
+    const double begin = Now();
+    const Key key{a.micro_batch, a.chunk};
+    const int stage = Stage(a.chunk);
+    switch (a.type) {
+      case ActionType::kForward: {
+        ASSIGN_OR_RETURN(Tensor out,
+                         stage_.Forward(a.micro_batch, a.chunk,
+                                        Take(&boxes_.forward_inputs, key)));
+        if (stage < last_stage()) {
+          const int next = LocalChunkOfStage(stage + 1);
+          if (next >= 0) {
+            boxes_.forward_inputs[{a.micro_batch, next}] = std::move(out);
+          } else {
+            boxes_.forward_outputs[key] = std::move(out);
+          }
+        }
+        break;
+      }
+      case ActionType::kBackwardInput:
+      case ActionType::kBackward: {
+        ASSIGN_OR_RETURN(Tensor grad,
+                         stage_.BackwardInput(a.micro_batch, a.chunk,
+                                              Take(&boxes_.backward_grads, key)));
+        if (stage > 0) {
+          const int previous = LocalChunkOfStage(stage - 1);
+          if (previous >= 0) {
+            boxes_.backward_grads[{a.micro_batch, previous}] = std::move(grad);
+          } else {
+            boxes_.input_grads[key] = std::move(grad);
+          }
+        }
+        if (a.type == ActionType::kBackward) {
+          RETURN_IF_ERROR(stage_.BackwardWeight(a.micro_batch, a.chunk));
+        }
+        break;
+      }
+      case ActionType::kBackwardWeight:
+        RETURN_IF_ERROR(stage_.BackwardWeight(a.micro_batch, a.chunk));
+        break;
+      default:
+        return absl::InternalError("not a compute action: " + ToString(a));
+    }
+    if (timeline_ != nullptr) timeline_->push_back({a, begin, Now()});
+    return absl::OkStatus();
+  }
+
+  absl::Status Transfer(const std::vector<Action>& actions, size_t begin_index,
+                        size_t end_index) {
+    if (pp_ == nullptr) {
+      return absl::InternalError("a transfer action with no pipeline group: " +
+                                 ToString(actions[begin_index]));
+    }
+    const double begin = Now();
+    std::vector<Communicator::P2POp> ops;
+    std::vector<Tensor> keep_alive;
+    for (size_t i = begin_index; i < end_index; ++i) {
+      const Action& a = actions[i];
+      const Key key{a.micro_batch, a.chunk};
+      Tensor t;
+      switch (a.type) {
+        case ActionType::kSendForward:
+          t = Take(&boxes_.forward_outputs, key);
+          break;
+        case ActionType::kSendBackward:
+          t = Take(&boxes_.input_grads, key);
+          break;
+        case ActionType::kRecvForward:
+          t = Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations);
+          boxes_.forward_inputs[key] = t;
+          break;
+        case ActionType::kRecvBackward:
+          t = Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations);
+          boxes_.backward_grads[key] = t;
+          break;
+        default:
+          break;
+      }
+      if (t.empty()) {
+        return absl::InternalError(absl::StrFormat(
+            "pipeline rank %d: %s has nothing to send (its compute did not run first)",
+            place_.rank, ToString(a)));
+      }
+      ops.push_back({IsSend(a.type), a.peer, t.data(), t.numel()});
+      keep_alive.push_back(std::move(t));
+    }
+    RETURN_IF_ERROR(pp_->BatchSendRecv(ops));
+    if (timeline_ != nullptr) {
+      const double end = Now();
+      for (size_t i = begin_index; i < end_index; ++i) {
+        timeline_->push_back({actions[i], begin, end});
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  ExecutorPlace place_;
+  pipeline::Stage& stage_;
+  Communicator* pp_;
+  std::vector<TimedAction>* timeline_;
+  std::chrono::steady_clock::time_point start_;
+  Mailboxes boxes_;
+};
+
+}  // namespace
+
+absl::Status RunActions(const std::vector<Action>& actions, const ExecutorPlace& place,
+                        Stage& stage, Communicator* pp, std::vector<TimedAction>* timeline) {
+  Executor executor(place, stage, pp, timeline);
+  return executor.Run(actions);
+}
+
+}  // namespace pipeline
+}  // namespace conveyor

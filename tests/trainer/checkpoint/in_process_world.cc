@@ -1,0 +1,116 @@
+#include "tests/trainer/checkpoint/in_process_world.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+namespace conveyor {
+namespace testing_util {
+namespace {
+
+class InProcessCommunicator : public Communicator {
+ public:
+  InProcessCommunicator(InProcessWorld* world, int rank)
+      : world_(world), rank_(rank), name_("in-process-world") {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_->size(); }
+  const std::string& name() const override { return name_; }
+
+  absl::Status AllReduceSum(float* data, int64_t n) override { return Reduce(data, n, true); }
+  absl::Status AllReduceSum(double* data, int64_t n) override { return Reduce(data, n, true); }
+  absl::Status AllReduceMax(double* data, int64_t n) override {
+    return Reduce(data, n, false);
+  }
+  absl::Status AllGather(const float* in, int64_t n, float* out) override {
+    struct Slot { const float* in; float* out; };
+    Slot slot{in, out};
+    world_->Meet(rank_, &slot, [n](std::vector<void*>& all) {
+      std::vector<float> gathered;
+      for (void* p : all) {
+        const float* in = static_cast<Slot*>(p)->in;
+        gathered.insert(gathered.end(), in, in + n);
+      }
+      for (void* p : all) std::copy(gathered.begin(), gathered.end(), static_cast<Slot*>(p)->out);
+    });
+    return absl::OkStatus();
+  }
+  absl::Status ReduceScatterSum(const float*, int64_t, float*) override {
+    return absl::UnimplementedError("ReduceScatterSum in InProcessWorld");
+  }
+  absl::Status Broadcast(float* data, int64_t n, int root) override {
+    world_->Meet(rank_, data, [n, root](std::vector<void*>& all) {
+      const float* src = static_cast<float*>(all[root]);
+      for (void* p : all) {
+        if (p != src) std::memcpy(p, src, n * sizeof(float));
+      }
+    });
+    return absl::OkStatus();
+  }
+  absl::Status Barrier() override {
+    world_->Meet(rank_, nullptr, [](std::vector<void*>&) {});
+    return absl::OkStatus();
+  }
+  absl::Status BatchSendRecv(const std::vector<P2POp>&) override {
+    return absl::UnimplementedError("BatchSendRecv in InProcessWorld");
+  }
+
+ private:
+  template <typename T>
+  absl::Status Reduce(T* data, int64_t n, bool sum) {
+    world_->Meet(rank_, data, [n, sum](std::vector<void*>& all) {
+      std::vector<T> acc(static_cast<T*>(all[0]), static_cast<T*>(all[0]) + n);
+      for (size_t r = 1; r < all.size(); ++r) {
+        const T* x = static_cast<T*>(all[r]);
+        for (int64_t i = 0; i < n; ++i) acc[i] = sum ? acc[i] + x[i] : std::max(acc[i], x[i]);
+      }
+      for (void* p : all) std::copy(acc.begin(), acc.end(), static_cast<T*>(p));
+    });
+    return absl::OkStatus();
+  }
+
+  InProcessWorld* world_;
+  int rank_;
+  std::string name_;
+};
+
+}  // namespace
+
+InProcessWorld::InProcessWorld(int size) : posted_(size, nullptr) {
+  for (int r = 0; r < size; ++r) comms_.push_back(std::make_unique<InProcessCommunicator>(this, r));
+}
+
+InProcessWorld::~InProcessWorld() = default;
+
+void InProcessWorld::Meet(int rank, void* buffer,
+                          const std::function<void(std::vector<void*>&)>& fn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Wait until the previous meeting has emptied out.
+  cv_.wait(lock, [&] { return leaving_ == 0; });
+  const int64_t generation = generation_;
+  posted_[rank] = buffer;
+  if (++arrived_ == size()) {
+    fn(posted_);
+    arrived_ = 0;
+    leaving_ = size();
+    ++generation_;
+    cv_.notify_all();
+  } else {
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+  if (--leaving_ == 0) cv_.notify_all();
+}
+
+std::vector<absl::Status> InProcessWorld::Run(
+    const std::function<absl::Status(int, Communicator&)>& fn) {
+  std::vector<absl::Status> results(size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) {
+    threads.emplace_back([&, r] { results[r] = fn(r, *comms_[r]); });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+}  // namespace testing_util
+}  // namespace conveyor

@@ -1,0 +1,100 @@
+// Loading a checkpoint into any layout: open the manifest of the latest (or a chosen)
+// iteration, then fill each local shard the current run holds from whatever shards
+// the saving run wrote, by global element index (DESIGN.md principle 3).
+//
+// Loading needs no communication: every rank opens the checkpoint and reads the bytes
+// its own shards need. Every stored shard record that is read is checked against its
+// CRC32C before its data is used.
+#ifndef CONVEYOR_TRAINER_CHECKPOINT_CHECKPOINT_READER_H_
+#define CONVEYOR_TRAINER_CHECKPOINT_CHECKPOINT_READER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/checkpoint.pb.h"
+#include "trainer/checkpoint/checkpoint_types.h"
+#include "trainer/checkpoint/tensor_index.h"
+
+namespace conveyor {
+
+// An opened, checked checkpoint: its manifest and an index of every tensor.
+class LoadedCheckpoint {
+ public:
+  const std::string& directory() const { return directory_; }  // <load>/iter_NNNNNNN
+  int64_t iteration() const { return manifest_.iteration(); }
+  const Manifest& manifest() const { return manifest_; }
+
+  // The saved state, with `rank`'s generator states (none when the saving run had no
+  // such rank, e.g. after a layout change).
+  CheckpointState State(int rank) const;
+
+  // Null when the checkpoint has no such tensor (e.g. saved with --no-save-optim).
+  const TensorRecord* FindTensor(absl::string_view name) const;
+  std::vector<std::string> TensorNames() const;  // sorted
+
+  // The tensor's record and element index; nullopt when the checkpoint lacks it.
+  struct Entry {
+    const TensorRecord* record;
+    const StoredTensorIndex* index;
+  };
+  std::optional<Entry> Find(absl::string_view name) const;
+
+  // OpenCheckpoint's work (below).
+  static absl::StatusOr<LoadedCheckpoint> Open(const std::string& load_dir,
+                                               std::optional<int64_t> iteration);
+
+ private:
+  LoadedCheckpoint() = default;
+  absl::Status BuildIndex();
+  absl::Status CheckDataFiles() const;
+
+  struct Indexed {
+    int tensor;  // in manifest_.tensors(); an index, not a pointer: moves keep it valid
+    StoredTensorIndex index;
+  };
+  std::string directory_;
+  Manifest manifest_;
+  std::map<std::string, Indexed, std::less<>> tensors_;
+};
+
+// Opens <load_dir>/iter_NNNNNNN for `iteration`, or for the iteration
+// latest_checkpointed_iteration.txt names when none is given (--ckpt-step). Folders
+// of interrupted saves (*.tmp-*) are never considered.
+//   NotFound:  no latest file (no checkpoint yet: start from scratch), or the
+//              iteration's folder, manifest or a data file is missing (named);
+//   DataLoss:  the latest file, the manifest or a data file is corrupt or truncated,
+//              or the manifest's shard records are inconsistent (named);
+//   FailedPrecondition / Unimplemented: a newer format version or another dtype.
+// Checks every data file's existence and size, not the data checksums (LoadTensors
+// checks those for what it reads).
+absl::StatusOr<LoadedCheckpoint> OpenCheckpoint(const std::string& load_dir,
+                                                std::optional<int64_t> iteration);
+
+// Bytes read by LoadTensors, for bandwidth reports. Can exceed the targets' size:
+// a stored record is read (and checksummed) whole even when a target needs part of it.
+struct LoadStats {
+  int64_t bytes_read = 0;
+  int64_t records_read = 0;
+  double seconds = 0;
+};
+
+// Fills every target from the checkpoint, whatever layout each was saved in.
+//   NotFound naming the tensor when the checkpoint lacks it;
+//   FailedPrecondition naming the tensor when its global shape differs;
+//   InvalidArgument when a target's runs do not fit its shape or n;
+//   DataLoss naming the file, byte range, tensor and writer rank, with the expected
+//   and the found CRC32C, when stored bytes fail their checksum.
+// Targets may be partly written when an error is returned.
+absl::Status LoadTensors(const LoadedCheckpoint& checkpoint,
+                         const std::vector<TensorShardRef>& targets,
+                         LoadStats* stats = nullptr);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_CHECKPOINT_CHECKPOINT_READER_H_

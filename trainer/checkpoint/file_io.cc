@@ -1,0 +1,221 @@
+#include "trainer/checkpoint/file_io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace conveyor {
+namespace {
+
+// write(2) and read(2) move at most about 2 GiB per call on Linux.
+constexpr int64_t kMaxIo = int64_t{1} << 30;
+
+absl::Status ErrnoError(int err, const std::string& what, const std::string& path) {
+  const std::string message = absl::StrCat(what, " ", path, ": ", strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EEXIST:
+    case ENOTEMPTY:
+      return absl::AlreadyExistsError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<WritableFile> WritableFile::Create(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, "cannot create", path);
+  return WritableFile(path, fd);
+}
+
+WritableFile::WritableFile(WritableFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+  other.fd_ = -1;
+}
+
+WritableFile::~WritableFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status WritableFile::Append(const void* data, int64_t n) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t done = write(fd_, p, std::min(n, kMaxIo));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "cannot write", path_);
+    }
+    p += done;
+    n -= done;
+    size_ += done;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WritableFile::SyncAndClose() {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+  const int fd = fd_;
+  fd_ = -1;
+  if (fsync(fd) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoError(err, "cannot fsync", path_);
+  }
+  if (close(fd) != 0) return ErrnoError(errno, "cannot close", path_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReadableFile> ReadableFile::Open(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "cannot open", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoError(err, "cannot stat", path);
+  }
+  return ReadableFile(path, fd, static_cast<int64_t>(st.st_size));
+}
+
+ReadableFile::ReadableFile(ReadableFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+  other.fd_ = -1;
+}
+
+ReadableFile::~ReadableFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status ReadableFile::ReadAt(int64_t offset, void* out, int64_t n) const {
+  if (offset < 0 || n < 0 || offset + n > size_) {
+    return absl::OutOfRangeError(absl::StrCat(path_, " is truncated: bytes [", offset, ", ",
+                                              offset + n, ") are needed but the file has ",
+                                              size_, " bytes"));
+  }
+  char* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t done = pread(fd_, p, std::min(n, kMaxIo), offset);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "cannot read", path_);
+    }
+    if (done == 0) {
+      return absl::OutOfRangeError(
+          absl::StrCat(path_, " ended early at byte ", offset, " (shrunk while reading?)"));
+    }
+    p += done;
+    offset += done;
+    n -= done;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  absl::StatusOr<ReadableFile> file = ReadableFile::Open(path);
+  if (!file.ok()) return file.status();
+  std::string contents(file->size(), '\0');
+  absl::Status status = file->ReadAt(0, contents.data(), file->size());
+  if (!status.ok()) return status;
+  return contents;
+}
+
+absl::Status WriteFileDurably(const std::string& path, const std::string& contents) {
+  absl::StatusOr<WritableFile> file = WritableFile::Create(path);
+  if (!file.ok()) return file.status();
+  absl::Status status = file->Append(contents.data(), contents.size());
+  if (!status.ok()) return status;
+  return file->SyncAndClose();
+}
+
+absl::Status MakeDirs(const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) {
+    return ErrnoError(error.value(), "cannot create folder", path);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDir(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "cannot open folder", path);
+  if (fsync(fd) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoError(err, "cannot fsync folder", path);
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
+absl::Status Rename(const std::string& from, const std::string& to) {
+  if (rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("cannot rename ", from, " to"), to);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Exchange(const std::string& a, const std::string& b) {
+  if (renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
+    return ErrnoError(errno, absl::StrCat("cannot exchange ", a, " with"), b);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoveTree(const std::string& path) {
+  std::error_code error;
+  std::filesystem::remove_all(path, error);
+  if (error) return ErrnoError(error.value(), "cannot remove", path);
+  return absl::OkStatus();
+}
+
+absl::Status RemoveFile(const std::string& path) {
+  if (unlink(path.c_str()) != 0) return ErrnoError(errno, "cannot remove", path);
+  return absl::OkStatus();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) return ErrnoError(errno, "cannot list folder", path);
+  std::vector<std::string> names;
+  while (struct dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  if (dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+}  // namespace conveyor

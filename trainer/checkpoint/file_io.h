@@ -1,0 +1,89 @@
+// The few POSIX file operations a crash-safe checkpoint needs, as absl::Status.
+//
+// Durability follows the usual rules: data reaches the disk only after fsync of the
+// file, and a new or renamed name only after fsync of its folder; rename(2) replaces
+// a file atomically. Every error names the path and the failing call.
+#ifndef CONVEYOR_TRAINER_CHECKPOINT_FILE_IO_H_
+#define CONVEYOR_TRAINER_CHECKPOINT_FILE_IO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace conveyor {
+
+// An append-only file opened for writing (created or truncated). Close() fsyncs;
+// the destructor closes without fsync (an abandoned file).
+class WritableFile {
+ public:
+  static absl::StatusOr<WritableFile> Create(const std::string& path);
+  WritableFile(WritableFile&& other) noexcept;
+  WritableFile& operator=(WritableFile&& other) = delete;
+  WritableFile(const WritableFile&) = delete;
+  ~WritableFile();
+
+  absl::Status Append(const void* data, int64_t n);
+  // fsync, then close.
+  absl::Status SyncAndClose();
+  int64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+  int64_t size_ = 0;
+};
+
+// A file opened for positioned reads.
+class ReadableFile {
+ public:
+  static absl::StatusOr<ReadableFile> Open(const std::string& path);
+  ReadableFile(ReadableFile&& other) noexcept;
+  ReadableFile& operator=(ReadableFile&& other) = delete;
+  ReadableFile(const ReadableFile&) = delete;
+  ~ReadableFile();
+
+  // Exactly n bytes at `offset`; OutOfRange naming the file when it is shorter.
+  absl::Status ReadAt(int64_t offset, void* out, int64_t n) const;
+  int64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  ReadableFile(std::string path, int fd, int64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  std::string path_;
+  int fd_;
+  int64_t size_;
+};
+
+// Whole-file helpers for small files (manifests, the latest-iteration file).
+// NotFound when the file does not exist.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
+// Creates or truncates `path`, writes `contents`, fsyncs and closes.
+absl::Status WriteFileDurably(const std::string& path, const std::string& contents);
+
+// `path` and its missing parents; existing folders are fine.
+absl::Status MakeDirs(const std::string& path);
+// fsync of a folder, so that names created or renamed in it survive a crash.
+absl::Status SyncDir(const std::string& path);
+// rename(2): atomic replacement of a file, or of an empty/absent folder.
+absl::Status Rename(const std::string& from, const std::string& to);
+// Atomically swaps two existing names (renameat2 RENAME_EXCHANGE): replaces a
+// non-empty folder without a moment where neither the old nor the new one exists.
+absl::Status Exchange(const std::string& a, const std::string& b);
+// rm -rf; absent is fine.
+absl::Status RemoveTree(const std::string& path);
+absl::Status RemoveFile(const std::string& path);
+bool PathExists(const std::string& path);
+// Names (not paths) in a folder, sorted; NotFound when it does not exist.
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
+
+std::string JoinPath(const std::string& dir, const std::string& name);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_CHECKPOINT_FILE_IO_H_

@@ -1,0 +1,53 @@
+#include "trainer/checkpoint/format.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/status_macros.h"
+#include "trainer/checkpoint/file_io.h"
+
+namespace conveyor {
+
+std::string IterationDirName(int64_t iteration) {
+  return absl::StrFormat("iter_%07d", iteration);
+}
+
+std::string TempDirName(int64_t iteration, const std::string& nonce) {
+  return absl::StrCat(IterationDirName(iteration), ".tmp-", nonce);
+}
+
+std::string DataFileName(int rank) { return absl::StrFormat("rank_%05d.bin", rank); }
+
+std::string FragmentFileName(int rank) {
+  return absl::StrFormat("rank_%05d.fragment", rank);
+}
+
+absl::StatusOr<int64_t> ReadLatestIteration(const std::string& dir) {
+  const std::string path = JoinPath(dir, kLatestFileName);
+  absl::StatusOr<std::string> contents = ReadSmallFile(path);
+  if (absl::IsNotFound(contents.status())) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, ": ", path,
+                                            " does not exist"));
+  }
+  if (!contents.ok()) return contents.status();
+  const absl::string_view text = absl::StripAsciiWhitespace(*contents);
+  int64_t iteration;
+  if (!absl::SimpleAtoi(text, &iteration) || iteration < 0) {
+    return absl::DataLossError(absl::StrCat(path, " should hold an iteration number but holds \"",
+                                            absl::CHexEscape(text.substr(0, 64)), "\""));
+  }
+  return iteration;
+}
+
+absl::Status WriteLatestIteration(const std::string& dir, int64_t iteration,
+                                  const std::string& nonce) {
+  const std::string path = JoinPath(dir, kLatestFileName);
+  const std::string temp = absl::StrCat(path, ".tmp-", nonce);
+  RETURN_IF_ERROR(WriteFileDurably(temp, absl::StrCat(iteration, "\n")));
+  RETURN_IF_ERROR(Rename(temp, path));
+  return SyncDir(dir);
+}
+
+}  // namespace conveyor
