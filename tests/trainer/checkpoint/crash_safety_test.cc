@@ -1,0 +1,141 @@
+// A save interrupted at any point leaves the previous checkpoint loadable and the
+// latest file pointing at it; interrupted saves' folders are never read.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parallel/self_communicator.h"
+#include "tests/trainer/checkpoint/checkpoint_test_util.h"
+#include "trainer/checkpoint/checkpoint_reader.h"
+#include "trainer/checkpoint/checkpoint_writer.h"
+#include "trainer/checkpoint/file_io.h"
+#include "trainer/checkpoint/format.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using testing_util::EmptyShard;
+using testing_util::FilledShard;
+using testing_util::FreshDir;
+using testing_util::GlobalValue;
+using testing_util::LocalShard;
+using testing_util::Refs;
+
+CheckpointState StateAt(int64_t iteration) {
+  CheckpointState state;
+  state.iteration = iteration;
+  return state;
+}
+
+absl::Status SaveAt(const std::string& dir, int64_t iteration, int64_t elements = 64) {
+  std::vector<LocalShard> shards = {FilledShard("w", {elements}, ElementRange(0, elements))};
+  for (float& v : shards[0].data) v += static_cast<float>(iteration);
+  SelfCommunicator world;
+  return SaveCheckpoint(dir, StateAt(iteration), Refs(shards), world);
+}
+
+// Snapshot and Write, then "crash" before Commit: the files are all there, under
+// the temporary name.
+std::string InterruptedSave(const std::string& dir, int64_t iteration) {
+  std::vector<LocalShard> shards = {FilledShard("w", {64}, ElementRange(0, 64))};
+  SelfCommunicator world;
+  CheckpointWriter writer(dir);
+  EXPECT_TRUE(writer.Snapshot(StateAt(iteration), Refs(shards), world, SnapshotMode::kCopy).ok());
+  EXPECT_TRUE(writer.Write().ok());
+  return writer.temp_dir();
+}
+
+TEST(CrashSafetyTest, AnInterruptedFirstSaveMeansNoCheckpoint) {
+  const std::string dir = FreshDir("first");
+  const std::string temp = InterruptedSave(dir, 5);
+  EXPECT_THAT(temp, HasSubstr("/iter_0000005.tmp-"));
+  EXPECT_TRUE(PathExists(temp + "/rank_00000.bin"));
+  const absl::Status status = OpenCheckpoint(dir, std::nullopt).status();
+  EXPECT_TRUE(absl::IsNotFound(status));
+  EXPECT_THAT(status.message(), HasSubstr("no checkpoint in " + dir));
+  // Asking for the iteration explicitly does not find the temporary folder either.
+  const absl::Status explicit_step = OpenCheckpoint(dir, 5).status();
+  EXPECT_TRUE(absl::IsNotFound(explicit_step));
+  EXPECT_THAT(explicit_step.message(), HasSubstr(dir + " holds no committed checkpoint"));
+}
+
+TEST(CrashSafetyTest, AnInterruptedSaveLeavesThePreviousOneLatest) {
+  const std::string dir = FreshDir("previous");
+  ASSERT_TRUE(SaveAt(dir, 5).ok());
+  InterruptedSave(dir, 10);
+  absl::StatusOr<LoadedCheckpoint> ckpt = OpenCheckpoint(dir, std::nullopt);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->iteration(), 5);
+  // A later save of the same iteration uses a fresh folder and commits normally.
+  ASSERT_TRUE(SaveAt(dir, 10).ok());
+  EXPECT_EQ(*ReadLatestIteration(dir), 10);
+  EXPECT_TRUE(OpenCheckpoint(dir, std::nullopt).ok());
+}
+
+TEST(CrashSafetyTest, LatestNamingAMissingFolderIsNotFound) {
+  const std::string dir = FreshDir("dangling");
+  ASSERT_TRUE(SaveAt(dir, 5).ok());
+  ASSERT_TRUE(WriteLatestIteration(dir, 9, "x").ok());
+  const absl::Status status = OpenCheckpoint(dir, std::nullopt).status();
+  EXPECT_TRUE(absl::IsNotFound(status));
+  EXPECT_THAT(status.message(),
+              HasSubstr("iter_0000009 does not exist although latest_checkpointed_iteration.txt "
+                        "names it (committed iterations in " + dir + ": 5)"));
+}
+
+// The real thing: a process saving in a loop is killed with SIGKILL at random
+// moments; after each kill the latest checkpoint opens and holds exactly the values
+// of the iteration it claims.
+TEST(CrashSafetyTest, SigkillDuringSavesLeavesTheLatestCheckpointLoadable) {
+  const std::string dir = FreshDir("sigkill");
+  constexpr int64_t kElements = 1 << 18;  // 1 MiB per save: kills land mid-write
+  std::mt19937 rng(11);
+  int64_t next = 1;
+  int committed_rounds = 0;
+  for (int round = 0; round < 6; ++round) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (int64_t it = next;; ++it) {
+        if (!SaveAt(dir, it, kElements).ok()) _exit(1);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 80 + 60 * round));
+    kill(child, SIGKILL);
+    int wstatus = 0;
+    waitpid(child, &wstatus, 0);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "the saving child exited on its own";
+
+    absl::StatusOr<LoadedCheckpoint> ckpt = OpenCheckpoint(dir, std::nullopt);
+    if (absl::IsNotFound(ckpt.status())) continue;  // killed before its first commit
+    ASSERT_TRUE(ckpt.ok()) << "round " << round << ": " << ckpt.status();
+    ++committed_rounds;
+    std::vector<LocalShard> target = {EmptyShard("w", {kElements}, ElementRange(0, kElements))};
+    ASSERT_TRUE(LoadTensors(*ckpt, Refs(target)).ok());
+    const float offset = static_cast<float>(ckpt->iteration());
+    for (int64_t g = 0; g < kElements; g += 997) {
+      ASSERT_EQ(target[0].data[g], GlobalValue("w", g) + offset) << "element " << g;
+    }
+    next = ckpt->iteration() + 1;
+  }
+  EXPECT_GT(committed_rounds, 0);
+  // Committed folders and leftovers of interrupted saves, never a half-renamed one.
+  for (const std::string& name : *ListDir(dir)) {
+    if (name.rfind("iter_", 0) == 0 && name.find(".tmp-") == std::string::npos) {
+      EXPECT_TRUE(PathExists(dir + "/" + name + "/manifest.pb")) << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
