@@ -16,11 +16,17 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Create(
     return absl::Status(indices.status().code(),
                         absl::StrCat(dataset->path_prefix(), ": ", indices.status().message()));
   }
+  return FromIndices(std::move(dataset), config, *std::move(indices), pad_token);
+}
+
+std::unique_ptr<GptDataset> GptDataset::FromIndices(std::shared_ptr<const IndexedDataset> dataset,
+                                                    const GptIndexConfig& config,
+                                                    GptIndices indices, int32_t pad_token) {
   auto out = std::unique_ptr<GptDataset>(new GptDataset());
   out->dataset_ = std::move(dataset);
   out->config_ = config;
   out->pad_token_ = pad_token;
-  out->indices_ = *std::move(indices);
+  out->indices_ = std::move(indices);
   return out;
 }
 

@@ -22,6 +22,10 @@ class GptDataset : public SampleSource {
   static absl::StatusOr<std::unique_ptr<GptDataset>> Create(
       std::shared_ptr<const IndexedDataset> dataset, std::vector<int32_t> documents,
       const GptIndexConfig& config, int32_t pad_token = -1);
+  // Over indices built elsewhere (e.g. loaded from the cache) for `dataset`.
+  static std::unique_ptr<GptDataset> FromIndices(std::shared_ptr<const IndexedDataset> dataset,
+                                                 const GptIndexConfig& config,
+                                                 GptIndices indices, int32_t pad_token = -1);
 
   int64_t size() const override { return indices_.num_samples(); }
   absl::StatusOr<std::vector<int32_t>> Sample(int64_t index) const override;
@@ -29,6 +33,7 @@ class GptDataset : public SampleSource {
   // The sample in sample-index row order, before shuffling.
   absl::StatusOr<std::vector<int32_t>> UnshuffledSample(int64_t row) const;
   const GptIndices& indices() const { return indices_; }
+  const IndexedDataset& dataset() const { return *dataset_; }
 
  private:
   GptDataset() = default;

@@ -1,5 +1,7 @@
 #include "data/gpt_indices.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "data/numpy_random.h"
@@ -70,43 +72,56 @@ std::vector<int64_t> BuildSampleIndex(absl::Span<const int32_t> sequence_lengths
   return sample_index;
 }
 
-absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_lengths,
+absl::StatusOr<GptEpochPlan> PlanGptEpochs(absl::Span<const int32_t> sequence_lengths,
                                            absl::Span<const int32_t> documents,
                                            const GptIndexConfig& config) {
   if (config.sequence_length <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--seq-length must be positive, got ", config.sequence_length));
   }
-  GptIndices out;
+  GptEpochPlan plan;
   for (int32_t d : documents) {
     if (d < 0 || d >= int64_t(sequence_lengths.size())) {
       return absl::InvalidArgumentError(absl::StrCat("document id ", d, " is outside the ",
                                                      sequence_lengths.size(), " sequences"));
     }
-    out.tokens_per_epoch += sequence_lengths[d];
+    plan.tokens_per_epoch += sequence_lengths[d];
   }
   const int64_t extra = config.add_extra_token_to_sequence ? 1 : 0;
-  if (out.tokens_per_epoch <= extra) {
+  if (plan.tokens_per_epoch <= extra) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the split has ", out.tokens_per_epoch, " tokens: too few to make any sample"));
+        "the split has ", plan.tokens_per_epoch, " tokens: too few to make any sample"));
   }
 
   // Enough epochs to cover the requested samples.
-  out.num_epochs = 1;
+  plan.num_epochs = 1;
   if (config.num_samples >= 0) {
     const int64_t needed = config.num_samples * config.sequence_length + extra;
-    while (out.num_epochs * out.tokens_per_epoch < needed) ++out.num_epochs;
+    plan.num_epochs = std::max<int64_t>(1, (needed + plan.tokens_per_epoch - 1) /
+                                               plan.tokens_per_epoch);
   }
 
-  int64_t samples_before_final_epoch = 0;
-  if (out.num_epochs > 1) {
-    samples_before_final_epoch =
-        ((out.num_epochs - 1) * out.tokens_per_epoch - extra) / config.sequence_length;
-    const int64_t from_final = config.num_samples - samples_before_final_epoch;
-    const int64_t per_epoch = (out.tokens_per_epoch - extra) / config.sequence_length;
-    out.separate_final_epoch =
+  if (plan.num_epochs > 1) {
+    plan.samples_before_final_epoch =
+        ((plan.num_epochs - 1) * plan.tokens_per_epoch - extra) / config.sequence_length;
+    const int64_t from_final = config.num_samples - plan.samples_before_final_epoch;
+    const int64_t per_epoch = (plan.tokens_per_epoch - extra) / config.sequence_length;
+    plan.separate_final_epoch =
         from_final < int64_t(kSeparateFinalEpochThreshold * double(per_epoch));
   }
+  return plan;
+}
+
+absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_lengths,
+                                           absl::Span<const int32_t> documents,
+                                           const GptIndexConfig& config) {
+  absl::StatusOr<GptEpochPlan> plan = PlanGptEpochs(sequence_lengths, documents, config);
+  if (!plan.ok()) return plan.status();
+  GptIndices out;
+  out.tokens_per_epoch = plan->tokens_per_epoch;
+  out.num_epochs = plan->num_epochs;
+  out.separate_final_epoch = plan->separate_final_epoch;
+  const int64_t samples_before_final_epoch = plan->samples_before_final_epoch;
 
   // One generator, used in this order: document index, then shuffle index.
   NumpyRandomState rng(config.random_seed);
@@ -129,6 +144,45 @@ absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_le
     AppendShuffledRange(0, built, &rng, &out.shuffle_index);
   }
   return out;
+}
+
+absl::Status ValidateGptIndices(absl::Span<const int32_t> sequence_lengths,
+                                const GptIndices& indices) {
+  const int64_t docs = int64_t(indices.document_index.size());
+  for (int32_t d : indices.document_index) {
+    if (d < 0 || d >= int64_t(sequence_lengths.size())) {
+      return absl::DataLossError(absl::StrCat("document_index holds ", d, " but the dataset has ",
+                                              sequence_lengths.size(), " sequences"));
+    }
+  }
+  const std::vector<int64_t>& s = indices.sample_index;
+  if (s.size() < 2 || s.size() % 2 != 0) {
+    return absl::DataLossError(
+        absl::StrCat("sample_index has ", s.size(), " values, not rows of 2"));
+  }
+  const int64_t rows = int64_t(s.size() / 2);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t pos = s[2 * r], offset = s[2 * r + 1];
+    if (pos < 0 || pos >= docs || offset < 0 ||
+        offset > sequence_lengths[indices.document_index[pos]]) {
+      return absl::DataLossError(absl::StrCat("sample_index row ", r, " (", pos, ", ", offset,
+                                              ") points outside document_index"));
+    }
+    if (r > 0 && (pos < s[2 * r - 2] || (pos == s[2 * r - 2] && offset < s[2 * r - 1]))) {
+      return absl::DataLossError(absl::StrCat("sample_index row ", r, " goes backwards"));
+    }
+  }
+  if (int64_t(indices.shuffle_index.size()) != rows - 1) {
+    return absl::DataLossError(absl::StrCat("shuffle_index has ", indices.shuffle_index.size(),
+                                            " entries for ", rows - 1, " samples"));
+  }
+  for (int64_t v : indices.shuffle_index) {
+    if (v < 0 || v >= rows - 1) {
+      return absl::DataLossError(absl::StrCat("shuffle_index holds ", v, " but there are ",
+                                              rows - 1, " samples"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace conveyor

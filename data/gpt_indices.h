@@ -43,12 +43,31 @@ struct GptIndices {
   int64_t num_samples() const { return int64_t(shuffle_index.size()); }
 };
 
+// The sizes that decide the arrays: tokens per epoch, how many epochs cover
+// the requested samples, and whether the last epoch is shuffled on its own.
+struct GptEpochPlan {
+  int64_t tokens_per_epoch = 0;
+  int64_t num_epochs = 0;
+  bool separate_final_epoch = false;
+  int64_t samples_before_final_epoch = 0;  // meaningful with separate_final_epoch
+};
+
 // `sequence_lengths` are the lengths of every sequence in the indexed dataset;
 // `documents` the ids of the sequences in this split (Megatron's
-// indexed_indices).
+// indexed_indices). Errors: bad sequence length, a document id out of range,
+// too few tokens for one sample.
+absl::StatusOr<GptEpochPlan> PlanGptEpochs(absl::Span<const int32_t> sequence_lengths,
+                                           absl::Span<const int32_t> documents,
+                                           const GptIndexConfig& config);
+
 absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_lengths,
                                            absl::Span<const int32_t> documents,
                                            const GptIndexConfig& config);
+
+// Checks that arrays read from elsewhere (a cache file) fit the plan and the
+// dataset, so that a stale or corrupt file is an error, not a wild read.
+absl::Status ValidateGptIndices(absl::Span<const int32_t> sequence_lengths,
+                                const GptIndices& indices);
 
 // Megatron's helpers.build_sample_idx on its own (exposed for tests).
 std::vector<int64_t> BuildSampleIndex(absl::Span<const int32_t> sequence_lengths,

@@ -11,7 +11,7 @@
 namespace conveyor {
 
 GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
-                   ModelPartition partition)
+                   ModelPartition partition, SelectiveRecompute selective)
     : shape_(shape),
       seed_(seed),
       tp_(tp != nullptr ? tp : &single_rank_),
@@ -40,7 +40,8 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       partition.num_layers < 0 ? shape.num_layers - partition.first_layer : partition.num_layers;
   layers_.reserve(count);
   for (int64_t i = 0; i < count; ++i) {
-    layers_.emplace_back(&store_, shape, partition.first_layer + i, rope_.get(), seed, tp_);
+    layers_.emplace_back(&store_, shape, partition.first_layer + i, rope_.get(), seed, tp_,
+                         selective);
   }
   if (partition.has_head) {
     final_norm_ = std::make_unique<NormLayer>(&store_, "final_norm", shape.hidden,

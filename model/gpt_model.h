@@ -22,6 +22,7 @@
 #include "model/model_shape.h"
 #include "model/norm_layer.h"
 #include "model/parameter.h"
+#include "model/recompute.h"
 #include "model/tensor_parallel.h"
 #include "model/transformer_layer.h"
 #include "runtime/cpu/rope.h"
@@ -57,7 +58,7 @@ class GptModel {
  public:
   // `tp` may be null (one rank); otherwise it must outlive the model.
   GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp = nullptr,
-           ModelPartition partition = {});
+           ModelPartition partition = {}, SelectiveRecompute selective = {});
 
   // Embedding output for this rank's rows (its sequence shard under SP).
   absl::StatusOr<Tensor> EmbeddingForward(const MicroBatchContext& mb, const int32_t* tokens,

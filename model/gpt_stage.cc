@@ -9,10 +9,11 @@ namespace conveyor {
 
 GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
                    const pipeline::ExecutorPlace& place,
-                   const std::vector<int64_t>& layers_per_stage)
+                   const std::vector<int64_t>& layers_per_stage, RecomputePolicy recompute)
     : shape_(shape),
       tp_(tp != nullptr ? tp : &single_rank_),
       place_(place),
+      recompute_(recompute),
       num_stages_(place.num_ranks * place.num_chunks) {
   for (int c = 0; c < place.num_chunks; ++c) {
     const int stage = GlobalStage(c);
@@ -22,7 +23,8 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
     partition.num_layers = layers_per_stage[stage];
     partition.has_embedding = stage == 0;
     partition.has_head = stage == num_stages_ - 1;
-    chunks_.push_back(std::make_unique<GptModel>(shape, seed, tp_, partition));
+    chunks_.push_back(
+        std::make_unique<GptModel>(shape, seed, tp_, partition, recompute.selective));
   }
 }
 
@@ -68,7 +70,13 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
   }
   stash.layers.resize(model.num_local_layers());
   for (int64_t i = 0; i < model.num_local_layers(); ++i) {
-    ASSIGN_OR_RETURN(x, model.layer(i).Forward(x, mb, &stash.layers[i]));
+    Tensor in = x;
+    ASSIGN_OR_RETURN(x, model.layer(i).Forward(in, mb, &stash.layers[i]));
+    if (recompute_.Recomputes(i)) {
+      // Keep the group's input only; BackwardInput reruns the forward.
+      stash.layers[i] = LayerStash();
+      if (recompute_.KeepsCheckpoint(i)) stash.layers[i].x = in;
+    }
   }
   if (!has_head(chunk)) return x;
   ASSIGN_OR_RETURN(const float loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
@@ -78,6 +86,18 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
 
 absl::StatusOr<Tensor> GptStage::BackwardInput(int micro_batch, int chunk,
                                                Tensor output_grad) {
+  return BackwardThrough(micro_batch, chunk, std::move(output_grad), /*fused=*/false);
+}
+
+absl::StatusOr<Tensor> GptStage::Backward(int micro_batch, int chunk, Tensor output_grad) {
+  ASSIGN_OR_RETURN(Tensor grad,
+                   BackwardThrough(micro_batch, chunk, std::move(output_grad), /*fused=*/true));
+  RETURN_IF_ERROR(BackwardWeight(micro_batch, chunk));  // the embedding's, if any
+  return grad;
+}
+
+absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk,
+                                                 Tensor output_grad, bool fused) {
   ASSIGN_OR_RETURN(const MicroBatchInput* in, Input(micro_batch));
   const MicroBatchContext& mb = in->context;
   GptModel& model = *chunks_[chunk];
@@ -91,7 +111,11 @@ absl::StatusOr<Tensor> GptStage::BackwardInput(int micro_batch, int chunk,
     std::memcpy(dx.data(), output_grad.data(), dx.nbytes());
   }
   for (int64_t i = model.num_local_layers(); i-- > 0;) {
+    if (recompute_.Recomputes(i) && stash.layers[i].x1.empty()) {
+      RETURN_IF_ERROR(RebuildStash(mb, model, i, &stash));
+    }
     ASSIGN_OR_RETURN(dx, model.layer(i).BackwardInput(dx, mb, &stash.layers[i]));
+    if (fused) model.layer(i).BackwardWeight(&stash.layers[i]);
   }
   if (has_embedding(chunk)) {
     // The embedding has weights only: its backward waits for W.
@@ -101,12 +125,25 @@ absl::StatusOr<Tensor> GptStage::BackwardInput(int micro_batch, int chunk,
   return dx;
 }
 
+absl::Status GptStage::RebuildStash(const MicroBatchContext& mb, GptModel& model,
+                                    int64_t index, GptStash* stash) {
+  const int64_t start = recompute_.GroupStart(index);
+  Tensor x = stash->layers[start].x;
+  for (int64_t i = start; i <= index; ++i) {
+    ASSIGN_OR_RETURN(x, model.layer(i).Forward(x, mb, &stash->layers[i]));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GptStage::BackwardWeight(int micro_batch, int chunk) {
   const std::pair<int, int> key{micro_batch, chunk};
   ASSIGN_OR_RETURN(const MicroBatchInput* in, Input(micro_batch));
   GptModel& model = *chunks_[chunk];
   GptStash& stash = stashes_[key];
-  for (int64_t i = 0; i < model.num_local_layers(); ++i) model.layer(i).BackwardWeight(&stash.layers[i]);
+  for (int64_t i = 0; i < model.num_local_layers(); ++i) {
+    // After a fused backward the layers are done already (their stashes are empty).
+    if (!stash.layers[i].x.empty()) model.layer(i).BackwardWeight(&stash.layers[i]);
+  }
   if (has_embedding(chunk)) {
     RETURN_IF_ERROR(
         model.EmbeddingBackward(in->context, embedding_grads_[key], &stash.embedding));

@@ -31,7 +31,8 @@ class GptStage : public pipeline::Stage {
   // `layers_per_stage` has one entry per global stage (P * V); `tp` may be null (one
   // rank), otherwise it must outlive the stage.
   GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
-           const pipeline::ExecutorPlace& place, const std::vector<int64_t>& layers_per_stage);
+           const pipeline::ExecutorPlace& place, const std::vector<int64_t>& layers_per_stage,
+           RecomputePolicy recompute = {});
 
   // Starts a step: where micro-batches come from, their size in tokens, and the
   // weight of each micro-batch's loss in the gradient (1 / (M * DP)).
@@ -43,6 +44,7 @@ class GptStage : public pipeline::Stage {
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override;
   absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk, Tensor output_grad) override;
   absl::Status BackwardWeight(int micro_batch, int chunk) override;
+  absl::StatusOr<Tensor> Backward(int micro_batch, int chunk, Tensor output_grad) override;
 
   // When one rank holds both the embedding and the head of a tied model in different
   // chunks, their two copies of the word embedding get the sum of both gradients.
@@ -60,12 +62,20 @@ class GptStage : public pipeline::Stage {
 
  private:
   int GlobalStage(int chunk) const;
+  // Full recomputation: reruns the forward of layer `index`'s group from its kept input
+  // when B reaches a layer whose stash was dropped.
+  absl::Status RebuildStash(const MicroBatchContext& mb, GptModel& model, int64_t index,
+                            GptStash* stash);
   absl::StatusOr<const MicroBatchInput*> Input(int micro_batch);
+  // B through the chunk's layers; with `fused`, each layer's W right after its B.
+  absl::StatusOr<Tensor> BackwardThrough(int micro_batch, int chunk, Tensor output_grad,
+                                         bool fused);
 
   ModelShape shape_;
   TensorParallel single_rank_;
   const TensorParallel* tp_;
   pipeline::ExecutorPlace place_;
+  RecomputePolicy recompute_;
   int num_stages_;
   std::vector<std::unique_ptr<GptModel>> chunks_;
   std::map<std::pair<int, int>, GptStash> stashes_;  // (micro-batch, chunk)

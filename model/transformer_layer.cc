@@ -42,12 +42,14 @@ float OutputProjectionStd(const ModelShape& s) {
 
 TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& s,
                                    int64_t layer_index, const cpu::RopeTable* rope,
-                                   uint64_t seed, const TensorParallel* tp)
+                                   uint64_t seed, const TensorParallel* tp,
+                                   SelectiveRecompute selective)
     : shape_(s),
       layer_index_(layer_index),
       rope_(rope),
       seed_(seed),
       tp_(tp),
+      selective_(selective),
       local_groups_(s.query_groups / tp->size()),
       local_ffn_(s.ffn_hidden / tp->size()),
       ln1_(store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm,
@@ -92,33 +94,54 @@ void TransformerLayer::ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq,
   }
 }
 
-absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBatchContext& mb,
-                                                 LayerStash* stash) const {
-  const int64_t rows = mb.tokens();
-  const int64_t local_rows = x.dim(0);
+absl::Status TransformerLayer::NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out,
+                                        Tensor* full, NormStats* stats) const {
+  *out = Activation(in.dim(0), shape_.hidden);
+  *stats = norm.Forward(in, out);
+  ASSIGN_OR_RETURN(*full, tp_->EnterForward(*out));
+  return absl::OkStatus();
+}
+
+void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv,
+                                     Tensor* probs, Tensor* ctx) const {
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
-  const uint64_t hidden_index = HiddenDropoutIndex(mb, local_rows);
-  stash->x = x;
-
-  // Attention block.
-  stash->ln1_out = Activation(local_rows, shape_.hidden);
-  stash->ln1 = ln1_.Forward(x, &stash->ln1_out);
-  ASSIGN_OR_RETURN(stash->ln1_full, tp_->EnterForward(stash->ln1_out));
-  stash->qkv = Activation(rows, qkv_.local_out());
-  qkv_.Forward(stash->ln1_full.data(), rows, stash->qkv.data());
-  ApplyRopeToQueriesAndKeys(&stash->qkv, mb.seq, /*inverse=*/false);
-
   const cpu::AttentionShape attention{mb.batch, mb.seq, local_groups_,
                                       shape_.heads_per_group(), shape_.head_dim};
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   const cpu::AttentionDropout attention_dropout{&probs_rng, shape_.attention_dropout,
                                                 mb.first_sample, tp_->rank() * local_heads,
                                                 shape_.heads};
-  stash->probs =
-      Tensor::Zeros({mb.batch, local_heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
-  stash->ctx = Activation(rows, local_heads * shape_.head_dim);
-  cpu::AttentionForward(attention, stash->qkv.data(), 1.0f / std::sqrt(float(shape_.head_dim)),
-                        attention_dropout, stash->probs.data(), stash->ctx.data());
+  *probs = Tensor::Zeros({mb.batch, local_heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
+  *ctx = Activation(mb.tokens(), local_heads * shape_.head_dim);
+  cpu::AttentionForward(attention, qkv.data(), 1.0f / std::sqrt(float(shape_.head_dim)),
+                        attention_dropout, probs->data(), ctx->data());
+}
+
+void TransformerLayer::MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const {
+  const int64_t rows = ln2_full.dim(0);
+  *fc1_out = Activation(rows, fc1_.local_out());
+  fc1_.Forward(ln2_full.data(), rows, fc1_out->data());
+  *act = Activation(rows, local_ffn_);
+  if (shape_.swiglu) {
+    cpu::SwigluForward(fc1_out->data(), rows, local_ffn_, act->data());
+  } else {
+    cpu::GeluForward(fc1_out->data(), fc1_out->numel(), act->data());
+  }
+}
+
+absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBatchContext& mb,
+                                                 LayerStash* stash) const {
+  const int64_t rows = mb.tokens();
+  const int64_t local_rows = x.dim(0);
+  const uint64_t hidden_index = HiddenDropoutIndex(mb, local_rows);
+  stash->x = x;
+
+  // Attention block.
+  RETURN_IF_ERROR(NormsOut(ln1_, x, &stash->ln1_out, &stash->ln1_full, &stash->ln1));
+  stash->qkv = Activation(rows, qkv_.local_out());
+  qkv_.Forward(stash->ln1_full.data(), rows, stash->qkv.data());
+  ApplyRopeToQueriesAndKeys(&stash->qkv, mb.seq, /*inverse=*/false);
+  AttentionCore(mb, stash->qkv, &stash->probs, &stash->ctx);
 
   Tensor proj_partial = Activation(rows, shape_.hidden);
   proj_.Forward(stash->ctx.data(), rows, proj_partial.data());
@@ -130,17 +153,8 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   AddInto(x, &stash->x1);
 
   // MLP block.
-  stash->ln2_out = Activation(local_rows, shape_.hidden);
-  stash->ln2 = ln2_.Forward(stash->x1, &stash->ln2_out);
-  ASSIGN_OR_RETURN(stash->ln2_full, tp_->EnterForward(stash->ln2_out));
-  stash->fc1_out = Activation(rows, fc1_.local_out());
-  fc1_.Forward(stash->ln2_full.data(), rows, stash->fc1_out.data());
-  stash->act = Activation(rows, local_ffn_);
-  if (shape_.swiglu) {
-    cpu::SwigluForward(stash->fc1_out.data(), rows, local_ffn_, stash->act.data());
-  } else {
-    cpu::GeluForward(stash->fc1_out.data(), stash->fc1_out.numel(), stash->act.data());
-  }
+  RETURN_IF_ERROR(NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
+  MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
   Tensor fc2_partial = Activation(rows, shape_.hidden);
   fc2_.Forward(stash->act.data(), rows, fc2_partial.data());
   ASSIGN_OR_RETURN(Tensor out, tp_->ExitForward(std::move(fc2_partial)));
@@ -148,7 +162,29 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), shape_.hidden_dropout,
                     hidden_index, out.numel(), out.data(), out.data());
   AddInto(stash->x1, &out);
+
+  // Selective recomputation: keep only what is expensive to recompute.
+  if (selective_.core_attn) stash->probs = Tensor();
+  if (selective_.mlp) stash->fc1_out = stash->act = Tensor();
+  if (selective_.layernorm) {
+    stash->ln1_out = stash->ln1_full = stash->ln2_out = stash->ln2_full = Tensor();
+  }
   return out;
+}
+
+absl::Status TransformerLayer::RecomputeDropped(const MicroBatchContext& mb,
+                                                LayerStash* stash) const {
+  if (selective_.layernorm) {
+    RETURN_IF_ERROR(NormsOut(ln1_, stash->x, &stash->ln1_out, &stash->ln1_full, &stash->ln1));
+    RETURN_IF_ERROR(
+        NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
+  }
+  if (selective_.mlp) MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
+  if (selective_.core_attn) {
+    Tensor ctx;  // already kept; recomputed alongside the probabilities and dropped
+    AttentionCore(mb, stash->qkv, &stash->probs, &ctx);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
@@ -158,6 +194,7 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   const int64_t local_rows = dy.dim(0);
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
   const uint64_t hidden_index = HiddenDropoutIndex(mb, local_rows);
+  RETURN_IF_ERROR(RecomputeDropped(mb, stash));
 
   // MLP block.
   Tensor d_fc2 = Activation(local_rows, shape_.hidden);

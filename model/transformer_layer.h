@@ -19,6 +19,7 @@
 #include "model/model_shape.h"
 #include "model/norm_layer.h"
 #include "model/parameter.h"
+#include "model/recompute.h"
 #include "model/tensor_parallel.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/philox.h"
@@ -38,8 +39,10 @@ struct LayerStash {
 class TransformerLayer {
  public:
   // `rope` may be null (learned positions); it and `tp` must outlive the layer.
+  // `selective` names what forward drops and BackwardInput recomputes.
   TransformerLayer(ParameterStore* store, const ModelShape& shape, int64_t layer_index,
-                   const cpu::RopeTable* rope, uint64_t seed, const TensorParallel* tp);
+                   const cpu::RopeTable* rope, uint64_t seed, const TensorParallel* tp,
+                   SelectiveRecompute selective = {});
 
   absl::StatusOr<Tensor> Forward(const Tensor& x, const MicroBatchContext& mb,
                                  LayerStash* stash) const;
@@ -54,12 +57,21 @@ class TransformerLayer {
   // Global index of the first hidden element this rank holds outside the TP region.
   uint64_t HiddenDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
   void ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq, bool inverse) const;
+  // The pieces forward computes and selective recomputation repeats.
+  absl::Status NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out, Tensor* full,
+                        NormStats* stats) const;
+  void AttentionCore(const MicroBatchContext& mb, const Tensor& qkv, Tensor* probs,
+                     Tensor* ctx) const;
+  void MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const;
+  // Rebuilds what forward dropped under selective recomputation.
+  absl::Status RecomputeDropped(const MicroBatchContext& mb, LayerStash* stash) const;
 
   ModelShape shape_;
   int64_t layer_index_;
   const cpu::RopeTable* rope_;
   uint64_t seed_;
   const TensorParallel* tp_;
+  SelectiveRecompute selective_;
   int64_t local_groups_;  // query groups (and their heads) this rank holds
   int64_t local_ffn_;
   NormLayer ln1_;

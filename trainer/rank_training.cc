@@ -21,7 +21,8 @@ absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& stat
                                       config.parallel().num_virtual_stages_per_pipeline_rank(),
                                       state.coords().pp};
   run.stage = std::make_unique<GptStage>(ModelShapeFromConfig(config, PaddedVocabSize(config)),
-                                         config.training().seed(), run.tp.get(), place, layers);
+                                         config.training().seed(), run.tp.get(), place, layers,
+                                         RecomputePolicyFromConfig(config));
   return run;
 }
 

@@ -88,9 +88,12 @@ class Executor {
       }
       case ActionType::kBackwardInput:
       case ActionType::kBackward: {
+        Tensor output_grad = Take(&boxes_.backward_grads, key);
         ASSIGN_OR_RETURN(Tensor grad,
-                         stage_.BackwardInput(a.micro_batch, a.chunk,
-                                              Take(&boxes_.backward_grads, key)));
+                         a.type == ActionType::kBackward
+                             ? stage_.Backward(a.micro_batch, a.chunk, std::move(output_grad))
+                             : stage_.BackwardInput(a.micro_batch, a.chunk,
+                                                    std::move(output_grad)));
         if (stage > 0) {
           const int previous = LocalChunkOfStage(stage - 1);
           if (previous >= 0) {
@@ -98,9 +101,6 @@ class Executor {
           } else {
             boxes_.input_grads[key] = std::move(grad);
           }
-        }
-        if (a.type == ActionType::kBackward) {
-          RETURN_IF_ERROR(stage_.BackwardWeight(a.micro_batch, a.chunk));
         }
         break;
       }

@@ -35,6 +35,17 @@ class Stage {
   // W: accumulates the chunk's weight gradients for the micro-batch and frees what
   // its forward kept.
   virtual absl::Status BackwardWeight(int micro_batch, int chunk) = 0;
+
+  // B and W fused, for schedules that do not split them. A stage may override it to
+  // interleave the two layer by layer, freeing each layer's activations as soon as
+  // its weight gradient is done (what autograd does); the result must not change.
+  virtual absl::StatusOr<Tensor> Backward(int micro_batch, int chunk, Tensor output_grad) {
+    absl::StatusOr<Tensor> grad = BackwardInput(micro_batch, chunk, std::move(output_grad));
+    if (!grad.ok()) return grad;
+    absl::Status weight = BackwardWeight(micro_batch, chunk);
+    if (!weight.ok()) return weight;
+    return grad;
+  }
 };
 
 }  // namespace pipeline

@@ -22,6 +22,7 @@ absl::Status AsyncCheckpointSaver::Start(const CheckpointState& state,
                                          Communicator& world) {
   RETURN_IF_ERROR(Finish(world));
   writer_ = std::make_unique<CheckpointWriter>(save_dir_);
+  writer_->AdoptBuffer(std::move(buffer_), buffer_capacity_);
   // A Snapshot error is kept by the writer: Write returns it and Commit spreads it
   // to every rank, so the ranks stay in step.
   absl::Status snapshot = writer_->Snapshot(state, shards, world, SnapshotMode::kCopy);
@@ -37,6 +38,7 @@ absl::Status AsyncCheckpointSaver::Finish(Communicator& world) {
   std::unique_ptr<CheckpointWriter> writer = std::move(writer_);
   const absl::Status status = writer->Commit(world);
   if (status.ok()) last_stats_ = writer->write_stats();
+  buffer_ = writer->TakeBuffer(&buffer_capacity_);
   return status;
 }
 

@@ -57,6 +57,10 @@ class AsyncCheckpointSaver {
   std::unique_ptr<CheckpointWriter> writer_;
   std::thread thread_;
   WriteStats last_stats_;
+  // The host buffer of the last save, reused by the next one: the first save pays
+  // for allocating and first-touching it, later snapshots are plain copies.
+  std::unique_ptr<float[]> buffer_;
+  int64_t buffer_capacity_ = 0;
 };
 
 }  // namespace conveyor

@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -59,6 +60,17 @@ absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(std::string save_dir) : save_dir_(std::move(save_dir)) {}
+
+void CheckpointWriter::AdoptBuffer(std::unique_ptr<float[]> buffer, int64_t capacity) {
+  copy_ = std::move(buffer);
+  copy_capacity_ = copy_ == nullptr ? 0 : capacity;
+}
+
+std::unique_ptr<float[]> CheckpointWriter::TakeBuffer(int64_t* capacity) {
+  *capacity = copy_capacity_;
+  copy_capacity_ = 0;
+  return std::move(copy_);
+}
 
 std::string CheckpointWriter::final_dir() const {
   return JoinPath(save_dir_, IterationDirName(state_.iteration));
@@ -127,7 +139,10 @@ absl::Status CheckpointWriter::CaptureShards(const std::vector<TensorShardRef>& 
   }
   float* copy = nullptr;
   if (mode == SnapshotMode::kCopy && total > 0) {
-    copy_.reset(new float[total]);  // uninitialised: every element is copied next
+    if (copy_capacity_ < total) {
+      copy_.reset(new float[total]);  // uninitialised: every element is copied next
+      copy_capacity_ = total;
+    }
     copy = copy_.get();
   }
   shards_.clear();
@@ -274,9 +289,10 @@ absl::Status CheckpointWriter::Publish(bool* renamed) {
       *manifest.add_rng_states() = std::move(rng);
     }
     for (TensorRecord& tensor : *fragment.mutable_tensors()) {
-      auto it = merged.find(tensor.name());
+      const std::string name = tensor.name();  // copied: `tensor` may be moved below
+      auto it = merged.find(name);
       if (it == merged.end()) {
-        merged.emplace(tensor.name(), std::make_pair(r, std::move(tensor)));
+        merged.emplace(name, std::make_pair(r, std::move(tensor)));
         continue;
       }
       const TensorRecord& first = it->second.second;
@@ -327,6 +343,25 @@ absl::Status SaveCheckpoint(const std::string& save_dir, const CheckpointState& 
   writer.Snapshot(state, shards, world, SnapshotMode::kBorrow).IgnoreError();
   writer.Write().IgnoreError();
   return writer.Commit(world);
+}
+
+absl::StatusOr<std::vector<std::string>> RemoveInterruptedSaves(const std::string& save_dir) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(save_dir);
+  if (absl::IsNotFound(names.status())) return std::vector<std::string>();
+  RETURN_IF_ERROR(names.status());
+  std::vector<std::string> removed;
+  for (const std::string& name : *names) {
+    const size_t tmp = name.find(".tmp-");
+    if (tmp == std::string::npos) continue;
+    const std::string base = name.substr(0, tmp);
+    const bool iteration_dir = absl::StartsWith(base, "iter_") && base.size() > 5 &&
+                               base.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (!iteration_dir && base != kLatestFileName) continue;
+    RETURN_IF_ERROR(RemoveTree(JoinPath(save_dir, name)));
+    removed.push_back(name);
+  }
+  if (!removed.empty()) RETURN_IF_ERROR(SyncDir(save_dir));
+  return removed;
 }
 
 }  // namespace conveyor

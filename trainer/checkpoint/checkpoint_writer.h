@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "parallel/communicator.h"
 #include "proto/checkpoint.pb.h"
 #include "trainer/checkpoint/checkpoint_types.h"
@@ -77,6 +78,12 @@ class CheckpointWriter {
   // Step 3. OK on every rank when the checkpoint is committed.
   absl::Status Commit(Communicator& world);
 
+  // kCopy's host buffer: a writer can be handed the previous save's buffer so that
+  // saves after the first skip allocating (and first-touching) one. Optional; call
+  // before Snapshot, and take it back after Commit.
+  void AdoptBuffer(std::unique_ptr<float[]> buffer, int64_t capacity);
+  std::unique_ptr<float[]> TakeBuffer(int64_t* capacity);
+
   int64_t iteration() const { return state_.iteration; }
   // <save>/iter_NNNNNNN.tmp-<nonce>, known after Snapshot.
   const std::string& temp_dir() const { return temp_dir_; }
@@ -108,6 +115,7 @@ class CheckpointWriter {
   CheckpointState state_;
   std::vector<PendingShard> shards_;
   std::unique_ptr<float[]> copy_;  // kCopy: every shard's data back to back
+  int64_t copy_capacity_ = 0;      // elements in copy_
 
   enum class Step { kNew, kSnapshotted, kWritten, kCommitted };
   Step step_ = Step::kNew;
@@ -120,6 +128,12 @@ class CheckpointWriter {
 // save. Collective over `world`, whose ranks must all call it.
 absl::Status SaveCheckpoint(const std::string& save_dir, const CheckpointState& state,
                             const std::vector<TensorShardRef>& shards, Communicator& world);
+
+// Removes what interrupted saves left in `save_dir` (iter_NNNNNNN.tmp-* folders and
+// temporary latest files) and returns their names. Loading ignores them anyway; this
+// only reclaims the space. Call it on one rank, before the job's first save, and never
+// while another job may be saving into the same folder.
+absl::StatusOr<std::vector<std::string>> RemoveInterruptedSaves(const std::string& save_dir);
 
 }  // namespace conveyor
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using testing_util::EmptyShard;
 using testing_util::FilledShard;
 using testing_util::FreshDir;
@@ -53,6 +55,19 @@ std::string InterruptedSave(const std::string& dir, int64_t iteration) {
   EXPECT_TRUE(writer.Snapshot(StateAt(iteration), Refs(shards), world, SnapshotMode::kCopy).ok());
   EXPECT_TRUE(writer.Write().ok());
   return writer.temp_dir();
+}
+
+TEST(CrashSafetyTest, EverySaveWritesIntoItsOwnTemporaryFolder) {
+  const std::string dir = FreshDir("nonce");
+  SelfCommunicator world;
+  std::set<std::string> names;
+  for (int i = 0; i < 200; ++i) {
+    CheckpointWriter writer(dir);
+    ASSERT_TRUE(writer.Snapshot(StateAt(5), {}, world, SnapshotMode::kCopy).ok());
+    EXPECT_THAT(writer.temp_dir(), MatchesRegex(".*/iter_0000005\\.tmp-[0-9a-f]{12}"));
+    names.insert(writer.temp_dir());
+  }
+  EXPECT_EQ(names.size(), 200u);
 }
 
 TEST(CrashSafetyTest, AnInterruptedFirstSaveMeansNoCheckpoint) {
@@ -93,6 +108,22 @@ TEST(CrashSafetyTest, LatestNamingAMissingFolderIsNotFound) {
                         "names it (committed iterations in " + dir + ": 5)"));
 }
 
+TEST(CrashSafetyTest, LeftoversOfInterruptedSavesCanBeRemoved) {
+  const std::string dir = FreshDir("cleanup");
+  ASSERT_TRUE(SaveAt(dir, 5).ok());
+  const std::string temp = InterruptedSave(dir, 10);
+  ASSERT_TRUE(WriteFileDurably(dir + "/latest_checkpointed_iteration.txt.tmp-abc", "10\n").ok());
+  ASSERT_TRUE(MakeDirs(dir + "/notes.tmp-keep").ok());  // not ours: kept
+  absl::StatusOr<std::vector<std::string>> removed = RemoveInterruptedSaves(dir);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_THAT(*removed, ::testing::UnorderedElementsAre(
+                            temp.substr(dir.size() + 1), "latest_checkpointed_iteration.txt.tmp-abc"));
+  EXPECT_THAT(*ListDir(dir), ::testing::ElementsAre("iter_0000005", "latest_checkpointed_iteration.txt",
+                                                    "notes.tmp-keep"));
+  EXPECT_TRUE(OpenCheckpoint(dir, std::nullopt).ok());
+  EXPECT_TRUE(RemoveInterruptedSaves(dir + "/absent")->empty());
+}
+
 // The real thing: a process saving in a loop is killed with SIGKILL at random
 // moments; after each kill the latest checkpoint opens and holds exactly the values
 // of the iteration it claims.
@@ -130,7 +161,8 @@ TEST(CrashSafetyTest, SigkillDuringSavesLeavesTheLatestCheckpointLoadable) {
   }
   EXPECT_GT(committed_rounds, 0);
   // Committed folders and leftovers of interrupted saves, never a half-renamed one.
-  for (const std::string& name : *ListDir(dir)) {
+  const std::vector<std::string> names = *ListDir(dir);
+  for (const std::string& name : names) {
     if (name.rfind("iter_", 0) == 0 && name.find(".tmp-") == std::string::npos) {
       EXPECT_TRUE(PathExists(dir + "/" + name + "/manifest.pb")) << name;
     }

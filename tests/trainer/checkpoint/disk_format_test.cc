@@ -26,15 +26,17 @@ TEST(DiskFormatTest, ShardFileAndManifestHoldExactlyTheDocumentedBytes) {
   const std::string dir = FreshDir("disk_format");
   std::vector<LocalShard> shards = {
       {"w", {2, 2}, ElementRange(0, 4), {1.0f, -2.0f, 0.5f, 3.0f}},
-      // Column 1 of a [2, 3] matrix: one strided run.
-      {"v", {2, 3}, {{1, 1, 2, 3}}, {1.0f, 0.25f}},
+      // The two columns of a [2, 2] matrix as two shards: one strided run each.
+      {"v", {2, 2}, {{1, 1, 2, 2}}, {1.0f, 0.25f}},
+      {"v", {2, 2}, {{0, 1, 2, 2}}, {-4.0f, 2.0f}},
   };
   CheckpointState state;
   state.iteration = 7;
   state.consumed_samples = 56;
   state.config.mutable_model()->set_num_layers(3);
   SelfCommunicator world;
-  ASSERT_TRUE(SaveCheckpoint(dir, state, Refs(shards), world).ok());
+  const absl::Status saved = SaveCheckpoint(dir, state, Refs(shards), world);
+  ASSERT_TRUE(saved.ok()) << saved;
 
   EXPECT_THAT(*ListDir(dir), ElementsAre("iter_0000007", "latest_checkpointed_iteration.txt"));
   EXPECT_EQ(*ReadSmallFile(dir + "/latest_checkpointed_iteration.txt"), "7\n");
@@ -47,8 +49,10 @@ TEST(DiskFormatTest, ShardFileAndManifestHoldExactlyTheDocumentedBytes) {
       "\x00\x00\x00\x3f"   // 0.5
       "\x00\x00\x40\x40"   // 3.0
       "\x00\x00\x80\x3f"   // 1.0
-      "\x00\x00\x80\x3e",  // 0.25
-      24);
+      "\x00\x00\x80\x3e"   // 0.25
+      "\x00\x00\x80\xc0"   // -4.0
+      "\x00\x00\x00\x40",  // 2.0
+      32);
   const std::string data = *ReadSmallFile(dir + "/iter_0000007/rank_00000.bin");
   EXPECT_EQ(data, expected_data);
 
@@ -77,19 +81,22 @@ TEST(DiskFormatTest, ShardFileAndManifestHoldExactlyTheDocumentedBytes) {
 
   const TensorRecord& v = m.tensors(0);  // sorted by name
   EXPECT_EQ(v.name(), "v");
-  EXPECT_THAT(v.global_shape(), ElementsAre(2, 3));
+  EXPECT_THAT(v.global_shape(), ElementsAre(2, 2));
   EXPECT_EQ(v.dtype(), ELEMENT_FLOAT32);
-  ASSERT_EQ(v.shards_size(), 1);
-  EXPECT_EQ(v.shards(0).file(), "rank_00000.bin");
-  EXPECT_EQ(v.shards(0).byte_offset(), 16);
-  EXPECT_EQ(v.shards(0).byte_length(), 8);
-  EXPECT_EQ(v.shards(0).crc32c(), Crc32cPortable(expected_data.data() + 16, 8));
-  EXPECT_EQ(v.shards(0).writer_rank(), 0);
-  ASSERT_EQ(v.shards(0).runs_size(), 1);
-  EXPECT_EQ(v.shards(0).runs(0).start(), 1);
-  EXPECT_EQ(v.shards(0).runs(0).length(), 1);
-  EXPECT_EQ(v.shards(0).runs(0).count(), 2);
-  EXPECT_EQ(v.shards(0).runs(0).stride(), 3);
+  ASSERT_EQ(v.shards_size(), 2);  // in the order they were passed
+  for (int k = 0; k < 2; ++k) {
+    const ShardRecord& shard = v.shards(k);
+    EXPECT_EQ(shard.file(), "rank_00000.bin");
+    EXPECT_EQ(shard.byte_offset(), 16 + 8 * k);
+    EXPECT_EQ(shard.byte_length(), 8);
+    EXPECT_EQ(shard.crc32c(), Crc32cPortable(expected_data.data() + 16 + 8 * k, 8));
+    EXPECT_EQ(shard.writer_rank(), 0);
+    ASSERT_EQ(shard.runs_size(), 1);
+    EXPECT_EQ(shard.runs(0).start(), 1 - k);  // column 1, then column 0
+    EXPECT_EQ(shard.runs(0).length(), 1);
+    EXPECT_EQ(shard.runs(0).count(), 2);
+    EXPECT_EQ(shard.runs(0).stride(), 2);
+  }
 
   const TensorRecord& w = m.tensors(1);
   EXPECT_EQ(w.name(), "w");

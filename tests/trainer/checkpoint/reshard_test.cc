@@ -58,7 +58,7 @@ struct Layout {
 
 std::string Describe(const Layout& l) {
   return "TP" + std::to_string(l.tp) + "xDP" + std::to_string(l.dp) +
-         (l.distributed_optimizer ? "-distopt" : "");
+         (l.distributed_optimizer ? "distopt" : "");
 }
 
 std::vector<IndexRun> TpRuns(const Spec& s, int tp, int tp_rank) {
@@ -195,8 +195,14 @@ TEST(ReshardManifestTest, RecordsAreCompactAndNameTheirWriters) {
     EXPECT_EQ(fc2->shards(k).runs(0).count(), 8);
     EXPECT_EQ(fc2->shards(k).runs(0).stride(), 16);
   }
-  // SwiGLU's fc1: two runs per shard (gate rows, up rows).
-  EXPECT_EQ(ckpt->FindTensor("layers.0.mlp.fc1.weight")->shards(1).runs_size(), 2);
+  // SwiGLU's fc1 on TP rank 1: gate rows 8-15 and up rows 24-31, equal blocks 16
+  // rows apart, so one strided run.
+  const ShardRecord& fc1 = ckpt->FindTensor("layers.0.mlp.fc1.weight")->shards(1);
+  ASSERT_EQ(fc1.runs_size(), 1);
+  EXPECT_EQ(fc1.runs(0).start(), 8 * 8);
+  EXPECT_EQ(fc1.runs(0).length(), 8 * 8);
+  EXPECT_EQ(fc1.runs(0).count(), 2);
+  EXPECT_EQ(fc1.runs(0).stride(), 16 * 8);
   // A TP-replicated tensor is stored once.
   EXPECT_EQ(ckpt->FindTensor("layers.0.norm.weight")->shards_size(), 1);
 }

@@ -1,0 +1,193 @@
+#include "data/dataset_builder.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "data/blended_dataset.h"
+#include "data/blending_indices.h"
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
+#include "data/split.h"
+
+namespace conveyor {
+namespace {
+
+constexpr std::array<const char*, 3> kPerSplitFlags = {"--train-data-path", "--valid-data-path",
+                                                       "--test-data-path"};
+
+// Samples to request from one GPT dataset per split: nullopt builds nothing;
+// kOneEpoch builds exactly one epoch (Megatron's size None).
+using SplitSizes = std::array<std::optional<int64_t>, 3>;
+constexpr int64_t kOneEpoch = -1;
+using GptSplits = std::array<std::unique_ptr<GptDataset>, 3>;
+
+absl::Status WithContext(const absl::Status& st, absl::string_view context) {
+  return absl::Status(st.code(), absl::StrCat(context, ": ", st.message()));
+}
+
+// Megatron's _build_megatron_dataset_splits for one prefix: split k holds the
+// sequences [round(begin_k * n), round(end_k * n)) of the dataset.
+absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string_view flag,
+                                         const SplitMatrix& matrix, const std::string& split_text,
+                                         const SplitSizes& sizes,
+                                         const DatasetBuildConfig& config) {
+  absl::StatusOr<std::unique_ptr<IndexedDataset>> opened = IndexedDataset::Open(prefix);
+  if (!opened.ok()) return WithContext(opened.status(), flag);
+  std::shared_ptr<const IndexedDataset> dataset = *std::move(opened);
+  const int64_t n = dataset->num_sequences();
+  const auto ranges = SplitRanges(matrix, n);
+  GptSplits out;
+  for (int i = 0; i < 3; ++i) {
+    if (!matrix[i] || !sizes[i]) continue;
+    const auto [begin, end] = *ranges[i];
+    if (begin >= end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " ", prefix, ": ",
+          split_text.empty() ? "the dataset" : absl::StrCat("--split ", split_text),
+          " gives the ", kSplitNames[i], " split no sequences (the dataset has ", n,
+          "); give that split a larger share", i == 0 ? "" : " or set --eval-iters 0"));
+    }
+    std::vector<int32_t> documents(end - begin);
+    std::iota(documents.begin(), documents.end(), int32_t(begin));
+    GptIndexKey key;
+    key.dataset_path = prefix;
+    key.index_split = kSplitNames[i];
+    key.split = split_text;
+    key.split_range = matrix[i];
+    key.num_sequences = n;
+    key.num_tokens = dataset->num_tokens();
+    key.config.sequence_length = config.sequence_length;
+    key.config.random_seed = config.random_seed;
+    key.config.num_samples = *sizes[i];
+    // Megatron drops the ragged last sample on train, and by default
+    // (drop_last_partial_validation_sequence) on the other splits too.
+    key.config.drop_last_partial_sequence = true;
+    absl::StatusOr<GptIndices> indices =
+        BuildOrLoadGptIndices(dataset->sequence_lengths(), documents, key, config.cache);
+    if (!indices.ok()) {
+      return WithContext(indices.status(),
+                         absl::StrCat(flag, " ", prefix, " (", kSplitNames[i], " split)"));
+    }
+    out[i] = GptDataset::FromIndices(dataset, key.config, *std::move(indices));
+  }
+  return out;
+}
+
+// The splits in `matrix` that are asked for samples, from one blend.
+// `single_prefix_as_is`: one prefix gives its GPT dataset directly even when
+// weighted (Megatron does so for per-split paths, not for --data-path).
+absl::StatusOr<SplitSources> BuildFromBlend(const Blend& blend, absl::string_view flag,
+                                            const SplitMatrix& matrix,
+                                            const std::string& split_text,
+                                            const std::array<int64_t, 3>& sizes,
+                                            bool single_prefix_as_is,
+                                            const DatasetBuildConfig& config) {
+  SplitSources out;
+  auto wanted = [&](int i) { return matrix[i].has_value() && sizes[i] > 0; };
+  if (blend.prefixes.size() == 1 && (!blend.weighted() || single_prefix_as_is)) {
+    SplitSizes s;
+    for (int i = 0; i < 3; ++i) {
+      if (wanted(i)) s[i] = sizes[i];
+    }
+    absl::StatusOr<GptSplits> gpt =
+        BuildGptSplits(blend.prefixes[0], flag, matrix, split_text, s, config);
+    if (!gpt.ok()) return gpt.status();
+    for (int i = 0; i < 3; ++i) out[i] = std::move((*gpt)[i]);
+    return out;
+  }
+
+  const size_t k = blend.prefixes.size();
+  // Weighted: each dataset is asked for its share plus the surplus, and the
+  // blend is as long as the shares without surplus added up. Unweighted: one
+  // epoch of each, blended by size.
+  std::vector<double> weights;
+  std::array<std::vector<int64_t>, 3> targets, buffers;
+  if (blend.weighted()) {
+    weights = NormalizeWeights(blend.weights);
+    for (int i = 0; i < 3; ++i) {
+      targets[i] = SamplesPerDataset(weights, sizes[i], 0.0);
+      buffers[i] = SamplesPerDataset(weights, sizes[i], kMidLevelDatasetSurplus);
+    }
+  }
+  std::array<std::vector<std::unique_ptr<SampleSource>>, 3> parts;
+  for (size_t d = 0; d < k; ++d) {
+    SplitSizes s;
+    for (int i = 0; i < 3; ++i) {
+      if (wanted(i)) s[i] = blend.weighted() ? buffers[i][d] : kOneEpoch;
+    }
+    absl::StatusOr<GptSplits> gpt =
+        BuildGptSplits(blend.prefixes[d], flag, matrix, split_text, s, config);
+    if (!gpt.ok()) return gpt.status();
+    for (int i = 0; i < 3; ++i) parts[i].push_back(std::move((*gpt)[i]));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (!wanted(i)) continue;
+    std::vector<double> w = weights;
+    int64_t size = 0;
+    if (blend.weighted()) {
+      for (int64_t t : targets[i]) size += t;
+    } else {
+      for (const auto& p : parts[i]) {
+        w.push_back(double(p->size()));
+        size += p->size();
+      }
+      size = std::min(size, sizes[i]);
+    }
+    absl::StatusOr<std::unique_ptr<BlendedDataset>> blended =
+        BlendedDataset::Create(std::move(parts[i]), w, size);
+    if (!blended.ok()) {
+      return WithContext(blended.status(), absl::StrCat(flag, " (", kSplitNames[i], " split)"));
+    }
+    out[i] = *std::move(blended);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<SplitSources> BuildSplitDatasets(const DatasetBuildConfig& config,
+                                                const std::array<int64_t, 3>& sizes) {
+  const bool per_split = config.blend_per_split[0] || config.blend_per_split[1] ||
+                         config.blend_per_split[2];
+  if (config.blend && per_split) {
+    return absl::InvalidArgumentError(
+        "--data-path and --train-data-path/--valid-data-path/--test-data-path are exclusive");
+  }
+  if (!config.blend && !per_split) {
+    return absl::InvalidArgumentError(
+        "no data: pass --data-path, --train-data-path or --mock-data");
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (sizes[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", kSplitNames[i], " split was asked for ", sizes[i], " samples"));
+    }
+  }
+  if (config.blend) {
+    absl::StatusOr<SplitMatrix> matrix = ParseSplit(config.split);
+    if (!matrix.ok()) return matrix.status();
+    return BuildFromBlend(*config.blend, "--data-path", *matrix, config.split, sizes,
+                          /*single_prefix_as_is=*/false, config);
+  }
+  // Each split from its own blend, which it uses whole.
+  SplitSources out;
+  for (int i = 0; i < 3; ++i) {
+    if (!config.blend_per_split[i] || sizes[i] == 0) continue;
+    SplitMatrix whole;
+    whole[i] = std::make_pair(0.0, 1.0);
+    std::array<int64_t, 3> only = {0, 0, 0};
+    only[i] = sizes[i];
+    absl::StatusOr<SplitSources> built =
+        BuildFromBlend(*config.blend_per_split[i], kPerSplitFlags[i], whole, "", only,
+                       /*single_prefix_as_is=*/true, config);
+    if (!built.ok()) return built.status();
+    out[i] = std::move((*built)[i]);
+  }
+  return out;
+}
+
+}  // namespace conveyor

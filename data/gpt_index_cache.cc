@@ -1,0 +1,217 @@
+#include "data/gpt_index_cache.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "data/md5.h"
+#include "data/npy_file.h"
+
+namespace conveyor {
+namespace {
+
+std::string JsonString(absl::string_view s) {
+  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+}
+
+std::string JsonBool(bool b) { return b ? "true" : "false"; }
+
+bool FileExists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+bool AllExist(const GptIndexCacheFiles& f) {
+  return FileExists(f.description) && FileExists(f.document_index) &&
+         FileExists(f.sample_index) && FileExists(f.shuffle_index);
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<std::vector<int64_t>> LoadNpy(const std::string& path, int rank) {
+  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<NpyArray> a = DecodeNpy(*bytes, path);
+  if (!a.ok()) return a.status();
+  if (int(a->shape.size()) != rank) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": expected a ", rank, "-D array, found ", a->shape.size(), "-D"));
+  }
+  return std::move(a->values);
+}
+
+absl::StatusOr<GptIndices> LoadIndices(absl::Span<const int32_t> sequence_lengths,
+                                       absl::Span<const int32_t> documents,
+                                       const GptIndexKey& key, const GptIndexCacheFiles& files) {
+  absl::StatusOr<GptEpochPlan> plan = PlanGptEpochs(sequence_lengths, documents, key.config);
+  if (!plan.ok()) return plan.status();
+  GptIndices out;
+  out.tokens_per_epoch = plan->tokens_per_epoch;
+  out.num_epochs = plan->num_epochs;
+  out.separate_final_epoch = plan->separate_final_epoch;
+  absl::StatusOr<std::vector<int64_t>> doc = LoadNpy(files.document_index, 1);
+  if (!doc.ok()) return doc.status();
+  absl::StatusOr<std::vector<int64_t>> sample = LoadNpy(files.sample_index, 2);
+  if (!sample.ok()) return sample.status();
+  absl::StatusOr<std::vector<int64_t>> shuffle = LoadNpy(files.shuffle_index, 1);
+  if (!shuffle.ok()) return shuffle.status();
+  out.document_index.reserve(doc->size());
+  for (int64_t d : *doc) {
+    if (d < 0 || d > std::numeric_limits<int32_t>::max()) {
+      return absl::DataLossError(absl::StrCat(files.document_index, ": holds ", d));
+    }
+    out.document_index.push_back(int32_t(d));
+  }
+  out.sample_index = *std::move(sample);
+  out.shuffle_index = *std::move(shuffle);
+  if (int64_t(out.document_index.size()) != out.num_epochs * int64_t(documents.size())) {
+    return absl::DataLossError(absl::StrCat(
+        files.document_index, ": ", out.document_index.size(), " entries, but ", out.num_epochs,
+        " epochs of ", documents.size(), " documents were expected; delete the cached files"));
+  }
+  if (absl::Status st = ValidateGptIndices(sequence_lengths, out); !st.ok()) {
+    return absl::DataLossError(absl::StrCat("cached indices ", files.description, ": ",
+                                            st.message(), "; delete the cached files"));
+  }
+  return out;
+}
+
+absl::Status WriteIndices(const GptIndices& indices, const std::string& description,
+                          const GptIndexCacheFiles& files) {
+  // Megatron's dtypes: int32 document index; int32 sample index unless a
+  // value needs more; uint32 shuffle index below 2^32 - 1 samples.
+  std::vector<int64_t> doc(indices.document_index.begin(), indices.document_index.end());
+  int64_t sample_max = 0;
+  for (int64_t v : indices.sample_index) sample_max = std::max(sample_max, v);
+  const int64_t rows = int64_t(indices.sample_index.size() / 2);
+  const int64_t samples = indices.num_samples();
+  struct Item {
+    const std::string* path;
+    absl::StatusOr<std::string> bytes;
+  };
+  Item items[] = {
+      {&files.document_index, EncodeNpy("<i4", {int64_t(doc.size())}, doc)},
+      {&files.sample_index,
+       EncodeNpy(sample_max <= std::numeric_limits<int32_t>::max() ? "<i4" : "<i8", {rows, 2},
+                 indices.sample_index)},
+      {&files.shuffle_index,
+       EncodeNpy(samples < int64_t{std::numeric_limits<uint32_t>::max()} - 1 ? "<u4" : "<i8",
+                 {samples}, indices.shuffle_index)},
+      {&files.description, description},
+  };
+  for (Item& item : items) {  // description last: it marks the set complete
+    if (!item.bytes.ok()) return item.bytes.status();
+    if (absl::Status st = WriteFileAtomically(*item.path, *item.bytes); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string GptIndexDescription(const GptIndexKey& key) {
+  std::string range = "null";
+  if (key.split_range) {
+    range = absl::StrFormat("[\n        %.17g,\n        %.17g\n    ]", key.split_range->first,
+                            key.split_range->second);
+  }
+  const GptIndexConfig& c = key.config;
+  return absl::StrCat(
+      "{\n", "    \"class\": \"GPTDataset\",\n",
+      "    \"dataset_path\": ", JsonString(key.dataset_path), ",\n",
+      "    \"num_samples\": ", c.num_samples < 0 ? "null" : absl::StrCat(c.num_samples), ",\n",
+      "    \"index_split\": ", JsonString(key.index_split), ",\n",
+      "    \"random_seed\": ", c.random_seed, ",\n",
+      "    \"sequence_length\": ", c.sequence_length, ",\n",
+      "    \"split\": ", key.split.empty() ? "null" : JsonString(key.split), ",\n",
+      "    \"split_range\": ", range, ",\n",
+      "    \"add_extra_token_to_sequence\": ", JsonBool(c.add_extra_token_to_sequence), ",\n",
+      "    \"drop_last_partial_sequence\": ", JsonBool(c.drop_last_partial_sequence), ",\n",
+      "    \"num_sequences\": ", key.num_sequences, ",\n",
+      "    \"num_tokens\": ", key.num_tokens, "\n", "}");
+}
+
+GptIndexCacheFiles CacheFilesFor(const std::string& cache_dir, const GptIndexKey& key) {
+  const std::string base = absl::StrCat(cache_dir, "/", Md5Hex(GptIndexDescription(key)),
+                                        "-GPTDataset-", key.index_split, "-");
+  return {base + "description.txt", base + "document_index.npy", base + "sample_index.npy",
+          base + "shuffle_index.npy"};
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+  }
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() &&
+                       std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  const int write_errno = errno;
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    return absl::DataLossError(
+        absl::StrCat(tmp, ": write failed: ", std::strerror(written ? errno : write_errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    return absl::DataLossError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
+                                            std::strerror(e)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> sequence_lengths,
+                                                 absl::Span<const int32_t> documents,
+                                                 const GptIndexKey& key,
+                                                 const GptIndexCacheOptions& options) {
+  if (options.path.empty()) return BuildGptIndices(sequence_lengths, documents, key.config);
+  const GptIndexCacheFiles files = CacheFilesFor(options.path, key);
+  if (!options.build_here) {
+    const absl::Time deadline = absl::Now() + options.timeout;
+    while (!AllExist(files)) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "--data-cache-path: waited ", absl::FormatDuration(options.timeout), " for ",
+            files.description, " (the ", key.index_split, " indices of ", key.dataset_path,
+            "), which rank 0 writes; check that rank 0 is running with the same "
+            "--data-cache-path, --split, --seq-length and --seed and that this rank can see "
+            "that folder"));
+      }
+      absl::SleepFor(options.poll_interval);
+    }
+    return LoadIndices(sequence_lengths, documents, key, files);
+  }
+  if (AllExist(files)) return LoadIndices(sequence_lengths, documents, key, files);
+
+  absl::StatusOr<GptIndices> built = BuildGptIndices(sequence_lengths, documents, key.config);
+  if (!built.ok()) return built.status();
+  std::error_code ec;
+  std::filesystem::create_directories(options.path, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat("--data-cache-path ", options.path,
+                                                    ": cannot create the folder: ", ec.message()));
+  }
+  if (absl::Status st = WriteIndices(*built, GptIndexDescription(key), files); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("--data-cache-path: ", st.message()));
+  }
+  return built;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,73 @@
+// The on-disk cache of GPT indices (--data-cache-path), laid out as
+// Megatron's: for each dataset split, four files named by the MD5 of a
+// description of everything that determines the indices,
+//   <hash>-GPTDataset-<split>-description.txt
+//   <hash>-GPTDataset-<split>-{document,sample,shuffle}_index.npy
+// Rank 0 builds and writes them once; the other ranks wait for them and load
+// them instead of spending minutes rebuilding the same arrays. Every file is
+// written under a temporary name and renamed into place, and the description
+// goes last, so a rank that sees all four never reads a half-written one.
+#ifndef CONVEYOR_DATA_GPT_INDEX_CACHE_H_
+#define CONVEYOR_DATA_GPT_INDEX_CACHE_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "data/gpt_indices.h"
+
+namespace conveyor {
+
+struct GptIndexCacheOptions {
+  // --data-cache-path; empty means build in memory on every rank.
+  std::string path;
+  // True on the rank that builds (rank 0); the others wait and load.
+  bool build_here = true;
+  // How long a waiting rank waits before giving up with an error.
+  absl::Duration timeout = absl::Minutes(30);
+  absl::Duration poll_interval = absl::Milliseconds(100);
+};
+
+// What identifies one dataset split's indices, like Megatron's
+// unique_identifiers. The dataset's sequence and token counts are included
+// too, so that rewriting the files under the same prefix is a cache miss.
+struct GptIndexKey {
+  std::string dataset_path;
+  std::string index_split;  // "train", "valid" or "test"
+  std::string split;        // the --split text; empty for per-split paths
+  std::optional<std::pair<double, double>> split_range;  // fractions used
+  int64_t num_sequences = 0;
+  int64_t num_tokens = 0;
+  GptIndexConfig config;
+};
+
+// Megatron-style JSON description (indent 4) of `key`.
+std::string GptIndexDescription(const GptIndexKey& key);
+
+struct GptIndexCacheFiles {
+  std::string description, document_index, sample_index, shuffle_index;
+};
+GptIndexCacheFiles CacheFilesFor(const std::string& cache_dir, const GptIndexKey& key);
+
+// The indices of `documents`, from the cache when it has them; otherwise
+// built (and, on the building rank, written) or waited for (other ranks:
+// DeadlineExceeded after options.timeout, naming the file and the likely
+// causes). A cached file that is malformed or does not fit the dataset is a
+// DataLoss error naming it.
+absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> sequence_lengths,
+                                                 absl::Span<const int32_t> documents,
+                                                 const GptIndexKey& key,
+                                                 const GptIndexCacheOptions& options);
+
+// Writes `bytes` to `path` through a temporary file in the same folder and a
+// rename, so that readers see either nothing or the whole file.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_DATA_GPT_INDEX_CACHE_H_

@@ -1,0 +1,123 @@
+#include "data/training_data.h"
+
+#include <array>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "data/blend.h"
+#include "data/dataset_builder.h"
+#include "data/mock_dataset.h"
+#include "data/tokenizer_factory.h"
+
+namespace conveyor {
+namespace {
+
+// Mock splits must not repeat each other's samples; offsetting the seed by a
+// large odd constant keeps them apart for every user seed.
+constexpr uint64_t kMockSplitSeedStride = 0x9e3779b97f4a7c15ULL;
+
+absl::StatusOr<std::optional<Blend>> OptionalBlend(
+    const google::protobuf::RepeatedPtrField<std::string>& words, const char* flag) {
+  if (words.empty()) return std::optional<Blend>();
+  absl::StatusOr<Blend> b = ParseBlend(std::vector<std::string>(words.begin(), words.end()), flag);
+  if (!b.ok()) return b.status();
+  return std::optional<Blend>(*std::move(b));
+}
+
+}  // namespace
+
+SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch_size,
+                                       int64_t eval_interval, int64_t eval_iters) {
+  SplitSampleCounts c;
+  c.train = train_iters * global_batch_size;
+  c.valid = eval_interval > 0
+                ? (train_iters / eval_interval + 1) * eval_iters * global_batch_size
+                : 0;
+  c.test = eval_iters * global_batch_size;
+  return c;
+}
+
+absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config,
+                                             int64_t train_samples, int64_t valid_samples,
+                                             int64_t test_samples, bool build_cache_here,
+                                             const TrainingDataOptions& options) {
+  const DataConfig& data = resolved_config.data();
+  const ModelConfig& model = resolved_config.model();
+  DataSplits out;
+
+  TokenizerSpec spec;
+  spec.type = data.tokenizer_type();
+  spec.vocab_file = data.vocab_file();
+  spec.merge_file = data.merge_file();
+  spec.vocab_size = model.vocab_size();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = BuildTokenizer(spec);
+  if (!tokenizer.ok()) return tokenizer.status();
+  out.tokenizer = *std::move(tokenizer);
+  out.vocab_size = out.tokenizer ? out.tokenizer->vocab_size() : model.vocab_size();
+  if (out.vocab_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vocab-size ", model.vocab_size(),
+        " must be positive without --tokenizer-type: nothing else fixes the vocabulary"));
+  }
+  if (model.seq_length() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seq-length ", model.seq_length(), " must be positive"));
+  }
+  const int64_t seed = resolved_config.training().seed();
+  const std::array<int64_t, 3> sizes = {train_samples, valid_samples, test_samples};
+  for (int i = 0; i < 3; ++i) {
+    if (sizes[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(kSplitNames[i], " split asked for ",
+                                                     sizes[i], " samples"));
+    }
+  }
+
+  std::array<std::unique_ptr<SampleSource>, 3> sources;
+  if (data.mock_data()) {
+    for (int i = 0; i < 3; ++i) {
+      if (sizes[i] == 0) continue;
+      const int64_t split_seed = int64_t(uint64_t(seed) + uint64_t(i) * kMockSplitSeedStride);
+      sources[i] = std::make_unique<MockSampleSource>(split_seed, int(out.vocab_size),
+                                                      model.seq_length(), sizes[i]);
+    }
+  } else {
+    // Megatron seeds numpy's RandomState with it, which takes 32 bits.
+    if (seed < 0 || seed > int64_t{std::numeric_limits<uint32_t>::max()}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--seed ", seed, " must be in [0, 2^32) to shuffle datasets"));
+    }
+    DatasetBuildConfig build;
+    build.sequence_length = model.seq_length();
+    build.random_seed = uint32_t(seed);
+    build.split = data.split();
+    absl::StatusOr<std::optional<Blend>> blend = OptionalBlend(data.data_path(), "--data-path");
+    if (!blend.ok()) return blend.status();
+    build.blend = *std::move(blend);
+    const std::array<const google::protobuf::RepeatedPtrField<std::string>*, 3> per_split = {
+        &data.train_data_path(), &data.valid_data_path(), &data.test_data_path()};
+    const std::array<const char*, 3> flags = {"--train-data-path", "--valid-data-path",
+                                              "--test-data-path"};
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::optional<Blend>> b = OptionalBlend(*per_split[i], flags[i]);
+      if (!b.ok()) return b.status();
+      build.blend_per_split[i] = *std::move(b);
+    }
+    build.cache.path = data.data_cache_path();
+    build.cache.build_here = build_cache_here;
+    build.cache.timeout = options.cache_timeout;
+    absl::StatusOr<SplitSources> built = BuildSplitDatasets(build, sizes);
+    if (!built.ok()) return built.status();
+    sources = *std::move(built);
+  }
+  out.train = std::move(sources[0]);
+  out.valid = std::move(sources[1]);
+  out.test = std::move(sources[2]);
+  return out;
+}
+
+}  // namespace conveyor

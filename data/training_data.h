@@ -1,0 +1,55 @@
+// The data pipeline's one entry point for the trainer: from the resolved
+// config, the tokenizer and the train/validation/test sample sources, built
+// the way Megatron's pretrain_gpt builds them (mock data, --data-path with
+// --split and optional weights, or --train/valid/test-data-path).
+#ifndef CONVEYOR_DATA_TRAINING_DATA_H_
+#define CONVEYOR_DATA_TRAINING_DATA_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "data/sample_source.h"
+#include "data/tokenizer.h"
+#include "proto/config.pb.h"
+
+namespace conveyor {
+
+struct DataSplits {
+  // A split asked for 0 samples, or with no data named for it, is nullptr.
+  std::unique_ptr<SampleSource> train, valid, test;
+  // nullptr without --tokenizer-type.
+  std::unique_ptr<Tokenizer> tokenizer;
+  // The vocabulary before padding: the tokenizer's (for NullTokenizer that
+  // is --vocab-size + 1, its eod, as in Megatron), else --vocab-size.
+  int64_t vocab_size = 0;
+};
+
+// Samples each split must provide, as Megatron's
+// get_train_valid_test_num_samples computes them.
+struct SplitSampleCounts {
+  int64_t train = 0;  // train_iters * global_batch_size
+  int64_t valid = 0;  // (train_iters / eval_interval + 1) * eval_iters * global_batch_size
+  int64_t test = 0;   // eval_iters * global_batch_size
+};
+SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch_size,
+                                       int64_t eval_interval, int64_t eval_iters);
+
+struct TrainingDataOptions {
+  // How long a rank other than 0 waits for rank 0's --data-cache-path files.
+  absl::Duration cache_timeout = absl::Minutes(30);
+};
+
+// `build_cache_here`: true on rank 0, which builds and writes the GPT index
+// cache; the other ranks wait for it and load it (with no --data-cache-path
+// every rank builds its own, identical, indices). Errors name the flag and
+// the file involved.
+absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config,
+                                             int64_t train_samples, int64_t valid_samples,
+                                             int64_t test_samples, bool build_cache_here,
+                                             const TrainingDataOptions& options = {});
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_DATA_TRAINING_DATA_H_

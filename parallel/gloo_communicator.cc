@@ -1,0 +1,362 @@
+#include "parallel/gloo_communicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "parallel/collective_failure.h"
+#include "parallel/directory_store.h"
+
+namespace conveyor {
+namespace {
+
+std::chrono::milliseconds ToChrono(absl::Duration d) {
+  return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+}
+
+// gloo matches a receive to a send by (peer, slot). Collectives and point-to-point
+// traffic get disjoint slot ranges; within a collective each phase has its own slot.
+uint64_t CollectiveSlot(int64_t seq, int phase) {
+  return (uint64_t{1} << 56) | (static_cast<uint64_t>(phase) << 48) |
+         (static_cast<uint64_t>(seq) & ((uint64_t{1} << 48) - 1));
+}
+uint64_t PointToPointSlot(uint64_t message) {
+  return (uint64_t{2} << 56) | (message & ((uint64_t{1} << 56) - 1));
+}
+
+// The element range rank r owns in a reduction over n elements split size ways.
+struct Chunk {
+  int64_t begin;
+  int64_t length;
+};
+Chunk SplitChunk(int64_t n, int size, int r) {
+  const int64_t base = n / size, extra = n % size;
+  return {base * r + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+// The transfers of one operation: all posted first, then all waited against one
+// deadline. gloo throws on timeout or a broken connection; Run() catches it.
+class GlooCommunicator::Transfers {
+ public:
+  Transfers(gloo::Context& context, absl::Time deadline)
+      : context_(context), deadline_(deadline) {}
+
+  void Send(const void* data, size_t bytes, int peer, uint64_t slot) {
+    if (bytes == 0) return;  // both sides skip empty chunks alike
+    // gloo's buffer type is not const-correct; a send only reads.
+    auto buffer = context_.createUnboundBuffer(const_cast<void*>(data), bytes);
+    buffer->send(peer, slot);
+    pending_.push_back({std::move(buffer), true});
+  }
+  void Recv(void* data, size_t bytes, int peer, uint64_t slot) {
+    if (bytes == 0) return;
+    auto buffer = context_.createUnboundBuffer(data, bytes);
+    buffer->recv(peer, slot);
+    pending_.push_back({std::move(buffer), false});
+  }
+  void WaitAll() {
+    for (Pending& p : pending_) {
+      const std::chrono::milliseconds left = ToChrono(deadline_ - absl::Now());
+      if (p.is_send) {
+        p.buffer->waitSend(left);
+      } else {
+        p.buffer->waitRecv(left);
+      }
+    }
+    pending_.clear();
+  }
+
+ private:
+  struct Pending {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    bool is_send;
+  };
+  gloo::Context& context_;
+  absl::Time deadline_;
+  std::vector<Pending> pending_;
+};
+
+absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
+    const std::string& hostname) {
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = hostname;
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrFormat(
+        "gloo: cannot create a TCP device on host \"%s\": %s", hostname, e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
+    const GroupSpec& group, const std::string& run_dir,
+    std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout) {
+  const int size = static_cast<int>(group.global_ranks.size());
+  if (size < 1 || group.rank < 0 || group.rank >= size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "gloo: %s: group rank %d is not in [0, %d)", DescribeGroup(group), group.rank,
+        size));
+  }
+  const std::string dir = absl::StrCat(run_dir, "/", EncodeFileName(group.name));
+  absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
+      DirectoryStore::Open(dir, ToChrono(timeout));
+  if (!store.ok()) return store.status();
+  // EncodeFileName never starts a key's file with '.', so this cannot clash.
+  absl::StatusOr<std::unique_ptr<ProgressBoard>> board =
+      ProgressBoard::Open(dir + "/.progress", group.rank, size);
+  if (!board.ok()) return board.status();
+  (*board)->Post(0, "rendezvous");
+
+  auto context = std::make_shared<gloo::rendezvous::Context>(group.rank, size);
+  context->setTimeout(ToChrono(timeout));
+  const absl::Time start = absl::Now();
+  try {
+    context->connectFullMesh(**store, device);
+  } catch (const std::exception& e) {
+    // connectFullMesh first publishes "rank_<r>" for every rank r that arrived.
+    std::vector<std::string> missing;
+    for (int r = 0; r < size; ++r) {
+      if (!(*store)->Has(absl::StrCat("rank_", r))) {
+        missing.push_back(absl::StrFormat("group rank %d (global rank %d)", r,
+                                          group.global_ranks[r]));
+      }
+    }
+    const std::string message = absl::StrFormat(
+        "rendezvous of %s in %s failed after %s (timeout %s): %s; gloo: %s",
+        DescribeGroup(group), dir,
+        absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
+        absl::FormatDuration(timeout),
+        missing.empty() ? std::string("every rank arrived")
+                        : "ranks that never arrived: " + absl::StrJoin(missing, ", "),
+        e.what());
+    return missing.empty() ? absl::UnavailableError(message)
+                           : absl::DeadlineExceededError(message);
+  }
+  (*board)->Post(0, "idle");
+  return std::unique_ptr<GlooCommunicator>(
+      new GlooCommunicator(group, std::move(context), *std::move(board), timeout));
+}
+
+GlooCommunicator::GlooCommunicator(GroupSpec group, std::shared_ptr<gloo::Context> context,
+                                   std::unique_ptr<ProgressBoard> board,
+                                   absl::Duration timeout)
+    : group_(std::move(group)),
+      context_(std::move(context)),
+      board_(std::move(board)),
+      timeout_(timeout),
+      sends_to_(group_.global_ranks.size(), 0),
+      recvs_from_(group_.global_ranks.size(), 0) {}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+absl::Status GlooCommunicator::CheckUsable(const char* op, int64_t n) const {
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(),
+                        absl::StrCat(op, " on ", DescribeGroup(group_),
+                                     ": unusable after an earlier error: ",
+                                     broken_.message()));
+  }
+  if (n < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s on %s: negative element count %d", op, DescribeGroup(group_), n));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Body>
+absl::Status GlooCommunicator::Run(const char* op, bool collective,
+                                   const std::vector<int>& peers, Body body) {
+  const int64_t seq = collective ? ++seq_ : seq_;
+  board_->Post(seq, op);
+  const absl::Time start = absl::Now();
+  std::string error;
+  try {
+    Transfers transfers(*context_, start + timeout_);
+    body(seq, transfers);
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CollectiveFailure failure;
+  failure.op = op;
+  failure.seq = seq;
+  failure.collective = collective;
+  failure.peers = peers;
+  // gloo's words for its own deadline ("Timed out waiting 2000ms for recv ...").
+  failure.timed_out = error.find("Timed out") != std::string::npos;
+  failure.waited = absl::Now() - start;
+  failure.timeout = timeout_;
+  failure.transport_error = error;
+  broken_ = CollectiveFailureStatus(failure, group_, board_->Read(), "gloo");
+  return broken_;
+}
+
+template <typename T, typename ReduceFn>
+absl::Status GlooCommunicator::Reduce(const char* op, const T* in, T* out, int64_t n,
+                                      bool scatter_only, ReduceFn reduce) {
+  if (absl::Status s = CheckUsable(op, n); !s.ok()) return s;
+  const int s = size(), me = rank();
+  if (s == 1) {
+    if (in != out) std::memmove(out, in, n * sizeof(T));
+    return absl::OkStatus();
+  }
+  // Chunk r of `in`: equal slices for a reduce-scatter, a near-even split otherwise.
+  auto chunk = [&](int r) {
+    return scatter_only ? Chunk{r * n, n} : SplitChunk(n, s, r);
+  };
+  return Run(op, /*collective=*/true, {}, [&](int64_t seq, Transfers& t) {
+    const Chunk mine = chunk(me);
+    // Every rank's contribution to my chunk, in rank order; mine is copied in too,
+    // because the result may overwrite it (in place) before it is added.
+    scratch_.resize(sizeof(T) * mine.length * s);
+    T* parts = reinterpret_cast<T*>(scratch_.data());
+    std::memcpy(parts + me * mine.length, in + mine.begin, mine.length * sizeof(T));
+    for (int peer = 0; peer < s; ++peer) {
+      if (peer == me) continue;
+      const Chunk theirs = chunk(peer);
+      t.Send(in + theirs.begin, theirs.length * sizeof(T), peer, CollectiveSlot(seq, 0));
+      t.Recv(parts + peer * mine.length, mine.length * sizeof(T), peer,
+             CollectiveSlot(seq, 0));
+    }
+    t.WaitAll();
+    // ((x0 + x1) + x2) + ...: the same order for every element on every rank.
+    T* result = scatter_only ? out : out + mine.begin;
+    std::memcpy(result, parts, mine.length * sizeof(T));
+    for (int r = 1; r < s; ++r) {
+      const T* part = parts + r * mine.length;
+      for (int64_t i = 0; i < mine.length; ++i) result[i] = reduce(result[i], part[i]);
+    }
+    if (scatter_only) return;
+    for (int peer = 0; peer < s; ++peer) {
+      if (peer == me) continue;
+      const Chunk theirs = chunk(peer);
+      t.Send(result, mine.length * sizeof(T), peer, CollectiveSlot(seq, 1));
+      t.Recv(out + theirs.begin, theirs.length * sizeof(T), peer, CollectiveSlot(seq, 1));
+    }
+    t.WaitAll();
+  });
+}
+
+absl::Status GlooCommunicator::AllReduceSum(float* data, int64_t n) {
+  return Reduce<float>("AllReduceSum", data, data, n, false,
+                       [](float a, float b) { return a + b; });
+}
+
+absl::Status GlooCommunicator::AllReduceSum(double* data, int64_t n) {
+  return Reduce<double>("AllReduceSum", data, data, n, false,
+                        [](double a, double b) { return a + b; });
+}
+
+absl::Status GlooCommunicator::AllReduceMax(double* data, int64_t n) {
+  // std::max would drop a NaN depending on its position; a NaN anywhere must win so
+  // that every rank sees the overflow and skips the step alike.
+  return Reduce<double>("AllReduceMax", data, data, n, false, [](double a, double b) {
+    return (a != a || b != b) ? a + b : std::max(a, b);
+  });
+}
+
+absl::Status GlooCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank,
+                                                float* out) {
+  return Reduce<float>("ReduceScatterSum", in, out, n_per_rank, true,
+                       [](float a, float b) { return a + b; });
+}
+
+absl::Status GlooCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
+  if (absl::Status s = CheckUsable("AllGather", n_per_rank); !s.ok()) return s;
+  const int s = size(), me = rank();
+  const size_t bytes = n_per_rank * sizeof(float);
+  float* mine = out + me * n_per_rank;
+  if (in != mine) std::memmove(mine, in, bytes);
+  if (s == 1) return absl::OkStatus();
+  return Run("AllGather", true, {}, [&](int64_t seq, Transfers& t) {
+    for (int peer = 0; peer < s; ++peer) {
+      if (peer == me) continue;
+      t.Send(mine, bytes, peer, CollectiveSlot(seq, 0));
+      t.Recv(out + peer * n_per_rank, bytes, peer, CollectiveSlot(seq, 0));
+    }
+    t.WaitAll();
+  });
+}
+
+absl::Status GlooCommunicator::Broadcast(float* data, int64_t n, int root) {
+  if (absl::Status s = CheckUsable("Broadcast", n); !s.ok()) return s;
+  const int s = size(), me = rank();
+  if (root < 0 || root >= s) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Broadcast on %s: root %d is not a group rank in [0, %d)", DescribeGroup(group_),
+        root, s));
+  }
+  if (s == 1) return absl::OkStatus();
+  return Run("Broadcast", true, {}, [&](int64_t seq, Transfers& t) {
+    if (me == root) {
+      for (int peer = 0; peer < s; ++peer) {
+        if (peer != me) t.Send(data, n * sizeof(float), peer, CollectiveSlot(seq, 0));
+      }
+    } else {
+      t.Recv(data, n * sizeof(float), root, CollectiveSlot(seq, 0));
+    }
+    t.WaitAll();
+  });
+}
+
+absl::Status GlooCommunicator::Barrier() {
+  if (absl::Status s = CheckUsable("Barrier", 0); !s.ok()) return s;
+  const int s = size(), me = rank();
+  if (s == 1) return absl::OkStatus();
+  // A one-byte token to and from every peer: nobody leaves before all have entered.
+  std::vector<char> tokens(2 * s, 0);
+  return Run("Barrier", true, {}, [&](int64_t seq, Transfers& t) {
+    for (int peer = 0; peer < s; ++peer) {
+      if (peer == me) continue;
+      t.Send(&tokens[peer], 1, peer, CollectiveSlot(seq, 0));
+      t.Recv(&tokens[s + peer], 1, peer, CollectiveSlot(seq, 0));
+    }
+    t.WaitAll();
+  });
+}
+
+absl::Status GlooCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
+  if (absl::Status s = CheckUsable("BatchSendRecv", 0); !s.ok()) return s;
+  std::set<int> peers;
+  for (const P2POp& op : ops) {
+    if (op.peer < 0 || op.peer >= size() || op.peer == rank()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "BatchSendRecv on %s: peer %d must be another group rank in [0, %d) "
+          "(this is rank %d)", DescribeGroup(group_), op.peer, size(), rank()));
+    }
+    if (op.n < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "BatchSendRecv on %s: negative element count %d for peer %d",
+          DescribeGroup(group_), op.n, op.peer));
+    }
+    peers.insert(op.peer);
+  }
+  if (ops.empty()) return absl::OkStatus();
+  return Run("BatchSendRecv", false, std::vector<int>(peers.begin(), peers.end()),
+             [&](int64_t, Transfers& t) {
+               for (const P2POp& op : ops) {
+                 const size_t bytes = op.n * sizeof(float);
+                 if (op.is_send) {
+                   t.Send(op.data, bytes, op.peer, PointToPointSlot(sends_to_[op.peer]++));
+                 } else {
+                   t.Recv(op.data, bytes, op.peer,
+                          PointToPointSlot(recvs_from_[op.peer]++));
+                 }
+               }
+               t.WaitAll();
+             });
+}
+
+}  // namespace conveyor

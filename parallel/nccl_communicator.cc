@@ -1,0 +1,289 @@
+#include "parallel/nccl_communicator.h"
+
+#include <chrono>
+#include <exception>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cuda_runtime.h"
+#include "nccl.h"
+#include "parallel/collective_failure.h"
+#include "parallel/directory_store.h"
+
+namespace conveyor {
+namespace {
+
+constexpr char kUniqueIdKey[] = "nccl_unique_id";
+
+std::string NcclError(ncclResult_t result, ncclComm_t comm) {
+  std::string text = absl::StrFormat("%s (%d)", ncclGetErrorString(result), result);
+  if (comm != nullptr) {
+    const char* last = ncclGetLastError(comm);
+    if (last != nullptr && last[0] != '\0') absl::StrAppend(&text, ": ", last);
+  }
+  return text;
+}
+
+std::string CudaError(cudaError_t error) {
+  return absl::StrFormat("%s (%d): %s", cudaGetErrorName(error), error,
+                         cudaGetErrorString(error));
+}
+
+// Polls a non-blocking communicator until its pending work (init or an enqueue) is
+// no longer in progress; false on deadline.
+bool WaitNotInProgress(ncclComm_t comm, absl::Time deadline, ncclResult_t* state) {
+  while (true) {
+    ncclCommGetAsyncError(comm, state);
+    if (*state != ncclInProgress) return true;
+    if (absl::Now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
+    const GroupSpec& group, const std::string& run_dir, int cuda_device,
+    absl::Duration timeout) {
+  const int size = static_cast<int>(group.global_ranks.size());
+  const std::string where = absl::StrCat("NCCL rendezvous of ", DescribeGroup(group));
+  if (size < 1 || group.rank < 0 || group.rank >= size) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: group rank %d not in [0, %d)",
+                                                      where, group.rank, size));
+  }
+  if (cudaError_t e = cudaSetDevice(cuda_device); e != cudaSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: cudaSetDevice(%d): %s", where, cuda_device, CudaError(e)));
+  }
+  const std::string dir = absl::StrCat(run_dir, "/", EncodeFileName(group.name), "-nccl");
+  const auto chrono_timeout =
+      std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
+      DirectoryStore::Open(dir, chrono_timeout);
+  if (!store.ok()) return store.status();
+  absl::StatusOr<std::unique_ptr<ProgressBoard>> board =
+      ProgressBoard::Open(dir + "/.progress", group.rank, size);
+  if (!board.ok()) return board.status();
+  (*board)->Post(0, "rendezvous");
+
+  // Rank 0 creates the id; the others read it (DirectoryStore::get waits `timeout`).
+  ncclUniqueId id;
+  if (group.rank == 0) {
+    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+      return absl::UnavailableError(
+          absl::StrCat(where, ": ncclGetUniqueId: ", NcclError(r, nullptr)));
+    }
+    try {
+      (*store)->set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof(id)));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(where, ": ", e.what()));
+    }
+  } else {
+    std::vector<char> bytes;
+    try {
+      bytes = (*store)->get(kUniqueIdKey);
+    } catch (const std::exception& e) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: group rank 0 (global rank %d) never published the NCCL unique id within "
+          "%s: %s", where, group.global_ranks[0], absl::FormatDuration(timeout), e.what()));
+    }
+    if (bytes.size() != sizeof(id)) {
+      return absl::DataLossError(absl::StrFormat("%s: unique id has %d bytes, expected %d",
+                                                 where, bytes.size(), sizeof(id)));
+    }
+    std::copy(bytes.begin(), bytes.end(), id.internal);
+  }
+
+  // Non-blocking, so that a rank that never joins ends in a timeout, not a hang.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, group.rank, &config);
+  ncclResult_t state = r;
+  if (r == ncclSuccess || r == ncclInProgress) {
+    if (!WaitNotInProgress(comm, absl::Now() + timeout, &state)) {
+      ncclCommAbort(comm);
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: ncclCommInitRank did not complete within %s: not every rank joined", where,
+          absl::FormatDuration(timeout)));
+    }
+  }
+  if (state != ncclSuccess) {
+    const std::string error = NcclError(state, comm);
+    if (comm != nullptr) ncclCommAbort(comm);
+    return absl::UnavailableError(absl::StrCat(where, ": ncclCommInitRank: ", error));
+  }
+  cudaStream_t stream = nullptr;
+  float* scratch = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      e != cudaSuccess) {
+    ncclCommAbort(comm);
+    return absl::UnavailableError(absl::StrCat(where, ": cudaStreamCreate: ", CudaError(e)));
+  }
+  if (cudaError_t e = cudaMalloc(&scratch, sizeof(float)); e != cudaSuccess) {
+    cudaStreamDestroy(stream);
+    ncclCommAbort(comm);
+    return absl::ResourceExhaustedError(absl::StrCat(where, ": cudaMalloc: ", CudaError(e)));
+  }
+  (*board)->Post(0, "idle");
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
+      group, comm, stream, scratch, *std::move(board), timeout));
+}
+
+NcclCommunicator::NcclCommunicator(GroupSpec group, ncclComm* comm, CUstream_st* stream,
+                                   float* scratch, std::unique_ptr<ProgressBoard> board,
+                                   absl::Duration timeout)
+    : group_(std::move(group)),
+      comm_(comm),
+      stream_(stream),
+      scratch_(scratch),
+      board_(std::move(board)),
+      timeout_(timeout) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) {
+    // An aborted or broken communicator must not wait for peers on the way out.
+    if (broken_.ok()) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+  }
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+template <typename Enqueue>
+absl::Status NcclCommunicator::Run(const char* op, bool collective,
+                                   const std::vector<int>& peers, int64_t n,
+                                   Enqueue enqueue) {
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(),
+                        absl::StrCat(op, " on ", DescribeGroup(group_),
+                                     ": unusable after an earlier error: ",
+                                     broken_.message()));
+  }
+  if (n < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s on %s: negative element count %d", op, DescribeGroup(group_), n));
+  }
+  const int64_t seq = collective ? ++seq_ : seq_;
+  board_->Post(seq, op);
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout_;
+
+  CollectiveFailure failure;
+  failure.op = op;
+  failure.seq = seq;
+  failure.collective = collective;
+  failure.peers = peers;
+  failure.timed_out = false;
+  failure.timeout = timeout_;
+
+  ncclResult_t state = static_cast<ncclResult_t>(enqueue());
+  if (state == ncclSuccess || state == ncclInProgress) {
+    while (true) {
+      ncclCommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) break;
+      if (state == ncclSuccess) {
+        const cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return absl::OkStatus();
+        if (q != cudaErrorNotReady) {
+          failure.transport_error = absl::StrCat("cudaStreamQuery: ", CudaError(q));
+          break;
+        }
+      }
+      if (absl::Now() >= deadline) {
+        failure.timed_out = true;
+        failure.transport_error = "aborted the communicator at the deadline";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  if (failure.transport_error.empty()) failure.transport_error = NcclError(state, comm_);
+  // Kernels waiting for absent peers never finish; only an abort frees the stream.
+  ncclCommAbort(comm_);
+  comm_ = nullptr;
+  failure.waited = absl::Now() - start;
+  broken_ = CollectiveFailureStatus(failure, group_, board_->Read(), "nccl");
+  return broken_;
+}
+
+absl::Status NcclCommunicator::AllReduceSum(float* data, int64_t n) {
+  return Run("AllReduceSum", true, {}, n, [&] {
+    return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t n) {
+  return Run("AllReduceSum", true, {}, n, [&] {
+    return ncclAllReduce(data, data, n, ncclDouble, ncclSum, comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::AllReduceMax(double* data, int64_t n) {
+  return Run("AllReduceMax", true, {}, n, [&] {
+    return ncclAllReduce(data, data, n, ncclDouble, ncclMax, comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
+  return Run("AllGather", true, {}, n_per_rank, [&] {
+    return ncclAllGather(in, out, n_per_rank, ncclFloat, comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank,
+                                                float* out) {
+  return Run("ReduceScatterSum", true, {}, n_per_rank, [&] {
+    return ncclReduceScatter(in, out, n_per_rank, ncclFloat, ncclSum, comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::Broadcast(float* data, int64_t n, int root) {
+  if (root < 0 || root >= size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Broadcast on %s: root %d is not a group rank in [0, %d)", DescribeGroup(group_),
+        root, size()));
+  }
+  return Run("Broadcast", true, {}, n, [&] {
+    return ncclBroadcast(data, data, n, ncclFloat, root, comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::Barrier() {
+  return Run("Barrier", true, {}, 1, [&] {
+    return ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
+  std::set<int> peers;
+  for (const P2POp& op : ops) {
+    if (op.peer < 0 || op.peer >= size() || op.n < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "BatchSendRecv on %s: peer %d must be a group rank in [0, %d) and the count "
+          "(%d) non-negative", DescribeGroup(group_), op.peer, size(), op.n));
+    }
+    peers.insert(op.peer);
+  }
+  if (ops.empty()) return absl::OkStatus();
+  return Run("BatchSendRecv", false, std::vector<int>(peers.begin(), peers.end()), 0, [&] {
+    // One NCCL group: all posted together, so matched exchanges cannot deadlock.
+    ncclResult_t r = ncclGroupStart();
+    for (const P2POp& op : ops) {
+      if (r != ncclSuccess && r != ncclInProgress) break;
+      r = op.is_send ? ncclSend(op.data, op.n, ncclFloat, op.peer, comm_, stream_)
+                     : ncclRecv(op.data, op.n, ncclFloat, op.peer, comm_, stream_);
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return (r != ncclSuccess && r != ncclInProgress) ? r : end;
+  });
+}
+
+}  // namespace conveyor

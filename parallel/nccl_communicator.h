@@ -1,0 +1,76 @@
+// The NCCL backend of Communicator, for device (GPU) buffers: every pointer passed
+// to an operation is device memory on this rank's CUDA device. The unique id travels
+// through the same DirectoryStore rendezvous as gloo's addresses.
+//
+// Each operation is enqueued on the communicator's own stream and waited for before
+// returning, polling against the group's deadline: a stuck collective aborts the
+// communicator (ncclCommAbort) and returns DeadlineExceeded naming the ranks that did
+// not arrive (from the ProgressBoard), instead of hanging in a kernel. NCCL's
+// reductions are deterministic for a fixed topology and identical on every rank, but
+// their summation order is NCCL's (ring or tree), not rank order, so the bits may
+// differ from the gloo backend's.
+#ifndef CONVEYOR_PARALLEL_NCCL_COMMUNICATOR_H_
+#define CONVEYOR_PARALLEL_NCCL_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parallel/communicator.h"
+#include "parallel/group.h"
+#include "parallel/progress_board.h"
+
+struct ncclComm;
+struct CUstream_st;
+
+namespace conveyor {
+
+class NcclCommunicator : public Communicator {
+ public:
+  // Every member of `group` calls this concurrently, each with its own CUDA device
+  // (NCCL refuses two ranks of one group on one device). Rendezvous happens in
+  // run_dir/<group name>-nccl.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
+      const GroupSpec& group, const std::string& run_dir, int cuda_device,
+      absl::Duration timeout);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return group_.rank; }
+  int size() const override { return static_cast<int>(group_.global_ranks.size()); }
+  const std::string& name() const override { return group_.name; }
+
+  absl::Status AllReduceSum(float* data, int64_t n) override;
+  absl::Status AllReduceSum(double* data, int64_t n) override;
+  absl::Status AllReduceMax(double* data, int64_t n) override;
+  absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
+  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank,
+                                float* out) override;
+  absl::Status Broadcast(float* data, int64_t n, int root) override;
+  absl::Status Barrier() override;
+  absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
+
+ private:
+  NcclCommunicator(GroupSpec group, ncclComm* comm, CUstream_st* stream, float* scratch,
+                   std::unique_ptr<ProgressBoard> board, absl::Duration timeout);
+
+  // Enqueues with `enqueue` (returns an ncclResult_t as int) and waits for the stream.
+  template <typename Enqueue>
+  absl::Status Run(const char* op, bool collective, const std::vector<int>& peers,
+                   int64_t n, Enqueue enqueue);
+
+  GroupSpec group_;
+  ncclComm* comm_;
+  CUstream_st* stream_;
+  float* scratch_;  // one device float for Barrier
+  std::unique_ptr<ProgressBoard> board_;
+  absl::Duration timeout_;
+  int64_t seq_ = 0;
+  absl::Status broken_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_NCCL_COMMUNICATOR_H_

@@ -1,0 +1,124 @@
+#include "parallel/parallel_state.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/group.h"
+#include "parallel/self_communicator.h"
+
+namespace conveyor {
+namespace {
+
+// The address peers use to reach this rank. Loopback when the job is on one host
+// (built-in launcher, or a master on this host); otherwise this host's name, which
+// gloo resolves to the interface it binds.
+std::string GlooHostname(const RankEnvironment& env) {
+  const std::string& master = env.master_addr;
+  if (master.empty() || master == "localhost" || master == "127.0.0.1" ||
+      master == "::1") {
+    return "127.0.0.1";
+  }
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
+  return name;
+}
+
+}  // namespace
+
+ParallelState::~ParallelState() {
+  // Communicators first: they use the device.
+  embedding_.reset();
+  model_parallel_.reset();
+  pp_.reset();
+  dp_.reset();
+  tp_.reset();
+  world_.reset();
+}
+
+std::unique_ptr<ParallelState> ParallelState::SingleProcess() {
+  std::unique_ptr<ParallelState> state(new ParallelState());
+  state->world_ = std::make_unique<SelfCommunicator>("world[0]");
+  state->tp_ = std::make_unique<SelfCommunicator>("tp[0]");
+  state->dp_ = std::make_unique<SelfCommunicator>("dp[0]");
+  state->pp_ = std::make_unique<SelfCommunicator>("pp[0]");
+  state->model_parallel_ = std::make_unique<SelfCommunicator>("mp[0]");
+  state->embedding_ = std::make_unique<SelfCommunicator>("embd[0]");
+  return state;
+}
+
+absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
+    const RankEnvironment& env, int tp, int pp, absl::Duration timeout) {
+  if (absl::Status s = ValidateLayout(tp, pp, env.world_size); !s.ok()) return s;
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", env.rank,
+                                                   " is outside world size ",
+                                                   env.world_size));
+  }
+  if (env.world_size == 1) {
+    std::unique_ptr<ParallelState> single = SingleProcess();
+    single->tp_size_ = tp;
+    single->pp_size_ = pp;
+    return single;
+  }
+  if (env.run_dir.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "rank ", env.rank, " of ", env.world_size, ": rendezvous needs ", kRunDirEnv,
+        ", a directory shared by all ranks (Debian's gloo has no TCP store, so "
+        "MASTER_ADDR/MASTER_PORT alone are not enough)"));
+  }
+
+  std::unique_ptr<ParallelState> state(new ParallelState());
+  state->rank_ = env.rank;
+  state->world_size_ = env.world_size;
+  state->tp_size_ = tp;
+  state->pp_size_ = pp;
+  state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size);
+
+  absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device =
+      CreateGlooDevice(GlooHostname(env));
+  if (!device.ok()) return device.status();
+  state->device_ = *device;
+
+  // Every rank builds its groups in this same order; each rendezvous involves only
+  // the group's members, so no two ranks can wait on each other in different groups.
+  auto make = [&](GroupKind kind) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    GroupSpec spec;
+    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size);
+    if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
+    spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
+    spec.rank = static_cast<int>(
+        std::find(spec.global_ranks.begin(), spec.global_ranks.end(), env.rank) -
+        spec.global_ranks.begin());
+    if (spec.global_ranks.size() == 1) {
+      return std::unique_ptr<Communicator>(std::make_unique<SelfCommunicator>(spec.name));
+    }
+    absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo =
+        GlooCommunicator::Create(spec, env.run_dir, *device, timeout);
+    if (!gloo.ok()) return gloo.status();
+    return std::unique_ptr<Communicator>(*std::move(gloo));
+  };
+  const std::pair<GroupKind, std::unique_ptr<Communicator>*> groups[] = {
+      {GroupKind::kWorld, &state->world_},       {GroupKind::kTensor, &state->tp_},
+      {GroupKind::kData, &state->dp_},           {GroupKind::kPipeline, &state->pp_},
+      {GroupKind::kModel, &state->model_parallel_},
+      {GroupKind::kEmbedding, &state->embedding_},
+  };
+  for (const auto& [kind, slot] : groups) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = make(kind);
+    if (!comm.ok()) {
+      return absl::Status(comm.status().code(),
+                          absl::StrCat("rank ", env.rank, ": creating the ",
+                                       GroupKindName(kind), " group: ",
+                                       comm.status().message()));
+    }
+    *slot = *std::move(comm);
+  }
+  return state;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,64 @@
+// The process groups of one rank (Megatron's parallel_state): world, tensor, data,
+// pipeline, embedding and model-parallel communicators, built once at start-up.
+#ifndef CONVEYOR_PARALLEL_PARALLEL_STATE_H_
+#define CONVEYOR_PARALLEL_PARALLEL_STATE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parallel/communicator.h"
+#include "parallel/rank_environment.h"
+#include "parallel/rank_layout.h"
+
+namespace conveyor {
+
+class ParallelState {
+ public:
+  // One process, every group of size 1 (SelfCommunicator).
+  static std::unique_ptr<ParallelState> SingleProcess();
+
+  // Every rank calls this with the same tp, pp and timeout. Groups of size 1 are
+  // SelfCommunicators; the others are gloo groups that rendezvous in env.run_dir and
+  // bound every operation by `timeout` (--distributed-timeout-minutes). Fails when
+  // the layout is invalid, env has no run_dir (this gloo has no TCP store: the ranks
+  // need a shared directory), or a rendezvous times out (naming the missing ranks).
+  static absl::StatusOr<std::unique_ptr<ParallelState>> Create(const RankEnvironment& env,
+                                                               int tp, int pp,
+                                                               absl::Duration timeout);
+
+  ~ParallelState();
+
+  Communicator& world() { return *world_; }
+  Communicator& tp() { return *tp_; }
+  Communicator& dp() { return *dp_; }
+  Communicator& pp() { return *pp_; }
+  Communicator& model_parallel() { return *model_parallel_; }
+  // nullptr unless this rank is on the first or last pipeline stage.
+  Communicator* embedding() { return embedding_.get(); }
+
+  const RankCoords& coords() const { return coords_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int tp_size() const { return tp_size_; }
+  int pp_size() const { return pp_size_; }
+  int dp_size() const { return world_size_ / (tp_size_ * pp_size_); }
+  bool is_first_stage() const { return coords_.pp == 0; }
+  bool is_last_stage() const { return coords_.pp == pp_size_ - 1; }
+
+ private:
+  ParallelState() = default;
+
+  int rank_ = 0;
+  int world_size_ = 1;
+  int tp_size_ = 1;
+  int pp_size_ = 1;
+  RankCoords coords_;
+  std::shared_ptr<void> device_;  // the gloo TCP device the groups share
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_PARALLEL_STATE_H_

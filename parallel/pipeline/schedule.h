@@ -1,0 +1,61 @@
+// Pipeline schedules by name: pure functions (P, V, M, rank) -> actions, compute and
+// transfers (DESIGN.md principle 2). The simulator, the tests and the executor all read
+// the same lists; a new schedule is a new compute order (compute_order.h) and a line in
+// the registry, never a change to the executor.
+//
+//   P = pipeline ranks, V = model chunks (virtual stages) per rank, M = micro-batches.
+#ifndef CONVEYOR_PARALLEL_PIPELINE_SCHEDULE_H_
+#define CONVEYOR_PARALLEL_PIPELINE_SCHEDULE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "parallel/pipeline/action.h"
+
+namespace conveyor {
+namespace pipeline {
+
+using ScheduleFn = absl::StatusOr<std::vector<Action>> (*)(int P, int V, int M, int rank);
+
+struct Schedule {
+  std::string name;
+  // Where each (rank, chunk) sits in the pipeline; the executor needs it to give each
+  // chunk its layers, the simulator to follow the data.
+  StageLayout layout = StageLayout::kLoop;
+  ScheduleFn actions = nullptr;
+};
+
+// The names --pipeline-schedule accepts, in the order they are documented.
+const std::vector<std::string>& ScheduleNames();
+
+// "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2" or "zbv"; NotFound lists them.
+absl::StatusOr<Schedule> ScheduleByName(absl::string_view name);
+
+// Every rank's list for one schedule and shape.
+struct Plan {
+  std::string schedule;
+  StageLayout layout = StageLayout::kLoop;
+  int num_ranks = 1;          // P
+  int num_chunks = 1;         // V
+  int num_micro_batches = 1;  // M
+  std::vector<std::vector<Action>> ranks;
+
+  int num_stages() const { return num_ranks * num_chunks; }
+};
+
+absl::StatusOr<Plan> MakePlan(absl::string_view schedule, int P, int V, int M);
+
+// The generators behind the registry, callable directly.
+absl::StatusOr<std::vector<Action>> GpipeSchedule(int P, int V, int M, int rank);
+absl::StatusOr<std::vector<Action>> OneFOneBSchedule(int P, int V, int M, int rank);
+absl::StatusOr<std::vector<Action>> Interleaved1F1BSchedule(int P, int V, int M, int rank);
+absl::StatusOr<std::vector<Action>> ZeroBubbleH1Schedule(int P, int V, int M, int rank);
+absl::StatusOr<std::vector<Action>> ZeroBubbleH2Schedule(int P, int V, int M, int rank);
+absl::StatusOr<std::vector<Action>> ZeroBubbleVSchedule(int P, int V, int M, int rank);
+
+}  // namespace pipeline
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_PIPELINE_SCHEDULE_H_

@@ -1,0 +1,47 @@
+// Who this process is in a multi-process job, as told by whoever started it: the
+// built-in launcher (LaunchLocalRanks), torchrun-style variables, or Slurm.
+#ifndef CONVEYOR_PARALLEL_RANK_ENVIRONMENT_H_
+#define CONVEYOR_PARALLEL_RANK_ENVIRONMENT_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace conveyor {
+
+// Looks up an environment variable; nullptr when unset (the signature of getenv).
+// Same alias as trainer/config_validation.h; redeclaring an identical alias is legal.
+using EnvLookup = std::function<const char*(const char*)>;
+
+struct RankEnvironment {
+  int rank = 0;        // global rank, 0 <= rank < world_size
+  int world_size = 1;
+  int local_rank = 0;  // index on this node; picks the GPU
+  std::string master_addr;  // empty when not given
+  int master_port = 0;      // 0 when not given
+  // Directory shared by all ranks where they rendezvous (gloo FileStore) and post
+  // progress for timeout diagnostics. Set by LaunchLocalRanks or CONVEYOR_RUN_DIR.
+  std::string run_dir;
+};
+
+// Environment variable that names the shared rendezvous directory.
+inline constexpr char kRunDirEnv[] = "CONVEYOR_RUN_DIR";
+
+// Reads RANK/WORLD_SIZE/LOCAL_RANK (torchrun) or, when RANK is unset,
+// SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID; plus MASTER_ADDR/MASTER_PORT and
+// CONVEYOR_RUN_DIR. Returns nullopt when neither RANK nor SLURM_PROCID is set (a
+// one-process run). Errors name the variable: a malformed or out-of-range number, a
+// rank without a world size, or a world size > 1 with no way to rendezvous (neither
+// CONVEYOR_RUN_DIR nor MASTER_ADDR/MASTER_PORT).
+absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(
+    const EnvLookup& getenv_fn);
+absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv();  // getenv
+
+// "rank 3 of 8 (local rank 1), rendezvous in /tmp/x" for logs.
+std::string DescribeRankEnvironment(const RankEnvironment& env);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_RANK_ENVIRONMENT_H_

@@ -1,0 +1,112 @@
+#include "parallel/rank_layout.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace conveyor {
+
+absl::Status ValidateLayout(int tp, int pp, int world) {
+  if (tp < 1 || pp < 1 || world < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--tensor-model-parallel-size (%d), --pipeline-model-parallel-size (%d) and the "
+        "world size (%d) must all be at least 1", tp, pp, world));
+  }
+  if (world % (tp * pp) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "world size %d is not divisible by --tensor-model-parallel-size (%d) x "
+        "--pipeline-model-parallel-size (%d) = %d; choose sizes whose product divides "
+        "the number of ranks", world, tp, pp, tp * pp));
+  }
+  return absl::OkStatus();
+}
+
+RankCoords CoordsOf(int rank, int tp, int pp, int world) {
+  const int dp = world / (tp * pp);
+  RankCoords c;
+  c.tp = rank % tp;
+  c.dp = (rank / tp) % dp;
+  c.pp = rank / (tp * dp);
+  return c;
+}
+
+int RankOf(const RankCoords& c, int tp, int pp, int world) {
+  const int dp = world / (tp * pp);
+  return c.pp * (tp * dp) + c.dp * tp + c.tp;
+}
+
+const char* GroupKindName(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kWorld: return "world";
+    case GroupKind::kTensor: return "tp";
+    case GroupKind::kData: return "dp";
+    case GroupKind::kPipeline: return "pp";
+    case GroupKind::kEmbedding: return "embd";
+    case GroupKind::kModel: return "mp";
+  }
+  return "?";
+}
+
+std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world) {
+  const int dp = world / (tp * pp);
+  const RankCoords me = CoordsOf(rank, tp, pp, world);
+  std::vector<int> ranks;
+  auto add = [&](int t, int d, int p) { ranks.push_back(RankOf({t, d, p}, tp, pp, world)); };
+  switch (kind) {
+    case GroupKind::kWorld:
+      for (int r = 0; r < world; ++r) ranks.push_back(r);
+      break;
+    case GroupKind::kTensor:
+      for (int t = 0; t < tp; ++t) add(t, me.dp, me.pp);
+      break;
+    case GroupKind::kData:
+      for (int d = 0; d < dp; ++d) add(me.tp, d, me.pp);
+      break;
+    case GroupKind::kPipeline:
+      for (int p = 0; p < pp; ++p) add(me.tp, me.dp, p);
+      break;
+    case GroupKind::kEmbedding:
+      // Megatron: [first, last] of the pipeline group; the rank alone when PP = 1.
+      if (me.pp == 0 || me.pp == pp - 1) {
+        add(me.tp, me.dp, 0);
+        if (pp > 1) add(me.tp, me.dp, pp - 1);
+      }
+      break;
+    case GroupKind::kModel:
+      for (int p = 0; p < pp; ++p) {
+        for (int t = 0; t < tp; ++t) add(t, me.dp, p);
+      }
+      break;
+  }
+  return ranks;
+}
+
+std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world) {
+  std::vector<std::vector<int>> groups;
+  for (int r = 0; r < world; ++r) {
+    std::vector<int> group = GroupOf(kind, r, tp, pp, world);
+    if (group.empty() || std::find(groups.begin(), groups.end(), group) != groups.end()) {
+      continue;
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+std::string RankMap(int tp, int pp, int world) {
+  if (absl::Status s = ValidateLayout(tp, pp, world); !s.ok()) {
+    return absl::StrCat("rank map: ", s.message(), "\n");
+  }
+  const int dp = world / (tp * pp);
+  std::string text = absl::StrFormat(
+      "rank map: world %d = TP %d x PP %d x DP %d (rank = pp*%d + dp*%d + tp)\n"
+      "rank  tp  pp  dp\n", world, tp, pp, dp, tp * dp, tp);
+  for (int r = 0; r < world; ++r) {
+    const RankCoords c = CoordsOf(r, tp, pp, world);
+    absl::StrAppendFormat(&text, "%4d %3d %3d %3d\n", r, c.tp, c.pp, c.dp);
+  }
+  return text;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,92 @@
+// Runs the inspect_data binary on the Megatron fixture: its samples must be
+// the fixture's, in the fixture's order, and usage errors must exit 2.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/data/shared_data.h"
+
+namespace conveyor {
+namespace {
+
+using ::conveyor::testing::ReadFileOrDie;
+using ::conveyor::testing::ReadJsonOrDie;
+using ::conveyor::testing::SharedDataDir;
+using ::conveyor::testing::TempDir;
+using ::testing::HasSubstr;
+
+struct RunResult {
+  int exit_code;
+  std::string out, err;
+};
+
+RunResult InspectData(const std::string& args) {
+  const std::string binary = absl::StrCat(std::getenv("TEST_SRCDIR"), "/",
+                                          std::getenv("TEST_WORKSPACE"), "/data/inspect_data");
+  const std::string dir = TempDir();
+  const int status = std::system(
+      absl::StrCat(binary, " ", args, " >", dir, "/out 2>", dir, "/err").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFileOrDie(dir + "/out"),
+          ReadFileOrDie(dir + "/err")};
+}
+
+std::string Fixture() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
+
+TEST(InspectDataTest, SummaryAndSamplesMatchTheFixture) {
+  const JsonValue expected =
+      ReadJsonOrDie(SharedDataDir() + "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json");
+  // The fixture's request: 40 train samples, split 1,0,0, seed 1234.
+  RunResult r = InspectData(absl::StrCat("--data-path ", Fixture(),
+                                   " --split 1,0,0 --seq-length 16 --seed 1234"
+                                   " --num-samples 40 --train-samples 40"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u + 40u) << r.out;
+  EXPECT_EQ(lines[0], "dataset " + Fixture());
+  EXPECT_EQ(lines[1], "  uint16, 7 documents, 7 sequences, 323 tokens, weight 1 (100.0%)");
+  EXPECT_EQ(lines[2], "total: 1 dataset, 7 documents, 7 sequences, 323 tokens");
+  EXPECT_EQ(lines[3],
+            "train split: --split 1,0,0, --seq-length 16, --seed 1234, 40 samples requested, "
+            "40 built");
+  for (const JsonValue& item : expected["samples"]["items"].array()) {
+    const int64_t i = item["idx"].integer();
+    EXPECT_EQ(lines[4 + i], absl::StrCat("sample ", i, ": ",
+                                         absl::StrJoin(item["tokens"].IntArray(), " ")));
+  }
+}
+
+TEST(InspectDataTest, DecodesWithTheGpt2Tokenizer) {
+  const std::string gpt2 = SharedDataDir() + "/gpt2";
+  RunResult r = InspectData(absl::StrCat(
+      "--data-path 1 ", Fixture(), " 3 ", Fixture(),
+      " --split 1,0,0 --seq-length 16 --num-samples 2 --decode --tokenizer-type "
+      "GPT2BPETokenizer --vocab-file ",
+      gpt2, "/vocab.json --merge-file ", gpt2, "/merges.txt"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("weight 1 (25.0%)"));
+  EXPECT_THAT(r.out, HasSubstr("weight 3 (75.0%)"));
+  EXPECT_THAT(r.out, HasSubstr("total: 2 datasets, 14 documents"));
+  EXPECT_THAT(r.out, HasSubstr("sample 1: \""));
+}
+
+TEST(InspectDataTest, UsageErrorsExitTwo) {
+  for (const char* args : {"", "--bogus", "--data-path", "--data-path x --seq-length zero",
+                           "--data-path x --decode"}) {
+    RunResult r = InspectData(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_THAT(r.err, HasSubstr("usage: inspect_data")) << args;
+  }
+  RunResult missing = InspectData("--data-path /nonexistent/corpus");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/corpus.idx"));
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,121 @@
+// Each process group of a real multi-process layout holds exactly the ranks that
+// Megatron's layout says: an all-reduce of the global rank in a group must give the
+// sum of that group's ranks.
+#include "parallel/parallel_state.h"
+
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parallel/launcher.h"
+#include "parallel/self_communicator.h"
+#include "tests/parallel/multi_rank.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::Fail;
+
+// All-reduces the global rank within `comm` and compares with the expected group.
+int CheckGroup(const RankEnvironment& env, Communicator* comm,
+               const std::vector<int>& expected, const char* what) {
+  if (expected.empty()) {
+    return comm == nullptr ? 0 : Fail(env, absl::StrCat(what, ": should not be a member"));
+  }
+  if (comm == nullptr) return Fail(env, absl::StrCat(what, ": missing"));
+  if (comm->size() != static_cast<int>(expected.size())) {
+    return Fail(env, absl::StrFormat("%s: size %d, expected %d", what, comm->size(),
+                                     expected.size()));
+  }
+  double value = env.rank;
+  const absl::Status s = comm->AllReduceSum(&value, 1);
+  if (!s.ok()) return Fail(env, s.ToString());
+  const double sum = std::accumulate(expected.begin(), expected.end(), 0.0);
+  if (value != sum) {
+    return Fail(env, absl::StrFormat("%s (%s): sum of ranks %g, expected %g", what,
+                                     comm->name(), value, sum));
+  }
+  return 0;
+}
+
+int CheckLayout(const RankEnvironment& env, int tp, int pp) {
+  auto state = ParallelState::Create(env, tp, pp, absl::Seconds(20));
+  if (!state.ok()) return Fail(env, state.status().ToString());
+  ParallelState& ps = **state;
+  const int world = env.world_size;
+  const RankCoords c = CoordsOf(env.rank, tp, pp, world);
+  if (ps.coords().tp != c.tp || ps.coords().dp != c.dp || ps.coords().pp != c.pp ||
+      ps.dp_size() != world / (tp * pp)) {
+    return Fail(env, "coords or sizes differ from CoordsOf");
+  }
+  int failures = 0;
+  failures += CheckGroup(env, &ps.world(), GroupOf(GroupKind::kWorld, env.rank, tp, pp, world), "world");
+  failures += CheckGroup(env, &ps.tp(), GroupOf(GroupKind::kTensor, env.rank, tp, pp, world), "tp");
+  failures += CheckGroup(env, &ps.dp(), GroupOf(GroupKind::kData, env.rank, tp, pp, world), "dp");
+  failures += CheckGroup(env, &ps.pp(), GroupOf(GroupKind::kPipeline, env.rank, tp, pp, world), "pp");
+  failures += CheckGroup(env, &ps.model_parallel(), GroupOf(GroupKind::kModel, env.rank, tp, pp, world), "mp");
+  failures += CheckGroup(env, ps.embedding(), GroupOf(GroupKind::kEmbedding, env.rank, tp, pp, world), "embedding");
+  if (ps.tp().name() != GroupName("tp", GroupOf(GroupKind::kTensor, env.rank, tp, pp, world))) {
+    return Fail(env, "unexpected tp group name " + ps.tp().name());
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+TEST(ParallelStateTest, GroupsOfFourRanks) {
+  // TP 2 x PP 2 (DP 1), then TP 1 x PP 2 x DP 2: every kind of group is real in one.
+  for (const auto& [tp, pp] : {std::pair{2, 2}, std::pair{1, 2}}) {
+    std::ostringstream err;
+    const int code = LaunchLocalRanks(
+        4, [&, tp = tp, pp = pp](const RankEnvironment& env) { return CheckLayout(env, tp, pp); },
+        err);
+    EXPECT_EQ(code, 0) << "TP " << tp << " PP " << pp << ": " << err.str();
+  }
+}
+
+TEST(ParallelStateTest, SingleProcessUsesSelfCommunicators) {
+  RankEnvironment env;  // rank 0 of 1, no run dir needed
+  auto state = ParallelState::Create(env, 1, 1, absl::Seconds(1));
+  ASSERT_TRUE(state.ok()) << state.status();
+  ParallelState& ps = **state;
+  EXPECT_EQ(ps.world().size(), 1);
+  ASSERT_NE(ps.embedding(), nullptr);
+  EXPECT_NE(dynamic_cast<SelfCommunicator*>(&ps.tp()), nullptr);
+  float x[3] = {1, 2, 3};
+  float out[3];
+  EXPECT_TRUE(ps.dp().AllReduceSum(x, 3).ok());
+  EXPECT_TRUE(ps.tp().AllGather(x, 3, out).ok());
+  EXPECT_EQ(out[2], 3.0f);
+  EXPECT_TRUE(ps.is_first_stage() && ps.is_last_stage());
+}
+
+TEST(ParallelStateTest, RefusesBadLayoutsAndMissingRendezvous) {
+  RankEnvironment env;
+  env.world_size = 6;
+  env.rank = 1;
+  env.run_dir = "/nonexistent";
+  auto bad = ParallelState::Create(env, 4, 1, absl::Seconds(1));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("--tensor-model-parallel-size"));
+  env.run_dir = "";
+  auto no_dir = ParallelState::Create(env, 2, 1, absl::Seconds(1));
+  EXPECT_THAT(no_dir.status().message(), HasSubstr("CONVEYOR_RUN_DIR"));
+}
+
+TEST(SelfCommunicatorTest, CopiesAndMatchesSelfSends) {
+  SelfCommunicator self("tp[3]");
+  float a[2] = {1, 2}, b[2] = {0, 0};
+  EXPECT_TRUE(self.BatchSendRecv({{false, 0, b, 2}, {true, 0, a, 2}}).ok());
+  EXPECT_EQ(b[1], 2.0f);
+  EXPECT_TRUE(self.ReduceScatterSum(a, 2, b).ok());
+  EXPECT_FALSE(self.Broadcast(a, 2, 1).ok());
+  EXPECT_THAT(self.BatchSendRecv({{true, 1, a, 2}}).message(), HasSubstr("tp[3]"));
+}
+
+}  // namespace
+}  // namespace conveyor

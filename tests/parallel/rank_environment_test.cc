@@ -1,0 +1,95 @@
+#include "parallel/rank_environment.h"
+
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<std::optional<RankEnvironment>> Parse(
+    const std::map<std::string, std::string>& vars) {
+  return RankEnvironmentFromEnv([&vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(RankEnvironmentTest, NothingSetIsOneProcess) {
+  auto env = Parse({});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->has_value());
+}
+
+TEST(RankEnvironmentTest, Torchrun) {
+  auto env = Parse({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
+                    {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  ASSERT_TRUE(env->has_value());
+  const RankEnvironment& e = **env;
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.world_size, 8);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.master_addr, "node0");
+  EXPECT_EQ(e.master_port, 29500);
+  EXPECT_EQ(e.run_dir, "");
+  EXPECT_EQ(DescribeRankEnvironment(e), "rank 3 of 8 (local rank 1), master node0:29500");
+}
+
+TEST(RankEnvironmentTest, SlurmWithRunDir) {
+  auto env = Parse({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"},
+                    {"CONVEYOR_RUN_DIR", "/shared/run1"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  ASSERT_TRUE(env->has_value());
+  EXPECT_EQ((*env)->rank, 5);
+  EXPECT_EQ((*env)->world_size, 6);
+  EXPECT_EQ((*env)->local_rank, 2);
+  EXPECT_EQ((*env)->run_dir, "/shared/run1");
+}
+
+TEST(RankEnvironmentTest, TorchrunWinsOverSlurm) {
+  auto env = Parse({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "1"}, {"CONVEYOR_RUN_DIR", "/r"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ((*env)->rank, 1);
+  EXPECT_EQ((*env)->world_size, 2);
+}
+
+TEST(RankEnvironmentTest, ErrorsNameTheVariable) {
+  struct Case {
+    std::map<std::string, std::string> vars;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK=\"x\" is not an integer"},
+      {{{"RANK", "0"}}, "RANK is set but WORLD_SIZE is not"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"CONVEYOR_RUN_DIR", "/r"}},
+       "RANK=2 must be less than WORLD_SIZE=2"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 is out of range"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "-1"},
+        {"CONVEYOR_RUN_DIR", "/r"}},
+       "SLURM_LOCALID=-1 is out of range"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "70000"}},
+       "MASTER_PORT=70000 is out of range"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}}, "set CONVEYOR_RUN_DIR"},
+  };
+  for (const Case& c : cases) {
+    auto env = Parse(c.vars);
+    ASSERT_FALSE(env.ok()) << c.expected;
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(env.status().message(), HasSubstr(c.expected));
+  }
+}
+
+TEST(RankEnvironmentTest, OneRankNeedsNoRendezvous) {
+  auto env = Parse({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ((*env)->world_size, 1);
+}
+
+}  // namespace
+}  // namespace conveyor

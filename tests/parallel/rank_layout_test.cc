@@ -1,0 +1,88 @@
+// The layout must match Megatron's initialize_model_parallel exactly, or checkpoints
+// and rank maps would disagree with what Megatron users expect.
+#include "parallel/rank_layout.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parallel/group.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Groups = std::vector<std::vector<int>>;
+
+// Megatron's parallel_state docstring: 16 GPUs, TP 2, PP 4 (so DP 2).
+TEST(RankLayoutTest, MegatronDocstringExample) {
+  EXPECT_EQ(AllGroups(GroupKind::kTensor, 2, 4, 16),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kData, 2, 4, 16),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kPipeline, 2, 4, 16),
+            (Groups{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kModel, 2, 4, 16),
+            (Groups{{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}}));
+  // First and last stage of each pipeline group.
+  EXPECT_EQ(AllGroups(GroupKind::kEmbedding, 2, 4, 16),
+            (Groups{{0, 12}, {1, 13}, {2, 14}, {3, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kWorld, 2, 4, 16).size(), 1u);
+}
+
+TEST(RankLayoutTest, CoordsFollowTpThenDpThenPp) {
+  // rank = pp * (TP * DP) + dp * TP + tp
+  const RankCoords c = CoordsOf(13, 2, 4, 16);
+  EXPECT_EQ(c.tp, 1);
+  EXPECT_EQ(c.dp, 0);
+  EXPECT_EQ(c.pp, 3);
+  for (int world : {1, 4, 8, 16}) {
+    for (int tp : {1, 2, 4}) {
+      for (int pp : {1, 2, 4}) {
+        if (!ValidateLayout(tp, pp, world).ok()) continue;
+        for (int r = 0; r < world; ++r) {
+          EXPECT_EQ(RankOf(CoordsOf(r, tp, pp, world), tp, pp, world), r);
+        }
+      }
+    }
+  }
+}
+
+TEST(RankLayoutTest, EmbeddingGroupMembership) {
+  EXPECT_THAT(GroupOf(GroupKind::kEmbedding, 13, 2, 4, 16), ElementsAre(1, 13));
+  EXPECT_TRUE(GroupOf(GroupKind::kEmbedding, 5, 2, 4, 16).empty());  // middle stage
+  // One stage: each rank is both first and last, alone in its group (as Megatron).
+  EXPECT_THAT(GroupOf(GroupKind::kEmbedding, 3, 2, 1, 4), ElementsAre(3));
+}
+
+TEST(RankLayoutTest, ValidateLayoutNamesTheFlags) {
+  EXPECT_TRUE(ValidateLayout(2, 2, 8).ok());
+  const absl::Status s = ValidateLayout(4, 1, 6);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--tensor-model-parallel-size (4)"));
+  EXPECT_THAT(s.message(), HasSubstr("world size 6"));
+  EXPECT_FALSE(ValidateLayout(0, 1, 4).ok());
+}
+
+TEST(RankLayoutTest, RankMapIsATable) {
+  EXPECT_EQ(RankMap(2, 1, 4),
+            "rank map: world 4 = TP 2 x PP 1 x DP 2 (rank = pp*4 + dp*2 + tp)\n"
+            "rank  tp  pp  dp\n"
+            "   0   0   0   0\n"
+            "   1   1   0   0\n"
+            "   2   0   0   1\n"
+            "   3   1   0   1\n");
+  EXPECT_THAT(RankMap(3, 1, 4), HasSubstr("not divisible"));
+}
+
+TEST(GroupTest, NamesListRanksCompactly) {
+  EXPECT_EQ(GroupName("tp", {0, 1}), "tp[0,1]");
+  EXPECT_EQ(GroupName("world", {0, 1, 2, 3, 4, 5, 6, 7}), "world[0-7]");
+  EXPECT_EQ(GroupName("mp", {0, 1, 4, 5, 6, 9}), "mp[0,1,4-6,9]");
+  GroupSpec spec{"pp[0,4,8,12]", {0, 4, 8, 12}, 1};
+  EXPECT_EQ(DescribeGroup(spec), "group pp[0,4,8,12] (global ranks 0,4,8,12)");
+}
+
+}  // namespace
+}  // namespace conveyor
