@@ -9,7 +9,9 @@
 #include "runtime/status_macros.h"
 #include "trainer/flops.h"
 #include "parallel/pipeline/schedule.h"
+#include "parallel/self_communicator.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/pipeline_report.h"
 #include "trainer/step_timers.h"
 #include "trainer/training_log.h"
 
@@ -34,6 +36,10 @@ absl::Status FillMicroBatch(const SampleSource& data, int64_t first_sample, int6
     std::copy(sample->begin() + 1, sample->end(), labels->begin() + b * seq);
   }
   return absl::OkStatus();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string MemoryReport(int64_t iteration) {
@@ -72,6 +78,14 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
   // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
   const float loss_scale = 1.0f / static_cast<float>(num_micro * place.dp_size);
 
+  const bool pipelined = pipe.num_ranks > 1 || pipe.num_chunks > 1;
+  BubblePrediction prediction;
+  if (pipelined) {
+    ASSIGN_OR_RETURN(prediction, PredictBubble(config));
+  }
+  BubbleMeter bubble;
+  std::vector<pipeline::TimedAction> step_timeline;
+
   TrainingResult result;
   StepTimers timers;
   IntervalStats interval;
@@ -91,7 +105,17 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     std::optional<StepTimers::Scope> phase(std::in_place, &timers,
                                            StepTimers::kForwardBackward);
     stage->BeginStep(feed, micro * seq, loss_scale);
-    RETURN_IF_ERROR(pipeline::RunActions(actions, pipe, *stage, place.pp, nullptr));
+    step_timeline.clear();
+    const auto pipeline_start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(pipeline::RunActions(actions, pipe, *stage, place.pp, &step_timeline));
+    bubble.AddStep(step_timeline, SecondsSince(pipeline_start));
+    // On a clock all local ranks share, for the merged trace.
+    const double origin =
+        std::chrono::duration<double>(pipeline_start.time_since_epoch()).count();
+    for (pipeline::TimedAction& a : step_timeline) {
+      a.start += origin;
+      a.end += origin;
+    }
     stage->SumLocalTiedCopies();
     // Only the last stage computes losses: the pipeline sum gives every rank the loss,
     // so that all of them agree on skipping a NaN step.
@@ -126,8 +150,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     result.losses.push_back(loss);
     result.grad_norms.push_back(grad_norm);
     result.consumed_samples += global_batch;
-    interval_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    interval_seconds += SecondsSince(start);
     ++interval_iters;
 
     if (iteration == 1 && out.log != nullptr) *out.log << MemoryReport(iteration) << "\n";
@@ -147,12 +170,26 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       interval.lm_loss = interval_good_iters > 0 ? interval_loss / interval_good_iters : NAN;
       interval.grad_norm = grad_norm;
       ASSIGN_OR_RETURN(const std::string timer_line, timers.Report(place.world, interval_iters));
-      if (out.log != nullptr) *out.log << FormatLogLine(interval) << "\n" << timer_line << std::endl;
+      std::string bubble_line;
+      if (pipelined) {
+        ASSIGN_OR_RETURN(bubble_line, BubbleLine(prediction, bubble.fraction(), place.pp));
+        bubble_line += "\n";
+        bubble.Reset();
+      }
+      if (out.log != nullptr) {
+        *out.log << FormatLogLine(interval) << "\n" << timer_line << "\n" << bubble_line
+                 << std::flush;
+      }
       if (out.metrics != nullptr) *out.metrics << FormatMetricsJson(interval) << std::endl;
       interval = IntervalStats();
       interval_seconds = interval_loss = 0.0;
       interval_iters = interval_good_iters = 0;
     }
+  }
+  if (!config.logging().trace_file().empty()) {
+    SelfCommunicator alone;
+    RETURN_IF_ERROR(WriteMergedTrace(config.logging().trace_file(), step_timeline,
+                                     place.world != nullptr ? *place.world : alone));
   }
   return result;
 }
