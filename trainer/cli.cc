@@ -20,6 +20,7 @@
 #include "trainer/flags.h"
 #include "trainer/flops.h"
 #include "trainer/rank_training.h"
+#include "trainer/rehearsal.h"
 
 namespace conveyor {
 namespace {
@@ -69,6 +70,15 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   if (!state.ok()) {
     err << kProgram << ": error: " << who << state.status().message() << "\n";
     return kExitFailure;
+  }
+  if (config.parallel().pipeline_rehearsal_ms() > 0) {
+    absl::StatusOr<RehearsalResult> rehearsal =
+        RunRehearsal(config, **state, IsLoggingRank(**state) ? &out : nullptr);
+    if (!rehearsal.ok()) {
+      err << kProgram << ": error: " << who << rehearsal.status().message() << "\n";
+      return kExitFailure;
+    }
+    return kExitOk;
   }
   const TrainingConfig& t = config.training();
   const SplitSampleCounts counts =

@@ -41,7 +41,9 @@ TEST(EnvelopeTest, EveryTruncationIsDetected) {
     const absl::Status status = OpenEnvelope("dir/manifest.pb", sealed.substr(0, n), &back);
     ASSERT_TRUE(absl::IsDataLoss(status)) << n << ": " << status;
     EXPECT_THAT(status.message(), HasSubstr("dir/manifest.pb")) << n;
-    if (n >= 8) EXPECT_THAT(status.message(), HasSubstr("truncated")) << n;
+    if (n >= 8) {
+      EXPECT_THAT(status.message(), HasSubstr("truncated")) << n;
+    }
   }
 }
 
