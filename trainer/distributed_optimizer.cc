@@ -44,8 +44,8 @@ class DistributedOptimizer : public ParameterUpdater {
       if (lo < hi) {
         float* master = shard_param_.data() + (lo - shard_start);
         std::memcpy(master, p->value.data() + (lo - offset), (hi - lo) * sizeof(float));
-        segments.push_back(
-            {master, shard_grad_.data() + (lo - shard_start), hi - lo, p->weight_decay});
+        segments.push_back({master, shard_grad_.data() + (lo - shard_start), hi - lo,
+                            p->weight_decay, p, lo - offset});
         counts_toward_norm_.push_back(CountsTowardNorm(*p, groups_));
       }
       offset += p->value.numel();
@@ -93,6 +93,14 @@ class DistributedOptimizer : public ParameterUpdater {
       flat += p->value.numel();
     }
     return absl::OkStatus();
+  }
+
+  Optimizer& optimizer() override { return *optimizer_; }
+
+  void ParametersLoaded() override {
+    for (const OptimizerSegment& s : segments_) {
+      std::memcpy(s.param, s.owner->value.data() + s.offset, s.n * sizeof(float));
+    }
   }
 
  private:

@@ -9,7 +9,8 @@ namespace conveyor {
 std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter*>& params) {
   std::vector<OptimizerSegment> segments;
   for (Parameter* p : params) {
-    segments.push_back({p->value.data(), p->grad.data(), p->value.numel(), p->weight_decay});
+    segments.push_back(
+        {p->value.data(), p->grad.data(), p->value.numel(), p->weight_decay, p, 0});
   }
   return segments;
 }

@@ -19,6 +19,10 @@ struct OptimizerSegment {
   float* grad;
   int64_t n;
   bool weight_decay;
+  // The parameter the segment belongs to, and where in its local elements it starts
+  // (checkpoints store optimizer state in the parameter's global index space).
+  const Parameter* owner;
+  int64_t offset;
 };
 
 // One segment per parameter, for optimizers that hold every parameter.
@@ -37,6 +41,13 @@ class Optimizer {
   void Step(double lr);
 
   int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }  // resuming from a checkpoint
+
+  const std::vector<OptimizerSegment>& segments() const { return segments_; }
+  // Adam's first moment (SGD: the momentum buffer) and second moment (empty for SGD)
+  // of segment i.
+  Tensor& exp_avg(size_t i) { return state_[i].exp_avg; }
+  Tensor& exp_avg_sq(size_t i) { return state_[i].exp_avg_sq; }
 
  private:
   struct State {

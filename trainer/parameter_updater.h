@@ -19,6 +19,7 @@
 #include "model/parameter.h"
 #include "parallel/communicator.h"
 #include "proto/config.pb.h"
+#include "trainer/optimizer.h"
 
 namespace conveyor {
 
@@ -45,6 +46,11 @@ class ParameterUpdater {
   // Clips by `grad_norm` to --clip-grad, applies one optimizer step with `lr`, and
   // leaves every rank's parameters current.
   virtual absl::Status Step(double grad_norm, double lr) = 0;
+
+  // The optimizer, for checkpoints: its state tensors and step count.
+  virtual Optimizer& optimizer() = 0;
+  // After parameters were loaded from a checkpoint: refresh any copy of them.
+  virtual void ParametersLoaded() {}
 };
 
 // Picks the implementation by --use-distributed-optimizer.

@@ -71,6 +71,8 @@ class ReplicatedUpdater : public ParameterUpdater {
     return absl::OkStatus();
   }
 
+  Optimizer& optimizer() override { return optimizer_; }
+
  private:
   struct Bucket {
     std::vector<Parameter*> params;

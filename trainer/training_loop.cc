@@ -10,9 +10,11 @@
 #include "trainer/flops.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/self_communicator.h"
+#include "trainer/exit_conditions.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/pipeline_report.h"
 #include "trainer/step_timers.h"
+#include "trainer/training_checkpoints.h"
 #include "trainer/training_log.h"
 
 namespace conveyor {
@@ -86,12 +88,26 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
   BubbleMeter bubble;
   std::vector<pipeline::TimedAction> step_timeline;
 
+  SelfCommunicator alone;
+  Communicator& world = place.world != nullptr ? *place.world : alone;
+  const CheckpointConfig& ckpt = config.checkpoint();
+  TrainingCheckpoints checkpoints(
+      config, stage, updater.get(),
+      {place.dp_rank, place.groups.tp != nullptr ? place.groups.tp->rank() : 0, place.dp_size,
+       place.groups.tp != nullptr ? place.groups.tp->size() : 1, pipe.num_ranks, &world});
+  ASSIGN_OR_RETURN(const ResumePoint resume, checkpoints.Load(out.log));
+  ExitConditions exit_conditions(ckpt);
+
   TrainingResult result;
+  result.consumed_samples = resume.consumed_samples;
+  int64_t saved_iteration = resume.iteration;
   StepTimers timers;
   IntervalStats interval;
   double interval_seconds = 0.0, interval_loss = 0.0;
   int64_t interval_iters = 0, interval_good_iters = 0;
-  for (int64_t iteration = 1; iteration <= t.train_iters(); ++iteration) {
+  int64_t iteration = resume.iteration;
+  while (iteration < t.train_iters()) {
+    ++iteration;
     const auto start = std::chrono::steady_clock::now();
     const int64_t step_first_sample = result.consumed_samples;
     MicroBatchFeed feed = [&](int m) -> absl::StatusOr<MicroBatchInput> {
@@ -153,7 +169,9 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     interval_seconds += SecondsSince(start);
     ++interval_iters;
 
-    if (iteration == 1 && out.log != nullptr) *out.log << MemoryReport(iteration) << "\n";
+    if (iteration == resume.iteration + 1 && out.log != nullptr) {
+      *out.log << MemoryReport(iteration) << "\n";
+    }
     if (iteration % config.logging().log_interval() == 0 || iteration == t.train_iters()) {
       const double seconds_per_iteration = interval_seconds / interval_iters;
       const int64_t world = static_cast<int64_t>(place.dp_size) *
@@ -185,11 +203,29 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       interval_seconds = interval_loss = 0.0;
       interval_iters = interval_good_iters = 0;
     }
+    const ResumePoint point{iteration, result.consumed_samples};
+    if (!ckpt.save().empty() && ckpt.save_interval() > 0 &&
+        iteration % ckpt.save_interval() == 0) {
+      RETURN_IF_ERROR(checkpoints.Save(point));
+      saved_iteration = iteration;
+    }
+    std::string reason;
+    ASSIGN_OR_RETURN(const bool exit, exit_conditions.ShouldExit(iteration, &world, &reason));
+    if (exit) {
+      if (out.log != nullptr) {
+        *out.log << "conveyor: exiting after iteration " << iteration << ": " << reason
+                 << (ckpt.save().empty() ? "" : "; saving a checkpoint") << "\n";
+      }
+      result.exited_early = true;
+      break;
+    }
   }
+  if (!ckpt.save().empty() && saved_iteration != iteration) {
+    RETURN_IF_ERROR(checkpoints.Save({iteration, result.consumed_samples}));
+  }
+  RETURN_IF_ERROR(checkpoints.Finish());
   if (!config.logging().trace_file().empty()) {
-    SelfCommunicator alone;
-    RETURN_IF_ERROR(WriteMergedTrace(config.logging().trace_file(), step_timeline,
-                                     place.world != nullptr ? *place.world : alone));
+    RETURN_IF_ERROR(WriteMergedTrace(config.logging().trace_file(), step_timeline, world));
   }
   return result;
 }

@@ -23,6 +23,7 @@ struct TrainingResult {
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
   int64_t consumed_samples = 0;
+  bool exited_early = false;  // an exit condition stopped the run before --train-iters
 };
 
 struct TrainingOutputs {
@@ -41,8 +42,9 @@ struct RankPlace {
   pipeline::ExecutorPlace pipeline;
 };
 
-// `config` must be resolved. Runs train_iters steps of `stage` on `data`, starting at
-// sample 0, each step running this rank's actions of --pipeline-schedule;
+// `config` must be resolved. Runs `stage` on `data` up to --train-iters, from the
+// --load checkpoint if any (else from iteration 0, sample 0), saving under --save as
+// the checkpoint flags say; each step runs this rank's actions of --pipeline-schedule;
 // data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each group of
 // DP * micro samples, as Megatron's sampler does. Fails (with the iteration named) on
 // a NaN or inf loss or gradient norm when --nan-policy is stop, and when the data

@@ -1,0 +1,125 @@
+// Checkpoints end to end: a run stopped after 10 iterations and resumed for 10 more
+// equals 20 uninterrupted iterations bit for bit (same layout; sync and async saves;
+// replicated and distributed optimizer), and a checkpoint saved under one layout
+// resumes under others (TP, PP with virtual stages, DP and the optimizer's sharding
+// all change) to follow the uninterrupted run within the equivalence tolerance.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "tests/trainer/layout_runs.h"
+
+namespace conveyor::testing {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrFormat("%s/%s", tmp != nullptr ? tmp : "/tmp", name);
+}
+
+Config TwentyIterations(const Layout& layout) {
+  Config c = TinyConfig(layout);
+  c.mutable_training()->set_train_iters(20);
+  c.mutable_optimizer()->set_lr_decay_iters(20);
+  return c;
+}
+
+// The first half: 20-iteration schedule, stopped by --exit-interval 10 with a save.
+absl::StatusOr<LayoutRun> FirstHalf(const Layout& layout, const std::string& save,
+                                    bool async, const std::string& name) {
+  Config c = TwentyIterations(layout);
+  c.mutable_checkpoint()->set_save(save);
+  c.mutable_checkpoint()->set_exit_interval(10);
+  c.mutable_checkpoint()->set_async_save(async);
+  return RunLayout(c, name);
+}
+
+absl::StatusOr<LayoutRun> SecondHalf(const Layout& layout, const std::string& load,
+                                     const std::string& name) {
+  Config c = TwentyIterations(layout);
+  c.mutable_checkpoint()->set_load(load);
+  return RunLayout(c, name);
+}
+
+struct ExactCase {
+  std::string name;
+  Layout layout;
+  bool async;
+};
+
+class ResumeIsExactTest : public ::testing::TestWithParam<ExactCase> {};
+
+TEST_P(ResumeIsExactTest, TenSaveTenEqualsTwenty) {
+  const ExactCase& c = GetParam();
+  absl::StatusOr<LayoutRun> full = RunLayout(TwentyIterations(c.layout), c.name + "_full");
+  ASSERT_TRUE(full.ok()) << full.status();
+  const std::string save = TempPath(c.name + "_ckpt");
+  absl::StatusOr<LayoutRun> first = FirstHalf(c.layout, save, c.async, c.name + "_first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->losses.size(), 10u);
+  absl::StatusOr<LayoutRun> second = SecondHalf(c.layout, save, c.name + "_second");
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(full->losses.size(), 20u);
+  const std::vector<double> tail(full->losses.begin() + 10, full->losses.end());
+  EXPECT_EQ(std::vector<double>(full->losses.begin(), full->losses.begin() + 10), first->losses);
+  EXPECT_EQ(second->losses, tail);  // bit for bit
+  EXPECT_EQ(second->params, full->params);
+}
+
+Layout DistributedDp2() { return TpDp(1, 2, false, true); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ResumeIsExactTest,
+    ::testing::Values(ExactCase{"one_rank_sync", Layout{}, false},
+                      ExactCase{"one_rank_async", Layout{}, true},
+                      ExactCase{"dp2_distributed_sync", DistributedDp2(), false},
+                      ExactCase{"dp2_distributed_async", DistributedDp2(), true},
+                      ExactCase{"tp2_pp2_sync", [] {
+                                  Layout l = Pipeline(2, "1f1b", 1, 2);
+                                  l.tp = 2;
+                                  return l;
+                                }(), false}),
+    [](const ::testing::TestParamInfo<ExactCase>& info) { return info.param.name; });
+
+void ExpectFollows(const LayoutRun& run, const LayoutRun& reference) {
+  ASSERT_EQ(run.losses.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_NEAR(run.losses[i], reference.losses[10 + i], 1e-5 * reference.losses[10 + i])
+        << "iteration " << 11 + i;
+  }
+  for (const std::string& problem : CompareParams(run.params, reference.params)) {
+    ADD_FAILURE() << problem;
+  }
+}
+
+// Save under TP2 x PP2 (V=2) x DP2 with the distributed optimizer; resume under
+// TP1 x PP4 x DP2 with the replicated one, and under one rank.
+TEST(CheckpointReshardingTest, ResumesUnderOtherLayouts) {
+  Layout saving = Pipeline(2, "interleaved-1f1b", 2, 4);
+  saving.tp = 2;
+  saving.dp = 2;
+  saving.distributed_optimizer = true;
+  Layout one;
+  one.layers = 4;
+  absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(one), "reshard_reference");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string save = TempPath("reshard_ckpt");
+  absl::StatusOr<LayoutRun> first = FirstHalf(saving, save, false, "reshard_first");
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  Layout pp4 = Pipeline(4, "1f1b", 1, 4);
+  pp4.dp = 2;
+  absl::StatusOr<LayoutRun> on_pp4 = SecondHalf(pp4, save, "reshard_pp4");
+  ASSERT_TRUE(on_pp4.ok()) << on_pp4.status();
+  ExpectFollows(*on_pp4, *reference);
+
+  absl::StatusOr<LayoutRun> on_one = SecondHalf(one, save, "reshard_one");
+  ASSERT_TRUE(on_one.ok()) << on_one.status();
+  ExpectFollows(*on_one, *reference);
+}
+
+}  // namespace
+}  // namespace conveyor::testing

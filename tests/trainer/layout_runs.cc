@@ -1,0 +1,211 @@
+#include "tests/trainer/layout_runs.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "data/mock_dataset.h"
+#include "gtest/gtest.h"
+#include "parallel/launcher.h"
+#include "parallel/parallel_state.h"
+#include "trainer/config_validation.h"
+#include "trainer/rank_training.h"
+
+namespace conveyor::testing {
+namespace {
+
+void AddShards(GptStage& stage, GlobalParams* out) {
+  for (Parameter* p : stage.parameters()) {
+    int64_t numel = 1;
+    for (int64_t d : p->global_shape) numel *= d;
+    std::vector<float>& global = (*out)[p->name];
+    global.resize(numel, NAN);
+    const std::vector<int64_t> index = GlobalIndices(*p);
+    for (size_t i = 0; i < index.size(); ++i) global[index[i]] = p->value.data()[i];
+  }
+}
+
+// Runs in each child: trains, then writes losses/norms (logging rank) and this rank's
+// parameter shards (data-parallel rank 0) as text.
+int RankMain(const Config& config, const std::string& dir, const RankEnvironment& env) {
+  absl::StatusOr<std::unique_ptr<ParallelState>> state = ParallelState::Create(
+      env, config.parallel().tensor_model_parallel_size(),
+      config.parallel().pipeline_model_parallel_size(), absl::Seconds(60));
+  if (!state.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
+    return 1;
+  }
+  const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
+                              config.model().seq_length());
+  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {});
+  if (!run.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(run.status().message()).c_str());
+    return 1;
+  }
+  if (IsLoggingRank(**state)) {
+    std::ofstream f(dir + "/curve");
+    for (size_t i = 0; i < run->result.losses.size(); ++i) {
+      f << absl::StrFormat("%.17g %.17g\n", run->result.losses[i], run->result.grad_norms[i]);
+    }
+  }
+  if ((*state)->coords().dp == 0) {
+    std::ofstream f(absl::StrFormat("%s/params.%d", dir, env.rank));
+    for (Parameter* p : run->stage->parameters()) {
+      const std::vector<int64_t> index = GlobalIndices(*p);
+      for (size_t i = 0; i < index.size(); ++i) {
+        f << p->name << " " << index[i] << " " << absl::StrFormat("%.9g", p->value.data()[i])
+          << "\n";
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer) {
+  Layout l;
+  l.tp = tp;
+  l.dp = dp;
+  l.sequence_parallel = sp;
+  l.distributed_optimizer = distributed_optimizer;
+  return l;
+}
+
+Layout Pipeline(int pp, std::string schedule, int chunks, int layers) {
+  Layout l;
+  l.pp = pp;
+  l.schedule = std::move(schedule);
+  l.chunks = chunks;
+  l.layers = layers;
+  return l;
+}
+
+std::string LayoutName(const Layout& l) {
+  std::string name = absl::StrFormat("TP%dxPP%dxDP%d_L%d", l.tp, l.pp, l.dp, l.layers);
+  if (l.sequence_parallel) name += "_SP";
+  if (l.distributed_optimizer) name += "_DistOpt";
+  if (!l.schedule.empty()) name += "_" + l.schedule;
+  if (l.chunks > 1) name += absl::StrFormat("_V%d", l.chunks);
+  if (l.first_stage_layers > 0) name += absl::StrFormat("_first%d", l.first_stage_layers);
+  if (l.untied) name += "_untied";
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+Config TinyConfig(const Layout& l) {
+  Config c;
+  ModelConfig& m = *c.mutable_model();
+  m.set_num_layers(l.layers);
+  m.set_untie_embeddings_and_output_weights(l.untied);
+  m.set_hidden_size(32);
+  m.set_num_attention_heads(4);
+  m.set_ffn_hidden_size(64);
+  m.set_seq_length(8);
+  m.set_vocab_size(60);  // padded to 64: exercises the padded rows
+  m.set_make_vocab_size_divisible_by(16);
+  m.set_hidden_dropout(0.1f);
+  m.set_attention_dropout(0.1f);
+  c.mutable_training()->set_micro_batch_size(1);
+  c.mutable_training()->set_global_batch_size(8);
+  c.mutable_training()->set_train_iters(10);
+  c.mutable_optimizer()->set_lr(1e-2f);
+  c.mutable_optimizer()->set_lr_warmup_iters(2);
+  c.mutable_optimizer()->set_clip_grad(0.5f);  // engaged: checks the global norm
+  c.mutable_data()->set_mock_data(true);
+  c.mutable_logging()->set_log_interval(100);
+  c.mutable_parallel()->set_tensor_model_parallel_size(l.tp);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(l.pp);
+  c.mutable_parallel()->set_nproc_per_node(l.tp * l.pp * l.dp);
+  c.mutable_parallel()->set_pipeline_schedule(l.schedule);
+  if (l.chunks > 1) c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(l.chunks);
+  if (l.first_stage_layers > 0) {
+    c.mutable_parallel()->set_decoder_first_pipeline_num_layers(l.first_stage_layers);
+  }
+  c.mutable_parallel()->set_sequence_parallel(l.sequence_parallel);
+  c.mutable_parallel()->set_use_distributed_optimizer(l.distributed_optimizer);
+  absl::StatusOr<Config> resolved = ResolveConfig(c, l.tp * l.pp * l.dp);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  return *resolved;
+}
+
+
+bool HasZeroGradient(const std::string& name, int64_t index) {
+  // TinyConfig: 4 heads of 8 channels, one per query group, so each group's slice of
+  // the fused QKV bias is [query 8 | key 8 | value 8].
+  constexpr int64_t kHeadDim = 8;
+  if (name.size() < 18 || name.compare(name.size() - 18, 18, "attention.qkv.bias") != 0) {
+    return false;
+  }
+  const int64_t within_group = index % (3 * kHeadDim);
+  return within_group >= kHeadDim && within_group < 2 * kHeadDim;
+}
+
+std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalParams& want) {
+  std::vector<std::string> problems;
+  if (got.size() != want.size()) {
+    problems.push_back(absl::StrFormat("%d tensors, want %d", got.size(), want.size()));
+  }
+  for (const auto& [name, values] : want) {
+    auto it = got.find(name);
+    if (it == got.end() || it->second.size() != values.size()) {
+      problems.push_back(name + ": missing or of another size");
+      continue;
+    }
+    int mismatches = 0;
+    std::string first;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (HasZeroGradient(name, i)) continue;
+      const float a = it->second[i], b = values[i];
+      if (!(std::fabs(a - b) <= 1e-5f + 1e-4f * std::fabs(b))) {
+        if (mismatches++ == 0) first = absl::StrFormat("[%d]: %.9g vs %.9g", i, a, b);
+      }
+    }
+    if (mismatches > 0) {
+      problems.push_back(absl::StrFormat("%s: %d elements differ, first %s", name, mismatches,
+                                         first));
+    }
+  }
+  return problems;
+}
+
+absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& name) {
+  const ParallelConfig& p = config.parallel();
+  const int world = p.nproc_per_node();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrFormat("%s/%s", tmp != nullptr ? tmp : "/tmp", name);
+  if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) {
+    return absl::InternalError("cannot make " + dir);
+  }
+  std::ostringstream errors;
+  const int code = LaunchLocalRanks(
+      world, [&](const RankEnvironment& env) { return RankMain(config, dir, env); }, errors);
+  if (code != 0) return absl::InternalError("ranks failed: " + errors.str());
+
+  LayoutRun run;
+  std::ifstream curve(dir + "/curve");
+  double loss, norm;
+  while (curve >> loss >> norm) {
+    run.losses.push_back(loss);
+    run.grad_norms.push_back(norm);
+  }
+  for (int rank = 0; rank < world; ++rank) {
+    std::ifstream f(absl::StrFormat("%s/params.%d", dir, rank));  // DP rank 0 wrote them
+    std::string param;
+    int64_t index;
+    float value;
+    while (f >> param >> index >> value) {
+      std::vector<float>& global = run.params[param];
+      if (static_cast<int64_t>(global.size()) <= index) global.resize(index + 1, NAN);
+      global[index] = value;
+    }
+  }
+  return run;
+}
+
+}  // namespace conveyor::testing

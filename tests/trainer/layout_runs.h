@@ -1,0 +1,63 @@
+// Training the tiny test GPT under a TP x PP x DP layout with real ranks (forked
+// processes over gloo), and reading back what the run produced: the loss and gradient
+// norm curve and every parameter, assembled into global tensors. Shared by the
+// equivalence and the checkpoint tests.
+#ifndef CONVEYOR_TESTS_TRAINER_LAYOUT_RUNS_H_
+#define CONVEYOR_TESTS_TRAINER_LAYOUT_RUNS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/config.pb.h"
+
+namespace conveyor::testing {
+
+struct Layout {
+  int tp = 1;
+  int dp = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  int pp = 1;
+  std::string schedule;  // empty: the default
+  int chunks = 1;        // virtual stages per pipeline rank
+  int layers = 2;
+  int first_stage_layers = 0;  // uneven split
+  bool untied = false;
+};
+
+Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);
+Layout Pipeline(int pp, std::string schedule, int chunks, int layers);
+std::string LayoutName(const Layout& l);
+
+// The tiny GPT (dropout on, clipping engaged) for 10 iterations under `layout`,
+// resolved for its world size; tests add checkpoint flags before running it.
+Config TinyConfig(const Layout& layout);
+
+// Global parameter values by name.
+using GlobalParams = std::map<std::string, std::vector<float>>;
+
+struct LayoutRun {
+  std::vector<double> losses;
+  std::vector<double> grad_norms;
+  GlobalParams params;
+};
+
+// Whether element `index` of parameter `name` of TinyConfig's model has a gradient
+// that is zero in exact arithmetic: the key bias (adding a constant to every key of a
+// softmax row changes nothing). Adam turns rounding noise there into updates of size
+// ~lr, different in every layout, so comparisons skip these elements.
+bool HasZeroGradient(const std::string& name, int64_t index);
+
+// Parameters agree when every element with a gradient matches to 1e-5 absolute plus
+// 1e-4 relative; returns one line per mismatching tensor.
+std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalParams& want);
+
+// Trains `config` (resolved) with its world size of ranks, in a scratch folder named
+// `name` under the test's temporary directory.
+absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& name);
+
+}  // namespace conveyor::testing
+
+#endif  // CONVEYOR_TESTS_TRAINER_LAYOUT_RUNS_H_

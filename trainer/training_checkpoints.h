@@ -1,0 +1,70 @@
+// The training loop's use of checkpoints (--save, --load and friends): which of this
+// rank's tensors it writes, what it restores, and where training resumes.
+//
+// Every element is written exactly once: parameters by data-parallel rank 0 (the
+// distributed optimizer's state by each DP rank, its own slice), tensor-parallel
+// replicas by TP rank 0, and never the last stage's copy of a tied embedding. Every
+// rank loads everything it holds, whatever layout saved it.
+#ifndef CONVEYOR_TRAINER_TRAINING_CHECKPOINTS_H_
+#define CONVEYOR_TRAINER_TRAINING_CHECKPOINTS_H_
+
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/gpt_stage.h"
+#include "parallel/communicator.h"
+#include "proto/config.pb.h"
+#include "trainer/checkpoint/async_saver.h"
+#include "trainer/checkpoint/checkpoint_types.h"
+#include "trainer/parameter_updater.h"
+
+namespace conveyor {
+
+struct ResumePoint {
+  int64_t iteration = 0;  // last completed iteration
+  int64_t consumed_samples = 0;
+};
+
+// This rank's place, for deciding what it writes.
+struct CheckpointPlace {
+  int dp_rank = 0;
+  int tp_rank = 0;
+  int dp_size = 1;
+  int tp_size = 1;
+  int pp_size = 1;
+  Communicator* world = nullptr;  // every rank of the job; must not be null
+};
+
+class TrainingCheckpoints {
+ public:
+  TrainingCheckpoints(const Config& config, GptStage* stage, ParameterUpdater* updater,
+                      const CheckpointPlace& place);
+
+  // With --load: restores parameters (and, unless --no-load-optim or --finetune, the
+  // optimizer) from the latest or --ckpt-step checkpoint, and returns where to resume
+  // (iteration 0 with --finetune). Without --load, or when --load holds no checkpoint
+  // yet (a notice goes to `log`), returns {0, 0}.
+  absl::StatusOr<ResumePoint> Load(std::ostream* log);
+
+  // Saves `point` under --save; with --async-save the writing overlaps training and
+  // at most one save is in flight.
+  absl::Status Save(const ResumePoint& point);
+  // Commits an asynchronous save still in flight (at exit).
+  absl::Status Finish();
+
+ private:
+  std::vector<TensorShardRef> Tensors(bool saving);
+  bool Writes(const Parameter& p) const;
+
+  Config config_;
+  GptStage* stage_;
+  ParameterUpdater* updater_;
+  CheckpointPlace place_;
+  std::unique_ptr<AsyncCheckpointSaver> async_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_TRAINING_CHECKPOINTS_H_
