@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
+#include "runtime/memory_tracker.h"
 #include "trainer/config_validation.h"
 #include "trainer/rank_training.h"
 
@@ -50,6 +51,11 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
     for (size_t i = 0; i < run->result.losses.size(); ++i) {
       f << absl::StrFormat("%.17g %.17g\n", run->result.losses[i], run->result.grad_norms[i]);
     }
+  }
+  {
+    std::ofstream f(absl::StrFormat("%s/memory.%d", dir, env.rank));
+    f << MemoryTracker::Global().peak_bytes(MemoryCategory::kActivations) << " "
+      << MemoryTracker::Global().peak_total() << "\n";
   }
   if ((*state)->coords().dp == 0) {
     std::ofstream f(absl::StrFormat("%s/params.%d", dir, env.rank));
@@ -195,6 +201,11 @@ absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& nam
     run.grad_norms.push_back(norm);
   }
   for (int rank = 0; rank < world; ++rank) {
+    std::ifstream memory(absl::StrFormat("%s/memory.%d", dir, rank));
+    int64_t activations = -1, total = -1;
+    memory >> activations >> total;
+    run.peak_activation_bytes.push_back(activations);
+    run.peak_total_bytes.push_back(total);
     std::ifstream f(absl::StrFormat("%s/params.%d", dir, rank));  // DP rank 0 wrote them
     std::string param;
     int64_t index;

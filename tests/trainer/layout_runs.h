@@ -42,6 +42,8 @@ struct LayoutRun {
   std::vector<double> losses;
   std::vector<double> grad_norms;
   GlobalParams params;
+  std::vector<int64_t> peak_activation_bytes;  // per global rank, measured
+  std::vector<int64_t> peak_total_bytes;       // all categories together
 };
 
 // Whether element `index` of parameter `name` of TinyConfig's model has a gradient

@@ -1,0 +1,165 @@
+#include "model/memory_model.h"
+
+#include <algorithm>
+
+#include "model/pipeline_split.h"
+#include "parallel/pipeline/action.h"
+#include "parallel/pipeline/schedule.h"
+#include "runtime/status_macros.h"
+
+namespace conveyor {
+namespace {
+
+constexpr int64_t kFloat = 4;
+
+struct Sizes {
+  int64_t tokens;        // T: the micro-batch's tokens
+  int64_t local_tokens;  // outside the TP region (T / TP under SP)
+  int64_t heads;         // held by this TP rank
+  int64_t qkv, fc1, ffn;  // local widths
+};
+
+Sizes SizesOf(const ModelShape& s, const ActivationShape& a) {
+  Sizes z;
+  z.tokens = a.micro_batch * a.seq;
+  z.local_tokens = a.sequence_parallel ? z.tokens / a.tp : z.tokens;
+  z.heads = s.heads / a.tp;
+  z.qkv = s.qkv_width() / a.tp;
+  z.fc1 = s.fc1_width() / a.tp;
+  z.ffn = s.ffn_hidden / a.tp;
+  return z;
+}
+
+int64_t LayerParameters(const ModelShape& s, int tp) {
+  const int64_t norm = s.rms_norm ? s.hidden : 2 * s.hidden;
+  const int64_t bias = s.linear_bias ? 1 : 0;
+  const int64_t qkv = s.qkv_width() / tp, fc1 = s.fc1_width() / tp;
+  const int64_t attn_out = s.heads * s.head_dim / tp, ffn = s.ffn_hidden / tp;
+  return 2 * norm + qkv * (s.hidden + bias) + s.hidden * attn_out + bias * s.hidden +
+         fc1 * (s.hidden + bias) + s.hidden * ffn + bias * s.hidden;
+}
+
+}  // namespace
+
+int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
+                        const SelectiveRecompute& selective, bool full_recompute,
+                        bool keeps_checkpoint) {
+  const Sizes z = SizesOf(s, a);
+  const int64_t h = s.hidden;
+  if (full_recompute) return keeps_checkpoint ? kFloat * z.local_tokens * h : 0;
+  const int64_t gathered_norm = a.sequence_parallel ? z.tokens * h : 0;  // else shared
+  int64_t elements = 0;
+  elements += z.local_tokens * h;                                 // x
+  if (!selective.layernorm) elements += 2 * (z.local_tokens * h + gathered_norm);
+  elements += z.tokens * z.qkv;                                   // qkv
+  if (!selective.core_attn) elements += a.micro_batch * z.heads * a.seq * a.seq;  // probs
+  elements += z.tokens * z.heads * s.head_dim;                    // ctx
+  elements += z.local_tokens * h;                                 // x1
+  if (!selective.mlp) elements += z.tokens * (z.fc1 + z.ffn);     // fc1 out, activation
+  elements += 4 * z.local_tokens;                                 // two norms' mean, rstd
+  return kFloat * elements;
+}
+
+int64_t LayerAwaitingWeightBytes(const ModelShape& s, const ActivationShape& a) {
+  const Sizes z = SizesOf(s, a);
+  const int64_t h = s.hidden;
+  // Without SP the gathered norm outputs and gradients are the local tensors.
+  const int64_t full = z.tokens * h, local = z.local_tokens * h;
+  const int64_t elements = local /* x */ + 2 * full /* norm outputs for W */ +
+                           z.tokens * z.heads * s.head_dim /* ctx */ + local /* x1 */ +
+                           z.tokens * z.ffn /* activation */ + 4 * z.local_tokens +
+                           2 * local /* norms' output gradients */ + z.tokens * z.qkv +
+                           full /* proj gradient */ + z.tokens * z.fc1 + full /* fc2 */;
+  return kFloat * elements;
+}
+
+int64_t HeadStashBytes(const ModelShape& s, const ActivationShape& a) {
+  const Sizes z = SizesOf(s, a);
+  const int64_t vocab = s.padded_vocab / a.tp;
+  // Final norm input and gathered output, logits, logsumexp, norm statistics.
+  return kFloat * (z.local_tokens * s.hidden + z.tokens * s.hidden + z.tokens * vocab +
+                   z.tokens + 2 * z.local_tokens);
+}
+
+int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a) {
+  const Sizes z = SizesOf(s, a);
+  const int64_t full = z.tokens * s.hidden, local = z.local_tokens * s.hidden;
+  // Everything alive at the end of one layer's BackwardInput: the incoming gradient,
+  // the gradients kept for W, the temporaries, and the outgoing gradient.
+  const int64_t gathered = a.sequence_parallel ? 2 * full : 0;  // d_fc2_full, d_proj_full
+  return kFloat * (local /* dy */ + local /* d_fc2 */ + z.tokens * z.ffn /* d_act */ +
+                   z.tokens * z.fc1 /* d_fc1 */ + local /* d_ln2 */ + local /* d_x1 */ +
+                   local /* d_proj */ + z.tokens * z.heads * s.head_dim /* d_ctx */ +
+                   z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ +
+                   gathered);
+}
+
+absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
+                                                      const ModelShape& shape,
+                                                      const std::vector<int>& peak_stashed) {
+  const ParallelConfig& p = config.parallel();
+  const int tp = p.tensor_model_parallel_size();
+  const int P = p.pipeline_model_parallel_size();
+  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
+  const int dp = std::max(1, config.parallel().nproc_per_node() * config.parallel().nnodes() /
+                                 (tp * P));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
+  ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
+                   pipeline::ScheduleByName(p.pipeline_schedule()));
+  const ActivationShape a{config.training().micro_batch_size(), shape.seq, tp,
+                          p.sequence_parallel() && tp > 1};
+  const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
+  const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
+  const int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
+  const int64_t vocab_rows = shape.padded_vocab / tp;
+
+  std::vector<RankMemory> ranks;
+  for (int r = 0; r < P; ++r) {
+    RankMemory m;
+    m.pipeline_rank = r;
+    for (int c = 0; c < V; ++c) {
+      const int stage = pipeline::GlobalStage(schedule.layout, P, r, c);
+      const bool first = stage == 0, last = stage == P * V - 1;
+      int64_t chunk_stash = 0;
+      for (int64_t i = 0; i < layers[stage]; ++i) {
+        m.parameters += LayerParameters(shape, tp);
+        int64_t layer = LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
+                                        recompute.KeepsCheckpoint(i));
+        if (deferred_weights) layer = std::max(layer, LayerAwaitingWeightBytes(shape, a));
+        chunk_stash += layer;
+      }
+      if (first) {
+        m.parameters += vocab_rows * shape.hidden;
+        if (!shape.rope) m.parameters += shape.max_positions * shape.hidden;
+      }
+      if (last) {
+        m.parameters += shape.rms_norm ? shape.hidden : 2 * shape.hidden;
+        // Untied: the output layer; tied on another stage: the head's embedding copy.
+        if (!shape.tied_embeddings || !first) m.parameters += vocab_rows * shape.hidden;
+        chunk_stash += HeadStashBytes(shape, a);
+      }
+      m.stash_bytes_per_micro_batch += chunk_stash;
+    }
+    m.weight_bytes = kFloat * m.parameters;
+    m.grad_bytes = kFloat * m.parameters;
+    const int64_t state = (config.optimizer().optimizer() == "adam" ? 2 : 1) * kFloat;
+    if (p.use_distributed_optimizer()) {
+      const int64_t shard = (m.parameters + dp - 1) / dp;
+      m.grad_bytes += kFloat * (shard * dp + shard);  // flat buffer and shard gradient
+      m.optimizer_bytes = state * shard + kFloat * shard;  // state and master copy
+    } else {
+      if (dp > 1) m.grad_bytes += kFloat * m.parameters;  // DP buckets
+      m.optimizer_bytes = state * m.parameters;
+    }
+    m.peak_stashed = peak_stashed[r];
+    // A chunk's stash per stashed (micro-batch, chunk), with the rank's chunks
+    // averaged; then one layer's backward working set.
+    m.activation_peak_bytes = m.peak_stashed * m.stash_bytes_per_micro_batch / V +
+                              LayerBackwardWorkingBytes(shape, a) +
+                              (recompute.full != RecomputePolicy::Full::kNone ? full_layer : 0);
+    ranks.push_back(m);
+  }
+  return ranks;
+}
+
+}  // namespace conveyor

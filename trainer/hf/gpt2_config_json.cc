@@ -1,0 +1,104 @@
+#include "trainer/hf/gpt2_config_json.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "trainer/hf/json_text.h"
+
+namespace conveyor {
+
+std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims) {
+  const ModelConfig& m = config.model();
+  const int64_t last_token = dims.vocab - 1;
+  // One field per line, in a fixed order, so that diffs of exported models read well.
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"architectures", "[\"GPT2LMHeadModel\"]"},
+      {"model_type", "\"gpt2\""},
+      {"vocab_size", absl::StrCat(dims.vocab)},
+      {"n_positions", absl::StrCat(dims.positions)},
+      {"n_ctx", absl::StrCat(dims.positions)},
+      {"n_embd", absl::StrCat(dims.hidden)},
+      {"n_layer", absl::StrCat(dims.num_layers)},
+      {"n_head", absl::StrCat(dims.heads)},
+      {"n_inner", "null"},  // null means 4 * n_embd, which CheckGpt2Architecture ensures
+      {"activation_function", "\"gelu_new\""},
+      {"layer_norm_epsilon", JsonFloat(m.norm_epsilon())},
+      {"initializer_range", JsonFloat(m.init_method_std())},
+      {"resid_pdrop", JsonFloat(m.hidden_dropout())},
+      {"embd_pdrop", JsonFloat(m.hidden_dropout())},
+      {"attn_pdrop", JsonFloat(m.attention_dropout())},
+      {"scale_attn_weights", "true"},
+      {"tie_word_embeddings", "true"},
+      {"bos_token_id", absl::StrCat(last_token)},
+      {"eos_token_id", absl::StrCat(last_token)},
+      {"torch_dtype", "\"float32\""},
+  };
+  std::string json = "{\n";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    absl::StrAppend(&json, "  ", JsonQuote(fields[i].first), ": ", fields[i].second,
+                    i + 1 < fields.size() ? ",\n" : "\n");
+  }
+  json += "}\n";
+  return json;
+}
+
+absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path,
+                                 const Config& config, const Gpt2Dims& dims) {
+  if (!hf.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
+  }
+  std::vector<std::string> problems;
+  const JsonValue& model_type = hf["model_type"];
+  if (!model_type.is_null() && model_type.str() != "gpt2") {
+    problems.push_back(absl::StrCat("model_type is \"", model_type.str(),
+                                    "\"; only \"gpt2\" can be imported"));
+  }
+  // An integer field that must equal Conveyor's value (or, for positions, cover it).
+  auto check_size = [&](const char* key, int64_t want, const char* flag, bool at_least) {
+    const JsonValue& v = hf[key];
+    if (!v.is_number()) {
+      problems.push_back(absl::StrCat(key, " is missing or not a number"));
+    } else if (at_least ? v.integer() < want : v.integer() != want) {
+      problems.push_back(absl::StrCat(key, " is ", v.integer(), " but ", flag, " is ", want,
+                                      at_least ? " (the HF table must be at least as long)"
+                                               : ""));
+    }
+  };
+  check_size("n_layer", dims.num_layers, "--num-layers", false);
+  check_size("n_embd", dims.hidden, "--hidden-size", false);
+  check_size("n_head", dims.heads, "--num-attention-heads", false);
+  check_size("vocab_size", dims.vocab, "--vocab-size (the tokenizer's)", false);
+  check_size("n_positions", dims.positions, "--max-position-embeddings", true);
+  const JsonValue& inner = hf["n_inner"];
+  if (!inner.is_null() && (!inner.is_number() || inner.integer() != 4 * dims.hidden)) {
+    problems.push_back(absl::StrCat("n_inner is ", inner.integer(),
+                                    "; Conveyor's GPT-2 MLP is 4 * n_embd = ",
+                                    4 * dims.hidden));
+  }
+  const JsonValue& activation = hf["activation_function"];
+  if (!activation.is_null() && activation.str() != "gelu_new") {
+    problems.push_back(absl::StrCat("activation_function is \"", activation.str(),
+                                    "\"; Conveyor's GELU is the tanh form, \"gelu_new\""));
+  }
+  const JsonValue& tie = hf["tie_word_embeddings"];
+  if (!tie.is_null() && !tie.boolean()) {
+    problems.push_back(
+        "tie_word_embeddings is false; Conveyor's GPT-2 ties the output layer to wte");
+  }
+  const JsonValue& epsilon = hf["layer_norm_epsilon"];
+  if (epsilon.is_number() &&
+      std::fabs(epsilon.number() - config.model().norm_epsilon()) >
+          1e-6 * std::fabs(epsilon.number())) {
+    problems.push_back(absl::StrCat("layer_norm_epsilon is ", epsilon.number(),
+                                    " but --norm-epsilon is ",
+                                    JsonFloat(config.model().norm_epsilon())));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, " does not match the configured model:\n  ",
+                   absl::StrJoin(problems, "\n  ")));
+}
+
+}  // namespace conveyor

@@ -1,0 +1,31 @@
+// The config.json of a Hugging Face GPT-2 directory: written from a Conveyor config,
+// and checked against one before importing weights.
+#ifndef CONVEYOR_TRAINER_HF_GPT2_CONFIG_JSON_H_
+#define CONVEYOR_TRAINER_HF_GPT2_CONFIG_JSON_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "data/json_lite.h"
+#include "proto/config.pb.h"
+#include "trainer/hf/gpt2_mapping.h"
+
+namespace conveyor {
+
+// GPT2Config's fields for `config` (which must pass CheckGpt2Architecture):
+// architectures GPT2LMHeadModel, gelu_new (Conveyor's GELU is the tanh form), tied
+// embeddings, the real vocabulary, n_positions = max_position_embeddings, and
+// bos/eos = the last token id, which is the end-of-document token of GPT-2's BPE and
+// of Conveyor's other tokenizers.
+std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims);
+
+// OK when the HF config `hf` (read from `path`, named in messages) describes the
+// model `dims` and `config` configure; otherwise InvalidArgument listing every
+// difference with the flag to change. HF's position table may be longer than
+// Conveyor needs, not shorter.
+absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path,
+                                 const Config& config, const Gpt2Dims& dims);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_HF_GPT2_CONFIG_JSON_H_

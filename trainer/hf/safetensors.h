@@ -1,0 +1,90 @@
+// The safetensors file format (Hugging Face's weight files), written and read from its
+// published layout rather than through a library, as the system image has none:
+//
+//   bytes [0, 8)        N, the header's length, unsigned 64-bit little-endian
+//   bytes [8, 8 + N)    a JSON object: for each tensor
+//                         "name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}
+//                       plus an optional "__metadata__": {string: string}
+//   bytes [8 + N, end)  the data; a tensor's bytes are [b, e) counted from 8 + N,
+//                       row-major, little-endian
+//
+// Conveyor writes fp32 only (its master weights); reading also widens F16 and BF16,
+// the dtypes published checkpoints most often use.
+#ifndef CONVEYOR_TRAINER_HF_SAFETENSORS_H_
+#define CONVEYOR_TRAINER_HF_SAFETENSORS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trainer/checkpoint/file_io.h"
+
+namespace conveyor {
+
+// A whole tensor in memory: row-major fp32 values of `shape`.
+struct HfTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+// Sorted by name, the order the writer lays tensors out in.
+using HfTensorMap = std::map<std::string, HfTensor>;
+
+// The header that WriteSafetensors puts before the data, length prefix included:
+// tensors in name order, data contiguous in that order, the JSON padded with spaces
+// so that the data starts at a multiple of 8 bytes. InvalidArgument naming the
+// tensor when its data does not match its shape.
+absl::StatusOr<std::string> EncodeSafetensorsHeader(
+    const HfTensorMap& tensors, const std::map<std::string, std::string>& metadata);
+
+// Writes `path` through a temporary file in the same folder, fsynced and renamed, so
+// a crash leaves either the old file or the complete new one.
+absl::Status WriteSafetensors(const std::string& path, const HfTensorMap& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
+
+// One tensor's header entry; `begin`/`end` are absolute byte offsets in the file.
+struct SafetensorsEntry {
+  std::string dtype;  // "F32", "F16", "BF16", "I64", ...
+  std::vector<int64_t> shape;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+// An opened file whose header has been checked: every entry has a known dtype, a
+// shape whose byte size equals its offsets' span, offsets inside the file, and no
+// two entries share a byte. Tensor data is read on demand, so tensors a caller does
+// not need (e.g. GPT-2's attention-mask buffers) cost nothing.
+class SafetensorsFile {
+ public:
+  // InvalidArgument naming the file (and the tensor) for any malformed header;
+  // NotFound when the file does not exist.
+  static absl::StatusOr<SafetensorsFile> Open(const std::string& path);
+
+  const std::string& path() const { return file_.path(); }
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Null when the file has no such tensor.
+  const SafetensorsEntry* Find(absl::string_view name) const;
+
+  // The tensor's values as fp32 (F32 as stored; F16 and BF16 widened exactly).
+  // NotFound or InvalidArgument (another dtype) naming the file and tensor.
+  absl::StatusOr<HfTensor> Read(absl::string_view name) const;
+
+ private:
+  explicit SafetensorsFile(ReadableFile file) : file_(std::move(file)) {}
+  absl::Status ParseHeader();
+
+  ReadableFile file_;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Every tensor of the file (all must be F32, F16 or BF16).
+absl::StatusOr<HfTensorMap> ReadSafetensors(const std::string& path);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_HF_SAFETENSORS_H_
