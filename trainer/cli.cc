@@ -19,6 +19,7 @@
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
 #include "trainer/flops.h"
+#include "trainer/plan.h"
 #include "trainer/rank_training.h"
 #include "trainer/rehearsal.h"
 
@@ -31,25 +32,6 @@ int UsageError(std::ostream& err, const std::string& message) {
   err << kProgram << ": error: " << message << "\n"
       << kProgram << ": run with --help to list every flag\n";
   return kExitUsage;
-}
-
-void PrintPlan(const Config& config, const ModelShape& shape, int world_size,
-               std::ostream& out) {
-  const ParallelConfig& p = config.parallel();
-  const TrainingConfig& t = config.training();
-  const int64_t dp = world_size / (p.tensor_model_parallel_size() *
-                                   p.pipeline_model_parallel_size());
-  GptModel model(shape, t.seed());
-  out << RankMap(p.tensor_model_parallel_size(), p.pipeline_model_parallel_size(), world_size);
-  out << absl::StrFormat(
-      "plan: world %d = TP %d x PP %d x DP %d\n"
-      "plan: global batch %d = M %d micro-batches x DP %d x micro-batch %d\n"
-      "plan: %d parameters, padded vocabulary %d, %.3f TFLOP per iteration (Megatron "
-      "formula)\n",
-      world_size, p.tensor_model_parallel_size(), p.pipeline_model_parallel_size(), dp,
-      t.global_batch_size(), t.num_micro_batches(), dp, t.micro_batch_size(),
-      model.parameters().NumElements(), shape.padded_vocab,
-      MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12);
 }
 
 // One rank's whole run: groups, data, model, training. `env` is null for a job of
@@ -150,7 +132,10 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
   if (config.training().dry_run()) {
-    if (first_rank) PrintPlan(config, shape, world_size, out);
+    if (!first_rank) return kExitOk;
+    absl::StatusOr<std::string> plan = FormatPlan(config, shape, world_size);
+    if (!plan.ok()) return UsageError(err, std::string(plan.status().message()));
+    out << *plan;
     return kExitOk;
   }
   if (env->has_value()) return RunRank(config, &**env, out, err);  // external launcher

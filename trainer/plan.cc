@@ -1,0 +1,91 @@
+#include "trainer/plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "model/memory_model.h"
+#include "parallel/pipeline/gantt.h"
+#include "parallel/rank_layout.h"
+#include "runtime/status_macros.h"
+#include "trainer/flops.h"
+#include "trainer/pipeline_report.h"
+
+namespace conveyor {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int kMaxGanttColumns = 160;
+
+std::string Bytes(double bytes) {
+  if (bytes >= 1024.0 * kMiB) return absl::StrFormat("%.2f GiB", bytes / (1024.0 * kMiB));
+  return absl::StrFormat("%.2f MiB", bytes / kMiB);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& shape,
+                                       int world_size) {
+  const ParallelConfig& p = config.parallel();
+  const TrainingConfig& t = config.training();
+  const int tp = p.tensor_model_parallel_size(), pp = p.pipeline_model_parallel_size();
+  const int dp = world_size / (tp * pp);
+  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
+  const int M = t.num_micro_batches();
+  std::string out = RankMap(tp, pp, world_size);
+  absl::StrAppendFormat(
+      &out,
+      "plan: global batch %d = K 1 step x M %d micro-batches x DP %d x micro-batch %d "
+      "(x seq %d = %d tokens per step)\n"
+      "plan: %.3f TFLOP per iteration (Megatron's formula), padded vocabulary %d\n",
+      t.global_batch_size(), M, dp, t.micro_batch_size(), shape.seq,
+      int64_t{t.global_batch_size()} * shape.seq,
+      MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12, shape.padded_vocab);
+
+  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
+  absl::StrAppendFormat(&out,
+                        "plan: schedule %s, P %d, V %d, M %d, costs F,B,W = %s: bubble %.1f%% "
+                        "(formula), %.1f%% (simulated), makespan %.0f units\n",
+                        p.pipeline_schedule(), pp, V, M, p.pipeline_costs(),
+                        100 * bubble.formula, 100 * bubble.simulated,
+                        bubble.simulation.makespan);
+  if (bubble.simulation.makespan <= kMaxGanttColumns) {
+    out += pipeline::GanttChart(bubble.simulation.timeline);
+  } else {
+    absl::StrAppendFormat(&out, "plan: (Gantt chart omitted: %.0f columns)\n",
+                          bubble.simulation.makespan);
+  }
+
+  std::vector<int> peaks;
+  for (const pipeline::RankReport& r : bubble.simulation.ranks) peaks.push_back(r.peak_stashed);
+  ASSIGN_OR_RETURN(const std::vector<RankMemory> memory, PredictMemory(config, shape, peaks));
+  out += "plan: memory per GPU (fp32 CPU backend; TP rank 0, DP rank 0 of each stage)\n";
+  out += "  pp  parameters    weights      grads  optimizer  stashed  act/micro-batch  "
+         "activations      total\n";
+  for (const RankMemory& m : memory) {
+    absl::StrAppendFormat(&out, "  %2d  %10d  %9s  %9s  %9s  %7d  %15s  %11s  %9s\n",
+                          m.pipeline_rank, m.parameters, Bytes(m.weight_bytes),
+                          Bytes(m.grad_bytes), Bytes(m.optimizer_bytes), m.peak_stashed,
+                          Bytes(m.stash_bytes_per_micro_batch), Bytes(m.activation_peak_bytes),
+                          Bytes(m.total_bytes()));
+  }
+
+  // Traffic of one step, per rank. Pipeline: every (micro-batch, stage boundary) moves
+  // an activation forward and its gradient back. DP: a ring all-reduce moves
+  // 2 (DP-1)/DP of the gradients (reduce-scatter alone, (DP-1)/DP, with the
+  // distributed optimizer, plus the same again for the parameter all-gather). TP: per
+  // layer and micro-batch, 2 all-reduces forward and 2 backward of the activations.
+  const int64_t tokens = int64_t{t.micro_batch_size()} * shape.seq;
+  const double boundary = 4.0 * tokens * shape.hidden;
+  const double pipeline_bytes = pp > 1 ? 2.0 * M * boundary * V : 0.0;
+  const double grads = 4.0 * memory.front().parameters;
+  const double dp_bytes = dp > 1 ? 2.0 * (dp - 1) / dp * grads : 0.0;
+  const int64_t local_layers = shape.num_layers / pp;
+  const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * boundary : 0.0;
+  absl::StrAppendFormat(&out,
+                        "plan: traffic per step and rank: pipeline %s, data-parallel %s, "
+                        "tensor-parallel %s\n",
+                        Bytes(pipeline_bytes), Bytes(dp_bytes), Bytes(tp_bytes));
+  return out;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,22 @@
+// --dry-run: the plan of a real configuration, everything the seed's chapter derives,
+// computed without training: the rank layout, the micro-batch arithmetic, the
+// schedule's Gantt chart and bubble (formula and simulation), memory per pipeline rank
+// (model state and activations, from the memory model), and the traffic of a step.
+#ifndef CONVEYOR_TRAINER_PLAN_H_
+#define CONVEYOR_TRAINER_PLAN_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/model_shape.h"
+#include "proto/config.pb.h"
+
+namespace conveyor {
+
+// `config` must be resolved for `world_size` ranks.
+absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& shape,
+                                       int world_size);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_PLAN_H_
