@@ -144,6 +144,7 @@ int LaunchLocalRanks(int nproc, const std::function<int(const RankEnvironment&)>
   int result = 0;
   bool stopping = false;
   absl::Time kill_at = absl::InfiniteFuture();
+  bool forwarded_once = false;
   auto stop_all = [&](int signo) {
     for (pid_t pid : pids) {
       if (pid > 0) ::kill(pid, signo);
@@ -197,7 +198,11 @@ int LaunchLocalRanks(int nproc, const std::function<int(const RankEnvironment&)>
       }
     }
     const int received = g_received_signal;
-    if (received != 0) {
+    if (received != 0 && options.ranks_handle_signals && !forwarded_once) {
+      g_received_signal = 0;
+      forwarded_once = true;
+      stop_all(received);  // no deadline: the ranks save and exit on their own
+    } else if (received != 0) {
       g_received_signal = 0;
       if (!stopping) {
         result = 128 + received;

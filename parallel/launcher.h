@@ -20,6 +20,11 @@ struct LaunchOptions {
   std::string run_dir_parent;
   // Keep the run directory (rendezvous keys, progress boards) for debugging.
   bool keep_run_dir = false;
+  // The ranks handle SIGINT/SIGTERM themselves (--exit-signal-handler: finish the step,
+  // save, exit 0): a signal to the launcher is forwarded once and the ranks are given
+  // all the time they need; the launcher's result is then theirs. A second signal
+  // still kills them.
+  bool ranks_handle_signals = false;
 };
 
 // Creates a fresh run directory, forks `nproc` children (no exec), and in child r

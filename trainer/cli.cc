@@ -18,6 +18,7 @@
 #include "trainer/config_validation.h"
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
+#include "trainer/hf/export_command.h"
 #include "trainer/flops.h"
 #include "trainer/plan.h"
 #include "trainer/rank_training.h"
@@ -99,6 +100,9 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (!args.empty() && args[0] == "export") {
+    return RunExportCommand(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+  }
   if (WantsHelp(args)) {
     out << FlagHelp();
     return kExitOk;
@@ -146,10 +150,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
                            "launcher starts ranks on this machine only");
   }
   out.flush();
+  LaunchOptions launch;
+  launch.ranks_handle_signals = config.checkpoint().exit_signal_handler();
   return LaunchLocalRanks(
       config.parallel().nproc_per_node(),
       [&](const RankEnvironment& rank_env) { return RunRank(config, &rank_env, out, err); },
-      err);
+      err, launch);
 }
 
 }  // namespace conveyor

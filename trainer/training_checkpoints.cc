@@ -1,11 +1,14 @@
 #include "trainer/training_checkpoints.h"
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/text_format.h"
 #include "runtime/status_macros.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/checkpoint/sharding_runs.h"
+#include "trainer/hf/export.h"
 
 namespace conveyor {
 
@@ -50,9 +53,58 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving) {
   return refs;
 }
 
+absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
+                                                 const std::string& directory) const {
+  // The settings that decide the parameters' shapes and meaning; dropout, init and
+  // sequence length may change between runs.
+  static constexpr const char* kShapeFields[] = {
+      "num_layers",        "hidden_size",          "ffn_hidden_size",
+      "num_attention_heads", "num_query_groups",   "kv_channels",
+      "max_position_embeddings", "position_embedding_type", "normalization",
+      "swiglu",            "untie_embeddings_and_output_weights", "disable_bias_linear",
+      "vocab_size"};
+  const google::protobuf::Descriptor* d = ModelConfig::descriptor();
+  std::vector<std::string> differences;
+  for (const char* name : kShapeFields) {
+    const google::protobuf::FieldDescriptor* f = d->FindFieldByName(name);
+    std::string was, now;
+    google::protobuf::TextFormat::PrintFieldValueToString(saved.model(), f, -1, &was);
+    google::protobuf::TextFormat::PrintFieldValueToString(config_.model(), f, -1, &now);
+    if (was != now) {
+      std::string flag = name;
+      for (char& c : flag) c = c == '_' ? '-' : c;
+      differences.push_back(absl::StrFormat("--%s %s (checkpoint: %s)", flag, now, was));
+    }
+  }
+  if (differences.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "--load %s holds a different model: %s; use the checkpoint's values (they are in its "
+      "manifest) or start without --load",
+      directory, absl::StrJoin(differences, ", ")));
+}
+
+absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
+  const std::string& dir = config_.checkpoint().load_hf();
+  ASSIGN_OR_RETURN(const GlobalTensorMap tensors, ReadHfGpt2(dir, config_));
+  for (Parameter* p : stage_->parameters()) {
+    auto it = tensors.find(p->name);
+    if (it == tensors.end()) {
+      return absl::NotFoundError(absl::StrFormat("--load-hf %s: no tensor for %s", dir, p->name));
+    }
+    const std::vector<int64_t> global = GlobalIndices(*p);
+    for (size_t i = 0; i < global.size(); ++i) p->value.data()[i] = it->second[global[i]];
+  }
+  updater_->ParametersLoaded();
+  if (log != nullptr) *log << "conveyor: loaded Hugging Face GPT-2 weights from " << dir << "\n";
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
   const CheckpointConfig& c = config_.checkpoint();
-  if (c.load().empty()) return ResumePoint{};
+  if (c.load().empty()) {
+    if (!c.load_hf().empty()) RETURN_IF_ERROR(LoadHuggingFace(log));
+    return ResumePoint{};
+  }
   const std::optional<int64_t> step =
       c.ckpt_step() > 0 ? std::optional<int64_t>(c.ckpt_step()) : std::nullopt;
   absl::StatusOr<LoadedCheckpoint> checkpoint = OpenCheckpoint(c.load(), step);
@@ -63,9 +115,11 @@ absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
       *log << "conveyor: no checkpoint in --load " << c.load() << " ("
            << checkpoint.status().message() << "); starting from iteration 0\n";
     }
+    if (!c.load_hf().empty()) RETURN_IF_ERROR(LoadHuggingFace(log));
     return ResumePoint{};
   }
   if (!checkpoint.ok()) return checkpoint.status();
+  RETURN_IF_ERROR(CheckSameModel(checkpoint->State(0).config, checkpoint->directory()));
   RETURN_IF_ERROR(LoadTensors(*checkpoint, Tensors(/*saving=*/false)));
   updater_->ParametersLoaded();
   const CheckpointState state = checkpoint->State(place_.world->rank());

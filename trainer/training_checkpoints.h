@@ -42,6 +42,7 @@ class TrainingCheckpoints {
   TrainingCheckpoints(const Config& config, GptStage* stage, ParameterUpdater* updater,
                       const CheckpointPlace& place);
 
+  // With --load-hf (and no checkpoint in --load): starts from Hugging Face weights.
   // With --load: restores parameters (and, unless --no-load-optim or --finetune, the
   // optimizer) from the latest or --ckpt-step checkpoint, and returns where to resume
   // (iteration 0 with --finetune). Without --load, or when --load holds no checkpoint
@@ -56,6 +57,10 @@ class TrainingCheckpoints {
 
  private:
   std::vector<TensorShardRef> Tensors(bool saving);
+  // --load-hf: parameters from a Hugging Face GPT-2 directory.
+  absl::Status LoadHuggingFace(std::ostream* log);
+  // Refuses a checkpoint of another model, listing every differing setting.
+  absl::Status CheckSameModel(const Config& saved, const std::string& directory) const;
   bool Writes(const Parameter& p) const;
 
   Config config_;

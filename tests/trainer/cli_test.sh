@@ -49,6 +49,28 @@ two=$("$trainer" --config "$config" --train-iters 6 --nproc-per-node 2 \
   --tensor-model-parallel-size 2 2>&1 | grep 'final lm loss')
 [[ -n "$one" && "$one" == "$two" ]] || fail "TP2 run differs from one rank: '$one' vs '$two'"
 
+# SIGTERM with --exit-signal-handler: finish the step, save, exit 0 (one rank, and two
+# ranks through the launcher, which forwards the signal).
+for ranks in 1 2; do
+  save="$tmp/signal$ranks"
+  "$trainer" --config "$config" --train-iters 100000 --lr-warmup-iters 0 --log-interval 100000 \
+    --nproc-per-node "$ranks" --exit-signal-handler --save "$save" >"$tmp/signal.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do grep -q 'memory (MiB)' "$tmp/signal.log" && break; sleep 0.1; done
+  kill -TERM "$pid"
+  wait "$pid"
+  code=$?
+  [[ $code -eq 0 ]] || fail "SIGTERM with $ranks rank(s): exit $code: $(tail -3 "$tmp/signal.log")"
+  grep -q 'exiting after iteration' "$tmp/signal.log" || fail "no exit notice after SIGTERM"
+  [[ -s "$save/latest_checkpointed_iteration.txt" ]] || fail "SIGTERM left no checkpoint"
+done
+
+# Resuming a checkpoint of another model is refused, naming every differing flag.
+"$trainer" --config "$config" --load "$tmp/signal1" --hidden-size 64 >"$tmp/out" 2>"$tmp/err"
+code=$?
+[[ $code -eq 1 ]] || fail "loading another model's checkpoint exited $code, want 1"
+grep -qF -- "--hidden-size 64 (checkpoint: 128)" "$tmp/err" || fail "no field list: $(cat "$tmp/err")"
+
 if ((failures)); then
   echo "$failures failure(s)"
   exit 1

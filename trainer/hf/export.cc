@@ -30,12 +30,11 @@ absl::StatusOr<GlobalTensorMap> LoadGlobalParameters(const LoadedCheckpoint& che
   for (const auto& [name, shape] : GptParameterShapes(dims)) {
     const TensorRecord* record = checkpoint.FindTensor(name);
     if (record == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "checkpoint ", checkpoint.directory(), " has no tensor ", name,
-          ", which its config's model has: not a GPT checkpoint of this version?"));
+      return absl::NotFoundError(
+          absl::StrCat("checkpoint ", checkpoint.directory(), " has no tensor ", name,
+                       ", which its config's model has: not a GPT checkpoint of this version?"));
     }
-    const std::vector<int64_t> stored(record->global_shape().begin(),
-                                      record->global_shape().end());
+    const std::vector<int64_t> stored(record->global_shape().begin(), record->global_shape().end());
     if (stored != shape) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", checkpoint.directory(), ": tensor ", name, " has shape ",
@@ -77,12 +76,10 @@ absl::Status ExportHfGpt2(const std::string& load_dir, std::optional<int64_t> it
                                             " has no 2-D tensor ", kWordEmbedding,
                                             ": not a GPT model checkpoint"));
   }
-  const absl::StatusOr<Gpt2Dims> dims =
-      Gpt2DimsFromConfig(config, embedding->global_shape(0));
+  const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, embedding->global_shape(0));
   if (!dims.ok()) {
-    return WithContext(dims.status(),
-                       absl::StrCat("cannot export checkpoint ", checkpoint.directory(),
-                                    " as hf-gpt2"));
+    return WithContext(dims.status(), absl::StrCat("cannot export checkpoint ",
+                                                   checkpoint.directory(), " as hf-gpt2"));
   }
   ASSIGN_OR_RETURN(const GlobalTensorMap parameters, LoadGlobalParameters(checkpoint, *dims));
   ASSIGN_OR_RETURN(const HfTensorMap hf, ConveyorToHfGpt2(parameters, *dims));
@@ -114,8 +111,7 @@ absl::StatusOr<GlobalTensorMap> ReadHfGpt2(const std::string& dir, const Config&
   }
   const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, PaddedVocabSize(config));
   if (!dims.ok()) {
-    return WithContext(dims.status(),
-                       absl::StrCat("cannot load the GPT-2 model in ", dir));
+    return WithContext(dims.status(), absl::StrCat("cannot load the GPT-2 model in ", dir));
   }
   RETURN_IF_ERROR(CheckGpt2ConfigJson(*hf_config, config_path, config, *dims));
 

@@ -27,8 +27,7 @@ int UsageError(const std::vector<std::string>& problems, std::ostream& err) {
 
 }  // namespace
 
-int RunExportCommand(const std::vector<std::string>& args, std::ostream& out,
-                     std::ostream& err) {
+int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::map<std::string, std::string> values;
   std::vector<std::string> problems;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -44,8 +43,7 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out,
       flag = arg.substr(0, equals);
       value = arg.substr(equals + 1);
     }
-    if (flag != "--load" && flag != "--ckpt-step" && flag != "--format" &&
-        flag != "--output") {
+    if (flag != "--load" && flag != "--ckpt-step" && flag != "--format" && flag != "--output") {
       problems.push_back(absl::StrCat("unknown argument ", arg));
       continue;
     }
@@ -74,8 +72,8 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out,
   if (const auto it = values.find("--ckpt-step"); it != values.end()) {
     int64_t parsed = 0;
     if (!absl::SimpleAtoi(it->second, &parsed) || parsed < 0) {
-      problems.push_back(absl::StrCat("--ckpt-step must be a non-negative iteration, not \"",
-                                      it->second, "\""));
+      problems.push_back(
+          absl::StrCat("--ckpt-step must be a non-negative iteration, not \"", it->second, "\""));
     } else {
       step = parsed;
     }
@@ -91,8 +89,8 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out,
     return 1;
   }
   out << "exported iteration " << summary.iteration << " of " << load << " to " << output
-      << " (hf-gpt2): " << summary.tensors << " tensors, " << summary.parameters
-      << " parameters, " << summary.bytes << " bytes in " << kHfWeightsFile << "\n";
+      << " (hf-gpt2): " << summary.tensors << " tensors, " << summary.parameters << " parameters, "
+      << summary.bytes << " bytes in " << kHfWeightsFile << "\n";
   return 0;
 }
 

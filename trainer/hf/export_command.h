@@ -14,8 +14,7 @@ namespace conveyor {
 // Prints a summary (iteration, tensors, parameters, bytes) to `out` and problems to
 // `err`. Returns the process exit code: 0 done, 1 the export failed, 2 a usage error
 // (every usage problem is listed, with the usage line).
-int RunExportCommand(const std::vector<std::string>& args, std::ostream& out,
-                     std::ostream& err);
+int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace conveyor
 

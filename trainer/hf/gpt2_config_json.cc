@@ -44,16 +44,16 @@ std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims) {
   return json;
 }
 
-absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path,
-                                 const Config& config, const Gpt2Dims& dims) {
+absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, const Config& config,
+                                 const Gpt2Dims& dims) {
   if (!hf.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   }
   std::vector<std::string> problems;
   const JsonValue& model_type = hf["model_type"];
   if (!model_type.is_null() && model_type.str() != "gpt2") {
-    problems.push_back(absl::StrCat("model_type is \"", model_type.str(),
-                                    "\"; only \"gpt2\" can be imported"));
+    problems.push_back(
+        absl::StrCat("model_type is \"", model_type.str(), "\"; only \"gpt2\" can be imported"));
   }
   // An integer field that must equal Conveyor's value (or, for positions, cover it).
   auto check_size = [&](const char* key, int64_t want, const char* flag, bool at_least) {
@@ -62,8 +62,7 @@ absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path,
       problems.push_back(absl::StrCat(key, " is missing or not a number"));
     } else if (at_least ? v.integer() < want : v.integer() != want) {
       problems.push_back(absl::StrCat(key, " is ", v.integer(), " but ", flag, " is ", want,
-                                      at_least ? " (the HF table must be at least as long)"
-                                               : ""));
+                                      at_least ? " (the HF table must be at least as long)" : ""));
     }
   };
   check_size("n_layer", dims.num_layers, "--num-layers", false);
@@ -74,8 +73,7 @@ absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path,
   const JsonValue& inner = hf["n_inner"];
   if (!inner.is_null() && (!inner.is_number() || inner.integer() != 4 * dims.hidden)) {
     problems.push_back(absl::StrCat("n_inner is ", inner.integer(),
-                                    "; Conveyor's GPT-2 MLP is 4 * n_embd = ",
-                                    4 * dims.hidden));
+                                    "; Conveyor's GPT-2 MLP is 4 * n_embd = ", 4 * dims.hidden));
   }
   const JsonValue& activation = hf["activation_function"];
   if (!activation.is_null() && activation.str() != "gelu_new") {
@@ -88,17 +86,15 @@ absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path,
         "tie_word_embeddings is false; Conveyor's GPT-2 ties the output layer to wte");
   }
   const JsonValue& epsilon = hf["layer_norm_epsilon"];
-  if (epsilon.is_number() &&
-      std::fabs(epsilon.number() - config.model().norm_epsilon()) >
-          1e-6 * std::fabs(epsilon.number())) {
+  if (epsilon.is_number() && std::fabs(epsilon.number() - config.model().norm_epsilon()) >
+                                 1e-6 * std::fabs(epsilon.number())) {
     problems.push_back(absl::StrCat("layer_norm_epsilon is ", epsilon.number(),
                                     " but --norm-epsilon is ",
                                     JsonFloat(config.model().norm_epsilon())));
   }
   if (problems.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, " does not match the configured model:\n  ",
-                   absl::StrJoin(problems, "\n  ")));
+  return absl::InvalidArgumentError(absl::StrCat(path, " does not match the configured model:\n  ",
+                                                 absl::StrJoin(problems, "\n  ")));
 }
 
 }  // namespace conveyor

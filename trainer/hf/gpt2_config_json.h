@@ -23,8 +23,8 @@ std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims);
 // model `dims` and `config` configure; otherwise InvalidArgument listing every
 // difference with the flag to change. HF's position table may be longer than
 // Conveyor needs, not shorter.
-absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path,
-                                 const Config& config, const Gpt2Dims& dims);
+absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, const Config& config,
+                                 const Gpt2Dims& dims);
 
 }  // namespace conveyor
 

@@ -15,12 +15,12 @@ constexpr char kHfPrefix[] = "transformer.";
 
 // How one tensor's storage differs between the two models.
 enum class Layout {
-  kSame,           // identical values and shape
-  kTransposed,     // Conveyor [out, in], HF Conv1D [in, out]
-  kQkvWeight,      // transposed and regrouped
-  kQkvBias,        // regrouped
-  kVocabRows,      // HF keeps the first `vocab` of Conveyor's padded rows
-  kPositionRows,   // HF may hold more rows than Conveyor uses
+  kSame,          // identical values and shape
+  kTransposed,    // Conveyor [out, in], HF Conv1D [in, out]
+  kQkvWeight,     // transposed and regrouped
+  kQkvBias,       // regrouped
+  kVocabRows,     // HF keeps the first `vocab` of Conveyor's padded rows
+  kPositionRows,  // HF may hold more rows than Conveyor uses
 };
 
 struct TensorPair {
@@ -35,10 +35,16 @@ std::vector<TensorPair> Gpt2Pairs(const Gpt2Dims& dims) {
   const int64_t h = dims.hidden;
   const int64_t f = dims.ffn();
   std::vector<TensorPair> pairs = {
-      {"embedding.word_embeddings.weight", "wte.weight", Layout::kVocabRows,
-       {dims.padded_vocab, h}, {dims.vocab, h}},
-      {"embedding.position_embeddings.weight", "wpe.weight", Layout::kPositionRows,
-       {dims.positions, h}, {dims.positions, h}},
+      {"embedding.word_embeddings.weight",
+       "wte.weight",
+       Layout::kVocabRows,
+       {dims.padded_vocab, h},
+       {dims.vocab, h}},
+      {"embedding.position_embeddings.weight",
+       "wpe.weight",
+       Layout::kPositionRows,
+       {dims.positions, h},
+       {dims.positions, h}},
       {"final_norm.weight", "ln_f.weight", Layout::kSame, {h}, {h}},
       {"final_norm.bias", "ln_f.bias", Layout::kSame, {h}, {h}},
   };
@@ -47,13 +53,12 @@ std::vector<TensorPair> Gpt2Pairs(const Gpt2Dims& dims) {
     const std::string hf = absl::StrCat("h.", i, ".");
     auto add = [&](const char* conveyor, const char* hf_name, Layout layout,
                    std::vector<int64_t> conveyor_shape, std::vector<int64_t> hf_shape) {
-      pairs.push_back({c + conveyor, hf + hf_name, layout, std::move(conveyor_shape),
-                       std::move(hf_shape)});
+      pairs.push_back(
+          {c + conveyor, hf + hf_name, layout, std::move(conveyor_shape), std::move(hf_shape)});
     };
     add("input_norm.weight", "ln_1.weight", Layout::kSame, {h}, {h});
     add("input_norm.bias", "ln_1.bias", Layout::kSame, {h}, {h});
-    add("attention.qkv.weight", "attn.c_attn.weight", Layout::kQkvWeight, {3 * h, h},
-        {h, 3 * h});
+    add("attention.qkv.weight", "attn.c_attn.weight", Layout::kQkvWeight, {3 * h, h}, {h, 3 * h});
     add("attention.qkv.bias", "attn.c_attn.bias", Layout::kQkvBias, {3 * h}, {3 * h});
     add("attention.proj.weight", "attn.c_proj.weight", Layout::kTransposed, {h, h}, {h, h});
     add("attention.proj.bias", "attn.c_proj.bias", Layout::kSame, {h}, {h});
@@ -97,8 +102,7 @@ std::vector<float> ToHf(const TensorPair& pair, const std::vector<float>& data,
   return {};
 }
 
-std::vector<float> FromHf(const TensorPair& pair, const HfTensor& tensor,
-                          const Gpt2Dims& dims) {
+std::vector<float> FromHf(const TensorPair& pair, const HfTensor& tensor, const Gpt2Dims& dims) {
   const std::vector<float>& data = tensor.data;
   switch (pair.layout) {
     case Layout::kSame:
@@ -140,13 +144,12 @@ absl::Status CheckGpt2Architecture(const Config& config) {
   const ModelConfig& m = config.model();
   std::vector<std::string> problems;
   if (m.position_embedding_type() != "learned_absolute") {
-    problems.push_back(absl::StrCat("--position-embedding-type is ",
-                                    m.position_embedding_type(),
+    problems.push_back(absl::StrCat("--position-embedding-type is ", m.position_embedding_type(),
                                     "; GPT-2 uses learned_absolute positions"));
   }
   if (m.normalization() != "LayerNorm") {
-    problems.push_back(absl::StrCat("--normalization is ", m.normalization(),
-                                    "; GPT-2 uses LayerNorm"));
+    problems.push_back(
+        absl::StrCat("--normalization is ", m.normalization(), "; GPT-2 uses LayerNorm"));
   }
   if (m.swiglu()) {
     problems.push_back("--swiglu is set; GPT-2's MLP uses GELU: drop --swiglu");
@@ -157,8 +160,7 @@ absl::Status CheckGpt2Architecture(const Config& config) {
         "the word embedding");
   }
   if (m.disable_bias_linear()) {
-    problems.push_back(
-        "--disable-bias-linear is set; GPT-2's linear layers have biases");
+    problems.push_back("--disable-bias-linear is set; GPT-2's linear layers have biases");
   }
   const int64_t heads = m.num_attention_heads();
   if (m.num_query_groups() != 0 && m.num_query_groups() != heads) {
@@ -187,9 +189,8 @@ absl::Status CheckGpt2Architecture(const Config& config) {
         "--vocab-size is unset; the Hugging Face config needs the real vocabulary size");
   }
   if (problems.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("the model does not have GPT-2's architecture:\n  ",
-                   absl::StrJoin(problems, "\n  ")));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the model does not have GPT-2's architecture:\n  ", absl::StrJoin(problems, "\n  ")));
 }
 
 absl::StatusOr<Gpt2Dims> Gpt2DimsFromConfig(const Config& config, int64_t padded_vocab) {
@@ -202,17 +203,16 @@ absl::StatusOr<Gpt2Dims> Gpt2DimsFromConfig(const Config& config, int64_t padded
   dims.heads = m.num_attention_heads();
   dims.vocab = m.vocab_size();
   dims.padded_vocab = padded_vocab;
-  dims.positions =
-      m.max_position_embeddings() != 0 ? m.max_position_embeddings() : m.seq_length();
+  dims.positions = m.max_position_embeddings() != 0 ? m.max_position_embeddings() : m.seq_length();
   if (dims.num_layers <= 0 || dims.hidden <= 0 || dims.positions <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model config has ", dims.num_layers, " layers, hidden size ", dims.hidden,
-        " and ", dims.positions, " positions; all must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model config has ", dims.num_layers, " layers, hidden size ", dims.hidden,
+                     " and ", dims.positions, " positions; all must be positive"));
   }
   if (padded_vocab < dims.vocab) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the word embedding has ", padded_vocab, " rows, fewer than the ",
-                     dims.vocab, " tokens of --vocab-size"));
+    return absl::InvalidArgumentError(absl::StrCat("the word embedding has ", padded_vocab,
+                                                   " rows, fewer than the ", dims.vocab,
+                                                   " tokens of --vocab-size"));
   }
   return dims;
 }
@@ -223,8 +223,7 @@ std::map<std::string, std::vector<int64_t>> GptParameterShapes(const Gpt2Dims& d
   return shapes;
 }
 
-absl::StatusOr<HfTensorMap> ConveyorToHfGpt2(const GlobalTensorMap& tensors,
-                                             const Gpt2Dims& dims) {
+absl::StatusOr<HfTensorMap> ConveyorToHfGpt2(const GlobalTensorMap& tensors, const Gpt2Dims& dims) {
   HfTensorMap out;
   for (const TensorPair& pair : Gpt2Pairs(dims)) {
     const auto it = tensors.find(pair.conveyor);
@@ -233,18 +232,17 @@ absl::StatusOr<HfTensorMap> ConveyorToHfGpt2(const GlobalTensorMap& tensors,
           absl::StrCat("GPT-2 export: the model has no tensor ", pair.conveyor));
     }
     if (int64_t(it->second.size()) != NumElements(pair.conveyor_shape)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GPT-2 export: tensor ", pair.conveyor, " has ", it->second.size(),
-          " elements; its shape ", FormatShape(pair.conveyor_shape), " needs ",
-          NumElements(pair.conveyor_shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2 export: tensor ", pair.conveyor, " has ", it->second.size(),
+                       " elements; its shape ", FormatShape(pair.conveyor_shape), " needs ",
+                       NumElements(pair.conveyor_shape)));
     }
     out[kHfPrefix + pair.hf] = HfTensor{pair.hf_shape, ToHf(pair, it->second, dims)};
   }
   return out;
 }
 
-absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors,
-                                                 const Gpt2Dims& dims) {
+absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors, const Gpt2Dims& dims) {
   // Index the file's tensors by their name without the optional prefix.
   std::map<std::string, const HfTensor*> by_name;
   std::vector<std::string> unexpected;
@@ -266,16 +264,16 @@ absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors,
       continue;
     }
     if (!by_name.emplace(name, &tensor).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GPT-2 import: tensor ", name, " appears both with and without the \"",
-          kHfPrefix, "\" prefix"));
+      return absl::InvalidArgumentError(absl::StrCat("GPT-2 import: tensor ", name,
+                                                     " appears both with and without the \"",
+                                                     kHfPrefix, "\" prefix"));
     }
   }
   if (!unexpected.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GPT-2 import: tensors the configured model has no place for (more layers than "
-        "--num-layers ", dims.num_layers, ", or not a GPT-2 model?): ",
-        absl::StrJoin(unexpected, ", ")));
+        "--num-layers ",
+        dims.num_layers, ", or not a GPT-2 model?): ", absl::StrJoin(unexpected, ", ")));
   }
 
   GlobalTensorMap out;
@@ -286,19 +284,18 @@ absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors,
           absl::StrCat("GPT-2 import: tensor ", kHfPrefix, pair.hf, " is missing"));
     }
     const HfTensor& tensor = *it->second;
-    const bool fits =
-        pair.layout == Layout::kPositionRows
-            ? tensor.shape.size() == 2 && tensor.shape[1] == dims.hidden &&
-                  tensor.shape[0] >= dims.positions
-            : tensor.shape == pair.hf_shape;
+    const bool fits = pair.layout == Layout::kPositionRows
+                          ? tensor.shape.size() == 2 && tensor.shape[1] == dims.hidden &&
+                                tensor.shape[0] >= dims.positions
+                          : tensor.shape == pair.hf_shape;
     if (!fits) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GPT-2 import: tensor ", kHfPrefix, pair.hf, " has shape ",
-          FormatShape(tensor.shape), "; the configured model needs ",
-          pair.layout == Layout::kPositionRows
-              ? absl::StrCat("[>= ", dims.positions, ", ", dims.hidden,
-                             "] (lower --max-position-embeddings/--seq-length to fit)")
-              : FormatShape(pair.hf_shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2 import: tensor ", kHfPrefix, pair.hf, " has shape ",
+                       FormatShape(tensor.shape), "; the configured model needs ",
+                       pair.layout == Layout::kPositionRows
+                           ? absl::StrCat("[>= ", dims.positions, ", ", dims.hidden,
+                                          "] (lower --max-position-embeddings/--seq-length to fit)")
+                           : FormatShape(pair.hf_shape)));
     }
     out[pair.conveyor] = FromHf(pair, tensor, dims);
   }

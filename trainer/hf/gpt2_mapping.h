@@ -58,16 +58,14 @@ std::map<std::string, std::vector<int64_t>> GptParameterShapes(const Gpt2Dims& d
 // Conveyor -> HF names and layouts ("transformer.wte.weight", ...; lm_head is tied
 // and left out, as transformers' own saves do). InvalidArgument naming the tensor when
 // one is missing or has the wrong number of elements.
-absl::StatusOr<HfTensorMap> ConveyorToHfGpt2(const GlobalTensorMap& tensors,
-                                             const Gpt2Dims& dims);
+absl::StatusOr<HfTensorMap> ConveyorToHfGpt2(const GlobalTensorMap& tensors, const Gpt2Dims& dims);
 
 // HF -> Conveyor. Accepts names with or without the "transformer." prefix (files
 // saved from GPT2Model have none); ignores the attention-mask buffers (attn.bias,
 // attn.masked_bias) and lm_head.weight (tied to wte). InvalidArgument naming the
 // tensor for a missing, unexpected or wrongly shaped tensor, or a position table
 // shorter than dims.positions.
-absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors,
-                                                 const Gpt2Dims& dims);
+absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors, const Gpt2Dims& dims);
 
 // GPT-2's attention-mask buffers ("[transformer.]h.N.attn.bias", "...masked_bias"):
 // saved by some versions of transformers, never weights, so importers skip them.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,9 +31,9 @@ constexpr char kMetadataKey[] = "__metadata__";
 int64_t DtypeBytes(absl::string_view dtype) {
   static const std::map<std::string, int64_t, std::less<>>* const kSizes =
       new std::map<std::string, int64_t, std::less<>>{
-          {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1},
-          {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},
-          {"U32", 4},  {"F32", 4}, {"F64", 8},  {"I64", 8},     {"U64", 8}};
+          {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+          {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+          {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   const auto it = kSizes->find(dtype);
   return it == kSizes->end() ? 0 : it->second;
 }
@@ -112,8 +113,8 @@ absl::StatusOr<std::string> EncodeSafetensorsHeader(
     const int64_t bytes = int64_t(tensor.data.size() * sizeof(float));
     separate();
     json += absl::StrCat(JsonQuote(name), ":{\"dtype\":\"F32\",\"shape\":[",
-                         absl::StrJoin(tensor.shape, ","), "],\"data_offsets\":[", offset,
-                         ",", offset + bytes, "]}");
+                         absl::StrJoin(tensor.shape, ","), "],\"data_offsets\":[", offset, ",",
+                         offset + bytes, "]}");
     offset += bytes;
   }
   json += '}';
@@ -135,8 +136,7 @@ absl::Status WriteSafetensors(const std::string& path, const HfTensorMap& tensor
     ASSIGN_OR_RETURN(WritableFile file, WritableFile::Create(temp));
     RETURN_IF_ERROR(file.Append(header.data(), int64_t(header.size())));
     for (const auto& [name, tensor] : tensors) {
-      RETURN_IF_ERROR(
-          file.Append(tensor.data.data(), int64_t(tensor.data.size() * sizeof(float))));
+      RETURN_IF_ERROR(file.Append(tensor.data.data(), int64_t(tensor.data.size() * sizeof(float))));
     }
     RETURN_IF_ERROR(file.SyncAndClose());
     return Rename(temp, path);
@@ -159,8 +159,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
 absl::Status SafetensorsFile::ParseHeader() {
   const std::string& name = file_.path();
   auto invalid = [&](auto&&... parts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("safetensors file ", name, ": ", parts...));
+    return absl::InvalidArgumentError(absl::StrCat("safetensors file ", name, ": ", parts...));
   };
   const int64_t file_size = file_.size();
   if (file_size < kLengthBytes) {
@@ -214,14 +213,18 @@ absl::Status SafetensorsFile::ParseHeader() {
                  "\" (known: BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, "
                  "U32, F32, F64, I64, U64)");
     }
-    // Accumulate the byte size with a bound, so a hostile shape cannot overflow it.
+    // The byte size, saturating instead of overflowing on a hostile shape.
     int64_t bytes = element_bytes;
+    bool saturated = false;
     for (const JsonValue& dim : shape->array()) {
       int64_t d = 0;
       if (!AsCount(dim, &d)) return bad("shape entries must be non-negative integers");
       entry.shape.push_back(d);
-      if (d != 0 && bytes > data_bytes / d) {
-        bytes = data_bytes + 1;  // larger than any possible span; reported below
+      if (d == 0) {
+        bytes = 0;  // an empty tensor, however large the other dimensions
+        saturated = false;
+      } else if (saturated || bytes > std::numeric_limits<int64_t>::max() / d) {
+        saturated = true;
       } else {
         bytes *= d;
       }
@@ -234,11 +237,10 @@ absl::Status SafetensorsFile::ParseHeader() {
       return bad("data_offsets [", begin, ", ", end, "] run past the ", data_bytes,
                  " data bytes of the file: truncated or corrupt");
     }
-    if (end - begin != bytes) {
-      return bad("data_offsets [", begin, ", ", end, "] span ", end - begin,
-                 " bytes but shape ", FormatShape(entry.shape), " of ", entry.dtype,
-                 " needs ", bytes > data_bytes ? std::string("more than the file holds")
-                                               : absl::StrCat(bytes));
+    if (saturated || end - begin != bytes) {
+      return bad("data_offsets [", begin, ", ", end, "] span ", end - begin, " bytes but shape ",
+                 FormatShape(entry.shape), " of ", entry.dtype, " needs ",
+                 saturated ? std::string("more than the file holds") : absl::StrCat(bytes));
     }
     entry.begin = data_start + begin;
     entry.end = data_start + end;
@@ -256,9 +258,8 @@ absl::Status SafetensorsFile::ParseHeader() {
     if (by_begin[i].first < previous.end) {
       return invalid("tensors ", *by_begin[i - 1].second, " and ", *by_begin[i].second,
                      " overlap (data_offsets [", previous.begin - data_start, ", ",
-                     previous.end - data_start, "] and [", by_begin[i].first - data_start,
-                     ", ", entries_.at(*by_begin[i].second).end - data_start,
-                     "]): corrupt header");
+                     previous.end - data_start, "] and [", by_begin[i].first - data_start, ", ",
+                     entries_.at(*by_begin[i].second).end - data_start, "]): corrupt header");
     }
   }
   return absl::OkStatus();
@@ -272,8 +273,7 @@ const SafetensorsEntry* SafetensorsFile::Find(absl::string_view name) const {
 absl::StatusOr<HfTensor> SafetensorsFile::Read(absl::string_view name) const {
   const SafetensorsEntry* entry = Find(name);
   if (entry == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("safetensors file ", path(), " has no tensor ", name));
+    return absl::NotFoundError(absl::StrCat("safetensors file ", path(), " has no tensor ", name));
   }
   HfTensor tensor;
   tensor.shape = entry->shape;
@@ -290,9 +290,9 @@ absl::StatusOr<HfTensor> SafetensorsFile::Read(absl::string_view name) const {
       tensor.data[i] = half ? HalfToFloat(raw[i]) : Bf16ToFloat(raw[i]);
     }
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "safetensors file ", path(), ": tensor ", name, " has dtype ", entry->dtype,
-        "; only floating-point weights (F32, F16, BF16) can be loaded"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("safetensors file ", path(), ": tensor ", name, " has dtype ", entry->dtype,
+                     "; only floating-point weights (F32, F16, BF16) can be loaded"));
   }
   return tensor;
 }

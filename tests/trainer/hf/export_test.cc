@@ -1,0 +1,229 @@
+// End to end: a Conveyor checkpoint, saved by the checkpoint library, exported to a
+// Hugging Face GPT-2 folder and read back, gives back the same weights.
+#include "trainer/hf/export.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/json_lite.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parallel/self_communicator.h"
+#include "tests/trainer/hf/hf_test_util.h"
+#include "trainer/checkpoint/checkpoint_writer.h"
+#include "trainer/checkpoint/file_io.h"
+#include "trainer/checkpoint/index_runs.h"
+#include "trainer/config_validation.h"
+#include "trainer/hf/export_command.h"
+#include "trainer/hf/gpt2_config_json.h"
+#include "trainer/hf/safetensors.h"
+
+namespace conveyor {
+namespace {
+
+using hf_testing::FreshDir;
+using hf_testing::PatternParameters;
+using hf_testing::SmallGpt2Config;
+using hf_testing::WithZeroPadding;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Gpt2Dims DimsOf(const Config& config) {
+  const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, PaddedVocabSize(config));
+  EXPECT_TRUE(dims.ok()) << dims.status();
+  return *dims;
+}
+
+// Saves `tensors` as iteration `iteration` of a one-rank run. Each tensor is passed
+// as two halves, as two tensor-parallel ranks would hold it, so the export has to
+// gather shards.
+absl::Status SaveModel(const std::string& dir, const Config& config, int64_t iteration,
+                       GlobalTensorMap& tensors, const Gpt2Dims& dims) {
+  CheckpointState state;
+  state.config = config;
+  state.iteration = iteration;
+  std::vector<TensorShardRef> shards;
+  const auto shapes = GptParameterShapes(dims);
+  for (auto& [name, data] : tensors) {
+    const int64_t n = int64_t(data.size());
+    const int64_t half = n / 2;
+    shards.push_back({name, shapes.at(name), ElementRange(0, half), data.data(), half});
+    shards.push_back(
+        {name, shapes.at(name), ElementRange(half, n - half), data.data() + half, n - half});
+  }
+  SelfCommunicator world;
+  return SaveCheckpoint(dir, state, shards, world);
+}
+
+TEST(HfExportTest, ExportThenReadGivesBackTheWeights) {
+  const Config config = SmallGpt2Config();
+  const Gpt2Dims dims = DimsOf(config);
+  ASSERT_EQ(dims.padded_vocab, 64);
+  GlobalTensorMap original = PatternParameters(dims);
+  const std::string save = FreshDir("save");
+  ASSERT_TRUE(SaveModel(save, config, 7, original, dims).ok());
+
+  const std::string out = FreshDir("export") + "/gpt2";
+  HfExportSummary summary;
+  const absl::Status exported = ExportHfGpt2(save, std::nullopt, out, &summary);
+  ASSERT_TRUE(exported.ok()) << exported;
+  EXPECT_EQ(summary.iteration, 7);
+  EXPECT_EQ(summary.tensors, 4 + 12 * 2);
+  const int64_t h = 8, per_layer = 4 * h + 3 * h * h + 3 * h + h * h + h + 8 * h * h + 5 * h;
+  EXPECT_EQ(summary.parameters, 50 * h + 16 * h + 2 * h + 2 * per_layer);
+  const absl::StatusOr<ReadableFile> weights = ReadableFile::Open(out + "/model.safetensors");
+  ASSERT_TRUE(weights.ok());
+  EXPECT_EQ(summary.bytes, weights->size());
+  const absl::StatusOr<std::vector<std::string>> listing = ListDir(out);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_THAT(*listing, ElementsAre("config.json", "model.safetensors"));  // no temp files
+
+  const absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(out + "/model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->metadata().at("format"), "pt");
+  EXPECT_THAT(file->Find("transformer.wte.weight")->shape, ElementsAre(50, 8));
+  EXPECT_THAT(file->Find("transformer.h.1.attn.c_attn.weight")->shape, ElementsAre(8, 24));
+
+  const absl::StatusOr<GlobalTensorMap> read = ReadHfGpt2(out, config);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, WithZeroPadding(original, dims));
+}
+
+TEST(HfExportTest, ExportsTheChosenIteration) {
+  const Config config = SmallGpt2Config();
+  const Gpt2Dims dims = DimsOf(config);
+  const std::string save = FreshDir("save_steps");
+  GlobalTensorMap first = PatternParameters(dims);
+  ASSERT_TRUE(SaveModel(save, config, 1, first, dims).ok());
+  GlobalTensorMap second = PatternParameters(dims);
+  for (auto& [name, data] : second) data[0] = -1.0f;
+  ASSERT_TRUE(SaveModel(save, config, 2, second, dims).ok());
+
+  const std::string out = FreshDir("export_steps");
+  HfExportSummary summary;
+  ASSERT_TRUE(ExportHfGpt2(save, 1, out, &summary).ok());
+  EXPECT_EQ(summary.iteration, 1);
+  const absl::StatusOr<GlobalTensorMap> read = ReadHfGpt2(out, config);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, WithZeroPadding(first, dims));
+}
+
+TEST(HfExportTest, ConfigJsonDescribesGpt2) {
+  const Config config = SmallGpt2Config();
+  const absl::StatusOr<JsonValue> json = ParseJson(Gpt2ConfigJson(config, DimsOf(config)));
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ((*json)["architectures"][0].str(), "GPT2LMHeadModel");
+  EXPECT_EQ((*json)["model_type"].str(), "gpt2");
+  EXPECT_EQ((*json)["vocab_size"].integer(), 50);
+  EXPECT_EQ((*json)["n_positions"].integer(), 16);
+  EXPECT_EQ((*json)["n_embd"].integer(), 8);
+  EXPECT_EQ((*json)["n_layer"].integer(), 2);
+  EXPECT_EQ((*json)["n_head"].integer(), 2);
+  EXPECT_TRUE((*json)["n_inner"].is_null());
+  EXPECT_EQ((*json)["activation_function"].str(), "gelu_new");
+  EXPECT_EQ((*json)["layer_norm_epsilon"].number(), 1e-5);
+  EXPECT_TRUE((*json)["tie_word_embeddings"].boolean());
+  EXPECT_EQ((*json)["eos_token_id"].integer(), 49);
+}
+
+TEST(HfExportTest, ReadNamesEveryConfigDifference) {
+  const Config config = SmallGpt2Config();
+  const absl::StatusOr<JsonValue> json = ParseJson(
+      "{\"model_type\": \"gpt2\", \"n_layer\": 3, \"n_embd\": 8, \"n_head\": 4,"
+      " \"vocab_size\": 50257, \"n_positions\": 8, \"activation_function\": \"gelu\"}");
+  ASSERT_TRUE(json.ok());
+  const absl::Status status = CheckGpt2ConfigJson(*json, "x/config.json", config, DimsOf(config));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      status.message(),
+      AllOf(HasSubstr("x/config.json"), HasSubstr("n_layer is 3"), HasSubstr("--num-layers is 2"),
+            HasSubstr("n_head is 4"), HasSubstr("vocab_size is 50257"),
+            HasSubstr("n_positions is 8"), HasSubstr("activation_function is \"gelu\"")));
+  EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("n_embd")));
+}
+
+TEST(HfExportTest, ReadRefusesAModelOfAnotherShape) {
+  const Config config = SmallGpt2Config();
+  const Gpt2Dims dims = DimsOf(config);
+  GlobalTensorMap original = PatternParameters(dims);
+  const std::string save = FreshDir("save_shape");
+  ASSERT_TRUE(SaveModel(save, config, 3, original, dims).ok());
+  const std::string out = FreshDir("export_shape");
+  ASSERT_TRUE(ExportHfGpt2(save, std::nullopt, out).ok());
+
+  Config deeper = config;
+  deeper.mutable_model()->set_num_layers(3);
+  const auto read = ReadHfGpt2(out, deeper);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), AllOf(HasSubstr("config.json"), HasSubstr("n_layer")));
+
+  Config rope = config;
+  rope.mutable_model()->set_position_embedding_type("rope");
+  EXPECT_THAT(ReadHfGpt2(out, rope).status().message(), HasSubstr("--position-embedding-type"));
+
+  EXPECT_EQ(ReadHfGpt2(FreshDir("empty"), config).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(HfExportTest, RefusesANonGpt2Checkpoint) {
+  Config config = SmallGpt2Config();
+  const Gpt2Dims dims = DimsOf(config);
+  GlobalTensorMap tensors = PatternParameters(dims);
+  config.mutable_model()->set_normalization("RMSNorm");  // stored config disagrees
+  config.mutable_model()->set_swiglu(true);
+  const std::string save = FreshDir("save_llama");
+  ASSERT_TRUE(SaveModel(save, config, 5, tensors, dims).ok());
+  const absl::Status status = ExportHfGpt2(save, std::nullopt, FreshDir("export_llama"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr(save), HasSubstr("--normalization is RMSNorm"),
+                                      HasSubstr("--swiglu")));
+}
+
+TEST(ExportCommandTest, ExportsAndPrintsASummary) {
+  const Config config = SmallGpt2Config();
+  const Gpt2Dims dims = DimsOf(config);
+  GlobalTensorMap tensors = PatternParameters(dims);
+  const std::string save = FreshDir("save_cmd");
+  ASSERT_TRUE(SaveModel(save, config, 4, tensors, dims).ok());
+  const std::string out = FreshDir("export_cmd");
+  std::ostringstream stdout_text, stderr_text;
+  EXPECT_EQ(
+      RunExportCommand({"--load", save, "--ckpt-step=4", "--format", "hf-gpt2", "--output", out},
+                       stdout_text, stderr_text),
+      0)
+      << stderr_text.str();
+  EXPECT_THAT(stdout_text.str(), AllOf(HasSubstr("iteration 4"), HasSubstr("28 tensors"),
+                                       HasSubstr("parameters"), HasSubstr("bytes")));
+  EXPECT_TRUE(PathExists(out + "/config.json"));
+}
+
+TEST(ExportCommandTest, UsageErrorsExitTwoAndListEveryProblem) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunExportCommand({"--format", "onnx", "--ckpt-step", "ten", "--bogus"}, out, err), 2);
+  EXPECT_THAT(err.str(),
+              AllOf(HasSubstr("--load is required"), HasSubstr("--output is required"),
+                    HasSubstr("--format onnx is not supported"), HasSubstr("--ckpt-step"),
+                    HasSubstr("unknown argument --bogus"), HasSubstr("usage:")));
+
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunExportCommand({"--load"}, out2, err2), 2);
+  EXPECT_THAT(err2.str(), HasSubstr("--load needs a value"));
+
+  std::ostringstream out3, err3;
+  EXPECT_EQ(RunExportCommand({"--help"}, out3, err3), 0);
+  EXPECT_THAT(out3.str(), HasSubstr("usage:"));
+}
+
+TEST(ExportCommandTest, FailuresExitOneWithTheReason) {
+  std::ostringstream out, err;
+  const std::string missing = FreshDir("no_checkpoint");
+  EXPECT_EQ(
+      RunExportCommand({"--load", missing, "--format", "hf-gpt2", "--output", FreshDir("unused")},
+                       out, err),
+      1);
+  EXPECT_THAT(err.str(), HasSubstr(missing));
+}
+
+}  // namespace
+}  // namespace conveyor
