@@ -44,16 +44,30 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::string MemoryReport(int64_t iteration) {
+// Megatron's memory report, for every rank (gathered over `world`, which every rank
+// must call with): the peak bytes of each category since the start.
+absl::StatusOr<std::string> MemoryReport(int64_t iteration, Communicator& world) {
   const MemoryTracker& m = MemoryTracker::Global();
   constexpr double kMiB = 1024.0 * 1024.0;
-  return absl::StrFormat(
-      "[rank 0] (after %d iterations) memory (MiB) | weights: %.1f | grads: %.1f | "
-      "optimizer: %.1f | max activations: %.1f | max total: %.1f",
-      iteration, m.peak_bytes(MemoryCategory::kWeights) / kMiB,
-      m.peak_bytes(MemoryCategory::kGrads) / kMiB,
-      m.peak_bytes(MemoryCategory::kOptimizer) / kMiB,
-      m.peak_bytes(MemoryCategory::kActivations) / kMiB, m.peak_total() / kMiB);
+  constexpr int kFields = 5;
+  const float mine[kFields] = {
+      static_cast<float>(m.peak_bytes(MemoryCategory::kWeights) / kMiB),
+      static_cast<float>(m.peak_bytes(MemoryCategory::kGrads) / kMiB),
+      static_cast<float>(m.peak_bytes(MemoryCategory::kOptimizer) / kMiB),
+      static_cast<float>(m.peak_bytes(MemoryCategory::kActivations) / kMiB),
+      static_cast<float>(m.peak_total() / kMiB)};
+  std::vector<float> all(kFields * world.size());
+  RETURN_IF_ERROR(world.AllGather(mine, kFields, all.data()));
+  std::string report;
+  for (int r = 0; r < world.size(); ++r) {
+    const float* f = all.data() + kFields * r;
+    absl::StrAppendFormat(&report,
+                          "[rank %d] (after %d iterations) memory (MiB) | weights: %.1f | "
+                          "grads: %.1f | optimizer: %.1f | max activations: %.1f | max total: "
+                          "%.1f\n",
+                          r, iteration, f[0], f[1], f[2], f[3], f[4]);
+  }
+  return report;
 }
 
 }  // namespace
@@ -169,8 +183,9 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     interval_seconds += SecondsSince(start);
     ++interval_iters;
 
-    if (iteration == resume.iteration + 1 && out.log != nullptr) {
-      *out.log << MemoryReport(iteration) << "\n";
+    if (iteration == resume.iteration + 1) {
+      ASSIGN_OR_RETURN(const std::string report, MemoryReport(iteration, world));
+      if (out.log != nullptr) *out.log << report << std::flush;  // seen at once in a log
     }
     if (iteration % config.logging().log_interval() == 0 || iteration == t.train_iters()) {
       const double seconds_per_iteration = interval_seconds / interval_iters;
