@@ -88,7 +88,7 @@ absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
       for (int64_t i = 0; i < shape_.hidden; ++i) row[i] += pos[i];
     }
   }
-  cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), shape_.hidden_dropout,
+  cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
                     EmbeddingDropoutIndex(mb, local_rows), x.numel(), x.data(), x.data());
   return x;
 }
@@ -97,7 +97,7 @@ absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb,
                                          const Tensor& d_embedding, EmbeddingStash* stash) {
   const int64_t local_rows = d_embedding.dim(0);
   Tensor d = d_embedding.Clone(MemoryCategory::kActivations);
-  cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), shape_.hidden_dropout,
+  cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
                     EmbeddingDropoutIndex(mb, local_rows), d.numel(), d.data(), d.data());
   if (position_embedding_ != nullptr) {
     const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;

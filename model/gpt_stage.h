@@ -39,6 +39,11 @@ class GptStage : public pipeline::Stage {
   void BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch, float loss_scale);
   // Sum of the mean losses of the micro-batches this rank's last stage computed.
   double loss_sum() const { return loss_sum_; }
+  // Drops what forward passes kept (after an evaluation, which runs no backward).
+  void DiscardStashes() {
+    stashes_.clear();
+    embedding_grads_.clear();
+  }
 
   int64_t BoundaryElements() const override;
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override;

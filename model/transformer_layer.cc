@@ -108,7 +108,7 @@ void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& 
   const cpu::AttentionShape attention{mb.batch, mb.seq, local_groups_,
                                       shape_.heads_per_group(), shape_.head_dim};
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  const cpu::AttentionDropout attention_dropout{&probs_rng, shape_.attention_dropout,
+  const cpu::AttentionDropout attention_dropout{&probs_rng, mb.Dropout(shape_.attention_dropout),
                                                 mb.first_sample, tp_->rank() * local_heads,
                                                 shape_.heads};
   *probs = Tensor::Zeros({mb.batch, local_heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
@@ -148,7 +148,7 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   ASSIGN_OR_RETURN(stash->x1, tp_->ExitForward(std::move(proj_partial)));
   proj_.AddBias(stash->x1.data(), local_rows);
   cpu::ApplyDropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                    shape_.hidden_dropout, hidden_index, stash->x1.numel(), stash->x1.data(),
+                    mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1.numel(), stash->x1.data(),
                     stash->x1.data());
   AddInto(x, &stash->x1);
 
@@ -159,7 +159,7 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   fc2_.Forward(stash->act.data(), rows, fc2_partial.data());
   ASSIGN_OR_RETURN(Tensor out, tp_->ExitForward(std::move(fc2_partial)));
   fc2_.AddBias(out.data(), local_rows);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), shape_.hidden_dropout,
+  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
                     hidden_index, out.numel(), out.data(), out.data());
   AddInto(stash->x1, &out);
 
@@ -198,7 +198,7 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
 
   // MLP block.
   Tensor d_fc2 = Activation(local_rows, shape_.hidden);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), shape_.hidden_dropout,
+  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
                     hidden_index, dy.numel(), dy.data(), d_fc2.data());
   ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_fc2));
   Tensor d_act = Activation(rows, local_ffn_);
@@ -221,7 +221,7 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   // Attention block.
   Tensor d_proj = Activation(local_rows, shape_.hidden);
   cpu::ApplyDropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                    shape_.hidden_dropout, hidden_index, d_x1.numel(), d_x1.data(),
+                    mb.Dropout(shape_.hidden_dropout), hidden_index, d_x1.numel(), d_x1.data(),
                     d_proj.data());
   ASSIGN_OR_RETURN(stash->d_proj_full, tp_->ExitBackward(d_proj));
   Tensor d_ctx = Activation(rows, local_heads * shape_.head_dim);
@@ -229,7 +229,7 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   const cpu::AttentionShape attention{mb.batch, mb.seq, local_groups_,
                                       shape_.heads_per_group(), shape_.head_dim};
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  const cpu::AttentionDropout attention_dropout{&probs_rng, shape_.attention_dropout,
+  const cpu::AttentionDropout attention_dropout{&probs_rng, mb.Dropout(shape_.attention_dropout),
                                                 mb.first_sample, tp_->rank() * local_heads,
                                                 shape_.heads};
   stash->d_qkv = Activation(rows, qkv_.local_out());

@@ -85,7 +85,7 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
     }
   }
   absl::StatusOr<RankRun> run =
-      TrainOnRank(config, **state, *data->train, {&out, metrics.get()});
+      TrainOnRank(config, **state, *data->train, {&out, metrics.get()}, data->valid.get());
   if (!run.ok()) {
     err << kProgram << ": error: " << who << run.status().message() << "\n";
     return kExitFailure;

@@ -27,7 +27,8 @@ absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& stat
 }
 
 absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
-                                    const SampleSource& data, const TrainingOutputs& out) {
+                                    const SampleSource& data, const TrainingOutputs& out,
+                                    const SampleSource* valid) {
   ASSIGN_OR_RETURN(RankRun run, BuildRankModel(config, state));
   RankPlace place;
   place.dp_rank = state.coords().dp;
@@ -50,7 +51,7 @@ absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
   place.pp = state.pp_size() > 1 ? &state.pp() : nullptr;
   place.pipeline = run.stage->place();
   const TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
-  ASSIGN_OR_RETURN(run.result, Train(config, run.stage.get(), data, outputs, place));
+  ASSIGN_OR_RETURN(run.result, Train(config, run.stage.get(), data, outputs, place, valid));
   return run;
 }
 

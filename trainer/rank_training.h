@@ -28,7 +28,8 @@ absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& stat
 
 // `config` must be resolved; `state` describes the same layout as the config.
 absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
-                                    const SampleSource& data, const TrainingOutputs& out);
+                                    const SampleSource& data, const TrainingOutputs& out,
+                                    const SampleSource* valid = nullptr);
 
 // Whether `state`'s rank is the one that logs.
 bool IsLoggingRank(const ParallelState& state);

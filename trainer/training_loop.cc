@@ -5,13 +5,15 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
-#include "runtime/memory_tracker.h"
-#include "runtime/status_macros.h"
-#include "trainer/flops.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/self_communicator.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/status_macros.h"
+#include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
+#include "trainer/flops.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/micro_batch_feed.h"
 #include "trainer/pipeline_report.h"
 #include "trainer/step_timers.h"
 #include "trainer/training_checkpoints.h"
@@ -19,26 +21,6 @@
 
 namespace conveyor {
 namespace {
-
-// Inputs are tokens [0, seq) and labels [1, seq] of each sample.
-absl::Status FillMicroBatch(const SampleSource& data, int64_t first_sample, int64_t batch,
-                            int64_t seq, std::vector<int32_t>* tokens,
-                            std::vector<int32_t>* labels) {
-  tokens->resize(batch * seq);
-  labels->resize(batch * seq);
-  for (int64_t b = 0; b < batch; ++b) {
-    absl::StatusOr<std::vector<int32_t>> sample = data.Sample(first_sample + b);
-    if (!sample.ok()) return sample.status();
-    if (static_cast<int64_t>(sample->size()) != seq + 1) {
-      return absl::InternalError(absl::StrFormat(
-          "sample %d has %d tokens, expected --seq-length + 1 = %d", first_sample + b,
-          sample->size(), seq + 1));
-    }
-    std::copy(sample->begin(), sample->end() - 1, tokens->begin() + b * seq);
-    std::copy(sample->begin() + 1, sample->end(), labels->begin() + b * seq);
-  }
-  return absl::OkStatus();
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -74,7 +56,7 @@ absl::StatusOr<std::string> MemoryReport(int64_t iteration, Communicator& world)
 
 absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                      const SampleSource& data, const TrainingOutputs& out,
-                                     const RankPlace& place) {
+                                     const RankPlace& place, const SampleSource* valid) {
   const TrainingConfig& t = config.training();
   const int64_t micro = t.micro_batch_size();
   const int64_t num_micro = t.num_micro_batches();
@@ -124,13 +106,9 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     ++iteration;
     const auto start = std::chrono::steady_clock::now();
     const int64_t step_first_sample = result.consumed_samples;
-    MicroBatchFeed feed = [&](int m) -> absl::StatusOr<MicroBatchInput> {
-      MicroBatchInput in;
-      in.context = {iteration, (m * place.dp_size + place.dp_rank) * micro, micro, seq};
-      RETURN_IF_ERROR(FillMicroBatch(data, step_first_sample + in.context.first_sample, micro,
-                                     seq, &in.tokens, &in.labels));
-      return in;
-    };
+    MicroBatchFeed feed = MakeMicroBatchFeed(data, iteration, step_first_sample,
+                                             /*training=*/true, micro, seq, place.dp_rank,
+                                             place.dp_size);
     for (Parameter* p : params) p->grad.SetZero();
     std::optional<StepTimers::Scope> phase(std::in_place, &timers,
                                            StepTimers::kForwardBackward);
@@ -217,6 +195,21 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       interval = IntervalStats();
       interval_seconds = interval_loss = 0.0;
       interval_iters = interval_good_iters = 0;
+    }
+    if (valid != nullptr && config.data().eval_iters() > 0 &&
+        iteration % config.data().eval_interval() == 0) {
+      // Megatron's validation reader moves on: each evaluation sees new samples.
+      const int64_t evaluation = iteration / config.data().eval_interval() - 1;
+      ASSIGN_OR_RETURN(const double valid_loss,
+                       Evaluate(config, stage, *valid,
+                                evaluation * config.data().eval_iters() * global_batch, place));
+      result.valid_losses.push_back(valid_loss);
+      if (out.log != nullptr) *out.log << FormatValidationLine(iteration, valid_loss) << std::endl;
+      if (out.metrics != nullptr) {
+        *out.metrics << absl::StrFormat("{\"iteration\": %d, \"valid_lm_loss\": %.9g}",
+                                        iteration, valid_loss)
+                     << std::endl;
+      }
     }
     const ResumePoint point{iteration, result.consumed_samples};
     if (!ckpt.save().empty() && ckpt.save_interval() > 0 &&

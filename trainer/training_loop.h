@@ -20,6 +20,7 @@ namespace conveyor {
 struct TrainingResult {
   std::vector<double> losses;      // per iteration: mean over micro-batches and DP ranks
   std::vector<double> grad_norms;  // per iteration, before clipping
+  std::vector<double> valid_losses;  // per evaluation (--eval-interval)
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
   int64_t consumed_samples = 0;
@@ -48,10 +49,12 @@ struct RankPlace {
 // data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each group of
 // DP * micro samples, as Megatron's sampler does. Fails (with the iteration named) on
 // a NaN or inf loss or gradient norm when --nan-policy is stop, and when the data
-// source or a collective fails.
+// source or a collective fails. With `valid`, every --eval-interval iterations the
+// validation loss over --eval-iters batches is logged.
 absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                      const SampleSource& data, const TrainingOutputs& out,
-                                     const RankPlace& place = {});
+                                     const RankPlace& place = {},
+                                     const SampleSource* valid = nullptr);
 
 }  // namespace conveyor
 

@@ -49,6 +49,14 @@ two=$("$trainer" --config "$config" --train-iters 6 --nproc-per-node 2 \
   --tensor-model-parallel-size 2 2>&1 | grep 'final lm loss')
 [[ -n "$one" && "$one" == "$two" ]] || fail "TP2 run differs from one rank: '$one' vs '$two'"
 
+# Validation loss (no dropout, forward only) is the same through a pipeline.
+one=$("$trainer" --config "$config" --train-iters 6 --eval-interval 3 --eval-iters 2 \
+  --num-layers 4 --num-micro-batches 4 2>&1 | grep 'validation loss')
+two=$("$trainer" --config "$config" --train-iters 6 --eval-interval 3 --eval-iters 2 \
+  --num-layers 4 --num-micro-batches 4 --nproc-per-node 2 --pipeline-model-parallel-size 2 \
+  --pipeline-schedule zbv --num-virtual-stages-per-pipeline-rank 2 2>&1 | grep 'validation loss')
+[[ $(wc -l <<<"$one") -eq 2 && "$one" == "$two" ]] || fail "validation differs: '$one' vs '$two'"
+
 # SIGTERM with --exit-signal-handler: finish the step, save, exit 0 (one rank, and two
 # ranks through the launcher, which forwards the signal).
 for ranks in 1 2; do

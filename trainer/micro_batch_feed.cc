@@ -1,0 +1,31 @@
+#include "trainer/micro_batch_feed.h"
+
+#include "absl/strings/str_format.h"
+
+namespace conveyor {
+
+MicroBatchFeed MakeMicroBatchFeed(const SampleSource& source, int64_t iteration,
+                                  int64_t step_first_sample, bool training, int64_t micro,
+                                  int64_t seq, int dp_rank, int dp_size) {
+  return [=, &source](int m) -> absl::StatusOr<MicroBatchInput> {
+    MicroBatchInput in;
+    in.context = {iteration, (int64_t{m} * dp_size + dp_rank) * micro, micro, seq, training};
+    in.tokens.resize(micro * seq);
+    in.labels.resize(micro * seq);
+    for (int64_t b = 0; b < micro; ++b) {
+      const int64_t index = step_first_sample + in.context.first_sample + b;
+      absl::StatusOr<std::vector<int32_t>> sample = source.Sample(index);
+      if (!sample.ok()) return sample.status();
+      if (static_cast<int64_t>(sample->size()) != seq + 1) {
+        return absl::InternalError(absl::StrFormat(
+            "sample %d has %d tokens, expected --seq-length + 1 = %d", index, sample->size(),
+            seq + 1));
+      }
+      std::copy(sample->begin(), sample->end() - 1, in.tokens.begin() + b * seq);
+      std::copy(sample->begin() + 1, sample->end(), in.labels.begin() + b * seq);
+    }
+    return in;
+  };
+}
+
+}  // namespace conveyor

@@ -1,0 +1,22 @@
+// Where a step's micro-batches come from: data-parallel rank d takes samples
+// [d * micro, (d + 1) * micro) of each group of DP * micro samples after the step's
+// first sample, as Megatron's sampler does; inputs are tokens [0, seq) of a sample and
+// labels tokens [1, seq].
+#ifndef CONVEYOR_TRAINER_MICRO_BATCH_FEED_H_
+#define CONVEYOR_TRAINER_MICRO_BATCH_FEED_H_
+
+#include <cstdint>
+
+#include "data/sample_source.h"
+#include "model/gpt_stage.h"
+
+namespace conveyor {
+
+// `source` must outlive the returned feed.
+MicroBatchFeed MakeMicroBatchFeed(const SampleSource& source, int64_t iteration,
+                                  int64_t step_first_sample, bool training, int64_t micro,
+                                  int64_t seq, int dp_rank, int dp_size);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_MICRO_BATCH_FEED_H_
