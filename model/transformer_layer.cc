@@ -94,6 +94,21 @@ void TransformerLayer::ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq,
   }
 }
 
+cpu::AttentionShape TransformerLayer::AttentionShapeOf(const MicroBatchContext& mb) const {
+  return {mb.batch, mb.seq, local_groups_, shape_.heads_per_group(), shape_.head_dim};
+}
+
+cpu::AttentionDropout TransformerLayer::AttentionDropoutOf(const MicroBatchContext& mb,
+                                                           const CounterRng* rng) const {
+  // This rank's heads start at tp_rank * local_heads among all heads.
+  return {rng, mb.Dropout(shape_.attention_dropout), mb.first_sample,
+          tp_->rank() * local_groups_ * shape_.heads_per_group(), shape_.heads};
+}
+
+float TransformerLayer::AttentionScale() const {
+  return 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
+}
+
 absl::Status TransformerLayer::NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out,
                                         Tensor* full, NormStats* stats) const {
   *out = Activation(in.dim(0), shape_.hidden);
@@ -105,16 +120,11 @@ absl::Status TransformerLayer::NormsOut(const NormLayer& norm, const Tensor& in,
 void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv,
                                      Tensor* probs, Tensor* ctx) const {
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
-  const cpu::AttentionShape attention{mb.batch, mb.seq, local_groups_,
-                                      shape_.heads_per_group(), shape_.head_dim};
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  const cpu::AttentionDropout attention_dropout{&probs_rng, mb.Dropout(shape_.attention_dropout),
-                                                mb.first_sample, tp_->rank() * local_heads,
-                                                shape_.heads};
   *probs = Tensor::Zeros({mb.batch, local_heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
   *ctx = Activation(mb.tokens(), local_heads * shape_.head_dim);
-  cpu::AttentionForward(attention, qkv.data(), 1.0f / std::sqrt(float(shape_.head_dim)),
-                        attention_dropout, probs->data(), ctx->data());
+  cpu::AttentionForward(AttentionShapeOf(mb), qkv.data(), AttentionScale(),
+                        AttentionDropoutOf(mb, &probs_rng), probs->data(), ctx->data());
 }
 
 void TransformerLayer::MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const {
@@ -226,15 +236,10 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   ASSIGN_OR_RETURN(stash->d_proj_full, tp_->ExitBackward(d_proj));
   Tensor d_ctx = Activation(rows, local_heads * shape_.head_dim);
   proj_.BackwardInput(stash->d_proj_full.data(), rows, d_ctx.data());
-  const cpu::AttentionShape attention{mb.batch, mb.seq, local_groups_,
-                                      shape_.heads_per_group(), shape_.head_dim};
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  const cpu::AttentionDropout attention_dropout{&probs_rng, mb.Dropout(shape_.attention_dropout),
-                                                mb.first_sample, tp_->rank() * local_heads,
-                                                shape_.heads};
   stash->d_qkv = Activation(rows, qkv_.local_out());
-  cpu::AttentionBackward(attention, stash->qkv.data(), stash->probs.data(), d_ctx.data(),
-                         1.0f / std::sqrt(float(shape_.head_dim)), attention_dropout,
+  cpu::AttentionBackward(AttentionShapeOf(mb), stash->qkv.data(), stash->probs.data(),
+                         d_ctx.data(), AttentionScale(), AttentionDropoutOf(mb, &probs_rng),
                          stash->d_qkv.data());
   ApplyRopeToQueriesAndKeys(&stash->d_qkv, mb.seq, /*inverse=*/true);
   Tensor d_ln1_partial = Activation(rows, shape_.hidden);

@@ -21,6 +21,7 @@
 #include "model/parameter.h"
 #include "model/recompute.h"
 #include "model/tensor_parallel.h"
+#include "runtime/cpu/attention.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/philox.h"
 
@@ -57,6 +58,11 @@ class TransformerLayer {
   // Global index of the first hidden element this rank holds outside the TP region.
   uint64_t HiddenDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
   void ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq, bool inverse) const;
+  cpu::AttentionShape AttentionShapeOf(const MicroBatchContext& mb) const;
+  // `rng` draws the probabilities' dropout mask; it must outlive the result.
+  cpu::AttentionDropout AttentionDropoutOf(const MicroBatchContext& mb,
+                                           const CounterRng* rng) const;
+  float AttentionScale() const;  // 1 / sqrt(head_dim)
   // The pieces forward computes and selective recomputation repeats.
   absl::Status NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out, Tensor* full,
                         NormStats* stats) const;

@@ -162,17 +162,7 @@ GlooCommunicator::GlooCommunicator(GroupSpec group, std::shared_ptr<gloo::Contex
 GlooCommunicator::~GlooCommunicator() = default;
 
 absl::Status GlooCommunicator::CheckUsable(const char* op, int64_t n) const {
-  if (!broken_.ok()) {
-    return absl::Status(broken_.code(),
-                        absl::StrCat(op, " on ", DescribeGroup(group_),
-                                     ": unusable after an earlier error: ",
-                                     broken_.message()));
-  }
-  if (n < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s on %s: negative element count %d", op, DescribeGroup(group_), n));
-  }
-  return absl::OkStatus();
+  return CheckOperation(group_, broken_, op, n);
 }
 
 template <typename Body>

@@ -1,6 +1,7 @@
 #include "parallel/group.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace conveyor {
@@ -27,6 +28,20 @@ std::string GroupName(absl::string_view kind, const std::vector<int>& global_ran
 std::string DescribeGroup(const GroupSpec& group) {
   return absl::StrCat("group ", group.name, " (global ranks ",
                       FormatRanks(group.global_ranks), ")");
+}
+
+absl::Status CheckOperation(const GroupSpec& group, const absl::Status& broken, const char* op,
+                            int64_t n) {
+  if (!broken.ok()) {
+    return absl::Status(broken.code(),
+                        absl::StrCat(op, " on ", DescribeGroup(group),
+                                     ": unusable after an earlier error: ", broken.message()));
+  }
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s on %s: negative element count %d", op, DescribeGroup(group), n));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace conveyor

@@ -2,9 +2,11 @@
 #ifndef CONVEYOR_PARALLEL_GROUP_H_
 #define CONVEYOR_PARALLEL_GROUP_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace conveyor {
@@ -23,6 +25,11 @@ std::string GroupName(absl::string_view kind, const std::vector<int>& global_ran
 
 // "group tp[0,1] (global ranks 0,1)" for error messages.
 std::string DescribeGroup(const GroupSpec& group);
+
+// What every backend checks before an operation `op` on `n` elements: that no earlier
+// error (`broken`) has made the communicator unusable, and that `n` is not negative.
+absl::Status CheckOperation(const GroupSpec& group, const absl::Status& broken, const char* op,
+                            int64_t n);
 
 }  // namespace conveyor
 

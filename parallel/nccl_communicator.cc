@@ -161,15 +161,8 @@ template <typename Enqueue>
 absl::Status NcclCommunicator::Run(const char* op, bool collective,
                                    const std::vector<int>& peers, int64_t n,
                                    Enqueue enqueue) {
-  if (!broken_.ok()) {
-    return absl::Status(broken_.code(),
-                        absl::StrCat(op, " on ", DescribeGroup(group_),
-                                     ": unusable after an earlier error: ",
-                                     broken_.message()));
-  }
-  if (n < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s on %s: negative element count %d", op, DescribeGroup(group_), n));
+  if (absl::Status usable = CheckOperation(group_, broken_, op, n); !usable.ok()) {
+    return usable;
   }
   const int64_t seq = collective ? ++seq_ : seq_;
   board_->Post(seq, op);
