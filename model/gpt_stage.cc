@@ -1,5 +1,6 @@
 #include "model/gpt_stage.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -25,6 +26,17 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
     partition.has_head = stage == num_stages_ - 1;
     chunks_.push_back(
         std::make_unique<GptModel>(shape, seed, tp_, partition, recompute.selective));
+    // The chunk's parameters that no transformer layer owns (embedding, head).
+    std::vector<Parameter*> in_layers;
+    for (int64_t i = 0; i < chunks_.back()->num_local_layers(); ++i) {
+      for (Parameter* p : chunks_.back()->layer(i).Parameters()) in_layers.push_back(p);
+    }
+    outside_layers_.emplace_back();
+    for (Parameter* p : chunks_.back()->parameters().parameters()) {
+      if (std::find(in_layers.begin(), in_layers.end(), p) == in_layers.end()) {
+        outside_layers_.back().push_back(p);
+      }
+    }
   }
 }
 
@@ -41,6 +53,7 @@ void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
   loss_scale_ = loss_scale;
   loss_sum_ = 0.0;
   inputs_.clear();
+  weight_passes_.clear();
 }
 
 int64_t GptStage::BoundaryElements() const { return boundary_elements_; }
@@ -115,7 +128,10 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk,
       RETURN_IF_ERROR(RebuildStash(mb, model, i, &stash));
     }
     ASSIGN_OR_RETURN(dx, model.layer(i).BackwardInput(dx, mb, &stash.layers[i]));
-    if (fused) model.layer(i).BackwardWeight(&stash.layers[i]);
+    if (fused) {
+      model.layer(i).BackwardWeight(&stash.layers[i]);
+      LayerWeightDone(chunk, i);
+    }
   }
   if (has_embedding(chunk)) {
     // The embedding has weights only: its backward waits for W.
@@ -142,7 +158,9 @@ absl::Status GptStage::BackwardWeight(int micro_batch, int chunk) {
   GptStash& stash = stashes_[key];
   for (int64_t i = 0; i < model.num_local_layers(); ++i) {
     // After a fused backward the layers are done already (their stashes are empty).
-    if (!stash.layers[i].x.empty()) model.layer(i).BackwardWeight(&stash.layers[i]);
+    if (stash.layers[i].x.empty()) continue;
+    model.layer(i).BackwardWeight(&stash.layers[i]);
+    LayerWeightDone(chunk, i);
   }
   if (has_embedding(chunk)) {
     RETURN_IF_ERROR(
@@ -150,7 +168,20 @@ absl::Status GptStage::BackwardWeight(int micro_batch, int chunk) {
     embedding_grads_.erase(key);
   }
   stashes_.erase(key);
+  if (gradients_ready_ && LastWeightPass(chunk)) gradients_ready_(outside_layers_[chunk]);
+  ++weight_passes_[chunk];
   return absl::OkStatus();
+}
+
+bool GptStage::LastWeightPass(int chunk) const {
+  auto it = weight_passes_.find(chunk);
+  return (it == weight_passes_.end() ? 0 : it->second) + 1 == micro_batches_per_step_;
+}
+
+void GptStage::LayerWeightDone(int chunk, int64_t layer) {
+  if (gradients_ready_ && LastWeightPass(chunk)) {
+    gradients_ready_(chunks_[chunk]->layer(layer).Parameters());
+  }
 }
 
 void GptStage::SumLocalTiedCopies() {

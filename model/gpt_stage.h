@@ -37,6 +37,16 @@ class GptStage : public pipeline::Stage {
   // Starts a step: where micro-batches come from, their size in tokens, and the
   // weight of each micro-batch's loss in the gradient (1 / (M * DP)).
   void BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch, float loss_scale);
+  // Called with parameters whose gradients are complete for the step: each layer's
+  // after its W for the last of the step's `micro_batches` micro-batches, and the
+  // chunk's embedding and head with the chunk's last W. --overlap-grad-reduce starts
+  // their data-parallel reduction from here while backward goes on.
+  void OnGradientsReady(int micro_batches,
+                        std::function<void(const std::vector<Parameter*>&)> callback) {
+    micro_batches_per_step_ = micro_batches;
+    gradients_ready_ = std::move(callback);
+  }
+
   // Sum of the mean losses of the micro-batches this rank's last stage computed.
   double loss_sum() const { return loss_sum_; }
   // Drops what forward passes kept (after an evaluation, which runs no backward).
@@ -88,6 +98,15 @@ class GptStage : public pipeline::Stage {
   std::map<std::pair<int, int>, Tensor> embedding_grads_;  // B's output for W
   MicroBatchFeed feed_;
   int64_t boundary_elements_ = 0;
+  // Whether this W pass of `chunk` is its last of the step.
+  bool LastWeightPass(int chunk) const;
+  // A layer's W is done (calls gradients_ready_ on the last pass).
+  void LayerWeightDone(int chunk, int64_t layer);
+
+  int micro_batches_per_step_ = 0;
+  std::function<void(const std::vector<Parameter*>&)> gradients_ready_;
+  std::map<int, int> weight_passes_;  // per chunk: completed W passes this step
+  std::vector<std::vector<Parameter*>> outside_layers_;  // per chunk: embedding, head
   float loss_scale_ = 1.0f;
   double loss_sum_ = 0.0;
 };

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/parameter.h"
 
@@ -32,6 +33,11 @@ class Linear {
   void AddBias(float* y, int64_t rows) const;
   void BackwardInput(const float* dy, int64_t rows, float* dx) const;
   void BackwardWeight(const float* x, const float* dy, int64_t rows);
+
+  void AppendParameters(std::vector<Parameter*>* out) const {
+    out->push_back(weight_);
+    if (bias_ != nullptr) out->push_back(bias_);
+  }
 
   int64_t local_in() const { return in_; }
   int64_t local_out() const { return out_; }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/parameter.h"
 #include "runtime/cpu/norm.h"
@@ -27,6 +28,11 @@ class NormLayer {
   void BackwardInput(const Tensor& dy, const Tensor& x, const NormStats& stats,
                      Tensor* dx) const;
   void BackwardWeight(const Tensor& dy, const Tensor& x, const NormStats& stats);
+
+  void AppendParameters(std::vector<Parameter*>* out) const {
+    out->push_back(gamma_);
+    if (beta_ != nullptr) out->push_back(beta_);
+  }
 
  private:
   cpu::NormKind kind_;

@@ -258,6 +258,17 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   return dx;
 }
 
+std::vector<Parameter*> TransformerLayer::Parameters() const {
+  std::vector<Parameter*> params;
+  ln1_.AppendParameters(&params);
+  qkv_.AppendParameters(&params);
+  proj_.AppendParameters(&params);
+  ln2_.AppendParameters(&params);
+  fc1_.AppendParameters(&params);
+  fc2_.AppendParameters(&params);
+  return params;
+}
+
 void TransformerLayer::BackwardWeight(LayerStash* stash) {
   const int64_t rows = stash->ln1_full.dim(0);
   fc2_.BackwardWeight(stash->act.data(), stash->d_fc2_full.data(), rows);

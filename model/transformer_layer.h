@@ -52,6 +52,9 @@ class TransformerLayer {
   // Accumulates weight gradients and empties the stash.
   void BackwardWeight(LayerStash* stash);
 
+  // The layer's parameters (this rank's shards).
+  std::vector<Parameter*> Parameters() const;
+
  private:
   enum class DropoutSite { kAttentionOut, kMlpOut, kAttentionProbs };
   CounterRng DropoutRng(DropoutSite site, int64_t iteration) const;

@@ -55,6 +55,8 @@ class DistributedOptimizer : public ParameterUpdater {
   }
 
   absl::Status ReduceGradients() override {
+    // Sums over TP (sequence parallel) and the embedding group commute with the DP
+    // sum; done first here, as the reduce-scatter leaves only the shard's sums.
     RETURN_IF_ERROR(ReduceSharedGradients(params_, groups_));
     float* flat = flat_.data();
     for (const Parameter* p : params_) {

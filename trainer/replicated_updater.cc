@@ -1,6 +1,17 @@
 // The DDP updater: every data-parallel rank holds all parameters and optimizer state;
 // gradients are summed over DP in buckets of at most --ddp-bucket-size elements.
+//
+// With --overlap-grad-reduce a bucket's all-reduce starts, on a communication thread,
+// as soon as backward has finished all its parameters (GradientsReady), while the
+// backward of the other layers goes on; ReduceGradients then waits for those and
+// reduces what is left. Only that thread uses the DP group meanwhile.
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "runtime/status_macros.h"
 #include "trainer/optimizer.h"
@@ -19,6 +30,7 @@ class ReplicatedUpdater : public ParameterUpdater {
         segments_(WholeParameterSegments(params_)),
         optimizer_(config.optimizer(), segments_) {
     if (groups_.dp == nullptr || groups_.dp->size() == 1) return;
+    overlap_ = config.parallel().overlap_grad_reduce();
     const int64_t bucket_elements = config.parallel().ddp_bucket_size();
     std::vector<Parameter*> pending;
     int64_t elements = 0;
@@ -34,24 +46,50 @@ class ReplicatedUpdater : public ParameterUpdater {
       elements += (*it)->grad.numel();
     }
     close();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      for (Parameter* p : buckets_[b].params) bucket_of_[p] = b;
+    }
+    ResetBuckets();
+    if (overlap_) worker_ = std::thread([this] { Communicate(); });
+  }
+
+  ~ReplicatedUpdater() override {
+    if (!worker_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();
+  }
+
+  void GradientsReady(const std::vector<Parameter*>& ready) override {
+    if (!overlap_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Parameter* p : ready) {
+      auto it = bucket_of_.find(p);
+      if (it == bucket_of_.end() || !reported_.insert(p).second) continue;
+      if (--buckets_[it->second].pending > 0) continue;
+      buckets_[it->second].launched = true;
+      queue_.push_back(it->second);
+    }
+    wake_.notify_all();
   }
 
   absl::Status ReduceGradients() override {
-    RETURN_IF_ERROR(ReduceSharedGradients(params_, groups_));
-    for (Bucket& bucket : buckets_) {
-      float* flat = bucket.flat.data();
-      for (Parameter* p : bucket.params) {
-        std::memcpy(flat, p->grad.data(), p->grad.nbytes());
-        flat += p->grad.numel();
-      }
-      RETURN_IF_ERROR(groups_.dp->AllReduceSum(bucket.flat.data(), bucket.flat.numel()));
-      flat = bucket.flat.data();
-      for (Parameter* p : bucket.params) {
-        std::memcpy(p->grad.data(), flat, p->grad.nbytes());
-        flat += p->grad.numel();
-      }
+    {
+      // Wait for the buckets the communication thread took.
+      std::unique_lock<std::mutex> lock(mu_);
+      done_.wait(lock, [this] { return queue_.empty() && !busy_; });
     }
-    return absl::OkStatus();
+    RETURN_IF_ERROR(worker_status_);
+    for (Bucket& bucket : buckets_) {
+      if (!bucket.launched) RETURN_IF_ERROR(ReduceBucket(bucket));
+    }
+    ResetBuckets();
+    // Sums over TP (sequence parallel) and the embedding group commute with the DP
+    // sum, so they may come after it.
+    return ReduceSharedGradients(params_, groups_);
   }
 
   absl::StatusOr<double> GradNorm() override {
@@ -77,13 +115,68 @@ class ReplicatedUpdater : public ParameterUpdater {
   struct Bucket {
     std::vector<Parameter*> params;
     Tensor flat;
+    int pending = 0;        // parameters backward has not finished this step
+    bool launched = false;  // handed to the communication thread this step
   };
+
+  absl::Status ReduceBucket(Bucket& bucket) {
+    float* flat = bucket.flat.data();
+    for (Parameter* p : bucket.params) {
+      std::memcpy(flat, p->grad.data(), p->grad.nbytes());
+      flat += p->grad.numel();
+    }
+    RETURN_IF_ERROR(groups_.dp->AllReduceSum(bucket.flat.data(), bucket.flat.numel()));
+    flat = bucket.flat.data();
+    for (Parameter* p : bucket.params) {
+      std::memcpy(p->grad.data(), flat, p->grad.nbytes());
+      flat += p->grad.numel();
+    }
+    return absl::OkStatus();
+  }
+
+  void ResetBuckets() {
+    reported_.clear();
+    for (Bucket& bucket : buckets_) {
+      bucket.pending = static_cast<int>(bucket.params.size());
+      bucket.launched = false;
+    }
+  }
+
+  // The communication thread: reduces launched buckets in launch order.
+  void Communicate() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      const size_t b = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      absl::Status status = worker_status_.ok() ? ReduceBucket(buckets_[b]) : worker_status_;
+      lock.lock();
+      if (!status.ok()) worker_status_ = status;
+      busy_ = false;
+      done_.notify_all();
+    }
+  }
+
   double clip_grad_;
   std::vector<Parameter*> params_;
   GradientGroups groups_;
   std::vector<OptimizerSegment> segments_;
   Optimizer optimizer_;
   std::vector<Bucket> buckets_;
+  std::map<const Parameter*, size_t> bucket_of_;
+  std::set<const Parameter*> reported_;  // this step
+  bool overlap_ = false;
+  std::mutex mu_;
+  std::condition_variable wake_;  // work for the communication thread
+  std::condition_variable done_;  // the communication thread went idle
+  std::deque<size_t> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  absl::Status worker_status_;  // first error of the communication thread
+  std::thread worker_;
 };
 
 }  // namespace

@@ -113,6 +113,11 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     std::optional<StepTimers::Scope> phase(std::in_place, &timers,
                                            StepTimers::kForwardBackward);
     stage->BeginStep(feed, micro * seq, loss_scale);
+    if (config.parallel().overlap_grad_reduce()) {
+      stage->OnGradientsReady(static_cast<int>(num_micro), [&](const std::vector<Parameter*>& p) {
+        updater->GradientsReady(p);
+      });
+    }
     step_timeline.clear();
     const auto pipeline_start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(pipeline::RunActions(actions, pipe, *stage, place.pp, &step_timeline));
@@ -124,6 +129,10 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       a.start += origin;
       a.end += origin;
     }
+    // First, as it waits for --overlap-grad-reduce's thread to leave the DP group
+    // and the gradients alone. The sums below commute with it.
+    phase.emplace(&timers, StepTimers::kGradsReduce);
+    RETURN_IF_ERROR(updater->ReduceGradients());
     stage->SumLocalTiedCopies();
     // Only the last stage computes losses: the pipeline sum gives every rank the loss,
     // so that all of them agree on skipping a NaN step.
@@ -131,8 +140,6 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     if (place.pp != nullptr) RETURN_IF_ERROR(place.pp->AllReduceSum(&loss_sum, 1));
     if (place.groups.dp != nullptr) RETURN_IF_ERROR(place.groups.dp->AllReduceSum(&loss_sum, 1));
     const double loss = loss_sum / static_cast<double>(num_micro * place.dp_size);
-    phase.emplace(&timers, StepTimers::kGradsReduce);
-    RETURN_IF_ERROR(updater->ReduceGradients());
     ASSIGN_OR_RETURN(const double grad_norm, updater->GradNorm());
     phase.emplace(&timers, StepTimers::kOptimizer);
     const double lr = schedule.ForIteration(iteration);

@@ -18,17 +18,6 @@
 namespace conveyor::testing {
 namespace {
 
-void AddShards(GptStage& stage, GlobalParams* out) {
-  for (Parameter* p : stage.parameters()) {
-    int64_t numel = 1;
-    for (int64_t d : p->global_shape) numel *= d;
-    std::vector<float>& global = (*out)[p->name];
-    global.resize(numel, NAN);
-    const std::vector<int64_t> index = GlobalIndices(*p);
-    for (size_t i = 0; i < index.size(); ++i) global[index[i]] = p->value.data()[i];
-  }
-}
-
 // Runs in each child: trains, then writes losses/norms (logging rank) and this rank's
 // parameter shards (data-parallel rank 0) as text.
 int RankMain(const Config& config, const std::string& dir, const RankEnvironment& env) {
@@ -98,6 +87,8 @@ std::string LayoutName(const Layout& l) {
   if (l.chunks > 1) name += absl::StrFormat("_V%d", l.chunks);
   if (l.first_stage_layers > 0) name += absl::StrFormat("_first%d", l.first_stage_layers);
   if (l.untied) name += "_untied";
+  if (l.account_for_embedding) name += "_embedding_counted";
+  if (l.overlap_grad_reduce) name += "_overlap";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -133,6 +124,10 @@ Config TinyConfig(const Layout& l) {
   if (l.first_stage_layers > 0) {
     c.mutable_parallel()->set_decoder_first_pipeline_num_layers(l.first_stage_layers);
   }
+  c.mutable_parallel()->set_account_for_embedding_in_pipeline_split(l.account_for_embedding);
+  c.mutable_parallel()->set_overlap_grad_reduce(l.overlap_grad_reduce);
+  // Small buckets, so that overlapped reduction starts several during backward.
+  if (l.overlap_grad_reduce) c.mutable_parallel()->set_ddp_bucket_size(2000);
   c.mutable_parallel()->set_sequence_parallel(l.sequence_parallel);
   c.mutable_parallel()->set_use_distributed_optimizer(l.distributed_optimizer);
   absl::StatusOr<Config> resolved = ResolveConfig(c, l.tp * l.pp * l.dp);

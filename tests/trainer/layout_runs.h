@@ -25,6 +25,8 @@ struct Layout {
   int layers = 2;
   int first_stage_layers = 0;  // uneven split
   bool untied = false;
+  bool account_for_embedding = false;
+  bool overlap_grad_reduce = false;
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);

@@ -168,5 +168,18 @@ TEST(PeakActivationTest, GpipeOverOneFOneBIsAboutMOverP) {
   EXPECT_LT(ratio, 2.05);
 }
 
+// Full recomputation of every layer cuts the first stage's activation peak by at least
+// the factor the model predicts (within 5%).
+TEST(PeakActivationTest, FullRecomputationCutsPeakByThePredictedFactor) {
+  const auto [kept_measured, kept_predicted] = MeasuredAndPredicted({"1f1b", 1, false});
+  const auto [full_measured, full_predicted] = MeasuredAndPredicted({"1f1b", 1, true});
+  const double measured = static_cast<double>(kept_measured.activations[0]) /
+                          static_cast<double>(full_measured.activations[0]);
+  const double predicted = static_cast<double>(kept_predicted.activations[0]) /
+                           static_cast<double>(full_predicted.activations[0]);
+  EXPECT_GT(predicted, 2.0);
+  EXPECT_GE(measured, 0.95 * predicted);
+}
+
 }  // namespace
 }  // namespace conveyor::testing

@@ -1,7 +1,7 @@
 // The central test of principle 3: the tiny GPT trained for 10 iterations under
-// TP x PP x DP layouts (with and without sequence parallelism and the distributed
-// optimizer, every pipeline schedule, virtual stages, uneven splits, tied and untied
-// embeddings) matches the one-rank run of the same model: per-iteration loss and
+// TP x PP x DP layouts (with and without sequence parallelism, the distributed
+// optimizer and overlapped gradient reduction, every pipeline schedule, virtual
+// stages, uneven splits, tied and untied embeddings) matches the one-rank run of the same model: per-iteration loss and
 // gradient norm within 1e-5 relative, and every parameter after training.
 #include <map>
 #include <string>
@@ -64,6 +64,16 @@ std::vector<Layout> AllLayouts() {
   Layout uneven = Pipeline(2, "1f1b", 1, 3);
   uneven.first_stage_layers = 1;
   all.push_back(uneven);
+  Layout embedding_counted = Pipeline(2, "1f1b", 1, 3);
+  embedding_counted.account_for_embedding = true;  // stages of 1 and 2 layers
+  all.push_back(embedding_counted);
+  Layout overlap = TpDp(1, 2, false, false);
+  overlap.overlap_grad_reduce = true;
+  all.push_back(overlap);
+  Layout overlap_pp = Pipeline(2, "zb-h1", 1, 2);
+  overlap_pp.dp = 2;
+  overlap_pp.overlap_grad_reduce = true;
+  all.push_back(overlap_pp);
   Layout untied = Pipeline(2, "1f1b", 1, 2);
   untied.untied = true;
   all.push_back(untied);
