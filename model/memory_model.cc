@@ -96,7 +96,7 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
 
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
                                                       const ModelShape& shape,
-                                                      const std::vector<int>& peak_stashed) {
+                                                      const pipeline::Timeline& timeline) {
   const ParallelConfig& p = config.parallel();
   const int tp = p.tensor_model_parallel_size();
   const int P = p.pipeline_model_parallel_size();
@@ -112,11 +112,15 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
   const int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
   const int64_t vocab_rows = shape.padded_vocab / tp;
+  if (static_cast<int>(timeline.ranks.size()) != P) {
+    return absl::InvalidArgumentError("PredictMemory: the schedule's timeline needs P ranks");
+  }
 
   std::vector<RankMemory> ranks;
   for (int r = 0; r < P; ++r) {
     RankMemory m;
     m.pipeline_rank = r;
+    std::vector<int64_t> chunk_stash_bytes(V, 0);
     for (int c = 0; c < V; ++c) {
       const int stage = pipeline::GlobalStage(schedule.layout, P, r, c);
       const bool first = stage == 0, last = stage == P * V - 1;
@@ -139,6 +143,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
         chunk_stash += HeadStashBytes(shape, a);
       }
       m.stash_bytes_per_micro_batch += chunk_stash;
+      chunk_stash_bytes[c] = chunk_stash;
     }
     m.weight_bytes = kFloat * m.parameters;
     m.grad_bytes = kFloat * m.parameters;
@@ -151,11 +156,24 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
       if (dp > 1) m.grad_bytes += kFloat * m.parameters;  // DP buckets
       m.optimizer_bytes = state * m.parameters;
     }
-    m.peak_stashed = peak_stashed[r];
-    // A chunk's stash per stashed (micro-batch, chunk), with the rank's chunks
-    // averaged; then one layer's backward working set.
-    m.activation_peak_bytes = m.peak_stashed * m.stash_bytes_per_micro_batch / V +
-                              LayerBackwardWorkingBytes(shape, a) +
+    // Walk the rank's schedule: a (micro-batch, chunk) holds its chunk's stash from its
+    // F until its W (or fused backward); the peak of the sum, then one layer's
+    // backward working set.
+    int64_t held = 0, peak = 0;
+    int count = 0;
+    for (const pipeline::TimedAction& t : timeline.ranks[r]) {
+      const pipeline::ActionType type = t.action.type;
+      if (type == pipeline::ActionType::kForward) {
+        held += chunk_stash_bytes[t.action.chunk];
+        peak = std::max(peak, held);
+        m.peak_stashed = std::max(m.peak_stashed, ++count);
+      } else if (type == pipeline::ActionType::kBackwardWeight ||
+                 type == pipeline::ActionType::kBackward) {
+        held -= chunk_stash_bytes[t.action.chunk];
+        --count;
+      }
+    }
+    m.activation_peak_bytes = peak + LayerBackwardWorkingBytes(shape, a) +
                               (recompute.full != RecomputePolicy::Full::kNone ? full_layer : 0);
     ranks.push_back(m);
   }

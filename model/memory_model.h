@@ -7,8 +7,8 @@
 //    the replicated optimizer's DP gradient buckets;
 //  - activations: the bytes one micro-batch leaves stashed per model chunk between its
 //    F and its B (what recomputation drops is not counted; under zero-bubble schedules,
-//    the larger of that and what waits between B and W), times the schedule's peak
-//    number of stashed micro-batches, plus one layer's working set during backward
+//    the larger of that and what waits between B and W), summed over the stashes the
+//    schedule holds at once at its peak, plus one layer's working set during backward
 //    (and, under full recomputation, the layer its backward rebuilds).
 #ifndef CONVEYOR_MODEL_MEMORY_MODEL_H_
 #define CONVEYOR_MODEL_MEMORY_MODEL_H_
@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "model/model_shape.h"
 #include "model/recompute.h"
+#include "parallel/pipeline/timeline.h"
 #include "proto/config.pb.h"
 
 namespace conveyor {
@@ -57,10 +58,11 @@ struct RankMemory {
 };
 
 // One entry per pipeline rank (tensor- and data-parallel rank 0; the others match up
-// to rounding). `peak_stashed` has the schedule's peak per pipeline rank.
+// to rounding). `timeline` is the simulated run of the configured schedule (each
+// rank's actions in order), from which the stashes held at once follow.
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
                                                       const ModelShape& shape,
-                                                      const std::vector<int>& peak_stashed);
+                                                      const pipeline::Timeline& timeline);
 
 }  // namespace conveyor
 

@@ -55,9 +55,8 @@ absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& s
                           bubble.simulation.makespan);
   }
 
-  std::vector<int> peaks;
-  for (const pipeline::RankReport& r : bubble.simulation.ranks) peaks.push_back(r.peak_stashed);
-  ASSIGN_OR_RETURN(const std::vector<RankMemory> memory, PredictMemory(config, shape, peaks));
+  ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
+                   PredictMemory(config, shape, bubble.simulation.timeline));
   out += "plan: memory per GPU (fp32 CPU backend; TP rank 0, DP rank 0 of each stage)\n";
   out += "  pp  parameters    weights      grads  optimizer  stashed  act/micro-batch  "
          "activations      total\n";
