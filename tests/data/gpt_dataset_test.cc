@@ -47,15 +47,7 @@ TEST_F(GptDatasetFixtureTest, DerivedValuesMatchMegatron) {
 }
 
 TEST_F(GptDatasetFixtureTest, IndicesMatchMegatron) {
-  const GptIndices& idx = dataset_->indices();
-  std::vector<int64_t> document_index(idx.document_index.begin(), idx.document_index.end());
-  EXPECT_EQ(document_index, expected_["document_index"]["data"].IntArray());
-  std::vector<int64_t> sample_index;
-  for (const JsonValue& row : expected_["sample_index"]["data"].array()) {
-    for (int64_t v : row.IntArray()) sample_index.push_back(v);
-  }
-  EXPECT_EQ(idx.sample_index, sample_index);
-  EXPECT_EQ(idx.shuffle_index, expected_["shuffle_index"]["data"].IntArray());
+  testing::ExpectIndicesMatchFixture(dataset_->indices(), expected_);
 }
 
 TEST_F(GptDatasetFixtureTest, EverySampleMatchesMegatron) {

@@ -98,14 +98,7 @@ class GptIndexCacheTest : public ::testing::Test {
   }
 
   void ExpectFixtureIndices(const GptIndices& idx) {
-    std::vector<int64_t> doc(idx.document_index.begin(), idx.document_index.end());
-    EXPECT_EQ(doc, expected_["document_index"]["data"].IntArray());
-    std::vector<int64_t> sample;
-    for (const JsonValue& row : expected_["sample_index"]["data"].array()) {
-      for (int64_t v : row.IntArray()) sample.push_back(v);
-    }
-    EXPECT_EQ(idx.sample_index, sample);
-    EXPECT_EQ(idx.shuffle_index, expected_["shuffle_index"]["data"].IntArray());
+    testing::ExpectIndicesMatchFixture(idx, expected_);
     EXPECT_EQ(idx.num_epochs, 2);
     EXPECT_EQ(idx.tokens_per_epoch, 323);
   }

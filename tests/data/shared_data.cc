@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "gtest/gtest.h"
+
 namespace conveyor::testing {
 namespace {
 
@@ -67,6 +69,18 @@ std::string TempDir() {
                           "_" + std::to_string(counter++);
   ::mkdir(dir.c_str(), 0755);
   return dir;
+}
+
+void ExpectIndicesMatchFixture(const GptIndices& indices, const JsonValue& fixture) {
+  const std::vector<int64_t> document_index(indices.document_index.begin(),
+                                            indices.document_index.end());
+  EXPECT_EQ(document_index, fixture["document_index"]["data"].IntArray());
+  std::vector<int64_t> sample_index;
+  for (const JsonValue& row : fixture["sample_index"]["data"].array()) {
+    for (int64_t v : row.IntArray()) sample_index.push_back(v);
+  }
+  EXPECT_EQ(indices.sample_index, sample_index);
+  EXPECT_EQ(indices.shuffle_index, fixture["shuffle_index"]["data"].IntArray());
 }
 
 }  // namespace conveyor::testing

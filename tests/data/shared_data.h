@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "data/gpt_indices.h"
 #include "data/json_lite.h"
 
 namespace conveyor::testing {
@@ -20,6 +21,10 @@ JsonValue ReadJsonOrDie(const std::string& path);
 
 // A fresh directory under TEST_TMPDIR.
 std::string TempDir();
+
+// Expects `indices` to equal the document, sample and shuffle indices of a
+// Megatron fixture (gpt_tiny_uint16_seq16_seed1234_n40.json's layout).
+void ExpectIndicesMatchFixture(const GptIndices& indices, const JsonValue& fixture);
 
 }  // namespace conveyor::testing
 

@@ -24,12 +24,7 @@ using testing_util::FilledShard;
 using testing_util::FreshDir;
 using testing_util::LocalShard;
 using testing_util::Refs;
-
-CheckpointState StateAt(int64_t iteration) {
-  CheckpointState state;
-  state.iteration = iteration;
-  return state;
-}
+using testing_util::StateAt;
 
 int64_t WrongInCheckpoint(const std::string& dir, std::optional<int64_t> iteration) {
   absl::StatusOr<LoadedCheckpoint> ckpt = OpenCheckpoint(dir, iteration);

@@ -101,5 +101,11 @@ std::vector<IndexRun> SwigluRuns(const std::vector<int64_t>& shape, int parts, i
   return runs;
 }
 
+CheckpointState StateAt(int64_t iteration) {
+  CheckpointState state;
+  state.iteration = iteration;
+  return state;
+}
+
 }  // namespace testing_util
 }  // namespace conveyor

@@ -55,6 +55,9 @@ std::vector<IndexRun> BlockRuns(const std::vector<int64_t>& shape, int dim, int 
                                 int index);
 std::vector<IndexRun> SwigluRuns(const std::vector<int64_t>& shape, int parts, int index);
 
+// A CheckpointState that holds only `iteration`.
+CheckpointState StateAt(int64_t iteration);
+
 }  // namespace testing_util
 }  // namespace conveyor
 

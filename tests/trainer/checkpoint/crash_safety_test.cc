@@ -32,12 +32,7 @@ using testing_util::FreshDir;
 using testing_util::GlobalValue;
 using testing_util::LocalShard;
 using testing_util::Refs;
-
-CheckpointState StateAt(int64_t iteration) {
-  CheckpointState state;
-  state.iteration = iteration;
-  return state;
-}
+using testing_util::StateAt;
 
 absl::Status SaveAt(const std::string& dir, int64_t iteration, int64_t elements = 64) {
   std::vector<LocalShard> shards = {FilledShard("w", {elements}, ElementRange(0, elements))};
