@@ -39,16 +39,16 @@ absl::StatusOr<Blend> ParseBlend(absl::Span<const std::string> words, absl::stri
     return blend;
   }
   if (numbers != int(parts.size() / 2)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " mixes weights and prefixes: give either prefixes only (", flag,
-        " a b) or weight/prefix pairs (", flag, " 0.3 a 0.7 b)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " mixes weights and prefixes: give either prefixes only (", flag,
+                     " a b) or weight/prefix pairs (", flag, " 0.3 a 0.7 b)"));
   }
   double sum = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!(weights[i] >= 0) || !std::isfinite(weights[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " weight '", parts[2 * i], "' of ", parts[2 * i + 1],
-          " must be a non-negative number"));
+      return absl::InvalidArgumentError(absl::StrCat(flag, " weight '", parts[2 * i], "' of ",
+                                                     parts[2 * i + 1],
+                                                     " must be a non-negative number"));
     }
     sum += weights[i];
   }

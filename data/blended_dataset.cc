@@ -37,8 +37,8 @@ absl::StatusOr<std::unique_ptr<BlendedDataset>> BlendedDataset::Create(
   for (size_t d = 0; d < datasets.size(); ++d) {
     if (needed[d] > datasets[d]->size()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "blended dataset ", d, " has ", datasets[d]->size(), " samples but the blend of ",
-          size, " samples takes ", needed[d], " from it"));
+          "blended dataset ", d, " has ", datasets[d]->size(), " samples but the blend of ", size,
+          " samples takes ", needed[d], " from it"));
     }
   }
   out->datasets_ = std::move(datasets);

@@ -47,8 +47,8 @@ absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string
     if (begin >= end) {
       return absl::InvalidArgumentError(absl::StrCat(
           flag, " ", prefix, ": ",
-          split_text.empty() ? "the dataset" : absl::StrCat("--split ", split_text),
-          " gives the ", kSplitNames[i], " split no sequences (the dataset has ", n,
+          split_text.empty() ? "the dataset" : absl::StrCat("--split ", split_text), " gives the ",
+          kSplitNames[i], " split no sequences (the dataset has ", n,
           "); give that split a larger share", i == 0 ? "" : " or set --eval-iters 0"));
     }
     std::vector<int32_t> documents(end - begin);
@@ -151,8 +151,8 @@ absl::StatusOr<SplitSources> BuildFromBlend(const Blend& blend, absl::string_vie
 
 absl::StatusOr<SplitSources> BuildSplitDatasets(const DatasetBuildConfig& config,
                                                 const std::array<int64_t, 3>& sizes) {
-  const bool per_split = config.blend_per_split[0] || config.blend_per_split[1] ||
-                         config.blend_per_split[2];
+  const bool per_split =
+      config.blend_per_split[0] || config.blend_per_split[1] || config.blend_per_split[2];
   if (config.blend && per_split) {
     return absl::InvalidArgumentError(
         "--data-path and --train-data-path/--valid-data-path/--test-data-path are exclusive");

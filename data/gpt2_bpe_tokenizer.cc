@@ -67,15 +67,15 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   if (!vocab_text.ok()) return vocab_text.status();
   absl::StatusOr<JsonValue> vocab = ParseJson(*vocab_text);
   if (!vocab.ok() || !vocab->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        vocab_file, ": not a JSON object of token -> id",
-        vocab.ok() ? "" : absl::StrCat(" (", vocab.status().message(), ")")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(vocab_file, ": not a JSON object of token -> id",
+                     vocab.ok() ? "" : absl::StrCat(" (", vocab.status().message(), ")")));
   }
   tok->decoder_.resize(vocab->size());
   for (const auto& [token, id] : vocab->object()) {
     if (!id.is_number() || id.integer() < 0 || id.integer() >= int64_t(vocab->size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          vocab_file, ": id of token '", token, "' is not in [0, ", vocab->size(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(vocab_file, ": id of token '", token,
+                                                     "' is not in [0, ", vocab->size(), ")"));
     }
     tok->encoder_[token] = int32_t(id.integer());
     tok->decoder_[id.integer()] = token;
@@ -182,17 +182,19 @@ absl::StatusOr<std::string> Gpt2BpeTokenizer::Detokenize(absl::Span<const int32_
   std::string text;
   for (int32_t id : ids) {
     if (id < 0 || id >= int32_t(decoder_.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("GPT-2 tokenizer: id ", id, " is outside the vocabulary of ",
-                       decoder_.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GPT-2 tokenizer: id ", id, " is outside the vocabulary of ", decoder_.size()));
     }
     for (const std::string& c : Utf8Chars(decoder_[id])) {
       // Decode the stand-in's code point back to its byte.
       uint32_t cp = 0;
       const unsigned char b0 = static_cast<unsigned char>(c[0]);
-      if (c.size() == 1) cp = b0;
-      else if (c.size() == 2) cp = ((b0 & 0x1F) << 6) | (c[1] & 0x3F);
-      else cp = 0xFFFFFFFF;
+      if (c.size() == 1)
+        cp = b0;
+      else if (c.size() == 2)
+        cp = ((b0 & 0x1F) << 6) | (c[1] & 0x3F);
+      else
+        cp = 0xFFFFFFFF;
       auto it = char_to_byte_.find(cp);
       if (it != char_to_byte_.end()) {
         text.push_back(char(it->second));

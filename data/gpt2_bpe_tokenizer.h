@@ -20,8 +20,8 @@ class Gpt2BpeTokenizer : public Tokenizer {
  public:
   // Errors name the file and the problem (missing, malformed, a merge whose
   // result is not in the vocabulary, no <|endoftext|>).
-  static absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Load(
-      const std::string& vocab_file, const std::string& merges_file);
+  static absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Load(const std::string& vocab_file,
+                                                                const std::string& merges_file);
 
   absl::StatusOr<std::vector<int32_t>> Tokenize(absl::string_view text) const override;
   absl::StatusOr<std::string> Detokenize(absl::Span<const int32_t> ids) const override;
@@ -35,7 +35,7 @@ class Gpt2BpeTokenizer : public Tokenizer {
   std::vector<int32_t> Bpe(absl::string_view word) const;
 
   absl::flat_hash_map<std::string, int32_t> encoder_;
-  std::vector<std::string> decoder_;       // id -> token (byte stand-ins, UTF-8)
+  std::vector<std::string> decoder_;                   // id -> token (byte stand-ins, UTF-8)
   absl::flat_hash_map<std::string, int> merge_ranks_;  // "left right" -> rank
   std::array<std::string, 256> byte_to_char_;          // byte -> stand-in, UTF-8
   absl::flat_hash_map<uint32_t, uint8_t> char_to_byte_;
@@ -43,8 +43,7 @@ class Gpt2BpeTokenizer : public Tokenizer {
 
   // Words repeat heavily in real text; caching their BPE is the main speedup.
   mutable absl::Mutex cache_mu_;
-  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_
-      ABSL_GUARDED_BY(cache_mu_);
+  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace conveyor

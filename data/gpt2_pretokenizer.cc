@@ -41,7 +41,11 @@ std::vector<Char> Decode(absl::string_view text) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   while (i < text.size()) {
     const unsigned char b = byte(i);
-    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    size_t len = b < 0x80           ? 1
+                 : (b >> 5) == 0x6  ? 2
+                 : (b >> 4) == 0xE  ? 3
+                 : (b >> 3) == 0x1E ? 4
+                                    : 0;
     uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
     bool ok = len > 0 && i + len <= text.size();
     for (size_t k = 1; ok && k < len; ++k) {

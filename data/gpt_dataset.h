@@ -24,8 +24,8 @@ class GptDataset : public SampleSource {
       const GptIndexConfig& config, int32_t pad_token = -1);
   // Over indices built elsewhere (e.g. loaded from the cache) for `dataset`.
   static std::unique_ptr<GptDataset> FromIndices(std::shared_ptr<const IndexedDataset> dataset,
-                                                 const GptIndexConfig& config,
-                                                 GptIndices indices, int32_t pad_token = -1);
+                                                 const GptIndexConfig& config, GptIndices indices,
+                                                 int32_t pad_token = -1);
 
   int64_t size() const override { return indices_.num_samples(); }
   absl::StatusOr<std::vector<int32_t>> Sample(int64_t index) const override;

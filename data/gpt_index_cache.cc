@@ -32,8 +32,8 @@ std::string JsonBool(bool b) { return b ? "true" : "false"; }
 bool FileExists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 bool AllExist(const GptIndexCacheFiles& f) {
-  return FileExists(f.description) && FileExists(f.document_index) &&
-         FileExists(f.sample_index) && FileExists(f.shuffle_index);
+  return FileExists(f.description) && FileExists(f.document_index) && FileExists(f.sample_index) &&
+         FileExists(f.shuffle_index);
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
@@ -57,8 +57,8 @@ absl::StatusOr<std::vector<int64_t>> LoadNpy(const std::string& path, int rank) 
 }
 
 absl::StatusOr<GptIndices> LoadIndices(absl::Span<const int32_t> sequence_lengths,
-                                       absl::Span<const int32_t> documents,
-                                       const GptIndexKey& key, const GptIndexCacheFiles& files) {
+                                       absl::Span<const int32_t> documents, const GptIndexKey& key,
+                                       const GptIndexCacheFiles& files) {
   absl::StatusOr<GptEpochPlan> plan = PlanGptEpochs(sequence_lengths, documents, key.config);
   if (!plan.ok()) return plan.status();
   GptIndices out;
@@ -136,14 +136,13 @@ std::string GptIndexDescription(const GptIndexKey& key) {
       "    \"dataset_path\": ", JsonString(key.dataset_path), ",\n",
       "    \"num_samples\": ", c.num_samples < 0 ? "null" : absl::StrCat(c.num_samples), ",\n",
       "    \"index_split\": ", JsonString(key.index_split), ",\n",
-      "    \"random_seed\": ", c.random_seed, ",\n",
-      "    \"sequence_length\": ", c.sequence_length, ",\n",
-      "    \"split\": ", key.split.empty() ? "null" : JsonString(key.split), ",\n",
+      "    \"random_seed\": ", c.random_seed, ",\n", "    \"sequence_length\": ", c.sequence_length,
+      ",\n", "    \"split\": ", key.split.empty() ? "null" : JsonString(key.split), ",\n",
       "    \"split_range\": ", range, ",\n",
       "    \"add_extra_token_to_sequence\": ", JsonBool(c.add_extra_token_to_sequence), ",\n",
       "    \"drop_last_partial_sequence\": ", JsonBool(c.drop_last_partial_sequence), ",\n",
-      "    \"num_sequences\": ", key.num_sequences, ",\n",
-      "    \"num_tokens\": ", key.num_tokens, "\n", "}");
+      "    \"num_sequences\": ", key.num_sequences, ",\n", "    \"num_tokens\": ", key.num_tokens,
+      "\n", "}");
 }
 
 GptIndexCacheFiles CacheFilesFor(const std::string& cache_dir, const GptIndexKey& key) {
@@ -171,8 +170,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
     std::remove(tmp.c_str());
-    return absl::DataLossError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
-                                            std::strerror(e)));
+    return absl::DataLossError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(e)));
   }
   return absl::OkStatus();
 }

@@ -89,16 +89,16 @@ absl::StatusOr<GptEpochPlan> PlanGptEpochs(absl::Span<const int32_t> sequence_le
   }
   const int64_t extra = config.add_extra_token_to_sequence ? 1 : 0;
   if (plan.tokens_per_epoch <= extra) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the split has ", plan.tokens_per_epoch, " tokens: too few to make any sample"));
+    return absl::InvalidArgumentError(absl::StrCat("the split has ", plan.tokens_per_epoch,
+                                                   " tokens: too few to make any sample"));
   }
 
   // Enough epochs to cover the requested samples.
   plan.num_epochs = 1;
   if (config.num_samples >= 0) {
     const int64_t needed = config.num_samples * config.sequence_length + extra;
-    plan.num_epochs = std::max<int64_t>(1, (needed + plan.tokens_per_epoch - 1) /
-                                               plan.tokens_per_epoch);
+    plan.num_epochs =
+        std::max<int64_t>(1, (needed + plan.tokens_per_epoch - 1) / plan.tokens_per_epoch);
   }
 
   if (plan.num_epochs > 1) {
@@ -132,10 +132,9 @@ absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_le
     AppendShuffledEpochs(documents, out.num_epochs, &rng, &out.document_index);
   }
 
-  out.sample_index = BuildSampleIndex(sequence_lengths, out.document_index,
-                                      config.sequence_length, out.num_epochs,
-                                      out.tokens_per_epoch, config.drop_last_partial_sequence,
-                                      config.add_extra_token_to_sequence);
+  out.sample_index = BuildSampleIndex(
+      sequence_lengths, out.document_index, config.sequence_length, out.num_epochs,
+      out.tokens_per_epoch, config.drop_last_partial_sequence, config.add_extra_token_to_sequence);
   const int64_t built = int64_t(out.sample_index.size() / 2) - 1;
   if (out.separate_final_epoch) {
     AppendShuffledRange(0, samples_before_final_epoch, &rng, &out.shuffle_index);
@@ -178,8 +177,8 @@ absl::Status ValidateGptIndices(absl::Span<const int32_t> sequence_lengths,
   }
   for (int64_t v : indices.shuffle_index) {
     if (v < 0 || v >= rows - 1) {
-      return absl::DataLossError(absl::StrCat("shuffle_index holds ", v, " but there are ",
-                                              rows - 1, " samples"));
+      return absl::DataLossError(
+          absl::StrCat("shuffle_index holds ", v, " but there are ", rows - 1, " samples"));
     }
   }
   return absl::OkStatus();

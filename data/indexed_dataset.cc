@@ -31,23 +31,23 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
   const char* p = (*idx)->data();
   const int64_t idx_size = int64_t((*idx)->size());
   if (idx_size < kIndexHeaderBytes) {
-    return bad(idx_path, absl::StrCat("truncated header: ", idx_size,
-                                      " bytes, a Megatron index needs at least ",
-                                      kIndexHeaderBytes));
+    return bad(idx_path,
+               absl::StrCat("truncated header: ", idx_size,
+                            " bytes, a Megatron index needs at least ", kIndexHeaderBytes));
   }
   if (std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) != 0) {
     return bad(idx_path, "bad magic: not a Megatron MMIDIDX index");
   }
   const uint64_t version = ReadLE<uint64_t>(p + 9);
   if (version != kIndexVersion) {
-    return bad(idx_path, absl::StrCat("unsupported index version ", version,
-                                      " (only version 1 exists)"));
+    return bad(idx_path,
+               absl::StrCat("unsupported index version ", version, " (only version 1 exists)"));
   }
   const uint8_t code = static_cast<uint8_t>(p[17]);
   std::optional<TokenDType> dtype = TokenDTypeFromCode(code);
   if (!dtype) {
-    return bad(idx_path, absl::StrCat("unknown dtype code ", int(code),
-                                      " (Megatron defines 1..8)"));
+    return bad(idx_path,
+               absl::StrCat("unknown dtype code ", int(code), " (Megatron defines 1..8)"));
   }
   const uint64_t n = ReadLE<uint64_t>(p + 18);
   const uint64_t d = ReadLE<uint64_t>(p + 26);
@@ -112,18 +112,15 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
   return ds;
 }
 
-absl::Status IndexedDataset::CheckRange(int64_t i, int64_t offset,
-                                        int64_t* length) const {
+absl::Status IndexedDataset::CheckRange(int64_t i, int64_t offset, int64_t* length) const {
   if (i < 0 || i >= num_sequences()) {
-    return absl::OutOfRangeError(absl::StrCat(prefix_, ": sequence ", i, " of ",
-                                              num_sequences()));
+    return absl::OutOfRangeError(absl::StrCat(prefix_, ": sequence ", i, " of ", num_sequences()));
   }
   const int64_t len = sequence_lengths_[i];
   if (*length < 0) *length = len - offset;
   if (offset < 0 || *length < 0 || offset + *length > len) {
-    return absl::OutOfRangeError(absl::StrCat(prefix_, ": tokens [", offset, ", ",
-                                              offset + *length, ") of sequence ", i,
-                                              " with ", len, " tokens"));
+    return absl::OutOfRangeError(absl::StrCat(prefix_, ": tokens [", offset, ", ", offset + *length,
+                                              ") of sequence ", i, " with ", len, " tokens"));
   }
   return absl::OkStatus();
 }

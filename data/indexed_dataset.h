@@ -26,8 +26,7 @@ class IndexedDataset {
   // Opens `path_prefix`.idx and `path_prefix`.bin. Every inconsistency
   // (magic, version, dtype, truncation, a sequence past the end of the .bin,
   // malformed document boundaries) is an InvalidArgument naming the file.
-  static absl::StatusOr<std::unique_ptr<IndexedDataset>> Open(
-      const std::string& path_prefix);
+  static absl::StatusOr<std::unique_ptr<IndexedDataset>> Open(const std::string& path_prefix);
 
   const std::string& path_prefix() const { return prefix_; }
   TokenDType dtype() const { return dtype_; }

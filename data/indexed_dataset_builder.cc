@@ -16,8 +16,7 @@ absl::StatusOr<std::unique_ptr<IndexedDatasetBuilder>> IndexedDatasetBuilder::Cr
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create ", bin_path, ": ", std::strerror(errno)));
   }
-  return std::unique_ptr<IndexedDatasetBuilder>(
-      new IndexedDatasetBuilder(bin_path, f, dtype));
+  return std::unique_ptr<IndexedDatasetBuilder>(new IndexedDatasetBuilder(bin_path, f, dtype));
 }
 
 IndexedDatasetBuilder::~IndexedDatasetBuilder() {
@@ -35,7 +34,8 @@ absl::Status IndexedDatasetBuilder::WriteTokens(absl::Span<const T> tokens) {
     StoreToken(dtype_, int64_t(tokens[i]), buffer_.data(), int64_t(i));
   }
   if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), bin_) != buffer_.size()) {
-    return absl::DataLossError(absl::StrCat("write to ", bin_path_, " failed: ", std::strerror(errno)));
+    return absl::DataLossError(
+        absl::StrCat("write to ", bin_path_, " failed: ", std::strerror(errno)));
   }
   num_tokens_ += int64_t(tokens.size());
   return absl::OkStatus();
@@ -50,8 +50,8 @@ absl::Status IndexedDatasetBuilder::AddDocumentImpl(absl::Span<const T> tokens,
     total += len;
   }
   if (total != int64_t(tokens.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        bin_path_, ": document of ", tokens.size(), " tokens but sequence lengths sum to ", total));
+    return absl::InvalidArgumentError(absl::StrCat(bin_path_, ": document of ", tokens.size(),
+                                                   " tokens but sequence lengths sum to ", total));
   }
   if (absl::Status s = WriteTokens(tokens); !s.ok()) return s;
   sequence_lengths_.insert(sequence_lengths_.end(), lengths.begin(), lengths.end());
@@ -92,7 +92,8 @@ absl::Status IndexedDatasetBuilder::Finalize(const std::string& idx_path) {
   const bool bin_ok = std::fclose(bin_) == 0;
   bin_ = nullptr;
   if (!bin_ok) {
-    return absl::DataLossError(absl::StrCat("closing ", bin_path_, " failed: ", std::strerror(errno)));
+    return absl::DataLossError(
+        absl::StrCat("closing ", bin_path_, " failed: ", std::strerror(errno)));
   }
 
   const uint64_t n = sequence_lengths_.size();

@@ -19,16 +19,14 @@ namespace conveyor {
 class IndexedDatasetBuilder {
  public:
   // Creates (truncates) `bin_path`; tokens stream there as they are added.
-  static absl::StatusOr<std::unique_ptr<IndexedDatasetBuilder>> Create(
-      const std::string& bin_path, TokenDType dtype);
+  static absl::StatusOr<std::unique_ptr<IndexedDatasetBuilder>> Create(const std::string& bin_path,
+                                                                       TokenDType dtype);
   ~IndexedDatasetBuilder();
 
   // One document of sequences whose lengths are `lengths` (their sum must be
   // tokens.size()). Tokens are converted to the dtype as numpy's astype does.
-  absl::Status AddDocument(absl::Span<const int64_t> tokens,
-                           absl::Span<const int32_t> lengths);
-  absl::Status AddDocument(absl::Span<const int32_t> tokens,
-                           absl::Span<const int32_t> lengths);
+  absl::Status AddDocument(absl::Span<const int64_t> tokens, absl::Span<const int32_t> lengths);
+  absl::Status AddDocument(absl::Span<const int32_t> tokens, absl::Span<const int32_t> lengths);
   // One sequence of the current document; EndDocument closes the document.
   absl::Status AddItem(absl::Span<const int64_t> tokens);
   absl::Status AddItem(absl::Span<const int32_t> tokens);
@@ -46,8 +44,7 @@ class IndexedDatasetBuilder {
   template <typename T>
   absl::Status WriteTokens(absl::Span<const T> tokens);
   template <typename T>
-  absl::Status AddDocumentImpl(absl::Span<const T> tokens,
-                               absl::Span<const int32_t> lengths);
+  absl::Status AddDocumentImpl(absl::Span<const T> tokens, absl::Span<const int32_t> lengths);
 
   std::string bin_path_;
   std::FILE* bin_;

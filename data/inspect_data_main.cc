@@ -163,8 +163,8 @@ int Main(int argc, char** argv) {
     tokens += x.num_tokens();
   }
   std::printf("total: %zu dataset%s, %lld documents, %lld sequences, %lld tokens\n",
-              blend->prefixes.size(), blend->prefixes.size() == 1 ? "" : "s",
-              (long long)documents, (long long)sequences, (long long)tokens);
+              blend->prefixes.size(), blend->prefixes.size() == 1 ? "" : "s", (long long)documents,
+              (long long)sequences, (long long)tokens);
 
   absl::StatusOr<DataSplits> splits =
       BuildTrainingData(config, train_samples, 0, 0, /*build_cache_here=*/true);

@@ -64,8 +64,7 @@ class JsonParser {
   static constexpr int kMaxDepth = 256;
 
   absl::Status Error(absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("JSON: ", what, " at byte ", pos_));
+    return absl::InvalidArgumentError(absl::StrCat("JSON: ", what, " at byte ", pos_));
   }
 
   void SkipSpace() {
@@ -170,10 +169,14 @@ class JsonParser {
     for (int i = 0; i < 4; ++i) {
       const char h = text_[pos_++];
       value <<= 4;
-      if (h >= '0' && h <= '9') value |= h - '0';
-      else if (h >= 'a' && h <= 'f') value |= h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') value |= h - 'A' + 10;
-      else return Error("bad hex digit in \\u escape");
+      if (h >= '0' && h <= '9')
+        value |= h - '0';
+      else if (h >= 'a' && h <= 'f')
+        value |= h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F')
+        value |= h - 'A' + 10;
+      else
+        return Error("bad hex digit in \\u escape");
     }
     *out = value;
     return absl::OkStatus();
@@ -195,14 +198,30 @@ class JsonParser {
       if (pos_ >= text_.size()) return Error("unterminated escape");
       const char e = text_[pos_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           uint32_t cp;
           if (absl::Status s = ParseHex4(&cp); !s.ok()) return s;

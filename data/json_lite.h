@@ -33,18 +33,14 @@ class JsonValue {
   int64_t integer() const { return is_integer_ ? integer_ : int64_t(number_); }
   const std::string& str() const { return string_; }
   const std::vector<JsonValue>& array() const { return array_; }
-  const std::vector<std::pair<std::string, JsonValue>>& object() const {
-    return object_;
-  }
+  const std::vector<std::pair<std::string, JsonValue>>& object() const { return object_; }
 
   // Member `key` of an object, or nullptr when absent or not an object.
   const JsonValue* Find(absl::string_view key) const;
   // Member `key`, or a null value when absent: convenient for chained reads.
   const JsonValue& operator[](absl::string_view key) const;
   const JsonValue& operator[](size_t i) const { return array_[i]; }
-  size_t size() const {
-    return type_ == Type::kArray ? array_.size() : object_.size();
-  }
+  size_t size() const { return type_ == Type::kArray ? array_.size() : object_.size(); }
 
   // The elements of a number array as int64.
   std::vector<int64_t> IntArray() const;

@@ -13,8 +13,7 @@
 
 namespace conveyor {
 
-absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(
-    const std::string& path) {
+absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;

@@ -19,14 +19,13 @@ uint64_t Mix(uint64_t x) {
 
 MockSampleSource::MockSampleSource(int64_t seed, int vocab_size, int seq_length,
                                    int64_t num_samples)
-    : seed_(seed), vocab_size_(vocab_size), seq_length_(seq_length),
-      num_samples_(num_samples) {}
+    : seed_(seed), vocab_size_(vocab_size), seq_length_(seq_length), num_samples_(num_samples) {}
 
 absl::StatusOr<std::vector<int32_t>> MockSampleSource::Sample(int64_t index) const {
   if (vocab_size_ <= 0 || seq_length_ <= 0 || num_samples_ <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mock data needs positive vocab size, sequence length and sample count, got ",
-        vocab_size_, ", ", seq_length_, ", ", num_samples_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mock data needs positive vocab size, sequence length and sample count, got ",
+                     vocab_size_, ", ", seq_length_, ", ", num_samples_));
   }
   const int64_t wrapped = ((index % num_samples_) + num_samples_) % num_samples_;
   const uint64_t key = Mix(Mix(uint64_t(seed_)) ^ uint64_t(wrapped));

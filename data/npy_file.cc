@@ -60,9 +60,8 @@ absl::StatusOr<std::string> EncodeNpy(absl::string_view descr, absl::Span<const 
   }
   // numpy.save: dict keys sorted, then spaces so that magic + version +
   // length + header + '\n' is a multiple of 64 (a full 64 when already even).
-  std::string header = absl::StrCat("{'descr': '", descr,
-                                    "', 'fortran_order': False, 'shape': ", ShapeRepr(shape),
-                                    ", }");
+  std::string header = absl::StrCat(
+      "{'descr': '", descr, "', 'fortran_order': False, 'shape': ", ShapeRepr(shape), ", }");
   const size_t prefix = kMagicLen + 2 + 2;
   const size_t padding = kAlign - (prefix + header.size() + 1) % kAlign;
   header.append(padding, ' ');

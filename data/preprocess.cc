@@ -29,12 +29,11 @@ struct Encoded {
   std::vector<std::vector<int32_t>> tokens;  // [key]
 };
 
-Encoded EncodeLine(const Line& line, const PreprocessOptions& options,
-                   const Tokenizer& tokenizer) {
+Encoded EncodeLine(const Line& line, const PreprocessOptions& options, const Tokenizer& tokenizer) {
   Encoded out;
   auto fail = [&](absl::string_view what) {
-    out.status = absl::InvalidArgumentError(
-        absl::StrCat(options.input, ":", line.number, ": ", what));
+    out.status =
+        absl::InvalidArgumentError(absl::StrCat(options.input, ":", line.number, ": ", what));
     return out;
   };
   absl::StatusOr<JsonValue> doc = ParseJson(line.text);
@@ -60,7 +59,8 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
                                              const Tokenizer& tokenizer) {
   if (options.json_keys.empty()) return absl::InvalidArgumentError("--json-keys is empty");
   if (options.workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--workers must be >= 1, got ", options.workers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers must be >= 1, got ", options.workers));
   }
   std::ifstream in(options.input, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", options.input));
@@ -124,8 +124,7 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
         const std::vector<int32_t>& ids = e.tokens[k];
         std::vector<int32_t> lengths;
         if (!ids.empty()) lengths.push_back(int32_t(ids.size()));
-        if (absl::Status s = builders[k]->AddDocument(absl::MakeConstSpan(ids), lengths);
-            !s.ok()) {
+        if (absl::Status s = builders[k]->AddDocument(absl::MakeConstSpan(ids), lengths); !s.ok()) {
           return s;
         }
         summary.tokens += int64_t(ids.size());
@@ -136,8 +135,7 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
     const double now = std::max(elapsed(), 1e-9);
     if (options.log_interval_s > 0 && (now - last_log >= options.log_interval_s || eof)) {
       last_log = now;
-      std::fprintf(options.log,
-                   "processed %lld documents (%.0f docs/s, %.2f MB/s, %lld tokens)\n",
+      std::fprintf(options.log, "processed %lld documents (%.0f docs/s, %.2f MB/s, %lld tokens)\n",
                    static_cast<long long>(summary.documents), summary.documents / now,
                    summary.input_bytes / now / 1e6, static_cast<long long>(summary.tokens));
       std::fflush(options.log);

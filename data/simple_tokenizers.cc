@@ -10,13 +10,13 @@ namespace conveyor {
 
 absl::StatusOr<std::vector<int32_t>> NullTokenizer::Tokenize(absl::string_view text) const {
   std::vector<int32_t> ids;
-  for (absl::string_view word : absl::StrSplit(text, absl::ByAnyChar(" \t\n\r"),
-                                               absl::SkipEmpty())) {
+  for (absl::string_view word :
+       absl::StrSplit(text, absl::ByAnyChar(" \t\n\r"), absl::SkipEmpty())) {
     int64_t id;
     if (!absl::SimpleAtoi(word, &id) || id < 0 || id > vocab_size_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("NullTokenizer: '", word, "' is not a token id in [0, ",
-                       vocab_size_, "] (text must be space-separated ids)"));
+      return absl::InvalidArgumentError(absl::StrCat("NullTokenizer: '", word,
+                                                     "' is not a token id in [0, ", vocab_size_,
+                                                     "] (text must be space-separated ids)"));
     }
     ids.push_back(int32_t(id));
   }

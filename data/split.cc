@@ -30,8 +30,8 @@ absl::StatusOr<SplitMatrix> ParseSplit(absl::string_view split) {
   for (absl::string_view part : absl::StrSplit(split, sep)) {
     double w;
     if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &w) || !(w >= 0) || std::isinf(w)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--split \"", split, "\": '", part, "' is not a non-negative number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--split \"", split, "\": '", part, "' is not a non-negative number"));
     }
     weights.push_back(w);
   }
@@ -55,8 +55,8 @@ absl::StatusOr<SplitMatrix> ParseSplit(absl::string_view split) {
   return matrix;
 }
 
-std::array<std::optional<std::pair<int64_t, int64_t>>, 3> SplitRanges(
-    const SplitMatrix& matrix, int64_t num_elements) {
+std::array<std::optional<std::pair<int64_t, int64_t>>, 3> SplitRanges(const SplitMatrix& matrix,
+                                                                      int64_t num_elements) {
   std::array<std::optional<std::pair<int64_t, int64_t>>, 3> ranges;
   for (int i = 0; i < 3; ++i) {
     if (!matrix[i]) continue;

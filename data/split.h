@@ -24,8 +24,8 @@ absl::StatusOr<SplitMatrix> ParseSplit(absl::string_view split);
 
 // The sequence-id range [begin, end) of each split for a dataset of
 // `num_elements` sequences, rounding as Python's round() does (half to even).
-std::array<std::optional<std::pair<int64_t, int64_t>>, 3> SplitRanges(
-    const SplitMatrix& matrix, int64_t num_elements);
+std::array<std::optional<std::pair<int64_t, int64_t>>, 3> SplitRanges(const SplitMatrix& matrix,
+                                                                      int64_t num_elements);
 
 }  // namespace conveyor
 

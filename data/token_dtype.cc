@@ -45,14 +45,22 @@ int TokenDTypeSize(TokenDType dtype) {
 
 absl::string_view TokenDTypeName(TokenDType dtype) {
   switch (dtype) {
-    case TokenDType::kUint8: return "uint8";
-    case TokenDType::kInt8: return "int8";
-    case TokenDType::kInt16: return "int16";
-    case TokenDType::kInt32: return "int32";
-    case TokenDType::kInt64: return "int64";
-    case TokenDType::kFloat64: return "float64";
-    case TokenDType::kFloat32: return "float32";
-    case TokenDType::kUint16: return "uint16";
+    case TokenDType::kUint8:
+      return "uint8";
+    case TokenDType::kInt8:
+      return "int8";
+    case TokenDType::kInt16:
+      return "int16";
+    case TokenDType::kInt32:
+      return "int32";
+    case TokenDType::kInt64:
+      return "int64";
+    case TokenDType::kFloat64:
+      return "float64";
+    case TokenDType::kFloat32:
+      return "float32";
+    case TokenDType::kUint16:
+      return "uint16";
   }
   return "unknown";
 }
@@ -63,28 +71,44 @@ TokenDType TokenDTypeForVocab(int64_t vocab_size) {
 
 int64_t LoadToken(TokenDType dtype, const void* data, int64_t i) {
   switch (dtype) {
-    case TokenDType::kUint8: return Load<uint8_t>(data, i);
-    case TokenDType::kInt8: return Load<int8_t>(data, i);
-    case TokenDType::kInt16: return Load<int16_t>(data, i);
-    case TokenDType::kInt32: return Load<int32_t>(data, i);
-    case TokenDType::kInt64: return Load<int64_t>(data, i);
-    case TokenDType::kFloat64: return Load<double>(data, i);
-    case TokenDType::kFloat32: return Load<float>(data, i);
-    case TokenDType::kUint16: return Load<uint16_t>(data, i);
+    case TokenDType::kUint8:
+      return Load<uint8_t>(data, i);
+    case TokenDType::kInt8:
+      return Load<int8_t>(data, i);
+    case TokenDType::kInt16:
+      return Load<int16_t>(data, i);
+    case TokenDType::kInt32:
+      return Load<int32_t>(data, i);
+    case TokenDType::kInt64:
+      return Load<int64_t>(data, i);
+    case TokenDType::kFloat64:
+      return Load<double>(data, i);
+    case TokenDType::kFloat32:
+      return Load<float>(data, i);
+    case TokenDType::kUint16:
+      return Load<uint16_t>(data, i);
   }
   return 0;
 }
 
 void StoreToken(TokenDType dtype, int64_t value, void* data, int64_t i) {
   switch (dtype) {
-    case TokenDType::kUint8: return Store<uint8_t>(value, data, i);
-    case TokenDType::kInt8: return Store<int8_t>(value, data, i);
-    case TokenDType::kInt16: return Store<int16_t>(value, data, i);
-    case TokenDType::kInt32: return Store<int32_t>(value, data, i);
-    case TokenDType::kInt64: return Store<int64_t>(value, data, i);
-    case TokenDType::kFloat64: return Store<double>(value, data, i);
-    case TokenDType::kFloat32: return Store<float>(value, data, i);
-    case TokenDType::kUint16: return Store<uint16_t>(value, data, i);
+    case TokenDType::kUint8:
+      return Store<uint8_t>(value, data, i);
+    case TokenDType::kInt8:
+      return Store<int8_t>(value, data, i);
+    case TokenDType::kInt16:
+      return Store<int16_t>(value, data, i);
+    case TokenDType::kInt32:
+      return Store<int32_t>(value, data, i);
+    case TokenDType::kInt64:
+      return Store<int64_t>(value, data, i);
+    case TokenDType::kFloat64:
+      return Store<double>(value, data, i);
+    case TokenDType::kFloat32:
+      return Store<float>(value, data, i);
+    case TokenDType::kUint16:
+      return Store<uint16_t>(value, data, i);
   }
 }
 

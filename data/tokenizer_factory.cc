@@ -26,18 +26,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
   }
   if (spec.type == "NullTokenizer") {
     if (spec.vocab_size <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--vocab-size ", spec.vocab_size,
-          " must be positive with --tokenizer-type NullTokenizer (ids are below it)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vocab-size ", spec.vocab_size,
+                       " must be positive with --tokenizer-type NullTokenizer (ids are below it)"));
     }
     return std::unique_ptr<Tokenizer>(std::make_unique<NullTokenizer>(spec.vocab_size));
   }
   if (spec.type == "ByteTokenizer") {
     return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--tokenizer-type ", spec.type,
-      " is not known: use GPT2BPETokenizer, NullTokenizer or ByteTokenizer"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--tokenizer-type ", spec.type,
+                   " is not known: use GPT2BPETokenizer, NullTokenizer or ByteTokenizer"));
 }
 
 }  // namespace conveyor

@@ -12,7 +12,7 @@
 namespace conveyor {
 
 struct TokenizerSpec {
-  std::string type;  // GPT2BPETokenizer, NullTokenizer, ByteTokenizer or empty
+  std::string type;                    // GPT2BPETokenizer, NullTokenizer, ByteTokenizer or empty
   std::string vocab_file, merge_file;  // GPT2BPETokenizer
   int64_t vocab_size = 0;              // NullTokenizer: ids below it (eod is vocab_size)
 };

@@ -35,16 +35,15 @@ SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch
                                        int64_t eval_interval, int64_t eval_iters) {
   SplitSampleCounts c;
   c.train = train_iters * global_batch_size;
-  c.valid = eval_interval > 0
-                ? (train_iters / eval_interval + 1) * eval_iters * global_batch_size
-                : 0;
+  c.valid =
+      eval_interval > 0 ? (train_iters / eval_interval + 1) * eval_iters * global_batch_size : 0;
   c.test = eval_iters * global_batch_size;
   return c;
 }
 
-absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config,
-                                             int64_t train_samples, int64_t valid_samples,
-                                             int64_t test_samples, bool build_cache_here,
+absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int64_t train_samples,
+                                             int64_t valid_samples, int64_t test_samples,
+                                             bool build_cache_here,
                                              const TrainingDataOptions& options) {
   const DataConfig& data = resolved_config.data();
   const ModelConfig& model = resolved_config.model();
@@ -72,8 +71,8 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config,
   const std::array<int64_t, 3> sizes = {train_samples, valid_samples, test_samples};
   for (int i = 0; i < 3; ++i) {
     if (sizes[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(kSplitNames[i], " split asked for ",
-                                                     sizes[i], " samples"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kSplitNames[i], " split asked for ", sizes[i], " samples"));
     }
   }
 

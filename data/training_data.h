@@ -45,9 +45,9 @@ struct TrainingDataOptions {
 // cache; the other ranks wait for it and load it (with no --data-cache-path
 // every rank builds its own, identical, indices). Errors name the flag and
 // the file involved.
-absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config,
-                                             int64_t train_samples, int64_t valid_samples,
-                                             int64_t test_samples, bool build_cache_here,
+absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int64_t train_samples,
+                                             int64_t valid_samples, int64_t test_samples,
+                                             bool build_cache_here,
                                              const TrainingDataOptions& options = {});
 
 }  // namespace conveyor

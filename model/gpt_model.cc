@@ -17,22 +17,22 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       tp_(tp != nullptr ? tp : &single_rank_),
       local_vocab_(shape.padded_vocab / tp_->size()),
       store_(seed),
-      rope_(shape.rope ? std::make_unique<cpu::RopeTable>(shape.seq, shape.head_dim,
-                                                           shape.rotary_base)
-                       : nullptr) {
+      rope_(shape.rope
+                ? std::make_unique<cpu::RopeTable>(shape.seq, shape.head_dim, shape.rotary_base)
+                : nullptr) {
   const Sharding vocab_rows = Sharding::Block(0, shape.padded_vocab, tp_->size(), tp_->rank());
   // The last stage of a tied model holds its own copy of the word embedding; the same
   // name gives it the same initial values, and the embedding group keeps the copies
   // equal by summing their gradients.
   if (partition.has_embedding || (partition.has_head && shape.tied_embeddings)) {
-    word_embedding_ = store_.Add("embedding.word_embeddings.weight",
-                                 {shape.padded_vocab, shape.hidden},
-                                 {InitKind::kNormal, shape.init_std}, true, vocab_rows);
+    word_embedding_ =
+        store_.Add("embedding.word_embeddings.weight", {shape.padded_vocab, shape.hidden},
+                   {InitKind::kNormal, shape.init_std}, true, vocab_rows);
   }
   if (partition.has_embedding && !shape.rope) {
-    position_embedding_ = store_.Add("embedding.position_embeddings.weight",
-                                     {shape.max_positions, shape.hidden},
-                                     {InitKind::kNormal, shape.init_std}, true);
+    position_embedding_ =
+        store_.Add("embedding.position_embeddings.weight", {shape.max_positions, shape.hidden},
+                   {InitKind::kNormal, shape.init_std}, true);
     // Under SP each rank adds the positions of its own rows only.
     position_embedding_->sequence_parallel = tp_->sequence_parallel();
   }
@@ -44,9 +44,8 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
                          selective);
   }
   if (partition.has_head) {
-    final_norm_ = std::make_unique<NormLayer>(&store_, "final_norm", shape.hidden,
-                                              shape.rms_norm, shape.norm_epsilon,
-                                              tp_->sequence_parallel());
+    final_norm_ = std::make_unique<NormLayer>(&store_, "final_norm", shape.hidden, shape.rms_norm,
+                                              shape.norm_epsilon, tp_->sequence_parallel());
     if (!shape.tied_embeddings) {
       // Megatron's output layer: column-parallel over the vocabulary, no bias.
       output_layer_ = store_.Add("output_layer.weight", {shape.padded_vocab, shape.hidden},
@@ -60,12 +59,11 @@ const Parameter* GptModel::output_weight() const {
 }
 
 CounterRng GptModel::EmbeddingDropoutRng(int64_t iteration) const {
-  return CounterRng(seed_, MixStream(StreamId("dropout.embedding"),
-                                     static_cast<uint64_t>(iteration)));
+  return CounterRng(seed_,
+                    MixStream(StreamId("dropout.embedding"), static_cast<uint64_t>(iteration)));
 }
 
-uint64_t GptModel::EmbeddingDropoutIndex(const MicroBatchContext& mb,
-                                         int64_t local_rows) const {
+uint64_t GptModel::EmbeddingDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const {
   const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
   return static_cast<uint64_t>((mb.first_sample * mb.seq + first_row) * shape_.hidden);
 }
@@ -93,8 +91,8 @@ absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
   return x;
 }
 
-absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb,
-                                         const Tensor& d_embedding, EmbeddingStash* stash) {
+absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb, const Tensor& d_embedding,
+                                         EmbeddingStash* stash) {
   const int64_t local_rows = d_embedding.dim(0);
   Tensor d = d_embedding.Clone(MemoryCategory::kActivations);
   cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
@@ -109,9 +107,8 @@ absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb,
     }
   }
   ASSIGN_OR_RETURN(Tensor d_full, tp_->ExitBackward(d));
-  cpu::EmbeddingBackwardWeight(d_full.data(), vocab_start(), local_vocab_,
-                               stash->tokens.data(), mb.tokens(), shape_.hidden,
-                               word_embedding_->grad.data());
+  cpu::EmbeddingBackwardWeight(d_full.data(), vocab_start(), local_vocab_, stash->tokens.data(),
+                               mb.tokens(), shape_.hidden, word_embedding_->grad.data());
   *stash = EmbeddingStash();
   return absl::OkStatus();
 }
@@ -125,9 +122,8 @@ absl::StatusOr<float> GptModel::HeadForward(const MicroBatchContext& mb, const T
   stash->final_norm = final_norm_->Forward(x, &final_out);
   ASSIGN_OR_RETURN(stash->final_out_full, tp_->EnterForward(final_out));
   stash->logits = Tensor::Zeros({rows, local_vocab_}, MemoryCategory::kActivations);
-  cpu::Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f,
-            stash->final_out_full.data(), output_weight()->value.data(), 0.0f,
-            stash->logits.data());
+  cpu::Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f, stash->final_out_full.data(),
+            output_weight()->value.data(), 0.0f, stash->logits.data());
 
   std::vector<double> row_max(rows), sum_exp(rows), target(rows);
   cpu::RowMax(stash->logits.data(), rows, local_vocab_, row_max.data());
@@ -180,8 +176,7 @@ absl::StatusOr<float> GptModel::Forward(const MicroBatchContext& mb, const int32
   return HeadForward(mb, x, labels, &stash->head);
 }
 
-absl::Status GptModel::Backward(const MicroBatchContext& mb, float loss_scale,
-                                GptStash* stash) {
+absl::Status GptModel::Backward(const MicroBatchContext& mb, float loss_scale, GptStash* stash) {
   ASSIGN_OR_RETURN(Tensor dx, HeadBackward(mb, loss_scale, &stash->head));
   for (size_t i = layers_.size(); i-- > 0;) {
     ASSIGN_OR_RETURN(dx, layers_[i].BackwardInput(dx, mb, &stash->layers[i]));

@@ -99,12 +99,12 @@ class GptModel {
   const TensorParallel* tp_;
   int64_t local_vocab_;
   ParameterStore store_;
-  std::unique_ptr<cpu::RopeTable> rope_;  // null with learned positions
-  Parameter* word_embedding_ = nullptr;  // first stage, or last stage when tied
+  std::unique_ptr<cpu::RopeTable> rope_;     // null with learned positions
+  Parameter* word_embedding_ = nullptr;      // first stage, or last stage when tied
   Parameter* position_embedding_ = nullptr;  // first stage with learned positions
   std::vector<TransformerLayer> layers_;
   std::unique_ptr<NormLayer> final_norm_;  // last stage
-  Parameter* output_layer_ = nullptr;  // last stage, untied
+  Parameter* output_layer_ = nullptr;      // last stage, untied
 };
 
 }  // namespace conveyor

@@ -24,8 +24,7 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
     partition.num_layers = layers_per_stage[stage];
     partition.has_embedding = stage == 0;
     partition.has_head = stage == num_stages_ - 1;
-    chunks_.push_back(
-        std::make_unique<GptModel>(shape, seed, tp_, partition, recompute.selective));
+    chunks_.push_back(std::make_unique<GptModel>(shape, seed, tp_, partition, recompute.selective));
     // The chunk's parameters that no transformer layer owns (embedding, head).
     std::vector<Parameter*> in_layers;
     for (int64_t i = 0; i < chunks_.back()->num_local_layers(); ++i) {
@@ -44,12 +43,11 @@ int GptStage::GlobalStage(int chunk) const {
   return pipeline::GlobalStage(place_.layout, place_.num_ranks, place_.rank, chunk);
 }
 
-void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
-                         float loss_scale) {
+void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch, float loss_scale) {
   feed_ = std::move(feed);
   // Under SP a rank passes on its token shard only.
-  boundary_elements_ = tokens_per_micro_batch /
-                       (tp_->sequence_parallel() ? tp_->size() : 1) * shape_.hidden;
+  boundary_elements_ =
+      tokens_per_micro_batch / (tp_->sequence_parallel() ? tp_->size() : 1) * shape_.hidden;
   loss_scale_ = loss_scale;
   loss_sum_ = 0.0;
   inputs_.clear();
@@ -97,8 +95,7 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
   return Tensor();
 }
 
-absl::StatusOr<Tensor> GptStage::BackwardInput(int micro_batch, int chunk,
-                                               Tensor output_grad) {
+absl::StatusOr<Tensor> GptStage::BackwardInput(int micro_batch, int chunk, Tensor output_grad) {
   return BackwardThrough(micro_batch, chunk, std::move(output_grad), /*fused=*/false);
 }
 
@@ -109,8 +106,8 @@ absl::StatusOr<Tensor> GptStage::Backward(int micro_batch, int chunk, Tensor out
   return grad;
 }
 
-absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk,
-                                                 Tensor output_grad, bool fused) {
+absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk, Tensor output_grad,
+                                                 bool fused) {
   ASSIGN_OR_RETURN(const MicroBatchInput* in, Input(micro_batch));
   const MicroBatchContext& mb = in->context;
   GptModel& model = *chunks_[chunk];
@@ -141,8 +138,8 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk,
   return dx;
 }
 
-absl::Status GptStage::RebuildStash(const MicroBatchContext& mb, GptModel& model,
-                                    int64_t index, GptStash* stash) {
+absl::Status GptStage::RebuildStash(const MicroBatchContext& mb, GptModel& model, int64_t index,
+                                    GptStash* stash) {
   const int64_t start = recompute_.GroupStart(index);
   Tensor x = stash->layers[start].x;
   for (int64_t i = start; i <= index; ++i) {
@@ -163,8 +160,7 @@ absl::Status GptStage::BackwardWeight(int micro_batch, int chunk) {
     LayerWeightDone(chunk, i);
   }
   if (has_embedding(chunk)) {
-    RETURN_IF_ERROR(
-        model.EmbeddingBackward(in->context, embedding_grads_[key], &stash.embedding));
+    RETURN_IF_ERROR(model.EmbeddingBackward(in->context, embedding_grads_[key], &stash.embedding));
     embedding_grads_.erase(key);
   }
   stashes_.erase(key);

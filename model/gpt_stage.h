@@ -93,8 +93,8 @@ class GptStage : public pipeline::Stage {
   RecomputePolicy recompute_;
   int num_stages_;
   std::vector<std::unique_ptr<GptModel>> chunks_;
-  std::map<std::pair<int, int>, GptStash> stashes_;  // (micro-batch, chunk)
-  std::map<int, MicroBatchInput> inputs_;            // fetched once per micro-batch
+  std::map<std::pair<int, int>, GptStash> stashes_;        // (micro-batch, chunk)
+  std::map<int, MicroBatchInput> inputs_;                  // fetched once per micro-batch
   std::map<std::pair<int, int>, Tensor> embedding_grads_;  // B's output for W
   MicroBatchFeed feed_;
   int64_t boundary_elements_ = 0;
@@ -105,7 +105,7 @@ class GptStage : public pipeline::Stage {
 
   int micro_batches_per_step_ = 0;
   std::function<void(const std::vector<Parameter*>&)> gradients_ready_;
-  std::map<int, int> weight_passes_;  // per chunk: completed W passes this step
+  std::map<int, int> weight_passes_;                     // per chunk: completed W passes this step
   std::vector<std::vector<Parameter*>> outside_layers_;  // per chunk: embedding, head
   float loss_scale_ = 1.0f;
   double loss_sum_ = 0.0;

@@ -4,11 +4,10 @@
 
 namespace conveyor {
 
-Linear::Linear(ParameterStore* store, const std::string& name, int64_t in, int64_t out,
-               bool bias, float init_std, LinearParallelism parallelism, Sharding split)
+Linear::Linear(ParameterStore* store, const std::string& name, int64_t in, int64_t out, bool bias,
+               float init_std, LinearParallelism parallelism, Sharding split)
     : parallelism_(parallelism),
-      weight_(store->Add(name + ".weight", {out, in}, {InitKind::kNormal, init_std}, true,
-                         split)),
+      weight_(store->Add(name + ".weight", {out, in}, {InitKind::kNormal, init_std}, true, split)),
       bias_(nullptr) {
   out_ = weight_->value.dim(0);
   in_ = weight_->value.dim(1);

@@ -13,9 +13,9 @@ namespace {
 constexpr int64_t kFloat = 4;
 
 struct Sizes {
-  int64_t tokens;        // T: the micro-batch's tokens
-  int64_t local_tokens;  // outside the TP region (T / TP under SP)
-  int64_t heads;         // held by this TP rank
+  int64_t tokens;         // T: the micro-batch's tokens
+  int64_t local_tokens;   // outside the TP region (T / TP under SP)
+  int64_t heads;          // held by this TP rank
   int64_t qkv, fc1, ffn;  // local widths
 };
 
@@ -49,14 +49,14 @@ int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
   if (full_recompute) return keeps_checkpoint ? kFloat * z.local_tokens * h : 0;
   const int64_t gathered_norm = a.sequence_parallel ? z.tokens * h : 0;  // else shared
   int64_t elements = 0;
-  elements += z.local_tokens * h;                                 // x
+  elements += z.local_tokens * h;  // x
   if (!selective.layernorm) elements += 2 * (z.local_tokens * h + gathered_norm);
-  elements += z.tokens * z.qkv;                                   // qkv
+  elements += z.tokens * z.qkv;                                                   // qkv
   if (!selective.core_attn) elements += a.micro_batch * z.heads * a.seq * a.seq;  // probs
-  elements += z.tokens * z.heads * s.head_dim;                    // ctx
-  elements += z.local_tokens * h;                                 // x1
-  if (!selective.mlp) elements += z.tokens * (z.fc1 + z.ffn);     // fc1 out, activation
-  elements += 4 * z.local_tokens;                                 // two norms' mean, rstd
+  elements += z.tokens * z.heads * s.head_dim;                                    // ctx
+  elements += z.local_tokens * h;                                                 // x1
+  if (!selective.mlp) elements += z.tokens * (z.fc1 + z.ffn);  // fc1 out, activation
+  elements += 4 * z.local_tokens;                              // two norms' mean, rstd
   return kFloat * elements;
 }
 
@@ -77,8 +77,8 @@ int64_t HeadStashBytes(const ModelShape& s, const ActivationShape& a) {
   const Sizes z = SizesOf(s, a);
   const int64_t vocab = s.padded_vocab / a.tp;
   // Final norm input and gathered output, logits, logsumexp, norm statistics.
-  return kFloat * (z.local_tokens * s.hidden + z.tokens * s.hidden + z.tokens * vocab +
-                   z.tokens + 2 * z.local_tokens);
+  return kFloat * (z.local_tokens * s.hidden + z.tokens * s.hidden + z.tokens * vocab + z.tokens +
+                   2 * z.local_tokens);
 }
 
 int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a) {
@@ -90,19 +90,17 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
   return kFloat * (local /* dy */ + local /* d_fc2 */ + z.tokens * z.ffn /* d_act */ +
                    z.tokens * z.fc1 /* d_fc1 */ + local /* d_ln2 */ + local /* d_x1 */ +
                    local /* d_proj */ + z.tokens * z.heads * s.head_dim /* d_ctx */ +
-                   z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ +
-                   gathered);
+                   z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ + gathered);
 }
 
-absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
-                                                      const ModelShape& shape,
+absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
                                                       const pipeline::Timeline& timeline) {
   const ParallelConfig& p = config.parallel();
   const int tp = p.tensor_model_parallel_size();
   const int P = p.pipeline_model_parallel_size();
   const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int dp = std::max(1, config.parallel().nproc_per_node() * config.parallel().nnodes() /
-                                 (tp * P));
+  const int dp =
+      std::max(1, config.parallel().nproc_per_node() * config.parallel().nnodes() / (tp * P));
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
                    pipeline::ScheduleByName(p.pipeline_schedule()));
@@ -150,7 +148,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
     const int64_t state = (config.optimizer().optimizer() == "adam" ? 2 : 1) * kFloat;
     if (p.use_distributed_optimizer()) {
       const int64_t shard = (m.parameters + dp - 1) / dp;
-      m.grad_bytes += kFloat * (shard * dp + shard);  // flat buffer and shard gradient
+      m.grad_bytes += kFloat * (shard * dp + shard);       // flat buffer and shard gradient
       m.optimizer_bytes = state * shard + kFloat * shard;  // state and master copy
     } else {
       if (dp > 1) m.grad_bytes += kFloat * m.parameters;  // DP buckets

@@ -45,12 +45,12 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
 
 struct RankMemory {
   int pipeline_rank = 0;
-  int64_t parameters = 0;        // elements this rank holds
+  int64_t parameters = 0;  // elements this rank holds
   int64_t weight_bytes = 0;
-  int64_t grad_bytes = 0;        // gradients and gradient buffers
+  int64_t grad_bytes = 0;  // gradients and gradient buffers
   int64_t optimizer_bytes = 0;
   int64_t stash_bytes_per_micro_batch = 0;  // summed over the rank's chunks
-  int peak_stashed = 0;          // (micro-batch, chunk) pairs, from the schedule
+  int peak_stashed = 0;                     // (micro-batch, chunk) pairs, from the schedule
   int64_t activation_peak_bytes = 0;
   int64_t total_bytes() const {
     return weight_bytes + grad_bytes + optimizer_bytes + activation_peak_bytes;
@@ -60,8 +60,7 @@ struct RankMemory {
 // One entry per pipeline rank (tensor- and data-parallel rank 0; the others match up
 // to rounding). `timeline` is the simulated run of the configured schedule (each
 // rank's actions in order), from which the stashes held at once follow.
-absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config,
-                                                      const ModelShape& shape,
+absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
                                                       const pipeline::Timeline& timeline);
 
 }  // namespace conveyor

@@ -17,9 +17,8 @@ NormStats NormLayer::Forward(const Tensor& x, Tensor* y) const {
   const int64_t rows = x.numel() / width_;
   NormStats stats{Tensor::Zeros({rows}, MemoryCategory::kActivations),
                   Tensor::Zeros({rows}, MemoryCategory::kActivations)};
-  cpu::NormForward(kind_, x.data(), gamma_->value.data(),
-                   beta_ ? beta_->value.data() : nullptr, rows, width_, eps_, y->data(),
-                   stats.mean.data(), stats.rstd.data());
+  cpu::NormForward(kind_, x.data(), gamma_->value.data(), beta_ ? beta_->value.data() : nullptr,
+                   rows, width_, eps_, y->data(), stats.mean.data(), stats.rstd.data());
   return stats;
 }
 

@@ -21,12 +21,11 @@ struct NormStats {
 class NormLayer {
  public:
   // sequence_parallel: the layer sees only this rank's tokens (see Parameter).
-  NormLayer(ParameterStore* store, const std::string& name, int64_t width, bool rms,
-            float eps, bool sequence_parallel = false);
+  NormLayer(ParameterStore* store, const std::string& name, int64_t width, bool rms, float eps,
+            bool sequence_parallel = false);
 
   NormStats Forward(const Tensor& x, Tensor* y) const;
-  void BackwardInput(const Tensor& dy, const Tensor& x, const NormStats& stats,
-                     Tensor* dx) const;
+  void BackwardInput(const Tensor& dy, const Tensor& x, const NormStats& stats, Tensor* dx) const;
   void BackwardWeight(const Tensor& dy, const Tensor& x, const NormStats& stats);
 
   void AppendParameters(std::vector<Parameter*>* out) const {

@@ -40,10 +40,9 @@ float OutputProjectionStd(const ModelShape& s) {
 
 }  // namespace
 
-TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& s,
-                                   int64_t layer_index, const cpu::RopeTable* rope,
-                                   uint64_t seed, const TensorParallel* tp,
-                                   SelectiveRecompute selective)
+TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& s, int64_t layer_index,
+                                   const cpu::RopeTable* rope, uint64_t seed,
+                                   const TensorParallel* tp, SelectiveRecompute selective)
     : shape_(s),
       layer_index_(layer_index),
       rope_(rope),
@@ -52,10 +51,10 @@ TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& s,
       selective_(selective),
       local_groups_(s.query_groups / tp->size()),
       local_ffn_(s.ffn_hidden / tp->size()),
-      ln1_(store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm,
-           s.norm_epsilon, tp->sequence_parallel()),
-      qkv_(store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(),
-           s.linear_bias, s.init_std, LinearParallelism::kColumn,
+      ln1_(store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm, s.norm_epsilon,
+           tp->sequence_parallel()),
+      qkv_(store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(), s.linear_bias,
+           s.init_std, LinearParallelism::kColumn,
            Sharding::Block(0, s.qkv_width(), tp->size(), tp->rank())),
       proj_(store, LayerName(layer_index) + ".attention.proj", s.heads * s.head_dim, s.hidden,
             s.linear_bias, OutputProjectionStd(s), LinearParallelism::kRow,
@@ -80,8 +79,7 @@ uint64_t TransformerLayer::HiddenDropoutIndex(const MicroBatchContext& mb,
   return static_cast<uint64_t>((mb.first_sample * mb.seq + first_row) * shape_.hidden);
 }
 
-void TransformerLayer::ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq,
-                                                 bool inverse) const {
+void TransformerLayer::ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq, bool inverse) const {
   if (rope_ == nullptr) return;
   const int64_t width = qkv->dim(1);
   const int64_t group_width = (shape_.heads_per_group() + 2) * shape_.head_dim;
@@ -117,8 +115,8 @@ absl::Status TransformerLayer::NormsOut(const NormLayer& norm, const Tensor& in,
   return absl::OkStatus();
 }
 
-void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv,
-                                     Tensor* probs, Tensor* ctx) const {
+void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv, Tensor* probs,
+                                     Tensor* ctx) const {
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   *probs = Tensor::Zeros({mb.batch, local_heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
@@ -158,8 +156,8 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   ASSIGN_OR_RETURN(stash->x1, tp_->ExitForward(std::move(proj_partial)));
   proj_.AddBias(stash->x1.data(), local_rows);
   cpu::ApplyDropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                    mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1.numel(), stash->x1.data(),
-                    stash->x1.data());
+                    mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1.numel(),
+                    stash->x1.data(), stash->x1.data());
   AddInto(x, &stash->x1);
 
   // MLP block.
@@ -169,8 +167,9 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   fc2_.Forward(stash->act.data(), rows, fc2_partial.data());
   ASSIGN_OR_RETURN(Tensor out, tp_->ExitForward(std::move(fc2_partial)));
   fc2_.AddBias(out.data(), local_rows);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                    hidden_index, out.numel(), out.data(), out.data());
+  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration),
+                    mb.Dropout(shape_.hidden_dropout), hidden_index, out.numel(), out.data(),
+                    out.data());
   AddInto(stash->x1, &out);
 
   // Selective recomputation: keep only what is expensive to recompute.
@@ -186,8 +185,7 @@ absl::Status TransformerLayer::RecomputeDropped(const MicroBatchContext& mb,
                                                 LayerStash* stash) const {
   if (selective_.layernorm) {
     RETURN_IF_ERROR(NormsOut(ln1_, stash->x, &stash->ln1_out, &stash->ln1_full, &stash->ln1));
-    RETURN_IF_ERROR(
-        NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
+    RETURN_IF_ERROR(NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
   }
   if (selective_.mlp) MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
   if (selective_.core_attn) {
@@ -208,18 +206,17 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
 
   // MLP block.
   Tensor d_fc2 = Activation(local_rows, shape_.hidden);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                    hidden_index, dy.numel(), dy.data(), d_fc2.data());
+  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration),
+                    mb.Dropout(shape_.hidden_dropout), hidden_index, dy.numel(), dy.data(),
+                    d_fc2.data());
   ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_fc2));
   Tensor d_act = Activation(rows, local_ffn_);
   fc2_.BackwardInput(stash->d_fc2_full.data(), rows, d_act.data());
   stash->d_fc1 = Activation(rows, fc1_.local_out());
   if (shape_.swiglu) {
-    cpu::SwigluBackward(stash->fc1_out.data(), d_act.data(), rows, local_ffn_,
-                        stash->d_fc1.data());
+    cpu::SwigluBackward(stash->fc1_out.data(), d_act.data(), rows, local_ffn_, stash->d_fc1.data());
   } else {
-    cpu::GeluBackward(stash->fc1_out.data(), d_act.data(), d_act.numel(),
-                      stash->d_fc1.data());
+    cpu::GeluBackward(stash->fc1_out.data(), d_act.data(), d_act.numel(), stash->d_fc1.data());
   }
   Tensor d_ln2_partial = Activation(rows, shape_.hidden);
   fc1_.BackwardInput(stash->d_fc1.data(), rows, d_ln2_partial.data());
@@ -238,9 +235,8 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   proj_.BackwardInput(stash->d_proj_full.data(), rows, d_ctx.data());
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   stash->d_qkv = Activation(rows, qkv_.local_out());
-  cpu::AttentionBackward(AttentionShapeOf(mb), stash->qkv.data(), stash->probs.data(),
-                         d_ctx.data(), AttentionScale(), AttentionDropoutOf(mb, &probs_rng),
-                         stash->d_qkv.data());
+  cpu::AttentionBackward(AttentionShapeOf(mb), stash->qkv.data(), stash->probs.data(), d_ctx.data(),
+                         AttentionScale(), AttentionDropoutOf(mb, &probs_rng), stash->d_qkv.data());
   ApplyRopeToQueriesAndKeys(&stash->d_qkv, mb.seq, /*inverse=*/true);
   Tensor d_ln1_partial = Activation(rows, shape_.hidden);
   qkv_.BackwardInput(stash->d_qkv.data(), rows, d_ln1_partial.data());

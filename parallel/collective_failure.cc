@@ -10,20 +10,19 @@ namespace {
 std::string LastSeen(const ProgressBoard::Entry& entry) {
   if (entry.seq < 0) return "never posted progress";
   if (entry.seq == 0) return absl::StrCat("last seen in ", entry.activity);
-  return absl::StrFormat("last entered %s, after collective #%d", entry.activity,
-                         entry.seq);
+  return absl::StrFormat("last entered %s, after collective #%d", entry.activity, entry.seq);
 }
 
-std::string DescribeRank(const GroupSpec& group,
-                         const std::vector<ProgressBoard::Entry>& entries, int r) {
+std::string DescribeRank(const GroupSpec& group, const std::vector<ProgressBoard::Entry>& entries,
+                         int r) {
   return absl::StrFormat("group rank %d (global rank %d, %s)", r, group.global_ranks[r],
                          LastSeen(entries[r]));
 }
 
 }  // namespace
 
-std::vector<int> RanksNotArrived(const std::vector<ProgressBoard::Entry>& entries,
-                                 int64_t seq, int self) {
+std::vector<int> RanksNotArrived(const std::vector<ProgressBoard::Entry>& entries, int64_t seq,
+                                 int self) {
   std::vector<int> missing;
   for (int r = 0; r < static_cast<int>(entries.size()); ++r) {
     if (r != self && entries[r].seq < seq) missing.push_back(r);
@@ -31,15 +30,14 @@ std::vector<int> RanksNotArrived(const std::vector<ProgressBoard::Entry>& entrie
   return missing;
 }
 
-absl::Status CollectiveFailureStatus(const CollectiveFailure& failure,
-                                     const GroupSpec& group,
+absl::Status CollectiveFailureStatus(const CollectiveFailure& failure, const GroupSpec& group,
                                      const std::vector<ProgressBoard::Entry>& entries,
                                      absl::string_view backend) {
-  std::string message = absl::StrFormat(
-      "%s #%d on %s %s after %s (timeout %s)", failure.op, failure.seq,
-      DescribeGroup(group), failure.timed_out ? "timed out" : "failed",
-      absl::FormatDuration(absl::Trunc(failure.waited, absl::Milliseconds(1))),
-      absl::FormatDuration(failure.timeout));
+  std::string message =
+      absl::StrFormat("%s #%d on %s %s after %s (timeout %s)", failure.op, failure.seq,
+                      DescribeGroup(group), failure.timed_out ? "timed out" : "failed",
+                      absl::FormatDuration(absl::Trunc(failure.waited, absl::Milliseconds(1))),
+                      absl::FormatDuration(failure.timeout));
   if (failure.collective) {
     const std::vector<int> missing = RanksNotArrived(entries, failure.seq, group.rank);
     std::vector<std::string> described;
@@ -47,17 +45,15 @@ absl::Status CollectiveFailureStatus(const CollectiveFailure& failure,
     // A rank that entered a different collective at the same position is a mismatch
     // in program order, not a slow rank: say so.
     for (int r = 0; r < static_cast<int>(entries.size()); ++r) {
-      if (r != group.rank && entries[r].seq == failure.seq &&
-          entries[r].activity != failure.op) {
-        described.push_back(absl::StrFormat(
-            "group rank %d (global rank %d) entered %s as collective #%d instead", r,
-            group.global_ranks[r], entries[r].activity, failure.seq));
+      if (r != group.rank && entries[r].seq == failure.seq && entries[r].activity != failure.op) {
+        described.push_back(
+            absl::StrFormat("group rank %d (global rank %d) entered %s as collective #%d instead",
+                            r, group.global_ranks[r], entries[r].activity, failure.seq));
       }
     }
-    absl::StrAppend(&message, described.empty()
-                                  ? ": every rank had arrived"
-                                  : ": ranks that did not arrive: " +
-                                        absl::StrJoin(described, "; "));
+    absl::StrAppend(&message, described.empty() ? ": every rank had arrived"
+                                                : ": ranks that did not arrive: " +
+                                                      absl::StrJoin(described, "; "));
   } else {
     std::vector<std::string> described;
     for (int r : failure.peers) described.push_back(DescribeRank(group, entries, r));
@@ -66,8 +62,7 @@ absl::Status CollectiveFailureStatus(const CollectiveFailure& failure,
   if (!failure.transport_error.empty()) {
     absl::StrAppend(&message, "; ", backend, ": ", failure.transport_error);
   }
-  return failure.timed_out ? absl::DeadlineExceededError(message)
-                           : absl::UnavailableError(message);
+  return failure.timed_out ? absl::DeadlineExceededError(message) : absl::UnavailableError(message);
 }
 
 }  // namespace conveyor

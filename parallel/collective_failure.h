@@ -27,14 +27,13 @@ struct CollectiveFailure {
 };
 
 // Group ranks that had not entered collective `seq` according to `entries`.
-std::vector<int> RanksNotArrived(const std::vector<ProgressBoard::Entry>& entries,
-                                 int64_t seq, int self);
+std::vector<int> RanksNotArrived(const std::vector<ProgressBoard::Entry>& entries, int64_t seq,
+                                 int self);
 
 // DeadlineExceeded when timed out, else Unavailable; e.g. "AllReduceSum #3 on group
 // world[0-2] (global ranks 0,1,2) timed out after 2s (timeout 2s): ranks that did not
 // arrive: group rank 2 (global rank 2, last entered Barrier #2); gloo: ...".
-absl::Status CollectiveFailureStatus(const CollectiveFailure& failure,
-                                     const GroupSpec& group,
+absl::Status CollectiveFailureStatus(const CollectiveFailure& failure, const GroupSpec& group,
                                      const std::vector<ProgressBoard::Entry>& entries,
                                      absl::string_view backend);
 

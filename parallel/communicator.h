@@ -39,8 +39,7 @@ class Communicator {
   virtual absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) = 0;
   // `in` holds size() * n_per_rank elements; rank r receives the sum of every rank's
   // slice r in `out` (n_per_rank elements).
-  virtual absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                        float* out) = 0;
+  virtual absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) = 0;
   // `root` is a group rank; every other rank's `data` is overwritten.
   virtual absl::Status Broadcast(float* data, int64_t n, int root) = 0;
   virtual absl::Status Barrier() = 0;

@@ -26,8 +26,8 @@ std::string EncodeFileName(const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     // Brackets and commas are legal in file names and keep "tp[0,1]" readable.
-    const bool plain = std::isalnum(c) || (c != 0 && std::strchr("_-[],", c) != nullptr) ||
-                       (c == '.' && i > 0);
+    const bool plain =
+        std::isalnum(c) || (c != 0 && std::strchr("_-[],", c) != nullptr) || (c == '.' && i > 0);
     if (plain) {
       out.push_back(static_cast<char>(c));
     } else {
@@ -42,8 +42,8 @@ absl::StatusOr<std::unique_ptr<DirectoryStore>> DirectoryStore::Open(
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) {
-    return absl::UnavailableError(absl::StrFormat(
-        "rendezvous store: cannot create directory %s: %s", dir, error.message()));
+    return absl::UnavailableError(
+        absl::StrFormat("rendezvous store: cannot create directory %s: %s", dir, error.message()));
   }
   return std::unique_ptr<DirectoryStore>(new DirectoryStore(dir, timeout));
 }
@@ -61,27 +61,25 @@ void DirectoryStore::set(const std::string& key, const std::vector<char>& data) 
   // Write then rename, so a reader never sees a half-written value. The temporary
   // name starts with '.', which EncodeFileName never produces for a key.
   static std::atomic<int> counter{0};
-  const std::string tmp =
-      absl::StrFormat("%s/.tmp.%d.%d", dir_, ::getpid(), counter.fetch_add(1));
+  const std::string tmp = absl::StrFormat("%s/.tmp.%d.%d", dir_, ::getpid(), counter.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
     if (!out.good()) {
-      throw gloo::IoException(absl::StrFormat(
-          "rendezvous store %s: cannot write key \"%s\" (%s)", dir_, key, tmp));
+      throw gloo::IoException(
+          absl::StrFormat("rendezvous store %s: cannot write key \"%s\" (%s)", dir_, key, tmp));
     }
   }
   if (::rename(tmp.c_str(), PathOf(key).c_str()) != 0) {
-    throw gloo::IoException(absl::StrFormat("rendezvous store %s: cannot set key \"%s\": %s",
-                                            dir_, key, std::strerror(errno)));
+    throw gloo::IoException(absl::StrFormat("rendezvous store %s: cannot set key \"%s\": %s", dir_,
+                                            key, std::strerror(errno)));
   }
 }
 
 std::vector<char> DirectoryStore::get(const std::string& key) {
   wait({key}, timeout_);
   std::ifstream in(PathOf(key), std::ios::binary);
-  std::vector<char> data((std::istreambuf_iterator<char>(in)),
-                         std::istreambuf_iterator<char>());
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) {
     throw gloo::IoException(
         absl::StrFormat("rendezvous store %s: cannot read key \"%s\"", dir_, key));
@@ -102,9 +100,9 @@ void DirectoryStore::wait(const std::vector<std::string>& keys,
     }
     if (missing.empty()) return;
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw gloo::IoException(absl::StrFormat(
-          "rendezvous store %s: timed out after %d ms waiting for key(s) %s", dir_,
-          timeout.count(), absl::StrJoin(missing, ", ")));
+      throw gloo::IoException(
+          absl::StrFormat("rendezvous store %s: timed out after %d ms waiting for key(s) %s", dir_,
+                          timeout.count(), absl::StrJoin(missing, ", ")));
     }
     std::this_thread::sleep_for(interval);
     interval = std::min(interval * 2, std::chrono::milliseconds(20));

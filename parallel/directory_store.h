@@ -18,8 +18,8 @@ namespace conveyor {
 class DirectoryStore : public gloo::rendezvous::Store {
  public:
   // Creates `dir` (and parents) if needed. `timeout` bounds get() and wait(keys).
-  static absl::StatusOr<std::unique_ptr<DirectoryStore>> Open(
-      const std::string& dir, std::chrono::milliseconds timeout);
+  static absl::StatusOr<std::unique_ptr<DirectoryStore>> Open(const std::string& dir,
+                                                              std::chrono::milliseconds timeout);
 
   // gloo's interface; failures throw gloo::IoException (gloo expects that), with the
   // directory and the missing keys in the message.

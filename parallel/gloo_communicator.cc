@@ -50,8 +50,7 @@ Chunk SplitChunk(int64_t n, int size, int r) {
 // deadline. gloo throws on timeout or a broken connection; Run() catches it.
 class GlooCommunicator::Transfers {
  public:
-  Transfers(gloo::Context& context, absl::Time deadline)
-      : context_(context), deadline_(deadline) {}
+  Transfers(gloo::Context& context, absl::Time deadline) : context_(context), deadline_(deadline) {}
 
   void Send(const void* data, size_t bytes, int peer, uint64_t slot) {
     if (bytes == 0) return;  // both sides skip empty chunks alike
@@ -95,8 +94,8 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
     attr.hostname = hostname;
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrFormat(
-        "gloo: cannot create a TCP device on host \"%s\": %s", hostname, e.what()));
+    return absl::UnavailableError(
+        absl::StrFormat("gloo: cannot create a TCP device on host \"%s\": %s", hostname, e.what()));
   }
 }
 
@@ -105,9 +104,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout) {
   const int size = static_cast<int>(group.global_ranks.size());
   if (size < 1 || group.rank < 0 || group.rank >= size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "gloo: %s: group rank %d is not in [0, %d)", DescribeGroup(group), group.rank,
-        size));
+    return absl::InvalidArgumentError(absl::StrFormat("gloo: %s: group rank %d is not in [0, %d)",
+                                                      DescribeGroup(group), group.rank, size));
   }
   const std::string dir = absl::StrCat(run_dir, "/", EncodeFileName(group.name));
   absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
@@ -129,20 +127,18 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     std::vector<std::string> missing;
     for (int r = 0; r < size; ++r) {
       if (!(*store)->Has(absl::StrCat("rank_", r))) {
-        missing.push_back(absl::StrFormat("group rank %d (global rank %d)", r,
-                                          group.global_ranks[r]));
+        missing.push_back(
+            absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
       }
     }
     const std::string message = absl::StrFormat(
-        "rendezvous of %s in %s failed after %s (timeout %s): %s; gloo: %s",
-        DescribeGroup(group), dir,
-        absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
+        "rendezvous of %s in %s failed after %s (timeout %s): %s; gloo: %s", DescribeGroup(group),
+        dir, absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
         absl::FormatDuration(timeout),
         missing.empty() ? std::string("every rank arrived")
                         : "ranks that never arrived: " + absl::StrJoin(missing, ", "),
         e.what());
-    return missing.empty() ? absl::UnavailableError(message)
-                           : absl::DeadlineExceededError(message);
+    return missing.empty() ? absl::UnavailableError(message) : absl::DeadlineExceededError(message);
   }
   (*board)->Post(0, "idle");
   return std::unique_ptr<GlooCommunicator>(
@@ -150,8 +146,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
 }
 
 GlooCommunicator::GlooCommunicator(GroupSpec group, std::shared_ptr<gloo::Context> context,
-                                   std::unique_ptr<ProgressBoard> board,
-                                   absl::Duration timeout)
+                                   std::unique_ptr<ProgressBoard> board, absl::Duration timeout)
     : group_(std::move(group)),
       context_(std::move(context)),
       board_(std::move(board)),
@@ -166,8 +161,8 @@ absl::Status GlooCommunicator::CheckUsable(const char* op, int64_t n) const {
 }
 
 template <typename Body>
-absl::Status GlooCommunicator::Run(const char* op, bool collective,
-                                   const std::vector<int>& peers, Body body) {
+absl::Status GlooCommunicator::Run(const char* op, bool collective, const std::vector<int>& peers,
+                                   Body body) {
   const int64_t seq = collective ? ++seq_ : seq_;
   board_->Post(seq, op);
   const absl::Time start = absl::Now();
@@ -203,9 +198,7 @@ absl::Status GlooCommunicator::Reduce(const char* op, const T* in, T* out, int64
     return absl::OkStatus();
   }
   // Chunk r of `in`: equal slices for a reduce-scatter, a near-even split otherwise.
-  auto chunk = [&](int r) {
-    return scatter_only ? Chunk{r * n, n} : SplitChunk(n, s, r);
-  };
+  auto chunk = [&](int r) { return scatter_only ? Chunk{r * n, n} : SplitChunk(n, s, r); };
   return Run(op, /*collective=*/true, {}, [&](int64_t seq, Transfers& t) {
     const Chunk mine = chunk(me);
     // Every rank's contribution to my chunk, in rank order; mine is copied in too,
@@ -217,8 +210,7 @@ absl::Status GlooCommunicator::Reduce(const char* op, const T* in, T* out, int64
       if (peer == me) continue;
       const Chunk theirs = chunk(peer);
       t.Send(in + theirs.begin, theirs.length * sizeof(T), peer, CollectiveSlot(seq, 0));
-      t.Recv(parts + peer * mine.length, mine.length * sizeof(T), peer,
-             CollectiveSlot(seq, 0));
+      t.Recv(parts + peer * mine.length, mine.length * sizeof(T), peer, CollectiveSlot(seq, 0));
     }
     t.WaitAll();
     // ((x0 + x1) + x2) + ...: the same order for every element on every rank.
@@ -257,8 +249,7 @@ absl::Status GlooCommunicator::AllReduceMax(double* data, int64_t n) {
   });
 }
 
-absl::Status GlooCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                                float* out) {
+absl::Status GlooCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) {
   return Reduce<float>("ReduceScatterSum", in, out, n_per_rank, true,
                        [](float a, float b) { return a + b; });
 }
@@ -285,8 +276,7 @@ absl::Status GlooCommunicator::Broadcast(float* data, int64_t n, int root) {
   const int s = size(), me = rank();
   if (root < 0 || root >= s) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "Broadcast on %s: root %d is not a group rank in [0, %d)", DescribeGroup(group_),
-        root, s));
+        "Broadcast on %s: root %d is not a group rank in [0, %d)", DescribeGroup(group_), root, s));
   }
   if (s == 1) return absl::OkStatus();
   return Run("Broadcast", true, {}, [&](int64_t seq, Transfers& t) {
@@ -322,14 +312,15 @@ absl::Status GlooCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
   std::set<int> peers;
   for (const P2POp& op : ops) {
     if (op.peer < 0 || op.peer >= size() || op.peer == rank()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "BatchSendRecv on %s: peer %d must be another group rank in [0, %d) "
-          "(this is rank %d)", DescribeGroup(group_), op.peer, size(), rank()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("BatchSendRecv on %s: peer %d must be another group rank in [0, %d) "
+                          "(this is rank %d)",
+                          DescribeGroup(group_), op.peer, size(), rank()));
     }
     if (op.n < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "BatchSendRecv on %s: negative element count %d for peer %d",
-          DescribeGroup(group_), op.n, op.peer));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("BatchSendRecv on %s: negative element count %d for peer %d",
+                          DescribeGroup(group_), op.n, op.peer));
     }
     peers.insert(op.peer);
   }
@@ -341,8 +332,7 @@ absl::Status GlooCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
                  if (op.is_send) {
                    t.Send(op.data, bytes, op.peer, PointToPointSlot(sends_to_[op.peer]++));
                  } else {
-                   t.Recv(op.data, bytes, op.peer,
-                          PointToPointSlot(recvs_from_[op.peer]++));
+                   t.Recv(op.data, bytes, op.peer, PointToPointSlot(recvs_from_[op.peer]++));
                  }
                }
                t.WaitAll();

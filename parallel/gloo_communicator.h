@@ -57,8 +57,7 @@ class GlooCommunicator : public Communicator {
   absl::Status AllReduceSum(double* data, int64_t n) override;
   absl::Status AllReduceMax(double* data, int64_t n) override;
   absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                float* out) override;
+  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) override;
   absl::Status Broadcast(float* data, int64_t n, int root) override;
   absl::Status Barrier() override;
   absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
@@ -79,19 +78,18 @@ class GlooCommunicator : public Communicator {
   // Runs `body` as collective number ++seq_ (or as point-to-point with `peers`),
   // turning gloo exceptions into a Status and breaking the communicator on error.
   template <typename Body>
-  absl::Status Run(const char* op, bool collective, const std::vector<int>& peers,
-                   Body body);
+  absl::Status Run(const char* op, bool collective, const std::vector<int>& peers, Body body);
   absl::Status CheckUsable(const char* op, int64_t n) const;
 
   GroupSpec group_;
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<ProgressBoard> board_;
   absl::Duration timeout_;
-  int64_t seq_ = 0;                      // collectives entered
-  std::vector<uint64_t> sends_to_;       // point-to-point messages per peer, for slots
+  int64_t seq_ = 0;                 // collectives entered
+  std::vector<uint64_t> sends_to_;  // point-to-point messages per peer, for slots
   std::vector<uint64_t> recvs_from_;
-  std::vector<char> scratch_;            // received contributions, reused
-  absl::Status broken_;                  // first error; later calls return it
+  std::vector<char> scratch_;  // received contributions, reused
+  absl::Status broken_;        // first error; later calls return it
 };
 
 }  // namespace conveyor

@@ -26,8 +26,8 @@ std::string GroupName(absl::string_view kind, const std::vector<int>& global_ran
 }
 
 std::string DescribeGroup(const GroupSpec& group) {
-  return absl::StrCat("group ", group.name, " (global ranks ",
-                      FormatRanks(group.global_ranks), ")");
+  return absl::StrCat("group ", group.name, " (global ranks ", FormatRanks(group.global_ranks),
+                      ")");
 }
 
 absl::Status CheckOperation(const GroupSpec& group, const absl::Status& broken, const char* op,

@@ -104,8 +104,8 @@ std::string MakeRunDir(const LaunchOptions& options, std::string* error) {
   }
   std::string pattern = parent + "/conveyor-run-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {
-    *error = absl::StrFormat("cannot create a run directory in %s: %s", parent,
-                             std::strerror(errno));
+    *error =
+        absl::StrFormat("cannot create a run directory in %s: %s", parent, std::strerror(errno));
     return "";
   }
   return pattern;
@@ -167,8 +167,7 @@ int LaunchLocalRanks(int nproc, const std::function<int(const RankEnvironment&)>
       RunChild(env, parent, rank_main);
     }
     if (pid < 0) {
-      err << "launcher: cannot start rank " << r << ": fork: " << std::strerror(errno)
-          << "\n";
+      err << "launcher: cannot start rank " << r << ": fork: " << std::strerror(errno) << "\n";
       result = 1;
       begin_stopping(SIGTERM);
       break;
@@ -191,8 +190,7 @@ int LaunchLocalRanks(int nproc, const std::function<int(const RankEnvironment&)>
       if (!stopping && !Succeeded(status)) {
         result = ExitCodeOf(status);
         err << "launcher: rank " << r << " (pid " << pid << ") " << DescribeStatus(status)
-            << "; stopping the other " << alive << " rank" << (alive == 1 ? "" : "s")
-            << "\n";
+            << "; stopping the other " << alive << " rank" << (alive == 1 ? "" : "s") << "\n";
         err.flush();
         begin_stopping(SIGTERM);
       }
@@ -206,8 +204,8 @@ int LaunchLocalRanks(int nproc, const std::function<int(const RankEnvironment&)>
       g_received_signal = 0;
       if (!stopping) {
         result = 128 + received;
-        err << "launcher: received " << strsignal(received) << "; stopping " << alive
-            << " rank" << (alive == 1 ? "" : "s") << "\n";
+        err << "launcher: received " << strsignal(received) << "; stopping " << alive << " rank"
+            << (alive == 1 ? "" : "s") << "\n";
         err.flush();
         begin_stopping(received);
       } else {

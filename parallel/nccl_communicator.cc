@@ -29,8 +29,7 @@ std::string NcclError(ncclResult_t result, ncclComm_t comm) {
 }
 
 std::string CudaError(cudaError_t error) {
-  return absl::StrFormat("%s (%d): %s", cudaGetErrorName(error), error,
-                         cudaGetErrorString(error));
+  return absl::StrFormat("%s (%d): %s", cudaGetErrorName(error), error, cudaGetErrorString(error));
 }
 
 // Polls a non-blocking communicator until its pending work (init or an enqueue) is
@@ -47,13 +46,12 @@ bool WaitNotInProgress(ncclComm_t comm, absl::Time deadline, ncclResult_t* state
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    const GroupSpec& group, const std::string& run_dir, int cuda_device,
-    absl::Duration timeout) {
+    const GroupSpec& group, const std::string& run_dir, int cuda_device, absl::Duration timeout) {
   const int size = static_cast<int>(group.global_ranks.size());
   const std::string where = absl::StrCat("NCCL rendezvous of ", DescribeGroup(group));
   if (size < 1 || group.rank < 0 || group.rank >= size) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: group rank %d not in [0, %d)",
-                                                      where, group.rank, size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: group rank %d not in [0, %d)", where, group.rank, size));
   }
   if (cudaError_t e = cudaSetDevice(cuda_device); e != cudaSuccess) {
     return absl::FailedPreconditionError(
@@ -62,8 +60,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   const std::string dir = absl::StrCat(run_dir, "/", EncodeFileName(group.name), "-nccl");
   const auto chrono_timeout =
       std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
-  absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
-      DirectoryStore::Open(dir, chrono_timeout);
+  absl::StatusOr<std::unique_ptr<DirectoryStore>> store = DirectoryStore::Open(dir, chrono_timeout);
   if (!store.ok()) return store.status();
   absl::StatusOr<std::unique_ptr<ProgressBoard>> board =
       ProgressBoard::Open(dir + "/.progress", group.rank, size);
@@ -89,11 +86,12 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     } catch (const std::exception& e) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "%s: group rank 0 (global rank %d) never published the NCCL unique id within "
-          "%s: %s", where, group.global_ranks[0], absl::FormatDuration(timeout), e.what()));
+          "%s: %s",
+          where, group.global_ranks[0], absl::FormatDuration(timeout), e.what()));
     }
     if (bytes.size() != sizeof(id)) {
-      return absl::DataLossError(absl::StrFormat("%s: unique id has %d bytes, expected %d",
-                                                 where, bytes.size(), sizeof(id)));
+      return absl::DataLossError(absl::StrFormat("%s: unique id has %d bytes, expected %d", where,
+                                                 bytes.size(), sizeof(id)));
     }
     std::copy(bytes.begin(), bytes.end(), id.internal);
   }
@@ -107,9 +105,9 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   if (r == ncclSuccess || r == ncclInProgress) {
     if (!WaitNotInProgress(comm, absl::Now() + timeout, &state)) {
       ncclCommAbort(comm);
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "%s: ncclCommInitRank did not complete within %s: not every rank joined", where,
-          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("%s: ncclCommInitRank did not complete within %s: not every rank joined",
+                          where, absl::FormatDuration(timeout)));
     }
   }
   if (state != ncclSuccess) {
@@ -119,8 +117,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   cudaStream_t stream = nullptr;
   float* scratch = nullptr;
-  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-      e != cudaSuccess) {
+  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
     ncclCommAbort(comm);
     return absl::UnavailableError(absl::StrCat(where, ": cudaStreamCreate: ", CudaError(e)));
   }
@@ -130,8 +127,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     return absl::ResourceExhaustedError(absl::StrCat(where, ": cudaMalloc: ", CudaError(e)));
   }
   (*board)->Post(0, "idle");
-  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
-      group, comm, stream, scratch, *std::move(board), timeout));
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(group, comm, stream, scratch, *std::move(board), timeout));
 }
 
 NcclCommunicator::NcclCommunicator(GroupSpec group, ncclComm* comm, CUstream_st* stream,
@@ -158,9 +155,8 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 template <typename Enqueue>
-absl::Status NcclCommunicator::Run(const char* op, bool collective,
-                                   const std::vector<int>& peers, int64_t n,
-                                   Enqueue enqueue) {
+absl::Status NcclCommunicator::Run(const char* op, bool collective, const std::vector<int>& peers,
+                                   int64_t n, Enqueue enqueue) {
   if (absl::Status usable = CheckOperation(group_, broken_, op, n); !usable.ok()) {
     return usable;
   }
@@ -208,31 +204,26 @@ absl::Status NcclCommunicator::Run(const char* op, bool collective,
 }
 
 absl::Status NcclCommunicator::AllReduceSum(float* data, int64_t n) {
-  return Run("AllReduceSum", true, {}, n, [&] {
-    return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_);
-  });
+  return Run("AllReduceSum", true, {}, n,
+             [&] { return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_); });
 }
 
 absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t n) {
-  return Run("AllReduceSum", true, {}, n, [&] {
-    return ncclAllReduce(data, data, n, ncclDouble, ncclSum, comm_, stream_);
-  });
+  return Run("AllReduceSum", true, {}, n,
+             [&] { return ncclAllReduce(data, data, n, ncclDouble, ncclSum, comm_, stream_); });
 }
 
 absl::Status NcclCommunicator::AllReduceMax(double* data, int64_t n) {
-  return Run("AllReduceMax", true, {}, n, [&] {
-    return ncclAllReduce(data, data, n, ncclDouble, ncclMax, comm_, stream_);
-  });
+  return Run("AllReduceMax", true, {}, n,
+             [&] { return ncclAllReduce(data, data, n, ncclDouble, ncclMax, comm_, stream_); });
 }
 
 absl::Status NcclCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
-  return Run("AllGather", true, {}, n_per_rank, [&] {
-    return ncclAllGather(in, out, n_per_rank, ncclFloat, comm_, stream_);
-  });
+  return Run("AllGather", true, {}, n_per_rank,
+             [&] { return ncclAllGather(in, out, n_per_rank, ncclFloat, comm_, stream_); });
 }
 
-absl::Status NcclCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                                float* out) {
+absl::Status NcclCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) {
   return Run("ReduceScatterSum", true, {}, n_per_rank, [&] {
     return ncclReduceScatter(in, out, n_per_rank, ncclFloat, ncclSum, comm_, stream_);
   });
@@ -240,13 +231,12 @@ absl::Status NcclCommunicator::ReduceScatterSum(const float* in, int64_t n_per_r
 
 absl::Status NcclCommunicator::Broadcast(float* data, int64_t n, int root) {
   if (root < 0 || root >= size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Broadcast on %s: root %d is not a group rank in [0, %d)", DescribeGroup(group_),
-        root, size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Broadcast on %s: root %d is not a group rank in [0, %d)",
+                        DescribeGroup(group_), root, size()));
   }
-  return Run("Broadcast", true, {}, n, [&] {
-    return ncclBroadcast(data, data, n, ncclFloat, root, comm_, stream_);
-  });
+  return Run("Broadcast", true, {}, n,
+             [&] { return ncclBroadcast(data, data, n, ncclFloat, root, comm_, stream_); });
 }
 
 absl::Status NcclCommunicator::Barrier() {
@@ -261,7 +251,8 @@ absl::Status NcclCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
     if (op.peer < 0 || op.peer >= size() || op.n < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "BatchSendRecv on %s: peer %d must be a group rank in [0, %d) and the count "
-          "(%d) non-negative", DescribeGroup(group_), op.peer, size(), op.n));
+          "(%d) non-negative",
+          DescribeGroup(group_), op.peer, size(), op.n));
     }
     peers.insert(op.peer);
   }

@@ -33,9 +33,10 @@ class NcclCommunicator : public Communicator {
   // Every member of `group` calls this concurrently, each with its own CUDA device
   // (NCCL refuses two ranks of one group on one device). Rendezvous happens in
   // run_dir/<group name>-nccl.
-  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
-      const GroupSpec& group, const std::string& run_dir, int cuda_device,
-      absl::Duration timeout);
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(const GroupSpec& group,
+                                                                  const std::string& run_dir,
+                                                                  int cuda_device,
+                                                                  absl::Duration timeout);
   ~NcclCommunicator() override;
 
   int rank() const override { return group_.rank; }
@@ -46,8 +47,7 @@ class NcclCommunicator : public Communicator {
   absl::Status AllReduceSum(double* data, int64_t n) override;
   absl::Status AllReduceMax(double* data, int64_t n) override;
   absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                float* out) override;
+  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) override;
   absl::Status Broadcast(float* data, int64_t n, int root) override;
   absl::Status Barrier() override;
   absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
@@ -58,8 +58,8 @@ class NcclCommunicator : public Communicator {
 
   // Enqueues with `enqueue` (returns an ncclResult_t as int) and waits for the stream.
   template <typename Enqueue>
-  absl::Status Run(const char* op, bool collective, const std::vector<int>& peers,
-                   int64_t n, Enqueue enqueue);
+  absl::Status Run(const char* op, bool collective, const std::vector<int>& peers, int64_t n,
+                   Enqueue enqueue);
 
   GroupSpec group_;
   ncclComm* comm_;

@@ -19,8 +19,7 @@ namespace {
 // gloo resolves to the interface it binds.
 std::string GlooHostname(const RankEnvironment& env) {
   const std::string& master = env.master_addr;
-  if (master.empty() || master == "localhost" || master == "127.0.0.1" ||
-      master == "::1") {
+  if (master.empty() || master == "localhost" || master == "127.0.0.1" || master == "::1") {
     return "127.0.0.1";
   }
   char name[256] = {};
@@ -51,13 +50,13 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess() {
   return state;
 }
 
-absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
-    const RankEnvironment& env, int tp, int pp, absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(const RankEnvironment& env,
+                                                                     int tp, int pp,
+                                                                     absl::Duration timeout) {
   if (absl::Status s = ValidateLayout(tp, pp, env.world_size); !s.ok()) return s;
   if (env.rank < 0 || env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", env.rank,
-                                                   " is outside world size ",
-                                                   env.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
   }
   if (env.world_size == 1) {
     std::unique_ptr<ParallelState> single = SingleProcess();
@@ -66,10 +65,10 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     return single;
   }
   if (env.run_dir.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "rank ", env.rank, " of ", env.world_size, ": rendezvous needs ", kRunDirEnv,
-        ", a directory shared by all ranks (Debian's gloo has no TCP store, so "
-        "MASTER_ADDR/MASTER_PORT alone are not enough)"));
+    return absl::UnimplementedError(
+        absl::StrCat("rank ", env.rank, " of ", env.world_size, ": rendezvous needs ", kRunDirEnv,
+                     ", a directory shared by all ranks (Debian's gloo has no TCP store, so "
+                     "MASTER_ADDR/MASTER_PORT alone are not enough)"));
   }
 
   std::unique_ptr<ParallelState> state(new ParallelState());
@@ -91,9 +90,9 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size);
     if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
     spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
-    spec.rank = static_cast<int>(
-        std::find(spec.global_ranks.begin(), spec.global_ranks.end(), env.rank) -
-        spec.global_ranks.begin());
+    spec.rank =
+        static_cast<int>(std::find(spec.global_ranks.begin(), spec.global_ranks.end(), env.rank) -
+                         spec.global_ranks.begin());
     if (spec.global_ranks.size() == 1) {
       return std::unique_ptr<Communicator>(std::make_unique<SelfCommunicator>(spec.name));
     }
@@ -103,8 +102,10 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     return std::unique_ptr<Communicator>(*std::move(gloo));
   };
   const std::pair<GroupKind, std::unique_ptr<Communicator>*> groups[] = {
-      {GroupKind::kWorld, &state->world_},       {GroupKind::kTensor, &state->tp_},
-      {GroupKind::kData, &state->dp_},           {GroupKind::kPipeline, &state->pp_},
+      {GroupKind::kWorld, &state->world_},
+      {GroupKind::kTensor, &state->tp_},
+      {GroupKind::kData, &state->dp_},
+      {GroupKind::kPipeline, &state->pp_},
       {GroupKind::kModel, &state->model_parallel_},
       {GroupKind::kEmbedding, &state->embedding_},
   };
@@ -112,9 +113,8 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     absl::StatusOr<std::unique_ptr<Communicator>> comm = make(kind);
     if (!comm.ok()) {
       return absl::Status(comm.status().code(),
-                          absl::StrCat("rank ", env.rank, ": creating the ",
-                                       GroupKindName(kind), " group: ",
-                                       comm.status().message()));
+                          absl::StrCat("rank ", env.rank, ": creating the ", GroupKindName(kind),
+                                       " group: ", comm.status().message()));
     }
     *slot = *std::move(comm);
   }

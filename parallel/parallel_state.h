@@ -24,9 +24,8 @@ class ParallelState {
   // bound every operation by `timeout` (--distributed-timeout-minutes). Fails when
   // the layout is invalid, env has no run_dir (this gloo has no TCP store: the ranks
   // need a shared directory), or a rendezvous times out (naming the missing ranks).
-  static absl::StatusOr<std::unique_ptr<ParallelState>> Create(const RankEnvironment& env,
-                                                               int tp, int pp,
-                                                               absl::Duration timeout);
+  static absl::StatusOr<std::unique_ptr<ParallelState>> Create(const RankEnvironment& env, int tp,
+                                                               int pp, absl::Duration timeout);
 
   ~ParallelState();
 

@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -25,8 +25,8 @@ absl::StatusOr<std::unique_ptr<ProgressBoard>> ProgressBoard::Open(const std::st
   // nobody erases what another has posted.
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrFormat("progress board %s: open: %s", path,
-                                                  std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrFormat("progress board %s: open: %s", path, std::strerror(errno)));
   }
   return std::unique_ptr<ProgressBoard>(new ProgressBoard(fd, rank, size));
 }
@@ -36,8 +36,7 @@ ProgressBoard::~ProgressBoard() { ::close(fd_); }
 void ProgressBoard::Post(int64_t seq, absl::string_view activity) {
   char slot[kSlotBytes] = {};
   std::memcpy(slot, &seq, sizeof(seq));
-  std::memcpy(slot + 8, activity.data(),
-              std::min<size_t>(activity.size(), kActivityBytes - 1));
+  std::memcpy(slot + 8, activity.data(), std::min<size_t>(activity.size(), kActivityBytes - 1));
   (void)!::pwrite(fd_, slot, kSlotBytes, static_cast<off_t>(rank_) * kSlotBytes);
 }
 

@@ -23,12 +23,12 @@ namespace conveyor {
 class ProgressBoard {
  public:
   struct Entry {
-    int64_t seq = -1;  // collectives entered so far; -1 = never posted
+    int64_t seq = -1;      // collectives entered so far; -1 = never posted
     std::string activity;  // e.g. "AllReduceSum", "BatchSendRecv"
   };
 
-  static absl::StatusOr<std::unique_ptr<ProgressBoard>> Open(const std::string& path,
-                                                             int rank, int size);
+  static absl::StatusOr<std::unique_ptr<ProgressBoard>> Open(const std::string& path, int rank,
+                                                             int size);
   ~ProgressBoard();
 
   // Best effort: a failed write only loses diagnostics.

@@ -22,14 +22,14 @@ constexpr LauncherVariables kSlurm = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOC
 
 // Parses an integer variable into [min, max]. Unset leaves *out alone and returns
 // false; set but malformed is an error that names the variable and its value.
-absl::StatusOr<bool> ReadInt(const EnvLookup& getenv_fn, const char* name, int min,
-                             int max, int* out) {
+absl::StatusOr<bool> ReadInt(const EnvLookup& getenv_fn, const char* name, int min, int max,
+                             int* out) {
   const char* text = getenv_fn(name);
   if (text == nullptr) return false;
   int value = 0;
   if (!absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "environment variable %s=\"%s\" is not an integer", name, text));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("environment variable %s=\"%s\" is not an integer", name, text));
   }
   if (value < min || value > max) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -43,41 +43,38 @@ constexpr int kMaxInt = 1 << 30;
 
 }  // namespace
 
-absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(
-    const EnvLookup& getenv_fn) {
+absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvLookup& getenv_fn) {
   // torchrun wins when both are set: `srun torchrun ...` sets both, and torchrun's
   // variables describe the processes it started.
   const LauncherVariables& vars = getenv_fn(kTorchrun.rank) != nullptr ? kTorchrun
-                                  : getenv_fn(kSlurm.rank) != nullptr   ? kSlurm
-                                                                        : kTorchrun;
+                                  : getenv_fn(kSlurm.rank) != nullptr  ? kSlurm
+                                                                       : kTorchrun;
   RankEnvironment env;
   absl::StatusOr<bool> has_rank = ReadInt(getenv_fn, vars.rank, 0, kMaxInt, &env.rank);
   if (!has_rank.ok()) return has_rank.status();
   if (!*has_rank) return std::optional<RankEnvironment>();
 
-  absl::StatusOr<bool> has_world =
-      ReadInt(getenv_fn, vars.world_size, 1, kMaxInt, &env.world_size);
+  absl::StatusOr<bool> has_world = ReadInt(getenv_fn, vars.world_size, 1, kMaxInt, &env.world_size);
   if (!has_world.ok()) return has_world.status();
   if (!*has_world) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "environment variable %s is set but %s is not; set both (or neither, for a "
-        "one-process run)", vars.rank, vars.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("environment variable %s is set but %s is not; set both (or neither, for a "
+                        "one-process run)",
+                        vars.rank, vars.world_size));
   }
   if (env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "environment variable %s=%d must be less than %s=%d", vars.rank, env.rank,
-        vars.world_size, env.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("environment variable %s=%d must be less than %s=%d", vars.rank, env.rank,
+                        vars.world_size, env.world_size));
   }
   // A missing LOCAL_RANK is fine on one node per rank; it only picks the GPU.
-  absl::StatusOr<bool> has_local =
-      ReadInt(getenv_fn, vars.local_rank, 0, kMaxInt, &env.local_rank);
+  absl::StatusOr<bool> has_local = ReadInt(getenv_fn, vars.local_rank, 0, kMaxInt, &env.local_rank);
   if (!has_local.ok()) return has_local.status();
 
   if (const char* addr = getenv_fn("MASTER_ADDR"); addr != nullptr) {
     env.master_addr = addr;
   }
-  absl::StatusOr<bool> has_port =
-      ReadInt(getenv_fn, "MASTER_PORT", 1, 65535, &env.master_port);
+  absl::StatusOr<bool> has_port = ReadInt(getenv_fn, "MASTER_PORT", 1, 65535, &env.master_port);
   if (!has_port.ok()) return has_port.status();
   if (const char* dir = getenv_fn(kRunDirEnv); dir != nullptr && dir[0] != '\0') {
     env.run_dir = dir;
@@ -85,10 +82,10 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(
 
   const bool has_master = !env.master_addr.empty() && env.master_port != 0;
   if (env.world_size > 1 && env.run_dir.empty() && !has_master) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s=%d, %s=%d: the ranks need a place to rendezvous; set %s to a directory "
-        "shared by all ranks (or MASTER_ADDR and MASTER_PORT)",
-        vars.rank, env.rank, vars.world_size, env.world_size, kRunDirEnv));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s=%d, %s=%d: the ranks need a place to rendezvous; set %s to a directory "
+                        "shared by all ranks (or MASTER_ADDR and MASTER_PORT)",
+                        vars.rank, env.rank, vars.world_size, env.world_size, kRunDirEnv));
   }
   return std::optional<RankEnvironment>(env);
 }
@@ -98,8 +95,8 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv() {
 }
 
 std::string DescribeRankEnvironment(const RankEnvironment& env) {
-  std::string text = absl::StrFormat("rank %d of %d (local rank %d)", env.rank,
-                                     env.world_size, env.local_rank);
+  std::string text =
+      absl::StrFormat("rank %d of %d (local rank %d)", env.rank, env.world_size, env.local_rank);
   if (!env.run_dir.empty()) absl::StrAppend(&text, ", rendezvous in ", env.run_dir);
   if (!env.master_addr.empty()) {
     absl::StrAppendFormat(&text, ", master %s:%d", env.master_addr, env.master_port);

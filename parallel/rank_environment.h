@@ -16,9 +16,9 @@ namespace conveyor {
 using EnvLookup = std::function<const char*(const char*)>;
 
 struct RankEnvironment {
-  int rank = 0;        // global rank, 0 <= rank < world_size
+  int rank = 0;  // global rank, 0 <= rank < world_size
   int world_size = 1;
-  int local_rank = 0;  // index on this node; picks the GPU
+  int local_rank = 0;       // index on this node; picks the GPU
   std::string master_addr;  // empty when not given
   int master_port = 0;      // 0 when not given
   // Directory shared by all ranks where they rendezvous (gloo FileStore) and post
@@ -35,8 +35,7 @@ inline constexpr char kRunDirEnv[] = "CONVEYOR_RUN_DIR";
 // one-process run). Errors name the variable: a malformed or out-of-range number, a
 // rank without a world size, or a world size > 1 with no way to rendezvous (neither
 // CONVEYOR_RUN_DIR nor MASTER_ADDR/MASTER_PORT).
-absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(
-    const EnvLookup& getenv_fn);
+absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvLookup& getenv_fn);
 absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv();  // getenv
 
 // "rank 3 of 8 (local rank 1), rendezvous in /tmp/x" for logs.

@@ -11,13 +11,15 @@ absl::Status ValidateLayout(int tp, int pp, int world) {
   if (tp < 1 || pp < 1 || world < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--tensor-model-parallel-size (%d), --pipeline-model-parallel-size (%d) and the "
-        "world size (%d) must all be at least 1", tp, pp, world));
+        "world size (%d) must all be at least 1",
+        tp, pp, world));
   }
   if (world % (tp * pp) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "world size %d is not divisible by --tensor-model-parallel-size (%d) x "
         "--pipeline-model-parallel-size (%d) = %d; choose sizes whose product divides "
-        "the number of ranks", world, tp, pp, tp * pp));
+        "the number of ranks",
+        world, tp, pp, tp * pp));
   }
   return absl::OkStatus();
 }
@@ -38,12 +40,18 @@ int RankOf(const RankCoords& c, int tp, int pp, int world) {
 
 const char* GroupKindName(GroupKind kind) {
   switch (kind) {
-    case GroupKind::kWorld: return "world";
-    case GroupKind::kTensor: return "tp";
-    case GroupKind::kData: return "dp";
-    case GroupKind::kPipeline: return "pp";
-    case GroupKind::kEmbedding: return "embd";
-    case GroupKind::kModel: return "mp";
+    case GroupKind::kWorld:
+      return "world";
+    case GroupKind::kTensor:
+      return "tp";
+    case GroupKind::kData:
+      return "dp";
+    case GroupKind::kPipeline:
+      return "pp";
+    case GroupKind::kEmbedding:
+      return "embd";
+    case GroupKind::kModel:
+      return "mp";
   }
   return "?";
 }
@@ -101,7 +109,8 @@ std::string RankMap(int tp, int pp, int world) {
   const int dp = world / (tp * pp);
   std::string text = absl::StrFormat(
       "rank map: world %d = TP %d x PP %d x DP %d (rank = pp*%d + dp*%d + tp)\n"
-      "rank  tp  pp  dp\n", world, tp, pp, dp, tp * dp, tp);
+      "rank  tp  pp  dp\n",
+      world, tp, pp, dp, tp * dp, tp);
   for (int r = 0; r < world; ++r) {
     const RankCoords c = CoordsOf(r, tp, pp, world);
     absl::StrAppendFormat(&text, "%4d %3d %3d %3d\n", r, c.tp, c.pp, c.dp);

@@ -27,15 +27,13 @@ absl::Status SelfCommunicator::AllReduceMax(double*, int64_t n) {
   return CheckCount(name_, "AllReduceMax", n);
 }
 
-absl::Status SelfCommunicator::AllGather(const float* in, int64_t n_per_rank,
-                                         float* out) {
+absl::Status SelfCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
   if (absl::Status s = CheckCount(name_, "AllGather", n_per_rank); !s.ok()) return s;
   if (in != out) std::copy(in, in + n_per_rank, out);
   return absl::OkStatus();
 }
 
-absl::Status SelfCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                                float* out) {
+absl::Status SelfCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) {
   if (absl::Status s = CheckCount(name_, "ReduceScatterSum", n_per_rank); !s.ok()) {
     return s;
   }
@@ -58,21 +56,20 @@ absl::Status SelfCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) {
     if (op.peer != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "BatchSendRecv on group %s: peer %d is not a rank of this 1-rank group", name_,
-          op.peer));
+          "BatchSendRecv on group %s: peer %d is not a rank of this 1-rank group", name_, op.peer));
     }
     (op.is_send ? sends : recvs).push_back(&op);
   }
   if (sends.size() != recvs.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "BatchSendRecv on group %s: %d sends to self but %d receives", name_,
-        sends.size(), recvs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("BatchSendRecv on group %s: %d sends to self but %d receives", name_,
+                        sends.size(), recvs.size()));
   }
   for (size_t i = 0; i < sends.size(); ++i) {
     if (sends[i]->n != recvs[i]->n) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "BatchSendRecv on group %s: send %d has %d elements but receive %d has %d",
-          name_, i, sends[i]->n, i, recvs[i]->n));
+          "BatchSendRecv on group %s: send %d has %d elements but receive %d has %d", name_, i,
+          sends[i]->n, i, recvs[i]->n));
     }
     std::copy(sends[i]->data, sends[i]->data + sends[i]->n, recvs[i]->data);
   }

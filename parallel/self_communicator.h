@@ -22,8 +22,7 @@ class SelfCommunicator : public Communicator {
   absl::Status AllReduceSum(double* data, int64_t n) override;
   absl::Status AllReduceMax(double* data, int64_t n) override;
   absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                float* out) override;
+  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) override;
   absl::Status Broadcast(float* data, int64_t n, int root) override;
   absl::Status Barrier() override;
   // Only sends to and receives from rank 0 (itself) are valid; the k-th send is copied

@@ -9,10 +9,10 @@
 #define CONVEYOR_CONCAT(a, b) CONVEYOR_CONCAT_INNER(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                    \
-  do {                                           \
-    const absl::Status _status = (expr);         \
-    if (!_status.ok()) return _status;           \
+#define RETURN_IF_ERROR(expr)            \
+  do {                                   \
+    const absl::Status _status = (expr); \
+    if (!_status.ok()) return _status;   \
   } while (0)
 
 // `lhs = value of expr`, or return its status from the enclosing function.

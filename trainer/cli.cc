@@ -8,18 +8,18 @@
 #include "absl/strings/str_format.h"
 #include "data/tokenizer_factory.h"
 #include "data/training_data.h"
+#include "model/gpt_model.h"
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
 #include "parallel/rank_environment.h"
 #include "parallel/rank_layout.h"
-#include "model/gpt_model.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/device.h"
 #include "trainer/config_validation.h"
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
-#include "trainer/hf/export_command.h"
 #include "trainer/flops.h"
+#include "trainer/hf/export_command.h"
 #include "trainer/plan.h"
 #include "trainer/rank_training.h"
 #include "trainer/rehearsal.h"
@@ -42,8 +42,8 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   const std::string who = env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank);
   // Ranks share the machine's cores (DESIGN.md, process model).
   const int local_ranks = env == nullptr ? 1 : config.parallel().nproc_per_node();
-  cpu::SetBlasThreads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                      local_ranks));
+  cpu::SetBlasThreads(
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks));
   absl::StatusOr<std::unique_ptr<ParallelState>> state =
       env == nullptr
           ? ParallelState::SingleProcess()
@@ -68,9 +68,8 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
       MegatronSampleCounts(t.train_iters(), t.global_batch_size(), config.data().eval_interval(),
                            config.data().eval_iters());
   // Rank 0 builds the sample indices (and --data-cache-path files); the others load them.
-  absl::StatusOr<DataSplits> data =
-      BuildTrainingData(config, counts.train, counts.valid, counts.test,
-                        env == nullptr || env->rank == 0);
+  absl::StatusOr<DataSplits> data = BuildTrainingData(
+      config, counts.train, counts.valid, counts.test, env == nullptr || env->rank == 0);
   if (!data.ok()) {
     err << kProgram << ": error: " << who << data.status().message() << "\n";
     return kExitFailure;
@@ -117,16 +116,18 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   Config config = *resolved;
   // A tokenizer fixes the vocabulary (--vocab-size only sizes mock and null-tokenized
   // data).
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = BuildTokenizer(
-      {config.data().tokenizer_type(), config.data().vocab_file(), config.data().merge_file(),
-       config.model().vocab_size()});
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      BuildTokenizer({config.data().tokenizer_type(), config.data().vocab_file(),
+                      config.data().merge_file(), config.model().vocab_size()});
   if (!tokenizer.ok()) return UsageError(err, std::string(tokenizer.status().message()));
   if (*tokenizer != nullptr) config.mutable_model()->set_vocab_size((*tokenizer)->vocab_size());
 
   const GpuInfo gpus = ProbeGpus();
   if (config.parallel().device() == "cuda") {
-    return UsageError(err, "--device cuda: training on the CUDA backend is not available "
-                           "yet (" + DescribeBackend(gpus) + "); use --device cpu or auto");
+    return UsageError(err,
+                      "--device cuda: training on the CUDA backend is not available "
+                      "yet (" +
+                          DescribeBackend(gpus) + "); use --device cpu or auto");
   }
   const bool first_rank = !env->has_value() || (*env)->rank == 0;
   if (first_rank) {
@@ -145,17 +146,18 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (env->has_value()) return RunRank(config, &**env, out, err);  // external launcher
   if (world_size == 1) return RunRank(config, nullptr, out, err);
   if (config.parallel().nnodes() > 1) {
-    return UsageError(err, "--nnodes > 1: start one trainer per rank with torchrun or srun "
-                           "(RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS); the built-in "
-                           "launcher starts ranks on this machine only");
+    return UsageError(err,
+                      "--nnodes > 1: start one trainer per rank with torchrun or srun "
+                      "(RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS); the built-in "
+                      "launcher starts ranks on this machine only");
   }
   out.flush();
   LaunchOptions launch;
   launch.ranks_handle_signals = config.checkpoint().exit_signal_handler();
   return LaunchLocalRanks(
       config.parallel().nproc_per_node(),
-      [&](const RankEnvironment& rank_env) { return RunRank(config, &rank_env, out, err); },
-      err, launch);
+      [&](const RankEnvironment& rank_env) { return RunRank(config, &rank_env, out, err); }, err,
+      launch);
 }
 
 }  // namespace conveyor

@@ -113,12 +113,14 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
   if (m.kv_channels() == 0 && m.hidden_size() > 0 && d.heads > 0 &&
       m.hidden_size() % d.heads != 0) {
     out->Add("--hidden-size ", m.hidden_size(), " is not divisible by --num-attention-heads ",
-             d.heads, ": choose sizes with hidden-size % num-attention-heads == 0, or set "
+             d.heads,
+             ": choose sizes with hidden-size % num-attention-heads == 0, or set "
              "--kv-channels");
   }
   if (m.num_query_groups() > 0 && d.heads > 0 && d.heads % m.num_query_groups() != 0) {
     out->Add("--num-attention-heads ", d.heads, " is not divisible by --num-query-groups ",
-             m.num_query_groups(), ": every key/value group serves the same number of heads; "
+             m.num_query_groups(),
+             ": every key/value group serves the same number of heads; "
              "choose num-query-groups dividing num-attention-heads");
   }
   if (d.tp > 0) {
@@ -135,8 +137,7 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
                "dividing num-query-groups");
     }
     if (d.ffn > 0 && d.ffn % d.tp != 0) {
-      out->Add("--ffn-hidden-size ", d.ffn,
-               m.ffn_hidden_size() == 0 ? " (4 * --hidden-size)" : "",
+      out->Add("--ffn-hidden-size ", d.ffn, m.ffn_hidden_size() == 0 ? " (4 * --hidden-size)" : "",
                " is not divisible by --tensor-model-parallel-size ", d.tp,
                ": the MLP is split by columns over TP; choose an ffn-hidden-size divisible by TP");
     }
@@ -148,7 +149,8 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
     }
   }
   if (m.ffn_hidden_size() == 0 && d.ffn > kInt32Max) {
-    out->Add("--hidden-size ", m.hidden_size(), " is too large: the derived --ffn-hidden-size "
+    out->Add("--hidden-size ", m.hidden_size(),
+             " is too large: the derived --ffn-hidden-size "
              "4 * hidden-size does not fit in int32; set a smaller hidden size");
   }
   if (m.position_embedding_type() == "rope") {
@@ -159,8 +161,7 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
                "even head dimension");
     }
     out->PositiveReal("--rotary-base", m.rotary_base());
-  } else if (m.position_embedding_type() == "learned_absolute" &&
-             m.max_position_embeddings() > 0 &&
+  } else if (m.position_embedding_type() == "learned_absolute" && m.max_position_embeddings() > 0 &&
              m.max_position_embeddings() < m.seq_length()) {
     out->Add("--max-position-embeddings ", m.max_position_embeddings(),
              " is smaller than --seq-length ", m.seq_length(),
@@ -183,29 +184,32 @@ void CheckPipelineSplit(const Config& c, const Derived& d, Problems* out) {
   if (d.pp <= 0 || layers <= 0 || first < 0 || last < 0) return;
   if (d.uneven) {
     if (d.pp == 1) {
-      out->Add("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers need "
-               "--pipeline-model-parallel-size > 1: with one stage there is nothing to split");
+      out->Add(
+          "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers need "
+          "--pipeline-model-parallel-size > 1: with one stage there is nothing to split");
       return;
     }
     if (p.account_for_embedding_in_pipeline_split() || p.account_for_loss_in_pipeline_split()) {
-      out->Add("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers and "
-               "--account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split "
-               "are exclusive: choose the uneven split yourself or let Conveyor account for them");
+      out->Add(
+          "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers and "
+          "--account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split "
+          "are exclusive: choose the uneven split yourself or let Conveyor account for them");
     }
     const int64_t rest = layers - first - last;
     const int64_t middle = d.pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
     if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest % middle != 0)) {
       out->Add("--num-layers ", layers, " minus --decoder-first-pipeline-num-layers ", first,
                " and --decoder-last-pipeline-num-layers ", last, " leaves ", rest,
-               " layers for the ", middle, " other stages of --pipeline-model-parallel-size ",
-               d.pp, ": the remaining layers must split evenly over the other stages");
+               " layers for the ", middle, " other stages of --pipeline-model-parallel-size ", d.pp,
+               ": the remaining layers must split evenly over the other stages");
     }
     return;
   }
   if (d.split_layers % d.pp != 0) {
     const bool accounted = d.split_layers != layers;
     out->Add("--num-layers ", layers,
-             accounted ? absl::StrCat(" (", d.split_layers, " with the embedding/loss counted by "
+             accounted ? absl::StrCat(" (", d.split_layers,
+                                      " with the embedding/loss counted by "
                                       "--account-for-embedding-in-pipeline-split / "
                                       "--account-for-loss-in-pipeline-split)")
                        : "",
@@ -222,8 +226,9 @@ void CheckVirtualPipeline(const Config& c, const Derived& d, Problems* out) {
   out->NonNegative("--num-layers-per-virtual-pipeline-stage", per_stage);
   out->NonNegative("--num-virtual-stages-per-pipeline-rank", v);
   if (per_stage > 0 && v > 0) {
-    out->Add("--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank "
-             "are exclusive: set only one of them");
+    out->Add(
+        "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank "
+        "are exclusive: set only one of them");
     return;
   }
   if (d.pp == 1 && (per_stage > 0 || v > 1)) {
@@ -235,9 +240,10 @@ void CheckVirtualPipeline(const Config& c, const Derived& d, Problems* out) {
   }
   if (d.pp <= 1) return;
   if (per_stage > 0 && d.uneven) {
-    out->Add("--num-layers-per-virtual-pipeline-stage does not work with an uneven split "
-             "(--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers): use "
-             "--num-virtual-stages-per-pipeline-rank instead");
+    out->Add(
+        "--num-layers-per-virtual-pipeline-stage does not work with an uneven split "
+        "(--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers): use "
+        "--num-virtual-stages-per-pipeline-rank instead");
     return;
   }
   // Even splits only; uneven ones are checked per stage by the pipeline layout.
@@ -245,12 +251,15 @@ void CheckVirtualPipeline(const Config& c, const Derived& d, Problems* out) {
   const int64_t per_rank = d.split_layers / d.pp;
   if (per_stage > 0 && per_rank % per_stage != 0) {
     out->Add("--num-layers-per-virtual-pipeline-stage ", per_stage, " does not divide the ",
-             per_rank, " layers per pipeline rank (--num-layers / --pipeline-model-parallel-size "
-             "= ", d.split_layers, " / ", d.pp, "): choose a divisor of ", per_rank);
+             per_rank,
+             " layers per pipeline rank (--num-layers / --pipeline-model-parallel-size "
+             "= ",
+             d.split_layers, " / ", d.pp, "): choose a divisor of ", per_rank);
   }
   if (v > 1 && d.split_layers % (d.pp * v) != 0) {
-    out->Add("--num-layers ", d.split_layers, " is not divisible by --pipeline-model-parallel-size ",
-             d.pp, " * --num-virtual-stages-per-pipeline-rank ", v, " = ", d.pp * v,
+    out->Add("--num-layers ", d.split_layers,
+             " is not divisible by --pipeline-model-parallel-size ", d.pp,
+             " * --num-virtual-stages-per-pipeline-rank ", v, " = ", d.pp * v,
              ": every virtual stage gets the same number of layers");
   }
 }
@@ -272,7 +281,8 @@ void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* 
              " = ", d.tp * d.pp, " does not divide the world size ", world_size,
              " (--nproc-per-node ", p.nproc_per_node(), " * --nnodes ", p.nnodes(),
              ", or WORLD_SIZE/SLURM_NTASKS): choose TP * PP dividing the number of ranks, or "
-             "run a multiple of ", d.tp * d.pp, " ranks");
+             "run a multiple of ",
+             d.tp * d.pp, " ranks");
   }
   CheckPipelineSplit(c, d, out);
   CheckVirtualPipeline(c, d, out);
@@ -344,8 +354,9 @@ void CheckRecompute(const Config& c, Problems* out) {
   const RecomputeConfig& r = c.recompute();
   out->NonNegative("--recompute-num-layers", r.recompute_num_layers());
   if (r.recompute_activations() && r.recompute_granularity() == "full") {
-    out->Add("--recompute-activations and --recompute-granularity full contradict: "
-             "--recompute-activations means selective; drop one of them");
+    out->Add(
+        "--recompute-activations and --recompute-granularity full contradict: "
+        "--recompute-activations means selective; drop one of them");
     return;
   }
   const std::string granularity =
@@ -354,8 +365,9 @@ void CheckRecompute(const Config& c, Problems* out) {
   const bool has_layers = r.recompute_num_layers() != 0;
   if (granularity == "full") {
     if (!has_method) {
-      out->Add("--recompute-method is missing: --recompute-granularity full needs "
-               "--recompute-method uniform or block");
+      out->Add(
+          "--recompute-method is missing: --recompute-granularity full needs "
+          "--recompute-method uniform or block");
     }
     if (r.recompute_num_layers() <= 0) {
       out->Add("--recompute-num-layers ", r.recompute_num_layers(),
@@ -366,8 +378,9 @@ void CheckRecompute(const Config& c, Problems* out) {
                c.model().num_layers(), ": set at most the number of layers");
     }
     if (r.recompute_modules_size() > 0) {
-      out->Add("--recompute-modules only applies to --recompute-granularity selective: full "
-               "recomputes whole layers; drop --recompute-modules");
+      out->Add(
+          "--recompute-modules only applies to --recompute-granularity selective: full "
+          "recomputes whole layers; drop --recompute-modules");
     }
   } else if (granularity == "selective") {
     if (has_method || has_layers) {
@@ -381,8 +394,9 @@ void CheckRecompute(const Config& c, Problems* out) {
                " has no effect without --recompute-granularity full: add it or drop the flag");
     }
     if (r.recompute_modules_size() > 0) {
-      out->Add("--recompute-modules has no effect without --recompute-granularity selective "
-               "(or --recompute-activations): add it or drop the flag");
+      out->Add(
+          "--recompute-modules has no effect without --recompute-granularity selective "
+          "(or --recompute-activations): add it or drop the flag");
     }
   }
   static const char* const kModules[] = {"core_attn", "mlp", "layernorm"};
@@ -406,8 +420,10 @@ void CheckBlend(const char* flag, const google::protobuf::RepeatedPtrField<std::
     ok = absl::SimpleAtod(paths[i], &w) && w >= 0 && std::isfinite(w);
   }
   if (!ok) {
-    out->Add(flag, " starts with a weight, so it must hold weight/prefix pairs with "
-             "non-negative weights (", flag, " 0.3 a 0.7 b); got ", paths.size(), " values");
+    out->Add(flag,
+             " starts with a weight, so it must hold weight/prefix pairs with "
+             "non-negative weights (",
+             flag, " 0.3 a 0.7 b); got ", paths.size(), " values");
   }
 }
 
@@ -417,17 +433,21 @@ void CheckData(const Config& c, Problems* out) {
   const bool separate = data.train_data_path_size() > 0 || data.valid_data_path_size() > 0 ||
                         data.test_data_path_size() > 0;
   if (data.mock_data() && (blend || separate)) {
-    out->Add("--mock-data and ", blend ? "--data-path" : "--train-data-path/--valid-data-path/--test-data-path",
+    out->Add("--mock-data and ",
+             blend ? "--data-path" : "--train-data-path/--valid-data-path/--test-data-path",
              " are exclusive: mock data reads no files; drop one of them");
   } else if (blend && separate) {
-    out->Add("--data-path and --train-data-path/--valid-data-path/--test-data-path are "
-             "exclusive: --data-path is divided by --split; use one way of naming the data");
+    out->Add(
+        "--data-path and --train-data-path/--valid-data-path/--test-data-path are "
+        "exclusive: --data-path is divided by --split; use one way of naming the data");
   } else if (!data.mock_data() && !blend && !separate) {
-    out->Add("--mock-data, --data-path or --train-data-path: no data source is set; pass one "
-             "(--mock-data for synthetic tokens)");
+    out->Add(
+        "--mock-data, --data-path or --train-data-path: no data source is set; pass one "
+        "(--mock-data for synthetic tokens)");
   } else if (separate && data.train_data_path_size() == 0) {
-    out->Add("--train-data-path is missing: --valid-data-path/--test-data-path need a "
-             "training set too");
+    out->Add(
+        "--train-data-path is missing: --valid-data-path/--test-data-path need a "
+        "training set too");
   }
   CheckBlend("--data-path", data.data_path(), out);
   CheckBlend("--train-data-path", data.train_data_path(), out);
@@ -443,7 +463,8 @@ void CheckData(const Config& c, Problems* out) {
       if (ok) sum += v;
     }
     if (!ok || !(sum > 0)) {
-      out->Add("--split '", data.split(), "' must be up to three non-negative numbers with a "
+      out->Add("--split '", data.split(),
+               "' must be up to three non-negative numbers with a "
                "positive sum, as in --split 969,30,1 (train,valid,test)");
     }
   }
@@ -475,7 +496,8 @@ void CheckCheckpoint(const Config& c, Problems* out) {
   out->NonNegative("--exit-duration-in-mins", k.exit_duration_in_mins());
   if (k.save().empty()) {
     if (k.save_interval() > 0) {
-      out->Add("--save-interval ", k.save_interval(), " needs --save FOLDER: nothing would be "
+      out->Add("--save-interval ", k.save_interval(),
+               " needs --save FOLDER: nothing would be "
                "saved");
     }
     if (k.async_save()) out->Add("--async-save needs --save FOLDER: nothing would be saved");
@@ -529,8 +551,7 @@ int WorldSizeFromEnvironment(const Config& config, const EnvLookup& getenv_fn) {
   int world = 0;
   if (ReadPositiveEnv(getenv_fn, "WORLD_SIZE", &world)) return world;
   if (ReadPositiveEnv(getenv_fn, "SLURM_NTASKS", &world)) return world;
-  const int64_t product =
-      int64_t{config.parallel().nproc_per_node()} * config.parallel().nnodes();
+  const int64_t product = int64_t{config.parallel().nproc_per_node()} * config.parallel().nnodes();
   return product > 0 && product <= kInt32Max ? static_cast<int>(product) : 0;
 }
 
@@ -568,15 +589,15 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
   ParallelConfig& p = *out.mutable_parallel();
   if (p.num_layers_per_virtual_pipeline_stage() > 0) {
     // Megatron's two spellings of V; keep one so the result validates again.
-    p.set_num_virtual_stages_per_pipeline_rank(static_cast<int32_t>(
-        d.split_layers / d.pp / p.num_layers_per_virtual_pipeline_stage()));
+    p.set_num_virtual_stages_per_pipeline_rank(
+        static_cast<int32_t>(d.split_layers / d.pp / p.num_layers_per_virtual_pipeline_stage()));
     p.set_num_layers_per_virtual_pipeline_stage(0);
   } else if (p.num_virtual_stages_per_pipeline_rank() == 0) {
     p.set_num_virtual_stages_per_pipeline_rank(1);
   }
   if (p.pipeline_schedule().empty()) {
     p.set_pipeline_schedule(p.num_virtual_stages_per_pipeline_rank() > 1 ? "interleaved-1f1b"
-                                                                          : "1f1b");
+                                                                         : "1f1b");
   }
 
   TrainingConfig& t = *out.mutable_training();

@@ -21,8 +21,7 @@ namespace {
 
 class DistributedOptimizer : public ParameterUpdater {
  public:
-  DistributedOptimizer(const Config& config, std::vector<Parameter*> params,
-                       GradientGroups groups)
+  DistributedOptimizer(const Config& config, std::vector<Parameter*> params, GradientGroups groups)
       : clip_grad_(config.optimizer().clip_grad()),
         params_(std::move(params)),
         groups_(std::move(groups)) {
@@ -110,7 +109,7 @@ class DistributedOptimizer : public ParameterUpdater {
   std::vector<Parameter*> params_;
   GradientGroups groups_;
   int64_t shard_size_ = 0;
-  Tensor flat_;         // gradients on the way in, parameters on the way out
+  Tensor flat_;  // gradients on the way in, parameters on the way out
   Tensor shard_grad_;
   Tensor shard_param_;  // fp32 master copy of the shard
   std::vector<OptimizerSegment> segments_;

@@ -10,14 +10,13 @@
 
 namespace conveyor {
 
-absl::StatusOr<double> Evaluate(const Config& config, GptStage* stage,
-                                const SampleSource& valid, int64_t first_sample,
-                                const RankPlace& place) {
+absl::StatusOr<double> Evaluate(const Config& config, GptStage* stage, const SampleSource& valid,
+                                int64_t first_sample, const RankPlace& place) {
   const TrainingConfig& t = config.training();
   const int M = t.num_micro_batches();
   const pipeline::ExecutorPlace& pipe = place.pipeline;
-  const std::vector<pipeline::Action> actions = pipeline::ForwardOnlyActions(
-      pipe.layout, pipe.num_ranks, pipe.num_chunks, M, pipe.rank);
+  const std::vector<pipeline::Action> actions =
+      pipeline::ForwardOnlyActions(pipe.layout, pipe.num_ranks, pipe.num_chunks, M, pipe.rank);
   double loss_sum = 0.0;
   for (int64_t step = 0; step < config.data().eval_iters(); ++step) {
     const int64_t step_first = first_sample + step * t.global_batch_size();

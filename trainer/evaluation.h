@@ -16,9 +16,8 @@ namespace conveyor {
 
 // Mean loss over --eval-iters global batches of `valid`, starting at its sample
 // `first_sample`; the same on every rank (all must call).
-absl::StatusOr<double> Evaluate(const Config& config, GptStage* stage,
-                                const SampleSource& valid, int64_t first_sample,
-                                const RankPlace& place);
+absl::StatusOr<double> Evaluate(const Config& config, GptStage* stage, const SampleSource& valid,
+                                int64_t first_sample, const RankPlace& place);
 
 // Megatron's report: " validation loss at iteration 100 | lm loss value: ... | lm loss
 // PPL: ... |" between dashed lines.

@@ -1,8 +1,7 @@
 #include "trainer/exit_conditions.h"
 
-#include <csignal>
-
 #include <atomic>
+#include <csignal>
 
 #include "absl/strings/str_format.h"
 #include "runtime/status_macros.h"

@@ -55,8 +55,7 @@ int EditDistance(absl::string_view a, absl::string_view b) {
     row[0] = static_cast<int>(i);
     for (size_t j = 1; j <= b.size(); ++j) {
       const int above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
-                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
       diagonal = above;
     }
   }
@@ -101,8 +100,7 @@ bool IsNumberText(const std::string& text) {
   return absl::SimpleAtod(text, &unused);
 }
 
-absl::Status WrongType(absl::string_view flag, absl::string_view expected,
-                       absl::string_view text) {
+absl::Status WrongType(absl::string_view flag, absl::string_view expected, absl::string_view text) {
   return absl::InvalidArgumentError(
       absl::StrCat(flag, " expects ", expected, ", got '", text, "'"));
 }
@@ -131,21 +129,19 @@ absl::Status ParseInteger(absl::string_view flag, const std::string& text, int64
 
 absl::Status ParseReal(absl::string_view flag, const std::string& text, bool is_float,
                        double* out) {
-  if (text.empty() || absl::ascii_isspace(text.front()) ||
-      absl::ascii_isspace(text.back()) || !absl::SimpleAtod(text, out)) {
+  if (text.empty() || absl::ascii_isspace(text.front()) || absl::ascii_isspace(text.back()) ||
+      !absl::SimpleAtod(text, out)) {
     return WrongType(flag, "a number", text);
   }
   if (!std::isfinite(*out)) return WrongType(flag, "a finite number", text);
   if (is_float && std::fabs(*out) > std::numeric_limits<float>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " ", text, " is out of range for float"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", text, " is out of range for float"));
   }
   return absl::OkStatus();
 }
 
 // Parses text as the field's type and sets it (or appends it, for a list).
-absl::Status SetFromText(const FieldDescriptor& field, const std::string& text,
-                         Message* group) {
+absl::Status SetFromText(const FieldDescriptor& field, const std::string& text, Message* group) {
   const std::string flag = FlagName(field);
   const Reflection& r = *group->GetReflection();
   const bool add = field.is_repeated();
@@ -225,8 +221,7 @@ absl::Status SetFromText(const FieldDescriptor& field, const std::string& text,
     }
     case FieldDescriptor::CPPTYPE_STRING: {
       const std::vector<std::string> choices = FieldChoices(field);
-      if (!choices.empty() &&
-          std::find(choices.begin(), choices.end(), text) == choices.end()) {
+      if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end()) {
         return WrongType(flag, absl::StrCat("one of ", DescribeChoices(choices)), text);
       }
       add ? r.AddString(group, &field, text) : r.SetString(group, &field, text);
@@ -252,12 +247,11 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
   std::vector<std::string> errors_;
 };
 
-void MergeConfigFile(const std::string& path, Config* config,
-                     std::vector<std::string>* problems) {
+void MergeConfigFile(const std::string& path, Config* config, std::vector<std::string>* problems) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    problems->push_back(absl::StrCat(kConfigFlag, " ", path,
-                                     ": is a directory, expected a .textproto file"));
+    problems->push_back(
+        absl::StrCat(kConfigFlag, " ", path, ": is a directory, expected a .textproto file"));
     return;
   }
   std::ifstream in(path);
@@ -266,8 +260,7 @@ void MergeConfigFile(const std::string& path, Config* config,
                                      std::strerror(errno), ")"));
     return;
   }
-  const std::string text((std::istreambuf_iterator<char>(in)),
-                         std::istreambuf_iterator<char>());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) {
     problems->push_back(absl::StrCat(kConfigFlag, " ", path, ": error while reading the file"));
     return;
@@ -296,9 +289,7 @@ void MergeConfigFile(const std::string& path, Config* config,
   config->MergeFrom(file);
 }
 
-bool IsBoolText(absl::string_view s) {
-  return s == "true" || s == "false" || s == "1" || s == "0";
-}
+bool IsBoolText(absl::string_view s) { return s == "true" || s == "false" || s == "1" || s == "0"; }
 
 std::string TypeText(const FieldDescriptor& field) {
   std::string type;
@@ -356,9 +347,7 @@ std::string DefaultText(const FieldDescriptor& field) {
     case FieldDescriptor::CPPTYPE_ENUM:
       return field.default_value_enum()->name();
     case FieldDescriptor::CPPTYPE_STRING:
-      return field.default_value_string().empty()
-                 ? "\"\""
-                 : field.default_value_string();
+      return field.default_value_string().empty() ? "\"\"" : field.default_value_string();
     case FieldDescriptor::CPPTYPE_MESSAGE:
       break;
   }
@@ -420,9 +409,7 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args) {
   Config config;  // proto2 defaults
   std::vector<std::string> problems;
   // Values never start with "--"; a single dash is fine ("-1", "-3e-4").
-  auto is_value = [&args](size_t j) {
-    return j < args.size() && !absl::StartsWith(args[j], "--");
-  };
+  auto is_value = [&args](size_t j) { return j < args.size() && !absl::StartsWith(args[j], "--"); };
   const FieldDescriptor* previous_bool = nullptr;  // for "--swiglu false" hints
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -453,8 +440,8 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args) {
       } else if (is_value(i + 1)) {
         path = args[++i];
       } else {
-        problems.push_back(absl::StrCat(kConfigFlag, " is missing its value: pass ",
-                                        kConfigFlag, " FILE.textproto"));
+        problems.push_back(absl::StrCat(kConfigFlag, " is missing its value: pass ", kConfigFlag,
+                                        " FILE.textproto"));
         continue;
       }
       MergeConfigFile(path, &config, &problems);
@@ -499,8 +486,8 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args) {
     } else if (is_value(i + 1)) {
       value = args[++i];
     } else {
-      problems.push_back(absl::StrCat(name, " is missing its value: pass ", name, " ",
-                                      TypeText(field)));
+      problems.push_back(
+          absl::StrCat(name, " is missing its value: pass ", name, " ", TypeText(field)));
       continue;
     }
     const absl::Status s = SetFromText(field, value, group);
@@ -535,9 +522,8 @@ std::string FlagHelp() {
     if (f.group != current_group) {
       current_group = f.group;
       const auto& options = f.group->message_type()->options();
-      const std::string title = options.HasExtension(group_title)
-                                    ? options.GetExtension(group_title)
-                                    : f.group->name();
+      const std::string title =
+          options.HasExtension(group_title) ? options.GetExtension(group_title) : f.group->name();
       absl::StrAppend(&out, "\n", title, ":\n");
     }
     AppendHelpEntry(absl::StrCat(FlagName(*f.field), " ", TypeText(*f.field)),

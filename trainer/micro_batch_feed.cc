@@ -17,9 +17,9 @@ MicroBatchFeed MakeMicroBatchFeed(const SampleSource& source, int64_t iteration,
       absl::StatusOr<std::vector<int32_t>> sample = source.Sample(index);
       if (!sample.ok()) return sample.status();
       if (static_cast<int64_t>(sample->size()) != seq + 1) {
-        return absl::InternalError(absl::StrFormat(
-            "sample %d has %d tokens, expected --seq-length + 1 = %d", index, sample->size(),
-            seq + 1));
+        return absl::InternalError(
+            absl::StrFormat("sample %d has %d tokens, expected --seq-length + 1 = %d", index,
+                            sample->size(), seq + 1));
       }
       std::copy(sample->begin(), sample->end() - 1, in.tokens.begin() + b * seq);
       std::copy(sample->begin() + 1, sample->end(), in.labels.begin() + b * seq);

@@ -9,14 +9,12 @@ namespace conveyor {
 std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter*>& params) {
   std::vector<OptimizerSegment> segments;
   for (Parameter* p : params) {
-    segments.push_back(
-        {p->value.data(), p->grad.data(), p->value.numel(), p->weight_decay, p, 0});
+    segments.push_back({p->value.data(), p->grad.data(), p->value.numel(), p->weight_decay, p, 0});
   }
   return segments;
 }
 
-void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm,
-                   double max_norm) {
+void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm, double max_norm) {
   if (max_norm <= 0.0) return;
   const double coeff = max_norm / (norm + 1e-6);
   if (coeff >= 1.0) return;
@@ -41,8 +39,8 @@ void Optimizer::Step(double lr) {
     State& s = state_[i];
     const float weight_decay = seg.weight_decay ? config_.weight_decay() : 0.0f;
     if (config_.optimizer() == "adam") {
-      const AdamWHyperParams hp{static_cast<float>(lr), config_.adam_beta1(),
-                                config_.adam_beta2(), config_.adam_eps(), weight_decay, steps_};
+      const AdamWHyperParams hp{static_cast<float>(lr), config_.adam_beta1(), config_.adam_beta2(),
+                                config_.adam_eps(),     weight_decay,         steps_};
       AdamWStep(hp, seg.grad, seg.param, s.exp_avg.data(), s.exp_avg_sq.data(), seg.n);
       continue;
     }

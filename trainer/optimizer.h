@@ -30,8 +30,7 @@ std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter
 
 // Megatron's clipping: when norm > max_norm, scale every gradient by
 // max_norm / (norm + 1e-6). max_norm <= 0 disables clipping.
-void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm,
-                   double max_norm);
+void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm, double max_norm);
 
 class Optimizer {
  public:

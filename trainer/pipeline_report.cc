@@ -37,11 +37,9 @@ absl::StatusOr<BubblePrediction> PredictBubble(const Config& config) {
   const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
   const int M = config.training().num_micro_batches();
   ASSIGN_OR_RETURN(const pipeline::Costs costs, ParsePipelineCosts(p.pipeline_costs()));
-  ASSIGN_OR_RETURN(const pipeline::Plan plan,
-                   pipeline::MakePlan(p.pipeline_schedule(), P, V, M));
+  ASSIGN_OR_RETURN(const pipeline::Plan plan, pipeline::MakePlan(p.pipeline_schedule(), P, V, M));
   BubblePrediction prediction;
-  ASSIGN_OR_RETURN(prediction.formula,
-                   pipeline::PredictedBubble(p.pipeline_schedule(), P, V, M));
+  ASSIGN_OR_RETURN(prediction.formula, pipeline::PredictedBubble(p.pipeline_schedule(), P, V, M));
   ASSIGN_OR_RETURN(prediction.simulation, pipeline::Simulate(plan, costs));
   prediction.simulated = prediction.simulation.bubble_fraction;
   return prediction;
@@ -77,9 +75,8 @@ absl::Status WriteMergedTrace(const std::string& path,
   {
     std::ofstream f(part);
     for (const pipeline::TimedAction& t : timeline) {
-      f << static_cast<int>(t.action.type) << " " << t.action.micro_batch << " "
-        << t.action.chunk << " " << t.action.peer << " "
-        << absl::StrFormat("%.9f %.9f", t.start, t.end) << "\n";
+      f << static_cast<int>(t.action.type) << " " << t.action.micro_batch << " " << t.action.chunk
+        << " " << t.action.peer << " " << absl::StrFormat("%.9f %.9f", t.start, t.end) << "\n";
     }
     if (!f) return absl::InternalError("--trace-file: cannot write " + part);
   }

@@ -45,9 +45,8 @@ absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& s
   absl::StrAppendFormat(&out,
                         "plan: schedule %s, P %d, V %d, M %d, costs F,B,W = %s: bubble %.1f%% "
                         "(formula), %.1f%% (simulated), makespan %.0f units\n",
-                        p.pipeline_schedule(), pp, V, M, p.pipeline_costs(),
-                        100 * bubble.formula, 100 * bubble.simulated,
-                        bubble.simulation.makespan);
+                        p.pipeline_schedule(), pp, V, M, p.pipeline_costs(), 100 * bubble.formula,
+                        100 * bubble.simulated, bubble.simulation.makespan);
   if (bubble.simulation.makespan <= kMaxGanttColumns) {
     out += pipeline::GanttChart(bubble.simulation.timeline);
   } else {
@@ -58,12 +57,13 @@ absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& s
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
                    PredictMemory(config, shape, bubble.simulation.timeline));
   out += "plan: memory per GPU (fp32 CPU backend; TP rank 0, DP rank 0 of each stage)\n";
-  out += "  pp  parameters    weights      grads  optimizer  stashed  act/micro-batch  "
-         "activations      total\n";
+  out +=
+      "  pp  parameters    weights      grads  optimizer  stashed  act/micro-batch  "
+      "activations      total\n";
   for (const RankMemory& m : memory) {
     absl::StrAppendFormat(&out, "  %2d  %10d  %9s  %9s  %9s  %7d  %15s  %11s  %9s\n",
-                          m.pipeline_rank, m.parameters, Bytes(m.weight_bytes),
-                          Bytes(m.grad_bytes), Bytes(m.optimizer_bytes), m.peak_stashed,
+                          m.pipeline_rank, m.parameters, Bytes(m.weight_bytes), Bytes(m.grad_bytes),
+                          Bytes(m.optimizer_bytes), m.peak_stashed,
                           Bytes(m.stash_bytes_per_micro_batch), Bytes(m.activation_peak_bytes),
                           Bytes(m.total_bytes()));
   }

@@ -1,8 +1,8 @@
 #include "trainer/rank_training.h"
 
-#include "runtime/status_macros.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/schedule.h"
+#include "runtime/status_macros.h"
 #include "trainer/config_validation.h"
 
 namespace conveyor {

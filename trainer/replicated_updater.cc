@@ -22,8 +22,7 @@ namespace {
 
 class ReplicatedUpdater : public ParameterUpdater {
  public:
-  ReplicatedUpdater(const Config& config, std::vector<Parameter*> params,
-                    GradientGroups groups)
+  ReplicatedUpdater(const Config& config, std::vector<Parameter*> params, GradientGroups groups)
       : clip_grad_(config.optimizer().clip_grad()),
         params_(std::move(params)),
         groups_(std::move(groups)),

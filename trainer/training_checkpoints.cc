@@ -13,8 +13,7 @@
 namespace conveyor {
 
 TrainingCheckpoints::TrainingCheckpoints(const Config& config, GptStage* stage,
-                                         ParameterUpdater* updater,
-                                         const CheckpointPlace& place)
+                                         ParameterUpdater* updater, const CheckpointPlace& place)
     : config_(config), stage_(stage), updater_(updater), place_(place) {
   if (config.checkpoint().async_save() && !config.checkpoint().save().empty()) {
     async_ = std::make_unique<AsyncCheckpointSaver>(config.checkpoint().save());
@@ -57,12 +56,19 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
                                                  const std::string& directory) const {
   // The settings that decide the parameters' shapes and meaning; dropout, init and
   // sequence length may change between runs.
-  static constexpr const char* kShapeFields[] = {
-      "num_layers",        "hidden_size",          "ffn_hidden_size",
-      "num_attention_heads", "num_query_groups",   "kv_channels",
-      "max_position_embeddings", "position_embedding_type", "normalization",
-      "swiglu",            "untie_embeddings_and_output_weights", "disable_bias_linear",
-      "vocab_size"};
+  static constexpr const char* kShapeFields[] = {"num_layers",
+                                                 "hidden_size",
+                                                 "ffn_hidden_size",
+                                                 "num_attention_heads",
+                                                 "num_query_groups",
+                                                 "kv_channels",
+                                                 "max_position_embeddings",
+                                                 "position_embedding_type",
+                                                 "normalization",
+                                                 "swiglu",
+                                                 "untie_embeddings_and_output_weights",
+                                                 "disable_bias_linear",
+                                                 "vocab_size"};
   const google::protobuf::Descriptor* d = ModelConfig::descriptor();
   std::vector<std::string> differences;
   for (const char* name : kShapeFields) {

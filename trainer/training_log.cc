@@ -31,10 +31,9 @@ std::string FormatMetricsJson(const IntervalStats& s) {
       "\"tflops_per_gpu\": %s, \"tokens_per_second\": %s, \"learning_rate\": %s, "
       "\"global_batch_size\": %d, \"lm_loss\": %s, \"grad_norm\": %s, "
       "\"skipped_iterations\": %d, \"nan_iterations\": %d}",
-      s.iteration, s.consumed_samples, JsonNumber(s.ms_per_iteration),
-      JsonNumber(s.tflops_per_gpu), JsonNumber(s.tokens_per_second),
-      JsonNumber(s.learning_rate), s.global_batch_size, JsonNumber(s.lm_loss),
-      JsonNumber(s.grad_norm), s.skipped_iterations, s.nan_iterations);
+      s.iteration, s.consumed_samples, JsonNumber(s.ms_per_iteration), JsonNumber(s.tflops_per_gpu),
+      JsonNumber(s.tokens_per_second), JsonNumber(s.learning_rate), s.global_batch_size,
+      JsonNumber(s.lm_loss), JsonNumber(s.grad_norm), s.skipped_iterations, s.nan_iterations);
 }
 
 }  // namespace conveyor

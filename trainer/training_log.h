@@ -18,8 +18,8 @@ struct IntervalStats {
   double tokens_per_second = 0.0;
   double learning_rate = 0.0;
   int64_t global_batch_size = 0;
-  double lm_loss = 0.0;    // mean over the interval's non-skipped iterations
-  double grad_norm = 0.0;  // of the last iteration
+  double lm_loss = 0.0;            // mean over the interval's non-skipped iterations
+  double grad_norm = 0.0;          // of the last iteration
   int64_t skipped_iterations = 0;  // in this interval
   int64_t nan_iterations = 0;      // in this interval
 };

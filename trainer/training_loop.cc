@@ -106,12 +106,11 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     ++iteration;
     const auto start = std::chrono::steady_clock::now();
     const int64_t step_first_sample = result.consumed_samples;
-    MicroBatchFeed feed = MakeMicroBatchFeed(data, iteration, step_first_sample,
-                                             /*training=*/true, micro, seq, place.dp_rank,
-                                             place.dp_size);
+    MicroBatchFeed feed =
+        MakeMicroBatchFeed(data, iteration, step_first_sample,
+                           /*training=*/true, micro, seq, place.dp_rank, place.dp_size);
     for (Parameter* p : params) p->grad.SetZero();
-    std::optional<StepTimers::Scope> phase(std::in_place, &timers,
-                                           StepTimers::kForwardBackward);
+    std::optional<StepTimers::Scope> phase(std::in_place, &timers, StepTimers::kForwardBackward);
     stage->BeginStep(feed, micro * seq, loss_scale);
     if (config.parallel().overlap_grad_reduce()) {
       stage->OnGradientsReady(static_cast<int>(num_micro), [&](const std::vector<Parameter*>& p) {
@@ -123,8 +122,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     RETURN_IF_ERROR(pipeline::RunActions(actions, pipe, *stage, place.pp, &step_timeline));
     bubble.AddStep(step_timeline, SecondsSince(pipeline_start));
     // On a clock all local ranks share, for the merged trace.
-    const double origin =
-        std::chrono::duration<double>(pipeline_start.time_since_epoch()).count();
+    const double origin = std::chrono::duration<double>(pipeline_start.time_since_epoch()).count();
     for (pipeline::TimedAction& a : step_timeline) {
       a.start += origin;
       a.end += origin;
@@ -195,8 +193,9 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
         bubble.Reset();
       }
       if (out.log != nullptr) {
-        *out.log << FormatLogLine(interval) << "\n" << timer_line << "\n" << bubble_line
-                 << std::flush;
+        *out.log << FormatLogLine(interval) << "\n"
+                 << timer_line << "\n"
+                 << bubble_line << std::flush;
       }
       if (out.metrics != nullptr) *out.metrics << FormatMetricsJson(interval) << std::endl;
       interval = IntervalStats();
@@ -213,14 +212,13 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       result.valid_losses.push_back(valid_loss);
       if (out.log != nullptr) *out.log << FormatValidationLine(iteration, valid_loss) << std::endl;
       if (out.metrics != nullptr) {
-        *out.metrics << absl::StrFormat("{\"iteration\": %d, \"valid_lm_loss\": %.9g}",
-                                        iteration, valid_loss)
+        *out.metrics << absl::StrFormat("{\"iteration\": %d, \"valid_lm_loss\": %.9g}", iteration,
+                                        valid_loss)
                      << std::endl;
       }
     }
     const ResumePoint point{iteration, result.consumed_samples};
-    if (!ckpt.save().empty() && ckpt.save_interval() > 0 &&
-        iteration % ckpt.save_interval() == 0) {
+    if (!ckpt.save().empty() && ckpt.save_interval() > 0 && iteration % ckpt.save_interval() == 0) {
       RETURN_IF_ERROR(checkpoints.Save(point));
       saved_iteration = iteration;
     }

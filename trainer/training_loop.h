@@ -18,8 +18,8 @@
 namespace conveyor {
 
 struct TrainingResult {
-  std::vector<double> losses;      // per iteration: mean over micro-batches and DP ranks
-  std::vector<double> grad_norms;  // per iteration, before clipping
+  std::vector<double> losses;        // per iteration: mean over micro-batches and DP ranks
+  std::vector<double> grad_norms;    // per iteration, before clipping
   std::vector<double> valid_losses;  // per evaluation (--eval-interval)
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;

@@ -29,14 +29,30 @@ bool IsForwardP2p(ActionType type) {
 std::string ToString(const Action& action) {
   std::string label;
   switch (action.type) {
-    case ActionType::kForward: label = "F"; break;
-    case ActionType::kBackwardInput: label = "B"; break;
-    case ActionType::kBackwardWeight: label = "W"; break;
-    case ActionType::kBackward: label = "BW"; break;
-    case ActionType::kSendForward: label = "sF"; break;
-    case ActionType::kRecvForward: label = "rF"; break;
-    case ActionType::kSendBackward: label = "sB"; break;
-    case ActionType::kRecvBackward: label = "rB"; break;
+    case ActionType::kForward:
+      label = "F";
+      break;
+    case ActionType::kBackwardInput:
+      label = "B";
+      break;
+    case ActionType::kBackwardWeight:
+      label = "W";
+      break;
+    case ActionType::kBackward:
+      label = "BW";
+      break;
+    case ActionType::kSendForward:
+      label = "sF";
+      break;
+    case ActionType::kRecvForward:
+      label = "rF";
+      break;
+    case ActionType::kSendBackward:
+      label = "sB";
+      break;
+    case ActionType::kRecvBackward:
+      label = "rB";
+      break;
   }
   absl::StrAppend(&label, action.micro_batch);
   if (action.chunk != 0) absl::StrAppend(&label, "c", action.chunk);
@@ -47,9 +63,8 @@ std::string ToString(const Action& action) {
 }
 
 std::string ToString(const std::vector<Action>& actions) {
-  return absl::StrJoin(actions, " ", [](std::string* out, const Action& action) {
-    out->append(ToString(action));
-  });
+  return absl::StrJoin(
+      actions, " ", [](std::string* out, const Action& action) { out->append(ToString(action)); });
 }
 
 int GlobalStage(StageLayout layout, int num_ranks, int rank, int chunk) {

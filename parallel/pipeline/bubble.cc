@@ -8,9 +8,7 @@
 namespace conveyor {
 namespace pipeline {
 
-double PipelineBubble(int P, int M) {
-  return static_cast<double>(P - 1) / (M + P - 1);
-}
+double PipelineBubble(int P, int M) { return static_cast<double>(P - 1) / (M + P - 1); }
 
 double InterleavedBubble(int P, int V, int M) {
   return static_cast<double>(P - 1) / (static_cast<double>(V) * M + P - 1);

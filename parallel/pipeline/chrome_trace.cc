@@ -13,11 +13,10 @@ std::string ChromeTraceJson(const Timeline& timeline, double microseconds_per_un
   std::vector<std::string> events;
   for (size_t rank = 0; rank < timeline.ranks.size(); ++rank) {
     events.push_back(absl::StrFormat(
-        R"({"name":"process_name","ph":"M","pid":%d,"args":{"name":"pipeline rank %d"}})",
-        rank, rank));
-    events.push_back(absl::StrFormat(
-        R"({"name":"thread_name","ph":"M","pid":%d,"tid":0,"args":{"name":"compute"}})",
+        R"({"name":"process_name","ph":"M","pid":%d,"args":{"name":"pipeline rank %d"}})", rank,
         rank));
+    events.push_back(absl::StrFormat(
+        R"({"name":"thread_name","ph":"M","pid":%d,"tid":0,"args":{"name":"compute"}})", rank));
     events.push_back(absl::StrFormat(
         R"({"name":"thread_name","ph":"M","pid":%d,"tid":1,"args":{"name":"p2p"}})", rank));
     for (const TimedAction& t : timeline.ranks[rank]) {

@@ -33,7 +33,10 @@ class Executor {
  public:
   Executor(const ExecutorPlace& place, Stage& stage, Communicator* pp,
            std::vector<TimedAction>* timeline)
-      : place_(place), stage_(stage), pp_(pp), timeline_(timeline),
+      : place_(place),
+        stage_(stage),
+        pp_(pp),
+        timeline_(timeline),
         start_(std::chrono::steady_clock::now()) {}
 
   absl::Status Run(const std::vector<Action>& actions) {
@@ -74,8 +77,7 @@ class Executor {
     switch (a.type) {
       case ActionType::kForward: {
         ASSIGN_OR_RETURN(Tensor out,
-                         stage_.Forward(a.micro_batch, a.chunk,
-                                        Take(&boxes_.forward_inputs, key)));
+                         stage_.Forward(a.micro_batch, a.chunk, Take(&boxes_.forward_inputs, key)));
         if (stage < last_stage()) {
           const int next = LocalChunkOfStage(stage + 1);
           if (next >= 0) {
@@ -89,11 +91,11 @@ class Executor {
       case ActionType::kBackwardInput:
       case ActionType::kBackward: {
         Tensor output_grad = Take(&boxes_.backward_grads, key);
-        ASSIGN_OR_RETURN(Tensor grad,
-                         a.type == ActionType::kBackward
-                             ? stage_.Backward(a.micro_batch, a.chunk, std::move(output_grad))
-                             : stage_.BackwardInput(a.micro_batch, a.chunk,
-                                                    std::move(output_grad)));
+        ASSIGN_OR_RETURN(
+            Tensor grad,
+            a.type == ActionType::kBackward
+                ? stage_.Backward(a.micro_batch, a.chunk, std::move(output_grad))
+                : stage_.BackwardInput(a.micro_batch, a.chunk, std::move(output_grad)));
         if (stage > 0) {
           const int previous = LocalChunkOfStage(stage - 1);
           if (previous >= 0) {
@@ -114,8 +116,7 @@ class Executor {
     return absl::OkStatus();
   }
 
-  absl::Status Transfer(const std::vector<Action>& actions, size_t begin_index,
-                        size_t end_index) {
+  absl::Status Transfer(const std::vector<Action>& actions, size_t begin_index, size_t end_index) {
     if (pp_ == nullptr) {
       return absl::InternalError("a transfer action with no pipeline group: " +
                                  ToString(actions[begin_index]));
@@ -147,8 +148,8 @@ class Executor {
       }
       if (t.empty()) {
         return absl::InternalError(absl::StrFormat(
-            "pipeline rank %d: %s has nothing to send (its compute did not run first)",
-            place_.rank, ToString(a)));
+            "pipeline rank %d: %s has nothing to send (its compute did not run first)", place_.rank,
+            ToString(a)));
       }
       ops.push_back({IsSend(a.type), a.peer, t.data(), t.numel()});
       keep_alive.push_back(std::move(t));

@@ -28,8 +28,7 @@ std::string GanttChart(const Timeline& timeline, double time_unit) {
     }
   }
   ++width;
-  const std::string row_name_width(absl::StrCat("rank ", timeline.ranks.size() - 1).size(),
-                                   ' ');
+  const std::string row_name_width(absl::StrCat("rank ", timeline.ranks.size() - 1).size(), ' ');
   auto pad = [width](std::string cell) {
     cell.resize(width, ' ');
     return cell;

@@ -37,12 +37,12 @@ absl::StatusOr<ComputeOrder> Interleaved1F1BOrder(int P, int V, int M) {
   // which needs rank 0's BW0c1). The simulator finds such cycles for many M not divisible
   // by P, so we keep Megatron's original rule.
   if (M % P != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline schedule interleaved-1f1b needs the number of micro-batches to be a "
-        "multiple of the pipeline ranks (M % P == 0), got M=",
-        M, ", P=", P, "; use --num-micro-batches ", (M / P + 1) * P,
-        (M >= P ? absl::StrCat(" or ", M / P * P) : std::string()),
-        " (or a global batch size that gives one)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline schedule interleaved-1f1b needs the number of micro-batches to be a "
+                     "multiple of the pipeline ranks (M % P == 0), got M=",
+                     M, ", P=", P, "; use --num-micro-batches ", (M / P + 1) * P,
+                     (M >= P ? absl::StrCat(" or ", M / P * P) : std::string()),
+                     " (or a global batch size that gives one)"));
   }
   // (micro-batch, chunk) in forward order; the last group may be shorter than P.
   std::vector<std::pair<int, int>> table;

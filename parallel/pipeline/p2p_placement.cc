@@ -25,8 +25,7 @@ struct IdealTimes {
   std::vector<std::vector<double>> start, end;
 };
 
-absl::StatusOr<IdealTimes> IdealTimeline(StageLayout layout, int V,
-                                         const ComputeOrder& order) {
+absl::StatusOr<IdealTimes> IdealTimeline(StageLayout layout, int V, const ComputeOrder& order) {
   const int P = static_cast<int>(order.size());
   const int stages = P * V;
   // (stage, micro-batch) -> end of its F, of its B (input gradient).
@@ -78,8 +77,7 @@ absl::StatusOr<IdealTimes> IdealTimeline(StageLayout layout, int V,
       std::string stuck;
       for (int rank = 0; rank < P; ++rank) {
         if (next[rank] < order[rank].size()) {
-          absl::StrAppend(&stuck, " rank ", rank, " at ", ToString(order[rank][next[rank]]),
-                          ";");
+          absl::StrAppend(&stuck, " rank ", rank, " at ", ToString(order[rank][next[rank]]), ";");
         }
       }
       return absl::InternalError(

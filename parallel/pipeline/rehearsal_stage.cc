@@ -15,9 +15,7 @@ Tensor RehearsalStage::Work(double units) const {
   return Tensor::Zeros({boundary_elements_}, MemoryCategory::kActivations);
 }
 
-absl::StatusOr<Tensor> RehearsalStage::Forward(int, int, Tensor) {
-  return Work(costs_.forward);
-}
+absl::StatusOr<Tensor> RehearsalStage::Forward(int, int, Tensor) { return Work(costs_.forward); }
 
 absl::StatusOr<Tensor> RehearsalStage::BackwardInput(int, int, Tensor) {
   return Work(costs_.backward_input);

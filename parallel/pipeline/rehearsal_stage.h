@@ -17,8 +17,7 @@ class RehearsalStage : public Stage {
  public:
   // Each cost unit lasts `seconds_per_unit`; `boundary_elements` sizes the tensors.
   RehearsalStage(const Costs& costs, double seconds_per_unit, int64_t boundary_elements)
-      : costs_(costs), seconds_per_unit_(seconds_per_unit),
-        boundary_elements_(boundary_elements) {}
+      : costs_(costs), seconds_per_unit_(seconds_per_unit), boundary_elements_(boundary_elements) {}
 
   int64_t BoundaryElements() const override { return boundary_elements_; }
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override;

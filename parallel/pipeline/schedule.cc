@@ -25,8 +25,8 @@ absl::Status CheckShape(int P, int V, int M) {
 
 // One rank's list; the other ranks' compute orders are built too, because where a
 // receive goes depends on when the sender sends. That is O(P*V*M), cheap.
-absl::StatusOr<std::vector<Action>> RankList(OrderFn order_fn, StageLayout layout, int P,
-                                             int V, int M, int rank) {
+absl::StatusOr<std::vector<Action>> RankList(OrderFn order_fn, StageLayout layout, int P, int V,
+                                             int M, int rank) {
   if (absl::Status s = CheckShape(P, V, M); !s.ok()) return s;
   if (rank < 0 || rank >= P) {
     return absl::InvalidArgumentError(
@@ -61,8 +61,8 @@ absl::StatusOr<std::vector<Action>> ZeroBubbleVSchedule(int P, int V, int M, int
 }
 
 const std::vector<std::string>& ScheduleNames() {
-  static const auto* names = new std::vector<std::string>{
-      "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv"};
+  static const auto* names =
+      new std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv"};
   return *names;
 }
 

@@ -14,11 +14,16 @@ namespace pipeline {
 
 double Costs::Of(ActionType type) const {
   switch (type) {
-    case ActionType::kForward: return forward;
-    case ActionType::kBackwardInput: return backward_input;
-    case ActionType::kBackwardWeight: return backward_weight;
-    case ActionType::kBackward: return backward_input + backward_weight;
-    default: return p2p;
+    case ActionType::kForward:
+      return forward;
+    case ActionType::kBackwardInput:
+      return backward_input;
+    case ActionType::kBackwardWeight:
+      return backward_weight;
+    case ActionType::kBackward:
+      return backward_input + backward_weight;
+    default:
+      return p2p;
   }
 }
 
@@ -78,9 +83,9 @@ class Simulation {
 
   int Index(int stage, int micro_batch) const { return stage * M_ + micro_batch; }
   absl::Status Invalid(int rank, size_t pos, const Action& a, absl::string_view why) const {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "schedule ", plan_.schedule, ": rank ", rank, " action #", pos, " ", ToString(a),
-        ": ", why));
+    return absl::FailedPreconditionError(absl::StrCat("schedule ", plan_.schedule, ": rank ", rank,
+                                                      " action #", pos, " ", ToString(a), ": ",
+                                                      why));
   }
   absl::StatusOr<int> StageOf(int rank, size_t pos, const Action& a) const;
   absl::Status RunCompute(int rank, const Action& a);
@@ -122,8 +127,8 @@ absl::Status Simulation::RunCompute(int rank, const Action& a) {
       if (forward_[i]) return Invalid(rank, pos, a, "runs twice");
       if (s > 0) {
         const StageOwner prev = OwnerOfStage(plan_.layout, P_, s - 1);
-        const bool have = prev.rank == rank ? forward_[Index(s - 1, a.micro_batch)]
-                                            : received_forward_[i];
+        const bool have =
+            prev.rank == rank ? forward_[Index(s - 1, a.micro_batch)] : received_forward_[i];
         if (!have) {
           return Invalid(rank, pos, a,
                          absl::StrCat("its input from stage ", s - 1, " (rank ", prev.rank,
@@ -142,8 +147,8 @@ absl::Status Simulation::RunCompute(int rank, const Action& a) {
       if (s < S_ - 1) {
         const StageOwner next = OwnerOfStage(plan_.layout, P_, s + 1);
         const int j = Index(s + 1, a.micro_batch);
-        const bool have = next.rank == rank ? (backward_input_[j] || fused_[j])
-                                            : received_backward_[i];
+        const bool have =
+            next.rank == rank ? (backward_input_[j] || fused_[j]) : received_backward_[i];
         if (!have) {
           return Invalid(rank, pos, a,
                          absl::StrCat("its output gradient from stage ", s + 1, " (rank ",
@@ -246,8 +251,8 @@ absl::StatusOr<bool> Simulation::TryComplete(int rank) {
         send.action.micro_batch != recv.action.micro_batch ||
         recv.stage != send.stage + (forward ? 1 : -1)) {
       return Invalid(rank, state.next + k, mine.action,
-                     absl::StrCat("meets rank ", mine.action.peer, "'s ",
-                                  ToString(theirs.action), ": transfers between two ranks must come in the same "
+                     absl::StrCat("meets rank ", mine.action.peer, "'s ", ToString(theirs.action),
+                                  ": transfers between two ranks must come in the same "
                                   "order on both sides"));
     }
     const double end = std::max(mine.time, theirs.time) + costs_.p2p;
@@ -280,7 +285,8 @@ std::string Simulation::DeadlockReport() const {
       waiting.push_back(ToString(mine.action));
     }
     stuck.push_back(absl::StrCat("rank ", rank, " waits at action #", state.next, " on ",
-                                 absl::StrJoin(waiting, " "), " (its partner rank has not "
+                                 absl::StrJoin(waiting, " "),
+                                 " (its partner rank has not "
                                  "posted the matching transfer)"));
   }
   return absl::StrCat("schedule ", plan_.schedule, " deadlocks: ", absl::StrJoin(stuck, "; "));
@@ -288,8 +294,8 @@ std::string Simulation::DeadlockReport() const {
 
 absl::StatusOr<SimulationResult> Simulation::Run() {
   if (static_cast<int>(plan_.ranks.size()) != P_) {
-    return absl::InvalidArgumentError(absl::StrCat("plan has ", plan_.ranks.size(),
-                                                   " rank lists for P=", P_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan has ", plan_.ranks.size(), " rank lists for P=", P_));
   }
   result_.timeline.ranks.resize(P_);
   while (true) {

@@ -29,8 +29,7 @@ class Stage {
   // B. `output_grad` is the next stage's gradient w.r.t. this chunk's output (empty
   // on the last global stage). Returns the gradient w.r.t. this chunk's input (empty
   // on the first global stage).
-  virtual absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk,
-                                               Tensor output_grad) = 0;
+  virtual absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk, Tensor output_grad) = 0;
 
   // W: accumulates the chunk's weight gradients for the micro-batch and frees what
   // its forward kept.

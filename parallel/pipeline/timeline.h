@@ -24,8 +24,8 @@ struct Timeline {
 };
 
 struct RankUsage {
-  double busy = 0;  // time in compute actions
-  double idle = 0;  // makespan - busy: waiting for data, transfers, fill and drain
+  double busy = 0;             // time in compute actions
+  double idle = 0;             // makespan - busy: waiting for data, transfers, fill and drain
   double bubble_fraction = 0;  // idle / makespan
 };
 

@@ -17,9 +17,9 @@ namespace {
 
 absl::Status RequireChunks(const char* schedule, int V, int want) {
   if (V == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "pipeline schedule ", schedule, " runs ", want, " model chunk", want == 1 ? "" : "s",
-      " per rank, got V=", V, " virtual stages per rank"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("pipeline schedule ", schedule, " runs ", want, " model chunk",
+                   want == 1 ? "" : "s", " per rank, got V=", V, " virtual stages per rank"));
 }
 
 }  // namespace
@@ -78,8 +78,7 @@ absl::StatusOr<ComputeOrder> ZeroBubbleH2Order(int P, int V, int M) {
   for (int t = 0; remaining > 0; ++t) {
     for (int r = 0; r < P; ++r) {
       const int b = next_b[r], f = next_f[r];
-      const bool b_ready = b < M && f_end[r][b] <= t &&
-                           (r == P - 1 || b_end[r + 1][b] <= t);
+      const bool b_ready = b < M && f_end[r][b] <= t && (r == P - 1 || b_end[r + 1][b] <= t);
       const bool f_ready = f < M && stashed[r] < limit && (r == 0 || f_end[r - 1][f] <= t);
       if (b_ready) {
         order[r].push_back(BackwardInput(b));

@@ -21,8 +21,8 @@ AdamWScalars ComputeAdamWScalars(const AdamWHyperParams& hp) {
   return s;
 }
 
-void AdamWStep(const AdamWHyperParams& hp, const float* grad, float* param,
-               float* exp_avg, float* exp_avg_sq, int64_t n) {
+void AdamWStep(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
+               float* exp_avg_sq, int64_t n) {
   const AdamWScalars s = ComputeAdamWScalars(hp);
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i];

@@ -27,12 +27,12 @@ struct AdamWHyperParams {
 // once per step in double, as PyTorch does in Python, then rounded to fp32, so that
 // the CPU reference and the CUDA kernel start from identical fp32 constants.
 struct AdamWScalars {
-  float decay_factor;            // 1 - lr * weight_decay
-  float one_minus_beta1;         // lerp weight for the first moment
+  float decay_factor;     // 1 - lr * weight_decay
+  float one_minus_beta1;  // lerp weight for the first moment
   float beta2;
   float one_minus_beta2;
-  float step_size;               // lr / (1 - beta1^step)
-  float bias_correction2_sqrt;   // sqrt(1 - beta2^step)
+  float step_size;              // lr / (1 - beta1^step)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
   float eps;
 };
 
@@ -55,8 +55,8 @@ inline float TorchLerp(float start, float end, float weight) {
 //   4. denom       = sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps
 //   5. param      -= (lr / (1 - beta1^step)) * (exp_avg / denom)
 // which is the formula in the file comment, rearranged.
-void AdamWStep(const AdamWHyperParams& hp, const float* grad, float* param,
-               float* exp_avg, float* exp_avg_sq, int64_t n);
+void AdamWStep(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
+               float* exp_avg_sq, int64_t n);
 
 }  // namespace conveyor
 

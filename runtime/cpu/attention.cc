@@ -27,10 +27,9 @@ HeadView View(const AttentionShape& s, int64_t h) {
           group_start + (s.heads_per_group + 1) * s.head_dim};
 }
 
-uint64_t DropoutIndex(const AttentionShape& s, const AttentionDropout& d, int64_t b,
-                      int64_t h) {
-  return static_cast<uint64_t>(((d.first_sample + b) * d.total_heads + d.first_head + h) *
-                               s.seq * s.seq);
+uint64_t DropoutIndex(const AttentionShape& s, const AttentionDropout& d, int64_t b, int64_t h) {
+  return static_cast<uint64_t>(((d.first_sample + b) * d.total_heads + d.first_head + h) * s.seq *
+                               s.seq);
 }
 
 bool HasDropout(const AttentionDropout& d) { return d.rng != nullptr && d.p > 0.0f; }
@@ -68,9 +67,8 @@ void AttentionForward(const AttentionShape& s, const float* qkv, float scale,
                      dropped.data());
         p_used = dropped.data();
       }
-      GemmStrided(false, false, s.seq, s.head_dim, s.seq, 1.0f, p_used, s.seq,
-                  rows + v.v_offset, ld, 0.0f, ctx + b * s.seq * ld_ctx + h * s.head_dim,
-                  ld_ctx);
+      GemmStrided(false, false, s.seq, s.head_dim, s.seq, 1.0f, p_used, s.seq, rows + v.v_offset,
+                  ld, 0.0f, ctx + b * s.seq * ld_ctx + h * s.head_dim, ld_ctx);
     }
   }
 }
@@ -98,8 +96,8 @@ void AttentionBackward(const AttentionShape& s, const float* qkv, const float* p
         p_used = dropped.data();
       }
       // dV += P'^T dO ; dP' = dO V^T
-      GemmStrided(true, false, s.seq, s.head_dim, s.seq, 1.0f, p_used, s.seq,
-                  dout + h * s.head_dim, ld_ctx, 1.0f, drows + v.v_offset, ld);
+      GemmStrided(true, false, s.seq, s.head_dim, s.seq, 1.0f, p_used, s.seq, dout + h * s.head_dim,
+                  ld_ctx, 1.0f, drows + v.v_offset, ld);
       GemmStrided(false, true, s.seq, s.seq, s.head_dim, 1.0f, dout + h * s.head_dim, ld_ctx,
                   rows + v.v_offset, ld, 0.0f, dp.data(), s.seq);
       if (HasDropout(dropout)) {
@@ -118,8 +116,8 @@ void AttentionBackward(const AttentionShape& s, const float* qkv, const float* p
       // dQ = scale dS K ; dK += scale dS^T Q
       GemmStrided(false, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq,
                   rows + v.k_offset, ld, 0.0f, drows + v.q_offset, ld);
-      GemmStrided(true, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq,
-                  rows + v.q_offset, ld, 1.0f, drows + v.k_offset, ld);
+      GemmStrided(true, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq, rows + v.q_offset,
+                  ld, 1.0f, drows + v.k_offset, ld);
     }
   }
 }

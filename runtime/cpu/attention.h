@@ -20,9 +20,9 @@
 namespace conveyor::cpu {
 
 struct AttentionShape {
-  int64_t batch;     // samples
-  int64_t seq;       // tokens per sample
-  int64_t groups;    // key/value heads held here
+  int64_t batch;   // samples
+  int64_t seq;     // tokens per sample
+  int64_t groups;  // key/value heads held here
   int64_t heads_per_group;
   int64_t head_dim;
 

@@ -13,8 +13,7 @@ void RowMax(const float* logits, int64_t rows, int64_t vocab, double* row_max) {
 }
 
 void SumExpAndTarget(const float* logits, const int32_t* labels, int64_t rows, int64_t vocab,
-                     int64_t vocab_start, const double* row_max, double* sum_exp,
-                     double* target) {
+                     int64_t vocab_start, const double* row_max, double* sum_exp, double* target) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* z = logits + r * vocab;
     const float max = static_cast<float>(row_max[r]);

@@ -19,8 +19,7 @@ void RowMax(const float* logits, int64_t rows, int64_t vocab, double* row_max);
 // sum_exp[t] = sum_v exp(z_t[v] - row_max[t]); target[t] = z_t[label_t - vocab_start]
 // when the label is in this rank's range, else 0.
 void SumExpAndTarget(const float* logits, const int32_t* labels, int64_t rows, int64_t vocab,
-                     int64_t vocab_start, const double* row_max, double* sum_exp,
-                     double* target);
+                     int64_t vocab_start, const double* row_max, double* sum_exp, double* target);
 
 // Overwrites logits with their gradient; `scale` is d(total loss)/d(loss_t).
 void CrossEntropyBackward(const int32_t* labels, const float* logsumexp, int64_t rows,

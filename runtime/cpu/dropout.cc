@@ -2,8 +2,8 @@
 
 namespace conveyor::cpu {
 
-void ApplyDropout(const CounterRng& rng, float p, uint64_t first_index, int64_t n,
-                  const float* in, float* out) {
+void ApplyDropout(const CounterRng& rng, float p, uint64_t first_index, int64_t n, const float* in,
+                  float* out) {
   if (p <= 0.0f) {
     if (out != in) {
       for (int64_t i = 0; i < n; ++i) out[i] = in[i];

@@ -12,8 +12,8 @@
 namespace conveyor::cpu {
 
 // out = in * mask / (1 - p). The same call maps dy to dx. In-place is allowed.
-void ApplyDropout(const CounterRng& rng, float p, uint64_t first_index, int64_t n,
-                  const float* in, float* out);
+void ApplyDropout(const CounterRng& rng, float p, uint64_t first_index, int64_t n, const float* in,
+                  float* out);
 
 }  // namespace conveyor::cpu
 

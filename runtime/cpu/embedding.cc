@@ -18,8 +18,7 @@ void EmbeddingForward(const float* table, int64_t vocab_start, int64_t vocab_row
 }
 
 void EmbeddingBackwardWeight(const float* dout, int64_t vocab_start, int64_t vocab_rows,
-                             const int32_t* ids, int64_t count, int64_t width,
-                             float* dtable) {
+                             const int32_t* ids, int64_t count, int64_t width, float* dtable) {
   for (int64_t t = 0; t < count; ++t) {
     const int64_t row = ids[t] - vocab_start;
     if (row < 0 || row >= vocab_rows) continue;

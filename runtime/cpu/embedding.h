@@ -13,8 +13,7 @@ void EmbeddingForward(const float* table, int64_t vocab_start, int64_t vocab_row
                       const int32_t* ids, int64_t count, int64_t width, float* out);
 
 void EmbeddingBackwardWeight(const float* dout, int64_t vocab_start, int64_t vocab_rows,
-                             const int32_t* ids, int64_t count, int64_t width,
-                             float* dtable);
+                             const int32_t* ids, int64_t count, int64_t width, float* dtable);
 
 }  // namespace conveyor::cpu
 

@@ -8,13 +8,13 @@ namespace conveyor::cpu {
 
 // op(A) is [m, k], op(B) is [k, n], C is [m, n]. trans_a / trans_b say that A / B are
 // stored transposed ([k, m] / [n, k]); leading dimensions are the stored row lengths.
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, const float* b, float beta, float* c);
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          const float* b, float beta, float* c);
 
 // Same, with explicit leading dimensions, for sub-matrices (one head inside a row).
 void GemmStrided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                 float* c, int64_t ldc);
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                 int64_t ldc);
 
 // Limits OpenBLAS's threads (ranks share the machine's cores).
 void SetBlasThreads(int threads);

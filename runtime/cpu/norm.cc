@@ -4,8 +4,8 @@
 
 namespace conveyor::cpu {
 
-void NormForward(NormKind kind, const float* x, const float* gamma, const float* beta,
-                 int64_t rows, int64_t width, float eps, float* y, float* mean, float* rstd) {
+void NormForward(NormKind kind, const float* x, const float* gamma, const float* beta, int64_t rows,
+                 int64_t width, float eps, float* y, float* mean, float* rstd) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * width;
     float* yr = y + r * width;
@@ -44,8 +44,7 @@ void NormBackwardInput(NormKind kind, const float* dy, const float* x, const flo
       sum_g += g;
       sum_g_xhat += g * ((xr[i] - mean[r]) * rstd[r]);
     }
-    const float mean_g =
-        kind == NormKind::kLayerNorm ? static_cast<float>(sum_g / width) : 0.0f;
+    const float mean_g = kind == NormKind::kLayerNorm ? static_cast<float>(sum_g / width) : 0.0f;
     const float mean_g_xhat = static_cast<float>(sum_g_xhat / width);
     for (int64_t i = 0; i < width; ++i) {
       const float xhat = (xr[i] - mean[r]) * rstd[r];

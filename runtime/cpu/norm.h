@@ -20,8 +20,8 @@ enum class NormKind { kLayerNorm, kRmsNorm };
 
 // mean and rstd receive one value per row (mean is left 0 for RMSNorm).
 // beta may be null (RMSNorm).
-void NormForward(NormKind kind, const float* x, const float* gamma, const float* beta,
-                 int64_t rows, int64_t width, float eps, float* y, float* mean, float* rstd);
+void NormForward(NormKind kind, const float* x, const float* gamma, const float* beta, int64_t rows,
+                 int64_t width, float eps, float* y, float* mean, float* rstd);
 
 void NormBackwardInput(NormKind kind, const float* dy, const float* x, const float* gamma,
                        const float* mean, const float* rstd, int64_t rows, int64_t width,

@@ -18,8 +18,8 @@ RopeTable::RopeTable(int64_t seq, int64_t head_dim, float base)
   }
 }
 
-void ApplyRope(const RopeTable& table, int64_t pos, int64_t count, int64_t stride,
-               bool inverse, float* heads) {
+void ApplyRope(const RopeTable& table, int64_t pos, int64_t count, int64_t stride, bool inverse,
+               float* heads) {
   const float* c = table.cos.data() + pos * table.half;
   const float* s = table.sin.data() + pos * table.half;
   const float sign = inverse ? -1.0f : 1.0f;

@@ -21,8 +21,8 @@ struct RopeTable {
 
 // Rotates `count` head vectors of length 2 * table.half, spaced `stride` floats apart,
 // all at sequence position `pos`; inverse = true rotates backwards (for gradients).
-void ApplyRope(const RopeTable& table, int64_t pos, int64_t count, int64_t stride,
-               bool inverse, float* heads);
+void ApplyRope(const RopeTable& table, int64_t pos, int64_t count, int64_t stride, bool inverse,
+               float* heads);
 
 }  // namespace conveyor::cpu
 

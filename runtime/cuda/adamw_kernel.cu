@@ -1,7 +1,7 @@
-#include "runtime/cuda/adamw_kernel.h"
-
 #include <algorithm>
 #include <cstdint>
+
+#include "runtime/cuda/adamw_kernel.h"
 
 namespace conveyor {
 namespace {
@@ -44,8 +44,7 @@ __global__ void AdamWStepKernel(AdamWScalars s, const float* __restrict__ grad,
 }  // namespace
 
 cudaError_t LaunchAdamWStep(const AdamWHyperParams& hp, const float* grad, float* param,
-                            float* exp_avg, float* exp_avg_sq, int64_t n,
-                            cudaStream_t stream) {
+                            float* exp_avg, float* exp_avg_sq, int64_t n, cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;  // A zero-block launch would be an error.
   if (grad == nullptr || param == nullptr || exp_avg == nullptr || exp_avg_sq == nullptr) {

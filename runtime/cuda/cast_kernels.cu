@@ -1,7 +1,7 @@
-#include "runtime/cuda/cast_kernels.h"
-
 #include <algorithm>
 #include <cstdint>
+
+#include "runtime/cuda/cast_kernels.h"
 
 namespace conveyor {
 namespace {
@@ -25,8 +25,8 @@ __device__ __forceinline__ uint16_t FloatBitsToBFloat16Bits(uint32_t u) {
   return static_cast<uint16_t>((u + rounding_bias) >> 16);
 }
 
-__global__ void FloatToBFloat16Kernel(const float* __restrict__ in,
-                                      BFloat16* __restrict__ out, int64_t n) {
+__global__ void FloatToBFloat16Kernel(const float* __restrict__ in, BFloat16* __restrict__ out,
+                                      int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -35,8 +35,8 @@ __global__ void FloatToBFloat16Kernel(const float* __restrict__ in,
 }
 
 // fp32 = bf16 << 16: the dropped mantissa bits are zero, so this is exact.
-__global__ void BFloat16ToFloatKernel(const BFloat16* __restrict__ in,
-                                      float* __restrict__ out, int64_t n) {
+__global__ void BFloat16ToFloatKernel(const BFloat16* __restrict__ in, float* __restrict__ out,
+                                      int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -50,8 +50,7 @@ unsigned int NumBlocks(int64_t n) {
 
 }  // namespace
 
-cudaError_t LaunchFloatToBFloat16(const float* in, BFloat16* out, int64_t n,
-                                  cudaStream_t stream) {
+cudaError_t LaunchFloatToBFloat16(const float* in, BFloat16* out, int64_t n, cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (in == nullptr || out == nullptr) return cudaErrorInvalidValue;
@@ -59,8 +58,7 @@ cudaError_t LaunchFloatToBFloat16(const float* in, BFloat16* out, int64_t n,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchBFloat16ToFloat(const BFloat16* in, float* out, int64_t n,
-                                  cudaStream_t stream) {
+cudaError_t LaunchBFloat16ToFloat(const BFloat16* in, float* out, int64_t n, cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (in == nullptr || out == nullptr) return cudaErrorInvalidValue;

@@ -12,8 +12,8 @@ namespace conveyor {
 namespace {
 
 std::string DescribeCudaError(const char* call, cudaError_t err) {
-  return absl::StrCat(call, " failed: ", cudaGetErrorName(err), " (",
-                      static_cast<int>(err), "): ", cudaGetErrorString(err));
+  return absl::StrCat(call, " failed: ", cudaGetErrorName(err), " (", static_cast<int>(err),
+                      "): ", cudaGetErrorString(err));
 }
 
 }  // namespace
@@ -58,8 +58,8 @@ std::string DescribeBackend(const GpuInfo& info) {
                         info.error.empty() ? "unknown reason" : info.error, ")");
   }
   const double gib = static_cast<double>(info.total_memory_bytes) / (1ull << 30);
-  return absl::StrFormat("CUDA backend: %d x %s (sm_%d%d, %.0f GiB)", info.count,
-                         info.name, info.sm_major, info.sm_minor, gib);
+  return absl::StrFormat("CUDA backend: %d x %s (sm_%d%d, %.0f GiB)", info.count, info.name,
+                         info.sm_major, info.sm_minor, gib);
 }
 
 }  // namespace conveyor

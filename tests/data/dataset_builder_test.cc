@@ -24,9 +24,9 @@ using ::testing::HasSubstr;
 std::string FixturePrefix() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
 JsonValue FixtureSamples() {
-  return ReadJsonOrDie(SharedDataDir() +
-                       "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json")["samples"]
-                                                                                    ["items"];
+  return ReadJsonOrDie(
+      SharedDataDir() +
+      "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json")["samples"]["items"];
 }
 
 DatasetBuildConfig FixtureConfig() {

@@ -71,8 +71,7 @@ TEST(Gpt2BpeTokenizerTest, EodDecodesAsItsText) {
 TEST(Gpt2BpeTokenizerTest, MissingFilesAreNamed) {
   auto t = Gpt2BpeTokenizer::Load("/nonexistent/vocab.json", "/nonexistent/merges.txt");
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(std::string(t.status().message()).find("/nonexistent/vocab.json"),
-            std::string::npos);
+  EXPECT_NE(std::string(t.status().message()).find("/nonexistent/vocab.json"), std::string::npos);
 }
 
 TEST(Gpt2PreTokenizeTest, SplitsLikeGpt2Pattern) {
@@ -83,10 +82,8 @@ TEST(Gpt2PreTokenizeTest, SplitsLikeGpt2Pattern) {
   };
   EXPECT_EQ(split("It's  a test!!  "),
             (std::vector<std::string>{"It", "'s", " ", " a", " test", "!!", "  "}));
-  EXPECT_EQ(split("x 12ab\n\n y"),
-            (std::vector<std::string>{"x", " 12", "ab", "\n\n", " y"}));
-  EXPECT_EQ(split("we'll they're"),
-            (std::vector<std::string>{"we", "'ll", " they", "'re"}));
+  EXPECT_EQ(split("x 12ab\n\n y"), (std::vector<std::string>{"x", " 12", "ab", "\n\n", " y"}));
+  EXPECT_EQ(split("we'll they're"), (std::vector<std::string>{"we", "'ll", " they", "'re"}));
 }
 
 }  // namespace

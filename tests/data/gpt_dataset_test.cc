@@ -27,8 +27,8 @@ class GptDatasetFixtureTest : public ::testing::Test {
     config.num_samples = expected_["num_samples_requested"].integer();
     std::vector<int32_t> documents;
     for (int64_t d : expected_["indexed_indices"].IntArray()) documents.push_back(int32_t(d));
-    auto gpt = GptDataset::Create(std::shared_ptr<const IndexedDataset>(std::move(*ds)),
-                                  documents, config);
+    auto gpt = GptDataset::Create(std::shared_ptr<const IndexedDataset>(std::move(*ds)), documents,
+                                  config);
     ASSERT_TRUE(gpt.ok()) << gpt.status();
     dataset_ = std::move(*gpt);
   }

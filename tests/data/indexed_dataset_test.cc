@@ -58,8 +58,7 @@ TEST(IndexedDatasetTest, PartialReadsMatchFixture) {
   const JsonValue& reads = expected["partial_reads"];
   ASSERT_EQ(reads.size(), 6u);  // every sequence with at least 3 tokens
   for (const JsonValue& r : reads.array()) {
-    auto part = (*ds)->Get(r["sequence"].integer(), r["offset"].integer(),
-                           r["length"].integer());
+    auto part = (*ds)->Get(r["sequence"].integer(), r["offset"].integer(), r["length"].integer());
     ASSERT_TRUE(part.ok()) << part.status();
     EXPECT_EQ(*part, r["tokens"].IntArray()) << "sequence " << r["sequence"].integer();
   }
@@ -121,8 +120,8 @@ TEST(IndexedDatasetTest, BuilderRejectsLengthMismatch) {
 
 // Corrupts a copy of the fixture and checks that opening it fails with a
 // message naming the file and containing `problem`.
-void ExpectOpenFails(const std::string& idx, const std::string& bin,
-                     const std::string& bad_file, const std::string& problem) {
+void ExpectOpenFails(const std::string& idx, const std::string& bin, const std::string& bad_file,
+                     const std::string& problem) {
   const std::string prefix = TempDir() + "/bad";
   WriteFile(prefix + ".idx", idx);
   WriteFile(prefix + ".bin", bin);

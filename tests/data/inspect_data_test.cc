@@ -31,8 +31,8 @@ RunResult InspectData(const std::string& args) {
   const std::string binary = absl::StrCat(std::getenv("TEST_SRCDIR"), "/",
                                           std::getenv("TEST_WORKSPACE"), "/data/inspect_data");
   const std::string dir = TempDir();
-  const int status = std::system(
-      absl::StrCat(binary, " ", args, " >", dir, "/out 2>", dir, "/err").c_str());
+  const int status =
+      std::system(absl::StrCat(binary, " ", args, " >", dir, "/out 2>", dir, "/err").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFileOrDie(dir + "/out"),
           ReadFileOrDie(dir + "/err")};
 }
@@ -44,8 +44,8 @@ TEST(InspectDataTest, SummaryAndSamplesMatchTheFixture) {
       ReadJsonOrDie(SharedDataDir() + "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json");
   // The fixture's request: 40 train samples, split 1,0,0, seed 1234.
   RunResult r = InspectData(absl::StrCat("--data-path ", Fixture(),
-                                   " --split 1,0,0 --seq-length 16 --seed 1234"
-                                   " --num-samples 40 --train-samples 40"));
+                                         " --split 1,0,0 --seq-length 16 --seed 1234"
+                                         " --num-samples 40 --train-samples 40"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u + 40u) << r.out;
@@ -57,18 +57,18 @@ TEST(InspectDataTest, SummaryAndSamplesMatchTheFixture) {
             "40 built");
   for (const JsonValue& item : expected["samples"]["items"].array()) {
     const int64_t i = item["idx"].integer();
-    EXPECT_EQ(lines[4 + i], absl::StrCat("sample ", i, ": ",
-                                         absl::StrJoin(item["tokens"].IntArray(), " ")));
+    EXPECT_EQ(lines[4 + i],
+              absl::StrCat("sample ", i, ": ", absl::StrJoin(item["tokens"].IntArray(), " ")));
   }
 }
 
 TEST(InspectDataTest, DecodesWithTheGpt2Tokenizer) {
   const std::string gpt2 = SharedDataDir() + "/gpt2";
-  RunResult r = InspectData(absl::StrCat(
-      "--data-path 1 ", Fixture(), " 3 ", Fixture(),
-      " --split 1,0,0 --seq-length 16 --num-samples 2 --decode --tokenizer-type "
-      "GPT2BPETokenizer --vocab-file ",
-      gpt2, "/vocab.json --merge-file ", gpt2, "/merges.txt"));
+  RunResult r = InspectData(
+      absl::StrCat("--data-path 1 ", Fixture(), " 3 ", Fixture(),
+                   " --split 1,0,0 --seq-length 16 --num-samples 2 --decode --tokenizer-type "
+                   "GPT2BPETokenizer --vocab-file ",
+                   gpt2, "/vocab.json --merge-file ", gpt2, "/merges.txt"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("weight 1 (25.0%)"));
   EXPECT_THAT(r.out, HasSubstr("weight 3 (75.0%)"));

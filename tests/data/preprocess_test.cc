@@ -33,8 +33,9 @@ std::vector<int64_t> Bytes(const std::string& s) {
 TEST(PreprocessTest, WritesOneDocumentPerLineWithEod) {
   const std::string dir = TempDir();
   PreprocessOptions options;
-  options.input = WriteInput(dir, "{\"text\": \"ab\"}\n\n{\"text\": \"\\u00e9x\", \"id\": 3}\n"
-                                  "{\"text\": \"\"}\n{\"text\": \"z\"}");
+  options.input = WriteInput(dir,
+                             "{\"text\": \"ab\"}\n\n{\"text\": \"\\u00e9x\", \"id\": 3}\n"
+                             "{\"text\": \"\"}\n{\"text\": \"z\"}");
   options.output_prefix = dir + "/out";
   options.append_eod = true;
   options.workers = 2;
@@ -61,8 +62,9 @@ TEST(PreprocessTest, WritesOneDocumentPerLineWithEod) {
 TEST(PreprocessTest, MalformedLinesAreFatalOrSkippedWithLineNumbers) {
   const std::string dir = TempDir();
   PreprocessOptions options;
-  options.input = WriteInput(dir, "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n"
-                                  "{\"other\": 1}\n{\"text\": \"fine\"}\n");
+  options.input = WriteInput(dir,
+                             "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n"
+                             "{\"other\": 1}\n{\"text\": \"fine\"}\n");
   options.output_prefix = dir + "/out";
   options.log_interval_s = 0;
   ByteTokenizer tok;

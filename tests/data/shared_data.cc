@@ -30,8 +30,8 @@ std::string Env(const char* name) {
 std::string SharedDataDir() {
   // The runfiles tree holds a symlink to the source file; its target is
   // <workspace>/tests/data/workspace_anchor.txt.
-  const std::string anchor = Env("TEST_SRCDIR") + "/" + Env("TEST_WORKSPACE") +
-                             "/tests/data/workspace_anchor.txt";
+  const std::string anchor =
+      Env("TEST_SRCDIR") + "/" + Env("TEST_WORKSPACE") + "/tests/data/workspace_anchor.txt";
   char resolved[PATH_MAX];
   if (::realpath(anchor.c_str(), resolved) == nullptr) {
     Die("cannot resolve " + anchor + " (run this test through bazel)");
@@ -65,8 +65,8 @@ std::string TempDir() {
   static int counter = 0;
   std::string base = Env("TEST_TMPDIR");
   if (base.empty()) base = "/tmp";
-  const std::string dir = base + "/conveyor_data_" + std::to_string(::getpid()) +
-                          "_" + std::to_string(counter++);
+  const std::string dir =
+      base + "/conveyor_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }

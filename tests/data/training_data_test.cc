@@ -47,8 +47,7 @@ TEST(TrainingDataTest, SampleCountsAsMegatron) {
 }
 
 TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {
-  const JsonValue expected =
-      ReadJsonOrDie(Fixtures() + "/gpt_tiny_uint16_seq16_seed1234_n40.json");
+  const JsonValue expected = ReadJsonOrDie(Fixtures() + "/gpt_tiny_uint16_seq16_seed1234_n40.json");
   Config c = FixtureConfig();
   c.mutable_data()->set_data_cache_path(TempDir() + "/cache");
   auto data = BuildTrainingData(c, 40, 0, 0, /*build_cache_here=*/true);

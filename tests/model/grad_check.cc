@@ -16,11 +16,10 @@ std::vector<std::string> CheckGradients(const std::function<double()>& loss,
     if (t.size <= options.samples_per_target) {
       for (int64_t i = 0; i < t.size; ++i) indices.push_back(i);
     } else {
-      indices.push_back(std::max_element(t.grads, t.grads + t.size,
-                                         [](float a, float b) {
-                                           return std::fabs(a) < std::fabs(b);
-                                         }) -
-                        t.grads);
+      indices.push_back(
+          std::max_element(t.grads, t.grads + t.size,
+                           [](float a, float b) { return std::fabs(a) < std::fabs(b); }) -
+          t.grads);
       // Deterministic spread over the tensor.
       for (int k = 1; k < options.samples_per_target; ++k) {
         indices.push_back((k * 7919 + 13) % t.size);
@@ -36,8 +35,8 @@ std::vector<std::string> CheckGradients(const std::function<double()>& loss,
       const double fd = (plus - minus) / (2.0 * options.eps);
       const double analytic = t.grads[i];
       if (std::fabs(fd - analytic) > options.abs_tol + options.rel_tol * std::fabs(analytic)) {
-        problems.push_back(absl::StrFormat("%s[%d]: analytic %.6g, finite difference %.6g",
-                                           t.name, i, analytic, fd));
+        problems.push_back(absl::StrFormat("%s[%d]: analytic %.6g, finite difference %.6g", t.name,
+                                           i, analytic, fd));
       }
     }
   }

@@ -21,8 +21,8 @@ namespace conveyor::testing {
 
 struct GradTarget {
   std::string name;
-  float* values;         // perturbed in place (restored afterwards)
-  const float* grads;    // analytic d(loss)/d(values)
+  float* values;       // perturbed in place (restored afterwards)
+  const float* grads;  // analytic d(loss)/d(values)
   int64_t size;
 };
 

@@ -45,13 +45,11 @@ float RankOrderSum(int size, int64_t i) {
   return sum;
 }
 
-bool SameBits(const void* a, const void* b, size_t bytes) {
-  return std::memcmp(a, b, bytes) == 0;
-}
+bool SameBits(const void* a, const void* b, size_t bytes) { return std::memcmp(a, b, bytes) == 0; }
 
-#define CHECK_OK(expr)                                                         \
-  do {                                                                         \
-    const absl::Status _s = (expr);                                            \
+#define CHECK_OK(expr)                                                        \
+  do {                                                                        \
+    const absl::Status _s = (expr);                                           \
     if (!_s.ok()) return Fail(env, absl::StrCat(#expr, ": ", _s.ToString())); \
   } while (0)
 
@@ -78,8 +76,7 @@ int CheckCollectives(const RankEnvironment& env, const std::string& dir) {
     std::vector<float> data = {1.0f * me, 2.0f, -3.0f};
     CHECK_OK(comm.AllReduceSum(data.data(), 3));
     if (data[0] != s * (s - 1) / 2.0f || data[1] != 2.0f * s || data[2] != -3.0f * s) {
-      return Fail(env, absl::StrFormat("AllReduceSum of 3: %g %g %g", data[0], data[1],
-                                       data[2]));
+      return Fail(env, absl::StrFormat("AllReduceSum of 3: %g %g %g", data[0], data[1], data[2]));
     }
     CHECK_OK(comm.AllReduceSum(data.data(), 0));
   }
@@ -157,15 +154,13 @@ int CheckCollectives(const RankEnvironment& env, const std::string& dir) {
                                  {false, prev, rb.data(), 7},
                                  {true, next, a.data(), 5},
                                  {true, next, b.data(), 7}}));
-    if (ra != std::vector<float>(5, 100.0f + prev) ||
-        rb != std::vector<float>(7, 200.0f + prev)) {
+    if (ra != std::vector<float>(5, 100.0f + prev) || rb != std::vector<float>(7, 200.0f + prev)) {
       return Fail(env, "BatchSendRecv ring delivered wrong data");
     }
     // Large sends posted before the receives on every rank: must not deadlock.
     const int64_t n = 1 << 18;
     std::vector<float> big(n, 1.0f * me), got(n);
-    CHECK_OK(comm.BatchSendRecv({{true, next, big.data(), n},
-                                 {false, prev, got.data(), n}}));
+    CHECK_OK(comm.BatchSendRecv({{true, next, big.data(), n}, {false, prev, got.data(), n}}));
     if (got != std::vector<float>(n, 1.0f * prev)) {
       return Fail(env, "large BatchSendRecv delivered wrong data");
     }
@@ -173,8 +168,7 @@ int CheckCollectives(const RankEnvironment& env, const std::string& dir) {
   {  // Bad arguments are errors, not crashes, and do not break the communicator.
     float x = 0;
     if (comm.Broadcast(&x, 1, s).code() != absl::StatusCode::kInvalidArgument ||
-        comm.BatchSendRecv({{true, me, &x, 1}}).code() !=
-            absl::StatusCode::kInvalidArgument) {
+        comm.BatchSendRecv({{true, me, &x, 1}}).code() != absl::StatusCode::kInvalidArgument) {
       return Fail(env, "bad arguments not rejected");
     }
     CHECK_OK(comm.Barrier());
@@ -205,26 +199,29 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
   const std::string dir = MakeTestDir("gloo_timeout");
   const absl::Duration timeout = absl::Seconds(1);
   std::ostringstream err;
-  const int code = LaunchLocalRanks(3, [&](const RankEnvironment& env) {
-    auto comm = ConnectWorld(env, timeout);
-    if (!comm.ok()) return Fail(env, comm.status().ToString());
-    if (env.rank == 2) {  // alive and connected, but busy elsewhere
-      WaitForFile(dir + "/done.0", absl::Seconds(10));
-      WaitForFile(dir + "/done.1", absl::Seconds(10));
-      return 0;
-    }
-    std::vector<float> data(100, 1.0f);
-    const absl::Time start = absl::Now();
-    const absl::Status status = (*comm)->AllReduceSum(data.data(), 100);
-    const absl::Duration took = absl::Now() - start;
-    const absl::Status again = (*comm)->Barrier();
-    WriteFile(absl::StrCat(dir, "/status.", env.rank),
-              absl::StrCat(static_cast<int>(status.code()), "\n",
-                           absl::ToInt64Milliseconds(took), "\n",
-                           static_cast<int>(again.code()), "\n", status.message()));
-    WriteFile(absl::StrCat(dir, "/done.", env.rank), "");
-    return 0;
-  }, err);
+  const int code = LaunchLocalRanks(
+      3,
+      [&](const RankEnvironment& env) {
+        auto comm = ConnectWorld(env, timeout);
+        if (!comm.ok()) return Fail(env, comm.status().ToString());
+        if (env.rank == 2) {  // alive and connected, but busy elsewhere
+          WaitForFile(dir + "/done.0", absl::Seconds(10));
+          WaitForFile(dir + "/done.1", absl::Seconds(10));
+          return 0;
+        }
+        std::vector<float> data(100, 1.0f);
+        const absl::Time start = absl::Now();
+        const absl::Status status = (*comm)->AllReduceSum(data.data(), 100);
+        const absl::Duration took = absl::Now() - start;
+        const absl::Status again = (*comm)->Barrier();
+        WriteFile(
+            absl::StrCat(dir, "/status.", env.rank),
+            absl::StrCat(static_cast<int>(status.code()), "\n", absl::ToInt64Milliseconds(took),
+                         "\n", static_cast<int>(again.code()), "\n", status.message()));
+        WriteFile(absl::StrCat(dir, "/done.", env.rank), "");
+        return 0;
+      },
+      err);
   ASSERT_EQ(code, 0) << err.str();
   int deadline_exceeded = 0;
   for (int r = 0; r < 2; ++r) {
@@ -238,9 +235,8 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
     const std::string& message = lines[3];
     // The first rank to time out closes its connections, so the other may see a
     // closed connection just before its own deadline: Unavailable, same diagnosis.
-    EXPECT_THAT(status_code,
-                AnyOf(static_cast<int>(absl::StatusCode::kDeadlineExceeded),
-                      static_cast<int>(absl::StatusCode::kUnavailable)))
+    EXPECT_THAT(status_code, AnyOf(static_cast<int>(absl::StatusCode::kDeadlineExceeded),
+                                   static_cast<int>(absl::StatusCode::kUnavailable)))
         << message;
     if (status_code == static_cast<int>(absl::StatusCode::kDeadlineExceeded)) {
       ++deadline_exceeded;
@@ -248,8 +244,7 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
     }
     EXPECT_LT(took_ms, 2500) << message;
     EXPECT_EQ(again_code, status_code) << "a broken communicator must stay broken";
-    EXPECT_THAT(message,
-                HasSubstr("AllReduceSum #1 on group world[0-2] (global ranks 0-2)"));
+    EXPECT_THAT(message, HasSubstr("AllReduceSum #1 on group world[0-2] (global ranks 0-2)"));
     EXPECT_THAT(message, HasSubstr("ranks that did not arrive: group rank 2 (global "
                                    "rank 2"));
     EXPECT_THAT(message, ::testing::Not(HasSubstr("group rank 1 (global")));
@@ -261,23 +256,26 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
 TEST(GlooTimeoutTest, RendezvousNamesTheRankThatNeverCame) {
   const std::string dir = MakeTestDir("gloo_rendezvous");
   std::ostringstream err;
-  const int code = LaunchLocalRanks(2, [&](const RankEnvironment& env) {
-    if (env.rank == 1) return 0;  // never connects
-    const absl::Time start = absl::Now();
-    auto comm = ConnectWorld(env, absl::Milliseconds(500));
-    const absl::Duration took = absl::Now() - start;
-    if (comm.ok()) return Fail(env, "rendezvous succeeded without rank 1");
-    const std::string message(comm.status().message());
-    if (comm.status().code() != absl::StatusCode::kDeadlineExceeded ||
-        message.find("rendezvous of group world[0,1]") == std::string::npos ||
-        message.find("ranks that never arrived: group rank 1 (global rank 1)") ==
-            std::string::npos ||
-        took > absl::Seconds(2)) {
-      return Fail(env, absl::StrCat("unexpected: ", comm.status().ToString()));
-    }
-    std::printf("%s\n", message.c_str());
-    return 0;
-  }, err);
+  const int code = LaunchLocalRanks(
+      2,
+      [&](const RankEnvironment& env) {
+        if (env.rank == 1) return 0;  // never connects
+        const absl::Time start = absl::Now();
+        auto comm = ConnectWorld(env, absl::Milliseconds(500));
+        const absl::Duration took = absl::Now() - start;
+        if (comm.ok()) return Fail(env, "rendezvous succeeded without rank 1");
+        const std::string message(comm.status().message());
+        if (comm.status().code() != absl::StatusCode::kDeadlineExceeded ||
+            message.find("rendezvous of group world[0,1]") == std::string::npos ||
+            message.find("ranks that never arrived: group rank 1 (global rank 1)") ==
+                std::string::npos ||
+            took > absl::Seconds(2)) {
+          return Fail(env, absl::StrCat("unexpected: ", comm.status().ToString()));
+        }
+        std::printf("%s\n", message.c_str());
+        return 0;
+      },
+      err);
   EXPECT_EQ(code, 0) << err.str();
 }
 

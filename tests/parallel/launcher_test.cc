@@ -31,9 +31,7 @@ using testing_util::ReadFile;
 using testing_util::WaitForFile;
 using testing_util::WriteFile;
 
-std::string PidFile(const std::string& dir, int rank) {
-  return absl::StrCat(dir, "/pid.", rank);
-}
+std::string PidFile(const std::string& dir, int rank) { return absl::StrCat(dir, "/pid.", rank); }
 
 void RecordPid(const std::string& dir, const RankEnvironment& env) {
   WriteFile(PidFile(dir, env.rank), absl::StrCat(::getpid()));
@@ -55,17 +53,20 @@ int CountLines(const std::string& text) {
 TEST(LauncherTest, EveryRankRunsWithItsEnvironment) {
   const std::string dir = MakeTestDir("launch_ok");
   std::ostringstream err;
-  const int code = LaunchLocalRanks(3, [&](const RankEnvironment& env) {
-    if (env.world_size != 3 || env.local_rank != env.rank) return Fail(env, "bad env");
-    if (std::string(std::getenv("RANK")) != absl::StrCat(env.rank) ||
-        std::string(std::getenv("WORLD_SIZE")) != "3" ||
-        std::string(std::getenv("CONVEYOR_RUN_DIR")) != env.run_dir) {
-      return Fail(env, "environment variables differ from the RankEnvironment");
-    }
-    if (::access(env.run_dir.c_str(), W_OK) != 0) return Fail(env, "no run dir");
-    WriteFile(absl::StrCat(dir, "/run_dir.", env.rank), env.run_dir);
-    return 0;
-  }, err);
+  const int code = LaunchLocalRanks(
+      3,
+      [&](const RankEnvironment& env) {
+        if (env.world_size != 3 || env.local_rank != env.rank) return Fail(env, "bad env");
+        if (std::string(std::getenv("RANK")) != absl::StrCat(env.rank) ||
+            std::string(std::getenv("WORLD_SIZE")) != "3" ||
+            std::string(std::getenv("CONVEYOR_RUN_DIR")) != env.run_dir) {
+          return Fail(env, "environment variables differ from the RankEnvironment");
+        }
+        if (::access(env.run_dir.c_str(), W_OK) != 0) return Fail(env, "no run dir");
+        WriteFile(absl::StrCat(dir, "/run_dir.", env.rank), env.run_dir);
+        return 0;
+      },
+      err);
   EXPECT_EQ(code, 0) << err.str();
   EXPECT_EQ(err.str(), "");
   const std::string run_dir = ReadFile(dir + "/run_dir.0");
@@ -77,17 +78,20 @@ TEST(LauncherTest, FailingRankStopsTheJobAndIsNamedOnce) {
   const std::string dir = MakeTestDir("launch_fail");
   std::ostringstream err;
   const absl::Time start = absl::Now();
-  const int code = LaunchLocalRanks(3, [&](const RankEnvironment& env) {
-    RecordPid(dir, env);
-    if (env.rank == 1) {
-      // Fail only after everyone is running, so the others must be stopped.
-      WaitForFile(PidFile(dir, 0), absl::Seconds(5));
-      WaitForFile(PidFile(dir, 2), absl::Seconds(5));
-      return 3;
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(30));  // a rank stuck elsewhere
-    return 0;
-  }, err);
+  const int code = LaunchLocalRanks(
+      3,
+      [&](const RankEnvironment& env) {
+        RecordPid(dir, env);
+        if (env.rank == 1) {
+          // Fail only after everyone is running, so the others must be stopped.
+          WaitForFile(PidFile(dir, 0), absl::Seconds(5));
+          WaitForFile(PidFile(dir, 2), absl::Seconds(5));
+          return 3;
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(30));  // a rank stuck elsewhere
+        return 0;
+      },
+      err);
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(code, 3);
   EXPECT_LT(took, absl::Seconds(3));
@@ -105,18 +109,21 @@ TEST(LauncherTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
   LaunchOptions options;
   options.kill_grace = absl::Milliseconds(300);
   const absl::Time start = absl::Now();
-  const int code = LaunchLocalRanks(2, [&](const RankEnvironment& env) {
-    if (env.rank == 0) {
-      ::signal(SIGTERM, SIG_IGN);
-      RecordPid(dir, env);
-      std::this_thread::sleep_for(std::chrono::seconds(30));
-      return 0;
-    }
-    WaitForFile(PidFile(dir, 0), absl::Seconds(5));  // SIGTERM is ignored by now
-    RecordPid(dir, env);
-    ::raise(SIGKILL);
-    return 0;
-  }, err, options);
+  const int code = LaunchLocalRanks(
+      2,
+      [&](const RankEnvironment& env) {
+        if (env.rank == 0) {
+          ::signal(SIGTERM, SIG_IGN);
+          RecordPid(dir, env);
+          std::this_thread::sleep_for(std::chrono::seconds(30));
+          return 0;
+        }
+        WaitForFile(PidFile(dir, 0), absl::Seconds(5));  // SIGTERM is ignored by now
+        RecordPid(dir, env);
+        ::raise(SIGKILL);
+        return 0;
+      },
+      err, options);
   EXPECT_EQ(code, 128 + SIGKILL);
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_THAT(err.str(), HasSubstr("rank 1 (pid "));
@@ -133,11 +140,14 @@ pid_t StartSleepingJob(const std::string& dir, int nproc) {
     std::ostringstream err;
     LaunchOptions options;
     options.run_dir_parent = dir;  // a SIGKILLed launcher cannot remove its run dir
-    const int code = LaunchLocalRanks(nproc, [&](const RankEnvironment& env) {
-      RecordPid(dir, env);
-      std::this_thread::sleep_for(std::chrono::seconds(30));
-      return 0;
-    }, err, options);
+    const int code = LaunchLocalRanks(
+        nproc,
+        [&](const RankEnvironment& env) {
+          RecordPid(dir, env);
+          std::this_thread::sleep_for(std::chrono::seconds(30));
+          return 0;
+        },
+        err, options);
     WriteFile(dir + "/launcher.err", err.str());
     ::_exit(code);
   }
@@ -179,7 +189,9 @@ TEST(LauncherTest, RanksDieWithAKilledLauncher) {
 
 TEST(LauncherTest, RejectsNoRanks) {
   std::ostringstream err;
-  EXPECT_NE(LaunchLocalRanks(0, [](const RankEnvironment&) { return 0; }, err), 0);
+  EXPECT_NE(LaunchLocalRanks(
+                0, [](const RankEnvironment&) { return 0; }, err),
+            0);
   EXPECT_THAT(err.str(), HasSubstr("at least 1"));
 }
 

@@ -18,8 +18,7 @@ namespace testing_util {
 
 std::string MakeTestDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "-XXXXXX");
+  std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "-XXXXXX");
   if (::mkdtemp(pattern.data()) == nullptr) std::abort();
   return pattern;
 }
@@ -30,8 +29,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> ConnectWorld(const RankEnviron
   for (int r = 0; r < env.world_size; ++r) spec.global_ranks.push_back(r);
   spec.name = GroupName("world", spec.global_ranks);
   spec.rank = env.rank;
-  absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device =
-      CreateGlooDevice("127.0.0.1");
+  absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device = CreateGlooDevice("127.0.0.1");
   if (!device.ok()) return device.status();
   return GlooCommunicator::Create(spec, env.run_dir, *device, timeout);
 }
@@ -62,8 +60,8 @@ bool ProcessGone(pid_t pid) {
   // A zombie still answers kill(); its state in /proc is 'Z'.
   const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   const size_t paren = stat.rfind(')');
-  return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
-                          stat[paren + 2] == 'Z');
+  return stat.empty() ||
+         (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
 }
 
 bool WaitForFile(const std::string& path, absl::Duration timeout) {

@@ -35,9 +35,9 @@ int ProbeDevicesInChild(std::string* why) {
   if (pid == 0) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
-    WriteFile(dir + "/why", e == cudaSuccess ? "no CUDA device"
-                                             : absl::StrCat(cudaGetErrorName(e), ": ",
-                                                            cudaGetErrorString(e)));
+    WriteFile(dir + "/why", e == cudaSuccess
+                                ? "no CUDA device"
+                                : absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)));
     ::_exit(e == cudaSuccess ? std::min(count, 100) : 0);
   }
   int status = 0;
@@ -46,14 +46,14 @@ int ProbeDevicesInChild(std::string* why) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
 }
 
-#define CHECK_OK(expr)                                                         \
-  do {                                                                         \
-    const absl::Status _s = (expr);                                            \
+#define CHECK_OK(expr)                                                        \
+  do {                                                                        \
+    const absl::Status _s = (expr);                                           \
     if (!_s.ok()) return Fail(env, absl::StrCat(#expr, ": ", _s.ToString())); \
   } while (0)
-#define CHECK_CUDA(expr)                                                            \
-  do {                                                                              \
-    const cudaError_t _e = (expr);                                                  \
+#define CHECK_CUDA(expr)                                                                        \
+  do {                                                                                          \
+    const cudaError_t _e = (expr);                                                              \
     if (_e != cudaSuccess) return Fail(env, absl::StrCat(#expr, ": ", cudaGetErrorString(_e))); \
   } while (0)
 

@@ -23,23 +23,23 @@ using ::testing::HasSubstr;
 using testing_util::Fail;
 
 // All-reduces the global rank within `comm` and compares with the expected group.
-int CheckGroup(const RankEnvironment& env, Communicator* comm,
-               const std::vector<int>& expected, const char* what) {
+int CheckGroup(const RankEnvironment& env, Communicator* comm, const std::vector<int>& expected,
+               const char* what) {
   if (expected.empty()) {
     return comm == nullptr ? 0 : Fail(env, absl::StrCat(what, ": should not be a member"));
   }
   if (comm == nullptr) return Fail(env, absl::StrCat(what, ": missing"));
   if (comm->size() != static_cast<int>(expected.size())) {
-    return Fail(env, absl::StrFormat("%s: size %d, expected %d", what, comm->size(),
-                                     expected.size()));
+    return Fail(env,
+                absl::StrFormat("%s: size %d, expected %d", what, comm->size(), expected.size()));
   }
   double value = env.rank;
   const absl::Status s = comm->AllReduceSum(&value, 1);
   if (!s.ok()) return Fail(env, s.ToString());
   const double sum = std::accumulate(expected.begin(), expected.end(), 0.0);
   if (value != sum) {
-    return Fail(env, absl::StrFormat("%s (%s): sum of ranks %g, expected %g", what,
-                                     comm->name(), value, sum));
+    return Fail(env, absl::StrFormat("%s (%s): sum of ranks %g, expected %g", what, comm->name(),
+                                     value, sum));
   }
   return 0;
 }
@@ -55,12 +55,16 @@ int CheckLayout(const RankEnvironment& env, int tp, int pp) {
     return Fail(env, "coords or sizes differ from CoordsOf");
   }
   int failures = 0;
-  failures += CheckGroup(env, &ps.world(), GroupOf(GroupKind::kWorld, env.rank, tp, pp, world), "world");
+  failures +=
+      CheckGroup(env, &ps.world(), GroupOf(GroupKind::kWorld, env.rank, tp, pp, world), "world");
   failures += CheckGroup(env, &ps.tp(), GroupOf(GroupKind::kTensor, env.rank, tp, pp, world), "tp");
   failures += CheckGroup(env, &ps.dp(), GroupOf(GroupKind::kData, env.rank, tp, pp, world), "dp");
-  failures += CheckGroup(env, &ps.pp(), GroupOf(GroupKind::kPipeline, env.rank, tp, pp, world), "pp");
-  failures += CheckGroup(env, &ps.model_parallel(), GroupOf(GroupKind::kModel, env.rank, tp, pp, world), "mp");
-  failures += CheckGroup(env, ps.embedding(), GroupOf(GroupKind::kEmbedding, env.rank, tp, pp, world), "embedding");
+  failures +=
+      CheckGroup(env, &ps.pp(), GroupOf(GroupKind::kPipeline, env.rank, tp, pp, world), "pp");
+  failures += CheckGroup(env, &ps.model_parallel(),
+                         GroupOf(GroupKind::kModel, env.rank, tp, pp, world), "mp");
+  failures += CheckGroup(env, ps.embedding(),
+                         GroupOf(GroupKind::kEmbedding, env.rank, tp, pp, world), "embedding");
   if (ps.tp().name() != GroupName("tp", GroupOf(GroupKind::kTensor, env.rank, tp, pp, world))) {
     return Fail(env, "unexpected tp group name " + ps.tp().name());
   }

@@ -26,8 +26,11 @@ TEST(RankEnvironmentTest, NothingSetIsOneProcess) {
 }
 
 TEST(RankEnvironmentTest, Torchrun) {
-  auto env = Parse({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                    {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
+  auto env = Parse({{"RANK", "3"},
+                    {"WORLD_SIZE", "8"},
+                    {"LOCAL_RANK", "1"},
+                    {"MASTER_ADDR", "node0"},
+                    {"MASTER_PORT", "29500"}});
   ASSERT_TRUE(env.ok()) << env.status();
   ASSERT_TRUE(env->has_value());
   const RankEnvironment& e = **env;
@@ -41,7 +44,9 @@ TEST(RankEnvironmentTest, Torchrun) {
 }
 
 TEST(RankEnvironmentTest, SlurmWithRunDir) {
-  auto env = Parse({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"},
+  auto env = Parse({{"SLURM_PROCID", "5"},
+                    {"SLURM_NTASKS", "6"},
+                    {"SLURM_LOCALID", "2"},
                     {"CONVEYOR_RUN_DIR", "/shared/run1"}});
   ASSERT_TRUE(env.ok()) << env.status();
   ASSERT_TRUE(env->has_value());
@@ -52,8 +57,11 @@ TEST(RankEnvironmentTest, SlurmWithRunDir) {
 }
 
 TEST(RankEnvironmentTest, TorchrunWinsOverSlurm) {
-  auto env = Parse({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
-                    {"SLURM_NTASKS", "1"}, {"CONVEYOR_RUN_DIR", "/r"}});
+  auto env = Parse({{"RANK", "1"},
+                    {"WORLD_SIZE", "2"},
+                    {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "1"},
+                    {"CONVEYOR_RUN_DIR", "/r"}});
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ((*env)->rank, 1);
   EXPECT_EQ((*env)->world_size, 2);
@@ -70,7 +78,9 @@ TEST(RankEnvironmentTest, ErrorsNameTheVariable) {
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"CONVEYOR_RUN_DIR", "/r"}},
        "RANK=2 must be less than WORLD_SIZE=2"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 is out of range"},
-      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "-1"},
+      {{{"SLURM_PROCID", "0"},
+        {"SLURM_NTASKS", "2"},
+        {"SLURM_LOCALID", "-1"},
         {"CONVEYOR_RUN_DIR", "/r"}},
        "SLURM_LOCALID=-1 is out of range"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "70000"}},

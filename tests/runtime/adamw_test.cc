@@ -30,7 +30,7 @@ void RefAdamWStep(const AdamWHyperParams& hp, double grad, RefState* s) {
 }
 
 TEST(AdamWTest, TwoStepsMatchHandComputedValues) {
-  AdamWHyperParams hp{/*lr=*/0.1f, /*beta1=*/0.9f, /*beta2=*/0.999f, /*eps=*/1e-8f,
+  AdamWHyperParams hp{/*lr=*/0.1f,           /*beta1=*/0.9f, /*beta2=*/0.999f, /*eps=*/1e-8f,
                       /*weight_decay=*/0.1f, /*step=*/1};
   float param = 1.0f, m = 0.0f, v = 0.0f;
   RefState ref{1.0};

@@ -20,11 +20,11 @@
 namespace conveyor {
 namespace {
 
-#define ASSERT_CUDA_OK(expr)                                                       \
-  do {                                                                             \
-    const cudaError_t err_ = (expr);                                               \
+#define ASSERT_CUDA_OK(expr)                                                        \
+  do {                                                                              \
+    const cudaError_t err_ = (expr);                                                \
     ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorName(err_) << ": " \
-                                 << cudaGetErrorString(err_);                      \
+                                 << cudaGetErrorString(err_);                       \
   } while (0)
 
 // Owns one device allocation; freed on scope exit, even when an ASSERT returns early.
@@ -113,9 +113,9 @@ TEST_F(CudaOpsTest, FloatToBFloat16IsBitExactOnRandomAndSpecialValues) {
   }
   // Exact ties (lower 16 bits 0x8000) with odd and even kept lsb, both signs, and the
   // edges: +-0, +-inf, quiet and signalling NaNs, largest finite (rounds to inf).
-  for (uint32_t u : {0x3f808000u, 0x3f818000u, 0xbf808000u, 0xbf818000u, 0x00000000u,
-                     0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
-                     0xff800001u, 0x7fbfffffu, 0x7f7fffffu, 0x00000001u, 0x007fffffu}) {
+  for (uint32_t u : {0x3f808000u, 0x3f818000u, 0xbf808000u, 0xbf818000u, 0x00000000u, 0x80000000u,
+                     0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xff800001u, 0x7fbfffffu,
+                     0x7f7fffffu, 0x00000001u, 0x007fffffu}) {
     in.push_back(FromBits(u));
   }
   ExpectCastMatches(in, "random");
@@ -171,8 +171,7 @@ TEST_F(CudaOpsTest, AdamWMatchesCpuReference) {
     const AdamWHyperParams hp{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step};
     AdamWStep(hp, grad.data(), param.data(), m.data(), v.data(), n);
     ASSERT_CUDA_OK(d_grad.Upload(grad));
-    ASSERT_CUDA_OK(
-        LaunchAdamWStep(hp, d_grad.get(), d_param.get(), d_m.get(), d_v.get(), n));
+    ASSERT_CUDA_OK(LaunchAdamWStep(hp, d_grad.get(), d_param.get(), d_m.get(), d_v.get(), n));
     ASSERT_CUDA_OK(cudaDeviceSynchronize());
 
     std::vector<float> gpu_param, gpu_m, gpu_v;
@@ -203,10 +202,8 @@ TEST_F(CudaOpsTest, AdamWMatchesCpuReference) {
 TEST_F(CudaOpsTest, LaunchersRejectBadSizesAndAcceptEmpty) {
   const AdamWHyperParams hp{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1};
   EXPECT_EQ(LaunchAdamWStep(hp, nullptr, nullptr, nullptr, nullptr, 0), cudaSuccess);
-  EXPECT_EQ(LaunchAdamWStep(hp, nullptr, nullptr, nullptr, nullptr, -1),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(LaunchAdamWStep(hp, nullptr, nullptr, nullptr, nullptr, 5),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchAdamWStep(hp, nullptr, nullptr, nullptr, nullptr, -1), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchAdamWStep(hp, nullptr, nullptr, nullptr, nullptr, 5), cudaErrorInvalidValue);
   EXPECT_EQ(LaunchFloatToBFloat16(nullptr, nullptr, 0), cudaSuccess);
   EXPECT_EQ(LaunchFloatToBFloat16(nullptr, nullptr, -1), cudaErrorInvalidValue);
   EXPECT_EQ(LaunchBFloat16ToFloat(nullptr, nullptr, 3), cudaErrorInvalidValue);

@@ -28,8 +28,8 @@ Config TwentyIterations(const Layout& layout) {
 }
 
 // The first half: 20-iteration schedule, stopped by --exit-interval 10 with a save.
-absl::StatusOr<LayoutRun> FirstHalf(const Layout& layout, const std::string& save,
-                                    bool async, const std::string& name) {
+absl::StatusOr<LayoutRun> FirstHalf(const Layout& layout, const std::string& save, bool async,
+                                    const std::string& name) {
   Config c = TwentyIterations(layout);
   c.mutable_checkpoint()->set_save(save);
   c.mutable_checkpoint()->set_exit_interval(10);
@@ -77,11 +77,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ExactCase{"one_rank_async", Layout{}, true},
                       ExactCase{"dp2_distributed_sync", DistributedDp2(), false},
                       ExactCase{"dp2_distributed_async", DistributedDp2(), true},
-                      ExactCase{"tp2_pp2_sync", [] {
+                      ExactCase{"tp2_pp2_sync",
+                                [] {
                                   Layout l = Pipeline(2, "1f1b", 1, 2);
                                   l.tp = 2;
                                   return l;
-                                }(), false}),
+                                }(),
+                                false}),
     [](const ::testing::TestParamInfo<ExactCase>& info) { return info.param.name; });
 
 void ExpectFollows(const LayoutRun& run, const LayoutRun& reference) {

@@ -49,8 +49,8 @@ std::vector<std::string> Validate(const Config& c, int world_size = 1) {
     EXPECT_THAT(line, StartsWith("--"));
     for (size_t at = line.find("--"); at != std::string::npos; at = line.find("--", at + 2)) {
       size_t end = at + 2;
-      while (end < line.size() && (std::islower(line[end]) || std::isdigit(line[end]) ||
-                                   line[end] == '-')) {
+      while (end < line.size() &&
+             (std::islower(line[end]) || std::isdigit(line[end]) || line[end] == '-')) {
         ++end;
       }
       const std::string name = line.substr(at, end - at);
@@ -99,9 +99,11 @@ TEST(ValidateConfigTest, HiddenSizeDivisibleByHeads) {
   Config c = Valid();
   c.mutable_model()->set_hidden_size(100);
   c.mutable_model()->set_num_attention_heads(3);
-  EXPECT_THAT(Validate(c), ElementsAre(
-      "--hidden-size 100 is not divisible by --num-attention-heads 3: choose sizes with "
-      "hidden-size % num-attention-heads == 0, or set --kv-channels"));
+  EXPECT_THAT(
+      Validate(c),
+      ElementsAre(
+          "--hidden-size 100 is not divisible by --num-attention-heads 3: choose sizes with "
+          "hidden-size % num-attention-heads == 0, or set --kv-channels"));
   c.mutable_model()->set_kv_channels(32);  // an explicit head dimension lifts the rule
   EXPECT_THAT(Validate(c), IsEmpty());
 }
@@ -116,8 +118,7 @@ TEST(ValidateConfigTest, HeadsDivisibleByTensorParallel) {
   Config c = Valid();
   c.mutable_model()->set_num_attention_heads(4);
   c.mutable_parallel()->set_tensor_model_parallel_size(3);
-  EXPECT_THAT(Validate(c, 3),
-              Line("--num-attention-heads 4", "--tensor-model-parallel-size 3"));
+  EXPECT_THAT(Validate(c, 3), Line("--num-attention-heads 4", "--tensor-model-parallel-size 3"));
 }
 
 TEST(ValidateConfigTest, QueryGroupsDivisibleByTensorParallel) {
@@ -125,9 +126,8 @@ TEST(ValidateConfigTest, QueryGroupsDivisibleByTensorParallel) {
   c.mutable_model()->set_num_attention_heads(8);
   c.mutable_model()->set_num_query_groups(2);
   c.mutable_parallel()->set_tensor_model_parallel_size(4);
-  EXPECT_THAT(Validate(c, 4),
-              ElementsAre(AllOf(HasSubstr("--num-query-groups 2"),
-                                HasSubstr("--tensor-model-parallel-size 4"))));
+  EXPECT_THAT(Validate(c, 4), ElementsAre(AllOf(HasSubstr("--num-query-groups 2"),
+                                                HasSubstr("--tensor-model-parallel-size 4"))));
 }
 
 TEST(ValidateConfigTest, FfnDivisibleByTensorParallel) {
@@ -201,10 +201,9 @@ TEST(ValidateConfigTest, GlobalBatchDivisibleByMicroBatchTimesDp) {
   SetWorld(&c, 4);
   c.mutable_training()->set_micro_batch_size(2);
   c.mutable_training()->set_global_batch_size(12);
-  EXPECT_THAT(Validate(c, 4),
-              ElementsAre(AllOf(HasSubstr("--global-batch-size 12"),
-                                HasSubstr("--micro-batch-size 2"), HasSubstr("DP 4"),
-                                HasSubstr("= 8"))));
+  EXPECT_THAT(Validate(c, 4), ElementsAre(AllOf(HasSubstr("--global-batch-size 12"),
+                                                HasSubstr("--micro-batch-size 2"),
+                                                HasSubstr("DP 4"), HasSubstr("= 8"))));
 }
 
 TEST(ValidateConfigTest, ContradictingBatchFlagsShowTheArithmetic) {
@@ -213,11 +212,11 @@ TEST(ValidateConfigTest, ContradictingBatchFlagsShowTheArithmetic) {
   c.mutable_training()->set_micro_batch_size(2);
   c.mutable_training()->set_global_batch_size(64);
   c.mutable_training()->set_num_micro_batches(4);
-  EXPECT_THAT(Validate(c, 4),
-              ElementsAre(AllOf(HasSubstr("--global-batch-size 64"),
-                                HasSubstr("--num-micro-batches 4"),
-                                HasSubstr("--micro-batch-size 2"), HasSubstr("4 * 2 * DP 4"),
-                                HasSubstr("= 32, not 64"))));
+  EXPECT_THAT(
+      Validate(c, 4),
+      ElementsAre(AllOf(HasSubstr("--global-batch-size 64"), HasSubstr("--num-micro-batches 4"),
+                        HasSubstr("--micro-batch-size 2"), HasSubstr("4 * 2 * DP 4"),
+                        HasSubstr("= 32, not 64"))));
   c.mutable_training()->set_num_micro_batches(8);  // 8 * 2 * 4 = 64 agrees
   EXPECT_THAT(Validate(c, 4), IsEmpty());
 }
@@ -266,9 +265,9 @@ TEST(ValidateConfigTest, WarmupItersAndFractionAreExclusive) {
   Config c = Valid();
   c.mutable_optimizer()->set_lr_warmup_iters(10);
   c.mutable_optimizer()->set_lr_warmup_fraction(0.1f);
-  EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--lr-warmup-iters 10"),
-                                             HasSubstr("--lr-warmup-fraction 0.1"),
-                                             HasSubstr("exclusive"))));
+  EXPECT_THAT(Validate(c),
+              ElementsAre(AllOf(HasSubstr("--lr-warmup-iters 10"),
+                                HasSubstr("--lr-warmup-fraction 0.1"), HasSubstr("exclusive"))));
 }
 
 TEST(ValidateConfigTest, WarmupNotLongerThanDecay) {
@@ -398,9 +397,10 @@ TEST(ValidateConfigTest, VirtualPipelineFlagsAreExclusive) {
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
   c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(2);
   c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
-  EXPECT_THAT(Validate(c, 2), ElementsAre(AllOf(
-      HasSubstr("--num-layers-per-virtual-pipeline-stage"),
-      HasSubstr("--num-virtual-stages-per-pipeline-rank"), HasSubstr("exclusive"))));
+  EXPECT_THAT(Validate(c, 2),
+              ElementsAre(AllOf(HasSubstr("--num-layers-per-virtual-pipeline-stage"),
+                                HasSubstr("--num-virtual-stages-per-pipeline-rank"),
+                                HasSubstr("exclusive"))));
 }
 
 TEST(ValidateConfigTest, VirtualPipelineNeedsPipelineParallel) {
@@ -436,8 +436,8 @@ TEST(ValidateConfigTest, SequenceParallelSplitsTheSequence) {
   c.mutable_model()->set_seq_length(130);
   c.mutable_parallel()->set_tensor_model_parallel_size(4);
   c.mutable_parallel()->set_sequence_parallel(true);
-  EXPECT_THAT(Validate(c, 4), ElementsAre(AllOf(HasSubstr("--sequence-parallel"),
-                                                HasSubstr("--seq-length 130"))));
+  EXPECT_THAT(Validate(c, 4),
+              ElementsAre(AllOf(HasSubstr("--sequence-parallel"), HasSubstr("--seq-length 130"))));
 }
 
 TEST(ValidateConfigTest, CheckpointFlagsNeedTheirFolder) {
@@ -513,7 +513,7 @@ TEST(ResolveConfigTest, DerivesGlobalBatchAndVirtualStages) {
   SetWorld(&c, 4);
   const absl::StatusOr<Config> r = ResolveConfig(c, 4);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->model().ffn_hidden_size(), 512);  // 4 * hidden, also with SwiGLU
+  EXPECT_EQ(r->model().ffn_hidden_size(), 512);      // 4 * hidden, also with SwiGLU
   EXPECT_EQ(r->training().global_batch_size(), 12);  // 3 * 2 * DP 2
   EXPECT_EQ(r->training().num_micro_batches(), 3);
   EXPECT_EQ(r->optimizer().lr_decay_iters(), 50);

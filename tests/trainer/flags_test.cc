@@ -46,9 +46,9 @@ std::string Problem(const std::vector<std::string>& args) {
 }
 
 TEST(FlagNameTest, ReplacesUnderscores) {
-  EXPECT_EQ(FlagName(*ParallelConfig::descriptor()->FindFieldByName(
-                "pipeline_model_parallel_size")),
-            "--pipeline-model-parallel-size");
+  EXPECT_EQ(
+      FlagName(*ParallelConfig::descriptor()->FindFieldByName("pipeline_model_parallel_size")),
+      "--pipeline-model-parallel-size");
 }
 
 TEST(FlagsTest, NoArgsGiveProtoDefaults) {
@@ -123,14 +123,13 @@ TEST(FlagsTest, RepeatedTakesValuesUntilNextFlag) {
 }
 
 TEST(FlagsTest, ConfigFileMergesInOrder) {
-  const std::string path = WriteTempFile(
-      "merge.textproto",
-      "# a comment\n"
-      "model { num_layers: 6 hidden_size: 512 }\n"
-      "data { data_path: \"f1\" data_path: \"f2\" }\n");
+  const std::string path = WriteTempFile("merge.textproto",
+                                         "# a comment\n"
+                                         "model { num_layers: 6 hidden_size: 512 }\n"
+                                         "data { data_path: \"f1\" data_path: \"f2\" }\n");
   const absl::StatusOr<Config> config =
-      ParseFlags({"--hidden-size", "64", "--data-path", "x", "--seq-length", "32", "--config",
-                  path, "--num-layers", "8"});
+      ParseFlags({"--hidden-size", "64", "--data-path", "x", "--seq-length", "32", "--config", path,
+                  "--num-layers", "8"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->model().hidden_size(), 512);  // earlier flag overwritten by the file
   EXPECT_EQ(config->model().num_layers(), 8);     // later flag overwrites the file
@@ -209,8 +208,8 @@ TEST(FlagsTest, StrayValueIsReported) {
 
 TEST(FlagsTest, ReportsEveryProblemAtOnce) {
   const std::vector<std::string> lines =
-      Problems({"--num-layer", "2", "--hidden-size", "x", "--normalization", "foo",
-                "--num-layers", "1.5", "--lr"});
+      Problems({"--num-layer", "2", "--hidden-size", "x", "--normalization", "foo", "--num-layers",
+                "1.5", "--lr"});
   ASSERT_THAT(lines, SizeIs(5));
   EXPECT_THAT(lines[0], HasSubstr("--num-layers?"));
   EXPECT_THAT(lines[1], HasSubstr("--hidden-size"));
@@ -235,7 +234,8 @@ TEST(FlagsTest, HelpListsEveryFlagWithGroupAndDefault) {
   }
   EXPECT_THAT(help, HasSubstr("--config FILE.textproto"));
   EXPECT_THAT(help, HasSubstr("--help, -h"));
-  EXPECT_THAT(help, HasSubstr("--num-layers INT  (default: 2)\n      Number of transformer layers."));
+  EXPECT_THAT(help,
+              HasSubstr("--num-layers INT  (default: 2)\n      Number of transformer layers."));
   EXPECT_THAT(help, HasSubstr("--normalization {LayerNorm|RMSNorm}  (default: LayerNorm)"));
   EXPECT_THAT(help, HasSubstr("--pipeline-schedule {\"\"|gpipe|"));
   EXPECT_THAT(help, HasSubstr("--lr FLOAT  (default: 0.0001)"));
@@ -298,8 +298,7 @@ TEST(FlagsTest, EveryFieldCanBeSetByItsFlag) {
     }
     const absl::StatusOr<Config> config = ParseFlags({FlagName(field) + "=" + value});
     ASSERT_TRUE(config.ok()) << config.status();
-    const google::protobuf::Message& group =
-        config->GetReflection()->GetMessage(*config, f.group);
+    const google::protobuf::Message& group = config->GetReflection()->GetMessage(*config, f.group);
     if (field.is_repeated()) {
       EXPECT_EQ(group.GetReflection()->FieldSize(group, &field), 1) << field.full_name();
     } else {

@@ -21,9 +21,9 @@ namespace {
 // Runs in each child: trains, then writes losses/norms (logging rank) and this rank's
 // parameter shards (data-parallel rank 0) as text.
 int RankMain(const Config& config, const std::string& dir, const RankEnvironment& env) {
-  absl::StatusOr<std::unique_ptr<ParallelState>> state = ParallelState::Create(
-      env, config.parallel().tensor_model_parallel_size(),
-      config.parallel().pipeline_model_parallel_size(), absl::Seconds(60));
+  absl::StatusOr<std::unique_ptr<ParallelState>> state =
+      ParallelState::Create(env, config.parallel().tensor_model_parallel_size(),
+                            config.parallel().pipeline_model_parallel_size(), absl::Seconds(60));
   if (!state.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
     return 1;
@@ -135,7 +135,6 @@ Config TinyConfig(const Layout& l) {
   return *resolved;
 }
 
-
 bool HasZeroGradient(const std::string& name, int64_t index) {
   // TinyConfig: 4 heads of 8 channels, one per query group, so each group's slice of
   // the fused QKV bias is [query 8 | key 8 | value 8].
@@ -168,8 +167,8 @@ std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalPara
       }
     }
     if (mismatches > 0) {
-      problems.push_back(absl::StrFormat("%s: %d elements differ, first %s", name, mismatches,
-                                         first));
+      problems.push_back(
+          absl::StrFormat("%s: %d elements differ, first %s", name, mismatches, first));
     }
   }
   return problems;

@@ -2,13 +2,14 @@
 // stashes, exactly, for every recompute setting; and the peak activation bytes of real
 // pipeline runs, within 10%, for several schedules, with GPipe / 1F1B on the first
 // stage close to M / P as the seed says.
+#include "model/memory_model.h"
+
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "model/gpt_stage.h"
-#include "model/memory_model.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/simulator.h"
 #include "runtime/memory_tracker.h"
@@ -49,8 +50,7 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
       shape.seq, 1.0f);
   const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
   ASSERT_TRUE(stage.Forward(0, 0, Tensor()).ok());
-  const int64_t stashed =
-      MemoryTracker::Global().live_bytes(MemoryCategory::kActivations) - before;
+  const int64_t stashed = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations) - before;
   pipeline::Timeline one_forward;
   one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
   absl::StatusOr<std::vector<RankMemory>> predicted = PredictMemory(*config, shape, one_forward);
@@ -63,8 +63,8 @@ INSTANTIATE_TEST_SUITE_P(
     Settings, StashBytesTest,
     ::testing::Values(RecomputeCase{"none", "", "", 0, {}},
                       RecomputeCase{"selective_core_attn", "selective", "", 0, {"core_attn"}},
-                      RecomputeCase{"selective_all", "selective", "", 0,
-                                    {"core_attn", "mlp", "layernorm"}},
+                      RecomputeCase{
+                          "selective_all", "selective", "", 0, {"core_attn", "mlp", "layernorm"}},
                       RecomputeCase{"full_uniform_1", "full", "uniform", 1, {}},
                       RecomputeCase{"full_uniform_2", "full", "uniform", 2, {}},
                       RecomputeCase{"full_block_3", "full", "block", 3, {}}),
@@ -140,17 +140,14 @@ TEST_P(PeakActivationTest, PredictedTotalWithinTenPercentOfMeasured) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PeakActivationTest,
-                         ::testing::Values(PeakCase{"gpipe", 1, false},
-                                           PeakCase{"gpipe", 1, true},
-                                           PeakCase{"1f1b", 1, false},
-                                           PeakCase{"1f1b", 1, true},
-                                           PeakCase{"zb-h1", 1, false},
-                                           PeakCase{"zb-h2", 1, false},
+                         ::testing::Values(PeakCase{"gpipe", 1, false}, PeakCase{"gpipe", 1, true},
+                                           PeakCase{"1f1b", 1, false}, PeakCase{"1f1b", 1, true},
+                                           PeakCase{"zb-h1", 1, false}, PeakCase{"zb-h2", 1, false},
                                            PeakCase{"interleaved-1f1b", 2, false},
                                            PeakCase{"zbv", 2, false}),
                          [](const ::testing::TestParamInfo<PeakCase>& info) {
-                           std::string name = info.param.schedule +
-                                              (info.param.full_recompute ? "_full" : "");
+                           std::string name =
+                               info.param.schedule + (info.param.full_recompute ? "_full" : "");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

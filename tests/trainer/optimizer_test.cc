@@ -1,11 +1,10 @@
 // Gradient norm, clipping, and the optimizer's use of the weight-decay exclusions.
 #include "trainer/optimizer.h"
 
-#include "trainer/parameter_updater.h"
-
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "trainer/parameter_updater.h"
 
 namespace conveyor {
 namespace {

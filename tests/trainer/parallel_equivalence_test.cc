@@ -1,8 +1,8 @@
 // The central test of principle 3: the tiny GPT trained for 10 iterations under
 // TP x PP x DP layouts (with and without sequence parallelism, the distributed
 // optimizer and overlapped gradient reduction, every pipeline schedule, virtual
-// stages, uneven splits, tied and untied embeddings) matches the one-rank run of the same model: per-iteration loss and
-// gradient norm within 1e-5 relative, and every parameter after training.
+// stages, uneven splits, tied and untied embeddings) matches the one-rank run of the same model:
+// per-iteration loss and gradient norm within 1e-5 relative, and every parameter after training.
 #include <map>
 #include <string>
 #include <vector>
@@ -48,9 +48,9 @@ TEST_P(ParallelEquivalenceTest, MatchesOneRank) {
 
 std::vector<Layout> AllLayouts() {
   std::vector<Layout> all = {
-      TpDp(2, 1, false, false), TpDp(2, 1, true, false), TpDp(1, 2, false, false),
+      TpDp(2, 1, false, false), TpDp(2, 1, true, false),  TpDp(1, 2, false, false),
       TpDp(1, 2, false, true),  TpDp(2, 2, false, false), TpDp(2, 2, true, true),
-      TpDp(2, 2, true, false),  TpDp(2, 2, false, true), TpDp(4, 1, false, false),
+      TpDp(2, 2, true, false),  TpDp(2, 2, false, true),  TpDp(4, 1, false, false),
       TpDp(4, 1, true, false),  TpDp(1, 4, false, false), TpDp(1, 4, false, true),
   };
   for (const char* schedule : {"gpipe", "1f1b", "zb-h1", "zb-h2"}) {
@@ -93,9 +93,10 @@ std::vector<Layout> AllLayouts() {
   return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, ParallelEquivalenceTest, ::testing::ValuesIn(AllLayouts()),
-    [](const ::testing::TestParamInfo<Layout>& info) { return LayoutName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalenceTest, ::testing::ValuesIn(AllLayouts()),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           return LayoutName(info.param);
+                         });
 
 }  // namespace
 }  // namespace conveyor::testing

@@ -1,6 +1,8 @@
 // The pipeline rehearsal runs on real ranks: each rank must run exactly its schedule's
 // actions, in the schedule's order, for every schedule. (How close the measured
 // makespan comes to the simulated one is a benchmark, tools/bench_pipeline.sh.)
+#include "trainer/rehearsal.h"
+
 #include <sstream>
 #include <string>
 
@@ -9,7 +11,6 @@
 #include "parallel/launcher.h"
 #include "parallel/pipeline/schedule.h"
 #include "trainer/config_validation.h"
-#include "trainer/rehearsal.h"
 
 namespace conveyor {
 namespace {

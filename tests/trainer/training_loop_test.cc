@@ -1,5 +1,7 @@
 // The training loop end to end on small models: it learns, it is deterministic,
 // gradient accumulation is exact, and NaNs are caught.
+#include "trainer/training_loop.h"
+
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -9,7 +11,6 @@
 #include "gtest/gtest.h"
 #include "runtime/memory_tracker.h"
 #include "trainer/config_validation.h"
-#include "trainer/training_loop.h"
 
 namespace conveyor {
 namespace {
@@ -59,8 +60,7 @@ Config Resolve(const Config& c) {
 // The whole model on one rank.
 std::unique_ptr<GptStage> OneRankModel(const Config& config) {
   return std::make_unique<GptStage>(ModelShapeFromConfig(config, PaddedVocabSize(config)),
-                                    config.training().seed(), nullptr,
-                                    pipeline::ExecutorPlace{},
+                                    config.training().seed(), nullptr, pipeline::ExecutorPlace{},
                                     std::vector<int64_t>{config.model().num_layers()},
                                     RecomputePolicyFromConfig(config));
 }
@@ -124,9 +124,9 @@ TEST(TrainingLoopTest, NanLossStopsWithIterationAndFlag) {
   model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::quiet_NaN();
   absl::StatusOr<TrainingResult> r = Train(c, model.get(), NanSource(), {});
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()),
-              ::testing::AllOf(::testing::HasSubstr("iteration 1"),
-                               ::testing::HasSubstr("--nan-policy")));
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      ::testing::AllOf(::testing::HasSubstr("iteration 1"), ::testing::HasSubstr("--nan-policy")));
 }
 
 TEST(TrainingLoopTest, NanPolicySkipSkipsStepsAndReportsThem) {
@@ -192,8 +192,7 @@ TEST(TrainingLoopTest, RecomputationIsExactAndSavesActivationMemory) {
     const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
     absl::StatusOr<TrainingResult> r = Train(c, model.get(), kPattern, {});
     EXPECT_TRUE(r.ok()) << r.status();
-    *peak_activations =
-        MemoryTracker::Global().peak_bytes(MemoryCategory::kActivations) - before;
+    *peak_activations = MemoryTracker::Global().peak_bytes(MemoryCategory::kActivations) - before;
     std::vector<float> params;
     for (Parameter* p : model->parameters()) {
       params.insert(params.end(), p->value.data(), p->value.data() + p->value.numel());

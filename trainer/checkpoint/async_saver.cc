@@ -6,8 +6,7 @@
 
 namespace conveyor {
 
-AsyncCheckpointSaver::AsyncCheckpointSaver(std::string save_dir)
-    : save_dir_(std::move(save_dir)) {}
+AsyncCheckpointSaver::AsyncCheckpointSaver(std::string save_dir) : save_dir_(std::move(save_dir)) {}
 
 AsyncCheckpointSaver::~AsyncCheckpointSaver() {
   if (thread_.joinable()) thread_.join();

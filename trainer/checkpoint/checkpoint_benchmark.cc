@@ -36,8 +36,11 @@ int Run(const std::string& dir, double gib, int count) {
   std::vector<TensorShardRef> shards;
   for (int t = 0; t < count; ++t) {
     for (int64_t i = 0; i < rows * cols; ++i) data[t][i] = static_cast<float>((i * 7 + t) % 1000);
-    shards.push_back({absl::StrCat("layers.", t, ".weight"), {rows, cols},
-                      ElementRange(0, rows * cols), data[t].data(), rows * cols});
+    shards.push_back({absl::StrCat("layers.", t, ".weight"),
+                      {rows, cols},
+                      ElementRange(0, rows * cols),
+                      data[t].data(),
+                      rows * cols});
   }
   RemoveTree(dir).IgnoreError();
   SelfCommunicator world;
@@ -91,8 +94,11 @@ int Run(const std::string& dir, double gib, int count) {
   // Resharded: the left half of the columns, as TP rank 0 of 2 on a row-parallel layer.
   std::vector<TensorShardRef> halves;
   for (int t = 0; t < count; ++t) {
-    halves.push_back({shards[t].name, {rows, cols}, {{0, cols / 2, rows, cols}},
-                      data[t].data(), rows * cols / 2});
+    halves.push_back({shards[t].name,
+                      {rows, cols},
+                      {{0, cols / 2, rows, cols}},
+                      data[t].data(),
+                      rows * cols / 2});
   }
   LoadStats resharded;
   status = LoadTensors(*ckpt, halves, &resharded);
@@ -111,9 +117,11 @@ int Run(const std::string& dir, double gib, int count) {
   std::printf("  open (manifest, index, stat)          %7.3f s\n", open_s);
   std::printf("  load, same layout                     %7.3f s  %6.2f GB/s\n", same.seconds,
               same.bytes_read / 1e9 / same.seconds);
-  std::printf("  load, TP2 column half                 %7.3f s  %6.2f GB/s read (%.2f GB for %.2f GB wanted)\n",
-              resharded.seconds, resharded.bytes_read / 1e9 / resharded.seconds,
-              resharded.bytes_read / 1e9, gb / 2);
+  std::printf(
+      "  load, TP2 column half                 %7.3f s  %6.2f GB/s read (%.2f GB for %.2f GB "
+      "wanted)\n",
+      resharded.seconds, resharded.bytes_read / 1e9 / resharded.seconds, resharded.bytes_read / 1e9,
+      gb / 2);
   return 0;
 }
 

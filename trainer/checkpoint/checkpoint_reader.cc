@@ -35,8 +35,7 @@ std::string DescribeAvailable(const std::string& load_dir) {
   }
   if (iterations.empty()) return absl::StrCat(load_dir, " holds no committed checkpoint");
   std::sort(iterations.begin(), iterations.end());
-  return absl::StrCat("committed iterations in ", load_dir, ": ",
-                      absl::StrJoin(iterations, ", "));
+  return absl::StrCat("committed iterations in ", load_dir, ": ", absl::StrJoin(iterations, ", "));
 }
 
 absl::Status WithPrefix(const absl::Status& status, const std::string& prefix) {
@@ -79,32 +78,30 @@ absl::StatusOr<LoadedCheckpoint> LoadedCheckpoint::Open(const std::string& load_
   ckpt.directory_ = JoinPath(load_dir, IterationDirName(*iteration));
   if (!PathExists(ckpt.directory_)) {
     return absl::NotFoundError(absl::StrCat(
-        "checkpoint of iteration ", *iteration, " not found: ", ckpt.directory_,
-        " does not exist",
+        "checkpoint of iteration ", *iteration, " not found: ", ckpt.directory_, " does not exist",
         from_latest ? absl::StrCat(" although ", kLatestFileName, " names it") : "", " (",
         DescribeAvailable(load_dir), ")"));
   }
   const std::string manifest_path = JoinPath(ckpt.directory_, kManifestFileName);
   const absl::Status read = ReadEnvelopeFile(manifest_path, &ckpt.manifest_);
   if (absl::IsNotFound(read)) {
-    return absl::NotFoundError(
-        absl::StrCat("checkpoint ", ckpt.directory_, " has no ", kManifestFileName,
-                     " (not written by Conveyor, or damaged)"));
+    return absl::NotFoundError(absl::StrCat("checkpoint ", ckpt.directory_, " has no ",
+                                            kManifestFileName,
+                                            " (not written by Conveyor, or damaged)"));
   }
   RETURN_IF_ERROR(read);
   const Manifest& m = ckpt.manifest_;
   if (m.format_version() > kCheckpointFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        manifest_path, " has format version ", m.format_version(),
-        ", newer than the version ", kCheckpointFormatVersion, " this build reads"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(manifest_path, " has format version ", m.format_version(),
+                     ", newer than the version ", kCheckpointFormatVersion, " this build reads"));
   }
   if (m.format_version() < 1) {
     return absl::DataLossError(absl::StrCat(manifest_path, " has no format version"));
   }
   if (m.iteration() != *iteration) {
-    return absl::DataLossError(absl::StrCat(manifest_path, " describes iteration ",
-                                            m.iteration(), ", not ", *iteration,
-                                            " as its folder name says"));
+    return absl::DataLossError(absl::StrCat(manifest_path, " describes iteration ", m.iteration(),
+                                            ", not ", *iteration, " as its folder name says"));
   }
   RETURN_IF_ERROR(WithPrefix(ckpt.BuildIndex(), manifest_path));
   RETURN_IF_ERROR(ckpt.CheckDataFiles());
@@ -121,12 +118,11 @@ absl::Status LoadedCheckpoint::BuildIndex() {
     }
     for (const ShardRecord& shard : tensor.shards()) {
       // Names are relative to the folder: refuse anything that leaves it.
-      if (shard.file().empty() || absl::StrContains(shard.file(), "/") ||
-          shard.file() == "." || shard.file() == ".." || shard.byte_offset() < 0) {
+      if (shard.file().empty() || absl::StrContains(shard.file(), "/") || shard.file() == "." ||
+          shard.file() == ".." || shard.byte_offset() < 0) {
         return absl::DataLossError(absl::StrCat("tensor ", tensor.name(),
-                                                " has a shard with file name \"",
-                                                shard.file(), "\" at byte offset ",
-                                                shard.byte_offset()));
+                                                " has a shard with file name \"", shard.file(),
+                                                "\" at byte offset ", shard.byte_offset()));
       }
     }
     absl::StatusOr<StoredTensorIndex> index = StoredTensorIndex::Build(tensor);
@@ -202,12 +198,12 @@ std::vector<std::string> LoadedCheckpoint::TensorNames() const {
 namespace {
 
 // Fills one target from the records its pieces come from.
-absl::Status LoadOne(const LoadedCheckpoint& ckpt, const TensorShardRef& target,
-                     FileCache& files, std::vector<char>& buffer, LoadStats& stats) {
+absl::Status LoadOne(const LoadedCheckpoint& ckpt, const TensorShardRef& target, FileCache& files,
+                     std::vector<char>& buffer, LoadStats& stats) {
   std::optional<LoadedCheckpoint::Entry> entry = ckpt.Find(target.name);
   if (!entry) {
-    return absl::NotFoundError(absl::StrCat("checkpoint ", ckpt.directory(),
-                                            " has no tensor '", target.name, "' (it holds ",
+    return absl::NotFoundError(absl::StrCat("checkpoint ", ckpt.directory(), " has no tensor '",
+                                            target.name, "' (it holds ",
                                             ckpt.manifest().tensors_size(), " tensors)"));
   }
   const TensorRecord& tensor = *entry->record;
@@ -221,9 +217,8 @@ absl::Status LoadOne(const LoadedCheckpoint& ckpt, const TensorShardRef& target,
                                absl::StrCat("target shard of tensor '", target.name, "'")));
   if (CountElements(target.runs) != target.n || (target.n > 0 && target.data == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "target shard of tensor '", target.name, "': its runs name ",
-        CountElements(target.runs), " elements but it holds n = ", target.n,
-        target.data == nullptr ? " with null data" : ""));
+        "target shard of tensor '", target.name, "': its runs name ", CountElements(target.runs),
+        " elements but it holds n = ", target.n, target.data == nullptr ? " with null data" : ""));
   }
 
   // Visit the needed records one at a time, in file order.

@@ -92,8 +92,7 @@ struct LoadStats {
 //   and the found CRC32C, when stored bytes fail their checksum.
 // Targets may be partly written when an error is returned.
 absl::Status LoadTensors(const LoadedCheckpoint& checkpoint,
-                         const std::vector<TensorShardRef>& targets,
-                         LoadStats* stats = nullptr);
+                         const std::vector<TensorShardRef>& targets, LoadStats* stats = nullptr);
 
 }  // namespace conveyor
 

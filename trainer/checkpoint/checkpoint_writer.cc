@@ -124,13 +124,12 @@ absl::Status CheckpointWriter::CaptureShards(const std::vector<TensorShardRef>& 
             what, ": global shape ", FormatShape(s.global_shape), " has a negative dimension"));
       }
     }
-    RETURN_IF_ERROR(ValidateRuns(
-        s.runs, NumElements(s.global_shape),
-        absl::StrCat(what, " (global shape ", FormatShape(s.global_shape), ")")));
+    RETURN_IF_ERROR(
+        ValidateRuns(s.runs, NumElements(s.global_shape),
+                     absl::StrCat(what, " (global shape ", FormatShape(s.global_shape), ")")));
     if (CountElements(s.runs) != s.n) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": its runs name ",
-                                                     CountElements(s.runs),
-                                                     " elements but it holds n = ", s.n));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": its runs name ", CountElements(s.runs), " elements but it holds n = ", s.n));
     }
     if (s.n > 0 && s.data == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": data is null"));
@@ -161,8 +160,8 @@ absl::Status CheckpointWriter::CaptureShards(const std::vector<TensorShardRef>& 
 
 absl::Status CheckpointWriter::Write() {
   if (step_ != Step::kSnapshotted) {
-    write_status_ = absl::FailedPreconditionError(
-        "CheckpointWriter::Write must follow Snapshot and run once");
+    write_status_ =
+        absl::FailedPreconditionError("CheckpointWriter::Write must follow Snapshot and run once");
     return write_status_;
   }
   step_ = Step::kWritten;
@@ -236,9 +235,9 @@ absl::Status CheckpointWriter::Commit(Communicator& world) {
     // Best effort: nothing refers to the temporary folder, so leaving it is harmless.
     if (world.rank() == 0 && !temp_dir_.empty()) RemoveTree(temp_dir_).IgnoreError();
     if (!local.ok()) return local;
-    return absl::AbortedError(absl::StrCat(
-        "checkpoint ", final_dir(), " was not saved: rank(s) ",
-        absl::StrJoin(failed_ranks, ","), " failed to write their shards (see their logs)"));
+    return absl::AbortedError(absl::StrCat("checkpoint ", final_dir(), " was not saved: rank(s) ",
+                                           absl::StrJoin(failed_ranks, ","),
+                                           " failed to write their shards (see their logs)"));
   }
 
   absl::Status published;
@@ -253,8 +252,8 @@ absl::Status CheckpointWriter::Commit(Communicator& world) {
                            absl::StrCat(Where(), ": learning whether rank 0 committed")));
   if (world.rank() == 0) return published;
   if (outcome != 0) {
-    return absl::AbortedError(absl::StrCat("checkpoint ", final_dir(),
-                                           " was not committed by rank 0 (see its log)"));
+    return absl::AbortedError(
+        absl::StrCat("checkpoint ", final_dir(), " was not committed by rank 0 (see its log)"));
   }
   return absl::OkStatus();
 }
@@ -281,9 +280,8 @@ absl::Status CheckpointWriter::Publish(bool* renamed) {
         fragment.iteration() != state_.iteration) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, " is from rank ", fragment.rank(), " of ", fragment.world_size(),
-          " saving iteration ", fragment.iteration(), "; expected rank ", r, " of ",
-          world_size_, " saving iteration ", state_.iteration,
-          " (do all ranks save the same iteration?)"));
+          " saving iteration ", fragment.iteration(), "; expected rank ", r, " of ", world_size_,
+          " saving iteration ", state_.iteration, " (do all ranks save the same iteration?)"));
     }
     for (RngState& rng : *fragment.mutable_rng_states()) {
       *manifest.add_rng_states() = std::move(rng);
@@ -299,9 +297,9 @@ absl::Status CheckpointWriter::Publish(bool* renamed) {
       const std::vector<int64_t> a(first.global_shape().begin(), first.global_shape().end());
       const std::vector<int64_t> b(tensor.global_shape().begin(), tensor.global_shape().end());
       if (a != b || first.dtype() != tensor.dtype()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor ", tensor.name(), " has global shape ", FormatShape(a), " on rank ",
-            it->second.first, " but ", FormatShape(b), " on rank ", r));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", tensor.name(), " has global shape ", FormatShape(a),
+                         " on rank ", it->second.first, " but ", FormatShape(b), " on rank ", r));
       }
       for (ShardRecord& shard : *tensor.mutable_shards()) {
         *it->second.second.add_shards() = std::move(shard);

@@ -41,12 +41,11 @@ absl::Status OpenEnvelope(const std::string& path, const std::string& bytes,
     if (bytes.size() < kEnvelopeHeaderBytes &&
         std::memcmp(bytes.data(), kEnvelopeMagic, std::min(bytes.size(), kMagicBytes)) == 0) {
       return absl::DataLossError(absl::StrCat(path, " is truncated: ", bytes.size(),
-                                              " bytes, shorter than its ",
-                                              kEnvelopeHeaderBytes, "-byte header"));
+                                              " bytes, shorter than its ", kEnvelopeHeaderBytes,
+                                              "-byte header"));
     }
-    return absl::DataLossError(
-        absl::StrCat(path, " is not a Conveyor checkpoint file (no \"", kEnvelopeMagic,
-                     "\" header)"));
+    return absl::DataLossError(absl::StrCat(path, " is not a Conveyor checkpoint file (no \"",
+                                            kEnvelopeMagic, "\" header)"));
   }
   uint32_t crc;
   uint64_t length;
@@ -54,22 +53,21 @@ absl::Status OpenEnvelope(const std::string& path, const std::string& bytes,
   std::memcpy(&length, &bytes[16], 8);
   const uint64_t found = bytes.size() - kEnvelopeHeaderBytes;
   if (found != length) {
-    return absl::DataLossError(absl::StrCat(path, " is ",
-                                            found < length ? "truncated" : "too long",
+    return absl::DataLossError(absl::StrCat(path, " is ", found < length ? "truncated" : "too long",
                                             ": its header promises ", length,
                                             " payload bytes, the file holds ", found));
   }
   const char* payload = bytes.data() + kEnvelopeHeaderBytes;
   const uint32_t actual = Crc32c(payload, length);
   if (actual != crc) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s is corrupt: crc32c of its payload is 0x%08x, the header expects 0x%08x", path,
-        actual, crc));
+    return absl::DataLossError(
+        absl::StrFormat("%s is corrupt: crc32c of its payload is 0x%08x, the header expects 0x%08x",
+                        path, actual, crc));
   }
   if (length > static_cast<uint64_t>(INT_MAX) ||
       !message->ParseFromArray(payload, static_cast<int>(length))) {
-    return absl::DataLossError(absl::StrCat(path, " has a valid checksum but does not parse as ",
-                                            message->GetTypeName()));
+    return absl::DataLossError(
+        absl::StrCat(path, " has a valid checksum but does not parse as ", message->GetTypeName()));
   }
   return absl::OkStatus();
 }

@@ -109,8 +109,8 @@ ReadableFile::~ReadableFile() {
 absl::Status ReadableFile::ReadAt(int64_t offset, void* out, int64_t n) const {
   if (offset < 0 || n < 0 || offset + n > size_) {
     return absl::OutOfRangeError(absl::StrCat(path_, " is truncated: bytes [", offset, ", ",
-                                              offset + n, ") are needed but the file has ",
-                                              size_, " bytes"));
+                                              offset + n, ") are needed but the file has ", size_,
+                                              " bytes"));
   }
   char* p = static_cast<char*>(out);
   while (n > 0) {

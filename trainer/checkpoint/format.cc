@@ -10,9 +10,7 @@
 
 namespace conveyor {
 
-std::string IterationDirName(int64_t iteration) {
-  return absl::StrFormat("iter_%07d", iteration);
-}
+std::string IterationDirName(int64_t iteration) { return absl::StrFormat("iter_%07d", iteration); }
 
 std::string TempDirName(int64_t iteration, const std::string& nonce) {
   return absl::StrCat(IterationDirName(iteration), ".tmp-", nonce);
@@ -20,16 +18,14 @@ std::string TempDirName(int64_t iteration, const std::string& nonce) {
 
 std::string DataFileName(int rank) { return absl::StrFormat("rank_%05d.bin", rank); }
 
-std::string FragmentFileName(int rank) {
-  return absl::StrFormat("rank_%05d.fragment", rank);
-}
+std::string FragmentFileName(int rank) { return absl::StrFormat("rank_%05d.fragment", rank); }
 
 absl::StatusOr<int64_t> ReadLatestIteration(const std::string& dir) {
   const std::string path = JoinPath(dir, kLatestFileName);
   absl::StatusOr<std::string> contents = ReadSmallFile(path);
   if (absl::IsNotFound(contents.status())) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, ": ", path,
-                                            " does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint in ", dir, ": ", path, " does not exist"));
   }
   if (!contents.ok()) return contents.status();
   const absl::string_view text = absl::StripAsciiWhitespace(*contents);

@@ -54,8 +54,7 @@ std::vector<IndexRun> ElementRange(int64_t start, int64_t length) {
   return runs;
 }
 
-std::vector<IndexRun> SliceRuns(const std::vector<IndexRun>& runs, int64_t begin,
-                                int64_t end) {
+std::vector<IndexRun> SliceRuns(const std::vector<IndexRun>& runs, int64_t begin, int64_t end) {
   std::vector<IndexRun> out;
   int64_t local = 0;  // local position of the current run's first element
   for (const IndexRun& run : runs) {
@@ -83,9 +82,9 @@ absl::Status ValidateRuns(const std::vector<IndexRun>& runs, int64_t numel,
   for (size_t i = 0; i < runs.size(); ++i) {
     const IndexRun& r = runs[i];
     const auto bad = [&](const std::string& why) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": run ", i, " {start ", r.start, ", length ", r.length,
-                       ", count ", r.count, ", stride ", r.stride, "} ", why));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": run ", i, " {start ", r.start,
+                                                     ", length ", r.length, ", count ", r.count,
+                                                     ", stride ", r.stride, "} ", why));
     };
     if (r.start < 0 || r.length < 0 || r.count < 1) {
       return bad("needs start >= 0, length >= 0 and count >= 1");

@@ -50,8 +50,7 @@ std::vector<IndexRun> ElementRange(int64_t start, int64_t length);
 // The runs of local elements [begin, end) of a buffer described by `runs`: e.g. the
 // part of a (TP-sharded) parameter that falls in a distributed-optimizer rank's slice
 // of the flat buffer, as global indices.
-std::vector<IndexRun> SliceRuns(const std::vector<IndexRun>& runs, int64_t begin,
-                                int64_t end);
+std::vector<IndexRun> SliceRuns(const std::vector<IndexRun>& runs, int64_t begin, int64_t end);
 
 // Calls fn(global_start, length, local_offset) for every block, in local order.
 template <typename Fn>
@@ -79,8 +78,7 @@ std::string FormatShape(const std::vector<int64_t>& shape);
 // Conversions to and from the manifest's messages.
 void RunsToProto(const std::vector<IndexRun>& runs,
                  google::protobuf::RepeatedPtrField<RunRecord>* out);
-std::vector<IndexRun> RunsFromProto(
-    const google::protobuf::RepeatedPtrField<RunRecord>& runs);
+std::vector<IndexRun> RunsFromProto(const google::protobuf::RepeatedPtrField<RunRecord>& runs);
 
 }  // namespace conveyor
 

@@ -20,8 +20,8 @@ std::vector<IndexRun> RunsForSharding(const std::vector<int64_t>& global_shape,
     const ShardRange& r = sharding.ranges[0];
     if (outer == 0 || r.length == 0 || inner == 0) return runs;
     if (outer == 1 || r.length == global_shape[d]) {
-      AppendBlock(&runs, r.global_start * inner, outer == 1 ? r.length * inner
-                                                             : outer * r.length * inner);
+      AppendBlock(&runs, r.global_start * inner,
+                  outer == 1 ? r.length * inner : outer * r.length * inner);
       return runs;
     }
     runs.push_back({r.global_start * inner, r.length * inner, outer, global_shape[d] * inner});
@@ -36,8 +36,7 @@ std::vector<IndexRun> RunsForSharding(const std::vector<int64_t>& global_shape,
 }
 
 TensorShardRef ShardRefFor(const Parameter& p, const std::string& name, float* data) {
-  return {name, p.global_shape, RunsForSharding(p.global_shape, p.sharding), data,
-          p.value.numel()};
+  return {name, p.global_shape, RunsForSharding(p.global_shape, p.sharding), data, p.value.numel()};
 }
 
 }  // namespace conveyor

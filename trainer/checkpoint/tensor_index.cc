@@ -19,25 +19,24 @@ absl::StatusOr<StoredTensorIndex> StoredTensorIndex::Build(const TensorRecord& t
   const std::vector<int64_t> shape(tensor.global_shape().begin(), tensor.global_shape().end());
   for (int64_t d : shape) {
     if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.name(),
-                                                     " has a negative dimension in its shape ",
-                                                     FormatShape(shape)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", tensor.name(), " has a negative dimension in its shape ", FormatShape(shape)));
     }
   }
   index.numel_ = NumElements(shape);
   for (int r = 0; r < tensor.shards_size(); ++r) {
     const ShardRecord& record = tensor.shards(r);
     const std::vector<IndexRun> runs = RunsFromProto(record.runs());
-    RETURN_IF_ERROR(ValidateRuns(
-        runs, index.numel_,
-        absl::StrCat("tensor ", tensor.name(), " of shape ", FormatShape(shape),
-                     ", shard written by ", Writer(record))));
+    RETURN_IF_ERROR(
+        ValidateRuns(runs, index.numel_,
+                     absl::StrCat("tensor ", tensor.name(), " of shape ", FormatShape(shape),
+                                  ", shard written by ", Writer(record))));
     const int64_t elements = CountElements(runs);
     if (record.byte_length() != elements * static_cast<int64_t>(sizeof(float))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", tensor.name(), ", shard written by ", Writer(record), ": ", elements,
-          " fp32 elements need ", elements * sizeof(float), " bytes but the record has ",
-          record.byte_length()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", tensor.name(), ", shard written by ", Writer(record), ": ",
+                       elements, " fp32 elements need ", elements * sizeof(float),
+                       " bytes but the record has ", record.byte_length()));
     }
     ForEachBlock(runs, [&](int64_t start, int64_t length, int64_t local) {
       if (length > 0) index.blocks_.push_back({start, length, r, local});
@@ -67,8 +66,8 @@ absl::StatusOr<StoredTensorIndex> StoredTensorIndex::Build(const TensorRecord& t
   }
   if (covered != index.numel_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tensor ", tensor.name(), " of shape ", FormatShape(shape), ": global elements [",
-        covered, ", ", index.numel_, ") are stored by no rank"));
+        "tensor ", tensor.name(), " of shape ", FormatShape(shape), ": global elements [", covered,
+        ", ", index.numel_, ") are stored by no rank"));
   }
   return index;
 }
@@ -78,9 +77,9 @@ std::vector<StoredTensorIndex::Piece> StoredTensorIndex::Locate(
   std::vector<Piece> pieces;
   ForEachBlock(target_runs, [&](int64_t start, int64_t length, int64_t local) {
     // The stored block holding `start`: the last one starting at or before it.
-    auto it = std::upper_bound(
-        blocks_.begin(), blocks_.end(), start,
-        [](int64_t value, const Block& b) { return value < b.global_start; });
+    auto it =
+        std::upper_bound(blocks_.begin(), blocks_.end(), start,
+                         [](int64_t value, const Block& b) { return value < b.global_start; });
     --it;  // exists: blocks tile [0, numel) and start < numel
     int64_t done = 0;
     while (done < length) {

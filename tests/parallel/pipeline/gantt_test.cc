@@ -46,8 +46,7 @@ TEST(GanttTest, InterleavedCellsWidenForChunks) {
   Costs seed;
   seed.backward_weight = 0;
   const std::string chart = GanttChart(Simulated("interleaved-1f1b", 2, 2, 4, seed));
-  EXPECT_EQ(std::string(absl::StrSplit(chart, '\n').begin()->data(), 20),
-            "t       0    1    2 ");
+  EXPECT_EQ(std::string(absl::StrSplit(chart, '\n').begin()->data(), 20), "t       0    1    2 ");
   EXPECT_TRUE(absl::StrContains(chart, "rank 0  F0   F1   F0c1 F1c1 F2   B0c1"));
 }
 
@@ -58,8 +57,7 @@ TEST(GanttTest, ChromeTraceHasOneEventPerActionAndNamesPerRank) {
   EXPECT_TRUE(absl::EndsWith(json, "],\"displayTimeUnit\":\"ms\"}\n"));
   auto count = [&json](const std::string& needle) {
     int n = 0;
-    for (size_t at = json.find(needle); at != std::string::npos;
-         at = json.find(needle, at + 1)) {
+    for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
       ++n;
     }
     return n;

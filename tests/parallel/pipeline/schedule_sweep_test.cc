@@ -36,10 +36,18 @@ void CheckPlan(const Plan& plan) {
       std::vector<int>& w = work[{stage, a.micro_batch}];
       w.resize(4);
       switch (a.type) {
-        case ActionType::kForward: ++w[0]; break;
-        case ActionType::kBackwardInput: ++w[1]; break;
-        case ActionType::kBackwardWeight: ++w[2]; break;
-        case ActionType::kBackward: ++w[3]; break;
+        case ActionType::kForward:
+          ++w[0];
+          break;
+        case ActionType::kBackwardInput:
+          ++w[1];
+          break;
+        case ActionType::kBackwardWeight:
+          ++w[2];
+          break;
+        case ActionType::kBackward:
+          ++w[3];
+          break;
         default: {
           const bool forward = IsForwardP2p(a.type);
           if (IsSend(a.type)) {

@@ -22,8 +22,7 @@ std::string Actions(absl::string_view schedule, int P, int V, int M, int rank) {
 }
 
 std::string ComputeOnly(absl::string_view schedule, int P, int V, int M, int rank) {
-  absl::StatusOr<std::vector<Action>> actions =
-      ScheduleByName(schedule)->actions(P, V, M, rank);
+  absl::StatusOr<std::vector<Action>> actions = ScheduleByName(schedule)->actions(P, V, M, rank);
   EXPECT_TRUE(actions.ok()) << actions.status();
   std::vector<Action> compute;
   for (const Action& a : *actions) {
@@ -93,8 +92,8 @@ TEST(ScheduleTest, ZbvTurnsOnTheLastRankWithoutTransfers) {
 }
 
 TEST(ScheduleTest, RegistryKnowsExactlyTheDocumentedNames) {
-  EXPECT_THAT(ScheduleNames(), ::testing::ElementsAre("gpipe", "1f1b", "interleaved-1f1b",
-                                                      "zb-h1", "zb-h2", "zbv"));
+  EXPECT_THAT(ScheduleNames(),
+              ::testing::ElementsAre("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv"));
   for (const std::string& name : ScheduleNames()) {
     absl::StatusOr<Schedule> s = ScheduleByName(name);
     ASSERT_TRUE(s.ok()) << name;
@@ -103,7 +102,8 @@ TEST(ScheduleTest, RegistryKnowsExactlyTheDocumentedNames) {
   EXPECT_EQ(ScheduleByName("zbv")->layout, StageLayout::kVShape);
   absl::Status unknown = ScheduleByName("1F1B").status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(unknown.message()), HasSubstr("gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv"));
+  EXPECT_THAT(std::string(unknown.message()),
+              HasSubstr("gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv"));
 }
 
 TEST(ScheduleTest, RefusalsSpellOutTheConstraint) {

@@ -47,11 +47,14 @@ TEST(SimulatorTest, SeedExample941Gpipe) {
 
 TEST(SimulatorTest, InterleavedMatchesTheSeedsFormula) {
   for (int M : {4, 8, 16}) {
-    EXPECT_DOUBLE_EQ(RunSchedule("interleaved-1f1b", 4, 2, M).bubble_fraction, InterleavedBubble(4, 2, M))
+    EXPECT_DOUBLE_EQ(RunSchedule("interleaved-1f1b", 4, 2, M).bubble_fraction,
+                     InterleavedBubble(4, 2, M))
         << M;
   }
-  EXPECT_DOUBLE_EQ(RunSchedule("interleaved-1f1b", 8, 2, 8).bubble_fraction, InterleavedBubble(8, 2, 8));
-  EXPECT_DOUBLE_EQ(RunSchedule("interleaved-1f1b", 4, 3, 8).bubble_fraction, InterleavedBubble(4, 3, 8));
+  EXPECT_DOUBLE_EQ(RunSchedule("interleaved-1f1b", 8, 2, 8).bubble_fraction,
+                   InterleavedBubble(8, 2, 8));
+  EXPECT_DOUBLE_EQ(RunSchedule("interleaved-1f1b", 4, 3, 8).bubble_fraction,
+                   InterleavedBubble(4, 3, 8));
 }
 
 TEST(SimulatorTest, InterleavedLockStepCostWhenSendsBlock) {
@@ -88,7 +91,7 @@ TEST(SimulatorTest, ZeroBubbleH1IdlesAThirdOf1F1B) {
 
 TEST(SimulatorTest, ZeroBubbleH2AndZbv) {
   const SimulationResult h2 = RunSchedule("zb-h2", 4, 1, 8);
-  EXPECT_DOUBLE_EQ(h2.makespan, 27);  // 3M + P - 1, ZB-H1's within one iteration
+  EXPECT_DOUBLE_EQ(h2.makespan, 27);       // 3M + P - 1, ZB-H1's within one iteration
   EXPECT_EQ(h2.ranks[0].peak_stashed, 7);  // 2P - 1
   // The V: 6M units of work per rank, only the last rank's P-1 wait at the start.
   EXPECT_DOUBLE_EQ(RunSchedule("zbv", 4, 2, 8).makespan, 51);
@@ -130,9 +133,13 @@ Plan TwoRanks(std::vector<Action> rank0, std::vector<Action> rank1) {
 
 TEST(SimulatorTest, ReportsADeadlockWithTheStuckRanks) {
   // Each rank waits to receive before it sends what the other waits for.
-  const Plan plan = TwoRanks({{ActionType::kRecvBackward, 0, 0, 1}, Forward(0),
-                              {ActionType::kSendForward, 0, 0, 1}, Backward(0)},
-                             {{ActionType::kRecvForward, 0, 0, 0}, Forward(0), Backward(0),
+  const Plan plan = TwoRanks({{ActionType::kRecvBackward, 0, 0, 1},
+                              Forward(0),
+                              {ActionType::kSendForward, 0, 0, 1},
+                              Backward(0)},
+                             {{ActionType::kRecvForward, 0, 0, 0},
+                              Forward(0),
+                              Backward(0),
                               {ActionType::kSendBackward, 0, 0, 0}});
   absl::Status s = Simulate(plan).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
@@ -176,9 +183,11 @@ TEST(SimulatorTest, RejectsComputeWithoutInputAndMissingWork) {
   Plan missing = TwoRanks({Forward(0)}, {});
   missing.num_ranks = 1;
   missing.ranks.pop_back();
-  EXPECT_THAT(std::string(Simulate(missing).status().message()), HasSubstr("never runs B of micro-batch 0"));
+  EXPECT_THAT(std::string(Simulate(missing).status().message()),
+              HasSubstr("never runs B of micro-batch 0"));
   Plan wrong_peer = TwoRanks({Forward(0), {ActionType::kSendForward, 0, 0, 0}}, {});
-  EXPECT_THAT(std::string(Simulate(wrong_peer).status().message()), HasSubstr("lives on rank 1, not 0"));
+  EXPECT_THAT(std::string(Simulate(wrong_peer).status().message()),
+              HasSubstr("lives on rank 1, not 0"));
 }
 
 }  // namespace

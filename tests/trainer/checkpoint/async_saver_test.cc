@@ -1,6 +1,8 @@
 // --async-save: the snapshot is what gets saved even when training changes the
 // tensors at once; at most one save is in flight; nothing is visible before commit;
 // errors reach every rank at Finish.
+#include "trainer/checkpoint/async_saver.h"
+
 #include <string>
 #include <vector>
 
@@ -9,7 +11,6 @@
 #include "parallel/self_communicator.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
 #include "tests/trainer/checkpoint/in_process_world.h"
-#include "trainer/checkpoint/async_saver.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/format.h"
 

@@ -21,8 +21,7 @@ namespace testing_util {
 std::string FreshDir(const std::string& name) {
   static std::atomic<int> counter{0};
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", counter++);
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", counter++);
   RemoveTree(dir).IgnoreError();
   MakeDirs(dir).IgnoreError();
   return dir;
@@ -78,8 +77,7 @@ std::vector<TensorShardRef> Refs(std::vector<LocalShard>& shards) {
   return refs;
 }
 
-std::vector<IndexRun> BlockRuns(const std::vector<int64_t>& shape, int dim, int parts,
-                                int index) {
+std::vector<IndexRun> BlockRuns(const std::vector<int64_t>& shape, int dim, int parts, int index) {
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < dim; ++i) outer *= shape[i];
   for (size_t i = dim + 1; i < shape.size(); ++i) inner *= shape[i];

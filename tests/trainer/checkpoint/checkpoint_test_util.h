@@ -51,8 +51,7 @@ std::vector<TensorShardRef> Refs(std::vector<LocalShard>& shards);
 
 // Runs of TP-style shard `index` of `parts` along `dim` (one range), and of SwiGLU's
 // fc1 ([2F, H] split as the gate half and the up half, each in `parts` blocks).
-std::vector<IndexRun> BlockRuns(const std::vector<int64_t>& shape, int dim, int parts,
-                                int index);
+std::vector<IndexRun> BlockRuns(const std::vector<int64_t>& shape, int dim, int parts, int index);
 std::vector<IndexRun> SwigluRuns(const std::vector<int64_t>& shape, int parts, int index);
 
 // A CheckpointState that holds only `iteration`.

@@ -131,8 +131,9 @@ TEST(CorruptionTest, ATruncatedDataFileIsCaughtOnOpen) {
   Truncate(dir + "/iter_0000003/rank_00000.bin", 150);
   const absl::Status status = OpenCheckpoint(dir, std::nullopt).status();
   EXPECT_TRUE(absl::IsDataLoss(status)) << status;
-  EXPECT_THAT(status.message(), HasSubstr("rank_00000.bin is truncated: it has 150 bytes but the "
-                                          "shard of tensor layers.0.mlp.fc1.bias ends at byte 160"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("rank_00000.bin is truncated: it has 150 bytes but the "
+                        "shard of tensor layers.0.mlp.fc1.bias ends at byte 160"));
 }
 
 TEST(CorruptionTest, AMissingShardFileIsNamed) {

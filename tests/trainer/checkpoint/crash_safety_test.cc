@@ -100,7 +100,8 @@ TEST(CrashSafetyTest, LatestNamingAMissingFolderIsNotFound) {
   EXPECT_TRUE(absl::IsNotFound(status));
   EXPECT_THAT(status.message(),
               HasSubstr("iter_0000009 does not exist although latest_checkpointed_iteration.txt "
-                        "names it (committed iterations in " + dir + ": 5)"));
+                        "names it (committed iterations in " +
+                        dir + ": 5)"));
 }
 
 TEST(CrashSafetyTest, LeftoversOfInterruptedSavesCanBeRemoved) {
@@ -111,10 +112,12 @@ TEST(CrashSafetyTest, LeftoversOfInterruptedSavesCanBeRemoved) {
   ASSERT_TRUE(MakeDirs(dir + "/notes.tmp-keep").ok());  // not ours: kept
   absl::StatusOr<std::vector<std::string>> removed = RemoveInterruptedSaves(dir);
   ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_THAT(*removed, ::testing::UnorderedElementsAre(
-                            temp.substr(dir.size() + 1), "latest_checkpointed_iteration.txt.tmp-abc"));
-  EXPECT_THAT(*ListDir(dir), ::testing::ElementsAre("iter_0000005", "latest_checkpointed_iteration.txt",
-                                                    "notes.tmp-keep"));
+  EXPECT_THAT(*removed,
+              ::testing::UnorderedElementsAre(temp.substr(dir.size() + 1),
+                                              "latest_checkpointed_iteration.txt.tmp-abc"));
+  EXPECT_THAT(*ListDir(dir),
+              ::testing::ElementsAre("iter_0000005", "latest_checkpointed_iteration.txt",
+                                     "notes.tmp-keep"));
   EXPECT_TRUE(OpenCheckpoint(dir, std::nullopt).ok());
   EXPECT_TRUE(RemoveInterruptedSaves(dir + "/absent")->empty());
 }

@@ -19,11 +19,12 @@ class InProcessCommunicator : public Communicator {
 
   absl::Status AllReduceSum(float* data, int64_t n) override { return Reduce(data, n, true); }
   absl::Status AllReduceSum(double* data, int64_t n) override { return Reduce(data, n, true); }
-  absl::Status AllReduceMax(double* data, int64_t n) override {
-    return Reduce(data, n, false);
-  }
+  absl::Status AllReduceMax(double* data, int64_t n) override { return Reduce(data, n, false); }
   absl::Status AllGather(const float* in, int64_t n, float* out) override {
-    struct Slot { const float* in; float* out; };
+    struct Slot {
+      const float* in;
+      float* out;
+    };
     Slot slot{in, out};
     world_->Meet(rank_, &slot, [n](std::vector<void*>& all) {
       std::vector<float> gathered;

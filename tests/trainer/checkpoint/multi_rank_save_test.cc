@@ -139,9 +139,11 @@ TEST(MultiRankSaveTest, RanksSavingDifferentIterationsAreCaught) {
 
 TEST(MultiRankSaveTest, RngStatesAreKeptPerRank) {
   const std::string dir = FreshDir("rng");
-  ASSERT_TRUE(SaveAll(dir, 3, [](int rank, auto&, CheckpointState& state) {
-                state.rng_states = {{"dropout", "state of rank " + std::to_string(rank)}};
-              })[0].ok());
+  ASSERT_TRUE(SaveAll(dir, 3,
+                      [](int rank, auto&, CheckpointState& state) {
+                        state.rng_states = {{"dropout", "state of rank " + std::to_string(rank)}};
+                      })[0]
+                  .ok());
   absl::StatusOr<LoadedCheckpoint> ckpt = OpenCheckpoint(dir, std::nullopt);
   ASSERT_TRUE(ckpt.ok());
   for (int r = 0; r < kRanks; ++r) {

@@ -83,7 +83,8 @@ std::vector<LocalShard> RankShards(const Layout& l, int rank, bool writers_only,
   const int tp_rank = rank % l.tp, dp_rank = rank / l.tp;
   const auto make = [fill](const std::string& name, const std::vector<int64_t>& shape,
                            std::vector<IndexRun> runs) {
-    return fill ? FilledShard(name, shape, std::move(runs)) : EmptyShard(name, shape, std::move(runs));
+    return fill ? FilledShard(name, shape, std::move(runs))
+                : EmptyShard(name, shape, std::move(runs));
   };
   std::vector<LocalShard> out;
   // Parameters: DP rank 0 saves; replicated-over-TP ones on TP rank 0 only.
@@ -137,7 +138,8 @@ void SaveUnder(const Layout& l, const std::string& dir) {
     std::vector<LocalShard> shards = RankShards(l, rank, /*writers_only=*/true, /*fill=*/true);
     return SaveCheckpoint(dir, State(l), Refs(shards), comm);
   });
-  for (int r = 0; r < l.world(); ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  for (int r = 0; r < l.world(); ++r)
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
 }
 
 void ExpectLoadsUnder(const Layout& l, const std::string& dir) {
@@ -165,13 +167,13 @@ TEST_P(ReshardTest, EveryElementLandsWhereTheNewLayoutWantsIt) {
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ReshardTest,
     ::testing::Values(
-        std::make_pair(Layout{2, 1, false}, Layout{1, 1, false}),  // TP2 -> TP1
-        std::make_pair(Layout{1, 1, false}, Layout{4, 1, false}),  // TP1 -> TP4
-        std::make_pair(Layout{4, 1, false}, Layout{2, 1, false}),  // TP4 -> TP2
-        std::make_pair(Layout{2, 2, true}, Layout{1, 1, false}),   // dist-opt -> one rank
-        std::make_pair(Layout{1, 1, false}, Layout{2, 3, true}),   // one rank -> dist-opt
-        std::make_pair(Layout{2, 2, true}, Layout{4, 3, true}),    // dist-opt, uneven DP
-        std::make_pair(Layout{2, 2, false}, Layout{2, 2, false})), // same layout
+        std::make_pair(Layout{2, 1, false}, Layout{1, 1, false}),   // TP2 -> TP1
+        std::make_pair(Layout{1, 1, false}, Layout{4, 1, false}),   // TP1 -> TP4
+        std::make_pair(Layout{4, 1, false}, Layout{2, 1, false}),   // TP4 -> TP2
+        std::make_pair(Layout{2, 2, true}, Layout{1, 1, false}),    // dist-opt -> one rank
+        std::make_pair(Layout{1, 1, false}, Layout{2, 3, true}),    // one rank -> dist-opt
+        std::make_pair(Layout{2, 2, true}, Layout{4, 3, true}),     // dist-opt, uneven DP
+        std::make_pair(Layout{2, 2, false}, Layout{2, 2, false})),  // same layout
     [](const auto& info) {
       return Describe(info.param.first) + "_to_" + Describe(info.param.second);
     });

@@ -45,7 +45,8 @@ std::vector<LocalShard> Model() {
   std::vector<LocalShard> shards;
   shards.push_back(FilledShard("embedding.word_embeddings.weight", {16, 8}, ElementRange(0, 128)));
   shards.push_back(FilledShard("layers.0.mlp.fc1.bias", {32}, ElementRange(0, 32)));
-  shards.push_back(FilledShard("optimizer.exp_avg/layers.0.mlp.fc1.bias", {32}, ElementRange(0, 32)));
+  shards.push_back(
+      FilledShard("optimizer.exp_avg/layers.0.mlp.fc1.bias", {32}, ElementRange(0, 32)));
   shards.push_back(FilledShard("final_norm.scale", {}, ElementRange(0, 1)));  // a scalar
   shards.push_back(FilledShard("empty", {0, 8}, {}));
   return shards;
@@ -189,7 +190,8 @@ TEST(RoundTripTest, ADifferentGlobalShapeIsRefusedWithBothShapes) {
   const absl::Status status = LoadTensors(*ckpt, Refs(target));
   EXPECT_TRUE(absl::IsFailedPrecondition(status));
   EXPECT_THAT(status.message(), HasSubstr("tensor embedding.word_embeddings.weight"));
-  EXPECT_THAT(status.message(), HasSubstr("stores global shape [16, 8] but this run expects [32, 4]"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("stores global shape [16, 8] but this run expects [32, 4]"));
 }
 
 TEST(RoundTripTest, BadSaveArgumentsAreNamedAndCommitNothing) {

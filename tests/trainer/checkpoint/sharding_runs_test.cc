@@ -22,19 +22,19 @@ struct Case {
 TEST(ShardingRunsTest, AgreesWithGlobalIndices) {
   const std::vector<Case> cases = {
       {{6, 4}, Sharding::Replicated(), 1},
-      {{8, 4}, Sharding::Block(0, 8, 2, 1), 1},       // column-parallel weight
-      {{6, 8}, Sharding::Block(1, 8, 4, 2), 1},       // row-parallel weight: strided
-      {{8}, Sharding::Block(0, 8, 2, 0), 1},          // column-parallel bias
-      {{16, 4}, {0, {{2, 2}, {10, 2}}}, 2},           // SwiGLU fc1: gate and up rows
-      {{4, 16}, {1, {{2, 2}, {10, 2}}}, 8},           // two ranges along columns
-      {{3, 4, 5}, Sharding::Block(1, 4, 2, 1), 1},    // a middle dimension
-      {{8, 4}, {0, {{0, 8}}}, 1},                     // one full range
+      {{8, 4}, Sharding::Block(0, 8, 2, 1), 1},     // column-parallel weight
+      {{6, 8}, Sharding::Block(1, 8, 4, 2), 1},     // row-parallel weight: strided
+      {{8}, Sharding::Block(0, 8, 2, 0), 1},        // column-parallel bias
+      {{16, 4}, {0, {{2, 2}, {10, 2}}}, 2},         // SwiGLU fc1: gate and up rows
+      {{4, 16}, {1, {{2, 2}, {10, 2}}}, 8},         // two ranges along columns
+      {{3, 4, 5}, Sharding::Block(1, 4, 2, 1), 1},  // a middle dimension
+      {{8, 4}, {0, {{0, 8}}}, 1},                   // one full range
   };
   ParameterStore store(1);
   int k = 0;
   for (const Case& c : cases) {
-    Parameter* p = store.Add("p" + std::to_string(k++), c.shape, {InitKind::kZeros}, false,
-                             c.sharding);
+    Parameter* p =
+        store.Add("p" + std::to_string(k++), c.shape, {InitKind::kZeros}, false, c.sharding);
     const std::vector<IndexRun> runs = RunsForSharding(c.shape, c.sharding);
     EXPECT_EQ(ExpandRuns(runs), GlobalIndices(*p)) << p->name;
     EXPECT_LE(runs.size(), c.max_runs) << p->name;
