@@ -28,7 +28,14 @@ std::string Env(const char* name) {
 }  // namespace
 
 std::string SharedDataDir() {
-  // The runfiles tree holds a symlink to the source file; its target is
+  // tools/test.sh passes the folder it found (CONVEYOR_SHARED_DIR), so a checkout
+  // that does not sit beside ../shared still finds it.
+  const std::string given = Env("CONVEYOR_SHARED_DIR");
+  struct stat st;
+  if (!given.empty() && ::stat((given + "/data").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return given + "/data";
+  }
+  // Otherwise: the runfiles tree holds a symlink to the source file; its target is
   // <workspace>/tests/data/workspace_anchor.txt.
   const std::string anchor =
       Env("TEST_SRCDIR") + "/" + Env("TEST_WORKSPACE") + "/tests/data/workspace_anchor.txt";
@@ -39,10 +46,10 @@ std::string SharedDataDir() {
   std::string path = resolved;
   for (int i = 0; i < 3; ++i) path = path.substr(0, path.rfind('/'));
   const std::string shared = path + "/../shared/data";
-  struct stat st;
   if (::stat(shared.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     Die("shared data folder not found at " + shared +
-        ": the project expects ../shared beside the workspace");
+        ": the project expects ../shared beside the workspace (or CONVEYOR_SHARED_DIR "
+        "naming it, as tools/test.sh sets)");
   }
   return shared;
 }
