@@ -171,8 +171,13 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
         --count;
       }
     }
-    m.activation_peak_bytes = peak + LayerBackwardWorkingBytes(shape, a) +
-                              (recompute.full != RecomputePolicy::Full::kNone ? full_layer : 0);
+    // Backward rebuilds one layer: all of it under full recomputation, the dropped
+    // parts under selective recomputation.
+    const int64_t rebuilt =
+        recompute.full != RecomputePolicy::Full::kNone
+            ? full_layer
+            : full_layer - LayerStashBytes(shape, a, recompute.selective, false, false);
+    m.activation_peak_bytes = peak + LayerBackwardWorkingBytes(shape, a) + rebuilt;
     ranks.push_back(m);
   }
   return ranks;

@@ -9,7 +9,8 @@
 //    F and its B (what recomputation drops is not counted; under zero-bubble schedules,
 //    the larger of that and what waits between B and W), summed over the stashes the
 //    schedule holds at once at its peak, plus one layer's working set during backward
-//    (and, under full recomputation, the layer its backward rebuilds).
+//    and what its backward rebuilds (the whole layer under full recomputation, the
+//    dropped parts under selective).
 #ifndef CONVEYOR_MODEL_MEMORY_MODEL_H_
 #define CONVEYOR_MODEL_MEMORY_MODEL_H_
 
