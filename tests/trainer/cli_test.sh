@@ -57,6 +57,24 @@ two=$("$trainer" --config "$config" --train-iters 6 --eval-interval 3 --eval-ite
   --pipeline-schedule zbv --num-virtual-stages-per-pipeline-rank 2 2>&1 | grep 'validation loss')
 [[ $(wc -l <<<"$one") -eq 2 && "$one" == "$two" ]] || fail "validation differs: '$one' vs '$two'"
 
+# --dry-run prints the plan (rank map, bubble, Gantt chart, memory) and trains nothing.
+"$trainer" --config "$config" --num-layers 4 --nproc-per-node 4 --pipeline-model-parallel-size 2 \
+  --tensor-model-parallel-size 2 --num-micro-batches 4 --dry-run >"$tmp/plan" 2>&1 ||
+  fail "--dry-run exited non-zero: $(tail -3 "$tmp/plan")"
+for want in "rank map: world 4 = TP 2 x PP 2 x DP 1" "bubble 20.0% (formula), 20.0% (simulated)" \
+    "rank 1  .  F0 B0" "plan: memory per GPU" "plan: traffic per step"; do
+  grep -qF -- "$want" "$tmp/plan" || fail "--dry-run lacks '$want'"
+done
+grep -q '^ iteration ' "$tmp/plan" && fail "--dry-run trained"
+
+# --trace-file merges every rank's last-iteration timeline into one Chrome trace.
+"$trainer" --config "$config" --num-layers 4 --train-iters 2 --lr-warmup-iters 0 \
+  --nproc-per-node 2 --pipeline-model-parallel-size 2 --num-micro-batches 4 --trace-file "$tmp/trace.json" \
+  >"$tmp/out" 2>&1 || fail "traced run exited non-zero"
+grep -q '"traceEvents"' "$tmp/trace.json" || fail "no Chrome trace written"
+grep -q '"pid":1' "$tmp/trace.json" || fail "the trace lacks pipeline rank 1"
+[[ $(grep -c '"name":"F[0-9]' "$tmp/trace.json") -eq 8 ]] || fail "want 8 forwards in the trace"
+
 # SIGTERM with --exit-signal-handler: finish the step, save, exit 0 (one rank, and two
 # ranks through the launcher, which forwards the signal).
 for ranks in 1 2; do
