@@ -89,6 +89,7 @@ std::string LayoutName(const Layout& l) {
   if (l.untied) name += "_untied";
   if (l.account_for_embedding) name += "_embedding_counted";
   if (l.overlap_grad_reduce) name += "_overlap";
+  if (l.llama) name += "_llama";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -99,7 +100,14 @@ Config TinyConfig(const Layout& l) {
   Config c;
   ModelConfig& m = *c.mutable_model();
   m.set_num_layers(l.layers);
-  m.set_untie_embeddings_and_output_weights(l.untied);
+  m.set_untie_embeddings_and_output_weights(l.untied || l.llama);
+  if (l.llama) {
+    m.set_position_embedding_type("rope");
+    m.set_normalization("RMSNorm");
+    m.set_swiglu(true);
+    m.set_num_query_groups(2);
+    m.set_disable_bias_linear(true);
+  }
   m.set_hidden_size(32);
   m.set_num_attention_heads(4);
   m.set_ffn_hidden_size(64);

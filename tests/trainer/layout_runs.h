@@ -27,6 +27,9 @@ struct Layout {
   bool untied = false;
   bool account_for_embedding = false;
   bool overlap_grad_reduce = false;
+  // A Llama-like model: RoPE, RMSNorm, SwiGLU, 2 query groups for 4 heads, untied
+  // output layer, no biases.
+  bool llama = false;
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);

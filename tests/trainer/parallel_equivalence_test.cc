@@ -4,6 +4,7 @@
 // stages, uneven splits, tied and untied embeddings) matches the one-rank run of the same model:
 // per-iteration loss and gradient norm within 1e-5 relative, and every parameter after training.
 #include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -13,15 +14,17 @@
 namespace conveyor::testing {
 namespace {
 
-// The one-rank run of the same model (layers, tied or not), computed once per model.
+// The one-rank run of the same model (layers, tied or not, GPT-2- or Llama-like),
+// computed once per model.
 const LayoutRun& OneRankReference(const Layout& layout) {
-  static auto* references = new std::map<std::pair<int, bool>, LayoutRun>;
-  const std::pair<int, bool> key{layout.layers, layout.untied};
+  static auto* references = new std::map<std::tuple<int, bool, bool>, LayoutRun>;
+  const std::tuple<int, bool, bool> key{layout.layers, layout.untied, layout.llama};
   auto it = references->find(key);
   if (it != references->end()) return it->second;
   Layout one;
   one.layers = layout.layers;
   one.untied = layout.untied;
+  one.llama = layout.llama;
   absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(one), "reference_" + LayoutName(one));
   EXPECT_TRUE(run.ok()) << run.status();
   return (*references)[key] = run.ok() ? *run : LayoutRun();
@@ -80,6 +83,13 @@ std::vector<Layout> AllLayouts() {
   Layout untied_v = Pipeline(2, "zbv", 2, 4);
   untied_v.untied = true;
   all.push_back(untied_v);
+  Layout llama_tp = TpDp(2, 2, true, true);  // grouped-query heads split over TP
+  llama_tp.llama = true;
+  all.push_back(llama_tp);
+  Layout llama_pp = Pipeline(2, "interleaved-1f1b", 2, 4);
+  llama_pp.tp = 2;
+  llama_pp.llama = true;
+  all.push_back(llama_pp);
   Layout everything = Pipeline(2, "1f1b", 1, 2);
   everything.tp = 2;
   everything.dp = 2;
