@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds here (no GPU needed) what the GPU machine runs, into one compressed file small
+# enough to carry: the trainer and the GPU test binaries (absl, protobuf and OpenBLAS
+# linked statically) plus the shared libraries they need that a bare machine lacks.
+# CUDA's own libraries (cudart, NCCL, cuDNN) are not bundled: the GPU machine has them
+# (see tools/device_check.sh).
+#
+#   tools/device_bundle.sh            -> device_bundle.tar.xz (and device_bundle/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh >&2
+targets=(//trainer:trainer //tests/runtime:cuda_ops_test //tests/parallel:nccl_communicator_test)
+bazel build -c opt --config=static "${targets[@]}" >&2
+bin=$(bazel info -c opt --config=static bazel-bin 2>/dev/null)
+
+rm -rf device_bundle device_bundle.tar.xz
+mkdir -p device_bundle/bin device_bundle/lib
+cp "$bin/trainer/trainer" "$bin/tests/runtime/cuda_ops_test" \
+  "$bin/tests/parallel/nccl_communicator_test" device_bundle/bin/
+cp configs/gpt-tiny.textproto tools/device_check.sh device_bundle/
+# Every shared library the binaries load, except the C library's own and CUDA's.
+for b in device_bundle/bin/*; do
+  ldd "$b" | awk '$3 ~ /^\// { print $3 }'
+done | sort -u | grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so|/usr/local/cuda' |
+  while read -r lib; do cp -L "$lib" device_bundle/lib/; done
+
+tar -cJf device_bundle.tar.xz device_bundle
+size=$(stat -c %s device_bundle.tar.xz)
+echo "device_bundle.tar.xz: $((size / 1024 / 1024)) MiB ($(du -sh device_bundle | cut -f1) unpacked)"
+if ((size > 60 * 1024 * 1024)); then
+  echo "device_bundle: over the 60 MiB that may be carried" >&2
+  exit 1
+fi
