@@ -237,6 +237,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
     RETURN_IF_ERROR(checkpoints.Save({iteration, result.consumed_samples}));
   }
   RETURN_IF_ERROR(checkpoints.Finish());
+  stage->OnGradientsReady(0, nullptr);  // the callback refers to this function's updater
   if (!config.logging().trace_file().empty()) {
     RETURN_IF_ERROR(WriteMergedTrace(config.logging().trace_file(), step_timeline, world));
   }
