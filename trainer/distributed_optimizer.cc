@@ -41,27 +41,23 @@ class DistributedOptimizer : public ParameterUpdater {
       const int64_t lo = std::max(offset, shard_start);
       const int64_t hi = std::min(offset + p->value.numel(), shard_start + shard_size_);
       if (lo < hi) {
-        float* master = shard_param_.data() + (lo - shard_start);
-        std::memcpy(master, p->value.data() + (lo - offset), (hi - lo) * sizeof(float));
-        segments.push_back({master, shard_grad_.data() + (lo - shard_start), hi - lo,
-                            p->weight_decay, p, lo - offset});
+        segments.push_back({shard_param_.data() + (lo - shard_start),
+                            shard_grad_.data() + (lo - shard_start), hi - lo, p->weight_decay, p,
+                            lo - offset});
         counts_toward_norm_.push_back(CountsTowardNorm(*p, groups_));
       }
       offset += p->value.numel();
     }
     segments_ = segments;
     optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments));
+    ParametersLoaded();  // the master copy starts as the parameters' values
   }
 
   absl::Status ReduceGradients() override {
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum; done first here, as the reduce-scatter leaves only the shard's sums.
     RETURN_IF_ERROR(ReduceSharedGradients(params_, groups_));
-    float* flat = flat_.data();
-    for (const Parameter* p : params_) {
-      std::memcpy(flat, p->grad.data(), p->grad.nbytes());
-      flat += p->grad.numel();
-    }
+    PackGradients(params_, flat_.data());
     if (groups_.dp == nullptr) {
       std::memcpy(shard_grad_.data(), flat_.data(), shard_grad_.nbytes());
       return absl::OkStatus();
@@ -88,11 +84,7 @@ class DistributedOptimizer : public ParameterUpdater {
     } else {
       RETURN_IF_ERROR(groups_.dp->AllGather(shard_param_.data(), shard_size_, flat_.data()));
     }
-    const float* flat = flat_.data();
-    for (Parameter* p : params_) {
-      std::memcpy(p->value.data(), flat, p->value.nbytes());
-      flat += p->value.numel();
-    }
+    UnpackValues(flat_.data(), params_);
     return absl::OkStatus();
   }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/status_macros.h"
 
@@ -49,6 +50,27 @@ absl::StatusOr<double> FinishNorm(double local_squares, Communicator* group,
     RETURN_IF_ERROR(groups.model_parallel->AllReduceSum(&local_squares, 1));
   }
   return std::sqrt(local_squares);
+}
+
+void PackGradients(const std::vector<Parameter*>& params, float* flat) {
+  for (const Parameter* p : params) {
+    std::memcpy(flat, p->grad.data(), p->grad.nbytes());
+    flat += p->grad.numel();
+  }
+}
+
+void UnpackGradients(const float* flat, const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    std::memcpy(p->grad.data(), flat, p->grad.nbytes());
+    flat += p->grad.numel();
+  }
+}
+
+void UnpackValues(const float* flat, const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    std::memcpy(p->value.data(), flat, p->value.nbytes());
+    flat += p->value.numel();
+  }
 }
 
 }  // namespace conveyor

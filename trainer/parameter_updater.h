@@ -73,6 +73,12 @@ bool CountsTowardNorm(const Parameter& p, const GradientGroups& groups);
 absl::StatusOr<double> FinishNorm(double local_squares, Communicator* group,
                                   const GradientGroups& groups);
 
+// The flat buffers both updaters reduce over: parameters' tensors laid end to end in
+// `params` order.
+void PackGradients(const std::vector<Parameter*>& params, float* flat);
+void UnpackGradients(const float* flat, const std::vector<Parameter*>& params);
+void UnpackValues(const float* flat, const std::vector<Parameter*>& params);
+
 std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
                                                         std::vector<Parameter*> params,
                                                         GradientGroups groups);

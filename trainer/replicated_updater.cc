@@ -6,7 +6,6 @@
 // backward of the other layers goes on; ReduceGradients then waits for those and
 // reduces what is left. Only that thread uses the DP group meanwhile.
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -119,17 +118,9 @@ class ReplicatedUpdater : public ParameterUpdater {
   };
 
   absl::Status ReduceBucket(Bucket& bucket) {
-    float* flat = bucket.flat.data();
-    for (Parameter* p : bucket.params) {
-      std::memcpy(flat, p->grad.data(), p->grad.nbytes());
-      flat += p->grad.numel();
-    }
+    PackGradients(bucket.params, bucket.flat.data());
     RETURN_IF_ERROR(groups_.dp->AllReduceSum(bucket.flat.data(), bucket.flat.numel()));
-    flat = bucket.flat.data();
-    for (Parameter* p : bucket.params) {
-      std::memcpy(p->grad.data(), flat, p->grad.nbytes());
-      flat += p->grad.numel();
-    }
+    UnpackGradients(bucket.flat.data(), bucket.params);
     return absl::OkStatus();
   }
 
