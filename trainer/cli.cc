@@ -32,6 +32,12 @@ int UsageError(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
+// A failure while running: one line naming the rank (`who`), exit code 1.
+int RunFailure(std::ostream& err, const std::string& who, const absl::Status& status) {
+  err << kProgram << ": error: " << who << status.message() << "\n";
+  return kExitFailure;
+}
+
 // One rank's whole run: groups, data, model, training. `env` is null for a job of
 // one process.
 int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
@@ -48,15 +54,13 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
                                   config.parallel().pipeline_model_parallel_size(),
                                   absl::Minutes(config.parallel().distributed_timeout_minutes()));
   if (!state.ok()) {
-    err << kProgram << ": error: " << who << state.status().message() << "\n";
-    return kExitFailure;
+    return RunFailure(err, who, state.status());
   }
   if (config.parallel().pipeline_rehearsal_ms() > 0) {
     absl::StatusOr<RehearsalResult> rehearsal =
         RunRehearsal(config, **state, IsLoggingRank(**state) ? &out : nullptr);
     if (!rehearsal.ok()) {
-      err << kProgram << ": error: " << who << rehearsal.status().message() << "\n";
-      return kExitFailure;
+      return RunFailure(err, who, rehearsal.status());
     }
     return kExitOk;
   }
@@ -68,23 +72,21 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   absl::StatusOr<DataSplits> data = BuildTrainingData(
       config, counts.train, counts.valid, counts.test, env == nullptr || env->rank == 0);
   if (!data.ok()) {
-    err << kProgram << ": error: " << who << data.status().message() << "\n";
-    return kExitFailure;
+    return RunFailure(err, who, data.status());
   }
   std::unique_ptr<std::ofstream> metrics;
   if (!config.logging().metrics_file().empty() && IsLoggingRank(**state)) {
     metrics = std::make_unique<std::ofstream>(config.logging().metrics_file());
     if (!*metrics) {
-      err << kProgram << ": error: --metrics-file " << config.logging().metrics_file()
-          << ": cannot open for writing\n";
-      return kExitFailure;
+      return RunFailure(err, "",
+                        absl::InternalError("--metrics-file " + config.logging().metrics_file() +
+                                            ": cannot open for writing"));
     }
   }
   absl::StatusOr<RankRun> run =
       TrainOnRank(config, **state, *data->train, {&out, metrics.get()}, data->valid.get());
   if (!run.ok()) {
-    err << kProgram << ": error: " << who << run.status().message() << "\n";
-    return kExitFailure;
+    return RunFailure(err, who, run.status());
   }
   if (IsLoggingRank(**state)) {
     out << absl::StrFormat("conveyor: trained %d iterations, final lm loss %.4f\n",
