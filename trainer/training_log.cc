@@ -36,4 +36,9 @@ std::string FormatMetricsJson(const IntervalStats& s) {
       JsonNumber(s.lm_loss), JsonNumber(s.grad_norm), s.skipped_iterations, s.nan_iterations);
 }
 
+std::string FormatValidationJson(int64_t iteration, double valid_loss) {
+  return absl::StrFormat("{\"iteration\": %d, \"valid_lm_loss\": %s}", iteration,
+                         JsonNumber(valid_loss));
+}
+
 }  // namespace conveyor

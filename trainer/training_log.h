@@ -26,6 +26,8 @@ struct IntervalStats {
 
 std::string FormatLogLine(const IntervalStats& stats);
 std::string FormatMetricsJson(const IntervalStats& stats);
+// The validation loss at `iteration` as one JSON object.
+std::string FormatValidationJson(int64_t iteration, double valid_loss);
 
 }  // namespace conveyor
 

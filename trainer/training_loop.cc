@@ -212,9 +212,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       result.valid_losses.push_back(valid_loss);
       if (out.log != nullptr) *out.log << FormatValidationLine(iteration, valid_loss) << std::endl;
       if (out.metrics != nullptr) {
-        *out.metrics << absl::StrFormat("{\"iteration\": %d, \"valid_lm_loss\": %.9g}", iteration,
-                                        valid_loss)
-                     << std::endl;
+        *out.metrics << FormatValidationJson(iteration, valid_loss) << std::endl;
       }
     }
     const ResumePoint point{iteration, result.consumed_samples};
