@@ -2,24 +2,21 @@
 
 #include <cmath>
 
-#include "runtime/cpu/cross_entropy.h"
-#include "runtime/cpu/dropout.h"
-#include "runtime/cpu/embedding.h"
-#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "runtime/status_macros.h"
 
 namespace conveyor {
 
 GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
-                   ModelPartition partition, SelectiveRecompute selective)
-    : shape_(shape),
+                   ModelPartition partition, SelectiveRecompute selective, const Ops* ops)
+    : ops_(ops != nullptr ? ops : &CpuOps::Get()),
+      shape_(shape),
       seed_(seed),
       tp_(tp != nullptr ? tp : &single_rank_),
       local_vocab_(shape.padded_vocab / tp_->size()),
       store_(seed),
-      rope_(shape.rope
-                ? std::make_unique<cpu::RopeTable>(shape.seq, shape.head_dim, shape.rotary_base)
-                : nullptr) {
+      rope_(shape.rope ? std::make_unique<RopeTable>(shape.seq, shape.head_dim, shape.rotary_base)
+                       : nullptr) {
   const Sharding vocab_rows = Sharding::Block(0, shape.padded_vocab, tp_->size(), tp_->rank());
   // The last stage of a tied model holds its own copy of the word embedding; the same
   // name gives it the same initial values, and the embedding group keeps the copies
@@ -40,12 +37,13 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       partition.num_layers < 0 ? shape.num_layers - partition.first_layer : partition.num_layers;
   layers_.reserve(count);
   for (int64_t i = 0; i < count; ++i) {
-    layers_.emplace_back(&store_, shape, partition.first_layer + i, rope_.get(), seed, tp_,
+    layers_.emplace_back(ops_, &store_, shape, partition.first_layer + i, rope_.get(), seed, tp_,
                          selective);
   }
   if (partition.has_head) {
-    final_norm_ = std::make_unique<NormLayer>(&store_, "final_norm", shape.hidden, shape.rms_norm,
-                                              shape.norm_epsilon, tp_->sequence_parallel());
+    final_norm_ =
+        std::make_unique<NormLayer>(ops_, &store_, "final_norm", shape.hidden, shape.rms_norm,
+                                    shape.norm_epsilon, tp_->sequence_parallel());
     if (!shape.tied_embeddings) {
       // Megatron's output layer: column-parallel over the vocabulary, no bias.
       output_layer_ = store_.Add("output_layer.weight", {shape.padded_vocab, shape.hidden},
@@ -63,31 +61,28 @@ CounterRng GptModel::EmbeddingDropoutRng(int64_t iteration) const {
                     MixStream(StreamId("dropout.embedding"), static_cast<uint64_t>(iteration)));
 }
 
+int64_t GptModel::FirstLocalRow(int64_t local_rows) const {
+  return tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
+}
+
 uint64_t GptModel::EmbeddingDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const {
-  const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
-  return static_cast<uint64_t>((mb.first_sample * mb.seq + first_row) * shape_.hidden);
+  return static_cast<uint64_t>((mb.first_sample * mb.seq + FirstLocalRow(local_rows)) *
+                               shape_.hidden);
 }
 
 absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
                                                   const int32_t* tokens,
                                                   EmbeddingStash* stash) const {
   stash->tokens.assign(tokens, tokens + mb.tokens());
-  Tensor partial = Tensor::Zeros({mb.tokens(), shape_.hidden}, MemoryCategory::kActivations);
-  cpu::EmbeddingForward(word_embedding_->value.data(), vocab_start(), local_vocab_, tokens,
-                        mb.tokens(), shape_.hidden, partial.data());
+  Tensor partial = ops_->NewActivation({mb.tokens(), shape_.hidden});
+  ops_->EmbeddingForward(word_embedding_->value, vocab_start(), stash->tokens, &partial);
   ASSIGN_OR_RETURN(Tensor x, tp_->ExitForward(std::move(partial)));
   const int64_t local_rows = x.dim(0);
-  const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
   if (position_embedding_ != nullptr) {
-    const float* table = position_embedding_->value.data();
-    for (int64_t r = 0; r < local_rows; ++r) {
-      const float* pos = table + ((first_row + r) % mb.seq) * shape_.hidden;
-      float* row = x.data() + r * shape_.hidden;
-      for (int64_t i = 0; i < shape_.hidden; ++i) row[i] += pos[i];
-    }
+    ops_->AddPositionRows(position_embedding_->value, FirstLocalRow(local_rows), mb.seq, &x);
   }
-  cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                    EmbeddingDropoutIndex(mb, local_rows), x.numel(), x.data(), x.data());
+  ops_->Dropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
+                EmbeddingDropoutIndex(mb, local_rows), x, &x);
   return x;
 }
 
@@ -95,20 +90,13 @@ absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb, const Tens
                                          EmbeddingStash* stash) {
   const int64_t local_rows = d_embedding.dim(0);
   Tensor d = d_embedding.Clone(MemoryCategory::kActivations);
-  cpu::ApplyDropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                    EmbeddingDropoutIndex(mb, local_rows), d.numel(), d.data(), d.data());
+  ops_->Dropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
+                EmbeddingDropoutIndex(mb, local_rows), d, &d);
   if (position_embedding_ != nullptr) {
-    const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
-    float* table = position_embedding_->grad.data();
-    for (int64_t r = 0; r < local_rows; ++r) {
-      float* pos = table + ((first_row + r) % mb.seq) * shape_.hidden;
-      const float* row = d.data() + r * shape_.hidden;
-      for (int64_t i = 0; i < shape_.hidden; ++i) pos[i] += row[i];
-    }
+    ops_->AccumulatePositionGrad(d, FirstLocalRow(local_rows), mb.seq, &position_embedding_->grad);
   }
   ASSIGN_OR_RETURN(Tensor d_full, tp_->ExitBackward(d));
-  cpu::EmbeddingBackwardWeight(d_full.data(), vocab_start(), local_vocab_, stash->tokens.data(),
-                               mb.tokens(), shape_.hidden, word_embedding_->grad.data());
+  ops_->EmbeddingBackwardWeight(d_full, vocab_start(), stash->tokens, &word_embedding_->grad);
   *stash = EmbeddingStash();
   return absl::OkStatus();
 }
@@ -118,18 +106,18 @@ absl::StatusOr<float> GptModel::HeadForward(const MicroBatchContext& mb, const T
   const int64_t rows = mb.tokens();
   stash->labels.assign(labels, labels + rows);
   stash->final_in = x;
-  Tensor final_out = Tensor::Zeros(x.shape(), MemoryCategory::kActivations);
+  Tensor final_out = ops_->NewActivation(x.shape());
   stash->final_norm = final_norm_->Forward(x, &final_out);
   ASSIGN_OR_RETURN(stash->final_out_full, tp_->EnterForward(final_out));
-  stash->logits = Tensor::Zeros({rows, local_vocab_}, MemoryCategory::kActivations);
-  cpu::Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f, stash->final_out_full.data(),
-            output_weight()->value.data(), 0.0f, stash->logits.data());
+  stash->logits = ops_->NewActivation({rows, local_vocab_});
+  ops_->Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f, stash->final_out_full,
+             output_weight()->value, 0.0f, &stash->logits);
 
   std::vector<double> row_max(rows), sum_exp(rows), target(rows);
-  cpu::RowMax(stash->logits.data(), rows, local_vocab_, row_max.data());
+  ops_->RowMax(stash->logits, absl::MakeSpan(row_max));
   if (tp_->size() > 1) RETURN_IF_ERROR(tp_->comm()->AllReduceMax(row_max.data(), rows));
-  cpu::SumExpAndTarget(stash->logits.data(), labels, rows, local_vocab_, vocab_start(),
-                       row_max.data(), sum_exp.data(), target.data());
+  ops_->SumExpAndTarget(stash->logits, stash->labels, vocab_start(), row_max,
+                        absl::MakeSpan(sum_exp), absl::MakeSpan(target));
   if (tp_->size() > 1) {
     RETURN_IF_ERROR(tp_->comm()->AllReduceSum(sum_exp.data(), rows));
     RETURN_IF_ERROR(tp_->comm()->AllReduceSum(target.data(), rows));
@@ -148,18 +136,17 @@ absl::StatusOr<Tensor> GptModel::HeadBackward(const MicroBatchContext& mb, float
                                               HeadStash* stash) {
   const int64_t rows = mb.tokens();
   // d(loss_scale * mean loss)/d(loss_t) = loss_scale / rows.
-  cpu::CrossEntropyBackward(stash->labels.data(), stash->logsumexp.data(), rows, local_vocab_,
-                            vocab_start(), loss_scale / static_cast<float>(rows),
-                            stash->logits.data());
+  ops_->CrossEntropyBackward(stash->labels, absl::MakeConstSpan(stash->logsumexp.data(), rows),
+                             vocab_start(), loss_scale / static_cast<float>(rows), &stash->logits);
   const Tensor& d_logits = stash->logits;
   Parameter* weight = output_layer_ != nullptr ? output_layer_ : word_embedding_;
-  Tensor d_out_partial = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations);
-  cpu::Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits.data(),
-            weight->value.data(), 0.0f, d_out_partial.data());
-  cpu::Gemm(true, false, local_vocab_, shape_.hidden, rows, 1.0f, d_logits.data(),
-            stash->final_out_full.data(), 1.0f, weight->grad.data());
+  Tensor d_out_partial = ops_->NewActivation({rows, shape_.hidden});
+  ops_->Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits, weight->value, 0.0f,
+             &d_out_partial);
+  ops_->Gemm(true, false, local_vocab_, shape_.hidden, rows, 1.0f, d_logits, stash->final_out_full,
+             1.0f, &weight->grad);
   ASSIGN_OR_RETURN(Tensor d_final_out, tp_->EnterBackward(std::move(d_out_partial)));
-  Tensor dx = Tensor::Zeros(stash->final_in.shape(), MemoryCategory::kActivations);
+  Tensor dx = ops_->NewActivation(stash->final_in.shape());
   final_norm_->BackwardInput(d_final_out, stash->final_in, stash->final_norm, &dx);
   final_norm_->BackwardWeight(d_final_out, stash->final_in, stash->final_norm);
   *stash = HeadStash();

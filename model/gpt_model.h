@@ -25,7 +25,8 @@
 #include "model/recompute.h"
 #include "model/tensor_parallel.h"
 #include "model/transformer_layer.h"
-#include "runtime/cpu/rope.h"
+#include "runtime/op_params.h"
+#include "runtime/ops.h"
 
 namespace conveyor {
 
@@ -56,9 +57,11 @@ struct GptStash {
 
 class GptModel {
  public:
-  // `tp` may be null (one rank); otherwise it must outlive the model.
+  // `tp` may be null (one rank); otherwise it must outlive the model. `ops` computes the
+  // model (null: the CPU backend); it must outlive the model.
   GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp = nullptr,
-           ModelPartition partition = {}, SelectiveRecompute selective = {});
+           ModelPartition partition = {}, SelectiveRecompute selective = {},
+           const Ops* ops = nullptr);
 
   // Embedding output for this rank's rows (its sequence shard under SP).
   absl::StatusOr<Tensor> EmbeddingForward(const MicroBatchContext& mb, const int32_t* tokens,
@@ -89,17 +92,20 @@ class GptModel {
 
  private:
   CounterRng EmbeddingDropoutRng(int64_t iteration) const;
+  // This rank's first row of the micro-batch's tokens (its sequence shard under SP).
+  int64_t FirstLocalRow(int64_t local_rows) const;
   uint64_t EmbeddingDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
   int64_t vocab_start() const { return tp_->rank() * local_vocab_; }
   const Parameter* output_weight() const;
 
+  const Ops* ops_;
   ModelShape shape_;
   uint64_t seed_;
   TensorParallel single_rank_;
   const TensorParallel* tp_;
   int64_t local_vocab_;
   ParameterStore store_;
-  std::unique_ptr<cpu::RopeTable> rope_;     // null with learned positions
+  std::unique_ptr<RopeTable> rope_;          // null with learned positions
   Parameter* word_embedding_ = nullptr;      // first stage, or last stage when tied
   Parameter* position_embedding_ = nullptr;  // first stage with learned positions
   std::vector<TransformerLayer> layers_;

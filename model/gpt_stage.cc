@@ -1,7 +1,6 @@
 #include "model/gpt_stage.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "runtime/status_macros.h"
@@ -76,8 +75,9 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
     ASSIGN_OR_RETURN(x, model.EmbeddingForward(mb, in->tokens.data(), &stash.embedding));
   } else {
     // A received activation is flat; give it its [rows, hidden] shape back.
-    x = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations);
-    std::memcpy(x.data(), input.data(), x.nbytes());
+    x = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations, input.dtype(),
+                      input.device());
+    x.CopyFrom(input);
   }
   stash.layers.resize(model.num_local_layers());
   for (int64_t i = 0; i < model.num_local_layers(); ++i) {
@@ -117,8 +117,8 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk, Ten
     ASSIGN_OR_RETURN(dx, model.HeadBackward(mb, loss_scale_, &stash.head));
   } else {
     dx = Tensor::Zeros({BoundaryElements() / shape_.hidden, shape_.hidden},
-                       MemoryCategory::kActivations);
-    std::memcpy(dx.data(), output_grad.data(), dx.nbytes());
+                       MemoryCategory::kActivations, output_grad.dtype(), output_grad.device());
+    dx.CopyFrom(output_grad);
   }
   for (int64_t i = model.num_local_layers(); i-- > 0;) {
     if (recompute_.Recomputes(i) && stash.layers[i].x1.empty()) {

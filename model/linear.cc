@@ -1,12 +1,12 @@
 #include "model/linear.h"
 
-#include "runtime/cpu/gemm.h"
-
 namespace conveyor {
 
-Linear::Linear(ParameterStore* store, const std::string& name, int64_t in, int64_t out, bool bias,
-               float init_std, LinearParallelism parallelism, Sharding split)
-    : parallelism_(parallelism),
+Linear::Linear(const Ops* ops, ParameterStore* store, const std::string& name, int64_t in,
+               int64_t out, bool bias, float init_std, LinearParallelism parallelism,
+               Sharding split)
+    : ops_(ops),
+      parallelism_(parallelism),
       weight_(store->Add(name + ".weight", {out, in}, {InitKind::kNormal, init_std}, true, split)),
       bias_(nullptr) {
   out_ = weight_->value.dim(0);
@@ -18,30 +18,22 @@ Linear::Linear(ParameterStore* store, const std::string& name, int64_t in, int64
   }
 }
 
-void Linear::AddBias(float* y, int64_t rows) const {
-  if (bias_ == nullptr) return;
-  const float* b = bias_->value.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < out_; ++o) y[r * out_ + o] += b[o];
-  }
+void Linear::AddBias(Tensor* y) const {
+  if (bias_ != nullptr) ops_->AddBias(bias_->value, y);
 }
 
-void Linear::Forward(const float* x, int64_t rows, float* y) const {
-  cpu::Gemm(false, true, rows, out_, in_, 1.0f, x, weight_->value.data(), 0.0f, y);
-  if (parallelism_ == LinearParallelism::kColumn) AddBias(y, rows);
+void Linear::Forward(const Tensor& x, Tensor* y) const {
+  ops_->Gemm(false, true, x.dim(0), out_, in_, 1.0f, x, weight_->value, 0.0f, y);
+  if (parallelism_ == LinearParallelism::kColumn) AddBias(y);
 }
 
-void Linear::BackwardInput(const float* dy, int64_t rows, float* dx) const {
-  cpu::Gemm(false, false, rows, in_, out_, 1.0f, dy, weight_->value.data(), 0.0f, dx);
+void Linear::BackwardInput(const Tensor& dy, Tensor* dx) const {
+  ops_->Gemm(false, false, dy.dim(0), in_, out_, 1.0f, dy, weight_->value, 0.0f, dx);
 }
 
-void Linear::BackwardWeight(const float* x, const float* dy, int64_t rows) {
-  cpu::Gemm(true, false, out_, in_, rows, 1.0f, dy, x, 1.0f, weight_->grad.data());
-  if (bias_ == nullptr) return;
-  float* db = bias_->grad.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < out_; ++o) db[o] += dy[r * out_ + o];
-  }
+void Linear::BackwardWeight(const Tensor& x, const Tensor& dy) {
+  ops_->Gemm(true, false, out_, in_, dy.dim(0), 1.0f, dy, x, 1.0f, &weight_->grad);
+  if (bias_ != nullptr) ops_->AccumulateBiasGrad(dy, &bias_->grad);
 }
 
 }  // namespace conveyor

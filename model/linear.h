@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/parameter.h"
+#include "runtime/ops.h"
 
 namespace conveyor {
 
@@ -24,15 +25,17 @@ class Linear {
   // `split` is the weight's sharding: along dim 0 for kColumn, dim 1 for kRow, or
   // replicated. A column-parallel bias is split like the rows; a row-parallel bias is
   // replicated.
-  Linear(ParameterStore* store, const std::string& name, int64_t in, int64_t out, bool bias,
-         float init_std, LinearParallelism parallelism = LinearParallelism::kColumn,
+  // `ops` computes the layer; it must outlive the layer.
+  Linear(const Ops* ops, ParameterStore* store, const std::string& name, int64_t in, int64_t out,
+         bool bias, float init_std, LinearParallelism parallelism = LinearParallelism::kColumn,
          Sharding split = Sharding::Replicated());
 
-  // Column-parallel (or unsharded): matmul plus bias. Row-parallel: matmul only.
-  void Forward(const float* x, int64_t rows, float* y) const;
-  void AddBias(float* y, int64_t rows) const;
-  void BackwardInput(const float* dy, int64_t rows, float* dx) const;
-  void BackwardWeight(const float* x, const float* dy, int64_t rows);
+  // x is [rows, local_in()], y [rows, local_out()]. Column-parallel (or unsharded):
+  // matmul plus bias. Row-parallel: matmul only.
+  void Forward(const Tensor& x, Tensor* y) const;
+  void AddBias(Tensor* y) const;
+  void BackwardInput(const Tensor& dy, Tensor* dx) const;
+  void BackwardWeight(const Tensor& x, const Tensor& dy);
 
   void AppendParameters(std::vector<Parameter*>* out) const {
     out->push_back(weight_);
@@ -43,6 +46,7 @@ class Linear {
   int64_t local_out() const { return out_; }
 
  private:
+  const Ops* ops_;
   LinearParallelism parallelism_;
   int64_t in_;   // local
   int64_t out_;  // local

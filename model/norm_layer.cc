@@ -2,9 +2,10 @@
 
 namespace conveyor {
 
-NormLayer::NormLayer(ParameterStore* store, const std::string& name, int64_t width, bool rms,
-                     float eps, bool sequence_parallel)
-    : kind_(rms ? cpu::NormKind::kRmsNorm : cpu::NormKind::kLayerNorm),
+NormLayer::NormLayer(const Ops* ops, ParameterStore* store, const std::string& name, int64_t width,
+                     bool rms, float eps, bool sequence_parallel)
+    : ops_(ops),
+      kind_(rms ? NormKind::kRmsNorm : NormKind::kLayerNorm),
       width_(width),
       eps_(eps),
       gamma_(store->Add(name + ".weight", {width}, {InitKind::kOnes}, false)),
@@ -15,23 +16,20 @@ NormLayer::NormLayer(ParameterStore* store, const std::string& name, int64_t wid
 
 NormStats NormLayer::Forward(const Tensor& x, Tensor* y) const {
   const int64_t rows = x.numel() / width_;
-  NormStats stats{Tensor::Zeros({rows}, MemoryCategory::kActivations),
-                  Tensor::Zeros({rows}, MemoryCategory::kActivations)};
-  cpu::NormForward(kind_, x.data(), gamma_->value.data(), beta_ ? beta_->value.data() : nullptr,
-                   rows, width_, eps_, y->data(), stats.mean.data(), stats.rstd.data());
+  NormStats stats{ops_->NewFloatActivation({rows}), ops_->NewFloatActivation({rows})};
+  ops_->NormForward(kind_, x, gamma_->value, beta_ != nullptr ? &beta_->value : nullptr, eps_, y,
+                    &stats.mean, &stats.rstd);
   return stats;
 }
 
 void NormLayer::BackwardInput(const Tensor& dy, const Tensor& x, const NormStats& stats,
                               Tensor* dx) const {
-  cpu::NormBackwardInput(kind_, dy.data(), x.data(), gamma_->value.data(), stats.mean.data(),
-                         stats.rstd.data(), x.numel() / width_, width_, dx->data());
+  ops_->NormBackwardInput(kind_, dy, x, gamma_->value, stats.mean, stats.rstd, dx);
 }
 
 void NormLayer::BackwardWeight(const Tensor& dy, const Tensor& x, const NormStats& stats) {
-  cpu::NormBackwardWeight(dy.data(), x.data(), stats.mean.data(), stats.rstd.data(),
-                          x.numel() / width_, width_, gamma_->grad.data(),
-                          beta_ ? beta_->grad.data() : nullptr);
+  ops_->NormBackwardWeight(dy, x, stats.mean, stats.rstd, &gamma_->grad,
+                           beta_ != nullptr ? &beta_->grad : nullptr);
 }
 
 }  // namespace conveyor

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/parameter.h"
-#include "runtime/cpu/norm.h"
+#include "runtime/ops.h"
 
 namespace conveyor {
 
@@ -21,8 +21,9 @@ struct NormStats {
 class NormLayer {
  public:
   // sequence_parallel: the layer sees only this rank's tokens (see Parameter).
-  NormLayer(ParameterStore* store, const std::string& name, int64_t width, bool rms, float eps,
-            bool sequence_parallel = false);
+  // `ops` computes the layer; it must outlive the layer.
+  NormLayer(const Ops* ops, ParameterStore* store, const std::string& name, int64_t width, bool rms,
+            float eps, bool sequence_parallel = false);
 
   NormStats Forward(const Tensor& x, Tensor* y) const;
   void BackwardInput(const Tensor& dy, const Tensor& x, const NormStats& stats, Tensor* dx) const;
@@ -34,7 +35,8 @@ class NormLayer {
   }
 
  private:
-  cpu::NormKind kind_;
+  const Ops* ops_;
+  NormKind kind_;
   int64_t width_;
   float eps_;
   Parameter* gamma_;

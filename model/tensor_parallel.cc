@@ -1,7 +1,5 @@
 #include "model/tensor_parallel.h"
 
-#include <cstring>
-
 namespace conveyor {
 
 absl::Status TensorParallel::AllReduce(float* data, int64_t n) const {
@@ -11,7 +9,8 @@ absl::Status TensorParallel::AllReduce(float* data, int64_t n) const {
 
 absl::StatusOr<Tensor> TensorParallel::GatherRows(const Tensor& shard) const {
   if (size() == 1) return shard;
-  Tensor full = Tensor::Zeros({shard.dim(0) * size(), shard.dim(1)}, shard.category());
+  Tensor full = Tensor::Zeros({shard.dim(0) * size(), shard.dim(1)}, shard.category(),
+                              shard.dtype(), shard.device());
   absl::Status s = comm_->AllGather(shard.data(), shard.numel(), full.data());
   if (!s.ok()) return s;
   return full;
@@ -19,7 +18,8 @@ absl::StatusOr<Tensor> TensorParallel::GatherRows(const Tensor& shard) const {
 
 absl::StatusOr<Tensor> TensorParallel::ReduceScatterRows(const Tensor& full) const {
   if (size() == 1) return full;
-  Tensor shard = Tensor::Zeros({full.dim(0) / size(), full.dim(1)}, full.category());
+  Tensor shard = Tensor::Zeros({full.dim(0) / size(), full.dim(1)}, full.category(), full.dtype(),
+                               full.device());
   absl::Status s = comm_->ReduceScatterSum(full.data(), shard.numel(), shard.data());
   if (!s.ok()) return s;
   return shard;
@@ -27,8 +27,10 @@ absl::StatusOr<Tensor> TensorParallel::ReduceScatterRows(const Tensor& full) con
 
 Tensor TensorParallel::ScatterRows(const Tensor& full) const {
   if (size() == 1) return full;
-  Tensor shard = Tensor::Zeros({full.dim(0) / size(), full.dim(1)}, full.category());
-  std::memcpy(shard.data(), full.data() + rank() * shard.numel(), shard.nbytes());
+  Tensor shard = Tensor::Zeros({full.dim(0) / size(), full.dim(1)}, full.category(), full.dtype(),
+                               full.device());
+  const auto* first = static_cast<const char*>(full.raw()) + rank() * shard.nbytes();
+  MemoryOf(full.device()).Copy(shard.raw(), first, shard.nbytes());
   return shard;
 }
 

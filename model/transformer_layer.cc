@@ -3,23 +3,10 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/cpu/activation.h"
-#include "runtime/cpu/attention.h"
-#include "runtime/cpu/dropout.h"
 #include "runtime/status_macros.h"
 
 namespace conveyor {
 namespace {
-
-Tensor Activation(int64_t rows, int64_t width) {
-  return Tensor::Zeros({rows, width}, MemoryCategory::kActivations);
-}
-
-void AddInto(const Tensor& a, Tensor* b) {
-  const float* pa = a.data();
-  float* pb = b->data();
-  for (int64_t i = 0; i < a.numel(); ++i) pb[i] += pa[i];
-}
 
 std::string LayerName(int64_t index) { return "layers." + std::to_string(index); }
 
@@ -40,10 +27,11 @@ float OutputProjectionStd(const ModelShape& s) {
 
 }  // namespace
 
-TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& s, int64_t layer_index,
-                                   const cpu::RopeTable* rope, uint64_t seed,
+TransformerLayer::TransformerLayer(const Ops* ops, ParameterStore* store, const ModelShape& s,
+                                   int64_t layer_index, const RopeTable* rope, uint64_t seed,
                                    const TensorParallel* tp, SelectiveRecompute selective)
-    : shape_(s),
+    : ops_(ops),
+      shape_(s),
       layer_index_(layer_index),
       rope_(rope),
       seed_(seed),
@@ -51,19 +39,19 @@ TransformerLayer::TransformerLayer(ParameterStore* store, const ModelShape& s, i
       selective_(selective),
       local_groups_(s.query_groups / tp->size()),
       local_ffn_(s.ffn_hidden / tp->size()),
-      ln1_(store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm, s.norm_epsilon,
+      ln1_(ops, store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm, s.norm_epsilon,
            tp->sequence_parallel()),
-      qkv_(store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(), s.linear_bias,
-           s.init_std, LinearParallelism::kColumn,
+      qkv_(ops, store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(),
+           s.linear_bias, s.init_std, LinearParallelism::kColumn,
            Sharding::Block(0, s.qkv_width(), tp->size(), tp->rank())),
-      proj_(store, LayerName(layer_index) + ".attention.proj", s.heads * s.head_dim, s.hidden,
+      proj_(ops, store, LayerName(layer_index) + ".attention.proj", s.heads * s.head_dim, s.hidden,
             s.linear_bias, OutputProjectionStd(s), LinearParallelism::kRow,
             Sharding::Block(1, s.heads * s.head_dim, tp->size(), tp->rank())),
-      ln2_(store, LayerName(layer_index) + ".post_attention_norm", s.hidden, s.rms_norm,
+      ln2_(ops, store, LayerName(layer_index) + ".post_attention_norm", s.hidden, s.rms_norm,
            s.norm_epsilon, tp->sequence_parallel()),
-      fc1_(store, LayerName(layer_index) + ".mlp.fc1", s.hidden, s.fc1_width(), s.linear_bias,
+      fc1_(ops, store, LayerName(layer_index) + ".mlp.fc1", s.hidden, s.fc1_width(), s.linear_bias,
            s.init_std, LinearParallelism::kColumn, Fc1Sharding(s, *tp)),
-      fc2_(store, LayerName(layer_index) + ".mlp.fc2", s.ffn_hidden, s.hidden, s.linear_bias,
+      fc2_(ops, store, LayerName(layer_index) + ".mlp.fc2", s.ffn_hidden, s.hidden, s.linear_bias,
            OutputProjectionStd(s), LinearParallelism::kRow,
            Sharding::Block(1, s.ffn_hidden, tp->size(), tp->rank())) {}
 
@@ -79,25 +67,17 @@ uint64_t TransformerLayer::HiddenDropoutIndex(const MicroBatchContext& mb,
   return static_cast<uint64_t>((mb.first_sample * mb.seq + first_row) * shape_.hidden);
 }
 
-void TransformerLayer::ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq, bool inverse) const {
-  if (rope_ == nullptr) return;
-  const int64_t width = qkv->dim(1);
-  const int64_t group_width = (shape_.heads_per_group() + 2) * shape_.head_dim;
-  for (int64_t t = 0; t < qkv->dim(0); ++t) {
-    for (int64_t g = 0; g < local_groups_; ++g) {
-      // The group's query heads and its key head are adjacent: rotate them together.
-      cpu::ApplyRope(*rope_, t % seq, shape_.heads_per_group() + 1, shape_.head_dim, inverse,
-                     qkv->data() + t * width + g * group_width);
-    }
-  }
+void TransformerLayer::ApplyRopeToQueriesAndKeys(const MicroBatchContext& mb, bool inverse,
+                                                 Tensor* qkv) const {
+  if (rope_ != nullptr) ops_->RotateQueriesAndKeys(*rope_, AttentionShapeOf(mb), inverse, qkv);
 }
 
-cpu::AttentionShape TransformerLayer::AttentionShapeOf(const MicroBatchContext& mb) const {
+AttentionShape TransformerLayer::AttentionShapeOf(const MicroBatchContext& mb) const {
   return {mb.batch, mb.seq, local_groups_, shape_.heads_per_group(), shape_.head_dim};
 }
 
-cpu::AttentionDropout TransformerLayer::AttentionDropoutOf(const MicroBatchContext& mb,
-                                                           const CounterRng* rng) const {
+AttentionDropout TransformerLayer::AttentionDropoutOf(const MicroBatchContext& mb,
+                                                      const CounterRng* rng) const {
   // This rank's heads start at tp_rank * local_heads among all heads.
   return {rng, mb.Dropout(shape_.attention_dropout), mb.first_sample,
           tp_->rank() * local_groups_ * shape_.heads_per_group(), shape_.heads};
@@ -109,31 +89,30 @@ float TransformerLayer::AttentionScale() const {
 
 absl::Status TransformerLayer::NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out,
                                         Tensor* full, NormStats* stats) const {
-  *out = Activation(in.dim(0), shape_.hidden);
+  *out = ops_->NewActivation({in.dim(0), shape_.hidden});
   *stats = norm.Forward(in, out);
   ASSIGN_OR_RETURN(*full, tp_->EnterForward(*out));
   return absl::OkStatus();
 }
 
-void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv, Tensor* probs,
-                                     Tensor* ctx) const {
+void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv,
+                                     Tensor* attention, Tensor* ctx) const {
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  *probs = Tensor::Zeros({mb.batch, local_heads, mb.seq, mb.seq}, MemoryCategory::kActivations);
-  *ctx = Activation(mb.tokens(), local_heads * shape_.head_dim);
-  cpu::AttentionForward(AttentionShapeOf(mb), qkv.data(), AttentionScale(),
-                        AttentionDropoutOf(mb, &probs_rng), probs->data(), ctx->data());
+  *ctx = ops_->NewActivation({mb.tokens(), local_heads * shape_.head_dim});
+  ops_->AttentionForward(AttentionShapeOf(mb), qkv, AttentionScale(),
+                         AttentionDropoutOf(mb, &probs_rng), attention, ctx);
 }
 
 void TransformerLayer::MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const {
   const int64_t rows = ln2_full.dim(0);
-  *fc1_out = Activation(rows, fc1_.local_out());
-  fc1_.Forward(ln2_full.data(), rows, fc1_out->data());
-  *act = Activation(rows, local_ffn_);
+  *fc1_out = ops_->NewActivation({rows, fc1_.local_out()});
+  fc1_.Forward(ln2_full, fc1_out);
+  *act = ops_->NewActivation({rows, local_ffn_});
   if (shape_.swiglu) {
-    cpu::SwigluForward(fc1_out->data(), rows, local_ffn_, act->data());
+    ops_->SwigluForward(*fc1_out, act);
   } else {
-    cpu::GeluForward(fc1_out->data(), fc1_out->numel(), act->data());
+    ops_->GeluForward(*fc1_out, act);
   }
 }
 
@@ -146,34 +125,32 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
 
   // Attention block.
   RETURN_IF_ERROR(NormsOut(ln1_, x, &stash->ln1_out, &stash->ln1_full, &stash->ln1));
-  stash->qkv = Activation(rows, qkv_.local_out());
-  qkv_.Forward(stash->ln1_full.data(), rows, stash->qkv.data());
-  ApplyRopeToQueriesAndKeys(&stash->qkv, mb.seq, /*inverse=*/false);
-  AttentionCore(mb, stash->qkv, &stash->probs, &stash->ctx);
+  stash->qkv = ops_->NewActivation({rows, qkv_.local_out()});
+  qkv_.Forward(stash->ln1_full, &stash->qkv);
+  ApplyRopeToQueriesAndKeys(mb, /*inverse=*/false, &stash->qkv);
+  AttentionCore(mb, stash->qkv, &stash->attention, &stash->ctx);
 
-  Tensor proj_partial = Activation(rows, shape_.hidden);
-  proj_.Forward(stash->ctx.data(), rows, proj_partial.data());
+  Tensor proj_partial = ops_->NewActivation({rows, shape_.hidden});
+  proj_.Forward(stash->ctx, &proj_partial);
   ASSIGN_OR_RETURN(stash->x1, tp_->ExitForward(std::move(proj_partial)));
-  proj_.AddBias(stash->x1.data(), local_rows);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                    mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1.numel(),
-                    stash->x1.data(), stash->x1.data());
-  AddInto(x, &stash->x1);
+  proj_.AddBias(&stash->x1);
+  ops_->Dropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
+                mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1, &stash->x1);
+  ops_->Add(x, &stash->x1);
 
   // MLP block.
   RETURN_IF_ERROR(NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
   MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
-  Tensor fc2_partial = Activation(rows, shape_.hidden);
-  fc2_.Forward(stash->act.data(), rows, fc2_partial.data());
+  Tensor fc2_partial = ops_->NewActivation({rows, shape_.hidden});
+  fc2_.Forward(stash->act, &fc2_partial);
   ASSIGN_OR_RETURN(Tensor out, tp_->ExitForward(std::move(fc2_partial)));
-  fc2_.AddBias(out.data(), local_rows);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration),
-                    mb.Dropout(shape_.hidden_dropout), hidden_index, out.numel(), out.data(),
-                    out.data());
-  AddInto(stash->x1, &out);
+  fc2_.AddBias(&out);
+  ops_->Dropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
+                hidden_index, out, &out);
+  ops_->Add(stash->x1, &out);
 
   // Selective recomputation: keep only what is expensive to recompute.
-  if (selective_.core_attn) stash->probs = Tensor();
+  if (selective_.core_attn) stash->attention = Tensor();
   if (selective_.mlp) stash->fc1_out = stash->act = Tensor();
   if (selective_.layernorm) {
     stash->ln1_out = stash->ln1_full = stash->ln2_out = stash->ln2_full = Tensor();
@@ -190,7 +167,7 @@ absl::Status TransformerLayer::RecomputeDropped(const MicroBatchContext& mb,
   if (selective_.mlp) MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
   if (selective_.core_attn) {
     Tensor ctx;  // already kept; recomputed alongside the probabilities and dropped
-    AttentionCore(mb, stash->qkv, &stash->probs, &ctx);
+    AttentionCore(mb, stash->qkv, &stash->attention, &ctx);
   }
   return absl::OkStatus();
 }
@@ -205,49 +182,47 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   RETURN_IF_ERROR(RecomputeDropped(mb, stash));
 
   // MLP block.
-  Tensor d_fc2 = Activation(local_rows, shape_.hidden);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration),
-                    mb.Dropout(shape_.hidden_dropout), hidden_index, dy.numel(), dy.data(),
-                    d_fc2.data());
+  Tensor d_fc2 = ops_->NewActivation({local_rows, shape_.hidden});
+  ops_->Dropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
+                hidden_index, dy, &d_fc2);
   ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_fc2));
-  Tensor d_act = Activation(rows, local_ffn_);
-  fc2_.BackwardInput(stash->d_fc2_full.data(), rows, d_act.data());
-  stash->d_fc1 = Activation(rows, fc1_.local_out());
+  Tensor d_act = ops_->NewActivation({rows, local_ffn_});
+  fc2_.BackwardInput(stash->d_fc2_full, &d_act);
+  stash->d_fc1 = ops_->NewActivation({rows, fc1_.local_out()});
   if (shape_.swiglu) {
-    cpu::SwigluBackward(stash->fc1_out.data(), d_act.data(), rows, local_ffn_, stash->d_fc1.data());
+    ops_->SwigluBackward(stash->fc1_out, d_act, &stash->d_fc1);
   } else {
-    cpu::GeluBackward(stash->fc1_out.data(), d_act.data(), d_act.numel(), stash->d_fc1.data());
+    ops_->GeluBackward(stash->fc1_out, d_act, &stash->d_fc1);
   }
-  Tensor d_ln2_partial = Activation(rows, shape_.hidden);
-  fc1_.BackwardInput(stash->d_fc1.data(), rows, d_ln2_partial.data());
+  Tensor d_ln2_partial = ops_->NewActivation({rows, shape_.hidden});
+  fc1_.BackwardInput(stash->d_fc1, &d_ln2_partial);
   ASSIGN_OR_RETURN(stash->d_ln2, tp_->EnterBackward(std::move(d_ln2_partial)));
-  Tensor d_x1 = Activation(local_rows, shape_.hidden);
+  Tensor d_x1 = ops_->NewActivation({local_rows, shape_.hidden});
   ln2_.BackwardInput(stash->d_ln2, stash->x1, stash->ln2, &d_x1);
-  AddInto(dy, &d_x1);  // residual
+  ops_->Add(dy, &d_x1);  // residual
 
   // Attention block.
-  Tensor d_proj = Activation(local_rows, shape_.hidden);
-  cpu::ApplyDropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                    mb.Dropout(shape_.hidden_dropout), hidden_index, d_x1.numel(), d_x1.data(),
-                    d_proj.data());
+  Tensor d_proj = ops_->NewActivation({local_rows, shape_.hidden});
+  ops_->Dropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
+                mb.Dropout(shape_.hidden_dropout), hidden_index, d_x1, &d_proj);
   ASSIGN_OR_RETURN(stash->d_proj_full, tp_->ExitBackward(d_proj));
-  Tensor d_ctx = Activation(rows, local_heads * shape_.head_dim);
-  proj_.BackwardInput(stash->d_proj_full.data(), rows, d_ctx.data());
+  Tensor d_ctx = ops_->NewActivation({rows, local_heads * shape_.head_dim});
+  proj_.BackwardInput(stash->d_proj_full, &d_ctx);
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  stash->d_qkv = Activation(rows, qkv_.local_out());
-  cpu::AttentionBackward(AttentionShapeOf(mb), stash->qkv.data(), stash->probs.data(), d_ctx.data(),
-                         AttentionScale(), AttentionDropoutOf(mb, &probs_rng), stash->d_qkv.data());
-  ApplyRopeToQueriesAndKeys(&stash->d_qkv, mb.seq, /*inverse=*/true);
-  Tensor d_ln1_partial = Activation(rows, shape_.hidden);
-  qkv_.BackwardInput(stash->d_qkv.data(), rows, d_ln1_partial.data());
+  stash->d_qkv = ops_->NewActivation({rows, qkv_.local_out()});
+  ops_->AttentionBackward(AttentionShapeOf(mb), stash->qkv, stash->attention, stash->ctx, d_ctx,
+                          AttentionScale(), AttentionDropoutOf(mb, &probs_rng), &stash->d_qkv);
+  ApplyRopeToQueriesAndKeys(mb, /*inverse=*/true, &stash->d_qkv);
+  Tensor d_ln1_partial = ops_->NewActivation({rows, shape_.hidden});
+  qkv_.BackwardInput(stash->d_qkv, &d_ln1_partial);
   ASSIGN_OR_RETURN(stash->d_ln1, tp_->EnterBackward(std::move(d_ln1_partial)));
-  Tensor dx = Activation(local_rows, shape_.hidden);
+  Tensor dx = ops_->NewActivation({local_rows, shape_.hidden});
   ln1_.BackwardInput(stash->d_ln1, stash->x, stash->ln1, &dx);
-  AddInto(d_x1, &dx);  // residual
+  ops_->Add(d_x1, &dx);  // residual
 
   // Only the weight gradients need the rest of the stash now.
   stash->qkv = Tensor();
-  stash->probs = Tensor();
+  stash->attention = Tensor();
   stash->fc1_out = Tensor();
   stash->ln1_out = Tensor();
   stash->ln2_out = Tensor();
@@ -266,12 +241,11 @@ std::vector<Parameter*> TransformerLayer::Parameters() const {
 }
 
 void TransformerLayer::BackwardWeight(LayerStash* stash) {
-  const int64_t rows = stash->ln1_full.dim(0);
-  fc2_.BackwardWeight(stash->act.data(), stash->d_fc2_full.data(), rows);
-  fc1_.BackwardWeight(stash->ln2_full.data(), stash->d_fc1.data(), rows);
+  fc2_.BackwardWeight(stash->act, stash->d_fc2_full);
+  fc1_.BackwardWeight(stash->ln2_full, stash->d_fc1);
   ln2_.BackwardWeight(stash->d_ln2, stash->x1, stash->ln2);
-  proj_.BackwardWeight(stash->ctx.data(), stash->d_proj_full.data(), rows);
-  qkv_.BackwardWeight(stash->ln1_full.data(), stash->d_qkv.data(), rows);
+  proj_.BackwardWeight(stash->ctx, stash->d_proj_full);
+  qkv_.BackwardWeight(stash->ln1_full, stash->d_qkv);
   ln1_.BackwardWeight(stash->d_ln1, stash->x, stash->ln1);
   *stash = LayerStash();
 }

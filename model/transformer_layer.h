@@ -21,8 +21,8 @@
 #include "model/parameter.h"
 #include "model/recompute.h"
 #include "model/tensor_parallel.h"
-#include "runtime/cpu/attention.h"
-#include "runtime/cpu/rope.h"
+#include "runtime/op_params.h"
+#include "runtime/ops.h"
 #include "runtime/philox.h"
 
 namespace conveyor {
@@ -31,19 +31,21 @@ namespace conveyor {
 // inside the tensor-parallel region; the others are this rank's sequence shard under
 // --sequence-parallel). Forward fills the first block; BackwardInput fills the
 // gradients W needs and drops what only B needed.
+// `attention` is what the backend keeps for attention's backward (the probabilities on
+// the CPU).
 struct LayerStash {
-  Tensor x, ln1_out, ln1_full, qkv, probs, ctx, x1, ln2_out, ln2_full, fc1_out, act;
+  Tensor x, ln1_out, ln1_full, qkv, attention, ctx, x1, ln2_out, ln2_full, fc1_out, act;
   NormStats ln1, ln2;
   Tensor d_ln1, d_qkv, d_proj_full, d_ln2, d_fc1, d_fc2_full;
 };
 
 class TransformerLayer {
  public:
-  // `rope` may be null (learned positions); it and `tp` must outlive the layer.
+  // `rope` may be null (learned positions); it, `ops` and `tp` must outlive the layer.
   // `selective` names what forward drops and BackwardInput recomputes.
-  TransformerLayer(ParameterStore* store, const ModelShape& shape, int64_t layer_index,
-                   const cpu::RopeTable* rope, uint64_t seed, const TensorParallel* tp,
-                   SelectiveRecompute selective = {});
+  TransformerLayer(const Ops* ops, ParameterStore* store, const ModelShape& shape,
+                   int64_t layer_index, const RopeTable* rope, uint64_t seed,
+                   const TensorParallel* tp, SelectiveRecompute selective = {});
 
   absl::StatusOr<Tensor> Forward(const Tensor& x, const MicroBatchContext& mb,
                                  LayerStash* stash) const;
@@ -60,24 +62,24 @@ class TransformerLayer {
   CounterRng DropoutRng(DropoutSite site, int64_t iteration) const;
   // Global index of the first hidden element this rank holds outside the TP region.
   uint64_t HiddenDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
-  void ApplyRopeToQueriesAndKeys(Tensor* qkv, int64_t seq, bool inverse) const;
-  cpu::AttentionShape AttentionShapeOf(const MicroBatchContext& mb) const;
+  void ApplyRopeToQueriesAndKeys(const MicroBatchContext& mb, bool inverse, Tensor* qkv) const;
+  AttentionShape AttentionShapeOf(const MicroBatchContext& mb) const;
   // `rng` draws the probabilities' dropout mask; it must outlive the result.
-  cpu::AttentionDropout AttentionDropoutOf(const MicroBatchContext& mb,
-                                           const CounterRng* rng) const;
+  AttentionDropout AttentionDropoutOf(const MicroBatchContext& mb, const CounterRng* rng) const;
   float AttentionScale() const;  // 1 / sqrt(head_dim)
   // The pieces forward computes and selective recomputation repeats.
   absl::Status NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out, Tensor* full,
                         NormStats* stats) const;
-  void AttentionCore(const MicroBatchContext& mb, const Tensor& qkv, Tensor* probs,
+  void AttentionCore(const MicroBatchContext& mb, const Tensor& qkv, Tensor* attention,
                      Tensor* ctx) const;
   void MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const;
   // Rebuilds what forward dropped under selective recomputation.
   absl::Status RecomputeDropped(const MicroBatchContext& mb, LayerStash* stash) const;
 
+  const Ops* ops_;
   ModelShape shape_;
   int64_t layer_index_;
-  const cpu::RopeTable* rope_;
+  const RopeTable* rope_;
   uint64_t seed_;
   const TensorParallel* tp_;
   SelectiveRecompute selective_;

@@ -1,35 +1,27 @@
 #include "runtime/tensor.h"
 
 #include <cassert>
-#include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/str_join.h"
 
 namespace conveyor {
-namespace {
 
-// 64-byte alignment keeps BLAS and vector loads on cache-line boundaries.
-constexpr size_t kAlignment = 64;
-
-}  // namespace
-
-Tensor Tensor::Zeros(std::vector<int64_t> shape, MemoryCategory category, DType dtype) {
+Tensor Tensor::Zeros(std::vector<int64_t> shape, MemoryCategory category, DType dtype,
+                     Device device) {
   Tensor t;
   t.numel_ = 1;
   for (int64_t d : shape) t.numel_ *= d;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
+  t.device_ = device;
   t.category_ = category;
   const int64_t bytes = t.nbytes();
-  const size_t padded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, padded == 0 ? kAlignment : padded);
-  if (p == nullptr) std::abort();  // out of host memory: nothing sensible to return
-  std::memset(p, 0, padded);
+  DeviceMemory* memory = &MemoryOf(device);
+  void* p = memory->AllocateZeroed(bytes);
   MemoryTracker::Global().Allocated(category, bytes);
-  t.storage_ = std::shared_ptr<void>(p, [category, bytes](void* q) {
+  t.storage_ = std::shared_ptr<void>(p, [memory, category, bytes](void* q) {
     MemoryTracker::Global().Freed(category, bytes);
-    std::free(q);
+    memory->Free(q, bytes);
   });
   return t;
 }
@@ -44,14 +36,28 @@ const float* Tensor::data() const {
   return static_cast<const float*>(storage_.get());
 }
 
-Tensor Tensor::Clone(MemoryCategory category) const {
-  Tensor copy = Zeros(shape_, category, dtype_);
-  if (numel_ > 0) std::memcpy(copy.raw(), raw(), nbytes());
+Tensor Tensor::Clone(MemoryCategory category) const { return To(device_, category); }
+
+Tensor Tensor::To(Device device, MemoryCategory category) const {
+  Tensor copy = Zeros(shape_, category, dtype_, device);
+  copy.CopyFrom(*this);
   return copy;
 }
 
+void Tensor::CopyFrom(const Tensor& other) {
+  assert(dtype_ == other.dtype_ && numel_ == other.numel_);
+  if (numel_ == 0) return;
+  if (device_ == other.device_) {
+    MemoryOf(device_).Copy(raw(), other.raw(), nbytes());
+  } else if (other.device_ == Device::kCpu) {
+    MemoryOf(device_).CopyFromHost(raw(), other.raw(), nbytes());
+  } else {
+    MemoryOf(other.device_).CopyToHost(raw(), other.raw(), nbytes());
+  }
+}
+
 void Tensor::SetZero() {
-  if (numel_ > 0) std::memset(raw(), 0, nbytes());
+  if (numel_ > 0) MemoryOf(device_).Zero(raw(), nbytes());
 }
 
 std::string Tensor::ShapeString() const { return "[" + absl::StrJoin(shape_, ", ") + "]"; }

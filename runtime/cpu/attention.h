@@ -15,31 +15,9 @@
 
 #include <cstdint>
 
-#include "runtime/philox.h"
+#include "runtime/op_params.h"
 
 namespace conveyor::cpu {
-
-struct AttentionShape {
-  int64_t batch;   // samples
-  int64_t seq;     // tokens per sample
-  int64_t groups;  // key/value heads held here
-  int64_t heads_per_group;
-  int64_t head_dim;
-
-  int64_t heads() const { return groups * heads_per_group; }
-  int64_t qkv_width() const { return groups * (heads_per_group + 2) * head_dim; }
-};
-
-// Attention dropout element (sample, head, i, j) has global index
-//   ((first_sample + sample) * total_heads + first_head + head) * seq^2 + i * seq + j,
-// so tensor-parallel ranks (holding heads [first_head, ...)) draw the single-rank mask.
-struct AttentionDropout {
-  const CounterRng* rng = nullptr;  // null or p == 0: no dropout
-  float p = 0.0f;
-  int64_t first_sample = 0;
-  int64_t first_head = 0;
-  int64_t total_heads = 0;
-};
 
 // qkv: [batch * seq, qkv_width]; probs: [batch, heads, seq, seq] (P before dropout,
 // kept for backward); ctx: [batch * seq, heads * head_dim].

@@ -14,9 +14,9 @@
 
 #include <cstdint>
 
-namespace conveyor::cpu {
+#include "runtime/op_params.h"
 
-enum class NormKind { kLayerNorm, kRmsNorm };
+namespace conveyor::cpu {
 
 // mean and rstd receive one value per row (mean is left 0 for RMSNorm).
 // beta may be null (RMSNorm).

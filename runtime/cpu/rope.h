@@ -7,17 +7,10 @@
 #define CONVEYOR_RUNTIME_CPU_ROPE_H_
 
 #include <cstdint>
-#include <vector>
+
+#include "runtime/op_params.h"
 
 namespace conveyor::cpu {
-
-// cos and sin of every (position, pair) angle, [seq, head_dim / 2] each.
-struct RopeTable {
-  RopeTable(int64_t seq, int64_t head_dim, float base);
-  int64_t half;
-  std::vector<float> cos;
-  std::vector<float> sin;
-};
 
 // Rotates `count` head vectors of length 2 * table.half, spaced `stride` floats apart,
 // all at sequence position `pos`; inverse = true rotates backwards (for gradients).

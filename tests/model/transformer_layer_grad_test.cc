@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "model/transformer_layer.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "runtime/philox.h"
 #include "tests/model/grad_check.h"
 #include "tests/model/test_shapes.h"
@@ -26,9 +27,10 @@ class TransformerLayerGradTest : public ::testing::TestWithParam<ShapeVariant> {
 TEST_P(TransformerLayerGradTest, InputAndWeightGradientsMatchFiniteDifferences) {
   const ModelShape shape = GetParam().shape;
   ParameterStore store(/*seed=*/11);
-  cpu::RopeTable rope(shape.seq, shape.head_dim, shape.rotary_base);
+  RopeTable rope(shape.seq, shape.head_dim, shape.rotary_base);
   const TensorParallel one_rank;
-  TransformerLayer layer(&store, shape, /*layer_index=*/1, shape.rope ? &rope : nullptr,
+  TransformerLayer layer(&CpuOps::Get(), &store, shape, /*layer_index=*/1,
+                         shape.rope ? &rope : nullptr,
                          /*seed=*/11, &one_rank);
   const MicroBatchContext mb{/*iteration=*/2, /*first_sample=*/3, /*batch=*/2, shape.seq};
   Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
@@ -65,7 +67,7 @@ TEST(TransformerLayerTest, BackwardWeightEmptiesTheStash) {
   const ModelShape shape = testing::TinyShape();
   ParameterStore store(1);
   const TensorParallel one_rank;
-  TransformerLayer layer(&store, shape, 0, nullptr, 1, &one_rank);
+  TransformerLayer layer(&CpuOps::Get(), &store, shape, 0, nullptr, 1, &one_rank);
   const MicroBatchContext mb{1, 0, 1, shape.seq};
   const Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
   const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);

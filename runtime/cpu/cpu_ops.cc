@@ -1,0 +1,192 @@
+#include "runtime/cpu/cpu_ops.h"
+
+#include <cassert>
+
+#include "runtime/cpu/activation.h"
+#include "runtime/cpu/attention.h"
+#include "runtime/cpu/cross_entropy.h"
+#include "runtime/cpu/dropout.h"
+#include "runtime/cpu/embedding.h"
+#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/norm.h"
+#include "runtime/cpu/rope.h"
+
+namespace conveyor {
+namespace {
+
+int64_t Rows(const Tensor& t, int64_t width) { return t.numel() / width; }
+
+}  // namespace
+
+const CpuOps& CpuOps::Get() {
+  static const CpuOps* ops = new CpuOps();
+  return *ops;
+}
+
+void CpuOps::Cast(const Tensor& in, Tensor* out) const {
+  assert(in.numel() == out->numel());
+  if (in.dtype() == out->dtype()) {
+    out->CopyFrom(in);
+    return;
+  }
+  if (in.dtype() == DType::kFloat32) {
+    const float* src = in.data();
+    auto* dst = static_cast<BFloat16*>(out->raw());
+    for (int64_t i = 0; i < in.numel(); ++i) dst[i] = ToBFloat16(src[i]);
+  } else {
+    const auto* src = static_cast<const BFloat16*>(in.raw());
+    float* dst = out->data();
+    for (int64_t i = 0; i < in.numel(); ++i) dst[i] = ToFloat(src[i]);
+  }
+}
+
+void CpuOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const Tensor& a, const Tensor& b, float beta, Tensor* c) const {
+  cpu::Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), b.data(), beta, c->data());
+}
+
+void CpuOps::AddBias(const Tensor& bias, Tensor* y) const {
+  const int64_t width = bias.numel();
+  const float* b = bias.data();
+  float* out = y->data();
+  for (int64_t r = 0; r < Rows(*y, width); ++r) {
+    for (int64_t o = 0; o < width; ++o) out[r * width + o] += b[o];
+  }
+}
+
+void CpuOps::AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const {
+  const int64_t width = dbias->numel();
+  const float* g = dy.data();
+  float* db = dbias->data();
+  for (int64_t r = 0; r < Rows(dy, width); ++r) {
+    for (int64_t o = 0; o < width; ++o) db[o] += g[r * width + o];
+  }
+}
+
+void CpuOps::Add(const Tensor& x, Tensor* y) const {
+  const float* px = x.data();
+  float* py = y->data();
+  for (int64_t i = 0; i < x.numel(); ++i) py[i] += px[i];
+}
+
+void CpuOps::AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq, Tensor* x) const {
+  const int64_t width = table.dim(1);
+  for (int64_t r = 0; r < Rows(*x, width); ++r) {
+    const float* pos = table.data() + ((first_row + r) % seq) * width;
+    float* row = x->data() + r * width;
+    for (int64_t i = 0; i < width; ++i) row[i] += pos[i];
+  }
+}
+
+void CpuOps::AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+                                    Tensor* dtable) const {
+  const int64_t width = dtable->dim(1);
+  for (int64_t r = 0; r < Rows(dx, width); ++r) {
+    float* pos = dtable->data() + ((first_row + r) % seq) * width;
+    const float* row = dx.data() + r * width;
+    for (int64_t i = 0; i < width; ++i) pos[i] += row[i];
+  }
+}
+
+void CpuOps::NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
+                         float eps, Tensor* y, Tensor* mean, Tensor* rstd) const {
+  const int64_t width = gamma.numel();
+  cpu::NormForward(kind, x.data(), gamma.data(), beta != nullptr ? beta->data() : nullptr,
+                   Rows(x, width), width, eps, y->data(), mean->data(), rstd->data());
+}
+
+void CpuOps::NormBackwardInput(NormKind kind, const Tensor& dy, const Tensor& x,
+                               const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                               Tensor* dx) const {
+  const int64_t width = gamma.numel();
+  cpu::NormBackwardInput(kind, dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(),
+                         Rows(x, width), width, dx->data());
+}
+
+void CpuOps::NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                const Tensor& rstd, Tensor* dgamma, Tensor* dbeta) const {
+  const int64_t width = dgamma->numel();
+  cpu::NormBackwardWeight(dy.data(), x.data(), mean.data(), rstd.data(), Rows(x, width), width,
+                          dgamma->data(), dbeta != nullptr ? dbeta->data() : nullptr);
+}
+
+void CpuOps::GeluForward(const Tensor& x, Tensor* y) const {
+  cpu::GeluForward(x.data(), x.numel(), y->data());
+}
+
+void CpuOps::GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  cpu::GeluBackward(x.data(), dy.data(), dy.numel(), dx->data());
+}
+
+void CpuOps::SwigluForward(const Tensor& x, Tensor* y) const {
+  const int64_t width = y->dim(y->rank() - 1);
+  cpu::SwigluForward(x.data(), Rows(*y, width), width, y->data());
+}
+
+void CpuOps::SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  const int64_t width = dy.dim(dy.rank() - 1);
+  cpu::SwigluBackward(x.data(), dy.data(), Rows(dy, width), width, dx->data());
+}
+
+void CpuOps::Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
+                     Tensor* out) const {
+  cpu::ApplyDropout(rng, p, first_index, in.numel(), in.data(), out->data());
+}
+
+void CpuOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape, bool inverse,
+                                  Tensor* qkv) const {
+  const int64_t width = shape.qkv_width();
+  const int64_t group_width = (shape.heads_per_group + 2) * shape.head_dim;
+  for (int64_t t = 0; t < Rows(*qkv, width); ++t) {
+    for (int64_t g = 0; g < shape.groups; ++g) {
+      // The group's query heads and its key head are adjacent: rotate them together.
+      cpu::ApplyRope(table, t % shape.seq, shape.heads_per_group + 1, shape.head_dim, inverse,
+                     qkv->data() + t * width + g * group_width);
+    }
+  }
+}
+
+void CpuOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
+                              const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const {
+  *saved = NewFloatActivation({shape.batch, shape.heads(), shape.seq, shape.seq});
+  cpu::AttentionForward(shape, qkv.data(), scale, dropout, saved->data(), ctx->data());
+}
+
+void CpuOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
+                               const Tensor& /*ctx*/, const Tensor& dctx, float scale,
+                               const AttentionDropout& dropout, Tensor* dqkv) const {
+  cpu::AttentionBackward(shape, qkv.data(), saved.data(), dctx.data(), scale, dropout,
+                         dqkv->data());
+}
+
+void CpuOps::EmbeddingForward(const Tensor& table, int64_t vocab_start,
+                              absl::Span<const int32_t> ids, Tensor* out) const {
+  cpu::EmbeddingForward(table.data(), vocab_start, table.dim(0), ids.data(),
+                        static_cast<int64_t>(ids.size()), table.dim(1), out->data());
+}
+
+void CpuOps::EmbeddingBackwardWeight(const Tensor& dout, int64_t vocab_start,
+                                     absl::Span<const int32_t> ids, Tensor* dtable) const {
+  cpu::EmbeddingBackwardWeight(dout.data(), vocab_start, dtable->dim(0), ids.data(),
+                               static_cast<int64_t>(ids.size()), dtable->dim(1), dtable->data());
+}
+
+void CpuOps::RowMax(const Tensor& logits, absl::Span<double> row_max) const {
+  cpu::RowMax(logits.data(), logits.dim(0), logits.dim(1), row_max.data());
+}
+
+void CpuOps::SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                             int64_t vocab_start, absl::Span<const double> row_max,
+                             absl::Span<double> sum_exp, absl::Span<double> target) const {
+  cpu::SumExpAndTarget(logits.data(), labels.data(), logits.dim(0), logits.dim(1), vocab_start,
+                       row_max.data(), sum_exp.data(), target.data());
+}
+
+void CpuOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
+                                  absl::Span<const float> logsumexp, int64_t vocab_start,
+                                  float scale, Tensor* logits) const {
+  cpu::CrossEntropyBackward(labels.data(), logsumexp.data(), logits->dim(0), logits->dim(1),
+                            vocab_start, scale, logits->data());
+}
+
+}  // namespace conveyor

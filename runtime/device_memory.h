@@ -1,0 +1,44 @@
+// Where a tensor's bytes live, and the memory behind each place.
+//
+// The host memory is built in. The CUDA backend registers its caching allocator for
+// Device::kCuda when it starts, so that Tensor (and everything above the runtime)
+// allocates, zeroes and copies device memory without calling CUDA itself.
+#ifndef CONVEYOR_RUNTIME_DEVICE_MEMORY_H_
+#define CONVEYOR_RUNTIME_DEVICE_MEMORY_H_
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace conveyor {
+
+enum class Device { kCpu, kCuda };
+
+absl::string_view DeviceName(Device device);
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+
+  // `bytes` zero-filled bytes, aligned for vector loads. Running out of memory ends the
+  // process with a message naming the request and what is held (there is no useful way
+  // to continue a training step without the buffer).
+  virtual void* AllocateZeroed(int64_t bytes) = 0;
+  virtual void Free(void* p, int64_t bytes) = 0;
+
+  virtual void Zero(void* p, int64_t bytes) = 0;
+  // Copies within this device, and between it and the host.
+  virtual void Copy(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void CopyFromHost(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* src, int64_t bytes) = 0;
+};
+
+// The memory of `device`; Device::kCuda must have been registered.
+DeviceMemory& MemoryOf(Device device);
+
+// Installs `memory` (not owned, must outlive every tensor on the device) for `device`.
+void RegisterDeviceMemory(Device device, DeviceMemory* memory);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_DEVICE_MEMORY_H_

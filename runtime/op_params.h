@@ -1,0 +1,51 @@
+// The parameter types of the op interface (runtime/ops.h), shared by every backend:
+// which norm, the shape of grouped-query attention and its dropout, the RoPE table.
+#ifndef CONVEYOR_RUNTIME_OP_PARAMS_H_
+#define CONVEYOR_RUNTIME_OP_PARAMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/philox.h"
+
+namespace conveyor {
+
+enum class NormKind { kLayerNorm, kRmsNorm };
+
+// Causal attention over a fused QKV matrix [batch * seq, qkv_width()] in Megatron's
+// grouped layout: for each query group, its `heads_per_group` query heads, then its key
+// head, then its value head, each head_dim wide.
+struct AttentionShape {
+  int64_t batch;   // samples
+  int64_t seq;     // tokens per sample
+  int64_t groups;  // key/value heads held here
+  int64_t heads_per_group;
+  int64_t head_dim;
+
+  int64_t heads() const { return groups * heads_per_group; }
+  int64_t qkv_width() const { return groups * (heads_per_group + 2) * head_dim; }
+};
+
+// Attention dropout element (sample, head, i, j) has global index
+//   ((first_sample + sample) * total_heads + first_head + head) * seq^2 + i * seq + j,
+// so tensor-parallel ranks (holding heads [first_head, ...)) draw the single-rank mask.
+struct AttentionDropout {
+  const CounterRng* rng = nullptr;  // null or p == 0: no dropout
+  float p = 0.0f;
+  int64_t first_sample = 0;
+  int64_t first_head = 0;
+  int64_t total_heads = 0;
+};
+
+// cos and sin of every (position, pair) angle of rotary position embedding,
+// [seq, head_dim / 2] each, in fp32 like Megatron's inv_freq = 1 / base^(2i / d).
+struct RopeTable {
+  RopeTable(int64_t seq, int64_t head_dim, float base);
+  int64_t half;
+  std::vector<float> cos;
+  std::vector<float> sin;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_OP_PARAMS_H_

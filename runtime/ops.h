@@ -1,0 +1,132 @@
+// The op interface the model computes through, one implementation per backend:
+// runtime/cpu/cpu_ops.h (fp32, OpenBLAS: the reference every other backend is tested
+// against) and runtime/cuda/cuda_ops.h (bf16 activations, fp32 accumulation).
+//
+// Tensors passed to an Ops live on its device(). Activations, and the compute copies of
+// weights the GEMMs read, have its compute_dtype(); what accumulates across
+// micro-batches (weight and bias gradients) and per-row statistics stay fp32, and so do
+// the parameters the other ops read (norm gamma and beta, biases, embedding and
+// position tables: their fp32 master values). Outputs
+// are allocated by the caller unless a comment says otherwise. Token ids, labels and the
+// per-row numbers of the vocabulary-parallel cross-entropy (reduced across tensor-parallel
+// ranks by the model) are host arrays on every backend.
+#ifndef CONVEYOR_RUNTIME_OPS_H_
+#define CONVEYOR_RUNTIME_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "runtime/device_memory.h"
+#include "runtime/dtype.h"
+#include "runtime/op_params.h"
+#include "runtime/philox.h"
+#include "runtime/tensor.h"
+
+namespace conveyor {
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  virtual Device device() const = 0;
+  virtual DType compute_dtype() const = 0;
+
+  // A zero-filled tensor of the compute type on this device, counted as activations.
+  Tensor NewActivation(std::vector<int64_t> shape) const {
+    return Tensor::Zeros(std::move(shape), MemoryCategory::kActivations, compute_dtype(), device());
+  }
+  // A zero-filled fp32 tensor on this device, counted as activations (norm statistics).
+  Tensor NewFloatActivation(std::vector<int64_t> shape) const {
+    return Tensor::Zeros(std::move(shape), MemoryCategory::kActivations, DType::kFloat32, device());
+  }
+
+  // Converts between element types (fp32 <-> compute type) with round-to-nearest-even;
+  // `out` has in's shape.
+  virtual void Cast(const Tensor& in, Tensor* out) const = 0;
+
+  // c = alpha * op(a) * op(b) + beta * c over row-major matrices: op(a) is [m, k], op(b)
+  // is [k, n], c is [m, n]; trans_a / trans_b say that a / b are stored transposed. a and
+  // b have the compute type; c has the compute type or fp32 (weight gradients accumulate
+  // in fp32, beta = 1).
+  virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const Tensor& a, const Tensor& b, float beta, Tensor* c) const = 0;
+
+  // y[r, :] += bias for each row r of y ([rows, bias.numel()]).
+  virtual void AddBias(const Tensor& bias, Tensor* y) const = 0;
+  // dbias (fp32) += the sum over rows of dy.
+  virtual void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const = 0;
+  // y += x, elementwise.
+  virtual void Add(const Tensor& x, Tensor* y) const = 0;
+
+  // Learned positions: x[r, :] += table[(first_row + r) % seq, :], and the gradient
+  // dtable[(first_row + r) % seq, :] += dx[r, :] (dtable fp32).
+  virtual void AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+                               Tensor* x) const = 0;
+  virtual void AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+                                      Tensor* dtable) const = 0;
+
+  // LayerNorm / RMSNorm over rows of width gamma.numel() (see cpu/norm.h for the math).
+  // mean and rstd are fp32 [rows]; beta and dbeta are null for RMSNorm. Backward is split
+  // into dx now and the fp32 weight gradients (accumulated) later.
+  virtual void NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
+                           float eps, Tensor* y, Tensor* mean, Tensor* rstd) const = 0;
+  virtual void NormBackwardInput(NormKind kind, const Tensor& dy, const Tensor& x,
+                                 const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                 Tensor* dx) const = 0;
+  virtual void NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                  const Tensor& rstd, Tensor* dgamma, Tensor* dbeta) const = 0;
+
+  // GELU (tanh form) elementwise; SwiGLU on x = [rows, 2 * width] (gate | up) giving
+  // y = [rows, width]. Backward gives dx of x's shape.
+  virtual void GeluForward(const Tensor& x, Tensor* y) const = 0;
+  virtual void GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const = 0;
+  virtual void SwigluForward(const Tensor& x, Tensor* y) const = 0;
+  virtual void SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const = 0;
+
+  // out = in * keep / (1 - p), keep[i] = rng.Uniform(first_index + i) >= p; the same call
+  // maps dy to dx. in and out may be the same tensor.
+  virtual void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
+                       Tensor* out) const = 0;
+
+  // Rotates the query and key heads of every token of qkv ([batch * seq, qkv_width], token
+  // t at position t % seq) by RoPE; inverse rotates back (for gradients).
+  virtual void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
+                                    bool inverse, Tensor* qkv) const = 0;
+
+  // Causal grouped-query attention (see cpu/attention.h for the math). Forward allocates
+  // `saved`, what backward needs besides qkv (the probabilities on the CPU; each row's
+  // log-sum-exp on a fused kernel), and writes ctx [batch * seq, heads * head_dim].
+  // Backward overwrites dqkv [batch * seq, qkv_width].
+  virtual void AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
+                                const AttentionDropout& dropout, Tensor* saved,
+                                Tensor* ctx) const = 0;
+  virtual void AttentionBackward(const AttentionShape& shape, const Tensor& qkv,
+                                 const Tensor& saved, const Tensor& ctx, const Tensor& dctx,
+                                 float scale, const AttentionDropout& dropout,
+                                 Tensor* dqkv) const = 0;
+
+  // Vocabulary-parallel embedding: this rank holds table rows [vocab_start, vocab_start +
+  // table rows). out[t] = table[ids[t] - vocab_start] for ids in range, else 0; the weight
+  // gradient accumulates dout's rows into dtable (fp32).
+  virtual void EmbeddingForward(const Tensor& table, int64_t vocab_start,
+                                absl::Span<const int32_t> ids, Tensor* out) const = 0;
+  virtual void EmbeddingBackwardWeight(const Tensor& dout, int64_t vocab_start,
+                                       absl::Span<const int32_t> ids, Tensor* dtable) const = 0;
+
+  // Vocabulary-parallel cross-entropy over logits [rows, local vocab] (cpu/cross_entropy.h):
+  // the row maxima, then sum_exp[t] = sum_v exp(z[t, v] - row_max[t]) and the target
+  // logit (0 when the label is not in this rank's range), then the gradient written over
+  // the logits: scale * (softmax - onehot).
+  virtual void RowMax(const Tensor& logits, absl::Span<double> row_max) const = 0;
+  virtual void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                               int64_t vocab_start, absl::Span<const double> row_max,
+                               absl::Span<double> sum_exp, absl::Span<double> target) const = 0;
+  virtual void CrossEntropyBackward(absl::Span<const int32_t> labels,
+                                    absl::Span<const float> logsumexp, int64_t vocab_start,
+                                    float scale, Tensor* logits) const = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_OPS_H_
