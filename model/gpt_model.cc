@@ -49,6 +49,7 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       output_layer_ = store_.Add("output_layer.weight", {shape.padded_vocab, shape.hidden},
                                  {InitKind::kNormal, shape.init_std}, true, vocab_rows);
     }
+    (output_layer_ != nullptr ? output_layer_ : word_embedding_)->gemm_operand = true;
   }
 }
 
@@ -111,7 +112,7 @@ absl::StatusOr<float> GptModel::HeadForward(const MicroBatchContext& mb, const T
   ASSIGN_OR_RETURN(stash->final_out_full, tp_->EnterForward(final_out));
   stash->logits = ops_->NewActivation({rows, local_vocab_});
   ops_->Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f, stash->final_out_full,
-             output_weight()->value, 0.0f, &stash->logits);
+             output_weight()->gemm_value(), 0.0f, &stash->logits);
 
   std::vector<double> row_max(rows), sum_exp(rows), target(rows);
   ops_->RowMax(stash->logits, absl::MakeSpan(row_max));
@@ -141,8 +142,8 @@ absl::StatusOr<Tensor> GptModel::HeadBackward(const MicroBatchContext& mb, float
   const Tensor& d_logits = stash->logits;
   Parameter* weight = output_layer_ != nullptr ? output_layer_ : word_embedding_;
   Tensor d_out_partial = ops_->NewActivation({rows, shape_.hidden});
-  ops_->Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits, weight->value, 0.0f,
-             &d_out_partial);
+  ops_->Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits, weight->gemm_value(),
+             0.0f, &d_out_partial);
   ops_->Gemm(true, false, local_vocab_, shape_.hidden, rows, 1.0f, d_logits, stash->final_out_full,
              1.0f, &weight->grad);
   ASSIGN_OR_RETURN(Tensor d_final_out, tp_->EnterBackward(std::move(d_out_partial)));

@@ -87,6 +87,7 @@ class GptModel {
   absl::Status Backward(const MicroBatchContext& mb, float loss_scale, GptStash* stash);
 
   ParameterStore& parameters() { return store_; }
+  const Ops& ops() const { return *ops_; }
   const ModelShape& shape() const { return shape_; }
   const TensorParallel& tp() const { return *tp_; }
 

@@ -3,13 +3,15 @@
 #include <algorithm>
 #include <numeric>
 
+#include "model/parameter_placement.h"
 #include "runtime/status_macros.h"
 
 namespace conveyor {
 
 GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
                    const pipeline::ExecutorPlace& place,
-                   const std::vector<int64_t>& layers_per_stage, RecomputePolicy recompute)
+                   const std::vector<int64_t>& layers_per_stage, RecomputePolicy recompute,
+                   const Ops* ops)
     : shape_(shape),
       tp_(tp != nullptr ? tp : &single_rank_),
       place_(place),
@@ -23,7 +25,8 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
     partition.num_layers = layers_per_stage[stage];
     partition.has_embedding = stage == 0;
     partition.has_head = stage == num_stages_ - 1;
-    chunks_.push_back(std::make_unique<GptModel>(shape, seed, tp_, partition, recompute.selective));
+    chunks_.push_back(
+        std::make_unique<GptModel>(shape, seed, tp_, partition, recompute.selective, ops));
     // The chunk's parameters that no transformer layer owns (embedding, head).
     std::vector<Parameter*> in_layers;
     for (int64_t i = 0; i < chunks_.back()->num_local_layers(); ++i) {
@@ -36,6 +39,7 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
       }
     }
   }
+  PlaceParameters(this->ops(), parameters());
 }
 
 int GptStage::GlobalStage(int chunk) const {

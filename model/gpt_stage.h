@@ -29,10 +29,13 @@ using MicroBatchFeed = std::function<absl::StatusOr<MicroBatchInput>(int micro_b
 class GptStage : public pipeline::Stage {
  public:
   // `layers_per_stage` has one entry per global stage (P * V); `tp` may be null (one
-  // rank), otherwise it must outlive the stage.
+  // rank), otherwise it must outlive the stage. `ops` (null: the CPU backend) computes
+  // the stage and must outlive it; the parameters are placed on its device.
   GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
            const pipeline::ExecutorPlace& place, const std::vector<int64_t>& layers_per_stage,
-           RecomputePolicy recompute = {});
+           RecomputePolicy recompute = {}, const Ops* ops = nullptr);
+
+  const Ops& ops() const { return chunks_.front()->ops(); }
 
   // Starts a step: where micro-batches come from, their size in tokens, and the
   // weight of each micro-batch's loss in the gradient (1 / (M * DP)).

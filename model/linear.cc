@@ -9,6 +9,7 @@ Linear::Linear(const Ops* ops, ParameterStore* store, const std::string& name, i
       parallelism_(parallelism),
       weight_(store->Add(name + ".weight", {out, in}, {InitKind::kNormal, init_std}, true, split)),
       bias_(nullptr) {
+  weight_->gemm_operand = true;
   out_ = weight_->value.dim(0);
   in_ = weight_->value.dim(1);
   if (bias) {
@@ -23,12 +24,12 @@ void Linear::AddBias(Tensor* y) const {
 }
 
 void Linear::Forward(const Tensor& x, Tensor* y) const {
-  ops_->Gemm(false, true, x.dim(0), out_, in_, 1.0f, x, weight_->value, 0.0f, y);
+  ops_->Gemm(false, true, x.dim(0), out_, in_, 1.0f, x, weight_->gemm_value(), 0.0f, y);
   if (parallelism_ == LinearParallelism::kColumn) AddBias(y);
 }
 
 void Linear::BackwardInput(const Tensor& dy, Tensor* dx) const {
-  ops_->Gemm(false, false, dy.dim(0), in_, out_, 1.0f, dy, weight_->value, 0.0f, dx);
+  ops_->Gemm(false, false, dy.dim(0), in_, out_, 1.0f, dy, weight_->gemm_value(), 0.0f, dx);
 }
 
 void Linear::BackwardWeight(const Tensor& x, const Tensor& dy) {

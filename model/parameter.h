@@ -37,9 +37,15 @@ struct Parameter {
   std::string name;  // e.g. "layers.3.mlp.fc1.weight": also the init stream's name
   std::vector<int64_t> global_shape;
   Sharding sharding;
-  Tensor value;       // the local part
-  Tensor grad;        // accumulated over the micro-batches of a step
+  Tensor value;       // the local part (fp32: the master weights on a bf16 backend)
+  Tensor grad;        // fp32, accumulated over the micro-batches of a step
   bool weight_decay;  // Megatron excludes biases and norm weights
+  // A GEMM reads this weight (see model/parameter_placement.h): on a backend whose
+  // compute type is not fp32 it reads `compute`, value rounded to that type.
+  bool gemm_operand = false;
+  Tensor compute;  // empty: GEMMs read value
+
+  const Tensor& gemm_value() const { return compute.empty() ? value : compute; }
   // Replicated across tensor-parallel ranks, but each rank sees only its sequence
   // shard under --sequence-parallel, so its gradient must be summed over TP.
   bool sequence_parallel = false;

@@ -10,7 +10,6 @@
 // A parameter that straddles shards is updated piecewise by the ranks that own its
 // pieces; its weight decay travels with each piece.
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/status_macros.h"
 #include "trainer/optimizer.h"
@@ -21,8 +20,10 @@ namespace {
 
 class DistributedOptimizer : public ParameterUpdater {
  public:
-  DistributedOptimizer(const Config& config, std::vector<Parameter*> params, GradientGroups groups)
-      : clip_grad_(config.optimizer().clip_grad()),
+  DistributedOptimizer(const Config& config, std::vector<Parameter*> params, GradientGroups groups,
+                       const OptimizerOps* ops)
+      : ops_(ops),
+        clip_grad_(config.optimizer().clip_grad()),
         params_(std::move(params)),
         groups_(std::move(groups)) {
     const int dp = groups_.dp == nullptr ? 1 : groups_.dp->size();
@@ -31,9 +32,11 @@ class DistributedOptimizer : public ParameterUpdater {
     for (const Parameter* p : params_) total += p->value.numel();
     shard_size_ = (total + dp - 1) / dp;
     const int64_t shard_start = dp_rank * shard_size_;
-    flat_ = Tensor::Zeros({shard_size_ * dp}, MemoryCategory::kGrads);
-    shard_grad_ = Tensor::Zeros({shard_size_}, MemoryCategory::kGrads);
-    shard_param_ = Tensor::Zeros({shard_size_}, MemoryCategory::kOptimizer);
+    const Device device = ops_->device();
+    flat_ = Tensor::Zeros({shard_size_ * dp}, MemoryCategory::kGrads, DType::kFloat32, device);
+    shard_grad_ = Tensor::Zeros({shard_size_}, MemoryCategory::kGrads, DType::kFloat32, device);
+    shard_param_ =
+        Tensor::Zeros({shard_size_}, MemoryCategory::kOptimizer, DType::kFloat32, device);
 
     int64_t offset = 0;
     std::vector<OptimizerSegment> segments;
@@ -49,7 +52,7 @@ class DistributedOptimizer : public ParameterUpdater {
       offset += p->value.numel();
     }
     segments_ = segments;
-    optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments));
+    optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments), ops_);
     ParametersLoaded();  // the master copy starts as the parameters' values
   }
 
@@ -57,9 +60,9 @@ class DistributedOptimizer : public ParameterUpdater {
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum; done first here, as the reduce-scatter leaves only the shard's sums.
     RETURN_IF_ERROR(ReduceSharedGradients(params_, groups_));
-    PackGradients(params_, flat_.data());
+    PackGradients(params_, &flat_);
     if (groups_.dp == nullptr) {
-      std::memcpy(shard_grad_.data(), flat_.data(), shard_grad_.nbytes());
+      MemoryOf(flat_.device()).Copy(shard_grad_.data(), flat_.data(), shard_grad_.nbytes());
       return absl::OkStatus();
     }
     return groups_.dp->ReduceScatterSum(flat_.data(), shard_size_, shard_grad_.data());
@@ -68,23 +71,20 @@ class DistributedOptimizer : public ParameterUpdater {
   absl::StatusOr<double> GradNorm() override {
     double squares = 0.0;
     for (size_t i = 0; i < segments_.size(); ++i) {
-      if (!counts_toward_norm_[i]) continue;
-      for (int64_t j = 0; j < segments_[i].n; ++j) {
-        squares += static_cast<double>(segments_[i].grad[j]) * segments_[i].grad[j];
-      }
+      if (counts_toward_norm_[i]) squares += ops_->SumOfSquares(segments_[i].grad, segments_[i].n);
     }
     return FinishNorm(squares, groups_.dp, groups_);
   }
 
   absl::Status Step(double grad_norm, double lr) override {
-    ClipGradients(segments_, grad_norm, clip_grad_);
+    ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
     optimizer_->Step(lr);
     if (groups_.dp == nullptr) {
-      std::memcpy(flat_.data(), shard_param_.data(), shard_param_.nbytes());
+      MemoryOf(flat_.device()).Copy(flat_.data(), shard_param_.data(), shard_param_.nbytes());
     } else {
       RETURN_IF_ERROR(groups_.dp->AllGather(shard_param_.data(), shard_size_, flat_.data()));
     }
-    UnpackValues(flat_.data(), params_);
+    UnpackValues(flat_, params_);
     return absl::OkStatus();
   }
 
@@ -92,11 +92,12 @@ class DistributedOptimizer : public ParameterUpdater {
 
   void ParametersLoaded() override {
     for (const OptimizerSegment& s : segments_) {
-      std::memcpy(s.param, s.owner->value.data() + s.offset, s.n * sizeof(float));
+      MemoryOf(flat_.device()).Copy(s.param, s.owner->value.data() + s.offset, s.n * sizeof(float));
     }
   }
 
  private:
+  const OptimizerOps* ops_;
   double clip_grad_;
   std::vector<Parameter*> params_;
   GradientGroups groups_;
@@ -113,8 +114,9 @@ class DistributedOptimizer : public ParameterUpdater {
 
 std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const Config& config,
                                                            std::vector<Parameter*> params,
-                                                           GradientGroups groups) {
-  return std::make_unique<DistributedOptimizer>(config, std::move(params), std::move(groups));
+                                                           GradientGroups groups,
+                                                           const OptimizerOps* ops) {
+  return std::make_unique<DistributedOptimizer>(config, std::move(params), std::move(groups), ops);
 }
 
 }  // namespace conveyor

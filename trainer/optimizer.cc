@@ -1,9 +1,5 @@
 #include "trainer/optimizer.h"
 
-#include <cmath>
-
-#include "runtime/cpu/adamw.h"
-
 namespace conveyor {
 
 std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter*>& params) {
@@ -14,21 +10,23 @@ std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter
   return segments;
 }
 
-void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm, double max_norm) {
+void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>& segments,
+                   double norm, double max_norm) {
   if (max_norm <= 0.0) return;
   const double coeff = max_norm / (norm + 1e-6);
   if (coeff >= 1.0) return;
-  for (const OptimizerSegment& s : segments) {
-    for (int64_t i = 0; i < s.n; ++i) s.grad[i] = static_cast<float>(s.grad[i] * coeff);
-  }
+  for (const OptimizerSegment& s : segments) ops.Scale(coeff, s.grad, s.n);
 }
 
-Optimizer::Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments)
-    : config_(config), segments_(std::move(segments)) {
+Optimizer::Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments,
+                     const OptimizerOps* ops)
+    : config_(config), segments_(std::move(segments)), ops_(ops) {
   const bool adam = config_.optimizer() == "adam";
+  auto state = [&](int64_t n) {
+    return Tensor::Zeros({n}, MemoryCategory::kOptimizer, DType::kFloat32, ops_->device());
+  };
   for (const OptimizerSegment& s : segments_) {
-    state_.push_back({Tensor::Zeros({s.n}, MemoryCategory::kOptimizer),
-                      adam ? Tensor::Zeros({s.n}, MemoryCategory::kOptimizer) : Tensor()});
+    state_.push_back({state(s.n), adam ? state(s.n) : Tensor()});
   }
 }
 
@@ -41,16 +39,11 @@ void Optimizer::Step(double lr) {
     if (config_.optimizer() == "adam") {
       const AdamWHyperParams hp{static_cast<float>(lr), config_.adam_beta1(), config_.adam_beta2(),
                                 config_.adam_eps(),     weight_decay,         steps_};
-      AdamWStep(hp, seg.grad, seg.param, s.exp_avg.data(), s.exp_avg_sq.data(), seg.n);
-      continue;
-    }
-    // torch.optim.SGD: g += wd * p; buf = momentum * buf + g (buf = g at the first step);
-    // p -= lr * buf.
-    float* buf = s.exp_avg.data();
-    for (int64_t j = 0; j < seg.n; ++j) {
-      const float d = seg.grad[j] + weight_decay * seg.param[j];
-      buf[j] = steps_ == 1 ? d : config_.sgd_momentum() * buf[j] + d;
-      seg.param[j] -= static_cast<float>(lr) * buf[j];
+      ops_->AdamW(hp, seg.grad, seg.param, s.exp_avg.data(), s.exp_avg_sq.data(), seg.n);
+    } else {
+      const SgdHyperParams hp{static_cast<float>(lr), config_.sgd_momentum(), weight_decay,
+                              steps_ == 1};
+      ops_->Sgd(hp, seg.grad, seg.param, s.exp_avg.data(), seg.n);
     }
   }
 }

@@ -10,10 +10,12 @@
 
 #include "model/parameter.h"
 #include "proto/config.pb.h"
+#include "runtime/optimizer_ops.h"
 #include "runtime/tensor.h"
 
 namespace conveyor {
 
+// param and grad are addresses on the optimizer's device.
 struct OptimizerSegment {
   float* param;
   float* grad;
@@ -30,11 +32,15 @@ std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter
 
 // Megatron's clipping: when norm > max_norm, scale every gradient by
 // max_norm / (norm + 1e-6). max_norm <= 0 disables clipping.
-void ClipGradients(const std::vector<OptimizerSegment>& segments, double norm, double max_norm);
+void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>& segments,
+                   double norm, double max_norm);
 
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments);
+  // `ops` (which must outlive the optimizer) computes on the segments' device, where the
+  // optimizer's state lives too.
+  Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments,
+            const OptimizerOps* ops);
 
   // One update with learning rate `lr`.
   void Step(double lr);
@@ -55,6 +61,7 @@ class Optimizer {
   };
   OptimizerConfig config_;
   std::vector<OptimizerSegment> segments_;
+  const OptimizerOps* ops_;
   std::vector<State> state_;
   int64_t steps_ = 0;
 };

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "runtime/status_macros.h"
 
@@ -10,11 +9,12 @@ namespace conveyor {
 
 std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
                                                        std::vector<Parameter*> params,
-                                                       GradientGroups groups) {
+                                                       GradientGroups groups,
+                                                       const OptimizerOps* ops) {
   if (config.parallel().use_distributed_optimizer()) {
-    return MakeDistributedOptimizer(config, std::move(params), std::move(groups));
+    return MakeDistributedOptimizer(config, std::move(params), std::move(groups), ops);
   }
-  return MakeReplicatedUpdater(config, std::move(params), std::move(groups));
+  return MakeReplicatedUpdater(config, std::move(params), std::move(groups), ops);
 }
 
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
@@ -52,24 +52,30 @@ absl::StatusOr<double> FinishNorm(double local_squares, Communicator* group,
   return std::sqrt(local_squares);
 }
 
-void PackGradients(const std::vector<Parameter*>& params, float* flat) {
+void PackGradients(const std::vector<Parameter*>& params, Tensor* flat) {
+  DeviceMemory& memory = MemoryOf(flat->device());
+  float* at = flat->data();
   for (const Parameter* p : params) {
-    std::memcpy(flat, p->grad.data(), p->grad.nbytes());
-    flat += p->grad.numel();
+    memory.Copy(at, p->grad.data(), p->grad.nbytes());
+    at += p->grad.numel();
   }
 }
 
-void UnpackGradients(const float* flat, const std::vector<Parameter*>& params) {
+void UnpackGradients(const Tensor& flat, const std::vector<Parameter*>& params) {
+  DeviceMemory& memory = MemoryOf(flat.device());
+  const float* at = flat.data();
   for (Parameter* p : params) {
-    std::memcpy(p->grad.data(), flat, p->grad.nbytes());
-    flat += p->grad.numel();
+    memory.Copy(p->grad.data(), at, p->grad.nbytes());
+    at += p->grad.numel();
   }
 }
 
-void UnpackValues(const float* flat, const std::vector<Parameter*>& params) {
+void UnpackValues(const Tensor& flat, const std::vector<Parameter*>& params) {
+  DeviceMemory& memory = MemoryOf(flat.device());
+  const float* at = flat.data();
   for (Parameter* p : params) {
-    std::memcpy(p->value.data(), flat, p->value.nbytes());
-    flat += p->value.numel();
+    memory.Copy(p->value.data(), at, p->value.nbytes());
+    at += p->value.numel();
   }
 }
 

@@ -56,10 +56,12 @@ class ParameterUpdater {
   virtual void ParametersLoaded() {}
 };
 
-// Picks the implementation by --use-distributed-optimizer.
+// Picks the implementation by --use-distributed-optimizer. `ops` computes on the
+// parameters' device and must outlive the updater.
 std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
                                                        std::vector<Parameter*> params,
-                                                       GradientGroups groups);
+                                                       GradientGroups groups,
+                                                       const OptimizerOps* ops);
 
 // Shared by both implementations.
 // Sums the gradients of sequence-parallel parameters over TP (under SP), and the
@@ -74,17 +76,19 @@ absl::StatusOr<double> FinishNorm(double local_squares, Communicator* group,
                                   const GradientGroups& groups);
 
 // The flat buffers both updaters reduce over: parameters' tensors laid end to end in
-// `params` order.
-void PackGradients(const std::vector<Parameter*>& params, float* flat);
-void UnpackGradients(const float* flat, const std::vector<Parameter*>& params);
-void UnpackValues(const float* flat, const std::vector<Parameter*>& params);
+// `params` order, on the parameters' device.
+void PackGradients(const std::vector<Parameter*>& params, Tensor* flat);
+void UnpackGradients(const Tensor& flat, const std::vector<Parameter*>& params);
+void UnpackValues(const Tensor& flat, const std::vector<Parameter*>& params);
 
 std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
                                                         std::vector<Parameter*> params,
-                                                        GradientGroups groups);
+                                                        GradientGroups groups,
+                                                        const OptimizerOps* ops);
 std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const Config& config,
                                                            std::vector<Parameter*> params,
-                                                           GradientGroups groups);
+                                                           GradientGroups groups,
+                                                           const OptimizerOps* ops);
 
 }  // namespace conveyor
 

@@ -21,12 +21,14 @@ namespace {
 
 class ReplicatedUpdater : public ParameterUpdater {
  public:
-  ReplicatedUpdater(const Config& config, std::vector<Parameter*> params, GradientGroups groups)
-      : clip_grad_(config.optimizer().clip_grad()),
+  ReplicatedUpdater(const Config& config, std::vector<Parameter*> params, GradientGroups groups,
+                    const OptimizerOps* ops)
+      : ops_(ops),
+        clip_grad_(config.optimizer().clip_grad()),
         params_(std::move(params)),
         groups_(std::move(groups)),
         segments_(WholeParameterSegments(params_)),
-        optimizer_(config.optimizer(), segments_) {
+        optimizer_(config.optimizer(), segments_, ops) {
     if (groups_.dp == nullptr || groups_.dp->size() == 1) return;
     overlap_ = config.parallel().overlap_grad_reduce();
     const int64_t bucket_elements = config.parallel().ddp_bucket_size();
@@ -34,7 +36,8 @@ class ReplicatedUpdater : public ParameterUpdater {
     int64_t elements = 0;
     auto close = [&] {
       if (pending.empty()) return;
-      buckets_.push_back({pending, Tensor::Zeros({elements}, MemoryCategory::kGrads)});
+      buckets_.push_back({pending, Tensor::Zeros({elements}, MemoryCategory::kGrads,
+                                                 DType::kFloat32, ops_->device())});
       pending.clear();
       elements = 0;
     };
@@ -94,15 +97,14 @@ class ReplicatedUpdater : public ParameterUpdater {
     double squares = 0.0;
     for (const Parameter* p : params_) {
       if (!CountsTowardNorm(*p, groups_)) continue;
-      const float* g = p->grad.data();
-      for (int64_t i = 0; i < p->grad.numel(); ++i) squares += static_cast<double>(g[i]) * g[i];
+      squares += ops_->SumOfSquares(p->grad.data(), p->grad.numel());
     }
     // Gradients are already equal across DP: only model parallelism splits them.
     return FinishNorm(squares, nullptr, groups_);
   }
 
   absl::Status Step(double grad_norm, double lr) override {
-    ClipGradients(segments_, grad_norm, clip_grad_);
+    ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
     optimizer_.Step(lr);
     return absl::OkStatus();
   }
@@ -118,9 +120,9 @@ class ReplicatedUpdater : public ParameterUpdater {
   };
 
   absl::Status ReduceBucket(Bucket& bucket) {
-    PackGradients(bucket.params, bucket.flat.data());
+    PackGradients(bucket.params, &bucket.flat);
     RETURN_IF_ERROR(groups_.dp->AllReduceSum(bucket.flat.data(), bucket.flat.numel()));
-    UnpackGradients(bucket.flat.data(), bucket.params);
+    UnpackGradients(bucket.flat, bucket.params);
     return absl::OkStatus();
   }
 
@@ -150,6 +152,7 @@ class ReplicatedUpdater : public ParameterUpdater {
     }
   }
 
+  const OptimizerOps* ops_;
   double clip_grad_;
   std::vector<Parameter*> params_;
   GradientGroups groups_;
@@ -173,8 +176,9 @@ class ReplicatedUpdater : public ParameterUpdater {
 
 std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
                                                         std::vector<Parameter*> params,
-                                                        GradientGroups groups) {
-  return std::make_unique<ReplicatedUpdater>(config, std::move(params), std::move(groups));
+                                                        GradientGroups groups,
+                                                        const OptimizerOps* ops) {
+  return std::make_unique<ReplicatedUpdater>(config, std::move(params), std::move(groups), ops);
 }
 
 }  // namespace conveyor

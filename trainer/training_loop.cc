@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "model/parameter_placement.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/self_communicator.h"
 #include "runtime/memory_tracker.h"
@@ -68,7 +69,8 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                       pipe.num_chunks, static_cast<int>(num_micro)));
   const std::vector<pipeline::Action>& actions = plan.ranks[pipe.rank];
   std::vector<Parameter*> params = stage->parameters();
-  std::unique_ptr<ParameterUpdater> updater = MakeParameterUpdater(config, params, place.groups);
+  std::unique_ptr<ParameterUpdater> updater =
+      MakeParameterUpdater(config, params, place.groups, place.optimizer_ops);
   const LrSchedule schedule(config.optimizer());
   const double flops_per_iteration =
       MegatronFlopsPerIteration(stage->chunk(0).shape(), global_batch);
@@ -92,6 +94,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       {place.dp_rank, place.groups.tp != nullptr ? place.groups.tp->rank() : 0, place.dp_size,
        place.groups.tp != nullptr ? place.groups.tp->size() : 1, pipe.num_ranks, &world});
   ASSIGN_OR_RETURN(const ResumePoint resume, checkpoints.Load(out.log));
+  RefreshComputeCopies(stage->ops(), params);
   ExitConditions exit_conditions(ckpt);
 
   TrainingResult result;
@@ -156,6 +159,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
       ++interval.skipped_iterations;
     } else {
       RETURN_IF_ERROR(updater->Step(grad_norm, lr));
+      RefreshComputeCopies(stage->ops(), params);
       interval_loss += loss;
       ++interval_good_iters;
     }

@@ -13,6 +13,7 @@
 #include "model/gpt_stage.h"
 #include "parallel/pipeline/executor.h"
 #include "proto/config.pb.h"
+#include "runtime/cpu/cpu_optimizer_ops.h"
 #include "trainer/parameter_updater.h"
 
 namespace conveyor {
@@ -41,6 +42,8 @@ struct RankPlace {
   Communicator* world = nullptr;  // timer min/max; null: one rank
   Communicator* pp = nullptr;     // the pipeline group; null: P = 1
   pipeline::ExecutorPlace pipeline;
+  // The optimizer's arithmetic, on the device of the stage's parameters.
+  const OptimizerOps* optimizer_ops = &CpuOptimizerOps::Get();
 };
 
 // `config` must be resolved. Runs `stage` on `data` up to --train-iters, from the

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "runtime/cpu/cpu_optimizer_ops.h"
 #include "trainer/parameter_updater.h"
 
 namespace conveyor {
@@ -27,16 +28,17 @@ TEST_F(OptimizerTest, GlobalNormCoversEveryParameter) {
   Config config;
   for (bool distributed : {false, true}) {
     config.mutable_parallel()->set_use_distributed_optimizer(distributed);
-    std::unique_ptr<ParameterUpdater> u = MakeParameterUpdater(config, store_.parameters(), {});
+    std::unique_ptr<ParameterUpdater> u =
+        MakeParameterUpdater(config, store_.parameters(), {}, &CpuOptimizerOps::Get());
     ASSERT_TRUE(u->ReduceGradients().ok());
     EXPECT_DOUBLE_EQ(*u->GradNorm(), 5.0);
   }
 }
 
 TEST_F(OptimizerTest, ClippingScalesToMaxNormOnlyWhenAbove) {
-  ClipGradients(WholeParameterSegments(store_.parameters()), 5.0, 10.0);
+  ClipGradients(CpuOptimizerOps::Get(), WholeParameterSegments(store_.parameters()), 5.0, 10.0);
   EXPECT_FLOAT_EQ(weight_->grad.data()[0], 3.0f);
-  ClipGradients(WholeParameterSegments(store_.parameters()), 5.0, 1.0);
+  ClipGradients(CpuOptimizerOps::Get(), WholeParameterSegments(store_.parameters()), 5.0, 1.0);
   EXPECT_NEAR(weight_->grad.data()[0], 3.0 / (5.0 + 1e-6), 1e-6);
   double squares = 0.0;
   for (Parameter* p : store_.parameters()) {
@@ -50,7 +52,7 @@ TEST_F(OptimizerTest, WeightDecaySkipsExcludedParameters) {
   c.set_weight_decay(0.5f);
   weight_->grad.SetZero();
   bias_->grad.SetZero();
-  Optimizer adam(c, WholeParameterSegments(store_.parameters()));
+  Optimizer adam(c, WholeParameterSegments(store_.parameters()), &CpuOptimizerOps::Get());
   adam.Step(0.1);
   // Zero gradient: only decoupled decay moves the weight, by a factor 1 - lr * wd.
   EXPECT_FLOAT_EQ(weight_->value.data()[0], 0.95f);
@@ -62,7 +64,7 @@ TEST_F(OptimizerTest, SgdWithMomentumMatchesTorch) {
   c.set_optimizer("sgd");
   c.set_weight_decay(0.0f);
   c.set_sgd_momentum(0.5f);
-  Optimizer sgd(c, WholeParameterSegments(store_.parameters()));
+  Optimizer sgd(c, WholeParameterSegments(store_.parameters()), &CpuOptimizerOps::Get());
   sgd.Step(0.1);  // buf = g = 4, p = 1 - 0.4
   EXPECT_FLOAT_EQ(bias_->value.data()[0], 0.6f);
   sgd.Step(0.1);  // buf = 0.5 * 4 + 4 = 6, p = 0.6 - 0.6

@@ -1,0 +1,25 @@
+#include "model/parameter_placement.h"
+
+namespace conveyor {
+
+void PlaceParameters(const Ops& ops, const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    if (p->value.device() != ops.device()) {
+      p->value = p->value.To(ops.device(), MemoryCategory::kWeights);
+      p->grad = p->grad.To(ops.device(), MemoryCategory::kGrads);
+    }
+    if (p->gemm_operand && ops.compute_dtype() != DType::kFloat32) {
+      p->compute = Tensor::Zeros(p->value.shape(), MemoryCategory::kWeights, ops.compute_dtype(),
+                                 ops.device());
+    }
+  }
+  RefreshComputeCopies(ops, params);
+}
+
+void RefreshComputeCopies(const Ops& ops, const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    if (!p->compute.empty()) ops.Cast(p->value, &p->compute);
+  }
+}
+
+}  // namespace conveyor

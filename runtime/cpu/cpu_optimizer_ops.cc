@@ -1,0 +1,34 @@
+#include "runtime/cpu/cpu_optimizer_ops.h"
+
+namespace conveyor {
+
+const CpuOptimizerOps& CpuOptimizerOps::Get() {
+  static const CpuOptimizerOps* ops = new CpuOptimizerOps();
+  return *ops;
+}
+
+double CpuOptimizerOps::SumOfSquares(const float* x, int64_t n) const {
+  double squares = 0.0;
+  for (int64_t i = 0; i < n; ++i) squares += static_cast<double>(x[i]) * x[i];
+  return squares;
+}
+
+void CpuOptimizerOps::Scale(double factor, float* x, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * factor);
+}
+
+void CpuOptimizerOps::AdamW(const AdamWHyperParams& hp, const float* grad, float* param,
+                            float* exp_avg, float* exp_avg_sq, int64_t n) const {
+  AdamWStep(hp, grad, param, exp_avg, exp_avg_sq, n);
+}
+
+void CpuOptimizerOps::Sgd(const SgdHyperParams& hp, const float* grad, float* param,
+                          float* momentum_buf, int64_t n) const {
+  for (int64_t j = 0; j < n; ++j) {
+    const float d = grad[j] + hp.weight_decay * param[j];
+    momentum_buf[j] = hp.first_step ? d : hp.momentum * momentum_buf[j] + d;
+    param[j] -= hp.lr * momentum_buf[j];
+  }
+}
+
+}  // namespace conveyor

@@ -1,0 +1,26 @@
+// The CPU backend of the optimizer's vector arithmetic (the reference the CUDA kernels
+// are checked against).
+#ifndef CONVEYOR_RUNTIME_CPU_CPU_OPTIMIZER_OPS_H_
+#define CONVEYOR_RUNTIME_CPU_CPU_OPTIMIZER_OPS_H_
+
+#include "runtime/optimizer_ops.h"
+
+namespace conveyor {
+
+class CpuOptimizerOps : public OptimizerOps {
+ public:
+  // The process's instance (it has no state).
+  static const CpuOptimizerOps& Get();
+
+  Device device() const override { return Device::kCpu; }
+  double SumOfSquares(const float* x, int64_t n) const override;
+  void Scale(double factor, float* x, int64_t n) const override;
+  void AdamW(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
+             float* exp_avg_sq, int64_t n) const override;
+  void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
+           int64_t n) const override;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_CPU_CPU_OPTIMIZER_OPS_H_

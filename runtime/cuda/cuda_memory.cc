@@ -1,0 +1,216 @@
+#include "runtime/cuda/cuda_memory.h"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/memory_tracker.h"
+
+namespace conveyor::cuda {
+namespace {
+
+// A CUDA error other than running out of memory leaves nothing to recover: the context may
+// be unusable (errors of earlier asynchronous kernels surface at a later call), and no caller
+// could continue a training step without the memory operation it asked for.
+[[noreturn]] void ExitOnCudaError(const char* call, cudaError_t err) {
+  std::fprintf(stderr,
+               "conveyor: CUDA error in %s: %s (%d): %s (an error of earlier asynchronous work "
+               "on the device is reported at the next CUDA call)\n",
+               call, cudaGetErrorName(err), static_cast<int>(err), cudaGetErrorString(err));
+  std::exit(1);
+}
+
+void Check(const char* call, cudaError_t err) {
+  if (err != cudaSuccess) ExitOnCudaError(call, err);
+}
+
+// Makes the memory's device current for a scope and restores the caller's, so that a thread
+// that never called cudaSetDevice (e.g. the gradient-reduction thread) still allocates on,
+// and queues work to, the right GPU.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    Check("cudaGetDevice", cudaGetDevice(&previous_));
+    if (previous_ != device) Check("cudaSetDevice", cudaSetDevice(device));
+    device_ = device;
+  }
+  ~DeviceGuard() {
+    if (previous_ != device_) Check("cudaSetDevice", cudaSetDevice(previous_));
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  int device_ = 0;
+};
+
+// cudaMalloc/cudaFree, called only by the caching allocator (under its lock, with the device
+// made current by the caller).
+class CudaBacking : public RawDeviceAllocator {
+ public:
+  void* Allocate(int64_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it so later checks don't report it again
+      return nullptr;
+    }
+    Check("cudaMalloc", err);
+    return p;
+  }
+  void Release(void* p, int64_t) override { Check("cudaFree", cudaFree(p)); }
+};
+
+std::string Bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.2f GiB", b / (1 << 30));
+  return absl::StrFormat("%.1f MiB", b / (1 << 20));
+}
+
+class CudaMemory : public DeviceMemory {
+ public:
+  explicit CudaMemory(int device) : device_(device), allocator_(&backing_) {}
+
+  void* AllocateZeroed(int64_t bytes) override {
+    DeviceGuard guard(device_);
+    absl::StatusOr<void*> p = allocator_.Allocate(bytes);
+    if (!p.ok()) {
+      if (p.status().code() == absl::StatusCode::kResourceExhausted) OutOfMemory(bytes);
+      std::fprintf(stderr, "conveyor: allocating %lld bytes on CUDA device %d: %s\n",
+                   static_cast<long long>(bytes), device_, p.status().ToString().c_str());
+      std::exit(1);
+    }
+    // On the default stream, where the ops run too for now: the stream orders the fill
+    // before any kernel that uses the tensor, and after the last user of a reused block.
+    if (bytes > 0) Check("cudaMemsetAsync", cudaMemsetAsync(*p, 0, bytes, /*stream=*/0));
+    return *p;
+  }
+
+  void Free(void* p, int64_t bytes) override {
+    // No CUDA call: the block goes back to the cache. Work queued on the default stream
+    // that still reads it finishes before any later user's work (same stream).
+    const absl::Status s = allocator_.Free(p);
+    if (!s.ok()) {
+      std::fprintf(stderr, "conveyor: freeing a %lld-byte CUDA tensor: %s\n",
+                   static_cast<long long>(bytes), s.ToString().c_str());
+      std::abort();  // a programming error (double free), not a user's: keep the core
+    }
+  }
+
+  void Zero(void* p, int64_t bytes) override {
+    DeviceGuard guard(device_);
+    Check("cudaMemsetAsync", cudaMemsetAsync(p, 0, bytes, /*stream=*/0));
+  }
+
+  // cudaMemcpy runs on the default stream, after the kernels queued there. With the host it
+  // returns only when the host side is done: CopyToHost's caller reads the bytes at once (a
+  // loss, a checkpoint shard), and CopyFromHost's source may be a temporary that is freed or
+  // refilled right after (a copy from pageable memory is staged, and the source is free to
+  // reuse on return). A device-to-device copy may still be running when it returns, but it
+  // is ordered before the kernels that later read its result on the same stream.
+  void Copy(void* dst, const void* src, int64_t bytes) override {
+    DeviceGuard guard(device_);
+    Check("cudaMemcpy (device to device)",
+          cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice));
+  }
+  void CopyFromHost(void* dst, const void* host_src, int64_t bytes) override {
+    DeviceGuard guard(device_);
+    Check("cudaMemcpy (host to device)",
+          cudaMemcpy(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice));
+  }
+  void CopyToHost(void* host_dst, const void* src, int64_t bytes) override {
+    DeviceGuard guard(device_);
+    Check("cudaMemcpy (device to host)",
+          cudaMemcpy(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost));
+  }
+
+  CachingAllocator& allocator() { return allocator_; }
+  void EmptyCache() {
+    DeviceGuard guard(device_);  // cudaFree on the device the segments came from
+    allocator_.EmptyCache();
+  }
+
+ private:
+  // DeviceMemory's contract: there is no useful way to go on without the buffer, so say
+  // what filled the device and what would make the step fit, then exit.
+  [[noreturn]] void OutOfMemory(int64_t bytes) {
+    const AllocatorStats s = allocator_.stats();
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    std::string device_line;
+    if (const cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes); err == cudaSuccess) {
+      device_line = absl::StrCat(Bytes(static_cast<int64_t>(free_bytes)), " free of ",
+                                 Bytes(static_cast<int64_t>(total_bytes)), " total");
+    } else {
+      cudaGetLastError();
+      device_line =
+          absl::StrCat("free/total unknown (cudaMemGetInfo: ", cudaGetErrorName(err), ")");
+    }
+    std::string categories;
+    const MemoryTracker& tracker = MemoryTracker::Global();
+    for (int i = 0; i < kNumMemoryCategories; ++i) {
+      const auto category = static_cast<MemoryCategory>(i);
+      absl::StrAppend(&categories, i == 0 ? "" : ", ", MemoryCategoryName(category), " ",
+                      Bytes(tracker.live_bytes(category)));
+    }
+    std::fprintf(stderr,
+                 "conveyor: CUDA out of memory on device %d: tried to allocate %s (%lld bytes).\n"
+                 "  caching allocator: %s in use by tensors (peak %s), %s reserved from the device "
+                 "(peak %s)\n"
+                 "  live tensors by category (host and device): %s\n"
+                 "  device %d: %s\n"
+                 "  To fit, lower --micro-batch-size, or use --recompute-granularity full (or "
+                 "selective) to keep fewer activations, or split the model over more GPUs "
+                 "(--tensor-model-parallel-size, --pipeline-model-parallel-size).\n",
+                 device_, Bytes(bytes).c_str(), static_cast<long long>(bytes),
+                 Bytes(s.bytes_in_use).c_str(), Bytes(s.peak_bytes_in_use).c_str(),
+                 Bytes(s.bytes_reserved).c_str(), Bytes(s.peak_bytes_reserved).c_str(),
+                 categories.c_str(), device_, device_line.c_str());
+    std::exit(1);
+  }
+
+  const int device_;
+  CudaBacking backing_;
+  CachingAllocator allocator_;
+};
+
+std::atomic<CudaMemory*> installed{nullptr};
+
+}  // namespace
+
+DeviceMemory& InstallDeviceMemory() {
+  // Never destroyed: tensors in static storage may be freed during exit, and by then the
+  // CUDA runtime may be unloaded (cudaFree would fail); the driver frees it all at exit.
+  static CudaMemory* const memory = [] {
+    int device = 0;
+    Check("cudaGetDevice", cudaGetDevice(&device));
+    auto* m = new CudaMemory(device);
+    RegisterDeviceMemory(Device::kCuda, m);
+    installed.store(m);
+    return m;
+  }();
+  return *memory;
+}
+
+AllocatorStats DeviceMemoryStats() {
+  CudaMemory* m = installed.load();
+  return m == nullptr ? AllocatorStats() : m->allocator().stats();
+}
+
+void ResetDeviceMemoryPeaks() {
+  if (CudaMemory* m = installed.load(); m != nullptr) m->allocator().ResetPeaks();
+}
+
+void EmptyDeviceCache() {
+  if (CudaMemory* m = installed.load(); m != nullptr) m->EmptyCache();
+}
+
+}  // namespace conveyor::cuda

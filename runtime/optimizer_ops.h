@@ -1,0 +1,43 @@
+// fp32 vector arithmetic over n contiguous elements on one device: what the optimizer
+// runs over its flat segments (whole parameters, or a distributed-optimizer shard's
+// pieces of them). One implementation per backend, like runtime/ops.h; pointers are
+// addresses on that backend's device.
+#ifndef CONVEYOR_RUNTIME_OPTIMIZER_OPS_H_
+#define CONVEYOR_RUNTIME_OPTIMIZER_OPS_H_
+
+#include <cstdint>
+
+#include "runtime/cpu/adamw.h"  // AdamWHyperParams, shared by every backend
+#include "runtime/device_memory.h"
+
+namespace conveyor {
+
+// torch.optim.SGD with momentum and (coupled) weight decay.
+struct SgdHyperParams {
+  float lr;
+  float momentum;
+  float weight_decay;
+  bool first_step;  // the momentum buffer starts as the first update
+};
+
+class OptimizerOps {
+ public:
+  virtual ~OptimizerOps() = default;
+
+  virtual Device device() const = 0;
+
+  // sum_i x[i]^2, accumulated in double.
+  virtual double SumOfSquares(const float* x, int64_t n) const = 0;
+  // x[i] = float(x[i] * factor), the product taken in double (Megatron's clipping).
+  virtual void Scale(double factor, float* x, int64_t n) const = 0;
+  // One in-place AdamW step in torch.optim.AdamW's order (runtime/cpu/adamw.h).
+  virtual void AdamW(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
+                     float* exp_avg_sq, int64_t n) const = 0;
+  // d = g + wd * p; buf = first_step ? d : momentum * buf + d; p -= lr * buf.
+  virtual void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
+                   int64_t n) const = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_OPTIMIZER_OPS_H_
