@@ -18,7 +18,9 @@
 
 namespace conveyor {
 
-// `config` must be resolved (num_virtual_stages_per_pipeline_rank >= 1).
+// The pipeline size and num_virtual_stages_per_pipeline_rank (0 counts as 1) must be
+// positive and the layer counts non-negative. Errors name the flags, for the user: config
+// validation reports them as they are.
 absl::StatusOr<std::vector<int64_t>> LayersPerStage(const Config& config);
 
 }  // namespace conveyor

@@ -2,31 +2,12 @@
 
 #include <cmath>
 
+#include "runtime/philox_rounds.h"
+
 namespace conveyor {
-namespace {
-
-constexpr uint32_t kMultiplier0 = 0xD2511F53u;
-constexpr uint32_t kMultiplier1 = 0xCD9E8D57u;
-constexpr uint32_t kWeyl0 = 0x9E3779B9u;  // golden ratio
-constexpr uint32_t kWeyl1 = 0xBB67AE85u;  // sqrt(3) - 1
-
-inline void MulHiLo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
-  const uint64_t product = static_cast<uint64_t>(a) * b;
-  *hi = static_cast<uint32_t>(product >> 32);
-  *lo = static_cast<uint32_t>(product);
-}
-
-}  // namespace
 
 PhiloxBlock Philox4x32(PhiloxBlock c, std::array<uint32_t, 2> key) {
-  for (int round = 0; round < 10; ++round) {
-    uint32_t hi0, lo0, hi1, lo1;
-    MulHiLo(kMultiplier0, c[0], &hi0, &lo0);
-    MulHiLo(kMultiplier1, c[2], &hi1, &lo1);
-    c = {hi1 ^ c[1] ^ key[0], lo1, hi0 ^ c[3] ^ key[1], lo0};
-    key[0] += kWeyl0;
-    key[1] += kWeyl1;
-  }
+  PhiloxRounds(c.data(), key[0], key[1]);
   return c;
 }
 
@@ -52,9 +33,7 @@ PhiloxBlock CounterRng::Block(uint64_t index) const {
                     {static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32)});
 }
 
-float CounterRng::Uniform(uint64_t index) const {
-  return static_cast<float>(Block(index)[0] >> 8) * (1.0f / 16777216.0f);
-}
+float CounterRng::Uniform(uint64_t index) const { return PhiloxUniform(seed_, stream_, index); }
 
 float CounterRng::Normal(uint64_t index) const {
   const PhiloxBlock block = Block(index);

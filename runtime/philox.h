@@ -36,6 +36,9 @@ class CounterRng {
   // Standard normal by Box-Muller on the first two words of the block.
   float Normal(uint64_t index) const;
 
+  uint64_t seed() const { return seed_; }
+  uint64_t stream() const { return stream_; }
+
  private:
   PhiloxBlock Block(uint64_t index) const;
   uint64_t seed_;

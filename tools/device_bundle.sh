@@ -9,15 +9,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh >&2
-targets=(//trainer:trainer //tests/runtime:cuda_ops_test //tests/parallel:nccl_communicator_test)
+targets=(//trainer:trainer //tests/runtime:cuda_ops_test //tests/runtime:cuda_memory_test
+  //tests/runtime:cuda_optimizer_ops_test //tests/runtime:cuda_backend_test
+  //tests/trainer:gpu_training_test //tests/parallel:nccl_communicator_test)
 bazel build -c opt --config=static "${targets[@]}" >&2
 bin=$(bazel info -c opt --config=static bazel-bin 2>/dev/null)
 
 rm -rf device_bundle device_bundle.tar.xz
 mkdir -p device_bundle/bin device_bundle/lib
-cp "$bin/trainer/trainer" "$bin/tests/runtime/cuda_ops_test" \
-  "$bin/tests/parallel/nccl_communicator_test" device_bundle/bin/
-cp configs/gpt-tiny.textproto tools/device_check.sh device_bundle/
+for target in "${targets[@]}"; do
+  path=${target#//}
+  cp "$bin/${path/://}" device_bundle/bin/
+done
+cp configs/gpt-tiny.textproto configs/gpt2-124m.textproto configs/gpt-1.3b.textproto \
+  tools/device_check.sh tools/bench_pytorch.py tools/device_summary.py device_bundle/
 # Every shared library the binaries load, except the C library's own and CUDA's.
 for b in device_bundle/bin/*; do
   ldd "$b" | awk '$3 ~ /^\// { print $3 }'

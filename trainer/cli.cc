@@ -13,6 +13,7 @@
 #include "parallel/rank_environment.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/device.h"
+#include "trainer/backend.h"
 #include "trainer/config_validation.h"
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
@@ -56,6 +57,14 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   if (!state.ok()) {
     return RunFailure(err, who, state.status());
   }
+  const absl::StatusOr<Backend> backend =
+      StartBackend(config, env == nullptr ? 0 : env->local_rank);
+  if (!backend.ok()) {
+    return RunFailure(err, who, backend.status());
+  }
+  if (backend->ops->device() != Device::kCpu && IsLoggingRank(**state)) {
+    out << "conveyor: " << backend->description << "\n";
+  }
   if (config.parallel().pipeline_rehearsal_ms() > 0) {
     absl::StatusOr<RehearsalResult> rehearsal =
         RunRehearsal(config, **state, IsLoggingRank(**state) ? &out : nullptr);
@@ -83,14 +92,16 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
                                             ": cannot open for writing"));
     }
   }
-  absl::StatusOr<RankRun> run =
-      TrainOnRank(config, **state, *data->train, {&out, metrics.get()}, data->valid.get());
+  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, *data->train, {&out, metrics.get()},
+                                            data->valid.get(), *backend);
   if (!run.ok()) {
     return RunFailure(err, who, run.status());
   }
   if (IsLoggingRank(**state)) {
     out << absl::StrFormat("conveyor: trained %d iterations, final lm loss %.4f\n",
                            run->result.losses.size(), run->result.losses.back());
+    const std::string memory = DeviceMemorySummary(*backend);
+    if (!memory.empty()) out << "conveyor: " << memory << "\n";
   }
   return kExitOk;
 }
@@ -122,16 +133,14 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (*tokenizer != nullptr) config.mutable_model()->set_vocab_size((*tokenizer)->vocab_size());
 
   const GpuInfo gpus = ProbeGpus();
-  if (config.parallel().device() == "cuda") {
-    return UsageError(err,
-                      "--device cuda: training on the CUDA backend is not available "
-                      "yet (" +
-                          DescribeBackend(gpus) + "); use --device cpu or auto");
-  }
+  const bool on_gpu = config.parallel().device() == "cuda";
   const bool first_rank = !env->has_value() || (*env)->rank == 0;
   if (first_rank) {
     out << "conveyor: " << DescribeBackend(gpus)
-        << (gpus.count > 0 ? "; training runs on the CPU backend (fp32)" : "") << "\n";
+        << (gpus.count > 0 && !on_gpu
+                ? "; training runs on the CPU backend (fp32): --device cuda trains on the GPU"
+                : "")
+        << "\n";
     out << FormatEffectiveConfig(config);
   }
   const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));

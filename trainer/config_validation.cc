@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/message.h"
+#include "model/pipeline_split.h"
 #include "trainer/flags.h"
 
 namespace conveyor {
@@ -174,94 +175,77 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
   out->PositiveReal("--init-method-std", m.init_method_std());
 }
 
-void CheckPipelineSplit(const Config& c, const Derived& d, Problems* out) {
-  const ParallelConfig& p = c.parallel();
-  const int64_t layers = c.model().num_layers();
-  const int64_t first = p.decoder_first_pipeline_num_layers();
-  const int64_t last = p.decoder_last_pipeline_num_layers();
-  out->NonNegative("--decoder-first-pipeline-num-layers", first);
-  out->NonNegative("--decoder-last-pipeline-num-layers", last);
-  if (d.pp <= 0 || layers <= 0 || first < 0 || last < 0) return;
-  if (d.uneven) {
-    if (d.pp == 1) {
-      out->Add(
-          "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers need "
-          "--pipeline-model-parallel-size > 1: with one stage there is nothing to split");
-      return;
-    }
-    if (p.account_for_embedding_in_pipeline_split() || p.account_for_loss_in_pipeline_split()) {
-      out->Add(
-          "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers and "
-          "--account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split "
-          "are exclusive: choose the uneven split yourself or let Conveyor account for them");
-    }
-    const int64_t rest = layers - first - last;
-    const int64_t middle = d.pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
-    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest % middle != 0)) {
-      out->Add("--num-layers ", layers, " minus --decoder-first-pipeline-num-layers ", first,
-               " and --decoder-last-pipeline-num-layers ", last, " leaves ", rest,
-               " layers for the ", middle, " other stages of --pipeline-model-parallel-size ", d.pp,
-               ": the remaining layers must split evenly over the other stages");
-    }
-    return;
-  }
-  if (d.split_layers % d.pp != 0) {
-    const bool accounted = d.split_layers != layers;
-    out->Add("--num-layers ", layers,
-             accounted ? absl::StrCat(" (", d.split_layers,
-                                      " with the embedding/loss counted by "
-                                      "--account-for-embedding-in-pipeline-split / "
-                                      "--account-for-loss-in-pipeline-split)")
-                       : "",
-             " is not divisible by --pipeline-model-parallel-size ", d.pp,
-             ": every stage gets the same number of layers; choose num-layers divisible by PP, "
-             "or set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
-  }
-}
-
-void CheckVirtualPipeline(const Config& c, const Derived& d, Problems* out) {
+// The virtual stages per pipeline rank the flags ask for, or 0 when the virtual-pipeline
+// flags themselves are inconsistent (reported here).
+int64_t CheckVirtualPipeline(const Config& c, const Derived& d, Problems* out) {
   const ParallelConfig& p = c.parallel();
   const int64_t per_stage = p.num_layers_per_virtual_pipeline_stage();
   const int64_t v = p.num_virtual_stages_per_pipeline_rank();
   out->NonNegative("--num-layers-per-virtual-pipeline-stage", per_stage);
   out->NonNegative("--num-virtual-stages-per-pipeline-rank", v);
+  if (per_stage < 0 || v < 0) return 0;
   if (per_stage > 0 && v > 0) {
     out->Add(
         "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank "
         "are exclusive: set only one of them");
-    return;
+    return 0;
   }
   if (d.pp == 1 && (per_stage > 0 || v > 1)) {
     out->Add(per_stage > 0 ? "--num-layers-per-virtual-pipeline-stage"
                            : "--num-virtual-stages-per-pipeline-rank",
              " needs --pipeline-model-parallel-size > 1: virtual stages interleave a pipeline; "
              "set PP > 1 or drop the flag");
-    return;
+    return 0;
   }
-  if (d.pp <= 1) return;
-  if (per_stage > 0 && d.uneven) {
+  if (per_stage == 0) return std::max<int64_t>(v, 1);
+  if (d.uneven) {
     out->Add(
         "--num-layers-per-virtual-pipeline-stage does not work with an uneven split "
         "(--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers): use "
         "--num-virtual-stages-per-pipeline-rank instead");
-    return;
+    return 0;
   }
-  // Even splits only; uneven ones are checked per stage by the pipeline layout.
-  if (d.uneven || d.split_layers <= 0 || d.split_layers % d.pp != 0) return;
+  // The per-rank share must exist first; LayersPerStage reports it otherwise.
+  if (d.pp <= 0 || d.split_layers % d.pp != 0) return 1;
   const int64_t per_rank = d.split_layers / d.pp;
-  if (per_stage > 0 && per_rank % per_stage != 0) {
+  if (per_rank % per_stage != 0) {
     out->Add("--num-layers-per-virtual-pipeline-stage ", per_stage, " does not divide the ",
              per_rank,
-             " layers per pipeline rank (--num-layers / --pipeline-model-parallel-size "
-             "= ",
+             " layers per pipeline rank (--num-layers / --pipeline-model-parallel-size = ",
              d.split_layers, " / ", d.pp, "): choose a divisor of ", per_rank);
+    return 0;
   }
-  if (v > 1 && d.split_layers % (d.pp * v) != 0) {
-    out->Add("--num-layers ", d.split_layers,
-             " is not divisible by --pipeline-model-parallel-size ", d.pp,
-             " * --num-virtual-stages-per-pipeline-rank ", v, " = ", d.pp * v,
-             ": every virtual stage gets the same number of layers");
+  return per_rank / per_stage;
+}
+
+// The flags of the layer split; the arithmetic is the run's own (model/pipeline_split),
+// so validation and training cannot disagree.
+void CheckPipelineSplit(const Config& c, const Derived& d, int64_t virtual_stages, Problems* out) {
+  const ParallelConfig& p = c.parallel();
+  const int64_t first = p.decoder_first_pipeline_num_layers();
+  const int64_t last = p.decoder_last_pipeline_num_layers();
+  out->NonNegative("--decoder-first-pipeline-num-layers", first);
+  out->NonNegative("--decoder-last-pipeline-num-layers", last);
+  if (d.pp <= 0 || c.model().num_layers() <= 0 || first < 0 || last < 0) return;
+  if (d.uneven && d.pp == 1) {
+    out->Add(
+        "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers need "
+        "--pipeline-model-parallel-size > 1: with one stage there is nothing to split");
+    return;
   }
+  if (d.uneven &&
+      (p.account_for_embedding_in_pipeline_split() || p.account_for_loss_in_pipeline_split())) {
+    out->Add(
+        "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers and "
+        "--account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split "
+        "are exclusive: choose the uneven split yourself or let Conveyor account for them");
+  }
+  if (virtual_stages <= 0) return;
+  Config split = c;
+  split.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(
+      static_cast<int32_t>(virtual_stages));
+  const absl::StatusOr<std::vector<int64_t>> layers = LayersPerStage(split);
+  if (!layers.ok()) out->Add(layers.status().message());
 }
 
 void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* out) {
@@ -284,8 +268,7 @@ void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* 
              "run a multiple of ",
              d.tp * d.pp, " ranks");
   }
-  CheckPipelineSplit(c, d, out);
-  CheckVirtualPipeline(c, d, out);
+  CheckPipelineSplit(c, d, CheckVirtualPipeline(c, d, out), out);
 }
 
 void CheckBatch(const Config& c, const Derived& d, Problems* out) {
@@ -510,6 +493,16 @@ void CheckCheckpoint(const Config& c, Problems* out) {
   }
 }
 
+// The CUDA backend trains one GPU per job for now: its ops take device tensors, but
+// the communicators (gloo) reduce host memory and NCCL is not wired into the groups.
+void CheckDevice(const Config& c, int world_size, Problems* out) {
+  if (c.parallel().device() != "cuda" || world_size == 1) return;
+  out->Add("--device cuda trains on one GPU for now, but the world size is ", world_size,
+           ": run one process (--nproc-per-node 1, --nnodes 1) with "
+           "--tensor-model-parallel-size 1 and --pipeline-model-parallel-size 1, or use "
+           "--device cpu for parallel layouts");
+}
+
 // Generic: every string field with (choices), since a --config file bypasses the
 // parser's check.
 void CheckChoices(const Config& c, Problems* out) {
@@ -569,6 +562,7 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   CheckRecompute(config, &problems);
   CheckData(config, &problems);
   CheckCheckpoint(config, &problems);
+  CheckDevice(config, world_size, &problems);
   problems.Positive("--log-interval", config.logging().log_interval());
   CheckChoices(config, &problems);
   return problems.Take();

@@ -11,7 +11,8 @@ bool IsLoggingRank(const ParallelState& state) {
   return state.is_last_stage() && state.coords().tp == 0 && state.coords().dp == 0;
 }
 
-absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& state) {
+absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& state,
+                                       const Backend& backend) {
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
                    pipeline::ScheduleByName(config.parallel().pipeline_schedule()));
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
@@ -22,14 +23,14 @@ absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& stat
                                       state.coords().pp};
   run.stage = std::make_unique<GptStage>(ModelShapeFromConfig(config, PaddedVocabSize(config)),
                                          config.training().seed(), run.tp.get(), place, layers,
-                                         RecomputePolicyFromConfig(config));
+                                         RecomputePolicyFromConfig(config), backend.ops);
   return run;
 }
 
 absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
                                     const SampleSource& data, const TrainingOutputs& out,
-                                    const SampleSource* valid) {
-  ASSIGN_OR_RETURN(RankRun run, BuildRankModel(config, state));
+                                    const SampleSource* valid, const Backend& backend) {
+  ASSIGN_OR_RETURN(RankRun run, BuildRankModel(config, state, backend));
   RankPlace place;
   place.dp_rank = state.coords().dp;
   place.dp_size = state.dp_size();
@@ -50,6 +51,7 @@ absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
   place.world = &state.world();
   place.pp = state.pp_size() > 1 ? &state.pp() : nullptr;
   place.pipeline = run.stage->place();
+  place.optimizer_ops = backend.optimizer;
   const TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
   ASSIGN_OR_RETURN(run.result, Train(config, run.stage.get(), data, outputs, place, valid));
   return run;

@@ -13,6 +13,7 @@
 #include "model/tensor_parallel.h"
 #include "parallel/parallel_state.h"
 #include "proto/config.pb.h"
+#include "trainer/backend.h"
 #include "trainer/training_loop.h"
 
 namespace conveyor {
@@ -23,13 +24,16 @@ struct RankRun {
   std::unique_ptr<GptStage> stage;     // this rank's trained part of the model
 };
 
-// This rank's part of the model, for `config` (resolved) and `state`'s layout.
-absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& state);
+// This rank's part of the model, for `config` (resolved) and `state`'s layout, with its
+// parameters on `backend`'s device.
+absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& state,
+                                       const Backend& backend);
 
 // `config` must be resolved; `state` describes the same layout as the config.
 absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
                                     const SampleSource& data, const TrainingOutputs& out,
-                                    const SampleSource* valid = nullptr);
+                                    const SampleSource* valid = nullptr,
+                                    const Backend& backend = CpuBackend());
 
 // Whether `state`'s rank is the one that logs.
 bool IsLoggingRank(const ParallelState& state);

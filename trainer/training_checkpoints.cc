@@ -25,11 +25,13 @@ bool TrainingCheckpoints::Writes(const Parameter& p) const {
   return !p.sharding.replicated() || place_.tp_rank == 0;
 }
 
-std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving) {
+std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStaging* staging) {
   const CheckpointConfig& c = config_.checkpoint();
   std::vector<TensorShardRef> refs;
   for (Parameter* p : stage_->parameters()) {
-    if (!saving || (place_.dp_rank == 0 && Writes(*p))) refs.push_back(ShardRefFor(*p));
+    if (!saving || (place_.dp_rank == 0 && Writes(*p))) {
+      refs.push_back(ShardRefFor(*p, p->name, staging->HostData(&p->value, saving)));
+    }
   }
   const bool optimizer = saving ? !c.no_save_optim() : !(c.no_load_optim() || c.finetune());
   if (!optimizer) return refs;
@@ -43,10 +45,10 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving) {
     const std::vector<IndexRun> runs = SliceRuns(
         RunsForSharding(s.owner->global_shape, s.owner->sharding), s.offset, s.offset + s.n);
     refs.push_back({"optimizer.exp_avg/" + s.owner->name, s.owner->global_shape, runs,
-                    opt.exp_avg(i).data(), s.n});
+                    staging->HostData(&opt.exp_avg(i), saving), s.n});
     if (!opt.exp_avg_sq(i).empty()) {
       refs.push_back({"optimizer.exp_avg_sq/" + s.owner->name, s.owner->global_shape, runs,
-                      opt.exp_avg_sq(i).data(), s.n});
+                      staging->HostData(&opt.exp_avg_sq(i), saving), s.n});
     }
   }
   return refs;
@@ -92,14 +94,17 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
 absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
   const std::string& dir = config_.checkpoint().load_hf();
   ASSIGN_OR_RETURN(const GlobalTensorMap tensors, ReadHfGpt2(dir, config_));
+  HostStaging staging;
   for (Parameter* p : stage_->parameters()) {
     auto it = tensors.find(p->name);
     if (it == tensors.end()) {
       return absl::NotFoundError(absl::StrFormat("--load-hf %s: no tensor for %s", dir, p->name));
     }
     const std::vector<int64_t> global = GlobalIndices(*p);
-    for (size_t i = 0; i < global.size(); ++i) p->value.data()[i] = it->second[global[i]];
+    float* value = staging.HostData(&p->value, /*download=*/false);
+    for (size_t i = 0; i < global.size(); ++i) value[i] = it->second[global[i]];
   }
+  staging.Upload();
   updater_->ParametersLoaded();
   if (log != nullptr) *log << "conveyor: loaded Hugging Face GPT-2 weights from " << dir << "\n";
   return absl::OkStatus();
@@ -126,7 +131,9 @@ absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
   }
   if (!checkpoint.ok()) return checkpoint.status();
   RETURN_IF_ERROR(CheckSameModel(checkpoint->State(0).config, checkpoint->directory()));
-  RETURN_IF_ERROR(LoadTensors(*checkpoint, Tensors(/*saving=*/false)));
+  HostStaging staging;
+  RETURN_IF_ERROR(LoadTensors(*checkpoint, Tensors(/*saving=*/false, &staging)));
+  staging.Upload();
   updater_->ParametersLoaded();
   const CheckpointState state = checkpoint->State(place_.world->rank());
   if (!(c.no_load_optim() || c.finetune())) {
@@ -153,7 +160,8 @@ absl::Status TrainingCheckpoints::Save(const ResumePoint& point) {
   state.layout.set_virtual_pipeline_stages(stage_->num_chunks());
   state.layout.set_use_distributed_optimizer(config_.parallel().use_distributed_optimizer());
   state.optimizer_steps = updater_->optimizer().steps();
-  const std::vector<TensorShardRef> tensors = Tensors(/*saving=*/true);
+  HostStaging staging;  // the writers copy or write what they need before returning
+  const std::vector<TensorShardRef> tensors = Tensors(/*saving=*/true, &staging);
   if (async_ != nullptr) return async_->Start(state, tensors, *place_.world);
   return SaveCheckpoint(config_.checkpoint().save(), state, tensors, *place_.world);
 }

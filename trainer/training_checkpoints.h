@@ -18,6 +18,7 @@
 #include "proto/config.pb.h"
 #include "trainer/checkpoint/async_saver.h"
 #include "trainer/checkpoint/checkpoint_types.h"
+#include "trainer/host_staging.h"
 #include "trainer/parameter_updater.h"
 
 namespace conveyor {
@@ -56,7 +57,8 @@ class TrainingCheckpoints {
   absl::Status Finish();
 
  private:
-  std::vector<TensorShardRef> Tensors(bool saving);
+  // What a save writes or a load fills, through host copies of device tensors.
+  std::vector<TensorShardRef> Tensors(bool saving, HostStaging* staging);
   // --load-hf: parameters from a Hugging Face GPT-2 directory.
   absl::Status LoadHuggingFace(std::ostream* log);
   // Refuses a checkpoint of another model, listing every differing setting.

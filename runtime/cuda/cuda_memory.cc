@@ -11,25 +11,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/cuda/cuda_check.h"
 #include "runtime/memory_tracker.h"
 
 namespace conveyor::cuda {
 namespace {
-
-// A CUDA error other than running out of memory leaves nothing to recover: the context may
-// be unusable (errors of earlier asynchronous kernels surface at a later call), and no caller
-// could continue a training step without the memory operation it asked for.
-[[noreturn]] void ExitOnCudaError(const char* call, cudaError_t err) {
-  std::fprintf(stderr,
-               "conveyor: CUDA error in %s: %s (%d): %s (an error of earlier asynchronous work "
-               "on the device is reported at the next CUDA call)\n",
-               call, cudaGetErrorName(err), static_cast<int>(err), cudaGetErrorString(err));
-  std::exit(1);
-}
-
-void Check(const char* call, cudaError_t err) {
-  if (err != cudaSuccess) ExitOnCudaError(call, err);
-}
 
 // Makes the memory's device current for a scope and restores the caller's, so that a thread
 // that never called cudaSetDevice (e.g. the gradient-reduction thread) still allocates on,
@@ -37,12 +23,12 @@ void Check(const char* call, cudaError_t err) {
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    Check("cudaGetDevice", cudaGetDevice(&previous_));
-    if (previous_ != device) Check("cudaSetDevice", cudaSetDevice(device));
+    CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) CUDA_CHECK(cudaSetDevice(device));
     device_ = device;
   }
   ~DeviceGuard() {
-    if (previous_ != device_) Check("cudaSetDevice", cudaSetDevice(previous_));
+    if (previous_ != device_) CUDA_CHECK(cudaSetDevice(previous_));
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
@@ -63,10 +49,10 @@ class CudaBacking : public RawDeviceAllocator {
       cudaGetLastError();  // not sticky: clear it so later checks don't report it again
       return nullptr;
     }
-    Check("cudaMalloc", err);
+    CUDA_CHECK(err);
     return p;
   }
-  void Release(void* p, int64_t) override { Check("cudaFree", cudaFree(p)); }
+  void Release(void* p, int64_t) override { CUDA_CHECK(cudaFree(p)); }
 };
 
 std::string Bytes(int64_t bytes) {
@@ -90,7 +76,7 @@ class CudaMemory : public DeviceMemory {
     }
     // On the default stream, where the ops run too for now: the stream orders the fill
     // before any kernel that uses the tensor, and after the last user of a reused block.
-    if (bytes > 0) Check("cudaMemsetAsync", cudaMemsetAsync(*p, 0, bytes, /*stream=*/0));
+    if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(*p, 0, bytes, /*stream=*/0));
     return *p;
   }
 
@@ -107,7 +93,7 @@ class CudaMemory : public DeviceMemory {
 
   void Zero(void* p, int64_t bytes) override {
     DeviceGuard guard(device_);
-    Check("cudaMemsetAsync", cudaMemsetAsync(p, 0, bytes, /*stream=*/0));
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, /*stream=*/0));
   }
 
   // cudaMemcpy runs on the default stream, after the kernels queued there. With the host it
@@ -118,18 +104,15 @@ class CudaMemory : public DeviceMemory {
   // is ordered before the kernels that later read its result on the same stream.
   void Copy(void* dst, const void* src, int64_t bytes) override {
     DeviceGuard guard(device_);
-    Check("cudaMemcpy (device to device)",
-          cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice));
   }
   void CopyFromHost(void* dst, const void* host_src, int64_t bytes) override {
     DeviceGuard guard(device_);
-    Check("cudaMemcpy (host to device)",
-          cudaMemcpy(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice));
   }
   void CopyToHost(void* host_dst, const void* src, int64_t bytes) override {
     DeviceGuard guard(device_);
-    Check("cudaMemcpy (device to host)",
-          cudaMemcpy(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost));
   }
 
   CachingAllocator& allocator() { return allocator_; }
@@ -191,7 +174,7 @@ DeviceMemory& InstallDeviceMemory() {
   // CUDA runtime may be unloaded (cudaFree would fail); the driver frees it all at exit.
   static CudaMemory* const memory = [] {
     int device = 0;
-    Check("cudaGetDevice", cudaGetDevice(&device));
+    CUDA_CHECK(cudaGetDevice(&device));
     auto* m = new CudaMemory(device);
     RegisterDeviceMemory(Device::kCuda, m);
     installed.store(m);

@@ -306,6 +306,15 @@ TEST(ValidateConfigTest, EveryChoiceFieldIsChecked) {
   EXPECT_THAT(p, Line("--device 'tpu'"));
 }
 
+TEST(ValidateConfigTest, CudaTrainsOneGpuUntilNcclIsWired) {
+  Config c = Valid();
+  c.mutable_parallel()->set_device("cuda");
+  EXPECT_THAT(Validate(c, 1), IsEmpty());
+  EXPECT_THAT(Validate(c, 4),
+              Contains(AllOf(HasSubstr("--device cuda"), HasSubstr("world size is 4"),
+                             HasSubstr("--device cpu"))));
+}
+
 TEST(ValidateConfigTest, ExactlyOneDataSource) {
   Config c = Valid();
   c.mutable_data()->set_mock_data(false);

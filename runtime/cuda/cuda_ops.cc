@@ -1,0 +1,499 @@
+#include "runtime/cuda/cuda_ops.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cuda/activation_kernels.h"
+#include "runtime/cuda/attention_kernels.h"
+#include "runtime/cuda/cast_kernels.h"
+#include "runtime/cuda/cross_entropy_kernels.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_memory.h"
+#include "runtime/cuda/dropout_kernels.h"
+#include "runtime/cuda/elementwise_kernels.h"
+#include "runtime/cuda/embedding_kernels.h"
+#include "runtime/cuda/norm_kernels.h"
+#include "runtime/cuda/philox_uniform.h"
+#include "runtime/cuda/rope_kernels.h"
+
+namespace conveyor {
+namespace {
+
+[[noreturn]] void Misuse(const char* op, const std::string& message) {
+  cuda::Fatal(op, message.c_str());
+}
+
+// Ends the process with `message` unless `condition`; the message is built only then,
+// so the checks cost the hot path nothing but the comparisons.
+#define REQUIRE(condition, op, message)        \
+  do {                                         \
+    if (!(condition)) Misuse((op), (message)); \
+  } while (0)
+
+std::string Describe(const char* name, const Tensor& t) {
+  return absl::StrCat(name, " ", DTypeName(t.dtype()), " ", t.ShapeString(), " on ",
+                      DeviceName(t.device()));
+}
+
+// `t` is a device tensor (with storage unless it has no elements).
+void RequireDevice(const char* op, const char* name, const Tensor& t) {
+  REQUIRE(t.device() == Device::kCuda, op, absl::StrCat(Describe(name, t), ": not a GPU tensor"));
+  REQUIRE(!t.empty() || t.numel() == 0, op, absl::StrCat(name, " has no storage"));
+}
+
+void RequireFloat(const char* op, const char* name, const Tensor& t) {
+  RequireDevice(op, name, t);
+  REQUIRE(t.dtype() == DType::kFloat32, op, absl::StrCat(Describe(name, t), ": must be fp32"));
+}
+
+void RequireSameType(const char* op, const char* name, const Tensor& t, const char* ref_name,
+                     const Tensor& ref) {
+  RequireDevice(op, name, t);
+  REQUIRE(t.dtype() == ref.dtype(), op,
+          absl::StrCat(Describe(name, t), ": dtype differs from ", Describe(ref_name, ref)));
+}
+
+void RequireNumel(const char* op, const char* name, const Tensor& t, int64_t numel) {
+  REQUIRE(t.numel() == numel, op,
+          absl::StrCat(Describe(name, t), ": expected ", numel, " elements"));
+}
+
+// For GEMM operands, which may be larger buffers of which the op uses the first elements.
+void RequireAtLeast(const char* op, const char* name, const Tensor& t, int64_t numel) {
+  REQUIRE(t.numel() >= numel, op,
+          absl::StrCat(Describe(name, t), ": needs at least ", numel, " elements"));
+}
+
+// Rows of a tensor viewed as [rows, width].
+int64_t RowsOf(const char* op, const char* name, const Tensor& t, int64_t width) {
+  REQUIRE(width > 0 && t.numel() % width == 0, op,
+          absl::StrCat(Describe(name, t), ": not a whole number of rows of width ", width));
+  return t.numel() / width;
+}
+
+}  // namespace
+
+CudaOps::CudaOps(DType compute_dtype, bool synchronize_each_op)
+    : compute_dtype_(compute_dtype), synchronize_each_op_(synchronize_each_op) {
+  cuda::InstallDeviceMemory();
+  gemm_ = std::make_unique<cuda::GemmLt>();
+}
+
+CudaOps::~CudaOps() = default;
+
+void CudaOps::Finish(const char* op) const {
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && synchronize_each_op_) err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) {
+    const std::string call = synchronize_each_op_
+                                 ? absl::StrCat("CudaOps::", op, " (synchronised after the op)")
+                                 : absl::StrCat("CudaOps::", op, " (launch)");
+    cuda::CudaFailure(call.c_str(), err, __FILE__, __LINE__);
+  }
+}
+
+void CudaOps::Cast(const Tensor& in, Tensor* out) const {
+  RequireDevice("Cast", "in", in);
+  RequireDevice("Cast", "out", *out);
+  RequireNumel("Cast", "out", *out, in.numel());
+  if (in.numel() == 0) return;
+  if (in.dtype() == out->dtype()) {
+    CUDA_CHECK(cudaMemcpyAsync(out->raw(), in.raw(), in.nbytes(), cudaMemcpyDeviceToDevice, 0));
+  } else if (in.dtype() == DType::kFloat32) {
+    CUDA_CHECK(LaunchFloatToBFloat16(static_cast<const float*>(in.raw()),
+                                     static_cast<BFloat16*>(out->raw()), in.numel()));
+  } else {
+    CUDA_CHECK(LaunchBFloat16ToFloat(static_cast<const BFloat16*>(in.raw()),
+                                     static_cast<float*>(out->raw()), in.numel()));
+  }
+  Finish("Cast");
+}
+
+void CudaOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const Tensor& a, const Tensor& b, float beta, Tensor* c) const {
+  RequireDevice("Gemm", "a", a);
+  RequireSameType("Gemm", "b", b, "a", a);
+  RequireDevice("Gemm", "c", *c);
+  REQUIRE(c->dtype() == DType::kFloat32 || c->dtype() == a.dtype(), "Gemm",
+          absl::StrCat(Describe("c", *c), ": must be fp32 or the dtype of a and b"));
+  REQUIRE(m >= 0 && n >= 0 && k >= 0, "Gemm", "negative dimension");
+  RequireAtLeast("Gemm", "a", a, m * k);
+  RequireAtLeast("Gemm", "b", b, k * n);
+  RequireAtLeast("Gemm", "c", *c, m * n);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: c = beta c
+    if (beta != 1.0f) cuda::LaunchScale(c->dtype(), beta, c->raw(), m * n);
+  } else {
+    gemm_->Run(trans_a, trans_b, m, n, k, alpha, a.raw(), b.raw(), a.dtype(), beta, c->raw(),
+               c->dtype());
+  }
+  Finish("Gemm");
+}
+
+void CudaOps::AddBias(const Tensor& bias, Tensor* y) const {
+  RequireDevice("AddBias", "bias", bias);
+  RequireDevice("AddBias", "y", *y);
+  const int64_t width = bias.numel();
+  const int64_t rows = RowsOf("AddBias", "y", *y, width);
+  cuda::LaunchAddBias(y->dtype(), bias.dtype(), bias.raw(), rows, width, y->raw());
+  Finish("AddBias");
+}
+
+void CudaOps::AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const {
+  RequireDevice("AccumulateBiasGrad", "dy", dy);
+  RequireFloat("AccumulateBiasGrad", "dbias", *dbias);
+  const int64_t width = dbias->numel();
+  const int64_t rows = RowsOf("AccumulateBiasGrad", "dy", dy, width);
+  cuda::LaunchAccumulateBiasGrad(dy.dtype(), dy.raw(), rows, width, dbias->data());
+  Finish("AccumulateBiasGrad");
+}
+
+void CudaOps::Add(const Tensor& x, Tensor* y) const {
+  RequireDevice("Add", "x", x);
+  RequireSameType("Add", "y", *y, "x", x);
+  RequireNumel("Add", "y", *y, x.numel());
+  cuda::LaunchAdd(x.dtype(), x.raw(), y->raw(), x.numel());
+  Finish("Add");
+}
+
+void CudaOps::AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+                              Tensor* x) const {
+  RequireDevice("AddPositionRows", "table", table);
+  RequireDevice("AddPositionRows", "x", *x);
+  REQUIRE(table.rank() == 2 && seq > 0 && table.dim(0) >= seq, "AddPositionRows",
+          absl::StrCat(Describe("table", table), ": needs [>= seq, width] with seq ", seq));
+  const int64_t width = table.dim(1);
+  const int64_t rows = RowsOf("AddPositionRows", "x", *x, width);
+  cuda::LaunchAddPositionRows(x->dtype(), table.dtype(), table.raw(), first_row, seq, rows, width,
+                              x->raw());
+  Finish("AddPositionRows");
+}
+
+void CudaOps::AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+                                     Tensor* dtable) const {
+  RequireDevice("AccumulatePositionGrad", "dx", dx);
+  RequireFloat("AccumulatePositionGrad", "dtable", *dtable);
+  REQUIRE(dtable->rank() == 2 && seq > 0 && dtable->dim(0) >= seq, "AccumulatePositionGrad",
+          absl::StrCat(Describe("dtable", *dtable), ": needs [>= seq, width] with seq ", seq));
+  const int64_t width = dtable->dim(1);
+  const int64_t rows = RowsOf("AccumulatePositionGrad", "dx", dx, width);
+  cuda::LaunchAccumulatePositionGrad(dx.dtype(), dx.raw(), first_row, seq, rows, width,
+                                     dtable->data());
+  Finish("AccumulatePositionGrad");
+}
+
+void CudaOps::NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
+                          float eps, Tensor* y, Tensor* mean, Tensor* rstd) const {
+  const char* op = "NormForward";
+  RequireDevice(op, "x", x);
+  RequireSameType(op, "y", *y, "x", x);
+  RequireDevice(op, "gamma", gamma);
+  if (beta != nullptr) RequireSameType(op, "beta", *beta, "gamma", gamma);
+  REQUIRE(kind == NormKind::kLayerNorm || beta == nullptr, op, "RMSNorm takes no beta");
+  const int64_t width = gamma.numel();
+  const int64_t rows = RowsOf(op, "x", x, width);
+  RequireNumel(op, "y", *y, x.numel());
+  RequireFloat(op, "mean", *mean);
+  RequireFloat(op, "rstd", *rstd);
+  RequireNumel(op, "mean", *mean, rows);
+  RequireNumel(op, "rstd", *rstd, rows);
+  cuda::LaunchNormForward(kind == NormKind::kLayerNorm, x.dtype(), gamma.dtype(), x.raw(),
+                          gamma.raw(), beta != nullptr ? beta->raw() : nullptr, rows, width, eps,
+                          y->raw(), mean->data(), rstd->data());
+  Finish(op);
+}
+
+void CudaOps::NormBackwardInput(NormKind kind, const Tensor& dy, const Tensor& x,
+                                const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                Tensor* dx) const {
+  const char* op = "NormBackwardInput";
+  RequireDevice(op, "x", x);
+  RequireSameType(op, "dy", dy, "x", x);
+  RequireSameType(op, "dx", *dx, "x", x);
+  RequireDevice(op, "gamma", gamma);
+  const int64_t width = gamma.numel();
+  const int64_t rows = RowsOf(op, "x", x, width);
+  RequireNumel(op, "dy", dy, x.numel());
+  RequireNumel(op, "dx", *dx, x.numel());
+  RequireFloat(op, "mean", mean);
+  RequireFloat(op, "rstd", rstd);
+  RequireNumel(op, "mean", mean, rows);
+  RequireNumel(op, "rstd", rstd, rows);
+  cuda::LaunchNormBackwardInput(kind == NormKind::kLayerNorm, x.dtype(), gamma.dtype(), dy.raw(),
+                                x.raw(), gamma.raw(), mean.data(), rstd.data(), rows, width,
+                                dx->raw());
+  Finish(op);
+}
+
+void CudaOps::NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                 const Tensor& rstd, Tensor* dgamma, Tensor* dbeta) const {
+  const char* op = "NormBackwardWeight";
+  RequireDevice(op, "x", x);
+  RequireSameType(op, "dy", dy, "x", x);
+  RequireFloat(op, "dgamma", *dgamma);
+  const int64_t width = dgamma->numel();
+  const int64_t rows = RowsOf(op, "x", x, width);
+  RequireNumel(op, "dy", dy, x.numel());
+  RequireFloat(op, "mean", mean);
+  RequireFloat(op, "rstd", rstd);
+  RequireNumel(op, "mean", mean, rows);
+  RequireNumel(op, "rstd", rstd, rows);
+  if (dbeta != nullptr) {
+    RequireFloat(op, "dbeta", *dbeta);
+    RequireNumel(op, "dbeta", *dbeta, width);
+  }
+  cuda::LaunchNormBackwardWeight(x.dtype(), dy.raw(), x.raw(), mean.data(), rstd.data(), rows,
+                                 width, dgamma->data(), dbeta != nullptr ? dbeta->data() : nullptr);
+  Finish(op);
+}
+
+void CudaOps::GeluForward(const Tensor& x, Tensor* y) const {
+  RequireDevice("GeluForward", "x", x);
+  RequireSameType("GeluForward", "y", *y, "x", x);
+  RequireNumel("GeluForward", "y", *y, x.numel());
+  cuda::LaunchGeluForward(x.dtype(), x.raw(), x.numel(), y->raw());
+  Finish("GeluForward");
+}
+
+void CudaOps::GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  RequireDevice("GeluBackward", "x", x);
+  RequireSameType("GeluBackward", "dy", dy, "x", x);
+  RequireSameType("GeluBackward", "dx", *dx, "x", x);
+  RequireNumel("GeluBackward", "dy", dy, x.numel());
+  RequireNumel("GeluBackward", "dx", *dx, x.numel());
+  cuda::LaunchGeluBackward(x.dtype(), x.raw(), dy.raw(), x.numel(), dx->raw());
+  Finish("GeluBackward");
+}
+
+void CudaOps::SwigluForward(const Tensor& x, Tensor* y) const {
+  RequireDevice("SwigluForward", "x", x);
+  RequireSameType("SwigluForward", "y", *y, "x", x);
+  REQUIRE(y->rank() >= 1, "SwigluForward", "y has no dimensions");
+  const int64_t width = y->dim(y->rank() - 1);
+  const int64_t rows = RowsOf("SwigluForward", "y", *y, width);
+  RequireNumel("SwigluForward", "x", x, 2 * rows * width);
+  cuda::LaunchSwigluForward(x.dtype(), x.raw(), rows, width, y->raw());
+  Finish("SwigluForward");
+}
+
+void CudaOps::SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  RequireDevice("SwigluBackward", "x", x);
+  RequireSameType("SwigluBackward", "dy", dy, "x", x);
+  RequireSameType("SwigluBackward", "dx", *dx, "x", x);
+  REQUIRE(dy.rank() >= 1, "SwigluBackward", "dy has no dimensions");
+  const int64_t width = dy.dim(dy.rank() - 1);
+  const int64_t rows = RowsOf("SwigluBackward", "dy", dy, width);
+  RequireNumel("SwigluBackward", "x", x, 2 * rows * width);
+  RequireNumel("SwigluBackward", "dx", *dx, 2 * rows * width);
+  cuda::LaunchSwigluBackward(x.dtype(), x.raw(), dy.raw(), rows, width, dx->raw());
+  Finish("SwigluBackward");
+}
+
+void CudaOps::Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
+                      Tensor* out) const {
+  RequireDevice("Dropout", "in", in);
+  RequireSameType("Dropout", "out", *out, "in", in);
+  RequireNumel("Dropout", "out", *out, in.numel());
+  REQUIRE(p < 1.0f, "Dropout", absl::StrCat("p = ", p, " must be below 1"));
+  if (in.numel() == 0) return;
+  if (p <= 0.0f) {
+    if (out->raw() != in.raw()) {
+      CUDA_CHECK(cudaMemcpyAsync(out->raw(), in.raw(), in.nbytes(), cudaMemcpyDeviceToDevice, 0));
+    }
+  } else {
+    cuda::LaunchDropout(in.dtype(), cuda::KeyOf(rng), p, first_index, in.raw(), in.numel(),
+                        out->raw());
+  }
+  Finish("Dropout");
+}
+
+const float* CudaOps::DeviceRopeTable(const RopeTable& table) const {
+  const size_t n = table.cos.size();
+  const bool same = rope_host_.size() == 2 * n &&
+                    std::memcmp(rope_host_.data(), table.cos.data(), n * sizeof(float)) == 0 &&
+                    std::memcmp(rope_host_.data() + n, table.sin.data(), n * sizeof(float)) == 0;
+  if (!same) {
+    rope_host_.assign(table.cos.begin(), table.cos.end());
+    rope_host_.insert(rope_host_.end(), table.sin.begin(), table.sin.end());
+    rope_.Upload(rope_host_.data(), static_cast<int64_t>(rope_host_.size()));
+  }
+  return static_cast<const float*>(rope_.Reserve(0));
+}
+
+void CudaOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
+                                   bool inverse, Tensor* qkv) const {
+  const char* op = "RotateQueriesAndKeys";
+  RequireDevice(op, "qkv", *qkv);
+  REQUIRE(2 * table.half <= shape.head_dim && table.half > 0, op,
+          absl::StrCat("RoPE table of ", 2 * table.half, " rotated dims for head_dim ",
+                       shape.head_dim));
+  REQUIRE(table.cos.size() == table.sin.size() &&
+              static_cast<int64_t>(table.cos.size()) >= shape.seq * table.half,
+          op, absl::StrCat("RoPE table shorter than seq ", shape.seq));
+  const int64_t tokens = RowsOf(op, "qkv", *qkv, shape.qkv_width());
+  const float* device_table = DeviceRopeTable(table);
+  cuda::LaunchRotateQueriesAndKeys(qkv->dtype(), device_table, device_table + table.cos.size(),
+                                   table.half, shape, inverse, tokens, qkv->raw());
+  Finish(op);
+}
+
+namespace {
+
+cuda::AttentionDropoutArgs DropoutArgsOf(const char* op, const AttentionDropout& d) {
+  cuda::AttentionDropoutArgs args;
+  if (d.rng == nullptr || d.p <= 0.0f) return args;
+  REQUIRE(d.p < 1.0f, op, absl::StrCat("attention dropout p = ", d.p, " must be below 1"));
+  args.enabled = true;
+  args.key = cuda::KeyOf(*d.rng);
+  args.p = d.p;
+  args.first_sample = d.first_sample;
+  args.first_head = d.first_head;
+  args.total_heads = d.total_heads;
+  return args;
+}
+
+void RequireAttentionShape(const char* op, const AttentionShape& s) {
+  REQUIRE(s.batch > 0 && s.seq > 0 && s.groups > 0 && s.heads_per_group > 0 && s.head_dim > 0, op,
+          "empty attention shape");
+  REQUIRE(s.head_dim <= cuda::kMaxAttentionHeadDim, op,
+          absl::StrCat("head_dim ", s.head_dim, " > ", cuda::kMaxAttentionHeadDim,
+                       " is not supported by the CUDA attention kernels"));
+}
+
+}  // namespace
+
+void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
+                               const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const {
+  const char* op = "AttentionForward";
+  RequireAttentionShape(op, shape);
+  RequireDevice(op, "qkv", qkv);
+  RequireSameType(op, "ctx", *ctx, "qkv", qkv);
+  RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
+  RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
+  const cuda::AttentionDropoutArgs drop = DropoutArgsOf(op, dropout);
+  *saved = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
+  cuda::LaunchAttentionForward(qkv.dtype(), shape, qkv.raw(), scale, drop, saved->data(),
+                               ctx->raw());
+  Finish(op);
+}
+
+void CudaOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
+                                const Tensor& ctx, const Tensor& dctx, float scale,
+                                const AttentionDropout& dropout, Tensor* dqkv) const {
+  const char* op = "AttentionBackward";
+  RequireAttentionShape(op, shape);
+  RequireDevice(op, "qkv", qkv);
+  RequireSameType(op, "ctx", ctx, "qkv", qkv);
+  RequireSameType(op, "dctx", dctx, "qkv", qkv);
+  RequireSameType(op, "dqkv", *dqkv, "qkv", qkv);
+  RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
+  RequireNumel(op, "dqkv", *dqkv, qkv.numel());
+  RequireNumel(op, "ctx", ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
+  RequireNumel(op, "dctx", dctx, ctx.numel());
+  RequireFloat(op, "saved", saved);
+  REQUIRE(saved.numel() == shape.batch * shape.heads() * shape.seq, op,
+          absl::StrCat(Describe("saved", saved),
+                       ": expected the [batch, heads, seq] log-sum-exp of "
+                       "CudaOps::AttentionForward"));
+  const cuda::AttentionDropoutArgs drop = DropoutArgsOf(op, dropout);
+  Tensor row_dot = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
+  cuda::LaunchAttentionBackward(qkv.dtype(), shape, qkv.raw(), saved.data(), ctx.raw(), dctx.raw(),
+                                scale, drop, row_dot.data(), dqkv->raw());
+  // row_dot goes back to the caching allocator before the kernels end: safe, since any
+  // reuse is queued behind them on stream 0.
+  Finish(op);
+}
+
+void CudaOps::EmbeddingForward(const Tensor& table, int64_t vocab_start,
+                               absl::Span<const int32_t> ids, Tensor* out) const {
+  const char* op = "EmbeddingForward";
+  RequireDevice(op, "table", table);
+  RequireDevice(op, "out", *out);
+  REQUIRE(table.rank() == 2, op, Describe("table", table) + ": must be [rows, width]");
+  const int64_t count = static_cast<int64_t>(ids.size());
+  RequireNumel(op, "out", *out, count * table.dim(1));
+  const int32_t* device_ids = ints_.Upload(ids.data(), count);
+  cuda::LaunchEmbeddingForward(out->dtype(), table.dtype(), table.raw(), vocab_start, table.dim(0),
+                               table.dim(1), device_ids, count, out->raw());
+  Finish(op);
+}
+
+void CudaOps::EmbeddingBackwardWeight(const Tensor& dout, int64_t vocab_start,
+                                      absl::Span<const int32_t> ids, Tensor* dtable) const {
+  const char* op = "EmbeddingBackwardWeight";
+  RequireDevice(op, "dout", dout);
+  RequireFloat(op, "dtable", *dtable);
+  REQUIRE(dtable->rank() == 2, op, Describe("dtable", *dtable) + ": must be [rows, width]");
+  const int64_t count = static_cast<int64_t>(ids.size());
+  RequireNumel(op, "dout", dout, count * dtable->dim(1));
+  const cuda::EmbeddingGradPlan plan =
+      cuda::PlanEmbeddingGrad(ids.data(), count, vocab_start, dtable->dim(0));
+  const int32_t* packed =
+      ints_.Upload(plan.packed.data(), static_cast<int64_t>(plan.packed.size()));
+  cuda::LaunchEmbeddingBackwardWeight(dout.dtype(), dout.raw(), dtable->dim(1), packed,
+                                      plan.num_rows, dtable->data());
+  Finish(op);
+}
+
+void CudaOps::RowMax(const Tensor& logits, absl::Span<double> row_max) const {
+  RequireDevice("RowMax", "logits", logits);
+  REQUIRE(logits.rank() == 2, "RowMax", Describe("logits", logits) + ": must be [rows, vocab]");
+  const int64_t rows = logits.dim(0);
+  REQUIRE(static_cast<int64_t>(row_max.size()) == rows, "RowMax", "row_max size != rows");
+  float* device_max = static_cast<float*>(floats_.Reserve(rows * sizeof(float)));
+  cuda::LaunchRowMax(logits.dtype(), logits.raw(), rows, logits.dim(1), device_max);
+  Finish("RowMax");
+  std::vector<float> host(rows);
+  floats_.Download(host.data(), rows);
+  for (int64_t r = 0; r < rows; ++r) row_max[r] = host[r];
+}
+
+void CudaOps::SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                              int64_t vocab_start, absl::Span<const double> row_max,
+                              absl::Span<double> sum_exp, absl::Span<double> target) const {
+  const char* op = "SumExpAndTarget";
+  RequireDevice(op, "logits", logits);
+  REQUIRE(logits.rank() == 2, op, Describe("logits", logits) + ": must be [rows, vocab]");
+  const int64_t rows = logits.dim(0);
+  REQUIRE(static_cast<int64_t>(labels.size()) == rows &&
+              static_cast<int64_t>(row_max.size()) == rows &&
+              static_cast<int64_t>(sum_exp.size()) == rows &&
+              static_cast<int64_t>(target.size()) == rows,
+          op, "labels, row_max, sum_exp and target must have one entry per row");
+  // The CPU shifts by the fp32 rounding of the row max; so does the device.
+  std::vector<float> max_f(row_max.begin(), row_max.end());
+  const int32_t* device_labels = ints_.Upload(labels.data(), rows);
+  const float* device_max = floats_.Upload(max_f.data(), rows);
+  double* device_out = static_cast<double*>(doubles_.Reserve(2 * rows * sizeof(double)));
+  cuda::LaunchSumExpAndTarget(logits.dtype(), logits.raw(), device_labels, rows, logits.dim(1),
+                              vocab_start, device_max, device_out, device_out + rows);
+  Finish(op);
+  std::vector<double> host(2 * rows);
+  doubles_.Download(host.data(), 2 * rows);
+  std::copy(host.begin(), host.begin() + rows, sum_exp.begin());
+  std::copy(host.begin() + rows, host.end(), target.begin());
+}
+
+void CudaOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
+                                   absl::Span<const float> logsumexp, int64_t vocab_start,
+                                   float scale, Tensor* logits) const {
+  const char* op = "CrossEntropyBackward";
+  RequireDevice(op, "logits", *logits);
+  REQUIRE(logits->rank() == 2, op, Describe("logits", *logits) + ": must be [rows, vocab]");
+  const int64_t rows = logits->dim(0);
+  REQUIRE(
+      static_cast<int64_t>(labels.size()) == rows && static_cast<int64_t>(logsumexp.size()) == rows,
+      op, "labels and logsumexp must have one entry per row");
+  const int32_t* device_labels = ints_.Upload(labels.data(), rows);
+  const float* device_lse = floats_.Upload(logsumexp.data(), rows);
+  cuda::LaunchCrossEntropyBackward(logits->dtype(), device_labels, device_lse, rows, logits->dim(1),
+                                   vocab_start, scale, logits->raw());
+  Finish(op);
+}
+
+}  // namespace conveyor

@@ -1,0 +1,118 @@
+// The CUDA backend of the op interface (runtime/ops.h): activations in the compute dtype
+// (bf16 for training; fp32 to compare tightly with the CPU backend), fp32 statistics,
+// fp32 accumulated gradients, GEMMs through cuBLASLt, fused kernels for the rest.
+//
+// What is fused, and how:
+//   Gemm            cuBLASLt, fp32 accumulation, cached plans (gemm_lt.h).
+//   Norm*           one kernel, one block per row: fp32 statistics, normalisation and
+//                   affine (the row is re-read from cache, nothing else is written);
+//                   backward-input likewise; dgamma and dbeta together in one
+//                   deterministic column reduction.
+//   Gelu / SwiGLU   one elementwise kernel each way (SwiGLU reads gate and up together).
+//   Dropout         the Philox mask is drawn inside the kernel (bit-identical to the
+//                   CPU's), never stored.
+//   Attention       flash-style: online softmax over key tiles, the probabilities never
+//                   stored; `saved` is the fp32 log-sum-exp [batch, heads, seq]; backward
+//                   recomputes P (attention_kernels.h). Attention dropout is supported
+//                   (same mask as the CPU), head_dim <= 256.
+//   Cross-entropy   each pass reads the logits in their own dtype (no fp32 copy); the
+//                   gradient is written over them in place.
+//   Embedding       gather; the weight gradient is a deterministic segmented sum, in
+//                   token order, with no atomics (rows grouped on the host from the host
+//                   token ids).
+//
+// Conventions: every kernel runs on the legacy default stream 0. Host spans (token ids,
+// labels, per-row numbers) go through reusable device staging buffers. A failed CUDA
+// call, or a tensor of the wrong dtype, device or size, ends the process with a message
+// naming the op (this backend's contract for now). Weights read by the elementwise and
+// norm kernels (bias, gamma, beta, position and embedding tables) may be fp32 or the
+// compute dtype. One CudaOps serves one thread (its staging buffers are not locked).
+#ifndef CONVEYOR_RUNTIME_CUDA_CUDA_OPS_H_
+#define CONVEYOR_RUNTIME_CUDA_CUDA_OPS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/cuda/gemm_lt.h"
+#include "runtime/cuda/staging_buffer.h"
+#include "runtime/ops.h"
+
+namespace conveyor {
+
+class CudaOps : public Ops {
+ public:
+  // Needs a usable device (ProbeGpus().count > 0; the caller picks it with cudaSetDevice)
+  // and installs the device memory for Device::kCuda if that has not happened yet.
+  // synchronize_each_op waits for the device after every op, so that an error in a
+  // kernel is reported with the op's name instead of at some later call (tests,
+  // debugging; it costs the overlap of host and device).
+  explicit CudaOps(DType compute_dtype, bool synchronize_each_op = false);
+  ~CudaOps() override;
+
+  Device device() const override { return Device::kCuda; }
+  DType compute_dtype() const override { return compute_dtype_; }
+
+  void Cast(const Tensor& in, Tensor* out) const override;
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const Tensor& a, const Tensor& b, float beta, Tensor* c) const override;
+  void AddBias(const Tensor& bias, Tensor* y) const override;
+  void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const override;
+  void Add(const Tensor& x, Tensor* y) const override;
+  void AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+                       Tensor* x) const override;
+  void AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+                              Tensor* dtable) const override;
+  void NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
+                   float eps, Tensor* y, Tensor* mean, Tensor* rstd) const override;
+  void NormBackwardInput(NormKind kind, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                         const Tensor& mean, const Tensor& rstd, Tensor* dx) const override;
+  void NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                          Tensor* dgamma, Tensor* dbeta) const override;
+  void GeluForward(const Tensor& x, Tensor* y) const override;
+  void GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
+  void SwigluForward(const Tensor& x, Tensor* y) const override;
+  void SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
+  void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
+               Tensor* out) const override;
+  void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape, bool inverse,
+                            Tensor* qkv) const override;
+  // saved: fp32 [batch, heads, seq], each query row's log-sum-exp.
+  void AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
+                        const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const override;
+  void AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
+                         const Tensor& ctx, const Tensor& dctx, float scale,
+                         const AttentionDropout& dropout, Tensor* dqkv) const override;
+  void EmbeddingForward(const Tensor& table, int64_t vocab_start, absl::Span<const int32_t> ids,
+                        Tensor* out) const override;
+  void EmbeddingBackwardWeight(const Tensor& dout, int64_t vocab_start,
+                               absl::Span<const int32_t> ids, Tensor* dtable) const override;
+  void RowMax(const Tensor& logits, absl::Span<double> row_max) const override;
+  void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels, int64_t vocab_start,
+                       absl::Span<const double> row_max, absl::Span<double> sum_exp,
+                       absl::Span<double> target) const override;
+  void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
+                            int64_t vocab_start, float scale, Tensor* logits) const override;
+
+  // Heuristic queries cuBLASLt has run: grows only with new GEMM shapes (for tests).
+  int64_t gemm_heuristic_queries() const { return gemm_->heuristic_queries(); }
+
+ private:
+  // Checks the launch and, with synchronize_each_op, waits for the op to finish.
+  void Finish(const char* op) const;
+  // The device copy of a RoPE table, uploaded again only when its contents change.
+  const float* DeviceRopeTable(const RopeTable& table) const;
+
+  DType compute_dtype_;
+  bool synchronize_each_op_;
+  std::unique_ptr<cuda::GemmLt> gemm_;
+  mutable cuda::StagingBuffer ints_;      // token ids, labels, embedding-gradient plans
+  mutable cuda::StagingBuffer floats_;    // row maxima, log-sum-exps
+  mutable cuda::StagingBuffer doubles_;   // sum_exp and target, for download
+  mutable cuda::StagingBuffer rope_;      // [cos | sin]
+  mutable std::vector<float> rope_host_;  // what rope_ holds
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_CUDA_CUDA_OPS_H_

@@ -1,0 +1,32 @@
+// The CUDA backend of the optimizer's vector arithmetic (runtime/optimizer_ops.h), on
+// the default stream like CudaOps. Checked against CpuOptimizerOps by
+// //tests/runtime:cuda_optimizer_ops_test on a GPU.
+#ifndef CONVEYOR_RUNTIME_CUDA_CUDA_OPTIMIZER_OPS_H_
+#define CONVEYOR_RUNTIME_CUDA_CUDA_OPTIMIZER_OPS_H_
+
+#include "runtime/optimizer_ops.h"
+
+namespace conveyor {
+
+class CudaOptimizerOps : public OptimizerOps {
+ public:
+  // Needs a usable, selected device (see CudaOps).
+  CudaOptimizerOps();
+  ~CudaOptimizerOps() override;
+
+  Device device() const override { return Device::kCuda; }
+  // Waits for the device: the norm decides the step on the host.
+  double SumOfSquares(const float* x, int64_t n) const override;
+  void Scale(double factor, float* x, int64_t n) const override;
+  void AdamW(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
+             float* exp_avg_sq, int64_t n) const override;
+  void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
+           int64_t n) const override;
+
+ private:
+  double* partials_ = nullptr;  // device, kSumOfSquaresMaxBlocks
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_CUDA_CUDA_OPTIMIZER_OPS_H_

@@ -1,0 +1,160 @@
+// Device helpers shared by the op kernels (nvcc only): element types, fp32 loads and
+// stores of fp32/bf16 elements, warp and block reductions, dtype dispatch, launch sizes.
+//
+// Every kernel reads its inputs as fp32, computes in fp32 (fp64 where a CPU reference
+// sums in double over long rows), and rounds once when it stores a bf16 result.
+#ifndef CONVEYOR_RUNTIME_CUDA_DEVICE_MATH_H_
+#define CONVEYOR_RUNTIME_CUDA_DEVICE_MATH_H_
+
+#if !defined(__CUDACC__)
+#error "device_math.h is for .cu files"
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/dtype.h"
+
+namespace conveyor::cuda {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ float Load(const float* p) { return *p; }
+__device__ __forceinline__ float Load(const bf16* p) { return __bfloat162float(*p); }
+
+__device__ __forceinline__ void Store(float* p, float v) { *p = v; }
+// Round to nearest even, like ToBFloat16 on the host (NaN payloads may differ).
+__device__ __forceinline__ void Store(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// Carries a type through a generic lambda: Dispatch(dtype, [&](auto t) {
+//   using T = typename decltype(t)::type; ... })
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+template <typename F>
+void Dispatch(DType dtype, F&& f) {
+  if (dtype == DType::kFloat32) {
+    f(TypeTag<float>{});
+  } else {
+    f(TypeTag<bf16>{});
+  }
+}
+
+// Two element types at once (an activation and a weight, which may differ).
+template <typename F>
+void Dispatch2(DType first, DType second, F&& f) {
+  Dispatch(first, [&](auto a) { Dispatch(second, [&](auto b) { f(a, b); }); });
+}
+
+struct SumOp {
+  template <typename R>
+  __device__ __forceinline__ R operator()(R a, R b) const {
+    return a + b;
+  }
+};
+
+// max that propagates NaN, so a NaN logit shows as a NaN loss rather than vanishing.
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return (a > b || a != a) ? a : b;
+  }
+};
+
+template <typename R, typename Op>
+__device__ __forceinline__ R WarpAllReduce(R v, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Reduces v over the whole block and returns the result to every thread. blockDim.x
+// must be a multiple of 32 (at most 1024) and every thread must call it. The warp
+// partials are combined in a fixed order, so the result is deterministic.
+template <typename R, typename Op>
+__device__ R BlockAllReduce(R v, Op op) {
+  __shared__ R partial[32];
+  v = WarpAllReduce(v, op);
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  __syncthreads();  // an earlier call's readers are done with `partial`
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  R total = partial[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) total = op(total, partial[w]);
+  return total;
+}
+
+template <typename R>
+__device__ __forceinline__ R BlockSum(R v) {
+  return BlockAllReduce(v, SumOp{});
+}
+
+// Column sums of a [rows, width] matrix, deterministically: block (32, kRowThreads)
+// covers 32 columns; thread (x, y) adds rows y, y + kRowThreads, ... of column
+// blockIdx.x * 32 + x in order, then row-thread partials are added in order of y.
+// value(r) gives the element (two of them, for dgamma and dbeta at once) of this
+// thread's column in row r. Returns the column totals to the threads with y == 0.
+inline constexpr int kColumnRowThreads = 16;
+
+template <typename F>
+__device__ float2 ColumnSum(int64_t rows, bool column_valid, F value) {
+  __shared__ float2 partial[kColumnRowThreads][33];  // 33: no bank conflicts
+  float2 s = make_float2(0.0f, 0.0f);
+  if (column_valid) {
+    for (int64_t r = threadIdx.y; r < rows; r += kColumnRowThreads) {
+      const float2 v = value(r);
+      s.x += v.x;
+      s.y += v.y;
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  float2 total = make_float2(0.0f, 0.0f);
+  if (threadIdx.y == 0) {
+    for (int y = 0; y < kColumnRowThreads; ++y) {
+      total.x += partial[y][threadIdx.x].x;
+      total.y += partial[y][threadIdx.x].y;
+    }
+  }
+  return total;
+}
+
+inline dim3 ColumnSumBlock() { return dim3(32, kColumnRowThreads); }
+inline unsigned int ColumnSumBlocks(int64_t width) {
+  return static_cast<unsigned int>((width + 31) / 32);
+}
+
+inline constexpr int kThreads = 256;
+// Enough blocks to fill an H200 many times over; grid-stride loops cover the rest.
+inline constexpr int64_t kMaxBlocks = 65535 * 8;
+
+inline unsigned int ElementwiseBlocks(int64_t n) {
+  return static_cast<unsigned int>(
+      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
+}
+
+// Threads for a one-block-per-row kernel over rows of `width`: a multiple of 32, about
+// four elements per thread, at most `max_threads`.
+inline int RowThreads(int64_t width, int max_threads = 512) {
+  const int64_t want = (width + 3) / 4;
+  const int64_t rounded = (want + 31) / 32 * 32;
+  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(rounded, 32), max_threads));
+}
+
+// Grid x may be up to 2^31 - 1 blocks; a row count beyond that is far past any memory.
+inline unsigned int RowBlocks(int64_t rows) { return static_cast<unsigned int>(rows); }
+
+// A grid-stride loop index over [0, n).
+#define CONVEYOR_GRID_STRIDE(i, n)                                                       \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+}  // namespace conveyor::cuda
+
+#endif  // CONVEYOR_RUNTIME_CUDA_DEVICE_MATH_H_

@@ -1,0 +1,142 @@
+#include "runtime/cuda/device_math.h"
+#include "runtime/cuda/elementwise_kernels.h"
+
+namespace conveyor::cuda {
+namespace {
+
+// y = y + x
+template <typename T>
+__global__ void AddKernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  CONVEYOR_GRID_STRIDE(i, n) { Store(&y[i], Load(&y[i]) + Load(&x[i])); }
+}
+
+// y = beta * y
+template <typename T>
+__global__ void ScaleKernel(float beta, T* __restrict__ y, int64_t n) {
+  CONVEYOR_GRID_STRIDE(i, n) { Store(&y[i], beta * Load(&y[i])); }
+}
+
+// y[r, c] = y[r, c] + bias[c]; blocks stride over rows, threads over columns, so no
+// element needs a 64-bit division to find its column.
+template <typename T, typename W>
+__global__ void AddBiasKernel(const W* __restrict__ bias, int64_t rows, int64_t width,
+                              T* __restrict__ y) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T* row = y + r * width;
+    for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+      Store(&row[c], Load(&row[c]) + Load(&bias[c]));
+    }
+  }
+}
+
+// dbias[c] = dbias[c] + sum_r dy[r, c]
+template <typename T>
+__global__ void BiasGradKernel(const T* __restrict__ dy, int64_t rows, int64_t width,
+                               float* __restrict__ dbias) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const float2 total = ColumnSum(
+      rows, c < width, [&](int64_t r) { return make_float2(Load(&dy[r * width + c]), 0.0f); });
+  if (threadIdx.y == 0 && c < width) dbias[c] += total.x;
+}
+
+// x[r, c] = x[r, c] + table[(first_row + r) mod seq, c]
+template <typename T, typename W>
+__global__ void AddPositionRowsKernel(const W* __restrict__ table, int64_t first_row, int64_t seq,
+                                      int64_t rows, int64_t width, T* __restrict__ x) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const W* pos = table + ((first_row + r) % seq) * width;
+    T* row = x + r * width;
+    for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+      Store(&row[c], Load(&row[c]) + Load(&pos[c]));
+    }
+  }
+}
+
+// dtable[p, c] = dtable[p, c] + sum over rows r = r0, r0 + seq, ... of dx[r, c], where
+// r0 = (p - first_row) mod seq: one thread owns each (p, c), so there are no atomics
+// and the rows are added in the CPU's order.
+template <typename T>
+__global__ void PositionGradKernel(const T* __restrict__ dx, int64_t first_row, int64_t seq,
+                                   int64_t rows, int64_t width, float* __restrict__ dtable) {
+  for (int64_t p = blockIdx.x; p < seq; p += gridDim.x) {
+    const int64_t r0 = ((p - first_row) % seq + seq) % seq;
+    if (r0 >= rows) continue;
+    for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+      float acc = dtable[p * width + c];
+      for (int64_t r = r0; r < rows; r += seq) acc += Load(&dx[r * width + c]);
+      dtable[p * width + c] = acc;
+    }
+  }
+}
+
+unsigned int RowLoopBlocks(int64_t rows) {
+  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks)));
+}
+
+}  // namespace
+
+void LaunchAdd(DType dtype, const void* x, void* y, int64_t n) {
+  if (n <= 0) return;
+  Dispatch(dtype, [&](auto t) {
+    using T = typename decltype(t)::type;
+    AddKernel<<<ElementwiseBlocks(n), kThreads>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  CUDA_CHECK_LAUNCH("AddKernel");
+}
+
+void LaunchScale(DType dtype, float beta, void* y, int64_t n) {
+  if (n <= 0) return;
+  Dispatch(dtype, [&](auto t) {
+    using T = typename decltype(t)::type;
+    ScaleKernel<<<ElementwiseBlocks(n), kThreads>>>(beta, static_cast<T*>(y), n);
+  });
+  CUDA_CHECK_LAUNCH("ScaleKernel");
+}
+
+void LaunchAddBias(DType y_dtype, DType bias_dtype, const void* bias, int64_t rows, int64_t width,
+                   void* y) {
+  if (rows <= 0 || width <= 0) return;
+  Dispatch2(y_dtype, bias_dtype, [&](auto t, auto w) {
+    using T = typename decltype(t)::type;
+    using W = typename decltype(w)::type;
+    AddBiasKernel<<<RowLoopBlocks(rows), RowThreads(width)>>>(static_cast<const W*>(bias), rows,
+                                                              width, static_cast<T*>(y));
+  });
+  CUDA_CHECK_LAUNCH("AddBiasKernel");
+}
+
+void LaunchAccumulateBiasGrad(DType dy_dtype, const void* dy, int64_t rows, int64_t width,
+                              float* dbias) {
+  if (rows <= 0 || width <= 0) return;
+  Dispatch(dy_dtype, [&](auto t) {
+    using T = typename decltype(t)::type;
+    BiasGradKernel<<<ColumnSumBlocks(width), ColumnSumBlock()>>>(static_cast<const T*>(dy), rows,
+                                                                 width, dbias);
+  });
+  CUDA_CHECK_LAUNCH("BiasGradKernel");
+}
+
+void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table, int64_t first_row,
+                           int64_t seq, int64_t rows, int64_t width, void* x) {
+  if (rows <= 0 || width <= 0) return;
+  Dispatch2(x_dtype, table_dtype, [&](auto t, auto w) {
+    using T = typename decltype(t)::type;
+    using W = typename decltype(w)::type;
+    AddPositionRowsKernel<<<RowLoopBlocks(rows), RowThreads(width)>>>(
+        static_cast<const W*>(table), first_row, seq, rows, width, static_cast<T*>(x));
+  });
+  CUDA_CHECK_LAUNCH("AddPositionRowsKernel");
+}
+
+void LaunchAccumulatePositionGrad(DType dx_dtype, const void* dx, int64_t first_row, int64_t seq,
+                                  int64_t rows, int64_t width, float* dtable) {
+  if (rows <= 0 || width <= 0 || seq <= 0) return;
+  Dispatch(dx_dtype, [&](auto t) {
+    using T = typename decltype(t)::type;
+    PositionGradKernel<<<RowLoopBlocks(seq), RowThreads(width)>>>(
+        static_cast<const T*>(dx), first_row, seq, rows, width, dtable);
+  });
+  CUDA_CHECK_LAUNCH("PositionGradKernel");
+}
+
+}  // namespace conveyor::cuda

@@ -1,0 +1,37 @@
+// Row-broadcast and elementwise kernels of the CUDA backend: residual add, bias and its
+// gradient, learned position rows and their gradient. Pointers are device addresses of
+// elements of the given dtypes; fp32 gradients accumulate (+=). All run on stream 0.
+#ifndef CONVEYOR_RUNTIME_CUDA_ELEMENTWISE_KERNELS_H_
+#define CONVEYOR_RUNTIME_CUDA_ELEMENTWISE_KERNELS_H_
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace conveyor::cuda {
+
+// y[i] += x[i] for i < n (x and y of `dtype`).
+void LaunchAdd(DType dtype, const void* x, void* y, int64_t n);
+
+// y[i] *= beta for i < n.
+void LaunchScale(DType dtype, float beta, void* y, int64_t n);
+
+// y[r, c] += bias[c] over y [rows, width].
+void LaunchAddBias(DType y_dtype, DType bias_dtype, const void* bias, int64_t rows, int64_t width,
+                   void* y);
+
+// dbias[c] += sum_r dy[r, c] (deterministic order).
+void LaunchAccumulateBiasGrad(DType dy_dtype, const void* dy, int64_t rows, int64_t width,
+                              float* dbias);
+
+// x[r, c] += table[(first_row + r) % seq, c].
+void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table, int64_t first_row,
+                           int64_t seq, int64_t rows, int64_t width, void* x);
+
+// dtable[(first_row + r) % seq, c] += dx[r, c], rows added in increasing r (as the CPU).
+void LaunchAccumulatePositionGrad(DType dx_dtype, const void* dx, int64_t first_row, int64_t seq,
+                                  int64_t rows, int64_t width, float* dtable);
+
+}  // namespace conveyor::cuda
+
+#endif  // CONVEYOR_RUNTIME_CUDA_ELEMENTWISE_KERNELS_H_

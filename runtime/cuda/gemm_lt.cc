@@ -1,0 +1,170 @@
+#include "runtime/cuda/gemm_lt.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "runtime/cuda/cuda_check.h"
+
+namespace conveyor::cuda {
+namespace {
+
+[[noreturn]] void CublasFailure(const char* call, cublasStatus_t status, const char* file,
+                                int line) {
+  std::fprintf(stderr, "conveyor: cuBLASLt call failed at %s:%d: %s\n  -> %s: %s\n", file, line,
+               call, cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+#define CUBLAS_CHECK(expr)                                        \
+  do {                                                            \
+    const cublasStatus_t conveyor_status_ = (expr);               \
+    if (conveyor_status_ != CUBLAS_STATUS_SUCCESS) {              \
+      CublasFailure(#expr, conveyor_status_, __FILE__, __LINE__); \
+    }                                                             \
+  } while (0)
+
+cudaDataType_t CudaType(DType dtype) { return dtype == DType::kFloat32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+cublasLtHandle_t Handle(void* h) { return static_cast<cublasLtHandle_t>(h); }
+
+// The largest power of two (up to 256) dividing the address: what the heuristic may
+// assume about the buffer's alignment.
+int AlignmentOf(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  int alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+}  // namespace
+
+struct GemmLt::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a_layout = nullptr;  // cuBLASLt's A: our b
+  cublasLtMatrixLayout_t b_layout = nullptr;  // cuBLASLt's B: our a
+  cublasLtMatrixLayout_t c_layout = nullptr;
+  cublasLtMatmulAlgo_t algo;
+
+  ~Plan() {
+    if (c_layout != nullptr) cublasLtMatrixLayoutDestroy(c_layout);
+    if (b_layout != nullptr) cublasLtMatrixLayoutDestroy(b_layout);
+    if (a_layout != nullptr) cublasLtMatrixLayoutDestroy(a_layout);
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+GemmLt::GemmLt() {
+  cublasLtHandle_t handle;
+  CUBLAS_CHECK(cublasLtCreate(&handle));
+  handle_ = handle;
+  CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+}
+
+GemmLt::~GemmLt() {
+  plans_.clear();
+  // Best effort at exit: the context may already be torn down.
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  if (handle_ != nullptr) cublasLtDestroy(Handle(handle_));
+}
+
+int64_t GemmLt::heuristic_queries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return heuristic_queries_;
+}
+
+const GemmLt::Plan& GemmLt::PlanFor(const Key& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+
+  const auto [m, n, k, trans_a, trans_b, ab_int, c_int, align_a, align_b, align_c] = key;
+  const cudaDataType_t ab_type = CudaType(static_cast<DType>(ab_int));
+  const cudaDataType_t c_type = CudaType(static_cast<DType>(c_int));
+  auto plan = std::make_unique<Plan>();
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // Column-major C^T[n, m] = op(B^T) op(A^T): the transposes carry over unchanged, as a
+  // stored-transposed row-major matrix is a stored-transposed column-major one.
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)));
+  // Our b: [k, n] row-major = column-major [n, k] (ld n); stored transposed ([n, k]
+  // row-major) it is column-major [k, n] (ld k). Likewise our a with (m, k).
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a_layout, ab_type, trans_b ? k : n,
+                                          trans_b ? n : k, trans_b ? k : n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b_layout, ab_type, trans_a ? m : k,
+                                          trans_a ? k : m, trans_a ? m : k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c_layout, c_type, n, m, n));
+
+  cublasLtMatmulPreference_t preference;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const uint64_t workspace = kWorkspaceBytes;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+  // cuBLASLt's A is our b, its B our a.
+  const uint32_t alignments[3] = {static_cast<uint32_t>(align_b), static_cast<uint32_t>(align_a),
+                                  static_cast<uint32_t>(align_c)};
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignments[0], sizeof(uint32_t)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignments[1], sizeof(uint32_t)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignments[2], sizeof(uint32_t)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignments[2], sizeof(uint32_t)));
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(Handle(handle_), plan->desc, plan->a_layout,
+                                              plan->b_layout, plan->c_layout, plan->c_layout,
+                                              preference, 1, &result, &returned));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(preference));
+  ++heuristic_queries_;
+  if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr,
+                 "conveyor: cuBLASLt has no algorithm for Gemm m=%lld n=%lld k=%lld trans_a=%d "
+                 "trans_b=%d a/b %s c %s (alignments a %d b %d c %d)\n",
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                 trans_a, trans_b, DTypeName(static_cast<DType>(ab_int)).data(),
+                 DTypeName(static_cast<DType>(c_int)).data(), align_a, align_b, align_c);
+    std::exit(1);
+  }
+  plan->algo = result.algo;
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+void GemmLt::Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const void* a, const void* b, DType ab_dtype, float beta, void* c, DType c_dtype) {
+  const Key key{m,
+                n,
+                k,
+                trans_a,
+                trans_b,
+                static_cast<int>(ab_dtype),
+                static_cast<int>(c_dtype),
+                AlignmentOf(a),
+                AlignmentOf(b),
+                AlignmentOf(c)};
+  const Plan& plan = PlanFor(key);
+  const cublasStatus_t status =
+      cublasLtMatmul(Handle(handle_), plan.desc, &alpha, b, plan.a_layout, a, plan.b_layout, &beta,
+                     c, plan.c_layout, c, plan.c_layout, &plan.algo, workspace_, kWorkspaceBytes,
+                     /*stream=*/0);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr,
+                 "conveyor: cublasLtMatmul failed for Gemm m=%lld n=%lld k=%lld trans_a=%d "
+                 "trans_b=%d a/b %s c %s: %s: %s\n",
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                 trans_a, trans_b, DTypeName(ab_dtype).data(), DTypeName(c_dtype).data(),
+                 cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+    std::exit(1);
+  }
+}
+
+}  // namespace conveyor::cuda

@@ -1,0 +1,86 @@
+#include <algorithm>
+
+#include "runtime/cuda/optimizer_kernels.h"
+
+namespace conveyor {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535;
+
+int64_t BlocksFor(int64_t n, int64_t cap) { return std::min((n + kThreads - 1) / kThreads, cap); }
+
+// Grid-stride sum of squares in double; each block reduces its threads' sums in shared
+// memory (a fixed tree, so the partial is deterministic) and writes one partial.
+__global__ void SumOfSquaresKernel(const float* __restrict__ x, int64_t n,
+                                   double* __restrict__ partials) {
+  __shared__ double sums[kThreads];
+  double sum = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const double v = x[i];
+    sum += v * v;
+  }
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+}
+
+__global__ void ScaleKernel(double factor, float* __restrict__ x, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    x[i] = static_cast<float>(static_cast<double>(x[i]) * factor);
+  }
+}
+
+// Built with -fmad=false: each fp32 operation rounds as in the CPU reference.
+__global__ void SgdStepKernel(float lr, float momentum, float weight_decay, bool first_step,
+                              const float* __restrict__ grad, float* __restrict__ param,
+                              float* __restrict__ buf, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float d = grad[i] + weight_decay * param[i];
+    const float b = first_step ? d : momentum * buf[i] + d;
+    buf[i] = b;
+    param[i] -= lr * b;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchSumOfSquares(const float* x, int64_t n, double* partials, int* blocks,
+                               cudaStream_t stream) {
+  *blocks = 0;
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  *blocks = static_cast<int>(BlocksFor(n, kSumOfSquaresMaxBlocks));
+  SumOfSquaresKernel<<<*blocks, kThreads, 0, stream>>>(x, n, partials);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScale(double factor, float* x, int64_t n, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  ScaleKernel<<<static_cast<unsigned int>(BlocksFor(n, kMaxBlocks)), kThreads, 0, stream>>>(factor,
+                                                                                            x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSgdStep(float lr, float momentum, float weight_decay, bool first_step,
+                          const float* grad, float* param, float* momentum_buf, int64_t n,
+                          cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  SgdStepKernel<<<static_cast<unsigned int>(BlocksFor(n, kMaxBlocks)), kThreads, 0, stream>>>(
+      lr, momentum, weight_decay, first_step, grad, param, momentum_buf, n);
+  return cudaGetLastError();
+}
+
+}  // namespace conveyor

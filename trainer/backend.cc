@@ -1,0 +1,59 @@
+#include "trainer/backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_format.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "runtime/cpu/cpu_optimizer_ops.h"
+#include "runtime/cuda/cuda_memory.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_optimizer_ops.h"
+#include "runtime/cuda/device.h"
+
+namespace conveyor {
+
+Backend CpuBackend() { return {&CpuOps::Get(), &CpuOptimizerOps::Get(), "CPU backend (fp32)"}; }
+
+absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank) {
+  if (config.parallel().device() != "cuda") return CpuBackend();
+  const GpuInfo gpus = ProbeGpus();
+  if (gpus.count == 0) {
+    return absl::FailedPreconditionError("--device cuda: no usable CUDA device (" + gpus.error +
+                                         "); use --device cpu");
+  }
+  if (local_rank >= gpus.count) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--device cuda: local rank %d has no GPU of its own (%d visible); start at most one "
+        "rank per GPU",
+        local_rank, gpus.count));
+  }
+  const cudaError_t selected = cudaSetDevice(local_rank);
+  if (selected != cudaSuccess) {
+    return absl::InternalError(absl::StrFormat("--device cuda: cudaSetDevice(%d): %s", local_rank,
+                                               cudaGetErrorString(selected)));
+  }
+  cuda::InstallDeviceMemory();
+  const DType dtype = config.precision().bf16() ? DType::kBFloat16 : DType::kFloat32;
+  // One GPU per process: the objects outlive every tensor (a process may train in both
+  // precisions, e.g. a test comparing them).
+  static const CudaOps* bf16_ops = new CudaOps(DType::kBFloat16);
+  static const CudaOps* fp32_ops = new CudaOps(DType::kFloat32);
+  static const CudaOptimizerOps* optimizer = new CudaOptimizerOps();
+  const CudaOps* ops = dtype == DType::kBFloat16 ? bf16_ops : fp32_ops;
+  return Backend{ops, optimizer,
+                 absl::StrFormat("%s, computing in %s (fp32 master weights and gradients)",
+                                 DescribeBackend(gpus), DTypeName(dtype))};
+}
+
+std::string DeviceMemorySummary(const Backend& backend) {
+  if (backend.ops->device() != Device::kCuda) return "";
+  const AllocatorStats s = cuda::DeviceMemoryStats();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  return absl::StrFormat(
+      "GPU memory: peak %.2f GiB in tensors, %.2f GiB reserved; cudaMalloc %d times for %d "
+      "allocations",
+      s.peak_bytes_in_use / kGiB, s.peak_bytes_reserved / kGiB, s.num_backing_allocations,
+      s.num_allocations);
+}
+
+}  // namespace conveyor
