@@ -79,9 +79,7 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
     ASSIGN_OR_RETURN(x, model.EmbeddingForward(mb, in->tokens.data(), &stash.embedding));
   } else {
     // A received activation is flat; give it its [rows, hidden] shape back.
-    x = Tensor::Zeros({rows, shape_.hidden}, MemoryCategory::kActivations, input.dtype(),
-                      input.device());
-    x.CopyFrom(input);
+    x = FromBoundary(input, rows);
   }
   stash.layers.resize(model.num_local_layers());
   for (int64_t i = 0; i < model.num_local_layers(); ++i) {
@@ -93,7 +91,7 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
       if (recompute_.KeepsCheckpoint(i)) stash.layers[i].x = in;
     }
   }
-  if (!has_head(chunk)) return x;
+  if (!has_head(chunk)) return ToBoundary(x);
   ASSIGN_OR_RETURN(const float loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
   loss_sum_ += loss;
   return Tensor();
@@ -120,9 +118,7 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk, Ten
   if (has_head(chunk)) {
     ASSIGN_OR_RETURN(dx, model.HeadBackward(mb, loss_scale_, &stash.head));
   } else {
-    dx = Tensor::Zeros({BoundaryElements() / shape_.hidden, shape_.hidden},
-                       MemoryCategory::kActivations, output_grad.dtype(), output_grad.device());
-    dx.CopyFrom(output_grad);
+    dx = FromBoundary(output_grad, BoundaryElements() / shape_.hidden);
   }
   for (int64_t i = model.num_local_layers(); i-- > 0;) {
     if (recompute_.Recomputes(i) && stash.layers[i].x1.empty()) {
@@ -139,7 +135,20 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk, Ten
     embedding_grads_[{micro_batch, chunk}] = std::move(dx);
     return Tensor();
   }
-  return dx;
+  return ToBoundary(dx);
+}
+
+Tensor GptStage::ToBoundary(const Tensor& t) const {
+  if (t.dtype() == DType::kFloat32) return t;
+  Tensor wide = Tensor::Zeros(t.shape(), MemoryCategory::kActivations, DType::kFloat32, t.device());
+  ops().Cast(t, &wide);
+  return wide;
+}
+
+Tensor GptStage::FromBoundary(const Tensor& received, int64_t rows) const {
+  Tensor t = ops().NewActivation({rows, shape_.hidden});
+  ops().Cast(received, &t);
+  return t;
 }
 
 absl::Status GptStage::RebuildStash(const MicroBatchContext& mb, GptModel& model, int64_t index,

@@ -41,7 +41,7 @@ step() {
   step cuda_memory_test 60 "$here/bin/cuda_memory_test"
   step cuda_optimizer_ops_test 60 "$here/bin/cuda_optimizer_ops_test"
   step cuda_backend_test 120 "$here/bin/cuda_backend_test"
-  step gpu_training_test 120 "$here/bin/gpu_training_test"
+  step backend_training_test 120 "$here/bin/backend_training_test"
   step nccl_communicator_test 60 "$here/bin/nccl_communicator_test"
   for model in "${models[@]}"; do
     step "conveyor $model" 150 "$here/bin/trainer" --config "$here/$model.textproto" \

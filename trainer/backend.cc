@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_format.h"
+#include "runtime/bf16_emulation_ops.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
 #include "runtime/cuda/cuda_memory.h"
@@ -15,7 +16,13 @@ namespace conveyor {
 Backend CpuBackend() { return {&CpuOps::Get(), &CpuOptimizerOps::Get(), "CPU backend (fp32)"}; }
 
 absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank) {
-  if (config.parallel().device() != "cuda") return CpuBackend();
+  if (config.parallel().device() != "cuda") {
+    if (!config.precision().bf16()) return CpuBackend();
+    static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
+    return Backend{emulated, &CpuOptimizerOps::Get(),
+                   "CPU backend, bf16 emulated (--bf16: bf16 activations and weight copies, "
+                   "fp32 arithmetic, master weights and gradients)"};
+  }
   const GpuInfo gpus = ProbeGpus();
   if (gpus.count == 0) {
     return absl::FailedPreconditionError("--device cuda: no usable CUDA device (" + gpus.error +

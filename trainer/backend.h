@@ -22,10 +22,11 @@ struct Backend {
 Backend CpuBackend();
 
 // --device cpu or auto: the CPU backend (auto stays on the CPU until the CUDA path has
-// been checked on a GPU; see README). --device cuda: selects GPU `local_rank`, installs
-// its caching allocator and returns the CUDA backend, computing in bf16 with --bf16,
-// else fp32; its objects live for the rest of the process. Fails, naming the flag, when
-// no CUDA device is usable.
+// been checked on a GPU; see README), with --bf16 emulated in bf16
+// (runtime/bf16_emulation_ops.h). --device cuda: selects GPU `local_rank`, installs its
+// caching allocator and returns the CUDA backend, computing in bf16 with --bf16, else
+// fp32; its objects live for the rest of the process. Fails, naming the flag, when no
+// CUDA device is usable.
 absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank);
 
 // One line on the device memory the run used, e.g. "GPU memory: peak 23.1 GiB in

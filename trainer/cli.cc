@@ -62,7 +62,7 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   if (!backend.ok()) {
     return RunFailure(err, who, backend.status());
   }
-  if (backend->ops->device() != Device::kCpu && IsLoggingRank(**state)) {
+  if (backend->ops != CpuBackend().ops && IsLoggingRank(**state)) {
     out << "conveyor: " << backend->description << "\n";
   }
   if (config.parallel().pipeline_rehearsal_ms() > 0) {

@@ -12,6 +12,7 @@
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
 #include "runtime/memory_tracker.h"
+#include "trainer/backend.h"
 #include "trainer/config_validation.h"
 #include "trainer/rank_training.h"
 
@@ -30,7 +31,13 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   }
   const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
                               config.model().seq_length());
-  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {});
+  absl::StatusOr<Backend> backend = StartBackend(config, env.local_rank);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", env.rank,
+                 std::string(backend.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {}, nullptr, *backend);
   if (!run.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(run.status().message()).c_str());
     return 1;
@@ -90,6 +97,7 @@ std::string LayoutName(const Layout& l) {
   if (l.account_for_embedding) name += "_embedding_counted";
   if (l.overlap_grad_reduce) name += "_overlap";
   if (l.llama) name += "_llama";
+  if (l.bf16) name += "_bf16";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -138,6 +146,7 @@ Config TinyConfig(const Layout& l) {
   if (l.overlap_grad_reduce) c.mutable_parallel()->set_ddp_bucket_size(2000);
   c.mutable_parallel()->set_sequence_parallel(l.sequence_parallel);
   c.mutable_parallel()->set_use_distributed_optimizer(l.distributed_optimizer);
+  c.mutable_precision()->set_bf16(l.bf16);
   absl::StatusOr<Config> resolved = ResolveConfig(c, l.tp * l.pp * l.dp);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   return *resolved;

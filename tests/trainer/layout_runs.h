@@ -30,6 +30,7 @@ struct Layout {
   // A Llama-like model: RoPE, RMSNorm, SwiGLU, 2 query groups for 4 heads, untied
   // output layer, no biases.
   bool llama = false;
+  bool bf16 = false;  // --bf16 (emulated on the CPU backend)
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);

@@ -1,0 +1,77 @@
+// Runs an fp32 backend as if it computed in bf16: every op reads its compute-type inputs
+// widened to fp32, computes in fp32, and rounds its compute-type outputs to bf16 (round
+// to nearest even). Activations and the GEMMs' weight copies are then bf16 as on a GPU,
+// and the master weights and gradients stay fp32.
+//
+// This is --bf16 on the CPU backend: a reference for bf16 runs on a GPU (close, not
+// equal: the GPU's fused kernels round intermediate values at other places), and the
+// way CI exercises the bf16 training path (weight copies, mixed dtypes) without a GPU.
+#ifndef CONVEYOR_RUNTIME_BF16_EMULATION_OPS_H_
+#define CONVEYOR_RUNTIME_BF16_EMULATION_OPS_H_
+
+#include "runtime/ops.h"
+
+namespace conveyor {
+
+class Bf16EmulationOps : public Ops {
+ public:
+  // `fp32` computes (its compute type must be fp32); it must outlive this object.
+  explicit Bf16EmulationOps(const Ops* fp32) : fp32_(*fp32) {}
+
+  Device device() const override { return fp32_.device(); }
+  DType compute_dtype() const override { return DType::kBFloat16; }
+
+  void Cast(const Tensor& in, Tensor* out) const override;
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const Tensor& a, const Tensor& b, float beta, Tensor* c) const override;
+  void AddBias(const Tensor& bias, Tensor* y) const override;
+  void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const override;
+  void Add(const Tensor& x, Tensor* y) const override;
+  void AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+                       Tensor* x) const override;
+  void AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+                              Tensor* dtable) const override;
+  void NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
+                   float eps, Tensor* y, Tensor* mean, Tensor* rstd) const override;
+  void NormBackwardInput(NormKind kind, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                         const Tensor& mean, const Tensor& rstd, Tensor* dx) const override;
+  void NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                          Tensor* dgamma, Tensor* dbeta) const override;
+  void GeluForward(const Tensor& x, Tensor* y) const override;
+  void GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
+  void SwigluForward(const Tensor& x, Tensor* y) const override;
+  void SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
+  void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
+               Tensor* out) const override;
+  void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape, bool inverse,
+                            Tensor* qkv) const override;
+  void AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
+                        const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const override;
+  void AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
+                         const Tensor& ctx, const Tensor& dctx, float scale,
+                         const AttentionDropout& dropout, Tensor* dqkv) const override;
+  void EmbeddingForward(const Tensor& table, int64_t vocab_start, absl::Span<const int32_t> ids,
+                        Tensor* out) const override;
+  void EmbeddingBackwardWeight(const Tensor& dout, int64_t vocab_start,
+                               absl::Span<const int32_t> ids, Tensor* dtable) const override;
+  void RowMax(const Tensor& logits, absl::Span<double> row_max) const override;
+  void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels, int64_t vocab_start,
+                       absl::Span<const double> row_max, absl::Span<double> sum_exp,
+                       absl::Span<double> target) const override;
+  void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
+                            int64_t vocab_start, float scale, Tensor* logits) const override;
+
+ private:
+  // `t` as fp32: itself, or a widened copy.
+  Tensor Wide(const Tensor& t) const;
+  // Runs `op` on an fp32 stand-in for *out (holding *out's values when `reads`), then
+  // rounds the result into *out; an fp32 *out is used directly.
+  template <typename Op>
+  void Into(Tensor* out, bool reads, Op op) const;
+
+  const Ops& fp32_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_BF16_EMULATION_OPS_H_
