@@ -12,6 +12,7 @@ PACKAGES=(
   libgloo-dev          # CPU collectives
   libopenblas-dev      # CPU GEMM
   libicu-dev           # Unicode classes for the GPT-2 tokenizer
+  python3-pip          # fetches the cuDNN frontend headers (below) from PyPI
 )
 
 missing=()
@@ -33,4 +34,53 @@ fi
 if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "setup: error: /usr/local/cuda/bin/nvcc not found; install the CUDA toolkit (13.x) there" >&2
   exit 1
+fi
+
+# The cuDNN frontend headers (header-only, not a Debian package): the PyPI wheel of the
+# version pinned in third_party/repos.bzl, its include/ unpacked into the git-ignored
+# third_party/cudnn_frontend/. VERSION is written last, so an interrupted unpack is redone.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+frontend_version=$(sed -n 's/^CUDNN_FRONTEND_VERSION = "\(.*\)"$/\1/p' "$repo/third_party/repos.bzl")
+frontend_dir=$repo/third_party/cudnn_frontend
+if [[ -z "$frontend_version" ]]; then
+  echo "setup: error: no CUDNN_FRONTEND_VERSION in third_party/repos.bzl" >&2
+  exit 1
+elif [[ "$(cat "$frontend_dir/VERSION" 2>/dev/null)" == "$frontend_version" ]]; then
+  echo "setup: cuDNN frontend $frontend_version present"
+else
+  echo "setup: fetching the cuDNN frontend $frontend_version headers (PyPI nvidia-cudnn-frontend)"
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "setup: error: python3 -m pip is needed to fetch the cuDNN frontend wheel" >&2
+    exit 1
+  fi
+  wheel_dir=$(mktemp -d)
+  trap 'rm -rf "$wheel_dir"' EXIT
+  # Any wheel of the version carries the same headers: ask for one platform's, so the
+  # download does not depend on this machine's Python.
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp --abi cp311 \
+    "nvidia-cudnn-frontend==$frontend_version" -d "$wheel_dir"
+  rm -rf "$frontend_dir"
+  python3 - "$wheel_dir"/nvidia_cudnn_frontend-*.whl "$frontend_dir" <<'PY'
+import os, sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.endswith("/"):
+            continue
+        if name.startswith("include/"):
+            target = os.path.join(dest, name)
+        elif ".dist-info/licenses/" in name:
+            target = os.path.join(dest, "licenses", os.path.basename(name))
+        else:
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with z.open(name) as src, open(target, "wb") as out:
+            out.write(src.read())
+PY
+  [[ -f "$frontend_dir/include/cudnn_frontend.h" ]] || {
+    echo "setup: error: the wheel had no include/cudnn_frontend.h" >&2
+    exit 1
+  }
+  echo "$frontend_version" >"$frontend_dir/VERSION"
 fi

@@ -14,6 +14,7 @@
 #include "runtime/cuda/cross_entropy_kernels.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_memory.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/dropout_kernels.h"
 #include "runtime/cuda/elementwise_kernels.h"
 #include "runtime/cuda/embedding_kernels.h"
@@ -78,10 +79,11 @@ int64_t RowsOf(const char* op, const char* name, const Tensor& t, int64_t width)
 
 }  // namespace
 
-CudaOps::CudaOps(DType compute_dtype, bool synchronize_each_op)
+CudaOps::CudaOps(DType compute_dtype, bool synchronize_each_op, bool cudnn_attention)
     : compute_dtype_(compute_dtype), synchronize_each_op_(synchronize_each_op) {
   cuda::InstallDeviceMemory();
   gemm_ = std::make_unique<cuda::GemmLt>();
+  if (cudnn_attention) cudnn_attention_ = std::make_unique<cuda::CudnnAttention>();
 }
 
 CudaOps::~CudaOps() = default;
@@ -367,6 +369,13 @@ void RequireAttentionShape(const char* op, const AttentionShape& s) {
 
 }  // namespace
 
+// cuDNN's kernels are bf16 (fp32 runs compare tightly with the CPU, on the built-in
+// kernels) and draw their own dropout mask, not the CPU's Philox one.
+bool CudaOps::MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout) const {
+  const bool has_dropout = dropout.rng != nullptr && dropout.p > 0.0f;
+  return cudnn_attention_ != nullptr && qkv.dtype() == DType::kBFloat16 && !has_dropout;
+}
+
 void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
                                const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const {
   const char* op = "AttentionForward";
@@ -377,8 +386,14 @@ void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, f
   RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
   const cuda::AttentionDropoutArgs drop = DropoutArgsOf(op, dropout);
   *saved = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
-  cuda::LaunchAttentionForward(qkv.dtype(), shape, qkv.raw(), scale, drop, saved->data(),
-                               ctx->raw());
+  if (MayUseCudnnAttention(qkv, dropout) &&
+      cudnn_attention_->Forward(shape, qkv.raw(), scale, saved->data(), ctx->raw())) {
+    ++attention_paths_.cudnn_forward;
+  } else {
+    cuda::LaunchAttentionForward(qkv.dtype(), shape, qkv.raw(), scale, drop, saved->data(),
+                                 ctx->raw());
+    ++attention_paths_.builtin_forward;
+  }
   Finish(op);
 }
 
@@ -401,11 +416,18 @@ void CudaOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, 
                        ": expected the [batch, heads, seq] log-sum-exp of "
                        "CudaOps::AttentionForward"));
   const cuda::AttentionDropoutArgs drop = DropoutArgsOf(op, dropout);
-  Tensor row_dot = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
-  cuda::LaunchAttentionBackward(qkv.dtype(), shape, qkv.raw(), saved.data(), ctx.raw(), dctx.raw(),
-                                scale, drop, row_dot.data(), dqkv->raw());
-  // row_dot goes back to the caching allocator before the kernels end: safe, since any
-  // reuse is queued behind them on stream 0.
+  if (MayUseCudnnAttention(qkv, dropout) &&
+      cudnn_attention_->Backward(shape, qkv.raw(), saved.data(), ctx.raw(), dctx.raw(), scale,
+                                 dqkv->raw())) {
+    ++attention_paths_.cudnn_backward;
+  } else {
+    Tensor row_dot = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
+    cuda::LaunchAttentionBackward(qkv.dtype(), shape, qkv.raw(), saved.data(), ctx.raw(),
+                                  dctx.raw(), scale, drop, row_dot.data(), dqkv->raw());
+    // row_dot goes back to the caching allocator before the kernels end: safe, since any
+    // reuse is queued behind them on stream 0.
+    ++attention_paths_.builtin_backward;
+  }
   Finish(op);
 }
 

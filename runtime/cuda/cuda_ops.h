@@ -11,10 +11,13 @@
 //   Gelu / SwiGLU   one elementwise kernel each way (SwiGLU reads gate and up together).
 //   Dropout         the Philox mask is drawn inside the kernel (bit-identical to the
 //                   CPU's), never stored.
-//   Attention       flash-style: online softmax over key tiles, the probabilities never
-//                   stored; `saved` is the fp32 log-sum-exp [batch, heads, seq]; backward
-//                   recomputes P (attention_kernels.h). Attention dropout is supported
-//                   (same mask as the CPU), head_dim <= 256.
+//   Attention       flash attention: the probabilities are never stored; `saved` is the
+//                   fp32 log-sum-exp [batch, heads, seq]; backward recomputes P. In bf16
+//                   without dropout, cuDNN's fused kernels (cudnn_attention.h) on strided
+//                   views of qkv; otherwise, or for a shape cuDNN declines (reported once),
+//                   the built-in kernels (attention_kernels.h: online softmax over key
+//                   tiles, the CPU's dropout mask, head_dim <= 256). Both save the same
+//                   log-sum-exp, so either backward follows either forward.
 //   Cross-entropy   each pass reads the logits in their own dtype (no fp32 copy); the
 //                   gradient is written over them in place.
 //   Embedding       gather; the weight gradient is a deterministic segmented sum, in
@@ -34,6 +37,7 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/gemm_lt.h"
 #include "runtime/cuda/staging_buffer.h"
 #include "runtime/ops.h"
@@ -46,8 +50,10 @@ class CudaOps : public Ops {
   // and installs the device memory for Device::kCuda if that has not happened yet.
   // synchronize_each_op waits for the device after every op, so that an error in a
   // kernel is reported with the op's name instead of at some later call (tests,
-  // debugging; it costs the overlap of host and device).
-  explicit CudaOps(DType compute_dtype, bool synchronize_each_op = false);
+  // debugging; it costs the overlap of host and device). cudnn_attention = false keeps
+  // attention on the built-in kernels (tests compare the two paths).
+  explicit CudaOps(DType compute_dtype, bool synchronize_each_op = false,
+                   bool cudnn_attention = true);
   ~CudaOps() override;
 
   Device device() const override { return Device::kCuda; }
@@ -97,15 +103,28 @@ class CudaOps : public Ops {
   // Heuristic queries cuBLASLt has run: grows only with new GEMM shapes (for tests).
   int64_t gemm_heuristic_queries() const { return gemm_->heuristic_queries(); }
 
+  // How many attention calls each path has run (for tests: which path a shape took).
+  struct AttentionPathCounts {
+    int64_t cudnn_forward = 0;
+    int64_t cudnn_backward = 0;
+    int64_t builtin_forward = 0;
+    int64_t builtin_backward = 0;
+  };
+  const AttentionPathCounts& attention_path_counts() const { return attention_paths_; }
+
  private:
   // Checks the launch and, with synchronize_each_op, waits for the op to finish.
   void Finish(const char* op) const;
   // The device copy of a RoPE table, uploaded again only when its contents change.
   const float* DeviceRopeTable(const RopeTable& table) const;
+  // Whether attention over `qkv` may go to cuDNN (it may still decline the shape).
+  bool MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout) const;
 
   DType compute_dtype_;
   bool synchronize_each_op_;
   std::unique_ptr<cuda::GemmLt> gemm_;
+  std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;  // null: built-in kernels only
+  mutable AttentionPathCounts attention_paths_;
   mutable cuda::StagingBuffer ints_;      // token ids, labels, embedding-gradient plans
   mutable cuda::StagingBuffer floats_;    // row maxima, log-sum-exps
   mutable cuda::StagingBuffer doubles_;   // sum_exp and target, for download

@@ -26,6 +26,7 @@
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/embedding_kernels.h"
 #include "runtime/cuda/philox_uniform.h"
@@ -64,6 +65,11 @@ constexpr Tolerance kExact{0.0, 0.0, 0.0};
 // log-sum-exp and takes D = rowsum(dO * O) where the CPU has rowsum(dP * P). Still far
 // below what any indexing or masking bug would give (errors of order 1).
 constexpr Tolerance kFp32AttentionTolerance{1e-4, 1e-3, 1e-4};
+// Attention in bf16: cuDNN's fused kernels, like FlashAttention, round P and dS to bf16
+// for their tensor-core products, a few bf16 roundings more than the built-in kernels'
+// one; the limits keep a margin of about 4 over that (and any indexing or masking bug
+// still gives errors of order 1).
+constexpr Tolerance kBf16AttentionTolerance{2e-2, 1.0 / 32, 1.0 / 128};
 
 // Names element `index` for messages, e.g. "[3, 17]", or for attention
 // "token 5 (sample 0, pos 5), k of group 1, dim 3".
@@ -228,7 +234,7 @@ class CudaBackendTest : public ::testing::TestWithParam<DType> {
   const CpuOps& cpu() const { return CpuOps::Get(); }
   Tolerance tol() const { return dtype() == DType::kFloat32 ? kFp32Tolerance : kBf16Tolerance; }
   Tolerance attention_tol() const {
-    return dtype() == DType::kFloat32 ? kFp32AttentionTolerance : kBf16Tolerance;
+    return dtype() == DType::kFloat32 ? kFp32AttentionTolerance : kBf16AttentionTolerance;
   }
 
   // Random activations of the compute dtype (the same values go to both backends).
@@ -679,6 +685,143 @@ TEST_P(CudaBackendTest, Attention) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Attention by both GPU paths: cuDNN's fused kernels (bf16 without dropout, for the shapes
+// cuDNN takes) and the built-in ones (a second CudaOps with cuDNN off). Each is checked
+// against the CPU; their saved log-sum-exps against each other and against one computed
+// here in double; and each backward runs from the other path's forward as well, since the
+// two must stay interchangeable (a shape cuDNN declines in one direction only, or a
+// recomputed forward). Every case prints which path ran.
+
+// The natural-log log-sum-exp of each scaled, causally masked score row, in double,
+// [batch, heads, seq]: what `saved` holds on both GPU paths.
+Values ReferenceLogSumExp(const AttentionShape& s, const Values& qkv, float scale) {
+  const int64_t w = s.qkv_width(), d = s.head_dim, group = (s.heads_per_group + 2) * d;
+  Values lse(s.batch * s.heads() * s.seq);
+  std::vector<double> row(s.seq);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads(); ++h) {
+      const int64_t g = h / s.heads_per_group;
+      const int64_t q_at = g * group + (h % s.heads_per_group) * d;
+      const int64_t k_at = g * group + s.heads_per_group * d;
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const float* q = qkv.data() + (b * s.seq + i) * w + q_at;
+        double max = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float* k = qkv.data() + (b * s.seq + j) * w + k_at;
+          double dot = 0.0;
+          for (int64_t x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * k[x];
+          row[j] = scale * dot;
+          max = std::max(max, row[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j <= i; ++j) sum += std::exp(row[j] - max);
+        lse[(b * s.heads() + h) * s.seq + i] = static_cast<float>(max + std::log(sum));
+      }
+    }
+  }
+  return lse;
+}
+
+// Which path an op took: the cuDNN count before and after it.
+std::string PathName(int64_t cudnn_before, int64_t cudnn_after) {
+  return cudnn_after > cudnn_before ? "cuDNN" : "built-in";
+}
+
+struct PathCase {
+  AttentionShape shape;
+  float dropout_p;
+  bool cudnn;  // in bf16, cuDNN must take it (on a Hopper GPU with cuDNN 9)
+};
+
+std::vector<PathCase> PathCases() {
+  return {
+      {{2, 128, 4, 1, 64}, 0.0f, true},    // multi-head: Q, K, V strided views of qkv
+      {{1, 1024, 12, 1, 64}, 0.0f, true},  // a GPT-2 small layer
+      {{2, 100, 2, 1, 128}, 0.0f, true},   // seq not a multiple of 64, head_dim 128
+      {{1, 64, 1, 4, 64}, 0.0f, true},     // multi-query: Q's heads equally spaced
+      {{2, 96, 2, 3, 64}, 0.0f, true},     // grouped-query: Q through a packed copy
+      {{2, 45, 2, 1, 32}, 0.1f, false},    // dropout: the built-in kernels, the CPU's mask
+  };
+}
+
+TEST_P(CudaBackendTest, AttentionPathsAgree) {
+  const std::vector<PathCase> cases = PathCases();
+  std::printf("%s\n", cuda::CudnnAttention::Versions().c_str());
+  const CudaOps builtin(dtype(), /*synchronize_each_op=*/true, /*cudnn_attention=*/false);
+  uint32_t seed = 1300;
+  for (const PathCase& c : cases) {
+    const AttentionShape& s = c.shape;
+    const std::string name =
+        AttentionName(s) + (c.dropout_p > 0 ? absl::StrCat(" dropout p=", c.dropout_p) : "");
+    const CounterRng rng(78, StreamId("attention.dropout"));
+    AttentionDropout dropout;
+    if (c.dropout_p > 0) dropout = {&rng, c.dropout_p, 0, 0, s.heads()};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
+    const Shape ls{s.batch, s.heads(), s.seq};
+    const Values qkv = Act(qs[0] * qs[1], seed++, 1.5f);
+    const Values dctx = Act(cs[0] * cs[1], seed++);
+
+    Tensor probs, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
+    cpu().AttentionForward(s, HostTensor(qs, qkv), scale, dropout, &probs, &ctx);
+    Tensor dqkv = HostTensor(qs, Values(qkv.size()));
+    cpu().AttentionBackward(s, HostTensor(qs, qkv), probs, ctx, HostTensor(cs, dctx), scale,
+                            dropout, &dqkv);
+    const Values want_ctx = ValuesOf(ctx), want_dqkv = ValuesOf(dqkv);
+    const Values want_lse = ReferenceLogSumExp(s, qkv, scale);
+
+    const Tensor gqkv = Dev(qs, qkv), gdctx = Dev(cs, dctx);
+    struct Run {
+      const CudaOps* ops;
+      Tensor saved, ctx;
+      std::string forward_path;
+    };
+    Run runs[2] = {{&gpu(), {}, DevZeros(cs), ""}, {&builtin, {}, DevZeros(cs), ""}};
+    for (Run& r : runs) {
+      const int64_t before = r.ops->attention_path_counts().cudnn_forward;
+      r.ops->AttentionForward(s, gqkv, scale, dropout, &r.saved, &r.ctx);
+      r.forward_path = PathName(before, r.ops->attention_path_counts().cudnn_forward);
+      const std::string what = absl::StrCat(name, " [", r.forward_path, "]");
+      Check(Name("AttentionForward ctx", what), ValuesOf(r.ctx), want_ctx, attention_tol(),
+            ContextLocator(s));
+      Check(Name("AttentionForward saved", what), ValuesOf(r.saved), want_lse,
+            kFp32AttentionTolerance, IndexIn(ls));
+    }
+    Check(Name("AttentionForward saved, cuDNN-enabled vs built-in", name), ValuesOf(runs[0].saved),
+          ValuesOf(runs[1].saved), kFp32AttentionTolerance, IndexIn(ls));
+
+    // Each backend's backward from each forward: (0, 0) and (1, 1) are the plain runs,
+    // (0, 1) and (1, 0) cross the paths.
+    std::string backward_path;
+    for (const Run& from : runs) {
+      for (const Run& by : runs) {
+        Tensor got = DevZeros(qs);
+        const int64_t before = by.ops->attention_path_counts().cudnn_backward;
+        by.ops->AttentionBackward(s, gqkv, from.saved, from.ctx, gdctx, scale, dropout, &got);
+        const std::string path = PathName(before, by.ops->attention_path_counts().cudnn_backward);
+        if (by.ops == &gpu()) backward_path = path;
+        EXPECT_TRUE(by.ops == &gpu() || path == "built-in")
+            << "cudnn_attention = false still used cuDNN";
+        Check(Name("AttentionBackward dqkv",
+                   absl::StrCat(name, " [", path, " after a ", from.forward_path, " forward]")),
+              ValuesOf(got), want_dqkv, attention_tol(), QkvLocator(s));
+      }
+    }
+
+    const bool want_cudnn = c.cudnn && dtype() == DType::kBFloat16;
+    const std::string want_path = want_cudnn ? "cuDNN" : "built-in";
+    std::printf("[path] %s: forward %s, backward %s (expected %s)\n",
+                Name("Attention", name).c_str(), runs[0].forward_path.c_str(),
+                backward_path.c_str(), want_path.c_str());
+    EXPECT_EQ(runs[0].forward_path, want_path)
+        << name << ": forward took the wrong path (a cuDNN refusal is explained on stderr)";
+    EXPECT_EQ(backward_path, want_path)
+        << name << ": backward took the wrong path (a cuDNN refusal is explained on stderr)";
+    EXPECT_EQ(runs[1].forward_path, "built-in") << "cudnn_attention = false still used cuDNN";
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Embedding (vocabulary-parallel: this rank holds rows [vocab_start, vocab_start + rows)).
 
 TEST_P(CudaBackendTest, Embedding) {
@@ -806,6 +949,28 @@ TEST(CompareTest, ToleranceBoundsTheError) {
 
 // ---------------------------------------------------------------------------------------
 // Host-side pieces of the backend (run anywhere).
+
+// The cuDNN graphs of every shape the GPU test sends to cuDNN pass the frontend's checks
+// (dims, strides, 16-byte alignment of the strided views of qkv) and cuDNN's own
+// finalisation of the operation graph, for a Hopper GPU, without a device; a head_dim
+// cuDNN cannot take is declined with a reason.
+TEST(CudnnAttentionTest, GraphsValidateWithoutADevice) {
+  std::printf("%s\n", cuda::CudnnAttention::Versions().c_str());
+  for (const PathCase& c : PathCases()) {
+    if (!c.cudnn) continue;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.shape.head_dim));
+    for (const bool forward : {true, false}) {
+      const std::string why =
+          cuda::CudnnAttention::CheckWithoutDevice(c.shape, scale, forward, /*sm_version=*/90);
+      EXPECT_EQ(why, "") << (forward ? "forward " : "backward ") << AttentionName(c.shape);
+    }
+  }
+  const AttentionShape odd_head_dim{1, 33, 2, 1, 12};
+  const std::string why =
+      cuda::CudnnAttention::CheckWithoutDevice(odd_head_dim, 0.25f, /*forward=*/true, 90);
+  std::printf("head_dim 12 declined: %s\n", why.c_str());
+  EXPECT_NE(why, "");
+}
 
 // The device Philox, run on the host, against CounterRng: the key read from the
 // generator and the ten rounds must reproduce every draw, including indices >= 2^32.

@@ -43,6 +43,23 @@ awk -v a="${losses[0]}" -v b="${losses[2]}" 'BEGIN { exit !(b < a - 0.5) }' ||
   fail "loss did not fall: ${losses[*]}"
 [[ $(wc -l <"$tmp/metrics.jsonl") -eq 3 ]] || fail "metrics file should have 3 lines"
 
+# --device cuda on one GPU only; without a GPU (CI) it fails naming the flag and the fix.
+expect_usage_error "--device cuda trains on one GPU" --config "$config" --device cuda --nproc-per-node 2
+if ! nvidia-smi >/dev/null 2>&1; then
+  "$trainer" --config "$config" --device cuda --train-iters 2 --lr-warmup-iters 1 >"$tmp/out" 2>"$tmp/err"
+  code=$?
+  [[ $code -eq 1 ]] || fail "--device cuda without a GPU exited $code, want 1"
+  grep -qF -- "use --device cpu" "$tmp/err" || fail "--device cuda error lacks the fix: $(cat "$tmp/err")"
+fi
+
+# --bf16 on the CPU: emulated, says so, and learns.
+"$trainer" --config "$config" --bf16 --train-iters 20 --log-interval 10 >"$tmp/bf16" 2>&1 ||
+  fail "--bf16 run exited non-zero: $(tail "$tmp/bf16")"
+grep -qF "bf16 emulated" "$tmp/bf16" || fail "the --bf16 run does not say it emulates bf16"
+mapfile -t losses < <(sed -nE 's/.*lm loss: ([0-9.E+-]+).*/\1/p' "$tmp/bf16")
+awk -v a="${losses[0]}" -v b="${losses[1]}" 'BEGIN { exit !(b < a - 0.5) }' ||
+  fail "--bf16 loss did not fall: ${losses[*]}"
+
 # Two ranks through the built-in launcher, tensor-parallel: the same final loss as one.
 one=$("$trainer" --config "$config" --train-iters 6 2>&1 | grep 'final lm loss')
 two=$("$trainer" --config "$config" --train-iters 6 --nproc-per-node 2 \
