@@ -150,9 +150,10 @@ std::shared_ptr<fe::graph::Graph> ForwardGraph(const Views& v, float scale, int 
 }
 
 // dQ, dK, dV from Q, K, V, O, dO and Stats (P is recomputed as exp(scale Q K^T - Stats)).
-// The default, non-deterministic algorithm (dQ accumulated with atomics, so the last bits
-// may differ from run to run): cuDNN's deterministic backward on Hopper keeps a bf16
-// [b, h, s, s] dP workspace, a gigabyte for the 1.3B model's micro-batch.
+// The deterministic algorithm: the default one accumulates dQ with atomics, so its last
+// bits would differ from run to run and a resumed run would not repeat the uninterrupted
+// one. Its price on Hopper is a bf16 [b, h, s, s] dP workspace: a gigabyte for the 1.3B
+// model's micro-batch, which an H200 has to spare.
 std::shared_ptr<fe::graph::Graph> BackwardGraph(const Views& v, float scale, int sm_version) {
   auto graph = NewGraph(sm_version);
   const TensorPtr q = Operand(*graph, "Q", kQ, v.q_dim, v.q_stride);
@@ -165,7 +166,8 @@ std::shared_ptr<fe::graph::Graph> BackwardGraph(const Views& v, float scale, int
   auto options = fe::graph::SDPA_backward_attributes()
                      .set_name("attention_backward")
                      .set_causal_mask(true)
-                     .set_attn_scale(scale);
+                     .set_attn_scale(scale)
+                     .set_deterministic_algorithm(true);
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, val, o, d_o, stats, options);
   if (dq == nullptr || dk == nullptr || dv == nullptr) return nullptr;
   SetOutput(dq, kDQ, v.q_dim, v.q_stride);

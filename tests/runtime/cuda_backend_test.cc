@@ -34,6 +34,7 @@
 #include "runtime/op_params.h"
 #include "runtime/philox.h"
 #include "runtime/tensor.h"
+#include "tests/runtime/skip_without_gpu.h"
 
 namespace conveyor {
 namespace {
@@ -220,11 +221,7 @@ std::string ShapeName(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s
 class CudaBackendTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    const GpuInfo info = ProbeGpus();
-    if (info.count == 0) {
-      GTEST_SKIP() << "no usable CUDA device (" << DescribeBackend(info)
-                   << "): the CUDA backend is checked on a GPU machine";
-    }
+    SKIP_WITHOUT_GPU("the CUDA backend");
     cuda::InstallDeviceMemory();
     ops_ = std::make_unique<CudaOps>(dtype(), /*synchronize_each_op=*/true);
   }

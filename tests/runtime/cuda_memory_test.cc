@@ -13,6 +13,7 @@
 #include "runtime/dtype.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/tensor.h"
+#include "tests/runtime/skip_without_gpu.h"
 
 namespace conveyor {
 namespace {
@@ -22,11 +23,7 @@ constexpr MemoryCategory kOther = MemoryCategory::kOther;
 class CudaMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const GpuInfo info = ProbeGpus();
-    if (info.count == 0) {
-      GTEST_SKIP() << "no CUDA device: " << DescribeBackend(info)
-                   << "; run on a GPU machine to check the CUDA memory";
-    }
+    SKIP_WITHOUT_GPU("the CUDA memory");
     cuda::InstallDeviceMemory();
   }
 };

@@ -16,6 +16,7 @@
 #include "runtime/cuda/cast_kernels.h"
 #include "runtime/cuda/device.h"
 #include "runtime/dtype.h"
+#include "tests/runtime/skip_without_gpu.h"
 
 namespace conveyor {
 namespace {
@@ -58,12 +59,8 @@ class DeviceBuffer {
 class CudaOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const GpuInfo info = ProbeGpus();
-    if (info.count == 0) {
-      GTEST_SKIP() << "no CUDA device: " << DescribeBackend(info)
-                   << "; run on a GPU machine to check the CUDA kernels";
-    }
-    std::printf("%s\n", DescribeBackend(info).c_str());
+    SKIP_WITHOUT_GPU("the CUDA kernels");
+    std::printf("%s\n", DescribeBackend(ProbeGpus()).c_str());
   }
 };
 

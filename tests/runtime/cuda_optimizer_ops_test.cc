@@ -14,6 +14,7 @@
 #include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/device.h"
 #include "runtime/tensor.h"
+#include "tests/runtime/skip_without_gpu.h"
 
 namespace conveyor {
 namespace {
@@ -21,11 +22,7 @@ namespace {
 class CudaOptimizerOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const GpuInfo info = ProbeGpus();
-    if (info.count == 0) {
-      GTEST_SKIP() << "no CUDA device: " << DescribeBackend(info)
-                   << "; run on a GPU machine to check the optimizer kernels";
-    }
+    SKIP_WITHOUT_GPU("the optimizer kernels");
     cuda::InstallDeviceMemory();
   }
 };

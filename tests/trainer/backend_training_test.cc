@@ -13,6 +13,7 @@
 #include "parallel/parallel_state.h"
 #include "runtime/cuda/device.h"
 #include "runtime/dtype.h"
+#include "tests/runtime/skip_without_gpu.h"
 #include "trainer/backend.h"
 #include "trainer/config_validation.h"
 #include "trainer/rank_training.h"
@@ -35,12 +36,7 @@ std::string CaseName(const ::testing::TestParamInfo<BackendCase>& info) {
 class BackendTrainingTest : public ::testing::TestWithParam<BackendCase> {
  protected:
   void SetUp() override {
-    if (GetParam().device != "cuda") return;
-    const GpuInfo info = ProbeGpus();
-    if (info.count == 0) {
-      GTEST_SKIP() << "no CUDA device: " << DescribeBackend(info)
-                   << "; run on a GPU machine to check GPU training";
-    }
+    if (GetParam().device == "cuda") SKIP_WITHOUT_GPU("GPU training");
   }
 };
 
