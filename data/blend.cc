@@ -20,7 +20,15 @@ absl::StatusOr<Blend> ParseBlend(absl::Span<const std::string> words, absl::stri
     return absl::InvalidArgumentError(absl::StrCat(flag, " names no dataset prefix"));
   }
   Blend blend;
+  double first;
   if (parts.size() % 2 == 1) {
+    // Megatron reads an odd count as prefixes only; a list that starts with a number
+    // is a blend missing a prefix or a weight, never a dataset called "0.3".
+    if (absl::SimpleAtod(parts[0], &first)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " starts with a weight, so it must hold weight/prefix pairs (", flag,
+                       " 0.3 a 0.7 b); got ", parts.size(), " values"));
+    }
     blend.prefixes = std::move(parts);
     return blend;
   }

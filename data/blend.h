@@ -26,8 +26,10 @@ struct Blend {
 // whitespace-separated words ("0.3 a 0.7 b" passed as one string). As in
 // Megatron, an odd count means prefixes only, and an even count is read as
 // pairs when every other word is a number. Errors name `flag`: no prefixes,
-// a mix of numbers and names where weights belong, or weights that are
-// negative or sum to zero.
+// an odd count that starts with a number (a blend missing a word; Megatron
+// would look for a dataset named "0.3"), a mix of numbers and names where
+// weights belong, or weights that are negative or sum to zero. Config
+// validation reports these errors before a run starts.
 absl::StatusOr<Blend> ParseBlend(absl::Span<const std::string> words, absl::string_view flag);
 
 // Megatron's utils.normalize: w / sum(w) in double, summed left to right (as

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "data/blend.h"
 #include "google/protobuf/message.h"
 #include "model/pipeline_split.h"
 #include "trainer/flags.h"
@@ -392,22 +393,13 @@ void CheckRecompute(const Config& c, Problems* out) {
 }
 
 // Megatron's blends: either only prefixes, or weight/prefix pairs "0.3 a 0.7 b".
+// The blend's own parser (data/blend), so that validation and the data loader agree.
 void CheckBlend(const char* flag, const google::protobuf::RepeatedPtrField<std::string>& paths,
                 Problems* out) {
-  double unused;
-  const bool weighted = !paths.empty() && absl::SimpleAtod(paths[0], &unused);
-  if (!weighted) return;
-  bool ok = paths.size() % 2 == 0;
-  for (int i = 0; ok && i < paths.size(); i += 2) {
-    double w;
-    ok = absl::SimpleAtod(paths[i], &w) && w >= 0 && std::isfinite(w);
-  }
-  if (!ok) {
-    out->Add(flag,
-             " starts with a weight, so it must hold weight/prefix pairs with "
-             "non-negative weights (",
-             flag, " 0.3 a 0.7 b); got ", paths.size(), " values");
-  }
+  if (paths.empty()) return;
+  const absl::StatusOr<Blend> blend =
+      ParseBlend(std::vector<std::string>(paths.begin(), paths.end()), flag);
+  if (!blend.ok()) out->Add(blend.status().message());
 }
 
 void CheckData(const Config& c, Problems* out) {

@@ -40,6 +40,9 @@ TEST(BlendTest, Errors) {
   auto empty = ParseBlend({}, "--train-data-path");
   ASSERT_FALSE(empty.ok());
   EXPECT_THAT(empty.status().message(), HasSubstr("--train-data-path"));
+  auto odd = ParseBlend({"0.3", "a", "0.7"}, "--data-path");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_THAT(odd.status().message(), HasSubstr("starts with a weight"));
   auto mixed = ParseBlend({"0.3", "a", "b", "c"}, "--data-path");
   ASSERT_FALSE(mixed.ok());
   EXPECT_THAT(mixed.status().message(), HasSubstr("mixes weights and prefixes"));

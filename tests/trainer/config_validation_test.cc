@@ -334,7 +334,7 @@ TEST(ValidateConfigTest, DataPathWeightsComeInPairs) {
   Config c = Valid();
   c.mutable_data()->set_mock_data(false);
   for (const char* v : {"0.3", "a", "0.7"}) c.mutable_data()->add_data_path(v);
-  EXPECT_THAT(Validate(c), Line("--data-path", "pairs"));
+  EXPECT_THAT(Validate(c), Line("--data-path", "starts with a weight", "pairs"));
   c.mutable_data()->add_data_path("b");
   EXPECT_THAT(Validate(c), IsEmpty());
   c.mutable_data()->set_split("90,x");
