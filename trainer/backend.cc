@@ -41,12 +41,13 @@ absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank) {
   }
   cuda::InstallDeviceMemory();
   const DType dtype = config.precision().bf16() ? DType::kBFloat16 : DType::kFloat32;
-  // One GPU per process: the objects outlive every tensor (a process may train in both
-  // precisions, e.g. a test comparing them).
-  static const CudaOps* bf16_ops = new CudaOps(DType::kBFloat16);
-  static const CudaOps* fp32_ops = new CudaOps(DType::kFloat32);
+  // One GPU per process: the objects outlive every tensor (a process may train in several
+  // settings, e.g. a test comparing them).
+  const bool sync = config.parallel().cuda_synchronize_each_op();
+  static const CudaOps* ops_by_kind[2][2] = {};  // [bf16][synchronize_each_op]
+  const CudaOps*& ops = ops_by_kind[dtype == DType::kBFloat16][sync];
+  if (ops == nullptr) ops = new CudaOps(dtype, sync);
   static const CudaOptimizerOps* optimizer = new CudaOptimizerOps();
-  const CudaOps* ops = dtype == DType::kBFloat16 ? bf16_ops : fp32_ops;
   return Backend{ops, optimizer,
                  absl::StrFormat("%s, computing in %s (fp32 master weights and gradients)",
                                  DescribeBackend(gpus), DTypeName(dtype))};

@@ -58,6 +58,8 @@ Config TinyGpt(const std::string& device, bool bf16) {
   c.mutable_optimizer()->set_lr_warmup_iters(5);
   c.mutable_data()->set_mock_data(true);
   c.mutable_parallel()->set_device(device);
+  // A failing kernel is then reported with its op's name.
+  c.mutable_parallel()->set_cuda_synchronize_each_op(device == "cuda");
   c.mutable_precision()->set_bf16(bf16);
   absl::StatusOr<Config> resolved = ResolveConfig(c, 1);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
