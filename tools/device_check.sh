@@ -48,7 +48,8 @@ tests() {
   step cuda_ops_test 90 "$here/bin/cuda_ops_test"
   step cuda_memory_test 60 "$here/bin/cuda_memory_test"
   step cuda_optimizer_ops_test 60 "$here/bin/cuda_optimizer_ops_test"
-  step cuda_backend_test 240 "$here/bin/cuda_backend_test"
+  step cuda_backend_test 120 "$here/bin/cuda_backend_test"
+  step cuda_attention_test 180 "$here/bin/cuda_attention_test"
   step backend_training_test 120 "$here/bin/backend_training_test"
   step nccl_communicator_test 60 "$here/bin/nccl_communicator_test"
 }

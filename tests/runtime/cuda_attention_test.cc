@@ -1,0 +1,295 @@
+// Attention and RoPE of the CUDA backend against the CPU reference, in fp32 and bf16
+// (tests/runtime/cuda_backend_testing.h): the built-in flash-style kernels and cuDNN's
+// fused attention, each against the CPU and against each other (saved log-sum-exps and
+// each path's backward from the other's forward). Needs a GPU, except the check that
+// cuDNN accepts every graph the GPU test builds, which runs anywhere.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/cuda/cudnn_attention.h"
+#include "runtime/op_params.h"
+#include "runtime/philox.h"
+#include "tests/runtime/cuda_backend_testing.h"
+
+namespace conveyor::testing {
+namespace {
+
+INSTANTIATE_TEST_SUITE_P(ComputeDType, CudaBackendTest,
+                         ::testing::Values(DType::kFloat32, DType::kBFloat16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+// ---------------------------------------------------------------------------------------
+// RoPE and attention over the fused, grouped QKV layout.
+
+std::string AttentionName(const AttentionShape& s) {
+  return absl::StrCat("batch=", s.batch, " seq=", s.seq, " groups=", s.groups,
+                      " heads/group=", s.heads_per_group, " head_dim=", s.head_dim);
+}
+
+// Names an element of a [batch * seq, qkv_width] tensor by sample, position, head part.
+Locator QkvLocator(const AttentionShape& s) {
+  return [s](int64_t index) {
+    const int64_t token = index / s.qkv_width(), col = index % s.qkv_width();
+    const int64_t group_width = (s.heads_per_group + 2) * s.head_dim;
+    const int64_t g = col / group_width, slot = (col % group_width) / s.head_dim;
+    const int64_t dim = col % s.head_dim;
+    const std::string part =
+        slot < s.heads_per_group
+            ? absl::StrCat("q of head ", g * s.heads_per_group + slot)
+            : absl::StrCat(slot == s.heads_per_group ? "k" : "v", " of group ", g);
+    return absl::StrCat("token ", token, " (sample ", token / s.seq, ", pos ", token % s.seq, "), ",
+                        part, ", dim ", dim);
+  };
+}
+
+// Names an element of ctx [batch * seq, heads * head_dim].
+Locator ContextLocator(const AttentionShape& s) {
+  return [s](int64_t index) {
+    const int64_t width = s.heads() * s.head_dim;
+    const int64_t token = index / width, col = index % width;
+    return absl::StrCat("token ", token, " (sample ", token / s.seq, ", pos ", token % s.seq,
+                        "), head ", col / s.head_dim, ", dim ", col % s.head_dim);
+  };
+}
+
+TEST_P(CudaBackendTest, RotateQueriesAndKeys) {
+  const std::vector<AttentionShape> shapes = {
+      {1, 1, 1, 1, 2}, {2, 7, 2, 3, 16}, {2, 37, 1, 4, 64}, {1, 130, 2, 2, 128}};
+  uint32_t seed = 900;
+  for (const AttentionShape& s : shapes) {
+    const RopeTable table(s.seq, s.head_dim, 10000.0f);
+    const Shape qs{s.batch * s.seq, s.qkv_width()};
+    for (const bool inverse : {false, true}) {
+      const Values qkv = Act(qs[0] * qs[1], seed++);
+      Tensor want = HostTensor(qs, qkv);
+      cpu().RotateQueriesAndKeys(table, s, inverse, &want);
+      Tensor got = Dev(qs, qkv);
+      gpu().RotateQueriesAndKeys(table, s, inverse, &got);
+      Check(Name("RotateQueriesAndKeys", AttentionName(s) + (inverse ? " inverse" : "")),
+            ValuesOf(got), ValuesOf(want), tol(), QkvLocator(s));
+    }
+  }
+}
+
+struct AttentionCase {
+  AttentionShape shape;
+  float dropout_p;
+};
+
+TEST_P(CudaBackendTest, Attention) {
+  const std::vector<AttentionCase> cases = {
+      {{1, 1, 1, 1, 8}, 0.0f},      // one token
+      {{2, 37, 2, 3, 16}, 0.0f},    // GQA, seq not a multiple of the 32-row tile
+      {{1, 64, 1, 4, 64}, 0.0f},    // multi-query
+      {{2, 100, 2, 1, 24}, 0.0f},   // multi-head, odd head_dim
+      {{1, 130, 1, 2, 128}, 0.0f},  // head_dim 128 (over 48 KiB of shared memory)
+      {{1, 33, 1, 1, 256}, 0.0f},   // largest head_dim
+      {{2, 45, 2, 2, 32}, 0.1f},    // attention dropout, on a tensor-parallel slice
+      {{2, 512, 4, 2, 64}, 0.0f},   // a layer-sized case
+  };
+  uint32_t seed = 1000;
+  for (const AttentionCase& c : cases) {
+    const AttentionShape& s = c.shape;
+    const std::string name =
+        AttentionName(s) + (c.dropout_p > 0 ? absl::StrCat(" dropout p=", c.dropout_p) : "");
+    const CounterRng rng(77, StreamId("attention.dropout"));
+    AttentionDropout dropout;
+    if (c.dropout_p > 0) {
+      // As a tensor-parallel rank holding heads [3, 3 + heads) of heads + 8, in a data-
+      // parallel rank whose first sample is sample 5.
+      dropout = {&rng, c.dropout_p, /*first_sample=*/5, /*first_head=*/3,
+                 /*total_heads=*/s.heads() + 8};
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
+    const Values qkv = Act(qs[0] * qs[1], seed++, 1.5f);
+
+    Tensor probs, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
+    cpu().AttentionForward(s, HostTensor(qs, qkv), scale, dropout, &probs, &ctx);
+    const Tensor gqkv = Dev(qs, qkv);
+    Tensor saved, gctx = DevZeros(cs);
+    gpu().AttentionForward(s, gqkv, scale, dropout, &saved, &gctx);
+    Check(Name("AttentionForward ctx", name), ValuesOf(gctx), ValuesOf(ctx), attention_tol(),
+          ContextLocator(s));
+
+    // Backward: each backend from its own forward (the GPU's saved is the log-sum-exp).
+    const Values dctx = Act(cs[0] * cs[1], seed++);
+    Tensor dqkv = HostTensor(qs, Values(qkv.size()));
+    cpu().AttentionBackward(s, HostTensor(qs, qkv), probs, ctx, HostTensor(cs, dctx), scale,
+                            dropout, &dqkv);
+    Tensor gdqkv = DevZeros(qs);
+    gpu().AttentionBackward(s, gqkv, saved, gctx, Dev(cs, dctx), scale, dropout, &gdqkv);
+    Check(Name("AttentionBackward dqkv", name), ValuesOf(gdqkv), ValuesOf(dqkv), attention_tol(),
+          QkvLocator(s));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Attention by both GPU paths: cuDNN's fused kernels (bf16 without dropout, for the shapes
+// cuDNN takes) and the built-in ones (a second CudaOps with cuDNN off). Each is checked
+// against the CPU; their saved log-sum-exps against each other and against one computed
+// here in double; and each backward runs from the other path's forward as well, since the
+// two must stay interchangeable (a shape cuDNN declines in one direction only, or a
+// recomputed forward). Every case prints which path ran.
+
+// The natural-log log-sum-exp of each scaled, causally masked score row, in double,
+// [batch, heads, seq]: what `saved` holds on both GPU paths.
+Values ReferenceLogSumExp(const AttentionShape& s, const Values& qkv, float scale) {
+  const int64_t w = s.qkv_width(), d = s.head_dim, group = (s.heads_per_group + 2) * d;
+  Values lse(s.batch * s.heads() * s.seq);
+  std::vector<double> row(s.seq);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads(); ++h) {
+      const int64_t g = h / s.heads_per_group;
+      const int64_t q_at = g * group + (h % s.heads_per_group) * d;
+      const int64_t k_at = g * group + s.heads_per_group * d;
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const float* q = qkv.data() + (b * s.seq + i) * w + q_at;
+        double max = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float* k = qkv.data() + (b * s.seq + j) * w + k_at;
+          double dot = 0.0;
+          for (int64_t x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * k[x];
+          row[j] = scale * dot;
+          max = std::max(max, row[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j <= i; ++j) sum += std::exp(row[j] - max);
+        lse[(b * s.heads() + h) * s.seq + i] = static_cast<float>(max + std::log(sum));
+      }
+    }
+  }
+  return lse;
+}
+
+// Which path an op took: the cuDNN count before and after it.
+std::string PathName(int64_t cudnn_before, int64_t cudnn_after) {
+  return cudnn_after > cudnn_before ? "cuDNN" : "built-in";
+}
+
+struct PathCase {
+  AttentionShape shape;
+  float dropout_p;
+  bool cudnn;  // in bf16, cuDNN must take it (on a Hopper GPU with cuDNN 9)
+};
+
+std::vector<PathCase> PathCases() {
+  return {
+      {{2, 128, 4, 1, 64}, 0.0f, true},    // multi-head: Q, K, V strided views of qkv
+      {{1, 1024, 12, 1, 64}, 0.0f, true},  // a GPT-2 small layer
+      {{2, 100, 2, 1, 128}, 0.0f, true},   // seq not a multiple of 64, head_dim 128
+      {{1, 64, 1, 4, 64}, 0.0f, true},     // multi-query: Q's heads equally spaced
+      {{2, 96, 2, 3, 64}, 0.0f, true},     // grouped-query: Q through a packed copy
+      {{2, 45, 2, 1, 32}, 0.1f, false},    // dropout: the built-in kernels, the CPU's mask
+  };
+}
+
+TEST_P(CudaBackendTest, AttentionPathsAgree) {
+  const std::vector<PathCase> cases = PathCases();
+  std::printf("%s\n", cuda::CudnnAttention::Versions().c_str());
+  const CudaOps builtin(dtype(), /*synchronize_each_op=*/true, /*cudnn_attention=*/false);
+  uint32_t seed = 1300;
+  for (const PathCase& c : cases) {
+    const AttentionShape& s = c.shape;
+    const std::string name =
+        AttentionName(s) + (c.dropout_p > 0 ? absl::StrCat(" dropout p=", c.dropout_p) : "");
+    const CounterRng rng(78, StreamId("attention.dropout"));
+    AttentionDropout dropout;
+    if (c.dropout_p > 0) dropout = {&rng, c.dropout_p, 0, 0, s.heads()};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
+    const Shape ls{s.batch, s.heads(), s.seq};
+    const Values qkv = Act(qs[0] * qs[1], seed++, 1.5f);
+    const Values dctx = Act(cs[0] * cs[1], seed++);
+
+    Tensor probs, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
+    cpu().AttentionForward(s, HostTensor(qs, qkv), scale, dropout, &probs, &ctx);
+    Tensor dqkv = HostTensor(qs, Values(qkv.size()));
+    cpu().AttentionBackward(s, HostTensor(qs, qkv), probs, ctx, HostTensor(cs, dctx), scale,
+                            dropout, &dqkv);
+    const Values want_ctx = ValuesOf(ctx), want_dqkv = ValuesOf(dqkv);
+    const Values want_lse = ReferenceLogSumExp(s, qkv, scale);
+
+    const Tensor gqkv = Dev(qs, qkv), gdctx = Dev(cs, dctx);
+    struct Run {
+      const CudaOps* ops;
+      Tensor saved, ctx;
+      std::string forward_path;
+    };
+    Run runs[2] = {{&gpu(), {}, DevZeros(cs), ""}, {&builtin, {}, DevZeros(cs), ""}};
+    for (Run& r : runs) {
+      const int64_t before = r.ops->attention_path_counts().cudnn_forward;
+      r.ops->AttentionForward(s, gqkv, scale, dropout, &r.saved, &r.ctx);
+      r.forward_path = PathName(before, r.ops->attention_path_counts().cudnn_forward);
+      const std::string what = absl::StrCat(name, " [", r.forward_path, "]");
+      Check(Name("AttentionForward ctx", what), ValuesOf(r.ctx), want_ctx, attention_tol(),
+            ContextLocator(s));
+      Check(Name("AttentionForward saved", what), ValuesOf(r.saved), want_lse,
+            kFp32AttentionTolerance, IndexIn(ls));
+    }
+    Check(Name("AttentionForward saved, cuDNN-enabled vs built-in", name), ValuesOf(runs[0].saved),
+          ValuesOf(runs[1].saved), kFp32AttentionTolerance, IndexIn(ls));
+
+    // Each backend's backward from each forward: (0, 0) and (1, 1) are the plain runs,
+    // (0, 1) and (1, 0) cross the paths.
+    std::string backward_path;
+    for (const Run& from : runs) {
+      for (const Run& by : runs) {
+        Tensor got = DevZeros(qs);
+        const int64_t before = by.ops->attention_path_counts().cudnn_backward;
+        by.ops->AttentionBackward(s, gqkv, from.saved, from.ctx, gdctx, scale, dropout, &got);
+        const std::string path = PathName(before, by.ops->attention_path_counts().cudnn_backward);
+        if (by.ops == &gpu()) backward_path = path;
+        EXPECT_TRUE(by.ops == &gpu() || path == "built-in")
+            << "cudnn_attention = false still used cuDNN";
+        Check(Name("AttentionBackward dqkv",
+                   absl::StrCat(name, " [", path, " after a ", from.forward_path, " forward]")),
+              ValuesOf(got), want_dqkv, attention_tol(), QkvLocator(s));
+      }
+    }
+
+    const bool want_cudnn = c.cudnn && dtype() == DType::kBFloat16;
+    const std::string want_path = want_cudnn ? "cuDNN" : "built-in";
+    std::printf("[path] %s: forward %s, backward %s (expected %s)\n",
+                Name("Attention", name).c_str(), runs[0].forward_path.c_str(),
+                backward_path.c_str(), want_path.c_str());
+    EXPECT_EQ(runs[0].forward_path, want_path)
+        << name << ": forward took the wrong path (a cuDNN refusal is explained on stderr)";
+    EXPECT_EQ(backward_path, want_path)
+        << name << ": backward took the wrong path (a cuDNN refusal is explained on stderr)";
+    EXPECT_EQ(runs[1].forward_path, "built-in") << "cudnn_attention = false still used cuDNN";
+  }
+}
+
+// The cuDNN graphs of every shape the GPU test sends to cuDNN pass the frontend's checks
+// (dims, strides, 16-byte alignment of the strided views of qkv) and cuDNN's own
+// finalisation of the operation graph, for a Hopper GPU, without a device; a head_dim
+// cuDNN cannot take is declined with a reason.
+TEST(CudnnAttentionTest, GraphsValidateWithoutADevice) {
+  std::printf("%s\n", cuda::CudnnAttention::Versions().c_str());
+  for (const PathCase& c : PathCases()) {
+    if (!c.cudnn) continue;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.shape.head_dim));
+    for (const bool forward : {true, false}) {
+      const std::string why =
+          cuda::CudnnAttention::CheckWithoutDevice(c.shape, scale, forward, /*sm_version=*/90);
+      EXPECT_EQ(why, "") << (forward ? "forward " : "backward ") << AttentionName(c.shape);
+    }
+  }
+  const AttentionShape odd_head_dim{1, 33, 2, 1, 12};
+  const std::string why =
+      cuda::CudnnAttention::CheckWithoutDevice(odd_head_dim, 0.25f, /*forward=*/true, 90);
+  std::printf("head_dim 12 declined: %s\n", why.c_str());
+  EXPECT_NE(why, "");
+}
+
+}  // namespace
+}  // namespace conveyor::testing
