@@ -30,6 +30,22 @@ Sizes SizesOf(const ModelShape& s, const ActivationShape& a) {
   return z;
 }
 
+// What attention keeps for its backward: fp32 probabilities, or (fused) each row's fp32
+// log-sum-exp.
+int64_t AttentionSavedBytes(const Sizes& z, const ActivationShape& a) {
+  const int64_t rows = a.micro_batch * z.heads * a.seq;
+  return kFloat * (a.fused_attention ? rows : rows * a.seq);
+}
+
+// Two norms' mean and rstd per local token, fp32.
+int64_t NormStatsBytes(const Sizes& z) { return kFloat * 4 * z.local_tokens; }
+
+// The weights GEMMs read (a bf16 copy each under --bf16): qkv, proj, fc1, fc2.
+int64_t LayerGemmWeights(const ModelShape& s, int tp) {
+  return (s.qkv_width() / tp + s.fc1_width() / tp) * s.hidden +
+         s.hidden * (s.heads * s.head_dim / tp + s.ffn_hidden / tp);
+}
+
 int64_t LayerParameters(const ModelShape& s, int tp) {
   const int64_t norm = s.rms_norm ? s.hidden : 2 * s.hidden;
   const int64_t bias = s.linear_bias ? 1 : 0;
@@ -46,18 +62,17 @@ int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
                         bool keeps_checkpoint) {
   const Sizes z = SizesOf(s, a);
   const int64_t h = s.hidden;
-  if (full_recompute) return keeps_checkpoint ? kFloat * z.local_tokens * h : 0;
+  if (full_recompute) return keeps_checkpoint ? a.bytes * z.local_tokens * h : 0;
   const int64_t gathered_norm = a.sequence_parallel ? z.tokens * h : 0;  // else shared
   int64_t elements = 0;
   elements += z.local_tokens * h;  // x
   if (!selective.layernorm) elements += 2 * (z.local_tokens * h + gathered_norm);
-  elements += z.tokens * z.qkv;                                                   // qkv
-  if (!selective.core_attn) elements += a.micro_batch * z.heads * a.seq * a.seq;  // probs
-  elements += z.tokens * z.heads * s.head_dim;                                    // ctx
-  elements += z.local_tokens * h;                                                 // x1
+  elements += z.tokens * z.qkv;                                // qkv
+  elements += z.tokens * z.heads * s.head_dim;                 // ctx
+  elements += z.local_tokens * h;                              // x1
   if (!selective.mlp) elements += z.tokens * (z.fc1 + z.ffn);  // fc1 out, activation
-  elements += 4 * z.local_tokens;                              // two norms' mean, rstd
-  return kFloat * elements;
+  const int64_t attention = selective.core_attn ? 0 : AttentionSavedBytes(z, a);
+  return a.bytes * elements + attention + NormStatsBytes(z);
 }
 
 int64_t LayerAwaitingWeightBytes(const ModelShape& s, const ActivationShape& a) {
@@ -67,18 +82,19 @@ int64_t LayerAwaitingWeightBytes(const ModelShape& s, const ActivationShape& a) 
   const int64_t full = z.tokens * h, local = z.local_tokens * h;
   const int64_t elements = local /* x */ + 2 * full /* norm outputs for W */ +
                            z.tokens * z.heads * s.head_dim /* ctx */ + local /* x1 */ +
-                           z.tokens * z.ffn /* activation */ + 4 * z.local_tokens +
+                           z.tokens * z.ffn /* activation */ +
                            2 * local /* norms' output gradients */ + z.tokens * z.qkv +
                            full /* proj gradient */ + z.tokens * z.fc1 + full /* fc2 */;
-  return kFloat * elements;
+  return a.bytes * elements + NormStatsBytes(z);
 }
 
 int64_t HeadStashBytes(const ModelShape& s, const ActivationShape& a) {
   const Sizes z = SizesOf(s, a);
   const int64_t vocab = s.padded_vocab / a.tp;
-  // Final norm input and gathered output, logits, logsumexp, norm statistics.
-  return kFloat * (z.local_tokens * s.hidden + z.tokens * s.hidden + z.tokens * vocab + z.tokens +
-                   2 * z.local_tokens);
+  // Final norm input and gathered output, logits; the fp32 log-sum-exps and norm
+  // statistics.
+  return a.bytes * (z.local_tokens * s.hidden + z.tokens * s.hidden + z.tokens * vocab) +
+         kFloat * (z.tokens + 2 * z.local_tokens);
 }
 
 int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a) {
@@ -87,10 +103,10 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
   // Everything alive at the end of one layer's BackwardInput: the incoming gradient,
   // the gradients kept for W, the temporaries, and the outgoing gradient.
   const int64_t gathered = a.sequence_parallel ? 2 * full : 0;  // d_fc2_full, d_proj_full
-  return kFloat * (local /* dy */ + local /* d_fc2 */ + z.tokens * z.ffn /* d_act */ +
-                   z.tokens * z.fc1 /* d_fc1 */ + local /* d_ln2 */ + local /* d_x1 */ +
-                   local /* d_proj */ + z.tokens * z.heads * s.head_dim /* d_ctx */ +
-                   z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ + gathered);
+  return a.bytes * (local /* dy */ + local /* d_fc2 */ + z.tokens * z.ffn /* d_act */ +
+                    z.tokens * z.fc1 /* d_fc1 */ + local /* d_ln2 */ + local /* d_x1 */ +
+                    local /* d_proj */ + z.tokens * z.heads * s.head_dim /* d_ctx */ +
+                    z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ + gathered);
 }
 
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
@@ -104,8 +120,10 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
                    pipeline::ScheduleByName(p.pipeline_schedule()));
-  const ActivationShape a{config.training().micro_batch_size(), shape.seq, tp,
-                          p.sequence_parallel() && tp > 1};
+  const bool bf16 = config.precision().bf16();
+  const ActivationShape a{
+      config.training().micro_batch_size(), shape.seq,         tp,
+      p.sequence_parallel() && tp > 1,      bf16 ? 2 : kFloat, p.device() == "cuda"};
   const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
   const int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
@@ -119,12 +137,14 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     RankMemory m;
     m.pipeline_rank = r;
     std::vector<int64_t> chunk_stash_bytes(V, 0);
+    int64_t gemm_weights = 0;
     for (int c = 0; c < V; ++c) {
       const int stage = pipeline::GlobalStage(schedule.layout, P, r, c);
       const bool first = stage == 0, last = stage == P * V - 1;
       int64_t chunk_stash = 0;
       for (int64_t i = 0; i < layers[stage]; ++i) {
         m.parameters += LayerParameters(shape, tp);
+        gemm_weights += LayerGemmWeights(shape, tp);
         int64_t layer = LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
                                         recompute.KeepsCheckpoint(i));
         if (deferred_weights) layer = std::max(layer, LayerAwaitingWeightBytes(shape, a));
@@ -138,12 +158,13 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
         m.parameters += shape.rms_norm ? shape.hidden : 2 * shape.hidden;
         // Untied: the output layer; tied on another stage: the head's embedding copy.
         if (!shape.tied_embeddings || !first) m.parameters += vocab_rows * shape.hidden;
+        gemm_weights += vocab_rows * shape.hidden;  // the output layer, or the tied embedding
         chunk_stash += HeadStashBytes(shape, a);
       }
       m.stash_bytes_per_micro_batch += chunk_stash;
       chunk_stash_bytes[c] = chunk_stash;
     }
-    m.weight_bytes = kFloat * m.parameters;
+    m.weight_bytes = kFloat * m.parameters + (bf16 ? 2 * gemm_weights : 0);
     m.grad_bytes = kFloat * m.parameters;
     const int64_t state = (config.optimizer().optimizer() == "adam" ? 2 : 1) * kFloat;
     if (p.use_distributed_optimizer()) {

@@ -1,16 +1,21 @@
 // The memory a rank holds, predicted from the configuration alone (the seed's memory
 // model made exact for this implementation), to compare with what the allocator's
 // categories measure:
-//  - model state: fp32 weights and gradients (4 + 4 bytes per parameter held), the
-//    optimizer's state (Adam 8, SGD 4; sharded 1/DP by the distributed optimizer,
-//    which also keeps a flat gradient buffer and an fp32 master copy of its shard), and
-//    the replicated optimizer's DP gradient buckets;
+//  - model state: fp32 weights and gradients (4 + 4 bytes per parameter held), with
+//    --bf16 a bf16 copy of every GEMM weight (2 bytes), the optimizer's state (Adam 8,
+//    SGD 4; sharded 1/DP by the distributed optimizer, which also keeps a flat gradient
+//    buffer and an fp32 master copy of its shard), and the replicated optimizer's DP
+//    gradient buckets;
 //  - activations: the bytes one micro-batch leaves stashed per model chunk between its
 //    F and its B (what recomputation drops is not counted; under zero-bubble schedules,
 //    the larger of that and what waits between B and W), summed over the stashes the
 //    schedule holds at once at its peak, plus one layer's working set during backward
 //    and what its backward rebuilds (the whole layer under full recomputation, the
-//    dropped parts under selective).
+//    dropped parts under selective). Activations take 2 bytes under --bf16, 4 otherwise;
+//    norm statistics 4. Attention keeps fp32 probabilities [b, h, s, s] on the CPU and
+//    each row's fp32 log-sum-exp [b, h, s] on the CUDA backend (fused attention).
+// On the CPU's emulated bf16 the prediction leaves out the fp32 copies an op makes of
+// its operands while it runs (runtime/bf16_emulation_ops.h).
 #ifndef CONVEYOR_MODEL_MEMORY_MODEL_H_
 #define CONVEYOR_MODEL_MEMORY_MODEL_H_
 
@@ -30,6 +35,8 @@ struct ActivationShape {
   int64_t seq = 1;
   int tp = 1;
   bool sequence_parallel = false;
+  int64_t bytes = 4;             // per activation element: 4 fp32, 2 bf16
+  bool fused_attention = false;  // keeps row log-sum-exps instead of probabilities
 };
 
 // Bytes one micro-batch leaves in a layer's stash after its forward.

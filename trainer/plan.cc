@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/memory_model.h"
 #include "parallel/pipeline/gantt.h"
@@ -56,7 +57,11 @@ absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& s
 
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
                    PredictMemory(config, shape, bubble.simulation.timeline));
-  out += "plan: memory per GPU (fp32 CPU backend; TP rank 0, DP rank 0 of each stage)\n";
+  const std::string backend =
+      absl::StrCat(config.parallel().device() == "cuda" ? "CUDA" : "CPU", " backend, ",
+                   config.precision().bf16() ? "bf16 activations and weight copies" : "fp32");
+  absl::StrAppend(&out, "plan: memory per GPU (", backend,
+                  "; TP rank 0, DP rank 0 of each stage)\n");
   out +=
       "  pp  parameters    weights      grads  optimizer  stashed  act/micro-batch  "
       "activations      total\n";

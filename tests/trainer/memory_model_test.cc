@@ -1,5 +1,6 @@
 // The memory model against the allocator's measurements: the bytes one micro-batch
-// stashes, exactly, for every recompute setting; and the peak activation bytes of real
+// stashes, exactly, for every recompute setting, in fp32 and in (emulated) bf16; the
+// weights with their bf16 GEMM copies, exactly; and the peak activation bytes of real
 // pipeline runs, within 10%, for several schedules, with GPipe / 1F1B on the first
 // stage close to M / P as the seed says.
 #include "model/memory_model.h"
@@ -12,6 +13,8 @@
 #include "model/gpt_stage.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/simulator.h"
+#include "runtime/bf16_emulation_ops.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "runtime/memory_tracker.h"
 #include "tests/trainer/layout_runs.h"
 #include "trainer/config_validation.h"
@@ -24,7 +27,14 @@ struct RecomputeCase {
   std::string granularity, method;
   int num_layers;
   std::vector<std::string> modules;
+  bool bf16 = false;
 };
+
+// The ops of --bf16 on the CPU, or the fp32 reference.
+const Ops* OpsFor(bool bf16) {
+  static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
+  return bf16 ? static_cast<const Ops*>(emulated) : &CpuOps::Get();
+}
 
 class StashBytesTest : public ::testing::TestWithParam<RecomputeCase> {};
 
@@ -35,10 +45,11 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   c.mutable_recompute()->set_recompute_method(rc.method);
   c.mutable_recompute()->set_recompute_num_layers(rc.num_layers);
   for (const std::string& m : rc.modules) c.mutable_recompute()->add_recompute_modules(m);
+  c.mutable_precision()->set_bf16(rc.bf16);
   absl::StatusOr<Config> config = ResolveConfig(c, 1);
   ASSERT_TRUE(config.ok()) << config.status();
   const ModelShape shape = ModelShapeFromConfig(*config, PaddedVocabSize(*config));
-  GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config));
+  GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config), OpsFor(rc.bf16));
   stage.BeginStep(
       [&](int) -> absl::StatusOr<MicroBatchInput> {
         MicroBatchInput in;
@@ -61,14 +72,38 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
 
 INSTANTIATE_TEST_SUITE_P(
     Settings, StashBytesTest,
-    ::testing::Values(RecomputeCase{"none", "", "", 0, {}},
-                      RecomputeCase{"selective_core_attn", "selective", "", 0, {"core_attn"}},
-                      RecomputeCase{
-                          "selective_all", "selective", "", 0, {"core_attn", "mlp", "layernorm"}},
-                      RecomputeCase{"full_uniform_1", "full", "uniform", 1, {}},
-                      RecomputeCase{"full_uniform_2", "full", "uniform", 2, {}},
-                      RecomputeCase{"full_block_3", "full", "block", 3, {}}),
+    ::testing::Values(
+        RecomputeCase{"none", "", "", 0, {}},
+        RecomputeCase{"selective_core_attn", "selective", "", 0, {"core_attn"}},
+        RecomputeCase{"selective_all", "selective", "", 0, {"core_attn", "mlp", "layernorm"}},
+        RecomputeCase{"full_uniform_1", "full", "uniform", 1, {}},
+        RecomputeCase{"full_uniform_2", "full", "uniform", 2, {}},
+        RecomputeCase{"full_block_3", "full", "block", 3, {}},
+        RecomputeCase{"bf16_none", "", "", 0, {}, true},
+        RecomputeCase{
+            "bf16_selective_all", "selective", "", 0, {"core_attn", "mlp", "layernorm"}, true},
+        RecomputeCase{"bf16_full_uniform_1", "full", "uniform", 1, {}, true}),
     [](const ::testing::TestParamInfo<RecomputeCase>& info) { return info.param.name; });
+
+// Model state is exact: fp32 weights, plus a bf16 copy of every GEMM weight under --bf16.
+TEST(ModelStateTest, WeightsWithTheirBf16CopiesAreExact) {
+  for (const bool bf16 : {false, true}) {
+    Config c = TinyConfig(Layout{.layers = 4});
+    c.mutable_precision()->set_bf16(bf16);
+    absl::StatusOr<Config> config = ResolveConfig(c, 1);
+    ASSERT_TRUE(config.ok()) << config.status();
+    const ModelShape shape = ModelShapeFromConfig(*config, PaddedVocabSize(*config));
+    const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
+    const GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config),
+                         OpsFor(bf16));
+    const int64_t weights = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - before;
+    pipeline::Timeline one_forward;
+    one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
+    absl::StatusOr<std::vector<RankMemory>> predicted = PredictMemory(*config, shape, one_forward);
+    ASSERT_TRUE(predicted.ok()) << predicted.status();
+    EXPECT_EQ(weights, predicted->front().weight_bytes) << (bf16 ? "bf16" : "fp32");
+  }
+}
 
 struct PeakCase {
   std::string schedule;
