@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "absl/types/span.h"
 #include "runtime/cpu/adamw.h"  // AdamWHyperParams, shared by every backend
 #include "runtime/device_memory.h"
 
@@ -20,6 +21,17 @@ struct SgdHyperParams {
   bool first_step;  // the momentum buffer starts as the first update
 };
 
+// One tensor's part in an AdamW step: its fp32 arrays on the device and its weight decay
+// (Megatron exempts biases and norm weights).
+struct AdamWTensor {
+  const float* grad;
+  float* param;
+  float* exp_avg;
+  float* exp_avg_sq;
+  int64_t n;
+  float weight_decay;
+};
+
 class OptimizerOps {
  public:
   virtual ~OptimizerOps() = default;
@@ -30,9 +42,10 @@ class OptimizerOps {
   virtual double SumOfSquares(const float* x, int64_t n) const = 0;
   // x[i] = float(x[i] * factor), the product taken in double (Megatron's clipping).
   virtual void Scale(double factor, float* x, int64_t n) const = 0;
-  // One in-place AdamW step in torch.optim.AdamW's order (runtime/cpu/adamw.h).
-  virtual void AdamW(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
-                     float* exp_avg_sq, int64_t n) const = 0;
+  // One in-place AdamW step over every tensor, in torch.optim.AdamW's order
+  // (runtime/cpu/adamw.h), each with its own weight decay (hp.weight_decay is not used).
+  // A backend may update them all in one launch (multi-tensor apply).
+  virtual void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const = 0;
   // d = g + wd * p; buf = first_step ? d : momentum * buf + d; p -= lr * buf.
   virtual void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
                    int64_t n) const = 0;

@@ -27,24 +27,32 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment
   };
   for (const OptimizerSegment& s : segments_) {
     state_.push_back({state(s.n), adam ? state(s.n) : Tensor()});
+    if (adam) {
+      State& st = state_.back();
+      adam_tensors_.push_back({s.grad, s.param, st.exp_avg.data(), st.exp_avg_sq.data(), s.n,
+                               s.weight_decay ? config_.weight_decay() : 0.0f});
+    }
   }
 }
 
 void Optimizer::Step(double lr) {
   ++steps_;
+  if (config_.optimizer() == "adam") {
+    const AdamWHyperParams hp{static_cast<float>(lr),
+                              config_.adam_beta1(),
+                              config_.adam_beta2(),
+                              config_.adam_eps(),
+                              0.0f,
+                              steps_};
+    ops_->AdamW(hp, adam_tensors_);
+    return;
+  }
   for (size_t i = 0; i < segments_.size(); ++i) {
     const OptimizerSegment& seg = segments_[i];
-    State& s = state_[i];
     const float weight_decay = seg.weight_decay ? config_.weight_decay() : 0.0f;
-    if (config_.optimizer() == "adam") {
-      const AdamWHyperParams hp{static_cast<float>(lr), config_.adam_beta1(), config_.adam_beta2(),
-                                config_.adam_eps(),     weight_decay,         steps_};
-      ops_->AdamW(hp, seg.grad, seg.param, s.exp_avg.data(), s.exp_avg_sq.data(), seg.n);
-    } else {
-      const SgdHyperParams hp{static_cast<float>(lr), config_.sgd_momentum(), weight_decay,
-                              steps_ == 1};
-      ops_->Sgd(hp, seg.grad, seg.param, s.exp_avg.data(), seg.n);
-    }
+    const SgdHyperParams hp{static_cast<float>(lr), config_.sgd_momentum(), weight_decay,
+                            steps_ == 1};
+    ops_->Sgd(hp, seg.grad, seg.param, state_[i].exp_avg.data(), seg.n);
   }
 }
 

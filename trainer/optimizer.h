@@ -62,6 +62,7 @@ class Optimizer {
   OptimizerConfig config_;
   std::vector<OptimizerSegment> segments_;
   const OptimizerOps* ops_;
+  std::vector<AdamWTensor> adam_tensors_;  // one per segment, for Adam's single call
   std::vector<State> state_;
   int64_t steps_ = 0;
 };

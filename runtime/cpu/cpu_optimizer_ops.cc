@@ -17,9 +17,13 @@ void CpuOptimizerOps::Scale(double factor, float* x, int64_t n) const {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * factor);
 }
 
-void CpuOptimizerOps::AdamW(const AdamWHyperParams& hp, const float* grad, float* param,
-                            float* exp_avg, float* exp_avg_sq, int64_t n) const {
-  AdamWStep(hp, grad, param, exp_avg, exp_avg_sq, n);
+void CpuOptimizerOps::AdamW(const AdamWHyperParams& hp,
+                            absl::Span<const AdamWTensor> tensors) const {
+  for (const AdamWTensor& t : tensors) {
+    AdamWHyperParams own = hp;
+    own.weight_decay = t.weight_decay;
+    AdamWStep(own, t.grad, t.param, t.exp_avg, t.exp_avg_sq, t.n);
+  }
 }
 
 void CpuOptimizerOps::Sgd(const SgdHyperParams& hp, const float* grad, float* param,

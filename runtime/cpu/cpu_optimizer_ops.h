@@ -15,8 +15,7 @@ class CpuOptimizerOps : public OptimizerOps {
   Device device() const override { return Device::kCpu; }
   double SumOfSquares(const float* x, int64_t n) const override;
   void Scale(double factor, float* x, int64_t n) const override;
-  void AdamW(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
-             float* exp_avg_sq, int64_t n) const override;
+  void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const override;
   void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
            int64_t n) const override;
 };

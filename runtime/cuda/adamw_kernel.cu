@@ -17,31 +17,70 @@ __device__ __forceinline__ float Lerp(float start, float end, float weight) {
                                            : end - (end - start) * (1.0f - weight);
 }
 
-// Per element, in torch.optim.AdamW's order (see runtime/cpu/adamw.h):
+// Element i, in torch.optim.AdamW's order (see runtime/cpu/adamw.h):
 //   p  = p * (1 - lr wd)
 //   m  = lerp(m, g, 1 - b1)
 //   v  = v b2 + (1 - b2) g g
 //   p -= (lr / (1 - b1^t)) * (m / (sqrt(v) / sqrt(1 - b2^t) + eps))
 // Compiled with -fmad=false and IEEE div/sqrt so every operation rounds exactly like
 // the CPU reference.
+__device__ __forceinline__ void AdamWElement(const AdamWScalars& s, float decay_factor,
+                                             const float* __restrict__ grad,
+                                             float* __restrict__ param, float* __restrict__ exp_avg,
+                                             float* __restrict__ exp_avg_sq, int64_t i) {
+  const float g = grad[i];
+  const float p = param[i] * decay_factor;
+  const float m = Lerp(exp_avg[i], g, s.one_minus_beta1);
+  const float v = exp_avg_sq[i] * s.beta2 + s.one_minus_beta2 * g * g;
+  const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+  param[i] = p - s.step_size * (m / denom);
+  exp_avg[i] = m;
+  exp_avg_sq[i] = v;
+}
+
 __global__ void AdamWStepKernel(AdamWScalars s, const float* __restrict__ grad,
                                 float* __restrict__ param, float* __restrict__ exp_avg,
                                 float* __restrict__ exp_avg_sq, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const float g = grad[i];
-    const float p = param[i] * s.decay_factor;
-    const float m = Lerp(exp_avg[i], g, s.one_minus_beta1);
-    const float v = exp_avg_sq[i] * s.beta2 + s.one_minus_beta2 * g * g;
-    const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
-    param[i] = p - s.step_size * (m / denom);
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
+    AdamWElement(s, s.decay_factor, grad, param, exp_avg, exp_avg_sq, i);
+  }
+}
+
+// Multi-tensor apply: block b updates chunk b - first_block of the tensor whose blocks
+// it falls in (found by binary search over the table), kAdamWChunk elements, one per
+// thread and pass. One launch for the whole model instead of one per parameter.
+__global__ void AdamWTensorsKernel(AdamWScalars s, const AdamWDeviceTensor* __restrict__ table,
+                                   int count) {
+  int lo = 0, hi = count - 1;
+  const int64_t block = blockIdx.x;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (table[mid].first_block <= block) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const AdamWDeviceTensor& t = table[lo];
+  const int64_t begin = (block - t.first_block) * kAdamWChunk;
+  const int64_t end = min(begin + kAdamWChunk, t.n);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    AdamWElement(s, t.decay_factor, t.grad, t.param, t.exp_avg, t.exp_avg_sq, i);
   }
 }
 
 }  // namespace
+
+cudaError_t LaunchAdamWTensors(const AdamWHyperParams& hp, const AdamWDeviceTensor* table,
+                               int count, int64_t blocks, cudaStream_t stream) {
+  if (count < 0 || blocks < 0) return cudaErrorInvalidValue;
+  if (count == 0 || blocks == 0) return cudaSuccess;
+  AdamWTensorsKernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
+      ComputeAdamWScalars(hp), table, count);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchAdamWStep(const AdamWHyperParams& hp, const float* grad, float* param,
                             float* exp_avg, float* exp_avg_sq, int64_t n, cudaStream_t stream) {

@@ -31,9 +31,21 @@ void CudaOptimizerOps::Scale(double factor, float* x, int64_t n) const {
   CUDA_CHECK(LaunchScale(factor, x, n));
 }
 
-void CudaOptimizerOps::AdamW(const AdamWHyperParams& hp, const float* grad, float* param,
-                             float* exp_avg, float* exp_avg_sq, int64_t n) const {
-  CUDA_CHECK(LaunchAdamWStep(hp, grad, param, exp_avg, exp_avg_sq, n));
+void CudaOptimizerOps::AdamW(const AdamWHyperParams& hp,
+                             absl::Span<const AdamWTensor> tensors) const {
+  std::vector<AdamWDeviceTensor> table;
+  int64_t blocks = 0;
+  for (const AdamWTensor& t : tensors) {
+    if (t.n == 0) continue;
+    AdamWHyperParams own = hp;
+    own.weight_decay = t.weight_decay;
+    table.push_back({t.grad, t.param, t.exp_avg, t.exp_avg_sq, t.n,
+                     ComputeAdamWScalars(own).decay_factor, blocks});
+    blocks += (t.n + kAdamWChunk - 1) / kAdamWChunk;
+  }
+  if (table.empty()) return;
+  const AdamWDeviceTensor* device_table = adam_table_.Upload(table.data(), table.size());
+  CUDA_CHECK(LaunchAdamWTensors(hp, device_table, static_cast<int>(table.size()), blocks));
 }
 
 void CudaOptimizerOps::Sgd(const SgdHyperParams& hp, const float* grad, float* param,

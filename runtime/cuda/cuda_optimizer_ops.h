@@ -4,6 +4,7 @@
 #ifndef CONVEYOR_RUNTIME_CUDA_CUDA_OPTIMIZER_OPS_H_
 #define CONVEYOR_RUNTIME_CUDA_CUDA_OPTIMIZER_OPS_H_
 
+#include "runtime/cuda/staging_buffer.h"
 #include "runtime/optimizer_ops.h"
 
 namespace conveyor {
@@ -18,13 +19,14 @@ class CudaOptimizerOps : public OptimizerOps {
   // Waits for the device: the norm decides the step on the host.
   double SumOfSquares(const float* x, int64_t n) const override;
   void Scale(double factor, float* x, int64_t n) const override;
-  void AdamW(const AdamWHyperParams& hp, const float* grad, float* param, float* exp_avg,
-             float* exp_avg_sq, int64_t n) const override;
+  // All tensors in one launch (multi-tensor apply).
+  void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const override;
   void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
            int64_t n) const override;
 
  private:
-  double* partials_ = nullptr;  // device, kSumOfSquaresMaxBlocks
+  double* partials_ = nullptr;              // device, kSumOfSquaresMaxBlocks
+  mutable cuda::StagingBuffer adam_table_;  // the step's AdamWDeviceTensor table
 };
 
 }  // namespace conveyor

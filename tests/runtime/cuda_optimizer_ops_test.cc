@@ -1,6 +1,6 @@
-// CudaOptimizerOps against CpuOptimizerOps on random data: the scale and the SGD and
-// AdamW steps bit for bit (the kernels round each fp32 operation like the CPU), the sum
-// of squares to double rounding. Needs a GPU; without one every test skips.
+// CudaOptimizerOps against CpuOptimizerOps on random data: the scale, the SGD step and
+// the multi-tensor AdamW step bit for bit (the kernels round each fp32 operation like the CPU), the
+// sum of squares to double rounding. Needs a GPU; without one every test skips.
 #include "runtime/cuda/cuda_optimizer_ops.h"
 
 #include <cuda_runtime_api.h>
@@ -73,25 +73,63 @@ TEST_F(CudaOptimizerOpsTest, ScaleIsBitExact) {
   }
 }
 
-TEST_F(CudaOptimizerOpsTest, SgdAndAdamWStepsAreBitExactOverSeveralSteps) {
+TEST_F(CudaOptimizerOpsTest, SgdStepsAreBitExact) {
   const CudaOptimizerOps gpu;
   for (int64_t n : kSizes) {
-    Tensor p_cpu = RandomHost(n, 3), m_cpu = Tensor::Zeros({n}, MemoryCategory::kOther);
-    Tensor v_cpu = Tensor::Zeros({n}, MemoryCategory::kOther);
-    Tensor p_gpu = OnGpu(p_cpu), m_gpu = OnGpu(m_cpu), v_gpu = OnGpu(v_cpu);
+    Tensor p_cpu = RandomHost(n, 3), buf_cpu = Tensor::Zeros({n}, MemoryCategory::kOther);
+    Tensor p_gpu = OnGpu(p_cpu), buf_gpu = OnGpu(buf_cpu);
     for (int step = 1; step <= 3; ++step) {
       const Tensor g = RandomHost(n, 10 + step, 0.1f);
-      const Tensor g_gpu = OnGpu(g);
-      const AdamWHyperParams adam{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step};
-      CpuOptimizerOps::Get().AdamW(adam, g.data(), p_cpu.data(), m_cpu.data(), v_cpu.data(), n);
-      gpu.AdamW(adam, g_gpu.data(), p_gpu.data(), m_gpu.data(), v_gpu.data(), n);
       const SgdHyperParams sgd{0.05f, 0.9f, 0.01f, step == 1};
-      CpuOptimizerOps::Get().Sgd(sgd, g.data(), p_cpu.data(), m_cpu.data(), n);
-      gpu.Sgd(sgd, g_gpu.data(), p_gpu.data(), m_gpu.data(), n);
+      CpuOptimizerOps::Get().Sgd(sgd, g.data(), p_cpu.data(), buf_cpu.data(), n);
+      gpu.Sgd(sgd, OnGpu(g).data(), p_gpu.data(), buf_gpu.data(), n);
     }
     ExpectBitEqual(p_cpu, p_gpu, "parameters");
-    ExpectBitEqual(m_cpu, m_gpu, "first moment / momentum");
-    ExpectBitEqual(v_cpu, v_gpu, "second moment");
+    ExpectBitEqual(buf_cpu, buf_gpu, "momentum");
+  }
+}
+
+// One tensor's arrays on one device, and its AdamW view.
+struct AdamState {
+  Tensor param, exp_avg, exp_avg_sq, grad;
+  float weight_decay;
+  AdamWTensor View() {
+    return {grad.data(),       param.data(),  exp_avg.data(),
+            exp_avg_sq.data(), param.numel(), weight_decay};
+  }
+};
+
+// Tensors of every size (an empty one too) with their own weight decays, updated together
+// in one call (one launch on the GPU) for three steps: bit for bit the CPU's.
+TEST_F(CudaOptimizerOpsTest, MultiTensorAdamWIsBitExact) {
+  const CudaOptimizerOps gpu;
+  std::vector<AdamState> cpu, dev;
+  uint32_t seed = 20;
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{255}, int64_t{4097}, int64_t{1000003}}) {
+    const float decay = cpu.size() % 2 == 0 ? 0.1f : 0.0f;  // weights and biases alike
+    const Tensor zeros = Tensor::Zeros({n}, MemoryCategory::kOther);
+    cpu.push_back({RandomHost(n, seed++), zeros.Clone(MemoryCategory::kOther),
+                   zeros.Clone(MemoryCategory::kOther), zeros.Clone(MemoryCategory::kOther),
+                   decay});
+    dev.push_back({OnGpu(cpu.back().param), OnGpu(zeros), OnGpu(zeros), OnGpu(zeros), decay});
+  }
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<AdamWTensor> on_cpu, on_gpu;
+    for (size_t t = 0; t < cpu.size(); ++t) {
+      cpu[t].grad = RandomHost(cpu[t].param.numel(), seed++, 0.1f);
+      dev[t].grad = OnGpu(cpu[t].grad);
+      on_cpu.push_back(cpu[t].View());
+      on_gpu.push_back(dev[t].View());
+    }
+    // weight_decay 0.5 here is ignored: each tensor's own applies.
+    const AdamWHyperParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.5f, step};
+    CpuOptimizerOps::Get().AdamW(hp, on_cpu);
+    gpu.AdamW(hp, on_gpu);
+  }
+  for (size_t t = 0; t < cpu.size(); ++t) {
+    ExpectBitEqual(cpu[t].param, dev[t].param, "parameters");
+    ExpectBitEqual(cpu[t].exp_avg, dev[t].exp_avg, "first moment");
+    ExpectBitEqual(cpu[t].exp_avg_sq, dev[t].exp_avg_sq, "second moment");
   }
 }
 
