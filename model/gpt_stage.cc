@@ -91,7 +91,7 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
       if (recompute_.KeepsCheckpoint(i)) stash.layers[i].x = in;
     }
   }
-  if (!has_head(chunk)) return ToBoundary(x);
+  if (!has_head(chunk)) return ops().CastTo(x, DType::kFloat32);  // see FromBoundary
   ASSIGN_OR_RETURN(const float loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
   loss_sum_ += loss;
   return Tensor();
@@ -135,14 +135,7 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk, Ten
     embedding_grads_[{micro_batch, chunk}] = std::move(dx);
     return Tensor();
   }
-  return ToBoundary(dx);
-}
-
-Tensor GptStage::ToBoundary(const Tensor& t) const {
-  if (t.dtype() == DType::kFloat32) return t;
-  Tensor wide = Tensor::Zeros(t.shape(), MemoryCategory::kActivations, DType::kFloat32, t.device());
-  ops().Cast(t, &wide);
-  return wide;
+  return ops().CastTo(dx, DType::kFloat32);  // see FromBoundary
 }
 
 Tensor GptStage::FromBoundary(const Tensor& received, int64_t rows) const {

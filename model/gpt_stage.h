@@ -81,10 +81,9 @@ class GptStage : public pipeline::Stage {
  private:
   int GlobalStage(int chunk) const;
   // Activations and their gradients cross stage boundaries in fp32 (the communicators
-  // move fp32): a compute-type tensor is widened on the way out and rounded on the way
-  // in, which loses nothing. FromBoundary also gives a received flat tensor its
-  // [rows, hidden] shape.
-  Tensor ToBoundary(const Tensor& t) const;
+  // move fp32): a compute-type tensor is widened on the way out (Ops::CastTo) and
+  // rounded back here on the way in, which loses nothing; a received flat tensor also
+  // gets its [rows, hidden] shape back.
   Tensor FromBoundary(const Tensor& received, int64_t rows) const;
   // Full recomputation: reruns the forward of layer `index`'s group from its kept input
   // when B reaches a layer whose stash was dropped.

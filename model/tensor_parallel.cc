@@ -8,20 +8,7 @@ namespace {
 // The communicators move fp32 (gloo has no bf16 sum), so a bf16 tensor travels widened
 // and is rounded back afterwards: a bf16 collective with fp32 accumulation. Tensor
 // parallelism runs on the CPU backend only (validation), hence the CPU casts.
-Tensor AsFloat(const Tensor& t) {
-  if (t.dtype() == DType::kFloat32) return t;
-  Tensor wide = Tensor::Zeros(t.shape(), t.category());
-  CpuOps::Get().Cast(t, &wide);
-  return wide;
-}
-
-// `wide` rounded to `like`'s dtype (itself when that is fp32).
-Tensor LikeDType(Tensor wide, const Tensor& like) {
-  if (like.dtype() == DType::kFloat32) return wide;
-  Tensor narrow = Tensor::Zeros(wide.shape(), wide.category(), like.dtype(), like.device());
-  CpuOps::Get().Cast(wide, &narrow);
-  return narrow;
-}
+const Ops& Casts() { return CpuOps::Get(); }
 
 }  // namespace
 
@@ -32,20 +19,20 @@ absl::Status TensorParallel::AllReduce(float* data, int64_t n) const {
 
 absl::StatusOr<Tensor> TensorParallel::GatherRows(const Tensor& shard) const {
   if (size() == 1) return shard;
-  const Tensor wide = AsFloat(shard);
+  const Tensor wide = Casts().CastTo(shard, DType::kFloat32);
   Tensor full = Tensor::Zeros({shard.dim(0) * size(), shard.dim(1)}, shard.category());
   absl::Status s = comm_->AllGather(wide.data(), wide.numel(), full.data());
   if (!s.ok()) return s;
-  return LikeDType(std::move(full), shard);
+  return Casts().CastTo(full, shard.dtype());
 }
 
 absl::StatusOr<Tensor> TensorParallel::ReduceScatterRows(const Tensor& full) const {
   if (size() == 1) return full;
-  const Tensor wide = AsFloat(full);
+  const Tensor wide = Casts().CastTo(full, DType::kFloat32);
   Tensor shard = Tensor::Zeros({full.dim(0) / size(), full.dim(1)}, full.category());
   absl::Status s = comm_->ReduceScatterSum(wide.data(), shard.numel(), shard.data());
   if (!s.ok()) return s;
-  return LikeDType(std::move(shard), full);
+  return Casts().CastTo(shard, full.dtype());
 }
 
 Tensor TensorParallel::ScatterRows(const Tensor& full) const {
@@ -64,10 +51,10 @@ absl::StatusOr<Tensor> TensorParallel::EnterForward(const Tensor& x) const {
 absl::StatusOr<Tensor> TensorParallel::EnterBackward(Tensor dx) const {
   if (size() == 1) return dx;
   if (sequence_parallel_) return ReduceScatterRows(dx);
-  Tensor wide = AsFloat(dx);
+  Tensor wide = Casts().CastTo(dx, DType::kFloat32);
   absl::Status s = AllReduce(wide.data(), wide.numel());
   if (!s.ok()) return s;
-  return LikeDType(std::move(wide), dx);
+  return Casts().CastTo(wide, dx.dtype());
 }
 
 absl::StatusOr<Tensor> TensorParallel::ExitForward(Tensor y) const {

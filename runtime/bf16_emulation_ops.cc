@@ -2,12 +2,7 @@
 
 namespace conveyor {
 
-Tensor Bf16EmulationOps::Wide(const Tensor& t) const {
-  if (t.dtype() == DType::kFloat32) return t;
-  Tensor wide = Tensor::Zeros(t.shape(), t.category(), DType::kFloat32, t.device());
-  fp32_.Cast(t, &wide);
-  return wide;
-}
+Tensor Bf16EmulationOps::Wide(const Tensor& t) const { return fp32_.CastTo(t, DType::kFloat32); }
 
 template <typename Op>
 void Bf16EmulationOps::Into(Tensor* out, bool reads, Op op) const {

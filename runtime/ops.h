@@ -44,6 +44,14 @@ class Ops {
   // Converts between element types (fp32 <-> compute type) with round-to-nearest-even;
   // `out` has in's shape.
   virtual void Cast(const Tensor& in, Tensor* out) const = 0;
+  // `t` itself when it already has `dtype`, else a copy cast to it on t's device, counted
+  // in t's category.
+  Tensor CastTo(const Tensor& t, DType dtype) const {
+    if (t.dtype() == dtype) return t;
+    Tensor cast = Tensor::Zeros(t.shape(), t.category(), dtype, t.device());
+    Cast(t, &cast);
+    return cast;
+  }
 
   // c = alpha * op(a) * op(b) + beta * c over row-major matrices: op(a) is [m, k], op(b)
   // is [k, n], c is [m, n]; trans_a / trans_b say that a / b are stored transposed. a and

@@ -6,7 +6,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -14,6 +13,7 @@
 #include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/device.h"
 #include "runtime/tensor.h"
+#include "tests/runtime/cuda_backend_testing.h"
 #include "tests/runtime/skip_without_gpu.h"
 
 namespace conveyor {
@@ -29,11 +29,7 @@ class CudaOptimizerOpsTest : public ::testing::Test {
 
 // n normal values (odd sizes exercise the grid-stride tails).
 Tensor RandomHost(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  Tensor t = Tensor::Zeros({n}, MemoryCategory::kOther);
-  for (int64_t i = 0; i < n; ++i) t.data()[i] = normal(rng);
-  return t;
+  return testing::HostTensor({n}, testing::Random(n, seed, DType::kFloat32, scale));
 }
 
 Tensor OnGpu(const Tensor& host) { return host.To(Device::kCuda, MemoryCategory::kOther); }
