@@ -59,6 +59,7 @@ class GptStage : public pipeline::Stage {
   }
 
   int64_t BoundaryElements() const override;
+  Device device() const override { return ops().device(); }
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override;
   absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk, Tensor output_grad) override;
   absl::Status BackwardWeight(int micro_batch, int chunk) override;

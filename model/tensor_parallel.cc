@@ -1,16 +1,12 @@
 #include "model/tensor_parallel.h"
 
-#include "runtime/cpu/cpu_ops.h"
-
 namespace conveyor {
-namespace {
 
 // The communicators move fp32 (gloo has no bf16 sum), so a bf16 tensor travels widened
-// and is rounded back afterwards: a bf16 collective with fp32 accumulation. Tensor
-// parallelism runs on the CPU backend only (validation), hence the CPU casts.
-const Ops& Casts() { return CpuOps::Get(); }
-
-}  // namespace
+// and is rounded back afterwards: a bf16 collective with fp32 accumulation.
+Tensor TensorParallel::WideZeros(int64_t rows, const Tensor& like) {
+  return Tensor::Zeros({rows, like.dim(1)}, like.category(), DType::kFloat32, like.device());
+}
 
 absl::Status TensorParallel::AllReduce(float* data, int64_t n) const {
   if (size() == 1) return absl::OkStatus();
@@ -19,20 +15,20 @@ absl::Status TensorParallel::AllReduce(float* data, int64_t n) const {
 
 absl::StatusOr<Tensor> TensorParallel::GatherRows(const Tensor& shard) const {
   if (size() == 1) return shard;
-  const Tensor wide = Casts().CastTo(shard, DType::kFloat32);
-  Tensor full = Tensor::Zeros({shard.dim(0) * size(), shard.dim(1)}, shard.category());
+  const Tensor wide = ops_->CastTo(shard, DType::kFloat32);
+  Tensor full = WideZeros(shard.dim(0) * size(), shard);
   absl::Status s = comm_->AllGather(wide.data(), wide.numel(), full.data());
   if (!s.ok()) return s;
-  return Casts().CastTo(full, shard.dtype());
+  return ops_->CastTo(full, shard.dtype());
 }
 
 absl::StatusOr<Tensor> TensorParallel::ReduceScatterRows(const Tensor& full) const {
   if (size() == 1) return full;
-  const Tensor wide = Casts().CastTo(full, DType::kFloat32);
-  Tensor shard = Tensor::Zeros({full.dim(0) / size(), full.dim(1)}, full.category());
+  const Tensor wide = ops_->CastTo(full, DType::kFloat32);
+  Tensor shard = WideZeros(full.dim(0) / size(), full);
   absl::Status s = comm_->ReduceScatterSum(wide.data(), shard.numel(), shard.data());
   if (!s.ok()) return s;
-  return Casts().CastTo(shard, full.dtype());
+  return ops_->CastTo(shard, full.dtype());
 }
 
 Tensor TensorParallel::ScatterRows(const Tensor& full) const {
@@ -51,10 +47,10 @@ absl::StatusOr<Tensor> TensorParallel::EnterForward(const Tensor& x) const {
 absl::StatusOr<Tensor> TensorParallel::EnterBackward(Tensor dx) const {
   if (size() == 1) return dx;
   if (sequence_parallel_) return ReduceScatterRows(dx);
-  Tensor wide = Casts().CastTo(dx, DType::kFloat32);
+  Tensor wide = ops_->CastTo(dx, DType::kFloat32);
   absl::Status s = AllReduce(wide.data(), wide.numel());
   if (!s.ok()) return s;
-  return Casts().CastTo(wide, dx.dtype());
+  return ops_->CastTo(wide, dx.dtype());
 }
 
 absl::StatusOr<Tensor> TensorParallel::ExitForward(Tensor y) const {

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "parallel/communicator.h"
+#include "runtime/ops.h"
 #include "runtime/tensor.h"
 
 namespace conveyor {
@@ -24,9 +25,10 @@ namespace conveyor {
 class TensorParallel {
  public:
   TensorParallel() = default;  // one rank
-  // `comm` is the tensor-parallel group; it must outlive this object.
-  TensorParallel(Communicator* comm, bool sequence_parallel)
-      : comm_(comm), sequence_parallel_(sequence_parallel && comm->size() > 1) {}
+  // `comm` is the tensor-parallel group and `ops` the model's backend (it widens bf16
+  // for the communicators); both must outlive this object.
+  TensorParallel(Communicator* comm, bool sequence_parallel, const Ops* ops)
+      : comm_(comm), sequence_parallel_(sequence_parallel && comm->size() > 1), ops_(ops) {}
 
   int rank() const { return comm_ == nullptr ? 0 : comm_->rank(); }
   int size() const { return comm_ == nullptr ? 1 : comm_->size(); }
@@ -46,8 +48,12 @@ class TensorParallel {
   Tensor ScatterRows(const Tensor& full) const;
 
  private:
+  // fp32 zeros shaped like `like`'s rows, on its device.
+  static Tensor WideZeros(int64_t rows, const Tensor& like);
+
   Communicator* comm_ = nullptr;
   bool sequence_parallel_ = false;
+  const Ops* ops_ = nullptr;
 };
 
 }  // namespace conveyor

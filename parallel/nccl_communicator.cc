@@ -115,31 +115,27 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     if (comm != nullptr) ncclCommAbort(comm);
     return absl::UnavailableError(absl::StrCat(where, ": ncclCommInitRank: ", error));
   }
-  cudaStream_t stream = nullptr;
-  float* scratch = nullptr;
-  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
-    ncclCommAbort(comm);
+  // The object owns the handles from here: its destructor releases what was created.
+  std::unique_ptr<NcclCommunicator> created(
+      new NcclCommunicator(group, comm, *std::move(board), timeout));
+  if (cudaError_t e = cudaStreamCreateWithFlags(&created->stream_, cudaStreamNonBlocking);
+      e != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat(where, ": cudaStreamCreate: ", CudaError(e)));
   }
-  if (cudaError_t e = cudaMalloc(&scratch, sizeof(float)); e != cudaSuccess) {
-    cudaStreamDestroy(stream);
-    ncclCommAbort(comm);
+  if (cudaError_t e = cudaEventCreateWithFlags(&created->compute_done_, cudaEventDisableTiming);
+      e != cudaSuccess) {
+    return absl::UnavailableError(absl::StrCat(where, ": cudaEventCreate: ", CudaError(e)));
+  }
+  if (cudaError_t e = cudaMalloc(&created->scratch_, sizeof(float)); e != cudaSuccess) {
     return absl::ResourceExhaustedError(absl::StrCat(where, ": cudaMalloc: ", CudaError(e)));
   }
-  (*board)->Post(0, "idle");
-  return std::unique_ptr<NcclCommunicator>(
-      new NcclCommunicator(group, comm, stream, scratch, *std::move(board), timeout));
+  created->board_->Post(0, "idle");
+  return created;
 }
 
-NcclCommunicator::NcclCommunicator(GroupSpec group, ncclComm* comm, CUstream_st* stream,
-                                   float* scratch, std::unique_ptr<ProgressBoard> board,
-                                   absl::Duration timeout)
-    : group_(std::move(group)),
-      comm_(comm),
-      stream_(stream),
-      scratch_(scratch),
-      board_(std::move(board)),
-      timeout_(timeout) {}
+NcclCommunicator::NcclCommunicator(GroupSpec group, ncclComm* comm,
+                                   std::unique_ptr<ProgressBoard> board, absl::Duration timeout)
+    : group_(std::move(group)), comm_(comm), board_(std::move(board)), timeout_(timeout) {}
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) {
@@ -151,6 +147,7 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
+  if (compute_done_ != nullptr) cudaEventDestroy(compute_done_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -173,8 +170,18 @@ absl::Status NcclCommunicator::Run(const char* op, bool collective, const std::v
   failure.timed_out = false;
   failure.timeout = timeout_;
 
-  ncclResult_t state = static_cast<ncclResult_t>(enqueue());
-  if (state == ncclSuccess || state == ncclInProgress) {
+  // The operands come from kernels on the compute stream (CUDA's legacy default
+  // stream), which the communicator's non-blocking stream does not wait for by itself.
+  ncclResult_t state = ncclSystemError;
+  cudaError_t ordered = cudaEventRecord(compute_done_, cudaStreamLegacy);
+  if (ordered == cudaSuccess) ordered = cudaStreamWaitEvent(stream_, compute_done_, 0);
+  if (ordered != cudaSuccess) {
+    failure.transport_error =
+        absl::StrCat("ordering after the compute stream: ", CudaError(ordered));
+  } else {
+    state = static_cast<ncclResult_t>(enqueue());
+  }
+  if (ordered == cudaSuccess && (state == ncclSuccess || state == ncclInProgress)) {
     while (true) {
       ncclCommGetAsyncError(comm_, &state);
       if (state != ncclSuccess && state != ncclInProgress) break;

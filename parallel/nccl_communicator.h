@@ -2,7 +2,8 @@
 // to an operation is device memory on this rank's CUDA device. The unique id travels
 // through the same DirectoryStore rendezvous as gloo's addresses.
 //
-// Each operation is enqueued on the communicator's own stream and waited for before
+// Each operation is enqueued on the communicator's own stream, after the work already
+// queued on the compute stream (CUDA's legacy default stream), and waited for before
 // returning, polling against the group's deadline: a stuck collective aborts the
 // communicator (ncclCommAbort) and returns DeadlineExceeded naming the ranks that did
 // not arrive (from the ProgressBoard), instead of hanging in a kernel. NCCL's
@@ -25,6 +26,7 @@
 
 struct ncclComm;
 struct CUstream_st;
+struct CUevent_st;
 
 namespace conveyor {
 
@@ -53,8 +55,8 @@ class NcclCommunicator : public Communicator {
   absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
 
  private:
-  NcclCommunicator(GroupSpec group, ncclComm* comm, CUstream_st* stream, float* scratch,
-                   std::unique_ptr<ProgressBoard> board, absl::Duration timeout);
+  NcclCommunicator(GroupSpec group, ncclComm* comm, std::unique_ptr<ProgressBoard> board,
+                   absl::Duration timeout);
 
   // Enqueues with `enqueue` (returns an ncclResult_t as int) and waits for the stream.
   template <typename Enqueue>
@@ -63,8 +65,9 @@ class NcclCommunicator : public Communicator {
 
   GroupSpec group_;
   ncclComm* comm_;
-  CUstream_st* stream_;
-  float* scratch_;  // one device float for Barrier
+  CUstream_st* stream_ = nullptr;
+  CUevent_st* compute_done_ = nullptr;  // orders each operation after the compute stream
+  float* scratch_ = nullptr;            // one device float for Barrier
   std::unique_ptr<ProgressBoard> board_;
   absl::Duration timeout_;
   int64_t seq_ = 0;

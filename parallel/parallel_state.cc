@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/group.h"
+#include "parallel/routed_communicator.h"
 #include "parallel/self_communicator.h"
 
 namespace conveyor {
@@ -39,27 +40,27 @@ ParallelState::~ParallelState() {
   world_.reset();
 }
 
-std::unique_ptr<ParallelState> ParallelState::SingleProcess() {
+std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTransport* transport) {
   std::unique_ptr<ParallelState> state(new ParallelState());
-  state->world_ = std::make_unique<SelfCommunicator>("world[0]");
-  state->tp_ = std::make_unique<SelfCommunicator>("tp[0]");
-  state->dp_ = std::make_unique<SelfCommunicator>("dp[0]");
-  state->pp_ = std::make_unique<SelfCommunicator>("pp[0]");
-  state->model_parallel_ = std::make_unique<SelfCommunicator>("mp[0]");
-  state->embedding_ = std::make_unique<SelfCommunicator>("embd[0]");
+  state->world_ = std::make_unique<SelfCommunicator>("world[0]", transport);
+  state->tp_ = std::make_unique<SelfCommunicator>("tp[0]", transport);
+  state->dp_ = std::make_unique<SelfCommunicator>("dp[0]", transport);
+  state->pp_ = std::make_unique<SelfCommunicator>("pp[0]", transport);
+  state->model_parallel_ = std::make_unique<SelfCommunicator>("mp[0]", transport);
+  state->embedding_ = std::make_unique<SelfCommunicator>("embd[0]", transport);
   return state;
 }
 
-absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(const RankEnvironment& env,
-                                                                     int tp, int pp,
-                                                                     absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
+    const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
+    const DeviceTransport* transport) {
   if (absl::Status s = ValidateLayout(tp, pp, env.world_size); !s.ok()) return s;
   if (env.rank < 0 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
   }
   if (env.world_size == 1) {
-    std::unique_ptr<ParallelState> single = SingleProcess();
+    std::unique_ptr<ParallelState> single = SingleProcess(transport);
     single->tp_size_ = tp;
     single->pp_size_ = pp;
     return single;
@@ -94,12 +95,18 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(const RankE
         static_cast<int>(std::find(spec.global_ranks.begin(), spec.global_ranks.end(), env.rank) -
                          spec.global_ranks.begin());
     if (spec.global_ranks.size() == 1) {
-      return std::unique_ptr<Communicator>(std::make_unique<SelfCommunicator>(spec.name));
+      return std::unique_ptr<Communicator>(
+          std::make_unique<SelfCommunicator>(spec.name, transport));
     }
     absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo =
         GlooCommunicator::Create(spec, env.run_dir, *device, timeout);
     if (!gloo.ok()) return gloo.status();
-    return std::unique_ptr<Communicator>(*std::move(gloo));
+    if (transport == nullptr) return std::unique_ptr<Communicator>(*std::move(gloo));
+    absl::StatusOr<std::unique_ptr<Communicator>> on_device =
+        transport->Connect(spec, env.run_dir, timeout);
+    if (!on_device.ok()) return on_device.status();
+    return std::unique_ptr<Communicator>(
+        std::make_unique<RoutedCommunicator>(*std::move(gloo), *std::move(on_device), transport));
   };
   const std::pair<GroupKind, std::unique_ptr<Communicator>*> groups[] = {
       {GroupKind::kWorld, &state->world_},

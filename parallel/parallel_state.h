@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "parallel/communicator.h"
+#include "parallel/device_transport.h"
 #include "parallel/rank_environment.h"
 #include "parallel/rank_layout.h"
 
@@ -16,16 +17,21 @@ namespace conveyor {
 
 class ParallelState {
  public:
-  // One process, every group of size 1 (SelfCommunicator).
-  static std::unique_ptr<ParallelState> SingleProcess();
+  // One process, every group of size 1 (SelfCommunicator). `transport` (may be
+  // null: host buffers only; must outlive the state) lets the groups copy device
+  // buffers.
+  static std::unique_ptr<ParallelState> SingleProcess(const DeviceTransport* transport = nullptr);
 
-  // Every rank calls this with the same tp, pp and timeout. Groups of size 1 are
-  // SelfCommunicators; the others are gloo groups that rendezvous in env.run_dir and
-  // bound every operation by `timeout` (--distributed-timeout-minutes). Fails when
-  // the layout is invalid, env has no run_dir (this gloo has no TCP store: the ranks
-  // need a shared directory), or a rendezvous times out (naming the missing ranks).
-  static absl::StatusOr<std::unique_ptr<ParallelState>> Create(const RankEnvironment& env, int tp,
-                                                               int pp, absl::Duration timeout);
+  // Every rank calls this with the same tp, pp, timeout and kind of transport.
+  // Groups of size 1 are SelfCommunicators; the others are gloo groups that
+  // rendezvous in env.run_dir and bound every operation by `timeout`
+  // (--distributed-timeout-minutes), paired with a `transport` communicator for device
+  // buffers when one is given (RoutedCommunicator). Fails when the layout is invalid,
+  // env has no run_dir (this gloo has no TCP store: the ranks need a shared
+  // directory), or a rendezvous times out (naming the missing ranks).
+  static absl::StatusOr<std::unique_ptr<ParallelState>> Create(
+      const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
+      const DeviceTransport* transport = nullptr);
 
   ~ParallelState();
 

@@ -15,6 +15,15 @@ absl::Status CheckCount(const std::string& group, const char* op, int64_t n) {
 
 }  // namespace
 
+void SelfCommunicator::CopyFloats(const float* from, int64_t n, float* to) const {
+  if (from == to || n == 0) return;
+  if (transport_ != nullptr) {
+    transport_->Copy(to, from, n * sizeof(float));
+  } else {
+    std::copy(from, from + n, to);
+  }
+}
+
 absl::Status SelfCommunicator::AllReduceSum(float*, int64_t n) {
   return CheckCount(name_, "AllReduceSum", n);
 }
@@ -29,7 +38,7 @@ absl::Status SelfCommunicator::AllReduceMax(double*, int64_t n) {
 
 absl::Status SelfCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
   if (absl::Status s = CheckCount(name_, "AllGather", n_per_rank); !s.ok()) return s;
-  if (in != out) std::copy(in, in + n_per_rank, out);
+  CopyFloats(in, n_per_rank, out);
   return absl::OkStatus();
 }
 
@@ -37,7 +46,7 @@ absl::Status SelfCommunicator::ReduceScatterSum(const float* in, int64_t n_per_r
   if (absl::Status s = CheckCount(name_, "ReduceScatterSum", n_per_rank); !s.ok()) {
     return s;
   }
-  if (in != out) std::copy(in, in + n_per_rank, out);
+  CopyFloats(in, n_per_rank, out);
   return absl::OkStatus();
 }
 
@@ -71,7 +80,7 @@ absl::Status SelfCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
           "BatchSendRecv on group %s: send %d has %d elements but receive %d has %d", name_, i,
           sends[i]->n, i, recvs[i]->n));
     }
-    std::copy(sends[i]->data, sends[i]->data + sends[i]->n, recvs[i]->data);
+    CopyFloats(sends[i]->data, sends[i]->n, recvs[i]->data);
   }
   return absl::OkStatus();
 }

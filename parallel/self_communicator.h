@@ -1,5 +1,6 @@
 // The communicator of a group with one member: collectives are copies or no-ops, so
-// a one-process run uses the same code paths as a multi-process one.
+// a one-process run uses the same code paths as a multi-process one. Given a
+// DeviceTransport, the copies go through it, so buffers may be in device memory.
 #ifndef CONVEYOR_PARALLEL_SELF_COMMUNICATOR_H_
 #define CONVEYOR_PARALLEL_SELF_COMMUNICATOR_H_
 
@@ -7,12 +8,15 @@
 #include <vector>
 
 #include "parallel/communicator.h"
+#include "parallel/device_transport.h"
 
 namespace conveyor {
 
 class SelfCommunicator : public Communicator {
  public:
-  explicit SelfCommunicator(std::string name = "self") : name_(std::move(name)) {}
+  // `transport` (may be null: host buffers only) must outlive this object.
+  explicit SelfCommunicator(std::string name = "self", const DeviceTransport* transport = nullptr)
+      : name_(std::move(name)), transport_(transport) {}
 
   int rank() const override { return 0; }
   int size() const override { return 1; }
@@ -30,7 +34,11 @@ class SelfCommunicator : public Communicator {
   absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
 
  private:
+  // Copies n floats from `from` to `to` (a no-op when they are the same buffer).
+  void CopyFloats(const float* from, int64_t n, float* to) const;
+
   std::string name_;
+  const DeviceTransport* transport_;
 };
 
 }  // namespace conveyor

@@ -12,7 +12,8 @@ bash tools/setup.sh >&2
 targets=(//trainer:trainer //tests/runtime:cuda_ops_test //tests/runtime:cuda_memory_test
   //tests/runtime:cuda_optimizer_ops_test //tests/runtime:cuda_backend_test
   //tests/runtime:cuda_attention_test
-  //tests/trainer:backend_training_test //tests/parallel:nccl_communicator_test)
+  //tests/trainer:backend_training_test //tests/trainer:cuda_parallel_training_test
+  //tests/parallel:nccl_communicator_test)
 bazel build -c opt --config=static "${targets[@]}" >&2
 bin=$(bazel info -c opt --config=static bazel-bin 2>/dev/null)
 

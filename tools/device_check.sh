@@ -52,6 +52,8 @@ tests() {
   step cuda_attention_test 180 "$here/bin/cuda_attention_test"
   step backend_training_test 120 "$here/bin/backend_training_test"
   step nccl_communicator_test 60 "$here/bin/nccl_communicator_test"
+  # Skips each layout on a machine with fewer GPUs than the layout has ranks.
+  step cuda_parallel_training_test 120 "$here/bin/cuda_parallel_training_test"
 }
 
 bench() {

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_format.h"
+#include "parallel/nccl_transport.h"
 #include "runtime/bf16_emulation_ops.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
@@ -48,9 +49,11 @@ absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank) {
   const CudaOps*& ops = ops_by_kind[dtype == DType::kBFloat16][sync];
   if (ops == nullptr) ops = new CudaOps(dtype, sync);
   static const CudaOptimizerOps* optimizer = new CudaOptimizerOps();
+  static const NcclTransport* transport = new NcclTransport(local_rank);
   return Backend{ops, optimizer,
                  absl::StrFormat("%s, computing in %s (fp32 master weights and gradients)",
-                                 DescribeBackend(gpus), DTypeName(dtype))};
+                                 DescribeBackend(gpus), DTypeName(dtype)),
+                 transport};
 }
 
 std::string DeviceMemorySummary(const Backend& backend) {

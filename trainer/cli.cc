@@ -48,19 +48,21 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   const int local_ranks = env == nullptr ? 1 : config.parallel().nproc_per_node();
   cpu::SetBlasThreads(
       std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks));
-  absl::StatusOr<std::unique_ptr<ParallelState>> state =
-      env == nullptr
-          ? ParallelState::SingleProcess()
-          : ParallelState::Create(*env, config.parallel().tensor_model_parallel_size(),
-                                  config.parallel().pipeline_model_parallel_size(),
-                                  absl::Minutes(config.parallel().distributed_timeout_minutes()));
-  if (!state.ok()) {
-    return RunFailure(err, who, state.status());
-  }
+  // The backend first: the groups move its tensors, through its transport.
   const absl::StatusOr<Backend> backend =
       StartBackend(config, env == nullptr ? 0 : env->local_rank);
   if (!backend.ok()) {
     return RunFailure(err, who, backend.status());
+  }
+  absl::StatusOr<std::unique_ptr<ParallelState>> state =
+      env == nullptr
+          ? ParallelState::SingleProcess(backend->transport)
+          : ParallelState::Create(*env, config.parallel().tensor_model_parallel_size(),
+                                  config.parallel().pipeline_model_parallel_size(),
+                                  absl::Minutes(config.parallel().distributed_timeout_minutes()),
+                                  backend->transport);
+  if (!state.ok()) {
+    return RunFailure(err, who, state.status());
   }
   if (backend->ops != CpuBackend().ops && IsLoggingRank(**state)) {
     out << "conveyor: " << backend->description << "\n";

@@ -485,16 +485,6 @@ void CheckCheckpoint(const Config& c, Problems* out) {
   }
 }
 
-// The CUDA backend trains one GPU per job for now: its ops take device tensors, but
-// the communicators (gloo) reduce host memory and NCCL is not wired into the groups.
-void CheckDevice(const Config& c, int world_size, Problems* out) {
-  if (c.parallel().device() != "cuda" || world_size == 1) return;
-  out->Add("--device cuda trains on one GPU for now, but the world size is ", world_size,
-           ": run one process (--nproc-per-node 1, --nnodes 1) with "
-           "--tensor-model-parallel-size 1 and --pipeline-model-parallel-size 1, or use "
-           "--device cpu for parallel layouts");
-}
-
 // Generic: every string field with (choices), since a --config file bypasses the
 // parser's check.
 void CheckChoices(const Config& c, Problems* out) {
@@ -554,7 +544,6 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   CheckRecompute(config, &problems);
   CheckData(config, &problems);
   CheckCheckpoint(config, &problems);
-  CheckDevice(config, world_size, &problems);
   problems.Positive("--log-interval", config.logging().log_interval());
   CheckChoices(config, &problems);
   return problems.Take();

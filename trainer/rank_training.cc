@@ -17,7 +17,8 @@ absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& stat
                    pipeline::ScheduleByName(config.parallel().pipeline_schedule()));
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   RankRun run;
-  run.tp = std::make_unique<TensorParallel>(&state.tp(), config.parallel().sequence_parallel());
+  run.tp = std::make_unique<TensorParallel>(&state.tp(), config.parallel().sequence_parallel(),
+                                            backend.ops);
   const pipeline::ExecutorPlace place{schedule.layout, state.pp_size(),
                                       config.parallel().num_virtual_stages_per_pipeline_rank(),
                                       state.coords().pp};

@@ -136,11 +136,11 @@ class Executor {
           t = Take(&boxes_.input_grads, key);
           break;
         case ActionType::kRecvForward:
-          t = Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations);
+          t = ReceiveBuffer();
           boxes_.forward_inputs[key] = t;
           break;
         case ActionType::kRecvBackward:
-          t = Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations);
+          t = ReceiveBuffer();
           boxes_.backward_grads[key] = t;
           break;
         default:
@@ -162,6 +162,13 @@ class Executor {
       }
     }
     return absl::OkStatus();
+  }
+
+  // Room for one received activation or gradient, on the stage's device (fp32: the
+  // boundary's dtype whatever the compute type, see GptStage::FromBoundary).
+  Tensor ReceiveBuffer() const {
+    return Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations,
+                         DType::kFloat32, stage_.device());
   }
 
   ExecutorPlace place_;

@@ -20,6 +20,8 @@ class Stage {
   // Elements of the activation a chunk hands to the next stage for one micro-batch
   // (and of the gradient that comes back): what a receive must make room for.
   virtual int64_t BoundaryElements() const = 0;
+  // Where the stage computes: received activations and gradients are placed there.
+  virtual Device device() const = 0;
 
   // F. `input` is the previous stage's activation (empty on the first global stage,
   // which reads the data). Returns the activation for the next stage (empty on the

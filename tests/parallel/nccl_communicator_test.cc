@@ -4,9 +4,6 @@
 // more: a two-rank group as well.
 #include "parallel/nccl_communicator.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -18,33 +15,14 @@
 #include "gtest/gtest.h"
 #include "parallel/group.h"
 #include "parallel/launcher.h"
+#include "tests/parallel/gpu_count.h"
 #include "tests/parallel/multi_rank.h"
 
 namespace conveyor {
 namespace {
 
+using testing_util::CountGpusInChild;
 using testing_util::Fail;
-using testing_util::MakeTestDir;
-using testing_util::ReadFile;
-using testing_util::WriteFile;
-
-// Number of CUDA devices, probed in a child; the reason lands in `why` when 0.
-int ProbeDevicesInChild(std::string* why) {
-  const std::string dir = MakeTestDir("nccl_probe");
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    WriteFile(dir + "/why", e == cudaSuccess
-                                ? "no CUDA device"
-                                : absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)));
-    ::_exit(e == cudaSuccess ? std::min(count, 100) : 0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  *why = ReadFile(dir + "/why");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-}
 
 #define CHECK_OK(expr)                                                        \
   do {                                                                        \
@@ -123,7 +101,7 @@ int CheckNccl(const RankEnvironment& env) {
 
 TEST(NcclCommunicatorTest, CollectivesOnGpus) {
   std::string why;
-  const int devices = ProbeDevicesInChild(&why);
+  const int devices = CountGpusInChild(&why);
   if (devices == 0) GTEST_SKIP() << "no CUDA device (" << why << "); NCCL needs a GPU";
   for (int nproc : {1, 2}) {
     if (nproc > devices) {

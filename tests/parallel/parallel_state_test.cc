@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "parallel/launcher.h"
 #include "parallel/self_communicator.h"
+#include "tests/parallel/fake_device_transport.h"
 #include "tests/parallel/multi_rank.h"
 
 namespace conveyor {
@@ -21,6 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::Fail;
+using testing_util::FakeDeviceTransport;
 
 // All-reduces the global rank within `comm` and compares with the expected group.
 int CheckGroup(const RankEnvironment& env, Communicator* comm, const std::vector<int>& expected,
@@ -80,6 +82,69 @@ TEST(ParallelStateTest, GroupsOfFourRanks) {
         err);
     EXPECT_EQ(code, 0) << "TP " << tp << " PP " << pp << ": " << err.str();
   }
+}
+
+// With a device transport, every group of two or more ranks carries host buffers
+// through gloo and device buffers through the transport; one-rank groups need none.
+int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {
+  FakeDeviceTransport transport(/*arena_floats=*/16);
+  auto state = ParallelState::Create(env, tp, pp, absl::Seconds(20), &transport);
+  if (!state.ok()) return Fail(env, state.status().ToString());
+  ParallelState& ps = **state;
+  const int world = env.world_size;
+  const std::pair<Communicator*, GroupKind> groups[] = {{&ps.world(), GroupKind::kWorld},
+                                                        {&ps.tp(), GroupKind::kTensor},
+                                                        {&ps.dp(), GroupKind::kData},
+                                                        {&ps.pp(), GroupKind::kPipeline},
+                                                        {&ps.model_parallel(), GroupKind::kModel},
+                                                        {ps.embedding(), GroupKind::kEmbedding}};
+  int shared = 0;  // groups with more than one rank
+  for (const auto& [comm, kind] : groups) {
+    const std::vector<int> members = GroupOf(kind, env.rank, tp, pp, world);
+    if (comm == nullptr) continue;
+    if (CheckGroup(env, comm, members, comm->name().c_str()) != 0) return 1;
+    float* on_device = transport.arena();
+    on_device[0] = static_cast<float>(env.rank);
+    const absl::Status s = comm->AllReduceSum(on_device, 1);
+    if (!s.ok()) return Fail(env, s.ToString());
+    if (on_device[0] != std::accumulate(members.begin(), members.end(), 0)) {
+      return Fail(env, absl::StrFormat("%s: device sum %g", comm->name(), on_device[0]));
+    }
+    shared += members.size() > 1 ? 1 : 0;
+  }
+  if (transport.connections() != shared ||
+      transport.device_log() != std::vector<std::string>(shared, "AllReduceSum")) {
+    return Fail(env,
+                absl::StrFormat("%d groups of several ranks, but %d transport groups and %d "
+                                "device operations",
+                                shared, transport.connections(), transport.device_log().size()));
+  }
+  float host[2] = {};
+  const absl::Status split = ps.tp().AllGather(host, 1, transport.arena());
+  if (split.code() != absl::StatusCode::kInvalidArgument) {
+    return Fail(env,
+                "an all-gather from host to device memory was not refused: " + split.ToString());
+  }
+  return 0;
+}
+
+TEST(ParallelStateTest, DeviceBuffersCrossTheTransport) {
+  std::ostringstream err;
+  const int code = LaunchLocalRanks(
+      4, [](const RankEnvironment& env) { return CheckTransportRouting(env, 2, 1); }, err);
+  EXPECT_EQ(code, 0) << err.str();
+}
+
+TEST(ParallelStateTest, SingleProcessCopiesThroughTheTransport) {
+  FakeDeviceTransport transport(/*arena_floats=*/8);
+  std::unique_ptr<ParallelState> ps = ParallelState::SingleProcess(&transport);
+  float* dev = transport.arena();
+  for (int i = 0; i < 4; ++i) dev[i] = i + 1.0f;
+  // The distributed optimizer's shard exchange with one data-parallel rank.
+  EXPECT_TRUE(ps->dp().ReduceScatterSum(dev, 4, dev + 4).ok());
+  EXPECT_EQ(dev[7], 4.0f);
+  EXPECT_TRUE(ps->dp().AllGather(dev, 4, dev).ok());  // in place: nothing to copy
+  EXPECT_EQ(transport.copies(), 1);
 }
 
 TEST(ParallelStateTest, SingleProcessUsesSelfCommunicators) {

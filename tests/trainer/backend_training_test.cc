@@ -72,7 +72,7 @@ RankRun TrainOn(const Config& config) {
   absl::StatusOr<Backend> backend = StartBackend(config, /*local_rank=*/0);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return {};
-  std::unique_ptr<ParallelState> state = ParallelState::SingleProcess();
+  std::unique_ptr<ParallelState> state = ParallelState::SingleProcess(backend->transport);
   const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
                               config.model().seq_length());
   absl::StatusOr<RankRun> run = TrainOnRank(config, *state, data, {}, nullptr, *backend);

@@ -43,13 +43,17 @@ awk -v a="${losses[0]}" -v b="${losses[2]}" 'BEGIN { exit !(b < a - 0.5) }' ||
   fail "loss did not fall: ${losses[*]}"
 [[ $(wc -l <"$tmp/metrics.jsonl") -eq 3 ]] || fail "metrics file should have 3 lines"
 
-# --device cuda on one GPU only; without a GPU (CI) it fails naming the flag and the fix.
-expect_usage_error "--device cuda trains on one GPU" --config "$config" --device cuda --nproc-per-node 2
+# --device cuda without a GPU (CI) fails on every rank, naming the flag and the fix.
 if ! nvidia-smi >/dev/null 2>&1; then
-  "$trainer" --config "$config" --device cuda --train-iters 2 --lr-warmup-iters 1 >"$tmp/out" 2>"$tmp/err"
-  code=$?
-  [[ $code -eq 1 ]] || fail "--device cuda without a GPU exited $code, want 1"
-  grep -qF -- "use --device cpu" "$tmp/err" || fail "--device cuda error lacks the fix: $(cat "$tmp/err")"
+  for ranks in 1 2; do
+    "$trainer" --config "$config" --device cuda --nproc-per-node "$ranks" --train-iters 2 \
+      --lr-warmup-iters 1 >"$tmp/out" 2>"$tmp/err"
+    code=$?
+    [[ $code -eq 1 ]] || fail "--device cuda without a GPU ($ranks ranks) exited $code, want 1"
+    grep -qF -- "--device cuda: no usable CUDA device" "$tmp/err" &&
+      grep -qF -- "use --device cpu" "$tmp/err" ||
+      fail "--device cuda error ($ranks ranks) lacks the flag or the fix: $(cat "$tmp/err")"
+  done
 fi
 
 # --bf16 on the CPU: emulated, says so, and learns.

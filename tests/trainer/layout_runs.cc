@@ -22,21 +22,21 @@ namespace {
 // Runs in each child: trains, then writes losses/norms (logging rank) and this rank's
 // parameter shards (data-parallel rank 0) as text.
 int RankMain(const Config& config, const std::string& dir, const RankEnvironment& env) {
-  absl::StatusOr<std::unique_ptr<ParallelState>> state =
-      ParallelState::Create(env, config.parallel().tensor_model_parallel_size(),
-                            config.parallel().pipeline_model_parallel_size(), absl::Seconds(60));
-  if (!state.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
-    return 1;
-  }
-  const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
-                              config.model().seq_length());
   absl::StatusOr<Backend> backend = StartBackend(config, env.local_rank);
   if (!backend.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank,
                  std::string(backend.status().message()).c_str());
     return 1;
   }
+  absl::StatusOr<std::unique_ptr<ParallelState>> state = ParallelState::Create(
+      env, config.parallel().tensor_model_parallel_size(),
+      config.parallel().pipeline_model_parallel_size(), absl::Seconds(60), backend->transport);
+  if (!state.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
+    return 1;
+  }
+  const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
+                              config.model().seq_length());
   absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {}, nullptr, *backend);
   if (!run.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(run.status().message()).c_str());
@@ -86,6 +86,16 @@ Layout Pipeline(int pp, std::string schedule, int chunks, int layers) {
   return l;
 }
 
+Layout OneRank(const Layout& layout) {
+  Layout one;
+  one.layers = layout.layers;
+  one.untied = layout.untied;
+  one.llama = layout.llama;
+  one.bf16 = layout.bf16;
+  one.device = layout.device;
+  return one;
+}
+
 std::string LayoutName(const Layout& l) {
   std::string name = absl::StrFormat("TP%dxPP%dxDP%d_L%d", l.tp, l.pp, l.dp, l.layers);
   if (l.sequence_parallel) name += "_SP";
@@ -98,6 +108,7 @@ std::string LayoutName(const Layout& l) {
   if (l.overlap_grad_reduce) name += "_overlap";
   if (l.llama) name += "_llama";
   if (l.bf16) name += "_bf16";
+  if (l.device != "cpu") name += "_" + l.device;
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -147,6 +158,7 @@ Config TinyConfig(const Layout& l) {
   c.mutable_parallel()->set_sequence_parallel(l.sequence_parallel);
   c.mutable_parallel()->set_use_distributed_optimizer(l.distributed_optimizer);
   c.mutable_precision()->set_bf16(l.bf16);
+  c.mutable_parallel()->set_device(l.device);
   absl::StatusOr<Config> resolved = ResolveConfig(c, l.tp * l.pp * l.dp);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   return *resolved;
@@ -161,6 +173,18 @@ bool HasZeroGradient(const std::string& name, int64_t index) {
   }
   const int64_t within_group = index % (3 * kHeadDim);
   return within_group >= kHeadDim && within_group < 2 * kHeadDim;
+}
+
+void ExpectCurvesFollow(const LayoutRun& run, const LayoutRun& reference, double loss_tolerance,
+                        double norm_tolerance) {
+  ASSERT_EQ(run.losses.size(), reference.losses.size());
+  for (size_t i = 0; i < reference.losses.size(); ++i) {
+    EXPECT_NEAR(run.losses[i], reference.losses[i], loss_tolerance * reference.losses[i])
+        << "loss, iteration " << i + 1;
+    EXPECT_NEAR(run.grad_norms[i], reference.grad_norms[i],
+                norm_tolerance * reference.grad_norms[i])
+        << "grad norm, iteration " << i + 1;
+  }
 }
 
 std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalParams& want) {

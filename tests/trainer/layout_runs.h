@@ -30,11 +30,14 @@ struct Layout {
   // A Llama-like model: RoPE, RMSNorm, SwiGLU, 2 query groups for 4 heads, untied
   // output layer, no biases.
   bool llama = false;
-  bool bf16 = false;  // --bf16 (emulated on the CPU backend)
+  bool bf16 = false;           // --bf16 (emulated on the CPU backend)
+  std::string device = "cpu";  // --device; "cuda" gives rank r GPU r
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);
 Layout Pipeline(int pp, std::string schedule, int chunks, int layers);
+// The same model, precision and device as `layout` on one rank: the reference.
+Layout OneRank(const Layout& layout);
 std::string LayoutName(const Layout& l);
 
 // The tiny GPT (dropout on, clipping engaged) for 10 iterations under `layout`,
@@ -61,6 +64,11 @@ bool HasZeroGradient(const std::string& name, int64_t index);
 // Parameters agree when every element with a gradient matches to 1e-5 absolute plus
 // 1e-4 relative; returns one line per mismatching tensor.
 std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalParams& want);
+
+// Every iteration's loss and gradient norm of `run` within the given relative
+// tolerances of `reference`'s (gtest expectations).
+void ExpectCurvesFollow(const LayoutRun& run, const LayoutRun& reference, double loss_tolerance,
+                        double norm_tolerance);
 
 // Trains `config` (resolved) with its world size of ranks, in a scratch folder named
 // `name` under the test's temporary directory.

@@ -7,7 +7,6 @@
 // rank does, so the curves agree to bf16 precision instead.
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -19,35 +18,17 @@ namespace {
 // The one-rank run of the same model (layers, tied or not, GPT-2- or Llama-like),
 // computed once per model.
 const LayoutRun& OneRankReference(const Layout& layout) {
-  static auto* references = new std::map<std::tuple<int, bool, bool, bool>, LayoutRun>;
-  const std::tuple<int, bool, bool, bool> key{layout.layers, layout.untied, layout.llama,
-                                              layout.bf16};
-  auto it = references->find(key);
+  static auto* references = new std::map<std::string, LayoutRun>;
+  const Layout one = OneRank(layout);
+  const std::string name = LayoutName(one);
+  auto it = references->find(name);
   if (it != references->end()) return it->second;
-  Layout one;
-  one.layers = layout.layers;
-  one.untied = layout.untied;
-  one.llama = layout.llama;
-  one.bf16 = layout.bf16;
-  absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(one), "reference_" + LayoutName(one));
+  absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(one), "reference_" + name);
   EXPECT_TRUE(run.ok()) << run.status();
-  return (*references)[key] = run.ok() ? *run : LayoutRun();
+  return (*references)[name] = run.ok() ? *run : LayoutRun();
 }
 
 class ParallelEquivalenceTest : public ::testing::TestWithParam<Layout> {};
-
-// Every iteration's loss and gradient norm within the given relative tolerances.
-void ExpectCurvesFollow(const LayoutRun& run, const LayoutRun& reference, double loss_tolerance,
-                        double norm_tolerance) {
-  ASSERT_EQ(run.losses.size(), reference.losses.size());
-  for (size_t i = 0; i < reference.losses.size(); ++i) {
-    EXPECT_NEAR(run.losses[i], reference.losses[i], loss_tolerance * reference.losses[i])
-        << "loss, iteration " << i + 1;
-    EXPECT_NEAR(run.grad_norms[i], reference.grad_norms[i],
-                norm_tolerance * reference.grad_norms[i])
-        << "grad norm, iteration " << i + 1;
-  }
-}
 
 TEST_P(ParallelEquivalenceTest, MatchesOneRank) {
   const Layout layout = GetParam();

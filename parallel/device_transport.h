@@ -1,0 +1,43 @@
+// How process groups reach an accelerator's memory. The model's tensors live on the
+// device while the trainer's bookkeeping (losses, norms, votes, checkpoint outcomes)
+// stays in host memory, and both cross the same groups. A ParallelState built with a
+// transport therefore gives every group of two or more ranks two communicators, the
+// host one (gloo) and the transport's (NCCL), and routes each operation by where its
+// buffers live (RoutedCommunicator); one-rank groups copy through the transport.
+#ifndef CONVEYOR_PARALLEL_DEVICE_TRANSPORT_H_
+#define CONVEYOR_PARALLEL_DEVICE_TRANSPORT_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parallel/communicator.h"
+#include "parallel/group.h"
+
+namespace conveyor {
+
+class DeviceTransport {
+ public:
+  virtual ~DeviceTransport() = default;
+
+  virtual const std::string& name() const = 0;  // for messages, e.g. "nccl"
+
+  // True when `p` points into device memory, which only this transport can move.
+  virtual bool IsDeviceMemory(const void* p) const = 0;
+
+  // Copies `bytes` between any two buffers, host or device; done when it returns.
+  virtual void Copy(void* dst, const void* src, size_t bytes) const = 0;
+
+  // A communicator over device buffers for `group`. Every member calls this
+  // concurrently; the rendezvous happens under run_dir and is bounded by `timeout`,
+  // as is every later operation.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Connect(const GroupSpec& group,
+                                                                const std::string& run_dir,
+                                                                absl::Duration timeout) const = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_DEVICE_TRANSPORT_H_

@@ -1,0 +1,32 @@
+#include "parallel/nccl_transport.h"
+
+#include "cuda_runtime.h"
+#include "parallel/nccl_communicator.h"
+#include "runtime/cuda/cuda_check.h"
+
+namespace conveyor {
+
+bool NcclTransport::IsDeviceMemory(const void* p) const {
+  if (p == nullptr) return false;
+  cudaPointerAttributes attributes;
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // an unknown pointer is host memory; clear the recorded error
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+void NcclTransport::Copy(void* dst, const void* src, size_t bytes) const {
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NcclTransport::Connect(const GroupSpec& group,
+                                                                     const std::string& run_dir,
+                                                                     absl::Duration timeout) const {
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
+      NcclCommunicator::Create(group, run_dir, cuda_device_, timeout);
+  if (!comm.ok()) return comm.status();
+  return std::unique_ptr<Communicator>(*std::move(comm));
+}
+
+}  // namespace conveyor

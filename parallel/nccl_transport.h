@@ -1,0 +1,33 @@
+// The DeviceTransport of the CUDA backend: NCCL communicators for device buffers, and
+// CUDA's unified addressing to tell device pointers from host ones and to copy
+// between any two.
+#ifndef CONVEYOR_PARALLEL_NCCL_TRANSPORT_H_
+#define CONVEYOR_PARALLEL_NCCL_TRANSPORT_H_
+
+#include <string>
+
+#include "parallel/device_transport.h"
+
+namespace conveyor {
+
+class NcclTransport : public DeviceTransport {
+ public:
+  // `cuda_device`: this rank's GPU (the backend's, LOCAL_RANK).
+  explicit NcclTransport(int cuda_device) : cuda_device_(cuda_device) {}
+
+  const std::string& name() const override { return name_; }
+  // Device and managed allocations; host memory, pinned or not, is not.
+  bool IsDeviceMemory(const void* p) const override;
+  void Copy(void* dst, const void* src, size_t bytes) const override;
+  absl::StatusOr<std::unique_ptr<Communicator>> Connect(const GroupSpec& group,
+                                                        const std::string& run_dir,
+                                                        absl::Duration timeout) const override;
+
+ private:
+  int cuda_device_;
+  std::string name_ = "nccl";
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_NCCL_TRANSPORT_H_
