@@ -117,7 +117,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   // The object owns the handles from here: its destructor releases what was created.
   std::unique_ptr<NcclCommunicator> created(
-      new NcclCommunicator(group, comm, *std::move(board), timeout));
+      new NcclCommunicator(group, comm, cuda_device, *std::move(board), timeout));
   if (cudaError_t e = cudaStreamCreateWithFlags(&created->stream_, cudaStreamNonBlocking);
       e != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat(where, ": cudaStreamCreate: ", CudaError(e)));
@@ -133,9 +133,13 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   return created;
 }
 
-NcclCommunicator::NcclCommunicator(GroupSpec group, ncclComm* comm,
+NcclCommunicator::NcclCommunicator(GroupSpec group, ncclComm* comm, int cuda_device,
                                    std::unique_ptr<ProgressBoard> board, absl::Duration timeout)
-    : group_(std::move(group)), comm_(comm), board_(std::move(board)), timeout_(timeout) {}
+    : group_(std::move(group)),
+      comm_(comm),
+      cuda_device_(cuda_device),
+      board_(std::move(board)),
+      timeout_(timeout) {}
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) {
@@ -172,8 +176,11 @@ absl::Status NcclCommunicator::Run(const char* op, bool collective, const std::v
 
   // The operands come from kernels on the compute stream (CUDA's legacy default
   // stream), which the communicator's non-blocking stream does not wait for by itself.
+  // The caller may be a thread that never chose a device (the gradient-reduction
+  // thread): the legacy stream and the event are this device's.
   ncclResult_t state = ncclSystemError;
-  cudaError_t ordered = cudaEventRecord(compute_done_, cudaStreamLegacy);
+  cudaError_t ordered = cudaSetDevice(cuda_device_);
+  if (ordered == cudaSuccess) ordered = cudaEventRecord(compute_done_, cudaStreamLegacy);
   if (ordered == cudaSuccess) ordered = cudaStreamWaitEvent(stream_, compute_done_, 0);
   if (ordered != cudaSuccess) {
     failure.transport_error =

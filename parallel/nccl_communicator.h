@@ -55,8 +55,8 @@ class NcclCommunicator : public Communicator {
   absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
 
  private:
-  NcclCommunicator(GroupSpec group, ncclComm* comm, std::unique_ptr<ProgressBoard> board,
-                   absl::Duration timeout);
+  NcclCommunicator(GroupSpec group, ncclComm* comm, int cuda_device,
+                   std::unique_ptr<ProgressBoard> board, absl::Duration timeout);
 
   // Enqueues with `enqueue` (returns an ncclResult_t as int) and waits for the stream.
   template <typename Enqueue>
@@ -65,6 +65,7 @@ class NcclCommunicator : public Communicator {
 
   GroupSpec group_;
   ncclComm* comm_;
+  int cuda_device_;
   CUstream_st* stream_ = nullptr;
   CUevent_st* compute_done_ = nullptr;  // orders each operation after the compute stream
   float* scratch_ = nullptr;            // one device float for Barrier

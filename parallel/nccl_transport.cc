@@ -17,6 +17,9 @@ bool NcclTransport::IsDeviceMemory(const void* p) const {
 }
 
 void NcclTransport::Copy(void* dst, const void* src, size_t bytes) const {
+  // On this rank's device whatever thread calls (see NcclCommunicator): ordered after
+  // the work queued on its legacy stream.
+  CUDA_CHECK(cudaSetDevice(cuda_device_));
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 
