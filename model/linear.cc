@@ -24,8 +24,8 @@ void Linear::AddBias(Tensor* y) const {
 }
 
 void Linear::Forward(const Tensor& x, Tensor* y) const {
-  ops_->Gemm(false, true, x.dim(0), out_, in_, 1.0f, x, weight_->gemm_value(), 0.0f, y);
-  if (parallelism_ == LinearParallelism::kColumn) AddBias(y);
+  const bool with_bias = bias_ != nullptr && parallelism_ == LinearParallelism::kColumn;
+  ops_->LinearForward(x, weight_->gemm_value(), with_bias ? &bias_->value : nullptr, y);
 }
 
 void Linear::BackwardInput(const Tensor& dy, Tensor* dx) const {
@@ -33,8 +33,7 @@ void Linear::BackwardInput(const Tensor& dy, Tensor* dx) const {
 }
 
 void Linear::BackwardWeight(const Tensor& x, const Tensor& dy) {
-  ops_->Gemm(true, false, out_, in_, dy.dim(0), 1.0f, dy, x, 1.0f, &weight_->grad);
-  if (bias_ != nullptr) ops_->AccumulateBiasGrad(dy, &bias_->grad);
+  ops_->LinearWeightGrad(x, dy, &weight_->grad, bias_ != nullptr ? &bias_->grad : nullptr);
 }
 
 }  // namespace conveyor

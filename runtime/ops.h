@@ -60,6 +60,23 @@ class Ops {
   virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const Tensor& a, const Tensor& b, float beta, Tensor* c) const = 0;
 
+  // A linear layer's forward, y = x w^T (+ bias, fp32 [out], when not null): x [rows,
+  // in], w [out, in] and y [rows, out] of the compute type. Backends may fold the bias
+  // into the GEMM; this composition is the reference.
+  virtual void LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                             Tensor* y) const {
+    Gemm(false, true, x.dim(0), w.dim(0), w.dim(1), 1.0f, x, w, 0.0f, y);
+    if (bias != nullptr) AddBias(*bias, y);
+  }
+  // A linear layer's weight gradients: dw (fp32 [out, in]) += dy^T x and, when dbias
+  // (fp32 [out]) is not null, dbias += the sums of dy's rows. Backends may take the bias
+  // gradient from the GEMM's read of dy; this composition is the reference.
+  virtual void LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw,
+                                Tensor* dbias) const {
+    Gemm(true, false, dw->dim(0), dw->dim(1), dy.dim(0), 1.0f, dy, x, 1.0f, dw);
+    if (dbias != nullptr) AccumulateBiasGrad(dy, dbias);
+  }
+
   // y[r, :] += bias for each row r of y ([rows, bias.numel()]).
   virtual void AddBias(const Tensor& bias, Tensor* y) const = 0;
   // dbias (fp32) += the sum over rows of dy.

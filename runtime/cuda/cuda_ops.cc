@@ -116,17 +116,22 @@ void CudaOps::Cast(const Tensor& in, Tensor* out) const {
   Finish("Cast");
 }
 
+void CudaOps::CheckGemm(const char* op, int64_t m, int64_t n, int64_t k, const Tensor& a,
+                        const Tensor& b, const Tensor& c) const {
+  RequireDevice(op, "a", a);
+  RequireSameType(op, "b", b, "a", a);
+  RequireDevice(op, "c", c);
+  REQUIRE(c.dtype() == DType::kFloat32 || c.dtype() == a.dtype(), op,
+          absl::StrCat(Describe("c", c), ": must be fp32 or the dtype of a and b"));
+  REQUIRE(m >= 0 && n >= 0 && k >= 0, op, "negative dimension");
+  RequireAtLeast(op, "a", a, m * k);
+  RequireAtLeast(op, "b", b, k * n);
+  RequireAtLeast(op, "c", c, m * n);
+}
+
 void CudaOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const Tensor& a, const Tensor& b, float beta, Tensor* c) const {
-  RequireDevice("Gemm", "a", a);
-  RequireSameType("Gemm", "b", b, "a", a);
-  RequireDevice("Gemm", "c", *c);
-  REQUIRE(c->dtype() == DType::kFloat32 || c->dtype() == a.dtype(), "Gemm",
-          absl::StrCat(Describe("c", *c), ": must be fp32 or the dtype of a and b"));
-  REQUIRE(m >= 0 && n >= 0 && k >= 0, "Gemm", "negative dimension");
-  RequireAtLeast("Gemm", "a", a, m * k);
-  RequireAtLeast("Gemm", "b", b, k * n);
-  RequireAtLeast("Gemm", "c", *c, m * n);
+  CheckGemm("Gemm", m, n, k, a, b, *c);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: c = beta c
     if (beta != 1.0f) cuda::LaunchScale(c->dtype(), beta, c->raw(), m * n);
@@ -135,6 +140,48 @@ void CudaOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                c->dtype());
   }
   Finish("Gemm");
+}
+
+void CudaOps::LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* y) const {
+  const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
+  if (bias == nullptr || rows == 0 || out == 0 || in == 0) {
+    Ops::LinearForward(x, w, bias, y);
+    return;
+  }
+  CheckGemm("LinearForward", rows, out, in, x, w, *y);
+  RequireDevice("LinearForward", "bias", *bias);
+  RequireNumel("LinearForward", "bias", *bias, out);
+  // cuBLASLt reads the bias in y's dtype.
+  Tensor y_type_bias = CastTo(*bias, y->dtype());  // only read
+  if (!gemm_->RunWithEpilogue(cuda::GemmLt::Epilogue::kBias, y_type_bias.raw(), false, true, rows,
+                              out, in, 1.0f, x.raw(), w.raw(), x.dtype(), 0.0f, y->raw(),
+                              y->dtype())) {
+    Ops::LinearForward(x, w, bias, y);
+    return;
+  }
+  Finish("LinearForward");
+}
+
+void CudaOps::LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw, Tensor* dbias) const {
+  const int64_t rows = dy.dim(0), out = dw->dim(0), in = dw->dim(1);
+  if (dbias == nullptr || rows == 0 || out == 0 || in == 0) {
+    Ops::LinearWeightGrad(x, dy, dw, dbias);
+    return;
+  }
+  CheckGemm("LinearWeightGrad", out, in, rows, dy, x, *dw);
+  RequireFloat("LinearWeightGrad", "dw", *dw);
+  RequireFloat("LinearWeightGrad", "dbias", *dbias);
+  RequireNumel("LinearWeightGrad", "dbias", *dbias, out);
+  // The epilogue writes this step's sums (in dw's dtype, fp32); the accumulator adds them.
+  Tensor sums = NewFloatActivation({out});
+  if (!gemm_->RunWithEpilogue(cuda::GemmLt::Epilogue::kBiasGradOfA, sums.raw(), true, false, out,
+                              in, rows, 1.0f, dy.raw(), x.raw(), dy.dtype(), 1.0f, dw->raw(),
+                              dw->dtype())) {
+    Ops::LinearWeightGrad(x, dy, dw, dbias);
+    return;
+  }
+  Add(sums, dbias);
+  Finish("LinearWeightGrad");
 }
 
 void CudaOps::AddBias(const Tensor& bias, Tensor* y) const {

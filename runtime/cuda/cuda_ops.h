@@ -4,6 +4,10 @@
 //
 // What is fused, and how:
 //   Gemm            cuBLASLt, fp32 accumulation, cached plans (gemm_lt.h).
+//   Linear*         the bias in the GEMM's epilogue: added to the product before its one
+//                   rounding (a bf16 output takes a bf16 copy of the bias), and the
+//                   bias gradient summed from the dy the weight-gradient GEMM reads;
+//                   composed from Gemm and the bias kernels where cuBLASLt declines.
 //   Norm*           one kernel, one block per row: fp32 statistics, normalisation and
 //                   affine (the row is re-read from cache, nothing else is written);
 //                   backward-input likewise; dgamma and dbeta together in one
@@ -62,6 +66,10 @@ class CudaOps : public Ops {
   void Cast(const Tensor& in, Tensor* out) const override;
   void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const Tensor& a, const Tensor& b, float beta, Tensor* c) const override;
+  void LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                     Tensor* y) const override;
+  void LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw,
+                        Tensor* dbias) const override;
   void AddBias(const Tensor& bias, Tensor* y) const override;
   void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const override;
   void Add(const Tensor& x, Tensor* y) const override;
@@ -102,6 +110,7 @@ class CudaOps : public Ops {
 
   // Heuristic queries cuBLASLt has run: grows only with new GEMM shapes (for tests).
   int64_t gemm_heuristic_queries() const { return gemm_->heuristic_queries(); }
+  int64_t gemm_declined_epilogues() const { return gemm_->declined_epilogues(); }
 
   // How many attention calls each path has run (for tests: which path a shape took).
   struct AttentionPathCounts {
@@ -113,6 +122,10 @@ class CudaOps : public Ops {
   const AttentionPathCounts& attention_path_counts() const { return attention_paths_; }
 
  private:
+  // Ends the process naming `op` unless a, b and c fit c[m, n] = op(a) op(b) on this
+  // device (a and b of one dtype, c fp32 or that dtype).
+  void CheckGemm(const char* op, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
+                 const Tensor& c) const;
   // Checks the launch and, with synchronize_each_op, waits for the op to finish.
   void Finish(const char* op) const;
   // The device copy of a RoPE table, uploaded again only when its contents change.

@@ -76,12 +76,18 @@ int64_t GemmLt::heuristic_queries() const {
   return heuristic_queries_;
 }
 
-const GemmLt::Plan& GemmLt::PlanFor(const Key& key) {
+int64_t GemmLt::declined_epilogues() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return declined_epilogues_;
+}
+
+const GemmLt::Plan* GemmLt::PlanFor(const Key& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
+  if (it != plans_.end()) return it->second.get();
 
-  const auto [m, n, k, trans_a, trans_b, ab_int, c_int, align_a, align_b, align_c] = key;
+  const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue_int, align_a, align_b, align_c,
+              align_vector] = key;
   const cudaDataType_t ab_type = CudaType(static_cast<DType>(ab_int));
   const cudaDataType_t c_type = CudaType(static_cast<DType>(c_int));
   auto plan = std::make_unique<Plan>();
@@ -94,6 +100,19 @@ const GemmLt::Plan& GemmLt::PlanFor(const Key& key) {
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)));
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)));
+  // In cuBLASLt's column-major terms c is D^T [n, m]: our row vector over c's n columns
+  // is a bias over D's rows (EPILOGUE_BIAS), and sums of our op(a) over k are sums of
+  // its B operand, one per column of D (EPILOGUE_BGRADB).
+  const Epilogue epilogue = static_cast<Epilogue>(epilogue_int);
+  if (epilogue != Epilogue::kNone) {
+    const cublasLtEpilogue_t lt_epilogue =
+        epilogue == Epilogue::kBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                &lt_epilogue, sizeof(lt_epilogue)));
+    const int32_t vector_type = c_type;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                &vector_type, sizeof(vector_type)));
+  }
   // Our b: [k, n] row-major = column-major [n, k] (ld n); stored transposed ([n, k]
   // row-major) it is column-major [k, n] (ld k). Likewise our a with (m, k).
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a_layout, ab_type, trans_b ? k : n,
@@ -118,29 +137,66 @@ const GemmLt::Plan& GemmLt::PlanFor(const Key& key) {
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignments[2], sizeof(uint32_t)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignments[2], sizeof(uint32_t)));
+  (void)align_vector;  // in the key only: the heuristic has no preference for it
 
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(Handle(handle_), plan->desc, plan->a_layout,
-                                              plan->b_layout, plan->c_layout, plan->c_layout,
-                                              preference, 1, &result, &returned));
+  const cublasStatus_t query = cublasLtMatmulAlgoGetHeuristic(
+      Handle(handle_), plan->desc, plan->a_layout, plan->b_layout, plan->c_layout, plan->c_layout,
+      preference, 1, &result, &returned);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(preference));
   ++heuristic_queries_;
-  if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+  const bool found =
+      query == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (!found && epilogue != Epilogue::kNone) {
+    ++declined_epilogues_;
+    plans_.emplace(key, nullptr);  // remembered: the caller composes from now on
+    return nullptr;
+  }
+  if (!found) {
     std::fprintf(stderr,
                  "conveyor: cuBLASLt has no algorithm for Gemm m=%lld n=%lld k=%lld trans_a=%d "
-                 "trans_b=%d a/b %s c %s (alignments a %d b %d c %d)\n",
+                 "trans_b=%d a/b %s c %s (alignments a %d b %d c %d): %s\n",
                  static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
                  trans_a, trans_b, DTypeName(static_cast<DType>(ab_int)).data(),
-                 DTypeName(static_cast<DType>(c_int)).data(), align_a, align_b, align_c);
+                 DTypeName(static_cast<DType>(c_int)).data(), align_a, align_b, align_c,
+                 cublasLtGetStatusString(query));
     std::exit(1);
   }
   plan->algo = result.algo;
-  return *plans_.emplace(key, std::move(plan)).first->second;
+  return plans_.emplace(key, std::move(plan)).first->second.get();
+}
+
+void GemmLt::Launch(const Plan& plan, const Key& key, float alpha, const void* a, const void* b,
+                    float beta, void* c) {
+  const cublasStatus_t status =
+      cublasLtMatmul(Handle(handle_), plan.desc, &alpha, b, plan.a_layout, a, plan.b_layout, &beta,
+                     c, plan.c_layout, c, plan.c_layout, &plan.algo, workspace_, kWorkspaceBytes,
+                     /*stream=*/0);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue, align_a, align_b, align_c,
+                align_vector] = key;
+    std::fprintf(stderr,
+                 "conveyor: cublasLtMatmul failed for Gemm m=%lld n=%lld k=%lld trans_a=%d "
+                 "trans_b=%d a/b %s c %s epilogue %d: %s: %s\n",
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                 trans_a, trans_b, DTypeName(static_cast<DType>(ab_int)).data(),
+                 DTypeName(static_cast<DType>(c_int)).data(), epilogue,
+                 cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+    std::exit(1);
+  }
 }
 
 void GemmLt::Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const void* a, const void* b, DType ab_dtype, float beta, void* c, DType c_dtype) {
+  // Always runs: PlanFor exits when a plain GEMM has no algorithm.
+  RunWithEpilogue(Epilogue::kNone, nullptr, trans_a, trans_b, m, n, k, alpha, a, b, ab_dtype, beta,
+                  c, c_dtype);
+}
+
+bool GemmLt::RunWithEpilogue(Epilogue epilogue, void* vector, bool trans_a, bool trans_b, int64_t m,
+                             int64_t n, int64_t k, float alpha, const void* a, const void* b,
+                             DType ab_dtype, float beta, void* c, DType c_dtype) {
   const Key key{m,
                 n,
                 k,
@@ -148,23 +204,19 @@ void GemmLt::Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                 trans_b,
                 static_cast<int>(ab_dtype),
                 static_cast<int>(c_dtype),
+                static_cast<int>(epilogue),
                 AlignmentOf(a),
                 AlignmentOf(b),
-                AlignmentOf(c)};
-  const Plan& plan = PlanFor(key);
-  const cublasStatus_t status =
-      cublasLtMatmul(Handle(handle_), plan.desc, &alpha, b, plan.a_layout, a, plan.b_layout, &beta,
-                     c, plan.c_layout, c, plan.c_layout, &plan.algo, workspace_, kWorkspaceBytes,
-                     /*stream=*/0);
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr,
-                 "conveyor: cublasLtMatmul failed for Gemm m=%lld n=%lld k=%lld trans_a=%d "
-                 "trans_b=%d a/b %s c %s: %s: %s\n",
-                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
-                 trans_a, trans_b, DTypeName(ab_dtype).data(), DTypeName(c_dtype).data(),
-                 cublasLtGetStatusName(status), cublasLtGetStatusString(status));
-    std::exit(1);
+                AlignmentOf(c),
+                epilogue == Epilogue::kNone ? 0 : AlignmentOf(vector)};
+  const Plan* plan = PlanFor(key);
+  if (plan == nullptr) return false;
+  if (epilogue != Epilogue::kNone) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &vector, sizeof(vector)));
   }
+  Launch(*plan, key, alpha, a, b, beta, c);
+  return true;
 }
 
 }  // namespace conveyor::cuda

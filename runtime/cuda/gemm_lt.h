@@ -9,10 +9,16 @@
 // type is always CUBLAS_COMPUTE_32F (fp32 accumulation, and real fp32 products, never
 // TF32, when the inputs are fp32, so the fp32 path compares tightly with the CPU).
 //
+// Epilogues fold a linear layer's bias work into the GEMM (one pass over the output
+// instead of two, or none over dy): kBias adds a vector to every row of c; kBiasGradOfA
+// also writes the sums of op(a) over k, a bias gradient, from the operand the GEMM reads
+// anyway. cuBLASLt's vector has c's dtype.
+//
 // A plan (matmul and layout descriptors plus the heuristic's algorithm) is cached per
-// (shape, transposes, dtypes, pointer alignments): a steady-state training step runs no
-// heuristic query. The 32 MiB workspace is allocated once. Not thread-safe across
-// concurrent callers of one instance beyond the mutex-protected cache (one per rank).
+// (shape, transposes, dtypes, epilogue, pointer alignments): a steady-state training step
+// runs no heuristic query. The 32 MiB workspace is allocated once. One compute thread
+// per instance: the plan cache is locked, but a call sets its epilogue's vector on the
+// cached descriptor.
 #ifndef CONVEYOR_RUNTIME_CUDA_GEMM_LT_H_
 #define CONVEYOR_RUNTIME_CUDA_GEMM_LT_H_
 
@@ -35,26 +41,46 @@ class GemmLt {
   GemmLt(const GemmLt&) = delete;
   GemmLt& operator=(const GemmLt&) = delete;
 
+  enum class Epilogue {
+    kNone,
+    kBias,         // c[i, :] += vector[:] after the product (vector: [n], read)
+    kBiasGradOfA,  // vector[i] = sum over k of op(a)[i, k] (vector: [m], written)
+  };
+
   // Enqueues c[m, n] = alpha op(a)[m, k] op(b)[k, n] + beta c on stream 0; trans_a says a
   // is stored [k, m], trans_b that b is stored [n, k]. Device pointers.
   void Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
            const void* b, DType ab_dtype, float beta, void* c, DType c_dtype);
 
+  // Run with `epilogue` on `vector` (c's dtype). False, with nothing enqueued, when
+  // cuBLASLt has no algorithm for it at this shape and alignment: the caller then
+  // composes Run with its own kernels.
+  bool RunWithEpilogue(Epilogue epilogue, void* vector, bool trans_a, bool trans_b, int64_t m,
+                       int64_t n, int64_t k, float alpha, const void* a, const void* b,
+                       DType ab_dtype, float beta, void* c, DType c_dtype);
+
   // How many heuristic queries have run (one per distinct plan key); for tests.
   int64_t heuristic_queries() const;
+  // How many distinct epilogue plans cuBLASLt declined (their calls were composed).
+  int64_t declined_epilogues() const;
 
  private:
   struct Plan;
-  // (m, n, k, trans_a, trans_b, ab dtype, c dtype, alignment of a, b, c).
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int, int, int, int>;
+  // (m, n, k, trans_a, trans_b, ab dtype, c dtype, epilogue, alignment of a, b, c, vector).
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int, int, int, int, int, int>;
 
-  const Plan& PlanFor(const Key& key);
+  // The cached plan for `key`; null when cuBLASLt has no algorithm for it.
+  const Plan* PlanFor(const Key& key);
+  // Enqueues the plan's matmul; exits naming the GEMM when cuBLASLt fails.
+  void Launch(const Plan& plan, const Key& key, float alpha, const void* a, const void* b,
+              float beta, void* c);
 
   void* handle_ = nullptr;  // cublasLtHandle_t
   void* workspace_ = nullptr;
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   int64_t heuristic_queries_ = 0;
+  int64_t declined_epilogues_ = 0;
 };
 
 }  // namespace conveyor::cuda

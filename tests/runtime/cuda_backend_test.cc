@@ -110,6 +110,62 @@ TEST_P(CudaBackendTest, GemmPlansAreCachedPerShape) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Linear layers: the bias in cuBLASLt's epilogue, against the CPU's Gemm + bias kernels.
+
+struct LinearCase {
+  int64_t rows, in, out;
+  bool bias;
+  bool must_fuse;  // aligned and layer-sized: cuBLASLt must take both epilogues
+};
+
+TEST_P(CudaBackendTest, LinearForwardAndWeightGrad) {
+  const std::vector<LinearCase> cases = {
+      {1, 1, 1, true, false},       {37, 29, 53, true, false},
+      {37, 29, 53, false, false},   {512, 768, 2304, true, true},  // GPT-2's qkv
+      {512, 3072, 768, true, true},                                // GPT-2's fc2
+      {130, 257, 33, true, false},                                 // odd: may be composed
+  };
+  uint32_t seed = 150;
+  for (const LinearCase& c : cases) {
+    const int64_t declined_before = gpu().gemm_declined_epilogues();
+    const Values x = Act(c.rows * c.in, seed++), w = Act(c.out * c.in, seed++);
+    const Values bias = Random(c.out, seed++, DType::kFloat32);
+    const std::string shape =
+        absl::StrCat("rows=", c.rows, " in=", c.in, " out=", c.out, c.bias ? " bias" : "");
+    const Tensor host_bias = HostTensor({c.out}, bias);
+    const Tensor dev_bias = DeviceTensor({c.out}, bias, DType::kFloat32);
+    Tensor want = Tensor::Zeros({c.rows, c.out}, MemoryCategory::kOther);
+    cpu().LinearForward(HostTensor({c.rows, c.in}, x), HostTensor({c.out, c.in}, w),
+                        c.bias ? &host_bias : nullptr, &want);
+    Tensor got = DevZeros({c.rows, c.out});
+    gpu().LinearForward(Dev({c.rows, c.in}, x), Dev({c.out, c.in}, w), c.bias ? &dev_bias : nullptr,
+                        &got);
+    // bf16: the epilogue rounds the bias, then the sum (the CPU rounds only the sum).
+    CheckTensor(Name("LinearForward", shape), got, want, tol());
+
+    const Values dy = Act(c.rows * c.out, seed++);
+    const Values dw0 = Random(c.out * c.in, seed++, DType::kFloat32);
+    const Values db0 = Random(c.out, seed++, DType::kFloat32);
+    Tensor want_dw = HostTensor({c.out, c.in}, dw0), want_db = HostTensor({c.out}, db0);
+    cpu().LinearWeightGrad(HostTensor({c.rows, c.in}, x), HostTensor({c.rows, c.out}, dy), &want_dw,
+                           c.bias ? &want_db : nullptr);
+    Tensor got_dw = DeviceTensor({c.out, c.in}, dw0, DType::kFloat32);
+    Tensor got_db = DeviceTensor({c.out}, db0, DType::kFloat32);
+    gpu().LinearWeightGrad(Dev({c.rows, c.in}, x), Dev({c.rows, c.out}, dy), &got_dw,
+                           c.bias ? &got_db : nullptr);
+    const Tolerance accumulated =
+        dtype() == DType::kBFloat16 ? kFp32AttentionTolerance : kFp32Tolerance;  // as Gemm's
+    CheckTensor(Name("LinearWeightGrad dw", shape), got_dw, want_dw, accumulated);
+    CheckTensor(Name("LinearWeightGrad dbias", shape), got_db, want_db, accumulated);
+    const int64_t declined = gpu().gemm_declined_epilogues() - declined_before;
+    std::printf("Linear %s: cuBLASLt declined %lld of its epilogues\n", shape.c_str(),
+                static_cast<long long>(declined));
+    // Otherwise the fusion would exist only on paper for the shapes that matter.
+    if (c.must_fuse) EXPECT_EQ(declined, 0) << shape;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Bias, residual add, learned positions.
 
 const std::vector<Shape>& RowShapes() {  // [rows, width]
