@@ -23,9 +23,17 @@ void Linear::AddBias(Tensor* y) const {
   if (bias_ != nullptr) ops_->AddBias(bias_->value, y);
 }
 
+const Tensor* Linear::ForwardBias() const {
+  const bool added_here = bias_ != nullptr && parallelism_ == LinearParallelism::kColumn;
+  return added_here ? &bias_->value : nullptr;
+}
+
 void Linear::Forward(const Tensor& x, Tensor* y) const {
-  const bool with_bias = bias_ != nullptr && parallelism_ == LinearParallelism::kColumn;
-  ops_->LinearForward(x, weight_->gemm_value(), with_bias ? &bias_->value : nullptr, y);
+  ops_->LinearForward(x, weight_->gemm_value(), ForwardBias(), y);
+}
+
+void Linear::ForwardGelu(const Tensor& x, Tensor* pre, Tensor* y) const {
+  ops_->LinearGeluForward(x, weight_->gemm_value(), ForwardBias(), pre, y);
 }
 
 void Linear::BackwardInput(const Tensor& dy, Tensor* dx) const {

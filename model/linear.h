@@ -33,6 +33,8 @@ class Linear {
   // x is [rows, local_in()], y [rows, local_out()]. Column-parallel (or unsharded):
   // matmul plus bias. Row-parallel: matmul only.
   void Forward(const Tensor& x, Tensor* y) const;
+  // Forward into `pre`, then y = GELU(pre) (column-parallel: the MLP's fc1).
+  void ForwardGelu(const Tensor& x, Tensor* pre, Tensor* y) const;
   void AddBias(Tensor* y) const;
   void BackwardInput(const Tensor& dy, Tensor* dx) const;
   void BackwardWeight(const Tensor& x, const Tensor& dy);
@@ -46,6 +48,10 @@ class Linear {
   int64_t local_out() const { return out_; }
 
  private:
+  // The bias Forward adds, or null: a row-parallel layer's waits for the group's sum of
+  // the partial products (AddBias).
+  const Tensor* ForwardBias() const;
+
   const Ops* ops_;
   LinearParallelism parallelism_;
   int64_t in_;   // local

@@ -107,12 +107,12 @@ void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& 
 void TransformerLayer::MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const {
   const int64_t rows = ln2_full.dim(0);
   *fc1_out = ops_->NewActivation({rows, fc1_.local_out()});
-  fc1_.Forward(ln2_full, fc1_out);
   *act = ops_->NewActivation({rows, local_ffn_});
   if (shape_.swiglu) {
+    fc1_.Forward(ln2_full, fc1_out);
     ops_->SwigluForward(*fc1_out, act);
   } else {
-    ops_->GeluForward(*fc1_out, act);
+    fc1_.ForwardGelu(ln2_full, fc1_out, act);
   }
 }
 

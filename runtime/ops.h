@@ -68,6 +68,14 @@ class Ops {
     Gemm(false, true, x.dim(0), w.dim(0), w.dim(1), 1.0f, x, w, 0.0f, y);
     if (bias != nullptr) AddBias(*bias, y);
   }
+  // A linear layer followed by GELU (the MLP's fc1): pre = x w^T (+ bias), y = GELU(pre),
+  // both [rows, out] of the compute type (pre is what GELU's backward reads). Backends
+  // may compute both in the GEMM's epilogue; this composition is the reference.
+  virtual void LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
+                                 Tensor* y) const {
+    LinearForward(x, w, bias, pre);
+    GeluForward(*pre, y);
+  }
   // A linear layer's weight gradients: dw (fp32 [out, in]) += dy^T x and, when dbias
   // (fp32 [out]) is not null, dbias += the sums of dy's rows. Backends may take the bias
   // gradient from the GEMM's read of dy; this composition is the reference.

@@ -153,13 +153,39 @@ void CudaOps::LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias
   RequireNumel("LinearForward", "bias", *bias, out);
   // cuBLASLt reads the bias in y's dtype.
   Tensor y_type_bias = CastTo(*bias, y->dtype());  // only read
-  if (!gemm_->RunWithEpilogue(cuda::GemmLt::Epilogue::kBias, y_type_bias.raw(), false, true, rows,
+  if (!gemm_->RunWithEpilogue({cuda::GemmLt::Epilogue::kBias, y_type_bias.raw()}, false, true, rows,
                               out, in, 1.0f, x.raw(), w.raw(), x.dtype(), 0.0f, y->raw(),
                               y->dtype())) {
     Ops::LinearForward(x, w, bias, y);
     return;
   }
   Finish("LinearForward");
+}
+
+void CudaOps::LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
+                                Tensor* y) const {
+  const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
+  if (rows == 0 || out == 0 || in == 0) {
+    Ops::LinearGeluForward(x, w, bias, pre, y);
+    return;
+  }
+  CheckGemm("LinearGeluForward", rows, out, in, x, w, *y);
+  RequireSameType("LinearGeluForward", "pre", *pre, "y", *y);
+  RequireNumel("LinearGeluForward", "pre", *pre, rows * out);
+  cuda::GemmLt::EpilogueArgs epilogue{cuda::GemmLt::Epilogue::kGeluAux, nullptr, pre->raw()};
+  Tensor y_type_bias;  // cuBLASLt reads the bias in y's dtype; only read
+  if (bias != nullptr) {
+    RequireDevice("LinearGeluForward", "bias", *bias);
+    RequireNumel("LinearGeluForward", "bias", *bias, out);
+    y_type_bias = CastTo(*bias, y->dtype());
+    epilogue = {cuda::GemmLt::Epilogue::kBiasGeluAux, y_type_bias.raw(), pre->raw()};
+  }
+  if (!gemm_->RunWithEpilogue(epilogue, false, true, rows, out, in, 1.0f, x.raw(), w.raw(),
+                              x.dtype(), 0.0f, y->raw(), y->dtype())) {
+    Ops::LinearGeluForward(x, w, bias, pre, y);
+    return;
+  }
+  Finish("LinearGeluForward");
 }
 
 void CudaOps::LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw, Tensor* dbias) const {
@@ -174,7 +200,7 @@ void CudaOps::LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw, Te
   RequireNumel("LinearWeightGrad", "dbias", *dbias, out);
   // The epilogue writes this step's sums (in dw's dtype, fp32); the accumulator adds them.
   Tensor sums = NewFloatActivation({out});
-  if (!gemm_->RunWithEpilogue(cuda::GemmLt::Epilogue::kBiasGradOfA, sums.raw(), true, false, out,
+  if (!gemm_->RunWithEpilogue({cuda::GemmLt::Epilogue::kBiasGradOfA, sums.raw()}, true, false, out,
                               in, rows, 1.0f, dy.raw(), x.raw(), dy.dtype(), 1.0f, dw->raw(),
                               dw->dtype())) {
     Ops::LinearWeightGrad(x, dy, dw, dbias);

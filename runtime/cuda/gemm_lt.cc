@@ -81,13 +81,24 @@ int64_t GemmLt::declined_epilogues() const {
   return declined_epilogues_;
 }
 
-const GemmLt::Plan* GemmLt::PlanFor(const Key& key) {
+void GemmLt::SetEpiloguePointers(const Plan& plan, const EpilogueArgs& epilogue) {
+  if (epilogue.vector != nullptr) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &epilogue.vector, sizeof(epilogue.vector)));
+  }
+  if (epilogue.aux != nullptr) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epilogue.aux, sizeof(epilogue.aux)));
+  }
+}
+
+const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
 
   const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue_int, align_a, align_b, align_c,
-              align_vector] = key;
+              align_vector, align_aux] = key;
   const cudaDataType_t ab_type = CudaType(static_cast<DType>(ab_int));
   const cudaDataType_t c_type = CudaType(static_cast<DType>(c_int));
   auto plan = std::make_unique<Plan>();
@@ -101,17 +112,25 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key) {
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)));
   // In cuBLASLt's column-major terms c is D^T [n, m]: our row vector over c's n columns
-  // is a bias over D's rows (EPILOGUE_BIAS), and sums of our op(a) over k are sums of
-  // its B operand, one per column of D (EPILOGUE_BGRADB).
-  const Epilogue epilogue = static_cast<Epilogue>(epilogue_int);
-  if (epilogue != Epilogue::kNone) {
-    const cublasLtEpilogue_t lt_epilogue =
-        epilogue == Epilogue::kBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+  // is a bias over D's rows (EPILOGUE_BIAS), our aux [m, n] is a D-shaped matrix of
+  // leading dimension n, and sums of our op(a) over k are sums of its B operand, one per
+  // column of D (EPILOGUE_BGRADB).
+  if (epilogue.kind != Epilogue::kNone) {
+    cublasLtEpilogue_t lt_epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (epilogue.kind == Epilogue::kGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
+    if (epilogue.kind == Epilogue::kBiasGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (epilogue.kind == Epilogue::kBiasGradOfA) lt_epilogue = CUBLASLT_EPILOGUE_BGRADB;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                 &lt_epilogue, sizeof(lt_epilogue)));
     const int32_t vector_type = c_type;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                 &vector_type, sizeof(vector_type)));
+    if (epilogue.aux != nullptr) {
+      const int64_t aux_ld = n;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                  &aux_ld, sizeof(aux_ld)));
+    }
+    SetEpiloguePointers(*plan, epilogue);
   }
   // Our b: [k, n] row-major = column-major [n, k] (ld n); stored transposed ([n, k]
   // row-major) it is column-major [k, n] (ld k). Likewise our a with (m, k).
@@ -137,7 +156,8 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key) {
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignments[2], sizeof(uint32_t)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignments[2], sizeof(uint32_t)));
-  (void)align_vector;  // in the key only: the heuristic has no preference for it
+  (void)align_vector;  // in the key: the heuristic reads the pointers themselves
+  (void)align_aux;
 
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
@@ -148,7 +168,7 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key) {
   ++heuristic_queries_;
   const bool found =
       query == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-  if (!found && epilogue != Epilogue::kNone) {
+  if (!found && epilogue.kind != Epilogue::kNone) {
     ++declined_epilogues_;
     plans_.emplace(key, nullptr);  // remembered: the caller composes from now on
     return nullptr;
@@ -175,7 +195,7 @@ void GemmLt::Launch(const Plan& plan, const Key& key, float alpha, const void* a
                      /*stream=*/0);
   if (status != CUBLAS_STATUS_SUCCESS) {
     const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue, align_a, align_b, align_c,
-                align_vector] = key;
+                align_vector, align_aux] = key;
     std::fprintf(stderr,
                  "conveyor: cublasLtMatmul failed for Gemm m=%lld n=%lld k=%lld trans_a=%d "
                  "trans_b=%d a/b %s c %s epilogue %d: %s: %s\n",
@@ -190,11 +210,10 @@ void GemmLt::Launch(const Plan& plan, const Key& key, float alpha, const void* a
 void GemmLt::Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const void* a, const void* b, DType ab_dtype, float beta, void* c, DType c_dtype) {
   // Always runs: PlanFor exits when a plain GEMM has no algorithm.
-  RunWithEpilogue(Epilogue::kNone, nullptr, trans_a, trans_b, m, n, k, alpha, a, b, ab_dtype, beta,
-                  c, c_dtype);
+  RunWithEpilogue({}, trans_a, trans_b, m, n, k, alpha, a, b, ab_dtype, beta, c, c_dtype);
 }
 
-bool GemmLt::RunWithEpilogue(Epilogue epilogue, void* vector, bool trans_a, bool trans_b, int64_t m,
+bool GemmLt::RunWithEpilogue(const EpilogueArgs& epilogue, bool trans_a, bool trans_b, int64_t m,
                              int64_t n, int64_t k, float alpha, const void* a, const void* b,
                              DType ab_dtype, float beta, void* c, DType c_dtype) {
   const Key key{m,
@@ -204,17 +223,15 @@ bool GemmLt::RunWithEpilogue(Epilogue epilogue, void* vector, bool trans_a, bool
                 trans_b,
                 static_cast<int>(ab_dtype),
                 static_cast<int>(c_dtype),
-                static_cast<int>(epilogue),
+                static_cast<int>(epilogue.kind),
                 AlignmentOf(a),
                 AlignmentOf(b),
                 AlignmentOf(c),
-                epilogue == Epilogue::kNone ? 0 : AlignmentOf(vector)};
-  const Plan* plan = PlanFor(key);
+                epilogue.vector == nullptr ? 0 : AlignmentOf(epilogue.vector),
+                epilogue.aux == nullptr ? 0 : AlignmentOf(epilogue.aux)};
+  const Plan* plan = PlanFor(key, epilogue);
   if (plan == nullptr) return false;
-  if (epilogue != Epilogue::kNone) {
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                &vector, sizeof(vector)));
-  }
+  SetEpiloguePointers(*plan, epilogue);
   Launch(*plan, key, alpha, a, b, beta, c);
   return true;
 }

@@ -9,10 +9,11 @@
 // type is always CUBLAS_COMPUTE_32F (fp32 accumulation, and real fp32 products, never
 // TF32, when the inputs are fp32, so the fp32 path compares tightly with the CPU).
 //
-// Epilogues fold a linear layer's bias work into the GEMM (one pass over the output
-// instead of two, or none over dy): kBias adds a vector to every row of c; kBiasGradOfA
-// also writes the sums of op(a) over k, a bias gradient, from the operand the GEMM reads
-// anyway. cuBLASLt's vector has c's dtype.
+// Epilogues fold a linear layer's elementwise work into the GEMM (one pass over the
+// output instead of two or three, or none over dy): kBias adds a vector to every row of
+// c; kGeluAux and kBiasGeluAux (the bias, then) keep the pre-activation in `aux` and
+// write GELU of it (tanh form) to c; kBiasGradOfA also writes the sums of op(a) over k,
+// a bias gradient, from the operand the GEMM reads anyway. Vector and aux have c's dtype.
 //
 // A plan (matmul and layout descriptors plus the heuristic's algorithm) is cached per
 // (shape, transposes, dtypes, epilogue, pointer alignments): a steady-state training step
@@ -44,7 +45,14 @@ class GemmLt {
   enum class Epilogue {
     kNone,
     kBias,         // c[i, :] += vector[:] after the product (vector: [n], read)
+    kGeluAux,      // aux = product, c = GELU(aux) (aux: [m, n] like c, written)
+    kBiasGeluAux,  // aux = product + vector, c = GELU(aux)
     kBiasGradOfA,  // vector[i] = sum over k of op(a)[i, k] (vector: [m], written)
+  };
+  struct EpilogueArgs {
+    Epilogue kind = Epilogue::kNone;
+    void* vector = nullptr;
+    void* aux = nullptr;
   };
 
   // Enqueues c[m, n] = alpha op(a)[m, k] op(b)[k, n] + beta c on stream 0; trans_a says a
@@ -52,10 +60,10 @@ class GemmLt {
   void Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
            const void* b, DType ab_dtype, float beta, void* c, DType c_dtype);
 
-  // Run with `epilogue` on `vector` (c's dtype). False, with nothing enqueued, when
-  // cuBLASLt has no algorithm for it at this shape and alignment: the caller then
+  // Run with `epilogue` (its vector and aux of c's dtype). False, with nothing enqueued,
+  // when cuBLASLt has no algorithm for it at this shape and alignment: the caller then
   // composes Run with its own kernels.
-  bool RunWithEpilogue(Epilogue epilogue, void* vector, bool trans_a, bool trans_b, int64_t m,
+  bool RunWithEpilogue(const EpilogueArgs& epilogue, bool trans_a, bool trans_b, int64_t m,
                        int64_t n, int64_t k, float alpha, const void* a, const void* b,
                        DType ab_dtype, float beta, void* c, DType c_dtype);
 
@@ -66,11 +74,16 @@ class GemmLt {
 
  private:
   struct Plan;
-  // (m, n, k, trans_a, trans_b, ab dtype, c dtype, epilogue, alignment of a, b, c, vector).
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int, int, int, int, int, int>;
+  // (m, n, k, trans_a, trans_b, ab dtype, c dtype, epilogue, alignment of a, b, c,
+  // vector, aux).
+  using Key =
+      std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int, int, int, int, int, int, int>;
 
-  // The cached plan for `key`; null when cuBLASLt has no algorithm for it.
-  const Plan* PlanFor(const Key& key);
+  // The cached plan for `key`, made with `epilogue`'s pointers (cuBLASLt's heuristic
+  // reads their alignment from them); null when cuBLASLt has no algorithm for it.
+  const Plan* PlanFor(const Key& key, const EpilogueArgs& epilogue);
+  // Points the plan's epilogue at this call's vector and aux.
+  void SetEpiloguePointers(const Plan& plan, const EpilogueArgs& epilogue);
   // Enqueues the plan's matmul; exits naming the GEMM when cuBLASLt fails.
   void Launch(const Plan& plan, const Key& key, float alpha, const void* a, const void* b,
               float beta, void* c);

@@ -110,15 +110,16 @@ TEST_P(CudaBackendTest, GemmPlansAreCachedPerShape) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Linear layers: the bias in cuBLASLt's epilogue, against the CPU's Gemm + bias kernels.
+// Linear layers: bias, GELU and bias gradient in cuBLASLt's epilogues, against the CPU's
+// Gemm + bias + GELU kernels.
 
 struct LinearCase {
   int64_t rows, in, out;
   bool bias;
-  bool must_fuse;  // aligned and layer-sized: cuBLASLt must take both epilogues
+  bool must_fuse;  // aligned and layer-sized: cuBLASLt must take every epilogue
 };
 
-TEST_P(CudaBackendTest, LinearForwardAndWeightGrad) {
+TEST_P(CudaBackendTest, LinearLayerEpilogues) {
   const std::vector<LinearCase> cases = {
       {1, 1, 1, true, false},       {37, 29, 53, true, false},
       {37, 29, 53, false, false},   {512, 768, 2304, true, true},  // GPT-2's qkv
@@ -142,6 +143,18 @@ TEST_P(CudaBackendTest, LinearForwardAndWeightGrad) {
                         &got);
     // bf16: the epilogue rounds the bias, then the sum (the CPU rounds only the sum).
     CheckTensor(Name("LinearForward", shape), got, want, tol());
+
+    Tensor want_pre = Tensor::Zeros({c.rows, c.out}, MemoryCategory::kOther);
+    Tensor want_act = Tensor::Zeros({c.rows, c.out}, MemoryCategory::kOther);
+    cpu().LinearGeluForward(HostTensor({c.rows, c.in}, x), HostTensor({c.out, c.in}, w),
+                            c.bias ? &host_bias : nullptr, &want_pre, &want_act);
+    Tensor got_pre = DevZeros({c.rows, c.out}), got_act = DevZeros({c.rows, c.out});
+    gpu().LinearGeluForward(Dev({c.rows, c.in}, x), Dev({c.out, c.in}, w),
+                            c.bias ? &dev_bias : nullptr, &got_pre, &got_act);
+    CheckTensor(Name("LinearGeluForward pre", shape), got_pre, want_pre, tol());
+    // cuBLASLt evaluates GELU's tanh its own way (and, in bf16, on the unrounded sum).
+    const Tolerance gelu = dtype() == DType::kFloat32 ? kFp32AttentionTolerance : tol();
+    CheckTensor(Name("LinearGeluForward act", shape), got_act, want_act, gelu);
 
     const Values dy = Act(c.rows * c.out, seed++);
     const Values dw0 = Random(c.out * c.in, seed++, DType::kFloat32);
