@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "parallel/communicator.h"
 #include "parallel/group.h"
+#include "parallel/rendezvous_point.h"
 
 namespace conveyor {
 
@@ -31,10 +32,10 @@ class DeviceTransport {
   virtual void Copy(void* dst, const void* src, size_t bytes) const = 0;
 
   // A communicator over device buffers for `group`. Every member calls this
-  // concurrently; the rendezvous happens under run_dir and is bounded by `timeout`,
+  // concurrently; the rendezvous happens at `meeting` and is bounded by `timeout`,
   // as is every later operation.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Connect(const GroupSpec& group,
-                                                                const std::string& run_dir,
+                                                                const RendezvousPoint& meeting,
                                                                 absl::Duration timeout) const = 0;
 };
 

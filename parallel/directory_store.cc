@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -48,6 +47,9 @@ absl::StatusOr<std::unique_ptr<DirectoryStore>> DirectoryStore::Open(
   return std::unique_ptr<DirectoryStore>(new DirectoryStore(dir, timeout));
 }
 
+DirectoryStore::DirectoryStore(std::string dir, std::chrono::milliseconds timeout)
+    : RendezvousStore("rendezvous store " + dir, timeout), dir_(std::move(dir)) {}
+
 std::string DirectoryStore::PathOf(const std::string& key) const {
   return absl::StrCat(dir_, "/", EncodeFileName(key));
 }
@@ -76,8 +78,7 @@ void DirectoryStore::set(const std::string& key, const std::vector<char>& data) 
   }
 }
 
-std::vector<char> DirectoryStore::get(const std::string& key) {
-  wait({key}, timeout_);
+std::vector<char> DirectoryStore::Read(const std::string& key) {
   std::ifstream in(PathOf(key), std::ios::binary);
   std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) {
@@ -87,26 +88,24 @@ std::vector<char> DirectoryStore::get(const std::string& key) {
   return data;
 }
 
-void DirectoryStore::wait(const std::vector<std::string>& keys,
-                          const std::chrono::milliseconds& timeout) {
-  // Polls rather than inotify, which shared file systems (NFS) do not support. The
-  // interval grows from 1 ms so that rendezvous of a small group on one node is quick.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto interval = std::chrono::milliseconds(1);
-  while (true) {
-    std::vector<std::string> missing;
-    for (const std::string& key : keys) {
-      if (!Has(key)) missing.push_back(key);
-    }
-    if (missing.empty()) return;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw gloo::IoException(
-          absl::StrFormat("rendezvous store %s: timed out after %d ms waiting for key(s) %s", dir_,
-                          timeout.count(), absl::StrJoin(missing, ", ")));
-    }
-    std::this_thread::sleep_for(interval);
-    interval = std::min(interval * 2, std::chrono::milliseconds(20));
-  }
+std::string DirectoryRendezvous::GroupDir(const std::string& name) const {
+  return absl::StrCat(dir_, "/", EncodeFileName(name));
+}
+
+absl::StatusOr<std::unique_ptr<RendezvousStore>> DirectoryRendezvous::OpenStore(
+    const std::string& name, absl::Duration timeout) const {
+  absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
+      DirectoryStore::Open(GroupDir(name), WholeMilliseconds(timeout));
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<RendezvousStore>(*std::move(store));
+}
+
+absl::StatusOr<std::unique_ptr<ProgressBoard>> DirectoryRendezvous::OpenBoard(
+    const std::string& name, int rank, int size) const {
+  // EncodeFileName never starts a key's file with '.', so this cannot clash with a key.
+  std::error_code ignored;  // a directory that cannot be made fails the open, with its path
+  std::filesystem::create_directories(GroupDir(name), ignored);
+  return FileProgressBoard::Open(GroupDir(name) + "/.progress", rank, size);
 }
 
 }  // namespace conveyor

@@ -1,5 +1,5 @@
 // A key-value store in a directory shared by the ranks, used for rendezvous (gloo
-// addresses, the NCCL unique id). It replaces gloo's FileStore, which in Debian's
+// addresses, the NCCL unique id): one file per key. It replaces gloo's FileStore, which in Debian's
 // gloo (git 2022-05-18) waits a fixed 30 s in get() whatever the group's timeout,
 // measures timeouts in whole seconds, refuses to overwrite a key and cannot tell
 // whether a key exists without blocking, which is what names a missing rank.
@@ -11,35 +11,46 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "gloo/rendezvous/store.h"
+#include "parallel/rendezvous_point.h"
 
 namespace conveyor {
 
-class DirectoryStore : public gloo::rendezvous::Store {
+class DirectoryStore : public RendezvousStore {
  public:
   // Creates `dir` (and parents) if needed. `timeout` bounds get() and wait(keys).
   static absl::StatusOr<std::unique_ptr<DirectoryStore>> Open(const std::string& dir,
                                                               std::chrono::milliseconds timeout);
 
-  // gloo's interface; failures throw gloo::IoException (gloo expects that), with the
-  // directory and the missing keys in the message.
   void set(const std::string& key, const std::vector<char>& data) override;
-  std::vector<char> get(const std::string& key) override;
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override;
-
-  // Never blocks.
-  bool Has(const std::string& key) const;
+  bool Has(const std::string& key) const override;
   const std::string& dir() const { return dir_; }
 
+ protected:
+  std::vector<char> Read(const std::string& key) override;
+
  private:
-  DirectoryStore(std::string dir, std::chrono::milliseconds timeout)
-      : dir_(std::move(dir)), timeout_(timeout) {}
+  DirectoryStore(std::string dir, std::chrono::milliseconds timeout);
   std::string PathOf(const std::string& key) const;
 
   std::string dir_;
-  std::chrono::milliseconds timeout_;
+};
+
+// The rendezvous in a directory shared by the ranks: group `name` keeps its store in
+// <dir>/<name> and its progress board in <dir>/<name>/.progress.
+class DirectoryRendezvous : public RendezvousPoint {
+ public:
+  explicit DirectoryRendezvous(std::string dir) : dir_(std::move(dir)) {}
+
+  std::string Describe() const override { return "directory " + dir_; }
+  absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenStore(const std::string& name,
+                                                             absl::Duration timeout) const override;
+  absl::StatusOr<std::unique_ptr<ProgressBoard>> OpenBoard(const std::string& name, int rank,
+                                                           int size) const override;
+
+ private:
+  std::string GroupDir(const std::string& name) const;
+
+  std::string dir_;
 };
 
 // A file-system-safe name for `text` (percent-encodes all but [A-Za-z0-9_-[],] and

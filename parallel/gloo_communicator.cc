@@ -15,14 +15,9 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "parallel/collective_failure.h"
-#include "parallel/directory_store.h"
 
 namespace conveyor {
 namespace {
-
-std::chrono::milliseconds ToChrono(absl::Duration d) {
-  return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
-}
 
 // gloo matches a receive to a send by (peer, slot). Collectives and point-to-point
 // traffic get disjoint slot ranges; within a collective each phase has its own slot.
@@ -67,7 +62,7 @@ class GlooCommunicator::Transfers {
   }
   void WaitAll() {
     for (Pending& p : pending_) {
-      const std::chrono::milliseconds left = ToChrono(deadline_ - absl::Now());
+      const std::chrono::milliseconds left = WholeMilliseconds(deadline_ - absl::Now());
       if (p.is_send) {
         p.buffer->waitSend(left);
       } else {
@@ -100,25 +95,22 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
 }
 
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
-    const GroupSpec& group, const std::string& run_dir,
+    const GroupSpec& group, const RendezvousPoint& meeting,
     std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout) {
   const int size = static_cast<int>(group.global_ranks.size());
   if (size < 1 || group.rank < 0 || group.rank >= size) {
     return absl::InvalidArgumentError(absl::StrFormat("gloo: %s: group rank %d is not in [0, %d)",
                                                       DescribeGroup(group), group.rank, size));
   }
-  const std::string dir = absl::StrCat(run_dir, "/", EncodeFileName(group.name));
-  absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
-      DirectoryStore::Open(dir, ToChrono(timeout));
+  absl::StatusOr<std::unique_ptr<RendezvousStore>> store = meeting.OpenStore(group.name, timeout);
   if (!store.ok()) return store.status();
-  // EncodeFileName never starts a key's file with '.', so this cannot clash.
   absl::StatusOr<std::unique_ptr<ProgressBoard>> board =
-      ProgressBoard::Open(dir + "/.progress", group.rank, size);
+      meeting.OpenBoard(group.name, group.rank, size);
   if (!board.ok()) return board.status();
   (*board)->Post(0, "rendezvous");
 
   auto context = std::make_shared<gloo::rendezvous::Context>(group.rank, size);
-  context->setTimeout(ToChrono(timeout));
+  context->setTimeout(WholeMilliseconds(timeout));
   const absl::Time start = absl::Now();
   try {
     context->connectFullMesh(**store, device);
@@ -133,7 +125,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     }
     const std::string message = absl::StrFormat(
         "rendezvous of %s in %s failed after %s (timeout %s): %s; gloo: %s", DescribeGroup(group),
-        dir, absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
+        meeting.Describe(),
+        absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
         absl::FormatDuration(timeout),
         missing.empty() ? std::string("every rank arrived")
                         : "ranks that never arrived: " + absl::StrJoin(missing, ", "),

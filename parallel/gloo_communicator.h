@@ -23,6 +23,7 @@
 #include "parallel/communicator.h"
 #include "parallel/group.h"
 #include "parallel/progress_board.h"
+#include "parallel/rendezvous_point.h"
 
 namespace gloo {
 class Context;
@@ -41,10 +42,10 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
 
 class GlooCommunicator : public Communicator {
  public:
-  // Every member of `group` calls this concurrently. Rendezvous happens in
-  // run_dir/<group name>; it fails after `timeout` naming the ranks that never came.
+  // Every member of `group` calls this concurrently. Rendezvous happens at `meeting`
+  // under the group's name; it fails after `timeout` naming the ranks that never came.
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(
-      const GroupSpec& group, const std::string& run_dir,
+      const GroupSpec& group, const RendezvousPoint& meeting,
       std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout);
   ~GlooCommunicator() override;
 

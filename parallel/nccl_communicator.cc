@@ -12,7 +12,6 @@
 #include "cuda_runtime.h"
 #include "nccl.h"
 #include "parallel/collective_failure.h"
-#include "parallel/directory_store.h"
 
 namespace conveyor {
 namespace {
@@ -46,7 +45,8 @@ bool WaitNotInProgress(ncclComm_t comm, absl::Time deadline, ncclResult_t* state
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    const GroupSpec& group, const std::string& run_dir, int cuda_device, absl::Duration timeout) {
+    const GroupSpec& group, const RendezvousPoint& meeting, int cuda_device,
+    absl::Duration timeout) {
   const int size = static_cast<int>(group.global_ranks.size());
   const std::string where = absl::StrCat("NCCL rendezvous of ", DescribeGroup(group));
   if (size < 1 || group.rank < 0 || group.rank >= size) {
@@ -57,13 +57,11 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: cudaSetDevice(%d): %s", where, cuda_device, CudaError(e)));
   }
-  const std::string dir = absl::StrCat(run_dir, "/", EncodeFileName(group.name), "-nccl");
-  const auto chrono_timeout =
-      std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
-  absl::StatusOr<std::unique_ptr<DirectoryStore>> store = DirectoryStore::Open(dir, chrono_timeout);
+  // Apart from the group's gloo rendezvous, which may be under way at the same time.
+  const std::string name = group.name + "-nccl";
+  absl::StatusOr<std::unique_ptr<RendezvousStore>> store = meeting.OpenStore(name, timeout);
   if (!store.ok()) return store.status();
-  absl::StatusOr<std::unique_ptr<ProgressBoard>> board =
-      ProgressBoard::Open(dir + "/.progress", group.rank, size);
+  absl::StatusOr<std::unique_ptr<ProgressBoard>> board = meeting.OpenBoard(name, group.rank, size);
   if (!board.ok()) return board.status();
   (*board)->Post(0, "rendezvous");
 

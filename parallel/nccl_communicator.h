@@ -1,6 +1,6 @@
 // The NCCL backend of Communicator, for device (GPU) buffers: every pointer passed
 // to an operation is device memory on this rank's CUDA device. The unique id travels
-// through the same DirectoryStore rendezvous as gloo's addresses.
+// through the same rendezvous point as gloo's addresses.
 //
 // Each operation is enqueued on the communicator's own stream, after the work already
 // queued on the compute stream (CUDA's legacy default stream), and waited for before
@@ -23,6 +23,7 @@
 #include "parallel/communicator.h"
 #include "parallel/group.h"
 #include "parallel/progress_board.h"
+#include "parallel/rendezvous_point.h"
 
 struct ncclComm;
 struct CUstream_st;
@@ -33,10 +34,10 @@ namespace conveyor {
 class NcclCommunicator : public Communicator {
  public:
   // Every member of `group` calls this concurrently, each with its own CUDA device
-  // (NCCL refuses two ranks of one group on one device). Rendezvous happens in
-  // run_dir/<group name>-nccl.
+  // (NCCL refuses two ranks of one group on one device). Rendezvous happens at
+  // `meeting` under "<group name>-nccl".
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(const GroupSpec& group,
-                                                                  const std::string& run_dir,
+                                                                  const RendezvousPoint& meeting,
                                                                   int cuda_device,
                                                                   absl::Duration timeout);
   ~NcclCommunicator() override;

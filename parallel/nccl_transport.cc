@@ -24,10 +24,10 @@ void NcclTransport::Copy(void* dst, const void* src, size_t bytes) const {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> NcclTransport::Connect(const GroupSpec& group,
-                                                                     const std::string& run_dir,
+                                                                     const RendezvousPoint& meeting,
                                                                      absl::Duration timeout) const {
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
-      NcclCommunicator::Create(group, run_dir, cuda_device_, timeout);
+      NcclCommunicator::Create(group, meeting, cuda_device_, timeout);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(*std::move(comm));
 }

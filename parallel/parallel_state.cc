@@ -7,10 +7,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "parallel/directory_store.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/group.h"
 #include "parallel/routed_communicator.h"
 #include "parallel/self_communicator.h"
+#include "parallel/tcp_rendezvous.h"
 
 namespace conveyor {
 namespace {
@@ -26,6 +28,37 @@ std::string GlooHostname(const RankEnvironment& env) {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
   return name;
+}
+
+// The shared directory when there is one; else the TCP store at MASTER_ADDR, which
+// global rank 0 serves (into `server`) for the life of the state.
+absl::StatusOr<std::unique_ptr<RendezvousPoint>> OpenRendezvous(
+    const RankEnvironment& env, absl::Duration timeout, std::unique_ptr<TcpStoreServer>* server) {
+  if (!env.run_dir.empty()) {
+    return std::unique_ptr<RendezvousPoint>(std::make_unique<DirectoryRendezvous>(env.run_dir));
+  }
+  if (env.master_addr.empty() || env.store_port == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", env.rank, " of ", env.world_size,
+                     ": the ranks need a place to rendezvous: set ", kRunDirEnv,
+                     " to a directory shared by all ranks, or MASTER_ADDR and MASTER_PORT to "
+                     "global rank 0's host and a free port"));
+  }
+  if (env.rank == 0) {
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started = TcpStoreServer::Start(env.store_port);
+    if (!started.ok()) {
+      return absl::Status(started.status().code(),
+                          absl::StrCat(started.status().message(),
+                                       "; under torchrun, whose own "
+                                       "store holds MASTER_PORT, set ",
+                                       kStorePortEnv, " to another free port"));
+    }
+    *server = *std::move(started);
+  }
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect(env.master_addr, env.store_port, timeout);
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<RendezvousPoint>(std::make_unique<TcpRendezvous>(*std::move(client)));
 }
 
 }  // namespace
@@ -65,14 +98,10 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     single->pp_size_ = pp;
     return single;
   }
-  if (env.run_dir.empty()) {
-    return absl::UnimplementedError(
-        absl::StrCat("rank ", env.rank, " of ", env.world_size, ": rendezvous needs ", kRunDirEnv,
-                     ", a directory shared by all ranks (Debian's gloo has no TCP store, so "
-                     "MASTER_ADDR/MASTER_PORT alone are not enough)"));
-  }
-
   std::unique_ptr<ParallelState> state(new ParallelState());
+  absl::StatusOr<std::unique_ptr<RendezvousPoint>> meeting =
+      OpenRendezvous(env, timeout, &state->store_server_);
+  if (!meeting.ok()) return meeting.status();
   state->rank_ = env.rank;
   state->world_size_ = env.world_size;
   state->tp_size_ = tp;
@@ -99,11 +128,11 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
           std::make_unique<SelfCommunicator>(spec.name, transport));
     }
     absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo =
-        GlooCommunicator::Create(spec, env.run_dir, *device, timeout);
+        GlooCommunicator::Create(spec, **meeting, *device, timeout);
     if (!gloo.ok()) return gloo.status();
     if (transport == nullptr) return std::unique_ptr<Communicator>(*std::move(gloo));
     absl::StatusOr<std::unique_ptr<Communicator>> on_device =
-        transport->Connect(spec, env.run_dir, timeout);
+        transport->Connect(spec, **meeting, timeout);
     if (!on_device.ok()) return on_device.status();
     return std::unique_ptr<Communicator>(
         std::make_unique<RoutedCommunicator>(*std::move(gloo), *std::move(on_device), transport));

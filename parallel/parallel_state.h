@@ -12,6 +12,7 @@
 #include "parallel/device_transport.h"
 #include "parallel/rank_environment.h"
 #include "parallel/rank_layout.h"
+#include "parallel/tcp_store_server.h"
 
 namespace conveyor {
 
@@ -26,9 +27,10 @@ class ParallelState {
   // Groups of size 1 are SelfCommunicators; the others are gloo groups that
   // rendezvous in env.run_dir and bound every operation by `timeout`
   // (--distributed-timeout-minutes), paired with a `transport` communicator for device
-  // buffers when one is given (RoutedCommunicator). Fails when the layout is invalid,
-  // env has no run_dir (this gloo has no TCP store: the ranks need a shared
-  // directory), or a rendezvous times out (naming the missing ranks).
+  // buffers when one is given (RoutedCommunicator). The ranks meet in env.run_dir when
+  // set, else at the TCP store global rank 0 serves at env.master_addr:store_port. Fails
+  // when the layout is invalid, env names neither, or a rendezvous times out (naming
+  // the missing ranks).
   static absl::StatusOr<std::unique_ptr<ParallelState>> Create(
       const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
       const DeviceTransport* transport = nullptr);
@@ -60,6 +62,9 @@ class ParallelState {
   int tp_size_ = 1;
   int pp_size_ = 1;
   RankCoords coords_;
+  // Global rank 0's TCP rendezvous store, when the ranks meet there: it outlives the
+  // communicators, whose progress boards post to it.
+  std::unique_ptr<TcpStoreServer> store_server_;
   std::shared_ptr<void> device_;  // the gloo TCP device the groups share
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_;
 };

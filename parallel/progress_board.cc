@@ -19,8 +19,8 @@ constexpr int kActivityBytes = kSlotBytes - 8;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ProgressBoard>> ProgressBoard::Open(const std::string& path,
-                                                                   int rank, int size) {
+absl::StatusOr<std::unique_ptr<ProgressBoard>> FileProgressBoard::Open(const std::string& path,
+                                                                       int rank, int size) {
   // Every rank opens with O_CREAT and no O_TRUNC: the first creates the file and
   // nobody erases what another has posted.
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -28,19 +28,19 @@ absl::StatusOr<std::unique_ptr<ProgressBoard>> ProgressBoard::Open(const std::st
     return absl::UnavailableError(
         absl::StrFormat("progress board %s: open: %s", path, std::strerror(errno)));
   }
-  return std::unique_ptr<ProgressBoard>(new ProgressBoard(fd, rank, size));
+  return std::unique_ptr<ProgressBoard>(new FileProgressBoard(fd, rank, size));
 }
 
-ProgressBoard::~ProgressBoard() { ::close(fd_); }
+FileProgressBoard::~FileProgressBoard() { ::close(fd_); }
 
-void ProgressBoard::Post(int64_t seq, absl::string_view activity) {
+void FileProgressBoard::Post(int64_t seq, absl::string_view activity) {
   char slot[kSlotBytes] = {};
   std::memcpy(slot, &seq, sizeof(seq));
   std::memcpy(slot + 8, activity.data(), std::min<size_t>(activity.size(), kActivityBytes - 1));
   (void)!::pwrite(fd_, slot, kSlotBytes, static_cast<off_t>(rank_) * kSlotBytes);
 }
 
-std::vector<ProgressBoard::Entry> ProgressBoard::Read() const {
+std::vector<ProgressBoard::Entry> FileProgressBoard::Read() const {
   std::vector<Entry> entries(size_);
   for (int r = 0; r < size_; ++r) {
     char slot[kSlotBytes] = {};

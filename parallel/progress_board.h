@@ -1,12 +1,12 @@
 // Where each rank of a group records the collective it has entered, so that a rank
 // whose collective timed out can name the ranks that never arrived. The transports
 // cannot tell: gloo's first timeout closes every connection of the context, and NCCL
-// reports nothing per peer.
+// reports nothing per peer. Posting is cheap and best effort; the board is read only
+// after a failure, for diagnostics, never for control.
 //
-// One file in the group's rendezvous directory, one fixed-size slot per group rank,
-// written with a single pwrite when entering an operation (about a microsecond; no
-// rename, no new file) and read only after a failure. On a file system shared across
-// nodes, writes may show up late: the board is for diagnostics, never for control.
+// FileProgressBoard keeps one file in the group's rendezvous directory, one fixed-size
+// slot per group rank, written with a single pwrite (about a microsecond; no rename, no
+// new file). On a file system shared across nodes, writes may show up late.
 #ifndef CONVEYOR_PARALLEL_PROGRESS_BOARD_H_
 #define CONVEYOR_PARALLEL_PROGRESS_BOARD_H_
 
@@ -27,17 +27,25 @@ class ProgressBoard {
     std::string activity;  // e.g. "AllReduceSum", "BatchSendRecv"
   };
 
+  virtual ~ProgressBoard() = default;
+
+  // Best effort: a failed post only loses diagnostics.
+  virtual void Post(int64_t seq, absl::string_view activity) = 0;
+  // One entry per group rank.
+  virtual std::vector<Entry> Read() const = 0;
+};
+
+class FileProgressBoard : public ProgressBoard {
+ public:
   static absl::StatusOr<std::unique_ptr<ProgressBoard>> Open(const std::string& path, int rank,
                                                              int size);
-  ~ProgressBoard();
+  ~FileProgressBoard() override;
 
-  // Best effort: a failed write only loses diagnostics.
-  void Post(int64_t seq, absl::string_view activity);
-  // One entry per group rank.
-  std::vector<Entry> Read() const;
+  void Post(int64_t seq, absl::string_view activity) override;
+  std::vector<Entry> Read() const override;
 
  private:
-  ProgressBoard(int fd, int rank, int size) : fd_(fd), rank_(rank), size_(size) {}
+  FileProgressBoard(int fd, int rank, int size) : fd_(fd), rank_(rank), size_(size) {}
 
   int fd_;
   int rank_;

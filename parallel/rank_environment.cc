@@ -76,11 +76,15 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvL
   }
   absl::StatusOr<bool> has_port = ReadInt(getenv_fn, "MASTER_PORT", 1, 65535, &env.master_port);
   if (!has_port.ok()) return has_port.status();
+  env.store_port = env.master_port;
+  absl::StatusOr<bool> has_store_port =
+      ReadInt(getenv_fn, kStorePortEnv, 1, 65535, &env.store_port);
+  if (!has_store_port.ok()) return has_store_port.status();
   if (const char* dir = getenv_fn(kRunDirEnv); dir != nullptr && dir[0] != '\0') {
     env.run_dir = dir;
   }
 
-  const bool has_master = !env.master_addr.empty() && env.master_port != 0;
+  const bool has_master = !env.master_addr.empty() && env.store_port != 0;
   if (env.world_size > 1 && env.run_dir.empty() && !has_master) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s=%d, %s=%d: the ranks need a place to rendezvous; set %s to a directory "
@@ -100,6 +104,7 @@ std::string DescribeRankEnvironment(const RankEnvironment& env) {
   if (!env.run_dir.empty()) absl::StrAppend(&text, ", rendezvous in ", env.run_dir);
   if (!env.master_addr.empty()) {
     absl::StrAppendFormat(&text, ", master %s:%d", env.master_addr, env.master_port);
+    if (env.run_dir.empty()) absl::StrAppendFormat(&text, ", TCP store port %d", env.store_port);
   }
   return text;
 }

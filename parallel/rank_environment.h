@@ -21,20 +21,26 @@ struct RankEnvironment {
   int local_rank = 0;       // index on this node; picks the GPU
   std::string master_addr;  // empty when not given
   int master_port = 0;      // 0 when not given
-  // Directory shared by all ranks where they rendezvous (gloo FileStore) and post
-  // progress for timeout diagnostics. Set by LaunchLocalRanks or CONVEYOR_RUN_DIR.
+  // Where global rank 0 serves the TCP rendezvous store: CONVEYOR_STORE_PORT, else
+  // MASTER_PORT (torchrun's own store already holds MASTER_PORT on the master node).
+  int store_port = 0;
+  // Directory shared by all ranks where they rendezvous and post progress for timeout
+  // diagnostics. Set by LaunchLocalRanks or CONVEYOR_RUN_DIR; when empty, the ranks
+  // meet at the TCP store at MASTER_ADDR:store_port (parallel/rendezvous_point.h).
   std::string run_dir;
 };
 
 // Environment variable that names the shared rendezvous directory.
 inline constexpr char kRunDirEnv[] = "CONVEYOR_RUN_DIR";
+// Environment variable that moves the TCP store off MASTER_PORT.
+inline constexpr char kStorePortEnv[] = "CONVEYOR_STORE_PORT";
 
 // Reads RANK/WORLD_SIZE/LOCAL_RANK (torchrun) or, when RANK is unset,
-// SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID; plus MASTER_ADDR/MASTER_PORT and
-// CONVEYOR_RUN_DIR. Returns nullopt when neither RANK nor SLURM_PROCID is set (a
-// one-process run). Errors name the variable: a malformed or out-of-range number, a
-// rank without a world size, or a world size > 1 with no way to rendezvous (neither
-// CONVEYOR_RUN_DIR nor MASTER_ADDR/MASTER_PORT).
+// SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID; plus MASTER_ADDR/MASTER_PORT,
+// CONVEYOR_STORE_PORT and CONVEYOR_RUN_DIR. Returns nullopt when neither RANK nor SLURM_PROCID is
+// set (a one-process run). Errors name the variable: a malformed or out-of-range number, a rank
+// without a world size, or a world size > 1 with no way to rendezvous (neither CONVEYOR_RUN_DIR nor
+// MASTER_ADDR/MASTER_PORT).
 absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvLookup& getenv_fn);
 absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv();  // getenv
 

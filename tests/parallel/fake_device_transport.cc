@@ -65,14 +65,14 @@ void FakeDeviceTransport::Copy(void* dst, const void* src, size_t bytes) const {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> FakeDeviceTransport::Connect(
-    const GroupSpec& group, const std::string& run_dir, absl::Duration timeout) const {
+    const GroupSpec& group, const RendezvousPoint& meeting, absl::Duration timeout) const {
   ++connections_;
   GroupSpec device_group = group;
   device_group.name += ".device";
   absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device = CreateGlooDevice("127.0.0.1");
   if (!device.ok()) return device.status();
   absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo =
-      GlooCommunicator::Create(device_group, run_dir, *device, timeout);
+      GlooCommunicator::Create(device_group, meeting, *device, timeout);
   if (!gloo.ok()) return gloo.status();
   return std::unique_ptr<Communicator>(std::make_unique<RecordingCommunicator>(
       group.name, group.rank, static_cast<int>(group.global_ranks.size()), *std::move(gloo),

@@ -65,7 +65,7 @@ class FakeDeviceTransport : public DeviceTransport {
   bool IsDeviceMemory(const void* p) const override;
   void Copy(void* dst, const void* src, size_t bytes) const override;
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const GroupSpec& group,
-                                                        const std::string& run_dir,
+                                                        const RendezvousPoint& meeting,
                                                         absl::Duration timeout) const override;
 
  private:

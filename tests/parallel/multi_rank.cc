@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "parallel/directory_store.h"
 #include "parallel/group.h"
 
 namespace conveyor {
@@ -31,7 +32,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> ConnectWorld(const RankEnviron
   spec.rank = env.rank;
   absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device = CreateGlooDevice("127.0.0.1");
   if (!device.ok()) return device.status();
-  return GlooCommunicator::Create(spec, env.run_dir, *device, timeout);
+  return GlooCommunicator::Create(spec, DirectoryRendezvous(env.run_dir), *device, timeout);
 }
 
 int Fail(const RankEnvironment& env, const std::string& message) {

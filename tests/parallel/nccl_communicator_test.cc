@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "cuda_runtime.h"
 #include "gtest/gtest.h"
+#include "parallel/directory_store.h"
 #include "parallel/group.h"
 #include "parallel/launcher.h"
 #include "tests/parallel/gpu_count.h"
@@ -40,7 +41,8 @@ int CheckNccl(const RankEnvironment& env) {
   for (int r = 0; r < env.world_size; ++r) spec.global_ranks.push_back(r);
   spec.name = GroupName("world", spec.global_ranks);
   spec.rank = env.rank;
-  auto comm_or = NcclCommunicator::Create(spec, env.run_dir, env.local_rank, absl::Seconds(60));
+  auto comm_or = NcclCommunicator::Create(spec, DirectoryRendezvous(env.run_dir), env.local_rank,
+                                          absl::Seconds(60));
   if (!comm_or.ok()) return Fail(env, comm_or.status().ToString());
   Communicator& comm = **comm_or;
   const int s = comm.size(), me = comm.rank();

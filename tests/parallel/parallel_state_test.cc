@@ -14,12 +14,14 @@
 #include "gtest/gtest.h"
 #include "parallel/launcher.h"
 #include "parallel/self_communicator.h"
+#include "parallel/tcp_store_server.h"
 #include "tests/parallel/fake_device_transport.h"
 #include "tests/parallel/multi_rank.h"
 
 namespace conveyor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing_util::Fail;
 using testing_util::FakeDeviceTransport;
@@ -147,6 +149,27 @@ TEST(ParallelStateTest, SingleProcessCopiesThroughTheTransport) {
   EXPECT_EQ(transport.copies(), 1);
 }
 
+TEST(ParallelStateTest, RanksWithoutASharedDirectoryMeetAtRankZerosTcpStore) {
+  int port = 0;  // free a moment ago: rank 0 listens there
+  {
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> probe = TcpStoreServer::Start(0);
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    port = (*probe)->port();
+  }
+  std::ostringstream err;
+  const int code = LaunchLocalRanks(
+      4,
+      [port](const RankEnvironment& launched) {
+        RankEnvironment env = launched;  // as srun with MASTER_ADDR/MASTER_PORT sets it
+        env.run_dir.clear();
+        env.master_addr = "127.0.0.1";
+        env.master_port = env.store_port = port;
+        return CheckLayout(env, 2, 2);
+      },
+      err);
+  EXPECT_EQ(code, 0) << err.str();
+}
+
 TEST(ParallelStateTest, SingleProcessUsesSelfCommunicators) {
   RankEnvironment env;  // rank 0 of 1, no run dir needed
   auto state = ParallelState::Create(env, 1, 1, absl::Seconds(1));
@@ -173,7 +196,8 @@ TEST(ParallelStateTest, RefusesBadLayoutsAndMissingRendezvous) {
   EXPECT_THAT(bad.status().message(), HasSubstr("--tensor-model-parallel-size"));
   env.run_dir = "";
   auto no_dir = ParallelState::Create(env, 2, 1, absl::Seconds(1));
-  EXPECT_THAT(no_dir.status().message(), HasSubstr("CONVEYOR_RUN_DIR"));
+  EXPECT_THAT(no_dir.status().message(),
+              AllOf(HasSubstr("CONVEYOR_RUN_DIR"), HasSubstr("MASTER_ADDR and MASTER_PORT")));
 }
 
 TEST(SelfCommunicatorTest, CopiesAndMatchesSelfSends) {

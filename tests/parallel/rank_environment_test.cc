@@ -40,7 +40,26 @@ TEST(RankEnvironmentTest, Torchrun) {
   EXPECT_EQ(e.master_addr, "node0");
   EXPECT_EQ(e.master_port, 29500);
   EXPECT_EQ(e.run_dir, "");
-  EXPECT_EQ(DescribeRankEnvironment(e), "rank 3 of 8 (local rank 1), master node0:29500");
+  EXPECT_EQ(e.store_port, 29500);
+  EXPECT_EQ(DescribeRankEnvironment(e),
+            "rank 3 of 8 (local rank 1), master node0:29500, TCP store port 29500");
+}
+
+TEST(RankEnvironmentTest, StorePortMovesTheTcpStoreOffMasterPort) {
+  std::map<std::string, std::string> vars = {
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}};
+  auto env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ((*env)->store_port, 29500);
+  vars["CONVEYOR_STORE_PORT"] = "29501";  // torchrun's own store holds MASTER_PORT
+  env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ((*env)->master_port, 29500);
+  EXPECT_EQ((*env)->store_port, 29501);
+  EXPECT_EQ(DescribeRankEnvironment(**env),
+            "rank 0 of 2 (local rank 0), master node0:29500, TCP store port 29501");
+  vars["CONVEYOR_STORE_PORT"] = "0";
+  EXPECT_THAT(Parse(vars).status().message(), HasSubstr("CONVEYOR_STORE_PORT=0 is out of range"));
 }
 
 TEST(RankEnvironmentTest, SlurmWithRunDir) {

@@ -66,9 +66,25 @@ awk -v a="${losses[0]}" -v b="${losses[1]}" 'BEGIN { exit !(b < a - 0.5) }' ||
 
 # Two ranks through the built-in launcher, tensor-parallel: the same final loss as one.
 one=$("$trainer" --config "$config" --train-iters 6 2>&1 | grep 'final lm loss')
-two=$("$trainer" --config "$config" --train-iters 6 --nproc-per-node 2 \
+tp2=$("$trainer" --config "$config" --train-iters 6 --nproc-per-node 2 \
   --tensor-model-parallel-size 2 2>&1 | grep 'final lm loss')
-[[ -n "$one" && "$one" == "$two" ]] || fail "TP2 run differs from one rank: '$one' vs '$two'"
+[[ -n "$one" && "$one" == "$tp2" ]] || fail "TP2 run differs from one rank: '$one' vs '$tp2'"
+
+# The same two ranks started one by one, as a Slurm script or torchrun starts them (RANK,
+# WORLD_SIZE, MASTER_ADDR, MASTER_PORT; no shared directory): they meet at the TCP
+# store rank 0 serves and train alike.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+for rank in 0 1; do
+  RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    timeout 300 "$trainer" --config "$config" --train-iters 6 --tensor-model-parallel-size 2 \
+    >"$tmp/tcp.$rank" 2>&1 &
+  pids[rank]=$!
+done
+for rank in 0 1; do
+  wait "${pids[rank]}" || fail "rank $rank over the TCP store exited non-zero: $(tail "$tmp/tcp.$rank")"
+done
+tcp=$(grep 'final lm loss' "$tmp/tcp.0")
+[[ "$tcp" == "$tp2" ]] || fail "TP2 over the TCP store differs from the launcher's: '$tcp' vs '$tp2'"
 
 # Validation loss (no dropout, forward only) is the same through a pipeline.
 one=$("$trainer" --config "$config" --train-iters 6 --eval-interval 3 --eval-iters 2 \

@@ -1,0 +1,37 @@
+#include "parallel/rendezvous_point.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "gloo/common/error.h"
+
+namespace conveyor {
+
+std::vector<char> RendezvousStore::get(const std::string& key) {
+  wait({key}, timeout_);
+  return Read(key);
+}
+
+void RendezvousStore::wait(const std::vector<std::string>& keys,
+                           const std::chrono::milliseconds& timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto interval = std::chrono::milliseconds(1);
+  while (true) {
+    std::vector<std::string> missing;
+    for (const std::string& key : keys) {
+      if (!Has(key)) missing.push_back(key);
+    }
+    if (missing.empty()) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw gloo::IoException(absl::StrFormat("%s: timed out after %d ms waiting for key(s) %s",
+                                              where_, timeout.count(),
+                                              absl::StrJoin(missing, ", ")));
+    }
+    std::this_thread::sleep_for(interval);
+    interval = std::min(interval * 2, std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace conveyor

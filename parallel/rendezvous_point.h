@@ -1,0 +1,77 @@
+// Where the ranks of a job meet: for each process group, a key-value store (gloo's
+// addresses, NCCL's unique id) and a progress board (which collective each rank has
+// entered, to name the missing ranks after a timeout). Two kinds: a directory shared by
+// the ranks (DirectoryRendezvous, CONVEYOR_RUN_DIR, what the built-in launcher uses) and
+// a TCP store that global rank 0 serves at MASTER_ADDR:MASTER_PORT (TcpRendezvous, for
+// nodes without a shared file system, as torchrun and Slurm scripts set them).
+#ifndef CONVEYOR_PARALLEL_RENDEZVOUS_POINT_H_
+#define CONVEYOR_PARALLEL_RENDEZVOUS_POINT_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gloo/rendezvous/store.h"
+#include "parallel/progress_board.h"
+
+namespace conveyor {
+
+// gloo's store interface, whose failures throw gloo::IoException naming the store and
+// the missing keys, over two primitives a backend provides: whether a key is there
+// (never blocking) and reading one that is. get() and wait() poll Has() with an interval
+// growing from 1 ms to 20 ms (shared file systems have no change notification), until
+// the store's timeout.
+class RendezvousStore : public gloo::rendezvous::Store {
+ public:
+  // `where` names the store in messages, e.g. "rendezvous store /tmp/run/tp[0,1]".
+  RendezvousStore(std::string where, std::chrono::milliseconds timeout)
+      : where_(std::move(where)), timeout_(timeout) {}
+
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
+
+  virtual bool Has(const std::string& key) const = 0;
+
+ protected:
+  // The value of a key that Has() reported.
+  virtual std::vector<char> Read(const std::string& key) = 0;
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+  std::chrono::milliseconds timeout_;
+};
+
+// A timeout as gloo and the stores count it: whole milliseconds, at least one.
+inline std::chrono::milliseconds WholeMilliseconds(absl::Duration timeout) {
+  return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+}
+
+class RendezvousPoint {
+ public:
+  virtual ~RendezvousPoint() = default;
+
+  // For messages, e.g. "directory /tmp/run" or "TCP store node1:29500".
+  virtual std::string Describe() const = 0;
+
+  // The store of group `name`: keys of different groups never meet. get() and wait()
+  // give up after `timeout`.
+  virtual absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenStore(
+      const std::string& name, absl::Duration timeout) const = 0;
+
+  // The progress board of group `name`, as group rank `rank` of `size`.
+  virtual absl::StatusOr<std::unique_ptr<ProgressBoard>> OpenBoard(const std::string& name,
+                                                                   int rank, int size) const = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_RENDEZVOUS_POINT_H_

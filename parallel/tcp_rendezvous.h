@@ -1,0 +1,62 @@
+// The rendezvous for nodes without a shared file system: every rank connects to the
+// TCP store (tcp_store_server.h) that global rank 0 serves at MASTER_ADDR:MASTER_PORT,
+// as torchrun's c10d store does. Group `name`'s keys live under "name/", its progress
+// board under "name/.progress/<rank>"; one connection per process carries them all.
+#ifndef CONVEYOR_PARALLEL_TCP_RENDEZVOUS_H_
+#define CONVEYOR_PARALLEL_TCP_RENDEZVOUS_H_
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parallel/rendezvous_point.h"
+
+namespace conveyor {
+
+// One connection to the store, shared by the process's groups and threads.
+class TcpStoreClient {
+ public:
+  // Connects to host:port, retrying until `timeout` (rank 0 may not listen yet).
+  static absl::StatusOr<std::shared_ptr<TcpStoreClient>> Connect(const std::string& host, int port,
+                                                                 absl::Duration timeout);
+  ~TcpStoreClient();
+  TcpStoreClient(const TcpStoreClient&) = delete;
+  TcpStoreClient& operator=(const TcpStoreClient&) = delete;
+
+  absl::Status Set(const std::string& key, const std::string& value);
+  // nullopt when the key is not (yet) there.
+  absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
+  // Set without waiting for the answer; best effort.
+  void Post(const std::string& key, const std::string& value);
+
+  const std::string& address() const { return address_; }  // "host:port"
+
+ private:
+  TcpStoreClient(int fd, std::string address) : fd_(fd), address_(std::move(address)) {}
+  absl::Status Lost(const char* op, const std::string& key) const;
+
+  std::mutex mu_;  // one request and its answer at a time
+  int fd_;
+  std::string address_;
+};
+
+class TcpRendezvous : public RendezvousPoint {
+ public:
+  explicit TcpRendezvous(std::shared_ptr<TcpStoreClient> client) : client_(std::move(client)) {}
+
+  std::string Describe() const override { return "TCP store " + client_->address(); }
+  absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenStore(const std::string& name,
+                                                             absl::Duration timeout) const override;
+  absl::StatusOr<std::unique_ptr<ProgressBoard>> OpenBoard(const std::string& name, int rank,
+                                                           int size) const override;
+
+ private:
+  std::shared_ptr<TcpStoreClient> client_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_TCP_RENDEZVOUS_H_
