@@ -19,8 +19,10 @@ Linear::Linear(const Ops* ops, ParameterStore* store, const std::string& name, i
   }
 }
 
-void Linear::AddBias(Tensor* y) const {
-  if (bias_ != nullptr) ops_->AddBias(bias_->value, y);
+void Linear::BiasDropoutAdd(const CounterRng& rng, float p, uint64_t first_index,
+                            const Tensor& residual, Tensor* y) const {
+  ops_->BiasDropoutAdd(bias_ != nullptr ? &bias_->value : nullptr, rng, p, first_index, residual,
+                       y);
 }
 
 const Tensor* Linear::ForwardBias() const {

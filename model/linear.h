@@ -1,7 +1,7 @@
 // y = x W^T + b with W stored [out, in] as Megatron stores it, optionally sharded for
 // tensor parallelism: column-parallel layers hold rows of W (a slice of the outputs),
 // row-parallel layers hold columns (a slice of the inputs, whose partial products the
-// caller sums over the group before adding the bias with AddBias).
+// caller sums over the group before adding the bias with BiasDropoutAdd).
 //
 // Backward is split: BackwardInput (dx = dy W) runs on the critical path,
 // BackwardWeight (dW += dy^T x, db += column sums of dy) can be deferred by
@@ -35,7 +35,10 @@ class Linear {
   void Forward(const Tensor& x, Tensor* y) const;
   // Forward into `pre`, then y = GELU(pre) (column-parallel: the MLP's fc1).
   void ForwardGelu(const Tensor& x, Tensor* pre, Tensor* y) const;
-  void AddBias(Tensor* y) const;
+  // y = residual + dropout(y + bias): a row-parallel layer's output, summed over the
+  // group, rejoining the residual stream (the bias only if the layer has one).
+  void BiasDropoutAdd(const CounterRng& rng, float p, uint64_t first_index, const Tensor& residual,
+                      Tensor* y) const;
   void BackwardInput(const Tensor& dy, Tensor* dx) const;
   void BackwardWeight(const Tensor& x, const Tensor& dy);
 

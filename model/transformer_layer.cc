@@ -133,10 +133,8 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   Tensor proj_partial = ops_->NewActivation({rows, shape_.hidden});
   proj_.Forward(stash->ctx, &proj_partial);
   ASSIGN_OR_RETURN(stash->x1, tp_->ExitForward(std::move(proj_partial)));
-  proj_.AddBias(&stash->x1);
-  ops_->Dropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1, &stash->x1);
-  ops_->Add(x, &stash->x1);
+  proj_.BiasDropoutAdd(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
+                       mb.Dropout(shape_.hidden_dropout), hidden_index, x, &stash->x1);
 
   // MLP block.
   RETURN_IF_ERROR(NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
@@ -144,10 +142,8 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
   Tensor fc2_partial = ops_->NewActivation({rows, shape_.hidden});
   fc2_.Forward(stash->act, &fc2_partial);
   ASSIGN_OR_RETURN(Tensor out, tp_->ExitForward(std::move(fc2_partial)));
-  fc2_.AddBias(&out);
-  ops_->Dropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                hidden_index, out, &out);
-  ops_->Add(stash->x1, &out);
+  fc2_.BiasDropoutAdd(DropoutRng(DropoutSite::kMlpOut, mb.iteration),
+                      mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1, &out);
 
   // Selective recomputation: keep only what is expensive to recompute.
   if (selective_.core_attn) stash->attention = Tensor();

@@ -121,6 +121,15 @@ class Ops {
   // maps dy to dx. in and out may be the same tensor.
   virtual void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
                        Tensor* out) const = 0;
+  // Megatron's bias-dropout-add, where a sublayer's output rejoins the residual stream:
+  // y = residual + Dropout(y + bias) (bias fp32 [width] or null, the mask Dropout's).
+  // Backends may do it in one pass; this composition is the reference.
+  virtual void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p,
+                              uint64_t first_index, const Tensor& residual, Tensor* y) const {
+    if (bias != nullptr) AddBias(*bias, y);
+    Dropout(rng, p, first_index, *y, y);
+    Add(residual, y);
+  }
 
   // Rotates the query and key heads of every token of qkv ([batch * seq, qkv_width], token
   // t at position t % seq) by RoPE; inverse rotates back (for gradients).

@@ -387,6 +387,24 @@ void CudaOps::Dropout(const CounterRng& rng, float p, uint64_t first_index, cons
   Finish("Dropout");
 }
 
+void CudaOps::BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p,
+                             uint64_t first_index, const Tensor& residual, Tensor* y) const {
+  RequireDevice("BiasDropoutAdd", "residual", residual);
+  RequireSameType("BiasDropoutAdd", "y", *y, "residual", residual);
+  RequireNumel("BiasDropoutAdd", "y", *y, residual.numel());
+  REQUIRE(p >= 0.0f && p < 1.0f, "BiasDropoutAdd", absl::StrCat("p = ", p, " must be in [0, 1)"));
+  const int64_t width = y->dim(y->rank() - 1);
+  if (bias != nullptr) {
+    RequireDevice("BiasDropoutAdd", "bias", *bias);
+    RequireNumel("BiasDropoutAdd", "bias", *bias, width);
+  }
+  const int64_t rows = RowsOf("BiasDropoutAdd", "y", *y, width);
+  cuda::LaunchBiasDropoutAdd(y->dtype(), bias != nullptr ? bias->dtype() : DType::kFloat32,
+                             bias != nullptr ? bias->raw() : nullptr, cuda::KeyOf(rng), p,
+                             first_index, residual.raw(), rows, width, y->raw());
+  Finish("BiasDropoutAdd");
+}
+
 const float* CudaOps::DeviceRopeTable(const RopeTable& table) const {
   const size_t n = table.cos.size();
   const bool same = rope_host_.size() == 2 * n &&

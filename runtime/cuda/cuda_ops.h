@@ -16,7 +16,8 @@
 //                   deterministic column reduction.
 //   Gelu / SwiGLU   one elementwise kernel each way (SwiGLU reads gate and up together).
 //   Dropout         the Philox mask is drawn inside the kernel (bit-identical to the
-//                   CPU's), never stored.
+//                   CPU's), never stored; with the bias before and the residual add
+//                   after in one pass where a sublayer rejoins the residual stream.
 //   Attention       flash attention: the probabilities are never stored; `saved` is the
 //                   fp32 log-sum-exp [batch, heads, seq]; backward recomputes P. In bf16
 //                   without dropout, cuDNN's fused kernels (cudnn_attention.h) on strided
@@ -93,6 +94,8 @@ class CudaOps : public Ops {
   void SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
   void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
                Tensor* out) const override;
+  void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p, uint64_t first_index,
+                      const Tensor& residual, Tensor* y) const override;
   void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape, bool inverse,
                             Tensor* qkv) const override;
   // saved: fp32 [batch, heads, seq], each query row's log-sum-exp.

@@ -139,6 +139,11 @@ inline unsigned int ElementwiseBlocks(int64_t n) {
       std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
+// Blocks for a kernel whose blocks stride over rows (threads over a row's columns).
+inline unsigned int RowLoopBlocks(int64_t rows) {
+  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks)));
+}
+
 // Threads for a one-block-per-row kernel over rows of `width`: a multiple of 32, about
 // four elements per thread, at most `max_threads`.
 inline int RowThreads(int64_t width, int max_threads = 512) {

@@ -14,6 +14,14 @@ namespace conveyor::cuda {
 void LaunchDropout(DType dtype, PhiloxKey key, float p, uint64_t first_index, const void* in,
                    int64_t n, void* out);
 
+// Bias-dropout-add in one pass over y [rows, width] (y and residual of `dtype`):
+// y[r, c] = residual[r, c] + keep * (y[r, c] + bias[c]) / (1 - p), element r * width + c
+// drawing index first_index + r * width + c. bias (of bias_dtype) may be null; p = 0
+// keeps everything.
+void LaunchBiasDropoutAdd(DType dtype, DType bias_dtype, const void* bias, PhiloxKey key, float p,
+                          uint64_t first_index, const void* residual, int64_t rows, int64_t width,
+                          void* y);
+
 }  // namespace conveyor::cuda
 
 #endif  // CONVEYOR_RUNTIME_CUDA_DROPOUT_KERNELS_H_

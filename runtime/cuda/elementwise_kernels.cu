@@ -69,10 +69,6 @@ __global__ void PositionGradKernel(const T* __restrict__ dx, int64_t first_row, 
   }
 }
 
-unsigned int RowLoopBlocks(int64_t rows) {
-  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks)));
-}
-
 }  // namespace
 
 void LaunchAdd(DType dtype, const void* x, void* y, int64_t n) {

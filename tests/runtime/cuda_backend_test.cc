@@ -406,6 +406,44 @@ TEST_P(CudaBackendTest, DropoutDrawsTheCpuMask) {
   }
 }
 
+TEST_P(CudaBackendTest, BiasDropoutAddIsTheComposition) {
+  const CounterRng rng(0x0fedcba987654321ull, MixStream(StreamId("layers.1.attention.out"), 3));
+  struct Case {
+    int64_t rows, width;
+    float p;
+    uint64_t first_index;
+    bool bias;
+  };
+  const std::vector<Case> cases = {{1, 1, 0.1f, 0, true},
+                                   {7, 33, 0.1f, 12345678901ull, true},  // index > 2^32
+                                   {300, 1000, 0.0f, 5, true},           // no dropout
+                                   {512, 768, 0.1f, 99, false},          // no bias
+                                   {4096, 1024, 0.5f, 3, true}};
+  uint32_t seed = 850;
+  for (const Case& c : cases) {
+    for (const DType wdt : WeightDTypes()) {
+      const Shape shape{c.rows, c.width};
+      const std::string name =
+          Name("BiasDropoutAdd",
+               absl::StrCat(ShapeName(shape), " p=", c.p, " first_index=", c.first_index,
+                            c.bias ? " bias " : " no bias ", DTypeName(wdt)));
+      const Values y = Act(c.rows * c.width, seed++), residual = Act(c.rows * c.width, seed++);
+      const Values bias = Random(c.width, seed++, wdt);
+      const Tensor host_bias = HostTensor({c.width}, bias);
+      Tensor want = HostTensor(shape, y);
+      cpu().BiasDropoutAdd(c.bias ? &host_bias : nullptr, rng, c.p, c.first_index,
+                           HostTensor(shape, residual), &want);
+      const Tensor dev_bias = DeviceTensor({c.width}, bias, wdt);
+      Tensor got = Dev(shape, y);
+      gpu().BiasDropoutAdd(c.bias ? &dev_bias : nullptr, rng, c.p, c.first_index,
+                           Dev(shape, residual), &got);
+      // fp32: the composition's operations in its order, so bit for bit; bf16: one
+      // rounding where the composition has three.
+      CheckTensor(name, got, want, dtype() == DType::kFloat32 ? kExact : tol());
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Embedding (vocabulary-parallel: this rank holds rows [vocab_start, vocab_start + rows)).
 
