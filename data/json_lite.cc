@@ -223,12 +223,12 @@ class JsonParser {
           out->push_back('\t');
           break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp = 0;
           if (absl::Status s = ParseHex4(&cp); !s.ok()) return s;
           // A high surrogate followed by a low one encodes one code point
           // beyond the BMP (how JSON writers escape emoji).
           if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
-            uint32_t low;
+            uint32_t low = 0;
             if (absl::Status s = ParseHex4(&low); !s.ok()) return s;
             if (low >= 0xDC00 && low < 0xE000) {
               cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);

@@ -49,8 +49,8 @@ absl::StatusOr<std::unique_ptr<RendezvousPoint>> OpenRendezvous(
     if (!started.ok()) {
       return absl::Status(started.status().code(),
                           absl::StrCat(started.status().message(),
-                                       "; under torchrun, whose own "
-                                       "store holds MASTER_PORT, set ",
+                                       "; under torchrun, whose own store holds "
+                                       "MASTER_PORT, set ",
                                        kStorePortEnv, " to another free port"));
     }
     *server = *std::move(started);

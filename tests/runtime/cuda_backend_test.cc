@@ -174,7 +174,9 @@ TEST_P(CudaBackendTest, LinearLayerEpilogues) {
     std::printf("Linear %s: cuBLASLt declined %lld of its epilogues\n", shape.c_str(),
                 static_cast<long long>(declined));
     // Otherwise the fusion would exist only on paper for the shapes that matter.
-    if (c.must_fuse) EXPECT_EQ(declined, 0) << shape;
+    if (c.must_fuse) {
+      EXPECT_EQ(declined, 0) << shape;
+    }
   }
 }
 
