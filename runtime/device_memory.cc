@@ -36,25 +36,26 @@ class HostMemory : public DeviceMemory {
   }
 };
 
-std::atomic<DeviceMemory*> cuda_memory{nullptr};
+// The installed memory of each device: the host's built in, CUDA's once registered.
+std::atomic<DeviceMemory*>& Installed(Device device) {
+  static std::atomic<DeviceMemory*> host{new HostMemory()};
+  static std::atomic<DeviceMemory*> cuda{nullptr};
+  return device == Device::kCpu ? host : cuda;
+}
 
 }  // namespace
 
 absl::string_view DeviceName(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
 
 DeviceMemory& MemoryOf(Device device) {
-  static HostMemory* host = new HostMemory();
-  if (device == Device::kCpu) return *host;
-  DeviceMemory* cuda = cuda_memory.load();
-  if (cuda == nullptr) {
+  DeviceMemory* memory = Installed(device).load();
+  if (memory == nullptr) {
     std::fprintf(stderr, "conveyor: a CUDA tensor was created before the CUDA backend started\n");
     std::abort();  // a programming error, not a user's
   }
-  return *cuda;
+  return *memory;
 }
 
-void RegisterDeviceMemory(Device device, DeviceMemory* memory) {
-  if (device == Device::kCuda) cuda_memory.store(memory);
-}
+void RegisterDeviceMemory(Device device, DeviceMemory* memory) { Installed(device).store(memory); }
 
 }  // namespace conveyor

@@ -37,6 +37,8 @@ class DeviceMemory {
 DeviceMemory& MemoryOf(Device device);
 
 // Installs `memory` (not owned, must outlive every tensor on the device) for `device`.
+// The host's may be replaced too, by a memory that forwards to the one it replaces (a
+// test that watches which buffers are tensors): tensors made before keep working.
 void RegisterDeviceMemory(Device device, DeviceMemory* memory);
 
 }  // namespace conveyor

@@ -55,6 +55,7 @@ absl::Status RecordingCommunicator::BatchSendRecv(const std::vector<P2POp>& ops)
 }
 
 bool FakeDeviceTransport::IsDeviceMemory(const void* p) const {
+  if (is_device_memory_) return is_device_memory_(p);
   const auto* f = static_cast<const float*>(p);
   return f >= arena_.data() && f < arena_.data() + arena_.size();
 }

@@ -4,6 +4,7 @@
 #ifndef CONVEYOR_TESTS_PARALLEL_FAKE_DEVICE_TRANSPORT_H_
 #define CONVEYOR_TESTS_PARALLEL_FAKE_DEVICE_TRANSPORT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,11 +51,14 @@ class RecordingCommunicator : public Communicator {
   absl::Status fail_next_;
 };
 
-// Device memory is the arena; copies are memcpy (counted); Connect makes a gloo group
-// named "<group>.device" in the run directory, recorded in device_log().
+// Device memory is the arena, or what `is_device_memory` says; copies are memcpy
+// (counted); Connect makes a gloo group named "<group>.device" at the rendezvous point,
+// recorded in device_log().
 class FakeDeviceTransport : public DeviceTransport {
  public:
   explicit FakeDeviceTransport(size_t arena_floats) : arena_(arena_floats) {}
+  explicit FakeDeviceTransport(std::function<bool(const void*)> is_device_memory)
+      : is_device_memory_(std::move(is_device_memory)) {}
 
   float* arena() { return arena_.data(); }
   const std::vector<std::string>& device_log() const { return device_log_; }
@@ -71,6 +75,7 @@ class FakeDeviceTransport : public DeviceTransport {
  private:
   std::string name_ = "fake-device";
   std::vector<float> arena_;
+  std::function<bool(const void*)> is_device_memory_;
   mutable std::vector<std::string> device_log_;
   mutable int copies_ = 0;
   mutable int connections_ = 0;

@@ -21,16 +21,20 @@ namespace {
 
 // Runs in each child: trains, then writes losses/norms (logging rank) and this rank's
 // parameter shards (data-parallel rank 0) as text.
-int RankMain(const Config& config, const std::string& dir, const RankEnvironment& env) {
+int RankMain(const Config& config, const std::string& dir, const RankEnvironment& env,
+             const TransportFactory& make_transport) {
   absl::StatusOr<Backend> backend = StartBackend(config, env.local_rank);
   if (!backend.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank,
                  std::string(backend.status().message()).c_str());
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<ParallelState>> state = ParallelState::Create(
-      env, config.parallel().tensor_model_parallel_size(),
-      config.parallel().pipeline_model_parallel_size(), absl::Seconds(60), backend->transport);
+  const std::unique_ptr<testing_util::FakeDeviceTransport> test_transport =
+      make_transport ? make_transport() : nullptr;
+  absl::StatusOr<std::unique_ptr<ParallelState>> state =
+      ParallelState::Create(env, config.parallel().tensor_model_parallel_size(),
+                            config.parallel().pipeline_model_parallel_size(), absl::Seconds(60),
+                            test_transport != nullptr ? test_transport.get() : backend->transport);
   if (!state.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
     return 1;
@@ -47,6 +51,10 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
     for (size_t i = 0; i < run->result.losses.size(); ++i) {
       f << absl::StrFormat("%.17g %.17g\n", run->result.losses[i], run->result.grad_norms[i]);
     }
+  }
+  if (test_transport != nullptr) {
+    std::ofstream f(absl::StrFormat("%s/device_operations.%d", dir, env.rank));
+    f << test_transport->device_log().size() << "\n";
   }
   {
     std::ofstream f(absl::StrFormat("%s/memory.%d", dir, env.rank));
@@ -215,7 +223,8 @@ std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalPara
   return problems;
 }
 
-absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& name) {
+absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& name,
+                                    const TransportFactory& transport) {
   const ParallelConfig& p = config.parallel();
   const int world = p.nproc_per_node();
   const char* tmp = std::getenv("TEST_TMPDIR");
@@ -225,7 +234,8 @@ absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& nam
   }
   std::ostringstream errors;
   const int code = LaunchLocalRanks(
-      world, [&](const RankEnvironment& env) { return RankMain(config, dir, env); }, errors);
+      world, [&](const RankEnvironment& env) { return RankMain(config, dir, env, transport); },
+      errors);
   if (code != 0) return absl::InternalError("ranks failed: " + errors.str());
 
   LayoutRun run;
@@ -241,6 +251,9 @@ absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& nam
     memory >> activations >> total;
     run.peak_activation_bytes.push_back(activations);
     run.peak_total_bytes.push_back(total);
+    std::ifstream device(absl::StrFormat("%s/device_operations.%d", dir, rank));
+    int64_t operations = -1;
+    if (device >> operations) run.device_operations.push_back(operations);
     std::ifstream f(absl::StrFormat("%s/params.%d", dir, rank));  // DP rank 0 wrote them
     std::string param;
     int64_t index;

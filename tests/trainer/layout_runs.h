@@ -5,12 +5,15 @@
 #ifndef CONVEYOR_TESTS_TRAINER_LAYOUT_RUNS_H_
 #define CONVEYOR_TESTS_TRAINER_LAYOUT_RUNS_H_
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/config.pb.h"
+#include "tests/parallel/fake_device_transport.h"
 
 namespace conveyor::testing {
 
@@ -53,6 +56,8 @@ struct LayoutRun {
   GlobalParams params;
   std::vector<int64_t> peak_activation_bytes;  // per global rank, measured
   std::vector<int64_t> peak_total_bytes;       // all categories together
+  // Per global rank, with a TransportFactory: operations its transport carried.
+  std::vector<int64_t> device_operations;
 };
 
 // Whether element `index` of parameter `name` of TinyConfig's model has a gradient
@@ -70,9 +75,15 @@ std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalPara
 void ExpectCurvesFollow(const LayoutRun& run, const LayoutRun& reference, double loss_tolerance,
                         double norm_tolerance);
 
+// Makes, inside each rank, a device transport to put under its process groups in
+// place of the backend's (none on the CPU): a test of the host/device routing.
+using TransportFactory = std::function<std::unique_ptr<testing_util::FakeDeviceTransport>()>;
+
 // Trains `config` (resolved) with its world size of ranks, in a scratch folder named
-// `name` under the test's temporary directory.
-absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& name);
+// `name` under the test's temporary directory; with `transport`, each rank's groups
+// route tensors through the transport it makes.
+absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& name,
+                                    const TransportFactory& transport = nullptr);
 
 }  // namespace conveyor::testing
 
