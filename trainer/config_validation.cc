@@ -593,6 +593,11 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
     o.set_lr_warmup_fraction(0);
   }
 
+  // bf16 is how a GPU trains unless asked otherwise (--bf16=false); the CPU stays fp32.
+  if (!out.precision().has_bf16() && p.device() == "cuda") {
+    out.mutable_precision()->set_bf16(true);
+  }
+
   RecomputeConfig& r = *out.mutable_recompute();
   if (r.recompute_activations()) r.set_recompute_granularity("selective");
   if (r.recompute_granularity() == "selective" && r.recompute_modules_size() == 0) {

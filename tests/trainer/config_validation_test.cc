@@ -316,6 +316,25 @@ TEST(ValidateConfigTest, CudaTrainsEveryLayout) {
   EXPECT_THAT(Validate(c, 6), Line("world size 6"));
 }
 
+TEST(ResolveConfigTest, Bf16IsTheGpuDefault) {
+  Config c = Valid();
+  c.mutable_parallel()->set_device("cuda");
+  absl::StatusOr<Config> gpu = ResolveConfig(c, 1);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_TRUE(gpu->precision().bf16());
+  c.mutable_precision()->set_bf16(false);  // --bf16=false
+  absl::StatusOr<Config> gpu_fp32 = ResolveConfig(c, 1);
+  ASSERT_TRUE(gpu_fp32.ok()) << gpu_fp32.status();
+  EXPECT_FALSE(gpu_fp32->precision().bf16());
+  for (const char* device : {"cpu", "auto"}) {
+    c = Valid();
+    c.mutable_parallel()->set_device(device);
+    absl::StatusOr<Config> cpu = ResolveConfig(c, 1);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    EXPECT_FALSE(cpu->precision().bf16()) << device;
+  }
+}
+
 TEST(ValidateConfigTest, ExactlyOneDataSource) {
   Config c = Valid();
   c.mutable_data()->set_mock_data(false);
