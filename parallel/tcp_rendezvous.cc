@@ -21,8 +21,10 @@
 namespace conveyor {
 namespace {
 
-// One attempt to connect to host:port; -1 with `error` set on failure.
-int ConnectOnce(const std::string& host, int port, std::string* error) {
+// One attempt to connect to host:port; -1 with `error` set on failure. Reads and writes
+// on the socket give up after `io_timeout`, so a store that stops answering ends in an
+// error, not a hang.
+int ConnectOnce(const std::string& host, int port, absl::Duration io_timeout, std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -46,6 +48,9 @@ int ConnectOnce(const std::string& host, int port, std::string* error) {
   if (fd >= 0) {
     const int on = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    const timeval limit = absl::ToTimeval(io_timeout);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
   }
   return fd;
 }
@@ -126,8 +131,8 @@ absl::StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::Connect(const st
   const absl::Time deadline = absl::Now() + timeout;
   std::string error;
   while (true) {
-    const int fd = ConnectOnce(host, port, &error);
-    if (fd >= 0) return std::shared_ptr<TcpStoreClient>(new TcpStoreClient(fd, address));
+    const int fd = ConnectOnce(host, port, timeout, &error);
+    if (fd >= 0) return std::shared_ptr<TcpStoreClient>(new TcpStoreClient(fd, address, timeout));
     if (absl::Now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -142,8 +147,9 @@ TcpStoreClient::~TcpStoreClient() { ::close(fd_); }
 
 absl::Status TcpStoreClient::Lost(const char* op, const std::string& key) const {
   return absl::UnavailableError(absl::StrFormat(
-      "TCP store %s: lost the connection during %s of key \"%s\" (did global rank 0 exit?)",
-      address_, op, key));
+      "TCP store %s: no answer within %s or lost the connection during %s of key \"%s\" (did "
+      "global rank 0 exit?)",
+      address_, absl::FormatDuration(io_timeout_), op, key));
 }
 
 absl::Status TcpStoreClient::Set(const std::string& key, const std::string& value) {

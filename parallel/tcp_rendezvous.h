@@ -19,7 +19,8 @@ namespace conveyor {
 // One connection to the store, shared by the process's groups and threads.
 class TcpStoreClient {
  public:
-  // Connects to host:port, retrying until `timeout` (rank 0 may not listen yet).
+  // Connects to host:port, retrying until `timeout` (rank 0 may not listen yet); each
+  // later request gives up after `timeout` too.
   static absl::StatusOr<std::shared_ptr<TcpStoreClient>> Connect(const std::string& host, int port,
                                                                  absl::Duration timeout);
   ~TcpStoreClient();
@@ -35,12 +36,14 @@ class TcpStoreClient {
   const std::string& address() const { return address_; }  // "host:port"
 
  private:
-  TcpStoreClient(int fd, std::string address) : fd_(fd), address_(std::move(address)) {}
+  TcpStoreClient(int fd, std::string address, absl::Duration io_timeout)
+      : fd_(fd), address_(std::move(address)), io_timeout_(io_timeout) {}
   absl::Status Lost(const char* op, const std::string& key) const;
 
   std::mutex mu_;  // one request and its answer at a time
   int fd_;
   std::string address_;
+  absl::Duration io_timeout_;
 };
 
 class TcpRendezvous : public RendezvousPoint {
