@@ -21,6 +21,12 @@ struct SgdHyperParams {
   bool first_step;  // the momentum buffer starts as the first update
 };
 
+// n contiguous fp32 elements on the device.
+struct FloatArray {
+  const float* data;
+  int64_t n;
+};
+
 // One tensor's part in an AdamW step: its fp32 arrays on the device and its weight decay
 // (Megatron exempts biases and norm weights).
 struct AdamWTensor {
@@ -38,8 +44,10 @@ class OptimizerOps {
 
   virtual Device device() const = 0;
 
-  // sum_i x[i]^2, accumulated in double.
-  virtual double SumOfSquares(const float* x, int64_t n) const = 0;
+  // The sum over `arrays`, in order, of each one's sum_i x[i]^2 accumulated in double
+  // (the gradient norm's squares). A backend may reduce them all in one launch and bring
+  // the result to the host once.
+  virtual double SumOfSquares(absl::Span<const FloatArray> arrays) const = 0;
   // x[i] = float(x[i] * factor), the product taken in double (Megatron's clipping).
   virtual void Scale(double factor, float* x, int64_t n) const = 0;
   // One in-place AdamW step over every tensor, in torch.optim.AdamW's order

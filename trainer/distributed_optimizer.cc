@@ -69,11 +69,11 @@ class DistributedOptimizer : public ParameterUpdater {
   }
 
   absl::StatusOr<double> GradNorm() override {
-    double squares = 0.0;
+    std::vector<FloatArray> counted;
     for (size_t i = 0; i < segments_.size(); ++i) {
-      if (counts_toward_norm_[i]) squares += ops_->SumOfSquares(segments_[i].grad, segments_[i].n);
+      if (counts_toward_norm_[i]) counted.push_back({segments_[i].grad, segments_[i].n});
     }
-    return FinishNorm(squares, groups_.dp, groups_);
+    return FinishNorm(ops_->SumOfSquares(counted), groups_.dp, groups_);
   }
 
   absl::Status Step(double grad_norm, double lr) override {

@@ -94,13 +94,12 @@ class ReplicatedUpdater : public ParameterUpdater {
   }
 
   absl::StatusOr<double> GradNorm() override {
-    double squares = 0.0;
-    for (const Parameter* p : params_) {
-      if (!CountsTowardNorm(*p, groups_)) continue;
-      squares += ops_->SumOfSquares(p->grad.data(), p->grad.numel());
+    std::vector<FloatArray> counted;
+    for (Parameter* p : params_) {
+      if (CountsTowardNorm(*p, groups_)) counted.push_back({p->grad.data(), p->grad.numel()});
     }
     // Gradients are already equal across DP: only model parallelism splits them.
-    return FinishNorm(squares, nullptr, groups_);
+    return FinishNorm(ops_->SumOfSquares(counted), nullptr, groups_);
   }
 
   absl::Status Step(double grad_norm, double lr) override {

@@ -7,10 +7,14 @@ const CpuOptimizerOps& CpuOptimizerOps::Get() {
   return *ops;
 }
 
-double CpuOptimizerOps::SumOfSquares(const float* x, int64_t n) const {
-  double squares = 0.0;
-  for (int64_t i = 0; i < n; ++i) squares += static_cast<double>(x[i]) * x[i];
-  return squares;
+double CpuOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const {
+  double total = 0.0;
+  for (const FloatArray& a : arrays) {
+    double squares = 0.0;
+    for (int64_t i = 0; i < a.n; ++i) squares += static_cast<double>(a.data[i]) * a.data[i];
+    total += squares;
+  }
+  return total;
 }
 
 void CpuOptimizerOps::Scale(double factor, float* x, int64_t n) const {

@@ -13,7 +13,7 @@ class CpuOptimizerOps : public OptimizerOps {
   static const CpuOptimizerOps& Get();
 
   Device device() const override { return Device::kCpu; }
-  double SumOfSquares(const float* x, int64_t n) const override;
+  double SumOfSquares(absl::Span<const FloatArray> arrays) const override;
   void Scale(double factor, float* x, int64_t n) const override;
   void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const override;
   void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,

@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "runtime/cuda/adamw_kernel.h"
+#include "runtime/cuda/block_table.h"
 
 namespace conveyor {
 namespace {
@@ -49,21 +50,12 @@ __global__ void AdamWStepKernel(AdamWScalars s, const float* __restrict__ grad,
 }
 
 // Multi-tensor apply: block b updates chunk b - first_block of the tensor whose blocks
-// it falls in (found by binary search over the table), kAdamWChunk elements, one per
-// thread and pass. One launch for the whole model instead of one per parameter.
+// it falls in (block_table.h), kAdamWChunk elements, one per thread and pass. One launch
+// for the whole model instead of one per parameter.
 __global__ void AdamWTensorsKernel(AdamWScalars s, const AdamWDeviceTensor* __restrict__ table,
                                    int count) {
-  int lo = 0, hi = count - 1;
   const int64_t block = blockIdx.x;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table[mid].first_block <= block) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const AdamWDeviceTensor& t = table[lo];
+  const AdamWDeviceTensor& t = table[EntryOfBlock(table, count, block)];
   const int64_t begin = (block - t.first_block) * kAdamWChunk;
   const int64_t end = min(begin + kAdamWChunk, t.n);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {

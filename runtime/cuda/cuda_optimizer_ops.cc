@@ -10,21 +10,30 @@
 
 namespace conveyor {
 
-CudaOptimizerOps::CudaOptimizerOps() {
-  CUDA_CHECK(
-      cudaMalloc(reinterpret_cast<void**>(&partials_), kSumOfSquaresMaxBlocks * sizeof(double)));
-}
-
-CudaOptimizerOps::~CudaOptimizerOps() { cudaFree(partials_); }
-
-double CudaOptimizerOps::SumOfSquares(const float* x, int64_t n) const {
-  int blocks = 0;
-  CUDA_CHECK(LaunchSumOfSquares(x, n, partials_, &blocks));
+double CudaOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const {
+  std::vector<SquaresArray> table;
+  int64_t blocks = 0;
+  for (const FloatArray& a : arrays) {
+    if (a.n == 0) continue;
+    const int own = SumOfSquaresBlocks(a.n);
+    table.push_back({a.data, a.n, blocks, own});
+    blocks += own;
+  }
+  if (table.empty()) return 0.0;
+  const SquaresArray* device_table = squares_table_.Upload(table.data(), table.size());
+  auto* partials = static_cast<double*>(partials_.Reserve(blocks * sizeof(double)));
+  CUDA_CHECK(LaunchSumsOfSquares(device_table, static_cast<int>(table.size()), blocks, partials));
   std::vector<double> host(blocks);
-  CUDA_CHECK(cudaMemcpy(host.data(), partials_, blocks * sizeof(double), cudaMemcpyDeviceToHost));
-  double squares = 0.0;
-  for (double partial : host) squares += partial;
-  return squares;
+  partials_.Download(host.data(), blocks);
+  // Each array's partials in block order, then the arrays in order: the same additions
+  // as one launch per array.
+  double total = 0.0;
+  for (const SquaresArray& a : table) {
+    double squares = 0.0;
+    for (int b = 0; b < a.blocks; ++b) squares += host[a.first_block + b];
+    total += squares;
+  }
+  return total;
 }
 
 void CudaOptimizerOps::Scale(double factor, float* x, int64_t n) const {

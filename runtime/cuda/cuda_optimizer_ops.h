@@ -11,13 +11,12 @@ namespace conveyor {
 
 class CudaOptimizerOps : public OptimizerOps {
  public:
-  // Needs a usable, selected device (see CudaOps).
-  CudaOptimizerOps();
-  ~CudaOptimizerOps() override;
+  // Needs a usable, selected device (see CudaOps) when used.
 
   Device device() const override { return Device::kCuda; }
-  // Waits for the device: the norm decides the step on the host.
-  double SumOfSquares(const float* x, int64_t n) const override;
+  // Every array in one launch; waits for the device once (the norm decides the step on
+  // the host).
+  double SumOfSquares(absl::Span<const FloatArray> arrays) const override;
   void Scale(double factor, float* x, int64_t n) const override;
   // All tensors in one launch (multi-tensor apply).
   void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const override;
@@ -25,8 +24,9 @@ class CudaOptimizerOps : public OptimizerOps {
            int64_t n) const override;
 
  private:
-  double* partials_ = nullptr;              // device, kSumOfSquaresMaxBlocks
-  mutable cuda::StagingBuffer adam_table_;  // the step's AdamWDeviceTensor table
+  mutable cuda::StagingBuffer squares_table_;  // the SquaresArray table of a norm
+  mutable cuda::StagingBuffer partials_;       // its per-block partial sums
+  mutable cuda::StagingBuffer adam_table_;     // the step's AdamWDeviceTensor table
 };
 
 }  // namespace conveyor

@@ -32,7 +32,7 @@ __global__ void BiasDropoutAddKernel(const W* __restrict__ bias, PhiloxKey key, 
       if (bias != nullptr) v = __fadd_rn(v, Load(&bias[c]));
       if (p > 0.0f) {
         v = DropoutKeeps(key, first_index + static_cast<uint64_t>(i), p) ? __fmul_rn(v, scale)
-                                                                          : 0.0f;
+                                                                         : 0.0f;
       }
       Store(&y[i], __fadd_rn(Load(&residual[i]), v));
     }

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "runtime/cuda/block_table.h"
 #include "runtime/cuda/optimizer_kernels.h"
 
 namespace conveyor {
@@ -10,16 +11,20 @@ constexpr int64_t kMaxBlocks = 65535;
 
 int64_t BlocksFor(int64_t n, int64_t cap) { return std::min((n + kThreads - 1) / kThreads, cap); }
 
-// Grid-stride sum of squares in double; each block reduces its threads' sums in shared
-// memory (a fixed tree, so the partial is deterministic) and writes one partial.
-__global__ void SumOfSquaresKernel(const float* __restrict__ x, int64_t n,
-                                   double* __restrict__ partials) {
+// A sum of squares in double per block: the blocks of one array stride over it together
+// (block j of its B visits j * 256 + thread, then every B * 256 elements); each block
+// reduces its threads' sums in shared memory (a fixed tree, so the partial is
+// deterministic) and writes one partial.
+__global__ void SumsOfSquaresKernel(const SquaresArray* __restrict__ table, int count,
+                                    double* __restrict__ partials) {
   __shared__ double sums[kThreads];
+  const int64_t block = blockIdx.x;
+  const SquaresArray& a = table[EntryOfBlock(table, count, block)];
+  const int64_t local_block = block - a.first_block;
+  const int64_t stride = static_cast<int64_t>(a.blocks) * blockDim.x;
   double sum = 0.0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const double v = x[i];
+  for (int64_t i = local_block * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+    const double v = a.x[i];
     sum += v * v;
   }
   sums[threadIdx.x] = sum;
@@ -55,13 +60,14 @@ __global__ void SgdStepKernel(float lr, float momentum, float weight_decay, bool
 
 }  // namespace
 
-cudaError_t LaunchSumOfSquares(const float* x, int64_t n, double* partials, int* blocks,
-                               cudaStream_t stream) {
-  *blocks = 0;
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  *blocks = static_cast<int>(BlocksFor(n, kSumOfSquaresMaxBlocks));
-  SumOfSquaresKernel<<<*blocks, kThreads, 0, stream>>>(x, n, partials);
+int SumOfSquaresBlocks(int64_t n) { return static_cast<int>(BlocksFor(n, kSumOfSquaresMaxBlocks)); }
+
+cudaError_t LaunchSumsOfSquares(const SquaresArray* table, int count, int64_t blocks,
+                                double* partials, cudaStream_t stream) {
+  if (count < 0 || blocks < 0) return cudaErrorInvalidValue;
+  if (count == 0 || blocks == 0) return cudaSuccess;
+  SumsOfSquaresKernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(table, count,
+                                                                                  partials);
   return cudaGetLastError();
 }
 

@@ -10,14 +10,30 @@
 
 namespace conveyor {
 
-// Blocks LaunchSumOfSquares uses at most: the size of `partials`.
+// Blocks an array's sum of squares uses at most.
 inline constexpr int kSumOfSquaresMaxBlocks = 1024;
 
-// partials[b] = sum over the elements block b visits of double(x[i])^2, for the
-// `*blocks` blocks it launches (set on return). The caller adds the partials in block
-// order on the host, so the result does not depend on scheduling (no atomics).
-cudaError_t LaunchSumOfSquares(const float* x, int64_t n, double* partials, int* blocks,
-                               cudaStream_t stream = nullptr);
+// The blocks the sum of squares of n elements takes: one per 256, at most
+// kSumOfSquaresMaxBlocks.
+int SumOfSquaresBlocks(int64_t n);
+
+// One array of a multi-array sum of squares, as the kernel reads it from device memory:
+// it owns blocks [first_block, first_block + blocks), blocks = SumOfSquaresBlocks(n),
+// first_block increasing along the table.
+struct SquaresArray {
+  const float* x;
+  int64_t n;
+  int64_t first_block;
+  int blocks;
+};
+
+// partials[b] = the sum, over the elements block b visits of its array, of
+// double(x[i])^2, for every block of the `count` arrays of the device-resident `table`
+// (`blocks` in all), in one launch. An array's blocks stride over it as if launched
+// alone, so its partials do not depend on the other arrays; the caller adds them in
+// block order on the host (no atomics: the result does not depend on scheduling).
+cudaError_t LaunchSumsOfSquares(const SquaresArray* table, int count, int64_t blocks,
+                                double* partials, cudaStream_t stream = nullptr);
 
 // x[i] = float(double(x[i]) * factor).
 cudaError_t LaunchScale(double factor, float* x, int64_t n, cudaStream_t stream = nullptr);

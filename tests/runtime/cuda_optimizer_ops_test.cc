@@ -51,11 +51,31 @@ TEST_F(CudaOptimizerOpsTest, SumOfSquaresMatchesToDoubleRounding) {
   const CudaOptimizerOps gpu;
   for (int64_t n : kSizes) {
     const Tensor x = RandomHost(n, 1, 3.0f);
-    const double want = CpuOptimizerOps::Get().SumOfSquares(x.data(), n);
-    const double got = gpu.SumOfSquares(OnGpu(x).data(), n);
+    const Tensor on_gpu = OnGpu(x);
+    const double want = CpuOptimizerOps::Get().SumOfSquares({{x.data(), n}});
+    const double got = gpu.SumOfSquares({{on_gpu.data(), n}});
     EXPECT_NEAR(got, want, 1e-12 * want) << "n = " << n;
-    EXPECT_EQ(got, gpu.SumOfSquares(OnGpu(x).data(), n)) << "not deterministic, n = " << n;
+    EXPECT_EQ(got, gpu.SumOfSquares({{on_gpu.data(), n}})) << "not deterministic, n = " << n;
   }
+}
+
+TEST_F(CudaOptimizerOpsTest, ManyArraysInOneLaunchAddUpAsOneByOne) {
+  const CudaOptimizerOps gpu;
+  std::vector<Tensor> on_host, on_gpu;
+  std::vector<FloatArray> host_arrays, gpu_arrays;
+  uint32_t seed = 20;
+  for (int64_t n : {int64_t{1000003}, int64_t{0}, int64_t{1}, int64_t{257}, int64_t{300000}}) {
+    on_host.push_back(RandomHost(n, seed++, 2.0f));
+    on_gpu.push_back(OnGpu(on_host.back()));
+    host_arrays.push_back({on_host.back().data(), n});
+    gpu_arrays.push_back({on_gpu.back().data(), n});
+  }
+  double one_by_one = 0.0;
+  for (const FloatArray& a : gpu_arrays) one_by_one += gpu.SumOfSquares({a});
+  // The same additions in the same order: bit for bit.
+  EXPECT_EQ(gpu.SumOfSquares(gpu_arrays), one_by_one);
+  const double want = CpuOptimizerOps::Get().SumOfSquares(host_arrays);
+  EXPECT_NEAR(one_by_one, want, 1e-12 * want);
 }
 
 TEST_F(CudaOptimizerOpsTest, ScaleIsBitExact) {
