@@ -9,8 +9,10 @@
 #      (tools/device_summary.py).
 # Everything goes under $OUT (default ./device_out): device_check.log (tests.log and
 # bench.log when run in two calls), each run's metrics and log, PyTorch's JSON,
-# summary.json. Each step has a time limit: the tests take about 3 minutes, the
-# benchmark about 6, so under a 10-minute limit per call run them as two calls.
+# summary.json. Each step has its own time limit, and the whole call a budget
+# (DEVICE_CHECK_SECONDS, default 470: one call stays under 8 minutes): a step gets at
+# most what is left of it, and once it is spent the remaining steps are skipped, saying
+# so. The steps run in order of need: the tests, then GPT-2 124M, then the 1.3B model.
 #
 #   tar -xJf device_bundle.tar.xz && device_bundle/device_check.sh [all|tests|bench]
 set -uo pipefail
@@ -32,11 +34,20 @@ export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64${wheel_libs:+:$wheel_lib
 export PYTHONUNBUFFERED=1
 models=(gpt2-124m gpt-1.3b)
 
-# step NAME SECONDS COMMAND...: runs one step under a time limit and reports its exit.
+budget="${DEVICE_CHECK_SECONDS:-470}"
+
+# step NAME SECONDS COMMAND...: runs one step under its time limit, or what is left of
+# the budget if less, and reports its exit; skips it when the budget is spent.
 step() {
   local name=$1 limit=$2
   shift 2
+  local left=$((budget - SECONDS))
   echo "== $name"
+  if ((left < 15)); then
+    echo "skipped ($name): the ${budget} s budget of this call is spent"
+    return
+  fi
+  ((limit > left)) && limit=$left
   timeout "$limit" "$@" 2>&1
   echo "exit $? ($name)"
 }
