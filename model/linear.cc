@@ -42,6 +42,10 @@ void Linear::BackwardInput(const Tensor& dy, Tensor* dx) const {
   ops_->Gemm(false, false, dy.dim(0), in_, out_, 1.0f, dy, weight_->gemm_value(), 0.0f, dx);
 }
 
+void Linear::BackwardInputGelu(const Tensor& dy, const Tensor& pre, Tensor* dx) const {
+  ops_->LinearGeluBackwardInput(dy, weight_->gemm_value(), pre, dx);
+}
+
 void Linear::BackwardWeight(const Tensor& x, const Tensor& dy) {
   ops_->LinearWeightGrad(x, dy, &weight_->grad, bias_ != nullptr ? &bias_->grad : nullptr);
 }

@@ -40,6 +40,8 @@ class Linear {
   void BiasDropoutAdd(const CounterRng& rng, float p, uint64_t first_index, const Tensor& residual,
                       Tensor* y) const;
   void BackwardInput(const Tensor& dy, Tensor* dx) const;
+  // BackwardInput through the GELU whose input was `pre` (fc2 back to fc1's output).
+  void BackwardInputGelu(const Tensor& dy, const Tensor& pre, Tensor* dx) const;
   void BackwardWeight(const Tensor& x, const Tensor& dy);
 
   void AppendParameters(std::vector<Parameter*>* out) const {

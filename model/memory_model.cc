@@ -101,12 +101,14 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
   const Sizes z = SizesOf(s, a);
   const int64_t full = z.tokens * s.hidden, local = z.local_tokens * s.hidden;
   // Everything alive at the end of one layer's BackwardInput: the incoming gradient,
-  // the gradients kept for W, the temporaries, and the outgoing gradient.
+  // the gradients kept for W, the temporaries, and the outgoing gradient. The gradient
+  // of the MLP's activation is gone by then (it lives only inside fc2's backward through
+  // GELU, or SwiGLU's block), and while it lived, less was held than here.
   const int64_t gathered = a.sequence_parallel ? 2 * full : 0;  // d_fc2_full, d_proj_full
-  return a.bytes * (local /* dy */ + local /* d_fc2 */ + z.tokens * z.ffn /* d_act */ +
-                    z.tokens * z.fc1 /* d_fc1 */ + local /* d_ln2 */ + local /* d_x1 */ +
-                    local /* d_proj */ + z.tokens * z.heads * s.head_dim /* d_ctx */ +
-                    z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ + gathered);
+  return a.bytes * (local /* dy */ + local /* d_fc2 */ + z.tokens * z.fc1 /* d_fc1 */ +
+                    local /* d_ln2 */ + local /* d_x1 */ + local /* d_proj */ +
+                    z.tokens * z.heads * s.head_dim /* d_ctx */ + z.tokens * z.qkv /* d_qkv */ +
+                    local /* d_ln1 */ + local /* dx */ + gathered);
 }
 
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,

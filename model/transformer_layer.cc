@@ -182,13 +182,13 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   ops_->Dropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
                 hidden_index, dy, &d_fc2);
   ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_fc2));
-  Tensor d_act = ops_->NewActivation({rows, local_ffn_});
-  fc2_.BackwardInput(stash->d_fc2_full, &d_act);
   stash->d_fc1 = ops_->NewActivation({rows, fc1_.local_out()});
   if (shape_.swiglu) {
+    Tensor d_act = ops_->NewActivation({rows, local_ffn_});
+    fc2_.BackwardInput(stash->d_fc2_full, &d_act);
     ops_->SwigluBackward(stash->fc1_out, d_act, &stash->d_fc1);
   } else {
-    ops_->GeluBackward(stash->fc1_out, d_act, &stash->d_fc1);
+    fc2_.BackwardInputGelu(stash->d_fc2_full, stash->fc1_out, &stash->d_fc1);
   }
   Tensor d_ln2_partial = ops_->NewActivation({rows, shape_.hidden});
   fc1_.BackwardInput(stash->d_fc1, &d_ln2_partial);

@@ -76,6 +76,16 @@ class Ops {
     LinearForward(x, w, bias, pre);
     GeluForward(*pre, y);
   }
+  // A linear layer's input gradient through the GELU before it (the MLP's fc2 back to
+  // fc1's output): dx = GELU'(pre) * (dy w), dy [rows, out], w [out, in], pre and dx
+  // [rows, in]. Backends may apply GELU's derivative in the GEMM's epilogue; this
+  // composition is the reference.
+  virtual void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                       Tensor* dx) const {
+    Tensor d_act = NewActivation(dx->shape());
+    Gemm(false, false, dy.dim(0), w.dim(1), w.dim(0), 1.0f, dy, w, 0.0f, &d_act);
+    GeluBackward(pre, d_act, dx);
+  }
   // A linear layer's weight gradients: dw (fp32 [out, in]) += dy^T x and, when dbias
   // (fp32 [out]) is not null, dbias += the sums of dy's rows. Backends may take the bias
   // gradient from the GEMM's read of dy; this composition is the reference.

@@ -188,6 +188,27 @@ void CudaOps::LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* 
   Finish("LinearGeluForward");
 }
 
+void CudaOps::LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                      Tensor* dx) const {
+  const int64_t rows = dy.dim(0), out = w.dim(0), in = w.dim(1);
+  if (rows == 0 || out == 0 || in == 0) {
+    Ops::LinearGeluBackwardInput(dy, w, pre, dx);
+    return;
+  }
+  CheckGemm("LinearGeluBackwardInput", rows, in, out, dy, w, *dx);
+  RequireSameType("LinearGeluBackwardInput", "pre", pre, "dx", *dx);
+  RequireNumel("LinearGeluBackwardInput", "pre", pre, rows * in);
+  // The epilogue only reads aux here (cuBLASLt's pointer is not const).
+  Tensor read_only_pre = pre;
+  if (!gemm_->RunWithEpilogue({cuda::GemmLt::Epilogue::kGeluGradAux, nullptr, read_only_pre.raw()},
+                              false, false, rows, in, out, 1.0f, dy.raw(), w.raw(), dy.dtype(),
+                              0.0f, dx->raw(), dx->dtype())) {
+    Ops::LinearGeluBackwardInput(dy, w, pre, dx);
+    return;
+  }
+  Finish("LinearGeluBackwardInput");
+}
+
 void CudaOps::LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw, Tensor* dbias) const {
   const int64_t rows = dy.dim(0), out = dw->dim(0), in = dw->dim(1);
   if (dbias == nullptr || rows == 0 || out == 0 || in == 0) {

@@ -7,9 +7,9 @@
 //   Linear*         the bias in the GEMM's epilogue: added to the product before its one
 //                   rounding (a bf16 output takes a bf16 copy of the bias), GELU after
 //                   it for the MLP's fc1 (the pre-activation kept as the epilogue's aux
-//                   output), and the bias gradient summed from the dy the weight-gradient
-//                   GEMM reads; composed from Gemm and the other kernels where cuBLASLt
-//                   declines.
+//                   output), GELU's derivative in fc2's input gradient, and the bias
+//                   gradient summed from the dy the weight-gradient GEMM reads; composed
+//                   from Gemm and the other kernels where cuBLASLt declines.
 //   Norm*           one kernel, one block per row: fp32 statistics, normalisation and
 //                   affine (the row is re-read from cache, nothing else is written);
 //                   backward-input likewise; dgamma and dbeta together in one
@@ -73,6 +73,8 @@ class CudaOps : public Ops {
                      Tensor* y) const override;
   void LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
                          Tensor* y) const override;
+  void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                               Tensor* dx) const override;
   void LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw,
                         Tensor* dbias) const override;
   void AddBias(const Tensor& bias, Tensor* y) const override;

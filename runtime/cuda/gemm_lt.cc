@@ -119,6 +119,7 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue
     cublasLtEpilogue_t lt_epilogue = CUBLASLT_EPILOGUE_BIAS;
     if (epilogue.kind == Epilogue::kGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
     if (epilogue.kind == Epilogue::kBiasGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (epilogue.kind == Epilogue::kGeluGradAux) lt_epilogue = CUBLASLT_EPILOGUE_DGELU;
     if (epilogue.kind == Epilogue::kBiasGradOfA) lt_epilogue = CUBLASLT_EPILOGUE_BGRADB;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                 &lt_epilogue, sizeof(lt_epilogue)));

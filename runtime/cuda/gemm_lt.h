@@ -12,8 +12,10 @@
 // Epilogues fold a linear layer's elementwise work into the GEMM (one pass over the
 // output instead of two or three, or none over dy): kBias adds a vector to every row of
 // c; kGeluAux and kBiasGeluAux (the bias, then) keep the pre-activation in `aux` and
-// write GELU of it (tanh form) to c; kBiasGradOfA also writes the sums of op(a) over k,
-// a bias gradient, from the operand the GEMM reads anyway. Vector and aux have c's dtype.
+// write GELU of it (tanh form) to c, and kGeluGradAux multiplies the product by GELU's
+// derivative at `aux` (their backward); kBiasGradOfA also writes the sums of op(a) over
+// k, a bias gradient, from the operand the GEMM reads anyway. Vector and aux have c's
+// dtype.
 //
 // A plan (matmul and layout descriptors plus the heuristic's algorithm) is cached per
 // (shape, transposes, dtypes, epilogue, pointer alignments): a steady-state training step
@@ -47,6 +49,7 @@ class GemmLt {
     kBias,         // c[i, :] += vector[:] after the product (vector: [n], read)
     kGeluAux,      // aux = product, c = GELU(aux) (aux: [m, n] like c, written)
     kBiasGeluAux,  // aux = product + vector, c = GELU(aux)
+    kGeluGradAux,  // c = GELU'(aux) * product (aux: [m, n] like c, read)
     kBiasGradOfA,  // vector[i] = sum over k of op(a)[i, k] (vector: [m], written)
   };
   struct EpilogueArgs {

@@ -156,6 +156,17 @@ TEST_P(CudaBackendTest, LinearLayerEpilogues) {
     const Tolerance gelu = dtype() == DType::kFloat32 ? kFp32AttentionTolerance : tol();
     CheckTensor(Name("LinearGeluForward act", shape), got_act, want_act, gelu);
 
+    // Back through the GELU: fc2's input gradient with GELU's derivative at `pre` (here
+    // the layer's shape read the other way round: dy [rows, out] times w [out, in]).
+    const Values pre = Act(c.rows * c.in, seed++), dy_out = Act(c.rows * c.out, seed++);
+    Tensor want_dx = Tensor::Zeros({c.rows, c.in}, MemoryCategory::kOther);
+    cpu().LinearGeluBackwardInput(HostTensor({c.rows, c.out}, dy_out), HostTensor({c.out, c.in}, w),
+                                  HostTensor({c.rows, c.in}, pre), &want_dx);
+    Tensor got_dx = DevZeros({c.rows, c.in});
+    gpu().LinearGeluBackwardInput(Dev({c.rows, c.out}, dy_out), Dev({c.out, c.in}, w),
+                                  Dev({c.rows, c.in}, pre), &got_dx);
+    CheckTensor(Name("LinearGeluBackwardInput", shape), got_dx, want_dx, gelu);
+
     const Values dy = Act(c.rows * c.out, seed++);
     const Values dw0 = Random(c.out * c.in, seed++, DType::kFloat32);
     const Values db0 = Random(c.out, seed++, DType::kFloat32);
