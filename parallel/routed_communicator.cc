@@ -15,11 +15,11 @@ RoutedCommunicator::RoutedCommunicator(std::unique_ptr<Communicator> host,
 absl::StatusOr<Communicator*> RoutedCommunicator::Route(
     const char* op, int64_t n, std::initializer_list<const void*> buffers) {
   if (n == 0) return RouteBuffers(op, {});
-  return RouteBuffers(op, std::vector<const void*>(buffers));
+  return RouteBuffers(op, absl::MakeConstSpan(buffers.begin(), buffers.size()));
 }
 
 absl::StatusOr<Communicator*> RoutedCommunicator::RouteBuffers(
-    const char* op, const std::vector<const void*>& buffers) {
+    const char* op, absl::Span<const void* const> buffers) {
   if (!broken_.ok()) return broken_;
   int on_device = 0;
   for (const void* b : buffers) on_device += transport_->IsDeviceMemory(b) ? 1 : 0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "parallel/communicator.h"
 #include "parallel/device_transport.h"
 
@@ -48,8 +49,7 @@ class RoutedCommunicator : public Communicator {
   // naming `op` when they are split between host and device memory.
   absl::StatusOr<Communicator*> Route(const char* op, int64_t n,
                                       std::initializer_list<const void*> buffers);
-  absl::StatusOr<Communicator*> RouteBuffers(const char* op,
-                                             const std::vector<const void*>& buffers);
+  absl::StatusOr<Communicator*> RouteBuffers(const char* op, absl::Span<const void* const> buffers);
   // Runs `call` on the routed communicator and remembers the first error: every
   // later call returns it.
   template <typename Call>

@@ -142,6 +142,12 @@ void CudaOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   Finish("Gemm");
 }
 
+Tensor CudaOps::EpilogueBias(const char* op, const Tensor& bias, int64_t width, DType dtype) const {
+  RequireDevice(op, "bias", bias);
+  RequireNumel(op, "bias", bias, width);
+  return CastTo(bias, dtype);
+}
+
 void CudaOps::LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* y) const {
   const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
   if (bias == nullptr || rows == 0 || out == 0 || in == 0) {
@@ -149,10 +155,7 @@ void CudaOps::LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias
     return;
   }
   CheckGemm("LinearForward", rows, out, in, x, w, *y);
-  RequireDevice("LinearForward", "bias", *bias);
-  RequireNumel("LinearForward", "bias", *bias, out);
-  // cuBLASLt reads the bias in y's dtype.
-  Tensor y_type_bias = CastTo(*bias, y->dtype());  // only read
+  Tensor y_type_bias = EpilogueBias("LinearForward", *bias, out, y->dtype());
   if (!gemm_->RunWithEpilogue({cuda::GemmLt::Epilogue::kBias, y_type_bias.raw()}, false, true, rows,
                               out, in, 1.0f, x.raw(), w.raw(), x.dtype(), 0.0f, y->raw(),
                               y->dtype())) {
@@ -173,11 +176,9 @@ void CudaOps::LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* 
   RequireSameType("LinearGeluForward", "pre", *pre, "y", *y);
   RequireNumel("LinearGeluForward", "pre", *pre, rows * out);
   cuda::GemmLt::EpilogueArgs epilogue{cuda::GemmLt::Epilogue::kGeluAux, nullptr, pre->raw()};
-  Tensor y_type_bias;  // cuBLASLt reads the bias in y's dtype; only read
+  Tensor y_type_bias;
   if (bias != nullptr) {
-    RequireDevice("LinearGeluForward", "bias", *bias);
-    RequireNumel("LinearGeluForward", "bias", *bias, out);
-    y_type_bias = CastTo(*bias, y->dtype());
+    y_type_bias = EpilogueBias("LinearGeluForward", *bias, out, y->dtype());
     epilogue = {cuda::GemmLt::Epilogue::kBiasGeluAux, y_type_bias.raw(), pre->raw()};
   }
   if (!gemm_->RunWithEpilogue(epilogue, false, true, rows, out, in, 1.0f, x.raw(), w.raw(),

@@ -135,6 +135,9 @@ class CudaOps : public Ops {
   // device (a and b of one dtype, c fp32 or that dtype).
   void CheckGemm(const char* op, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
                  const Tensor& c) const;
+  // A linear layer's bias (`width` elements on this device) as a bias epilogue reads it:
+  // in the output's `dtype` (a cast copy when it differs); only read.
+  Tensor EpilogueBias(const char* op, const Tensor& bias, int64_t width, DType dtype) const;
   // Checks the launch and, with synchronize_each_op, waits for the op to finish.
   void Finish(const char* op) const;
   // The device copy of a RoPE table, uploaded again only when its contents change.

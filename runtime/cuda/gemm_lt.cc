@@ -97,8 +97,10 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
 
-  const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue_int, align_a, align_b, align_c,
-              align_vector, align_aux] = key;
+  // The vector and aux alignments are in the key only: the heuristic reads the
+  // pointers themselves (SetEpiloguePointers).
+  [[maybe_unused]] const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue_int, align_a,
+                               align_b, align_c, align_vector, align_aux] = key;
   const cudaDataType_t ab_type = CudaType(static_cast<DType>(ab_int));
   const cudaDataType_t c_type = CudaType(static_cast<DType>(c_int));
   auto plan = std::make_unique<Plan>();
@@ -157,8 +159,6 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignments[2], sizeof(uint32_t)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignments[2], sizeof(uint32_t)));
-  (void)align_vector;  // in the key: the heuristic reads the pointers themselves
-  (void)align_aux;
 
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
@@ -195,8 +195,8 @@ void GemmLt::Launch(const Plan& plan, const Key& key, float alpha, const void* a
                      c, plan.c_layout, c, plan.c_layout, &plan.algo, workspace_, kWorkspaceBytes,
                      /*stream=*/0);
   if (status != CUBLAS_STATUS_SUCCESS) {
-    const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue, align_a, align_b, align_c,
-                align_vector, align_aux] = key;
+    [[maybe_unused]] const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue, align_a,
+                                 align_b, align_c, align_vector, align_aux] = key;
     std::fprintf(stderr,
                  "conveyor: cublasLtMatmul failed for Gemm m=%lld n=%lld k=%lld trans_a=%d "
                  "trans_b=%d a/b %s c %s epilogue %d: %s: %s\n",

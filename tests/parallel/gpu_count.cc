@@ -5,8 +5,7 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
-#include "cuda_runtime.h"
+#include "runtime/cuda/device.h"
 #include "tests/parallel/multi_rank.h"
 
 namespace conveyor {
@@ -16,12 +15,9 @@ int CountGpusInChild(std::string* why) {
   const std::string dir = MakeTestDir("gpu_probe");
   const pid_t pid = ::fork();
   if (pid == 0) {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    WriteFile(dir + "/why", e == cudaSuccess
-                                ? "no CUDA device"
-                                : absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)));
-    ::_exit(e == cudaSuccess ? std::min(count, 100) : 0);
+    const GpuInfo gpus = ProbeGpus();
+    WriteFile(dir + "/why", gpus.error);
+    ::_exit(std::min(gpus.count, 100));
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
