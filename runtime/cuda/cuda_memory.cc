@@ -17,26 +17,16 @@
 namespace conveyor::cuda {
 namespace {
 
-// Makes the memory's device current for a scope and restores the caller's, so that a thread
-// that never called cudaSetDevice (e.g. the gradient-reduction thread) still allocates on,
-// and queues work to, the right GPU.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) CUDA_CHECK(cudaSetDevice(device));
-    device_ = device;
-  }
-  ~DeviceGuard() {
-    if (previous_ != device_) CUDA_CHECK(cudaSetDevice(previous_));
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  int device_ = 0;
-};
+// Makes the memory's device current on the calling thread, so that a thread that never
+// called cudaSetDevice (e.g. the gradient-reduction thread) still allocates on, and queues
+// work to, the rank's GPU. It stays current afterwards: a process drives one GPU, and
+// restoring a fresh thread's default (device 0) would create a context on GPU 0 for every
+// rank of the node (hundreds of MiB each, and an error on an exclusive-process GPU).
+void MakeCurrent(int device) {
+  int current = -1;
+  CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device) CUDA_CHECK(cudaSetDevice(device));
+}
 
 // cudaMalloc/cudaFree, called only by the caching allocator (under its lock, with the device
 // made current by the caller).
@@ -66,7 +56,7 @@ class CudaMemory : public DeviceMemory {
   explicit CudaMemory(int device) : device_(device), allocator_(&backing_) {}
 
   void* AllocateZeroed(int64_t bytes) override {
-    DeviceGuard guard(device_);
+    MakeCurrent(device_);
     absl::StatusOr<void*> p = allocator_.Allocate(bytes);
     if (!p.ok()) {
       if (p.status().code() == absl::StatusCode::kResourceExhausted) OutOfMemory(bytes);
@@ -92,7 +82,7 @@ class CudaMemory : public DeviceMemory {
   }
 
   void Zero(void* p, int64_t bytes) override {
-    DeviceGuard guard(device_);
+    MakeCurrent(device_);
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, /*stream=*/0));
   }
 
@@ -103,21 +93,21 @@ class CudaMemory : public DeviceMemory {
   // reuse on return). A device-to-device copy may still be running when it returns, but it
   // is ordered before the kernels that later read its result on the same stream.
   void Copy(void* dst, const void* src, int64_t bytes) override {
-    DeviceGuard guard(device_);
+    MakeCurrent(device_);
     CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice));
   }
   void CopyFromHost(void* dst, const void* host_src, int64_t bytes) override {
-    DeviceGuard guard(device_);
+    MakeCurrent(device_);
     CUDA_CHECK(cudaMemcpy(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice));
   }
   void CopyToHost(void* host_dst, const void* src, int64_t bytes) override {
-    DeviceGuard guard(device_);
+    MakeCurrent(device_);
     CUDA_CHECK(cudaMemcpy(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost));
   }
 
   CachingAllocator& allocator() { return allocator_; }
   void EmptyCache() {
-    DeviceGuard guard(device_);  // cudaFree on the device the segments came from
+    MakeCurrent(device_);  // cudaFree on the device the segments came from
     allocator_.EmptyCache();
   }
 

@@ -70,6 +70,15 @@ void RequireAtLeast(const char* op, const char* name, const Tensor& t, int64_t n
           absl::StrCat(Describe(name, t), ": needs at least ", numel, " elements"));
 }
 
+// A linear layer's operands hold exactly [rows, in] and [rows, out] elements (a GEMM may
+// be handed larger buffers; a layer may not).
+void RequireLinearOperands(const char* op, const char* in_name, const Tensor& rows_by_in,
+                           const char* out_name, const Tensor& rows_by_out, int64_t rows,
+                           int64_t in, int64_t out) {
+  RequireNumel(op, in_name, rows_by_in, rows * in);
+  RequireNumel(op, out_name, rows_by_out, rows * out);
+}
+
 // Rows of a tensor viewed as [rows, width].
 int64_t RowsOf(const char* op, const char* name, const Tensor& t, int64_t width) {
   REQUIRE(width > 0 && t.numel() % width == 0, op,
@@ -133,7 +142,9 @@ void CudaOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    const Tensor& a, const Tensor& b, float beta, Tensor* c) const {
   CheckGemm("Gemm", m, n, k, a, b, *c);
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: c = beta c
+  if (k == 0 && beta == 0.0f) {  // an empty sum, and c not read (as BLAS: NaNs in c go)
+    CUDA_CHECK(cudaMemsetAsync(c->raw(), 0, m * n * SizeOf(c->dtype()), /*stream=*/0));
+  } else if (k == 0) {  // an empty sum: c = beta c
     if (beta != 1.0f) cuda::LaunchScale(c->dtype(), beta, c->raw(), m * n);
   } else {
     gemm_->Run(trans_a, trans_b, m, n, k, alpha, a.raw(), b.raw(), a.dtype(), beta, c->raw(),
@@ -155,6 +166,7 @@ void CudaOps::LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias
     return;
   }
   CheckGemm("LinearForward", rows, out, in, x, w, *y);
+  RequireLinearOperands("LinearForward", "x", x, "y", *y, rows, in, out);
   Tensor y_type_bias = EpilogueBias("LinearForward", *bias, out, y->dtype());
   if (!gemm_->RunWithEpilogue({cuda::GemmLt::Epilogue::kBias, y_type_bias.raw()}, false, true, rows,
                               out, in, 1.0f, x.raw(), w.raw(), x.dtype(), 0.0f, y->raw(),
@@ -173,6 +185,7 @@ void CudaOps::LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* 
     return;
   }
   CheckGemm("LinearGeluForward", rows, out, in, x, w, *y);
+  RequireLinearOperands("LinearGeluForward", "x", x, "y", *y, rows, in, out);
   RequireSameType("LinearGeluForward", "pre", *pre, "y", *y);
   RequireNumel("LinearGeluForward", "pre", *pre, rows * out);
   cuda::GemmLt::EpilogueArgs epilogue{cuda::GemmLt::Epilogue::kGeluAux, nullptr, pre->raw()};
@@ -197,6 +210,7 @@ void CudaOps::LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const T
     return;
   }
   CheckGemm("LinearGeluBackwardInput", rows, in, out, dy, w, *dx);
+  RequireLinearOperands("LinearGeluBackwardInput", "dx", *dx, "dy", dy, rows, in, out);
   RequireSameType("LinearGeluBackwardInput", "pre", pre, "dx", *dx);
   RequireNumel("LinearGeluBackwardInput", "pre", pre, rows * in);
   // The epilogue only reads aux here (cuBLASLt's pointer is not const).
@@ -217,6 +231,7 @@ void CudaOps::LinearWeightGrad(const Tensor& x, const Tensor& dy, Tensor* dw, Te
     return;
   }
   CheckGemm("LinearWeightGrad", out, in, rows, dy, x, *dw);
+  RequireLinearOperands("LinearWeightGrad", "x", x, "dy", dy, rows, in, out);
   RequireFloat("LinearWeightGrad", "dw", *dw);
   RequireFloat("LinearWeightGrad", "dbias", *dbias);
   RequireNumel("LinearWeightGrad", "dbias", *dbias, out);

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/staging_buffer.h"
 
 namespace conveyor::cuda {
@@ -205,6 +206,7 @@ struct CudnnAttention::Impl {
       if (handle != nullptr) cudnnDestroy(handle);
       handle = nullptr;
       unusable = true;
+      cudaGetLastError();  // as in PlanFor: not to be blamed on the next kernel
     }
     return handle;
   }
@@ -281,11 +283,28 @@ struct CudnnAttention::Impl {
   }
 
   // One grow-only device buffer: the graph's workspace, then the packed Q and dQ copies.
-  void* Scratch(int64_t bytes) { return scratch.Reserve(bytes); }
+  // Null (reported once) when the device has no room even after the caching allocator
+  // returned its unused blocks: the deterministic backward's workspace grows as seq^2, and
+  // the built-in kernel needs none.
+  void* Scratch(int64_t bytes) {
+    if (void* p = scratch.TryReserve(bytes)) return p;
+    EmptyDeviceCache();
+    if (void* p = scratch.TryReserve(bytes)) return p;
+    if (!reported_no_room) {
+      std::fprintf(stderr,
+                   "conveyor: cuDNN attention unavailable: no room for its %lld-byte workspace; "
+                   "using the built-in kernel\n",
+                   static_cast<long long>(bytes));
+      std::fflush(stderr);
+      reported_no_room = true;
+    }
+    return nullptr;
+  }
 
   cudnnHandle_t handle = nullptr;
   bool unusable = false;
   bool reported_misaligned = false;
+  bool reported_no_room = false;
   std::map<Key, std::unique_ptr<Plan>> plans;  // null: declined
   StagingBuffer scratch;
 };
@@ -334,6 +353,7 @@ bool CudnnAttention::Forward(const AttentionShape& shape, const void* qkv, float
   if (plan == nullptr) return false;
   const int64_t q_at = RoundUp(plan->workspace_bytes);
   char* scratch = static_cast<char*>(impl_->Scratch(q_at + v.packed_q_bytes));
+  if (scratch == nullptr) return false;
   const void* q = qkv;
   if (v.packed_q) {
     PackQueries(shape, qkv, scratch + q_at);
@@ -363,6 +383,7 @@ bool CudnnAttention::Backward(const AttentionShape& shape, const void* qkv, cons
   const int64_t q_at = RoundUp(plan->workspace_bytes);
   const int64_t dq_at = q_at + RoundUp(v.packed_q_bytes);
   char* scratch = static_cast<char*>(impl_->Scratch(dq_at + v.packed_q_bytes));
+  if (scratch == nullptr) return false;
   const void* q = qkv;
   void* dq = dqkv;
   if (v.packed_q) {

@@ -1,11 +1,14 @@
 #include "runtime/cuda/gemm_lt.h"
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
+#include "absl/strings/str_format.h"
 #include "runtime/cuda/cuda_check.h"
 
 namespace conveyor::cuda {
@@ -31,6 +34,24 @@ cudaDataType_t CudaType(DType dtype) { return dtype == DType::kFloat32 ? CUDA_R_
 
 cublasLtHandle_t Handle(void* h) { return static_cast<cublasLtHandle_t>(h); }
 
+const char* EpilogueName(GemmLt::Epilogue epilogue) {
+  switch (epilogue) {
+    case GemmLt::Epilogue::kNone:
+      return "none";
+    case GemmLt::Epilogue::kBias:
+      return "BIAS";
+    case GemmLt::Epilogue::kGeluAux:
+      return "GELU_AUX";
+    case GemmLt::Epilogue::kBiasGeluAux:
+      return "GELU_AUX_BIAS";
+    case GemmLt::Epilogue::kGeluGradAux:
+      return "DGELU";
+    case GemmLt::Epilogue::kBiasGradOfA:
+      return "BGRADB";
+  }
+  return "?";
+}
+
 // The largest power of two (up to 256) dividing the address: what the heuristic may
 // assume about the buffer's alignment.
 int AlignmentOf(const void* p) {
@@ -38,6 +59,20 @@ int AlignmentOf(const void* p) {
   int alignment = 256;
   while (alignment > 1 && address % alignment != 0) alignment /= 2;
   return alignment;
+}
+
+// "m=.. n=.. k=.. trans_a=.. ..." for messages about the GEMM a plan key describes.
+template <typename Key>
+std::string DescribeGemm(const Key& key) {
+  const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue, align_a, align_b, align_c,
+              align_vector, align_aux] = key;
+  return absl::StrFormat(
+      "GEMM m=%d n=%d k=%d trans_a=%d trans_b=%d a/b %s c %s epilogue %s (alignments a %d b %d "
+      "c %d vector %d aux %d)",
+      m, n, k, static_cast<int>(trans_a), static_cast<int>(trans_b),
+      DTypeName(static_cast<DType>(ab_int)), DTypeName(static_cast<DType>(c_int)),
+      EpilogueName(static_cast<GemmLt::Epilogue>(epilogue)), align_a, align_b, align_c,
+      align_vector, align_aux);
 }
 
 }  // namespace
@@ -62,11 +97,17 @@ GemmLt::GemmLt() {
   CUBLAS_CHECK(cublasLtCreate(&handle));
   handle_ = handle;
   CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  cublasHandle_t blas;
+  CUBLAS_CHECK(cublasCreate(&blas));
+  blas_handle_ = blas;
+  // cuBLAS runs on stream 0 like cuBLASLt, one call after another: they share the workspace.
+  CUBLAS_CHECK(cublasSetWorkspace(blas, workspace_, kWorkspaceBytes));
 }
 
 GemmLt::~GemmLt() {
   plans_.clear();
   // Best effort at exit: the context may already be torn down.
+  if (blas_handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(blas_handle_));
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (handle_ != nullptr) cublasLtDestroy(Handle(handle_));
 }
@@ -97,10 +138,17 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
 
-  // The vector and aux alignments are in the key only: the heuristic reads the
-  // pointers themselves (SetEpiloguePointers).
+  // The vector alignment is in the key only: the heuristic reads the pointers themselves
+  // (SetEpiloguePointers).
   [[maybe_unused]] const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue_int, align_a,
                                align_b, align_c, align_vector, align_aux] = key;
+  // cublasLt.h: the aux matrix's leading dimension must be divisible by 8 and its pointer
+  // 16-byte aligned; the heuristic need not check either.
+  if (epilogue.aux != nullptr && (n % 8 != 0 || align_aux < 16)) {
+    ++declined_epilogues_;
+    plans_.emplace(key, nullptr);
+    return nullptr;
+  }
   const cudaDataType_t ab_type = CudaType(static_cast<DType>(ab_int));
   const cudaDataType_t c_type = CudaType(static_cast<DType>(c_int));
   auto plan = std::make_unique<Plan>();
@@ -169,48 +217,52 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue
   ++heuristic_queries_;
   const bool found =
       query == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-  if (!found && epilogue.kind != Epilogue::kNone) {
-    ++declined_epilogues_;
+  if (!found) {
+    const std::string why = query != CUBLAS_STATUS_SUCCESS
+                                ? cublasLtGetStatusString(query)
+                                : absl::StrFormat("%d algorithms, state %s", returned,
+                                                  cublasLtGetStatusName(result.state));
+    if (epilogue.kind == Epilogue::kNone) {
+      std::fprintf(stderr, "conveyor: cuBLASLt has no algorithm for %s (%s): using cublasGemmEx\n",
+                   DescribeGemm(key).c_str(), why.c_str());
+    } else {
+      ++declined_epilogues_;
+    }
     plans_.emplace(key, nullptr);  // remembered: the caller composes from now on
     return nullptr;
-  }
-  if (!found) {
-    std::fprintf(stderr,
-                 "conveyor: cuBLASLt has no algorithm for Gemm m=%lld n=%lld k=%lld trans_a=%d "
-                 "trans_b=%d a/b %s c %s (alignments a %d b %d c %d): %s\n",
-                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
-                 trans_a, trans_b, DTypeName(static_cast<DType>(ab_int)).data(),
-                 DTypeName(static_cast<DType>(c_int)).data(), align_a, align_b, align_c,
-                 cublasLtGetStatusString(query));
-    std::exit(1);
   }
   plan->algo = result.algo;
   return plans_.emplace(key, std::move(plan)).first->second.get();
 }
 
-void GemmLt::Launch(const Plan& plan, const Key& key, float alpha, const void* a, const void* b,
-                    float beta, void* c) {
-  const cublasStatus_t status =
-      cublasLtMatmul(Handle(handle_), plan.desc, &alpha, b, plan.a_layout, a, plan.b_layout, &beta,
-                     c, plan.c_layout, c, plan.c_layout, &plan.algo, workspace_, kWorkspaceBytes,
-                     /*stream=*/0);
+void GemmLt::Decline(const Key& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plans_[key] = nullptr;
+  ++declined_epilogues_;
+}
+
+void GemmLt::RunWithoutPlan(const Key& key, float alpha, const void* a, const void* b, float beta,
+                            void* c) {
+  [[maybe_unused]] const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue, align_a, align_b,
+                               align_c, align_vector, align_aux] = key;
+  const cudaDataType_t ab_type = CudaType(static_cast<DType>(ab_int));
+  // The same column-major C^T = op(B^T) op(A^T) as the plans' layouts.
+  const cublasStatus_t status = cublasGemmEx(
+      static_cast<cublasHandle_t>(blas_handle_), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+      static_cast<int>(k), &alpha, b, ab_type, static_cast<int>(trans_b ? k : n), a, ab_type,
+      static_cast<int>(trans_a ? m : k), &beta, c, CudaType(static_cast<DType>(c_int)),
+      static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS) {
-    [[maybe_unused]] const auto [m, n, k, trans_a, trans_b, ab_int, c_int, epilogue, align_a,
-                                 align_b, align_c, align_vector, align_aux] = key;
-    std::fprintf(stderr,
-                 "conveyor: cublasLtMatmul failed for Gemm m=%lld n=%lld k=%lld trans_a=%d "
-                 "trans_b=%d a/b %s c %s epilogue %d: %s: %s\n",
-                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
-                 trans_a, trans_b, DTypeName(static_cast<DType>(ab_int)).data(),
-                 DTypeName(static_cast<DType>(c_int)).data(), epilogue,
-                 cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+    std::fprintf(stderr, "conveyor: cublasGemmEx failed for %s: %s\n", DescribeGemm(key).c_str(),
+                 cublasGetStatusString(status));
     std::exit(1);
   }
 }
 
 void GemmLt::Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const void* a, const void* b, DType ab_dtype, float beta, void* c, DType c_dtype) {
-  // Always runs: PlanFor exits when a plain GEMM has no algorithm.
+  // Always runs: without an epilogue there is nothing to decline.
   RunWithEpilogue({}, trans_a, trans_b, m, n, k, alpha, a, b, ab_dtype, beta, c, c_dtype);
 }
 
@@ -231,10 +283,26 @@ bool GemmLt::RunWithEpilogue(const EpilogueArgs& epilogue, bool trans_a, bool tr
                 epilogue.vector == nullptr ? 0 : AlignmentOf(epilogue.vector),
                 epilogue.aux == nullptr ? 0 : AlignmentOf(epilogue.aux)};
   const Plan* plan = PlanFor(key, epilogue);
-  if (plan == nullptr) return false;
+  if (plan == nullptr) {
+    if (epilogue.kind != Epilogue::kNone) return false;
+    RunWithoutPlan(key, alpha, a, b, beta, c);
+    return true;
+  }
   SetEpiloguePointers(*plan, epilogue);
-  Launch(*plan, key, alpha, a, b, beta, c);
-  return true;
+  const cublasStatus_t status = cublasLtMatmul(
+      Handle(handle_), plan->desc, &alpha, b, plan->a_layout, a, plan->b_layout, &beta, c,
+      plan->c_layout, c, plan->c_layout, &plan->algo, workspace_, kWorkspaceBytes, /*stream=*/0);
+  if (status == CUBLAS_STATUS_SUCCESS) return true;
+  // A refused epilogue enqueued nothing: the caller can still compose it.
+  const bool refused =
+      status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE;
+  std::fprintf(stderr, "conveyor: cublasLtMatmul failed for %s: %s: %s%s\n",
+               DescribeGemm(key).c_str(), cublasLtGetStatusName(status),
+               cublasLtGetStatusString(status),
+               epilogue.kind != Epilogue::kNone && refused ? " (composing it from now on)" : "");
+  if (epilogue.kind == Epilogue::kNone || !refused) std::exit(1);
+  Decline(key);
+  return false;
 }
 
 }  // namespace conveyor::cuda

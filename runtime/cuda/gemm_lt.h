@@ -19,7 +19,9 @@
 //
 // A plan (matmul and layout descriptors plus the heuristic's algorithm) is cached per
 // (shape, transposes, dtypes, epilogue, pointer alignments): a steady-state training step
-// runs no heuristic query. The 32 MiB workspace is allocated once. One compute thread
+// runs no heuristic query. The 32 MiB workspace is allocated once. A plain GEMM that
+// cuBLASLt has no algorithm for (it may refuse a one-row or one-column operand) runs
+// through cublasGemmEx instead, said once per shape on stderr. One compute thread
 // per instance: the plan cache is locked, but a call sets its epilogue's vector on the
 // cached descriptor.
 #ifndef CONVEYOR_RUNTIME_CUDA_GEMM_LT_H_
@@ -64,8 +66,9 @@ class GemmLt {
            const void* b, DType ab_dtype, float beta, void* c, DType c_dtype);
 
   // Run with `epilogue` (its vector and aux of c's dtype). False, with nothing enqueued,
-  // when cuBLASLt has no algorithm for it at this shape and alignment: the caller then
-  // composes Run with its own kernels.
+  // when cuBLASLt has no algorithm for it at this shape and alignment, or refuses it when
+  // launched (aux needs a leading dimension n divisible by 8 and 16-byte alignment, so
+  // those are declined up front): the caller then composes Run with its own kernels.
   bool RunWithEpilogue(const EpilogueArgs& epilogue, bool trans_a, bool trans_b, int64_t m,
                        int64_t n, int64_t k, float alpha, const void* a, const void* b,
                        DType ab_dtype, float beta, void* c, DType c_dtype);
@@ -87,11 +90,14 @@ class GemmLt {
   const Plan* PlanFor(const Key& key, const EpilogueArgs& epilogue);
   // Points the plan's epilogue at this call's vector and aux.
   void SetEpiloguePointers(const Plan& plan, const EpilogueArgs& epilogue);
-  // Enqueues the plan's matmul; exits naming the GEMM when cuBLASLt fails.
-  void Launch(const Plan& plan, const Key& key, float alpha, const void* a, const void* b,
-              float beta, void* c);
+  // Remembers that cuBLASLt declined `key`'s epilogue (the caller composes from now on).
+  void Decline(const Key& key);
+  // c = alpha op(a) op(b) + beta c through cublasGemmEx, for a plain GEMM with no plan.
+  void RunWithoutPlan(const Key& key, float alpha, const void* a, const void* b, float beta,
+                      void* c);
 
-  void* handle_ = nullptr;  // cublasLtHandle_t
+  void* handle_ = nullptr;       // cublasLtHandle_t
+  void* blas_handle_ = nullptr;  // cublasHandle_t, for RunWithoutPlan
   void* workspace_ = nullptr;
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;

@@ -19,8 +19,12 @@ class StagingBuffer {
   StagingBuffer(const StagingBuffer&) = delete;
   StagingBuffer& operator=(const StagingBuffer&) = delete;
 
-  // At least `bytes` bytes of device memory (contents undefined after a growth).
+  // At least `bytes` bytes of device memory (contents undefined after a growth); ends the
+  // process with a message when the device has no room for them.
   void* Reserve(int64_t bytes);
+  // As Reserve, but null when the device has no room (the buffer is then empty), for a
+  // caller with another way to do its work.
+  void* TryReserve(int64_t bytes);
 
   // Copies `count` host elements to the start of the buffer and returns its address.
   template <typename T>

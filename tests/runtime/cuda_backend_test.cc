@@ -184,8 +184,9 @@ TEST_P(CudaBackendTest, LinearLayerEpilogues) {
     const int64_t declined = gpu().gemm_declined_epilogues() - declined_before;
     std::printf("Linear %s: cuBLASLt declined %lld of its epilogues\n", shape.c_str(),
                 static_cast<long long>(declined));
-    // Otherwise the fusion would exist only on paper for the shapes that matter.
-    if (c.must_fuse) {
+    // Otherwise the fusion would exist only on paper for the shapes that matter. Only in
+    // bf16, the type training runs in: cuBLASLt does not promise fp32 epilogue kernels.
+    if (c.must_fuse && dtype() == DType::kBFloat16) {
       EXPECT_EQ(declined, 0) << shape;
     }
   }
