@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "absl/strings/str_format.h"
 #include "parallel/nccl_transport.h"
 #include "runtime/bf16_emulation_ops.h"
@@ -13,6 +15,25 @@
 #include "runtime/cuda/device.h"
 
 namespace conveyor {
+
+namespace {
+
+// Which attention a CUDA run gets, when it is not cuDNN's flash attention: said up front,
+// since the built-in kernel (fp32 math on CUDA cores) is several times slower.
+std::string BuiltInAttentionNote(const Config& config) {
+  if (!config.precision().bf16()) {
+    return "; attention in the built-in kernel (cuDNN's flash attention needs --bf16)";
+  }
+  if (config.model().attention_dropout() > 0) {
+    return absl::StrFormat(
+        "; attention in the built-in kernel (--attention-dropout %g: cuDNN's flash attention "
+        "cannot draw Conveyor's dropout mask; --attention-dropout 0 uses it)",
+        config.model().attention_dropout());
+  }
+  return "";
+}
+
+}  // namespace
 
 Backend CpuBackend() { return {&CpuOps::Get(), &CpuOptimizerOps::Get(), "CPU backend (fp32)"}; }
 
@@ -50,10 +71,11 @@ absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank) {
   if (ops == nullptr) ops = new CudaOps(dtype, sync);
   static const CudaOptimizerOps* optimizer = new CudaOptimizerOps();
   static const NcclTransport* transport = new NcclTransport(local_rank);
-  return Backend{ops, optimizer,
-                 absl::StrFormat("%s, computing in %s (fp32 master weights and gradients)",
-                                 DescribeBackend(gpus), DTypeName(dtype)),
-                 transport};
+  return Backend{
+      ops, optimizer,
+      absl::StrFormat("%s, computing in %s (fp32 master weights and gradients)%s",
+                      DescribeBackend(gpus), DTypeName(dtype), BuiltInAttentionNote(config)),
+      transport};
 }
 
 std::string DeviceMemorySummary(const Backend& backend) {

@@ -11,6 +11,7 @@
 #include "runtime/cuda/activation_kernels.h"
 #include "runtime/cuda/attention_kernels.h"
 #include "runtime/cuda/cast_kernels.h"
+#include "runtime/cuda/column_sum_plan.h"
 #include "runtime/cuda/cross_entropy_kernels.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_memory.h"
@@ -256,12 +257,17 @@ void CudaOps::AddBias(const Tensor& bias, Tensor* y) const {
   Finish("AddBias");
 }
 
+void* CudaOps::ColumnSumScratch(int64_t rows, int64_t width) const {
+  return column_sums_.Reserve(cuda::PlanColumnSum(rows, width).scratch_bytes(width));
+}
+
 void CudaOps::AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const {
   RequireDevice("AccumulateBiasGrad", "dy", dy);
   RequireFloat("AccumulateBiasGrad", "dbias", *dbias);
   const int64_t width = dbias->numel();
   const int64_t rows = RowsOf("AccumulateBiasGrad", "dy", dy, width);
-  cuda::LaunchAccumulateBiasGrad(dy.dtype(), dy.raw(), rows, width, dbias->data());
+  cuda::LaunchAccumulateBiasGrad(dy.dtype(), dy.raw(), rows, width, ColumnSumScratch(rows, width),
+                                 dbias->data());
   Finish("AccumulateBiasGrad");
 }
 
@@ -360,7 +366,8 @@ void CudaOps::NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor
     RequireNumel(op, "dbeta", *dbeta, width);
   }
   cuda::LaunchNormBackwardWeight(x.dtype(), dy.raw(), x.raw(), mean.data(), rstd.data(), rows,
-                                 width, dgamma->data(), dbeta != nullptr ? dbeta->data() : nullptr);
+                                 width, ColumnSumScratch(rows, width), dgamma->data(),
+                                 dbeta != nullptr ? dbeta->data() : nullptr);
   Finish(op);
 }
 

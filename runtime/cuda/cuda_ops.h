@@ -142,6 +142,8 @@ class CudaOps : public Ops {
   void Finish(const char* op) const;
   // The device copy of a RoPE table, uploaded again only when its contents change.
   const float* DeviceRopeTable(const RopeTable& table) const;
+  // Device scratch for the row chunks' sums of a [rows, width] column sum.
+  void* ColumnSumScratch(int64_t rows, int64_t width) const;
   // Whether attention over `qkv` may go to cuDNN (it may still decline the shape).
   bool MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout) const;
 
@@ -150,11 +152,12 @@ class CudaOps : public Ops {
   std::unique_ptr<cuda::GemmLt> gemm_;
   std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;  // null: built-in kernels only
   mutable AttentionPathCounts attention_paths_;
-  mutable cuda::StagingBuffer ints_;      // token ids, labels, embedding-gradient plans
-  mutable cuda::StagingBuffer floats_;    // row maxima, log-sum-exps
-  mutable cuda::StagingBuffer doubles_;   // sum_exp and target, for download
-  mutable cuda::StagingBuffer rope_;      // [cos | sin]
-  mutable std::vector<float> rope_host_;  // what rope_ holds
+  mutable cuda::StagingBuffer ints_;         // token ids, labels, embedding-gradient plans
+  mutable cuda::StagingBuffer floats_;       // row maxima, log-sum-exps
+  mutable cuda::StagingBuffer doubles_;      // sum_exp and target, for download
+  mutable cuda::StagingBuffer rope_;         // [cos | sin]
+  mutable cuda::StagingBuffer column_sums_;  // the row chunks' sums of a column sum
+  mutable std::vector<float> rope_host_;     // what rope_ holds
 };
 
 }  // namespace conveyor

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/cuda/column_sum_plan.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/dtype.h"
 
@@ -95,41 +96,6 @@ __device__ __forceinline__ R BlockSum(R v) {
   return BlockAllReduce(v, SumOp{});
 }
 
-// Column sums of a [rows, width] matrix, deterministically: block (32, kRowThreads)
-// covers 32 columns; thread (x, y) adds rows y, y + kRowThreads, ... of column
-// blockIdx.x * 32 + x in order, then row-thread partials are added in order of y.
-// value(r) gives the element (two of them, for dgamma and dbeta at once) of this
-// thread's column in row r. Returns the column totals to the threads with y == 0.
-inline constexpr int kColumnRowThreads = 16;
-
-template <typename F>
-__device__ float2 ColumnSum(int64_t rows, bool column_valid, F value) {
-  __shared__ float2 partial[kColumnRowThreads][33];  // 33: no bank conflicts
-  float2 s = make_float2(0.0f, 0.0f);
-  if (column_valid) {
-    for (int64_t r = threadIdx.y; r < rows; r += kColumnRowThreads) {
-      const float2 v = value(r);
-      s.x += v.x;
-      s.y += v.y;
-    }
-  }
-  partial[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  float2 total = make_float2(0.0f, 0.0f);
-  if (threadIdx.y == 0) {
-    for (int y = 0; y < kColumnRowThreads; ++y) {
-      total.x += partial[y][threadIdx.x].x;
-      total.y += partial[y][threadIdx.x].y;
-    }
-  }
-  return total;
-}
-
-inline dim3 ColumnSumBlock() { return dim3(32, kColumnRowThreads); }
-inline unsigned int ColumnSumBlocks(int64_t width) {
-  return static_cast<unsigned int>((width + 31) / 32);
-}
-
 inline constexpr int kThreads = 256;
 // Enough blocks to fill an H200 many times over; grid-stride loops cover the rest.
 inline constexpr int64_t kMaxBlocks = 65535 * 8;
@@ -159,6 +125,79 @@ inline unsigned int RowBlocks(int64_t rows) { return static_cast<unsigned int>(r
 #define CONVEYOR_GRID_STRIDE(i, n)                                                       \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// Column sums along a ColumnSumPlan (column_sum_plan.h). Block (32, kColumnRowThreads) at
+// grid (x, y) covers columns 32 x .. 32 x + 31 and chunk y's rows: thread (tx, ty) adds
+// rows ty, ty + kColumnRowThreads, ... of the chunk in order, then the row threads' sums
+// are added in order of ty. value(r, c) gives the two addends of row r, column c (e.g.
+// dgamma's and dbeta's). One chunk adds its totals into first (and second, when not
+// null); several store them in partials[chunk, width] for FinishColumnSum.
+inline constexpr int kColumnRowThreads = 16;
+
+template <typename F>
+__device__ void ColumnSum(int64_t rows, int64_t rows_per_chunk, int64_t width, F value,
+                          float2* partials, float* first, float* second) {
+  __shared__ float2 partial[kColumnRowThreads][33];  // 33: no bank conflicts
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t end = begin + rows_per_chunk < rows ? begin + rows_per_chunk : rows;
+  float2 s = make_float2(0.0f, 0.0f);
+  if (c < width) {
+    for (int64_t r = begin + threadIdx.y; r < end; r += kColumnRowThreads) {
+      const float2 v = value(r, c);
+      s.x += v.x;
+      s.y += v.y;
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= width) return;
+  float2 total = make_float2(0.0f, 0.0f);
+  for (int y = 0; y < kColumnRowThreads; ++y) {
+    total.x += partial[y][threadIdx.x].x;
+    total.y += partial[y][threadIdx.x].y;
+  }
+  if (gridDim.y == 1) {
+    first[c] += total.x;
+    if (second != nullptr) second[c] += total.y;
+  } else {
+    partials[static_cast<int64_t>(blockIdx.y) * width + c] = total;
+  }
+}
+
+inline dim3 ColumnSumBlock() { return dim3(32, kColumnRowThreads); }
+inline dim3 ColumnSumGrid(const ColumnSumPlan& plan) {
+  return dim3(static_cast<unsigned int>(plan.column_blocks),
+              static_cast<unsigned int>(plan.chunks));
+}
+
+// first[c] += the sum over chunks k, in order, of partials[k, c].x; second likewise with .y.
+// (A template only so that every .cu including this header may instantiate it.)
+template <typename Pair>
+__global__ void AddColumnPartialsKernel(const Pair* __restrict__ partials, int64_t chunks,
+                                        int64_t width, float* __restrict__ first,
+                                        float* __restrict__ second) {
+  CONVEYOR_GRID_STRIDE(c, width) {
+    float x = 0.0f;
+    float y = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      const Pair p = partials[k * width + c];
+      x += p.x;
+      y += p.y;
+    }
+    first[c] += x;
+    if (second != nullptr) second[c] += y;
+  }
+}
+
+// The second pass of a ColumnSum over several chunks (nothing for one).
+inline void FinishColumnSum(const ColumnSumPlan& plan, int64_t width, const float2* partials,
+                            float* first, float* second) {
+  if (plan.chunks == 1) return;
+  AddColumnPartialsKernel<<<ElementwiseBlocks(width), kThreads>>>(partials, plan.chunks, width,
+                                                                  first, second);
+  CUDA_CHECK_LAUNCH("AddColumnPartialsKernel");
+}
 
 }  // namespace conveyor::cuda
 

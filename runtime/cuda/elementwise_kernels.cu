@@ -31,12 +31,13 @@ __global__ void AddBiasKernel(const W* __restrict__ bias, int64_t rows, int64_t 
 
 // dbias[c] = dbias[c] + sum_r dy[r, c]
 template <typename T>
-__global__ void BiasGradKernel(const T* __restrict__ dy, int64_t rows, int64_t width,
+__global__ void BiasGradKernel(const T* __restrict__ dy, int64_t rows, int64_t rows_per_chunk,
+                               int64_t width, float2* __restrict__ partials,
                                float* __restrict__ dbias) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  const float2 total = ColumnSum(
-      rows, c < width, [&](int64_t r) { return make_float2(Load(&dy[r * width + c]), 0.0f); });
-  if (threadIdx.y == 0 && c < width) dbias[c] += total.x;
+  ColumnSum(
+      rows, rows_per_chunk, width,
+      [&](int64_t r, int64_t c) { return make_float2(Load(&dy[r * width + c]), 0.0f); }, partials,
+      dbias, nullptr);
 }
 
 // x[r, c] = x[r, c] + table[(first_row + r) mod seq, c]
@@ -102,14 +103,17 @@ void LaunchAddBias(DType y_dtype, DType bias_dtype, const void* bias, int64_t ro
 }
 
 void LaunchAccumulateBiasGrad(DType dy_dtype, const void* dy, int64_t rows, int64_t width,
-                              float* dbias) {
+                              void* scratch, float* dbias) {
   if (rows <= 0 || width <= 0) return;
+  const ColumnSumPlan plan = PlanColumnSum(rows, width);
+  auto* partials = static_cast<float2*>(scratch);
   Dispatch(dy_dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    BiasGradKernel<<<ColumnSumBlocks(width), ColumnSumBlock()>>>(static_cast<const T*>(dy), rows,
-                                                                 width, dbias);
+    BiasGradKernel<<<ColumnSumGrid(plan), ColumnSumBlock()>>>(
+        static_cast<const T*>(dy), rows, plan.rows_per_chunk, width, partials, dbias);
   });
   CUDA_CHECK_LAUNCH("BiasGradKernel");
+  FinishColumnSum(plan, width, partials, dbias, nullptr);
 }
 
 void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table, int64_t first_row,

@@ -20,9 +20,10 @@ void LaunchScale(DType dtype, float beta, void* y, int64_t n);
 void LaunchAddBias(DType y_dtype, DType bias_dtype, const void* bias, int64_t rows, int64_t width,
                    void* y);
 
-// dbias[c] += sum_r dy[r, c] (deterministic order).
+// dbias[c] += sum_r dy[r, c] (deterministic order). `scratch` holds
+// PlanColumnSum(rows, width).scratch_bytes(width) bytes (column_sum_plan.h).
 void LaunchAccumulateBiasGrad(DType dy_dtype, const void* dy, int64_t rows, int64_t width,
-                              float* dbias);
+                              void* scratch, float* dbias);
 
 // x[r, c] += table[(first_row + r) % seq, c].
 void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table, int64_t first_row,

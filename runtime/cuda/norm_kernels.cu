@@ -77,17 +77,16 @@ template <typename T>
 __global__ void NormBackwardWeightKernel(const T* __restrict__ dy, const T* __restrict__ x,
                                          const float* __restrict__ mean,
                                          const float* __restrict__ rstd, int64_t rows,
-                                         int64_t width, float* __restrict__ dgamma,
+                                         int64_t rows_per_chunk, int64_t width,
+                                         float2* __restrict__ partials, float* __restrict__ dgamma,
                                          float* __restrict__ dbeta) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  const float2 total = ColumnSum(rows, c < width, [&](int64_t r) {
-    const float g = Load(&dy[r * width + c]);
-    return make_float2(g * ((Load(&x[r * width + c]) - mean[r]) * rstd[r]), g);
-  });
-  if (threadIdx.y == 0 && c < width) {
-    dgamma[c] += total.x;
-    if (dbeta != nullptr) dbeta[c] += total.y;
-  }
+  ColumnSum(
+      rows, rows_per_chunk, width,
+      [&](int64_t r, int64_t c) {
+        const float g = Load(&dy[r * width + c]);
+        return make_float2(g * ((Load(&x[r * width + c]) - mean[r]) * rstd[r]), g);
+      },
+      partials, dgamma, dbeta);
 }
 
 unsigned int NormBlocks(int64_t rows) {
@@ -125,16 +124,19 @@ void LaunchNormBackwardInput(bool layer_norm, DType x_dtype, DType weight_dtype,
 }
 
 void LaunchNormBackwardWeight(DType x_dtype, const void* dy, const void* x, const float* mean,
-                              const float* rstd, int64_t rows, int64_t width, float* dgamma,
-                              float* dbeta) {
+                              const float* rstd, int64_t rows, int64_t width, void* scratch,
+                              float* dgamma, float* dbeta) {
   if (rows <= 0 || width <= 0) return;
+  const ColumnSumPlan plan = PlanColumnSum(rows, width);
+  auto* partials = static_cast<float2*>(scratch);
   Dispatch(x_dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    NormBackwardWeightKernel<<<ColumnSumBlocks(width), ColumnSumBlock()>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, rows, width, dgamma,
-        dbeta);
+    NormBackwardWeightKernel<<<ColumnSumGrid(plan), ColumnSumBlock()>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, rows, plan.rows_per_chunk,
+        width, partials, dgamma, dbeta);
   });
   CUDA_CHECK_LAUNCH("NormBackwardWeightKernel");
+  FinishColumnSum(plan, width, partials, dgamma, dbeta);
 }
 
 }  // namespace conveyor::cuda

@@ -19,10 +19,11 @@ void LaunchNormBackwardInput(bool layer_norm, DType x_dtype, DType weight_dtype,
                              const void* x, const void* gamma, const float* mean, const float* rstd,
                              int64_t rows, int64_t width, void* dx);
 
-// dgamma += sum_r dy * xhat; dbeta (may be null) += sum_r dy.
+// dgamma += sum_r dy * xhat; dbeta (may be null) += sum_r dy. `scratch` holds
+// PlanColumnSum(rows, width).scratch_bytes(width) bytes (column_sum_plan.h).
 void LaunchNormBackwardWeight(DType x_dtype, const void* dy, const void* x, const float* mean,
-                              const float* rstd, int64_t rows, int64_t width, float* dgamma,
-                              float* dbeta);
+                              const float* rstd, int64_t rows, int64_t width, void* scratch,
+                              float* dgamma, float* dbeta);
 
 }  // namespace conveyor::cuda
 
