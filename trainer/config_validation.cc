@@ -16,6 +16,7 @@
 #include "data/blend.h"
 #include "google/protobuf/message.h"
 #include "model/pipeline_split.h"
+#include "parallel/pipeline/schedule.h"
 #include "trainer/flags.h"
 
 namespace conveyor {
@@ -80,7 +81,10 @@ Derived Derive(const Config& c, int world_size) {
   const ParallelConfig& p = c.parallel();
   Derived d;
   d.heads = std::max(0, m.num_attention_heads());
-  d.query_groups = m.num_query_groups() > 0 ? m.num_query_groups() : d.heads;
+  // Megatron's --group-query-attention without --num-query-groups means one group.
+  d.query_groups = m.num_query_groups() > 0    ? m.num_query_groups()
+                   : m.group_query_attention() ? 1
+                                               : d.heads;
   if (m.kv_channels() > 0) {
     d.kv_channels = m.kv_channels();
   } else if (d.heads > 0 && m.hidden_size() > 0 && m.hidden_size() % d.heads == 0) {
@@ -257,6 +261,7 @@ void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* 
   out->Positive("--nnodes", p.nnodes());
   out->Positive("--ddp-bucket-size", p.ddp_bucket_size());
   out->Positive("--distributed-timeout-minutes", p.distributed_timeout_minutes());
+  out->NonNegativeReal("--pipeline-rehearsal-ms", p.pipeline_rehearsal_ms());
   if (world_size <= 0) {
     out->Add("--nproc-per-node / --nnodes: the world size ", world_size,
              " must be positive: set WORLD_SIZE or SLURM_NTASKS to a positive integer, or unset "
@@ -410,7 +415,8 @@ void CheckData(const Config& c, Problems* out) {
   if (data.mock_data() && (blend || separate)) {
     out->Add("--mock-data and ",
              blend ? "--data-path" : "--train-data-path/--valid-data-path/--test-data-path",
-             " are exclusive: mock data reads no files; drop one of them");
+             " are exclusive: mock data reads no files; drop one of them (--mock-data=false "
+             "clears a --config file's mock_data)");
   } else if (blend && separate) {
     out->Add(
         "--data-path and --train-data-path/--valid-data-path/--test-data-path are "
@@ -545,6 +551,11 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   CheckData(config, &problems);
   CheckCheckpoint(config, &problems);
   problems.Positive("--log-interval", config.logging().log_interval());
+  if (config.precision().fp16()) {
+    problems.Add(
+        "--fp16 is not supported: fp16 training needs loss scaling, which Conveyor does not "
+        "implement; use --bf16 (same memory and speed, no loss scaling needed)");
+  }
   CheckChoices(config, &problems);
   return problems.Take();
 }
@@ -602,6 +613,16 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
   if (r.recompute_activations()) r.set_recompute_granularity("selective");
   if (r.recompute_granularity() == "selective" && r.recompute_modules_size() == 0) {
     r.add_recompute_modules("core_attn");  // Megatron's default module list
+  }
+
+  // The schedule's own rules on V and M (zbv runs two chunks per rank, interleaving needs
+  // M divisible by P, ...), checked with the flags rather than once the ranks have started.
+  const absl::StatusOr<pipeline::Plan> plan =
+      pipeline::MakePlan(p.pipeline_schedule(), static_cast<int>(d.pp),
+                         p.num_virtual_stages_per_pipeline_rank(), t.num_micro_batches());
+  if (!plan.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", plan.status().message()));
   }
   return out;
 }

@@ -19,7 +19,9 @@ absl::Status RequireChunks(const char* schedule, int V, int want) {
   if (V == want) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("pipeline schedule ", schedule, " runs ", want, " model chunk",
-                   want == 1 ? "" : "s", " per rank, got V=", V, " virtual stages per rank"));
+                   want == 1 ? "" : "s", " per rank, got V=", V,
+                   " virtual stages per rank; set --num-virtual-stages-per-pipeline-rank ", want,
+                   want == 1 ? " (interleaved-1f1b and zbv run several)" : ""));
 }
 
 }  // namespace

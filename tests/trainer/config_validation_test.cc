@@ -537,14 +537,14 @@ TEST(ResolveConfigTest, DerivesGlobalBatchAndVirtualStages) {
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
   c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(2);
   c.mutable_training()->set_micro_batch_size(2);
-  c.mutable_training()->set_num_micro_batches(3);
+  c.mutable_training()->set_num_micro_batches(4);
   c.mutable_optimizer()->set_lr_decay_iters(50);
   SetWorld(&c, 4);
   const absl::StatusOr<Config> r = ResolveConfig(c, 4);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->model().ffn_hidden_size(), 512);      // 4 * hidden, also with SwiGLU
-  EXPECT_EQ(r->training().global_batch_size(), 12);  // 3 * 2 * DP 2
-  EXPECT_EQ(r->training().num_micro_batches(), 3);
+  EXPECT_EQ(r->training().global_batch_size(), 16);  // 4 * 2 * DP 2
+  EXPECT_EQ(r->training().num_micro_batches(), 4);
   EXPECT_EQ(r->optimizer().lr_decay_iters(), 50);
   EXPECT_EQ(r->parallel().num_virtual_stages_per_pipeline_rank(), 2);  // 8 / 2 / 2
   EXPECT_EQ(r->parallel().num_layers_per_virtual_pipeline_stage(), 0);
@@ -556,6 +556,54 @@ TEST(ResolveConfigTest, DerivesGlobalBatchAndVirtualStages) {
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->training().num_micro_batches(), 1);
   EXPECT_EQ(defaults->training().global_batch_size(), 1);
+}
+
+TEST(ResolveConfigTest, ScheduleRulesAreCheckedWithTheFlags) {
+  Config c = Valid();
+  c.mutable_model()->set_num_layers(8);
+  c.mutable_parallel()->set_pipeline_model_parallel_size(2);
+  c.mutable_parallel()->set_pipeline_schedule("zbv");
+  c.mutable_training()->set_num_micro_batches(4);
+  SetWorld(&c, 2);
+  absl::StatusOr<Config> r = ResolveConfig(c, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              AllOf(StartsWith("--pipeline-schedule zbv: "), HasSubstr("2 model chunks"),
+                    HasSubstr("--num-virtual-stages-per-pipeline-rank 2")));
+  c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
+  EXPECT_TRUE(ResolveConfig(c, 2).ok());
+
+  // Interleaving takes M in whole rounds of P.
+  c.mutable_parallel()->set_pipeline_schedule("interleaved-1f1b");
+  c.mutable_training()->set_num_micro_batches(3);
+  r = ResolveConfig(c, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--num-micro-batches 4"));
+}
+
+TEST(ValidateConfigTest, Fp16IsRefusedForBf16) {
+  Config c = Valid();
+  c.mutable_precision()->set_fp16(true);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(StartsWith("--fp16"), HasSubstr("--bf16"))));
+}
+
+TEST(ValidateConfigTest, RehearsalTimeNotNegative) {
+  Config c = Valid();
+  c.mutable_parallel()->set_pipeline_rehearsal_ms(-5);
+  EXPECT_THAT(Validate(c), ElementsAre(StartsWith("--pipeline-rehearsal-ms")));
+}
+
+TEST(ResolveConfigTest, GroupQueryAttentionAloneMeansOneGroup) {
+  Config c = Valid();
+  c.mutable_model()->set_group_query_attention(true);
+  absl::StatusOr<Config> r = ResolveConfig(c, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model().num_query_groups(), 1);  // as Megatron's default
+  c.mutable_model()->set_num_query_groups(2);
+  r = ResolveConfig(c, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model().num_query_groups(), 2);
 }
 
 TEST(ResolveConfigTest, InvalidConfigListsEveryProblem) {
