@@ -18,8 +18,9 @@ class HostMemory : public DeviceMemory {
         (static_cast<size_t>(bytes) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
     void* p = std::aligned_alloc(kHostAlignment, padded == 0 ? kHostAlignment : padded);
     if (p == nullptr) {
-      std::fprintf(stderr, "conveyor: out of host memory allocating %lld bytes\n",
-                   static_cast<long long>(bytes));
+      std::fprintf(stderr, "conveyor: out of host memory allocating %lld bytes (%.2f GiB). %s\n",
+                   static_cast<long long>(bytes), static_cast<double>(bytes) / (1 << 30),
+                   kOutOfMemoryAdvice);
       std::exit(1);
     }
     std::memset(p, 0, padded);

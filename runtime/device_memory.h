@@ -12,6 +12,13 @@
 
 namespace conveyor {
 
+// What a user can change when a step does not fit: the end of every out-of-memory message.
+inline constexpr char kOutOfMemoryAdvice[] =
+    "--dry-run predicts the memory each rank needs. To fit, lower --micro-batch-size or "
+    "--seq-length, recompute activations (--recompute-granularity full or selective), shard "
+    "the optimizer (--use-distributed-optimizer), or split the model over more ranks "
+    "(--tensor-model-parallel-size, --pipeline-model-parallel-size).";
+
 enum class Device { kCpu, kCuda };
 
 absl::string_view DeviceName(Device device);

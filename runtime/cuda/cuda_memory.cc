@@ -140,13 +140,11 @@ class CudaMemory : public DeviceMemory {
                  "(peak %s)\n"
                  "  live tensors by category (host and device): %s\n"
                  "  device %d: %s\n"
-                 "  To fit, lower --micro-batch-size, or use --recompute-granularity full (or "
-                 "selective) to keep fewer activations, or split the model over more GPUs "
-                 "(--tensor-model-parallel-size, --pipeline-model-parallel-size).\n",
+                 "  %s\n",
                  device_, Bytes(bytes).c_str(), static_cast<long long>(bytes),
                  Bytes(s.bytes_in_use).c_str(), Bytes(s.peak_bytes_in_use).c_str(),
                  Bytes(s.bytes_reserved).c_str(), Bytes(s.peak_bytes_reserved).c_str(),
-                 categories.c_str(), device_, device_line.c_str());
+                 categories.c_str(), device_, device_line.c_str(), kOutOfMemoryAdvice);
     std::exit(1);
   }
 

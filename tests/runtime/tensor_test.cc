@@ -36,6 +36,13 @@ TEST(TensorTest, CloneCopiesIntoItsCategory) {
   EXPECT_EQ(c.ShapeString(), "[3]");
 }
 
+TEST(TensorTest, OutOfHostMemoryEndsNamingTheSizeAndTheFlags) {
+  EXPECT_EXIT(Tensor::Zeros({int64_t{1} << 58}, MemoryCategory::kActivations),
+              testing::ExitedWithCode(1),
+              "out of host memory allocating 1152921504606846976 bytes.*--dry-run.*"
+              "--micro-batch-size");
+}
+
 TEST(BFloat16Test, RoundsToNearestEven) {
   EXPECT_EQ(ToBFloat16(1.0f).bits, 0x3f80);
   // 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties go to the even (1.0).
