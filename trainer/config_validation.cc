@@ -277,12 +277,31 @@ void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* 
   CheckPipelineSplit(c, d, CheckVirtualPipeline(c, d, out), out);
 }
 
+// --train-samples, Megatron's other way to say how long to train: whole global batches,
+// and --train-iters unset (or 0, which clears a --config file's) or agreeing.
+void CheckTrainSamples(const TrainingConfig& t, int64_t global_batch, Problems* out) {
+  const int64_t iterations = t.train_samples() / global_batch;
+  if (iterations == 0) {
+    out->Add("--train-samples ", t.train_samples(), " is less than one global batch (",
+             global_batch, " samples): train on at least ", global_batch, " samples");
+  } else if (iterations > kInt32Max) {
+    out->Add("--train-samples ", t.train_samples(), " / global batch ", global_batch,
+             " overflows --train-iters (int32): use a larger global batch");
+  } else if (t.has_train_iters() && t.train_iters() != 0 && t.train_iters() != iterations) {
+    out->Add("--train-iters ", t.train_iters(), " and --train-samples ", t.train_samples(),
+             " contradict: ", t.train_samples(), " samples / global batch ", global_batch, " = ",
+             iterations,
+             " iterations; set only one of them (--train-iters 0 clears a --config file's)");
+  }
+}
+
 void CheckBatch(const Config& c, const Derived& d, Problems* out) {
   const TrainingConfig& t = c.training();
   out->Positive("--micro-batch-size", t.micro_batch_size());
   out->NonNegative("--global-batch-size", t.global_batch_size());
   out->NonNegative("--num-micro-batches", t.num_micro_batches());
-  out->Positive("--train-iters", t.train_iters());
+  out->NonNegative("--train-samples", t.train_samples());
+  if (t.train_samples() <= 0) out->Positive("--train-iters", t.train_iters());
   if (d.dp <= 0 || t.micro_batch_size() <= 0) return;
   const int64_t per_micro = int64_t{t.micro_batch_size()} * d.dp;
   const std::string dp_text =
@@ -303,6 +322,50 @@ void CheckBatch(const Config& c, const Derived& d, Problems* out) {
     out->Add("--num-micro-batches ", t.num_micro_batches(), " * --micro-batch-size ",
              t.micro_batch_size(), " * ", dp_text,
              " overflows --global-batch-size (int32): use fewer or smaller micro-batches");
+  } else if (t.train_samples() > 0) {
+    const int64_t global_batch = t.global_batch_size() > 0
+                                     ? t.global_batch_size()
+                                     : std::max(1, t.num_micro_batches()) * per_micro;
+    CheckTrainSamples(t, global_batch, out);
+  }
+}
+
+// The schedule's warmup and decay, in iterations, or in samples under --train-samples
+// (Megatron's rule: the schedule counts what the run counts).
+void CheckScheduleLength(const Config& c, Problems* out) {
+  const OptimizerConfig& o = c.optimizer();
+  out->NonNegative("--lr-warmup-samples", o.lr_warmup_samples());
+  out->NonNegative("--lr-decay-samples", o.lr_decay_samples());
+  const int64_t train_samples = c.training().train_samples();
+  if (train_samples <= 0) {
+    if (o.lr_warmup_samples() > 0 || o.lr_decay_samples() > 0) {
+      out->Add(o.lr_warmup_samples() > 0 ? "--lr-warmup-samples" : "--lr-decay-samples",
+               " needs --train-samples: without it the schedule counts iterations; use "
+               "--lr-warmup-iters / --lr-decay-iters");
+    }
+    const int64_t decay = o.lr_decay_iters() > 0 ? o.lr_decay_iters() : c.training().train_iters();
+    if (o.lr_warmup_iters() > 0 && decay > 0 && o.lr_warmup_iters() > decay) {
+      out->Add("--lr-warmup-iters ", o.lr_warmup_iters(), " exceeds ",
+               o.lr_decay_iters() > 0 ? "--lr-decay-iters " : "--lr-decay-iters (= --train-iters) ",
+               decay, ": warmup is part of the decay schedule; set --lr-warmup-iters <= ", decay);
+    }
+    return;
+  }
+  if (o.lr_warmup_iters() > 0 || o.lr_decay_iters() > 0) {
+    out->Add(o.lr_warmup_iters() > 0 ? "--lr-warmup-iters" : "--lr-decay-iters",
+             " counts iterations, but with --train-samples the schedule counts samples: use "
+             "--lr-warmup-samples / --lr-decay-samples (0 clears a --config file's iterations)");
+  }
+  if (o.lr_warmup_samples() > 0 && o.lr_warmup_fraction() > 0) {
+    out->Add("--lr-warmup-samples ", o.lr_warmup_samples(), " and --lr-warmup-fraction ",
+             o.lr_warmup_fraction(), " are exclusive: set only one of them");
+  }
+  const int64_t decay = o.lr_decay_samples() > 0 ? o.lr_decay_samples() : train_samples;
+  if (o.lr_warmup_samples() > decay) {
+    out->Add("--lr-warmup-samples ", o.lr_warmup_samples(), " exceeds ",
+             o.lr_decay_samples() > 0 ? "--lr-decay-samples "
+                                      : "--lr-decay-samples (= --train-samples) ",
+             decay, ": warmup is part of the decay schedule; set --lr-warmup-samples <= ", decay);
   }
 }
 
@@ -325,12 +388,7 @@ void CheckOptimizer(const Config& c, Problems* out) {
     out->Add("--lr-warmup-iters ", o.lr_warmup_iters(), " and --lr-warmup-fraction ",
              o.lr_warmup_fraction(), " are exclusive: set only one of them");
   }
-  const int64_t decay = o.lr_decay_iters() > 0 ? o.lr_decay_iters() : c.training().train_iters();
-  if (o.lr_warmup_iters() > 0 && decay > 0 && o.lr_warmup_iters() > decay) {
-    out->Add("--lr-warmup-iters ", o.lr_warmup_iters(), " exceeds ",
-             o.lr_decay_iters() > 0 ? "--lr-decay-iters " : "--lr-decay-iters (= --train-iters) ",
-             decay, ": warmup is part of the decay schedule; set --lr-warmup-iters <= ", decay);
-  }
+  CheckScheduleLength(c, out);
   out->NonNegativeReal("--clip-grad", o.clip_grad());
   out->NonNegativeReal("--weight-decay", o.weight_decay());
   out->HalfOpenUnit("--adam-beta1", o.adam_beta1());
@@ -596,11 +654,22 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
   }
 
   OptimizerConfig& o = *out.mutable_optimizer();
-  if (o.lr_decay_iters() == 0) o.set_lr_decay_iters(t.train_iters());
+  if (t.train_samples() > 0) {
+    // Megatron: train-iters = train-samples // global batch; the schedule counts samples.
+    t.set_train_iters(static_cast<int32_t>(t.train_samples() / t.global_batch_size()));
+    if (o.lr_decay_samples() == 0) o.set_lr_decay_samples(t.train_samples());
+  } else if (o.lr_decay_iters() == 0) {
+    o.set_lr_decay_iters(t.train_iters());
+  }
   if (o.lr_warmup_fraction() > 0) {
-    // Megatron: warmup steps = fraction * decay steps. Clear the fraction so the
-    // resolved config does not set both exclusive flags.
-    o.set_lr_warmup_iters(static_cast<int32_t>(o.lr_warmup_fraction() * o.lr_decay_iters()));
+    // Megatron: warmup = fraction * decay (iterations or samples). Clear the fraction so
+    // the resolved config does not set both exclusive flags.
+    if (t.train_samples() > 0) {
+      o.set_lr_warmup_samples(
+          static_cast<int64_t>(o.lr_warmup_fraction() * static_cast<double>(o.lr_decay_samples())));
+    } else {
+      o.set_lr_warmup_iters(static_cast<int32_t>(o.lr_warmup_fraction() * o.lr_decay_iters()));
+    }
     o.set_lr_warmup_fraction(0);
   }
 

@@ -5,13 +5,16 @@
 
 namespace conveyor {
 
-LrSchedule::LrSchedule(const OptimizerConfig& optimizer) : config_(optimizer) {}
+LrSchedule::LrSchedule(const OptimizerConfig& optimizer, int64_t samples_per_step)
+    : config_(optimizer), samples_per_step_(samples_per_step) {}
 
-double LrSchedule::At(int64_t n) const {
+double LrSchedule::At(int64_t steps_taken) const {
   const double peak = config_.lr();
   const double min = config_.min_lr();
-  const int64_t warmup = config_.lr_warmup_iters();
-  const int64_t decay = config_.lr_decay_iters();
+  const bool by_samples = config_.lr_decay_samples() > 0;
+  const int64_t n = by_samples ? steps_taken * samples_per_step_ : steps_taken;
+  const int64_t warmup = by_samples ? config_.lr_warmup_samples() : config_.lr_warmup_iters();
+  const int64_t decay = by_samples ? config_.lr_decay_samples() : config_.lr_decay_iters();
   if (warmup > 0 && n <= warmup) {
     return config_.lr_warmup_init() +
            (peak - config_.lr_warmup_init()) * static_cast<double>(n) / warmup;

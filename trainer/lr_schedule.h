@@ -6,7 +6,9 @@
 //     cosine:   min + (peak - min) * 0.5 * (1 + cos(pi * r))
 //     inverse-square-root: max(min, peak * sqrt(max(warmup, 1)) / sqrt(max(n, 1)))
 // n counts the steps already taken, so the first step (iteration 1) uses lr(0), as in
-// Megatron, where the scheduler advances after each optimizer step.
+// Megatron, where the scheduler advances after each optimizer step. Under --train-samples
+// (lr_decay_samples set) n, warmup and decay count samples instead: a step advances n by
+// the global batch.
 #ifndef CONVEYOR_TRAINER_LR_SCHEDULE_H_
 #define CONVEYOR_TRAINER_LR_SCHEDULE_H_
 
@@ -18,8 +20,9 @@ namespace conveyor {
 
 class LrSchedule {
  public:
-  // `optimizer` must be resolved (lr_decay_iters and lr_warmup_iters filled in).
-  explicit LrSchedule(const OptimizerConfig& optimizer);
+  // `optimizer` must be resolved (lr_decay_iters and lr_warmup_iters filled in, or
+  // lr_decay_samples and lr_warmup_samples); `samples_per_step` is the global batch.
+  explicit LrSchedule(const OptimizerConfig& optimizer, int64_t samples_per_step = 1);
 
   // Learning rate after `steps_taken` optimizer steps.
   double At(int64_t steps_taken) const;
@@ -29,6 +32,7 @@ class LrSchedule {
 
  private:
   OptimizerConfig config_;
+  int64_t samples_per_step_;
 };
 
 }  // namespace conveyor

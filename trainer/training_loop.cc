@@ -71,7 +71,7 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
   std::vector<Parameter*> params = stage->parameters();
   std::unique_ptr<ParameterUpdater> updater =
       MakeParameterUpdater(config, params, place.groups, place.optimizer_ops);
-  const LrSchedule schedule(config.optimizer());
+  const LrSchedule schedule(config.optimizer(), global_batch);
   const double flops_per_iteration =
       MegatronFlopsPerIteration(stage->chunk(0).shape(), global_batch);
   // The step's loss is the mean over all M * DP micro-batches: each contributes

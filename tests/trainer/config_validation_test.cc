@@ -582,6 +582,49 @@ TEST(ResolveConfigTest, ScheduleRulesAreCheckedWithTheFlags) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("--num-micro-batches 4"));
 }
 
+TEST(ResolveConfigTest, TrainSamplesGiveIterationsAndASampleSchedule) {
+  Config c = Valid();
+  c.mutable_training()->set_micro_batch_size(4);
+  c.mutable_training()->set_global_batch_size(8);
+  c.mutable_training()->set_train_samples(803);
+  c.mutable_optimizer()->set_lr_warmup_fraction(0.1f);
+  absl::StatusOr<Config> r = ResolveConfig(c, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->training().train_iters(), 100);  // 803 // 8, as Megatron
+  EXPECT_EQ(r->optimizer().lr_decay_samples(), 803);
+  EXPECT_EQ(r->optimizer().lr_warmup_samples(), 80);
+  EXPECT_EQ(r->optimizer().lr_decay_iters(), 0);
+  EXPECT_EQ(r->optimizer().lr_warmup_iters(), 0);
+  EXPECT_THAT(Validate(*r), IsEmpty());
+
+  // A --config file's iterations must agree, or be cleared with 0.
+  c.mutable_training()->set_train_iters(60);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(StartsWith("--train-iters 60 and --train-samples 803"),
+                                             HasSubstr("= 100 iterations"))));
+  c.mutable_training()->set_train_iters(0);
+  EXPECT_THAT(Validate(c), IsEmpty());
+  c.mutable_training()->set_train_samples(7);
+  EXPECT_THAT(Validate(c), ElementsAre(HasSubstr("less than one global batch (8 samples)")));
+}
+
+TEST(ValidateConfigTest, ScheduleCountsWhatTheRunCounts) {
+  Config c = Valid();
+  c.mutable_training()->set_global_batch_size(1);
+  c.mutable_training()->set_train_samples(100);
+  c.mutable_optimizer()->set_lr_warmup_iters(5);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(StartsWith("--lr-warmup-iters"),
+                                             HasSubstr("--lr-warmup-samples"))));
+  c.mutable_optimizer()->set_lr_warmup_iters(0);
+  c.mutable_optimizer()->set_lr_warmup_samples(200);
+  EXPECT_THAT(Validate(c), ElementsAre(StartsWith("--lr-warmup-samples 200 exceeds")));
+
+  Config by_iterations = Valid();
+  by_iterations.mutable_optimizer()->set_lr_decay_samples(50);
+  EXPECT_THAT(Validate(by_iterations),
+              ElementsAre(AllOf(StartsWith("--lr-decay-samples needs --train-samples"),
+                                HasSubstr("--lr-decay-iters"))));
+}
+
 TEST(ValidateConfigTest, Fp16IsRefusedForBf16) {
   Config c = Valid();
   c.mutable_precision()->set_fp16(true);

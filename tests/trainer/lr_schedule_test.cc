@@ -56,5 +56,33 @@ TEST(LrScheduleTest, InverseSquareRootDecaysFromWarmup) {
   EXPECT_NEAR(s.At(10000), 0.1, 1e-7);  // floored at min_lr
 }
 
+TEST(LrScheduleTest, SamplesCountTheGlobalBatchPerStep) {
+  // --train-samples: warmup 20 samples and decay 100, 8 samples a step.
+  OptimizerConfig c;
+  c.set_lr(1.0f);
+  c.set_min_lr(0.1f);
+  c.set_lr_decay_style("linear");
+  c.set_lr_warmup_samples(20);
+  c.set_lr_decay_samples(100);
+  const LrSchedule s(c, /*samples_per_step=*/8);
+  EXPECT_NEAR(s.At(1), 8.0 / 20, 1e-7);
+  EXPECT_NEAR(s.At(2), 16.0 / 20, 1e-7);
+  EXPECT_NEAR(s.At(3), 0.1 + 0.9 * (1 - 4.0 / 80), 1e-7);  // 24 samples: 4 into the decay
+  EXPECT_NEAR(s.At(13), 0.1, 1e-7);                        // 104 > 100
+
+  // Whole steps: the same schedule as in iterations (up to rounding: the inverse square
+  // root divides other numbers).
+  for (const std::string style : {"linear", "cosine", "inverse-square-root"}) {
+    OptimizerConfig by_samples = Schedule(style, 0, 0);
+    by_samples.set_lr_warmup_samples(16);
+    by_samples.set_lr_decay_samples(80);
+    const LrSchedule samples(by_samples, 8);
+    const LrSchedule iterations(Schedule(style, 2, 10));
+    for (int step = 0; step < 14; ++step) {
+      EXPECT_DOUBLE_EQ(samples.At(step), iterations.At(step)) << style << " step " << step;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace conveyor
