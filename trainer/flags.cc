@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "trainer/megatron_flags_not_here.h"
 
 namespace conveyor {
 namespace {
@@ -68,6 +69,9 @@ std::string UnknownFlagMessage(const std::string& arg_name) {
   std::string wanted = absl::StrReplaceAll(arg_name, {{"_", "-"}});
   while (absl::StartsWith(wanted, "-")) wanted.erase(0, 1);
   wanted = "--" + wanted;
+  if (const std::optional<std::string> why = MegatronFlagNotHere(wanted)) {
+    return absl::StrCat("Megatron's ", arg_name, " has no counterpart here: ", *why);
+  }
   std::vector<std::string> candidates = {kConfigFlag, "--help"};
   for (const FlagField& f : AllFlagFields()) candidates.push_back(FlagName(*f.field));
   const std::string* best = nullptr;

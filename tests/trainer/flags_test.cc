@@ -170,6 +170,15 @@ TEST(FlagsTest, UnknownFlagSuggestsClosest) {
   EXPECT_THAT(far, Not(HasSubstr("did you mean")));
 }
 
+TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
+  EXPECT_EQ(Problem({"--tensorboard-dir", "/tmp/tb"}),
+            "Megatron's --tensorboard-dir has no counterpart here: Conveyor writes no "
+            "TensorBoard or Weights & Biases logs; --metrics-file FILE writes every log line's "
+            "figures as JSON lines; drop the flag");
+  EXPECT_THAT(Problem({"--eod_mask_loss"}), HasSubstr("not implemented: every token's loss"));
+  EXPECT_THAT(Problem({"--no-masked-softmax-fusion"}), HasSubstr("drop the flag"));
+}
+
 TEST(FlagsTest, WrongTypeNamesTheFlag) {
   EXPECT_EQ(Problem({"--num-layers", "abc"}), "--num-layers expects an integer, got 'abc'");
   EXPECT_THAT(Problem({"--num-layers", "1.5"}), HasSubstr("--num-layers expects an integer"));
