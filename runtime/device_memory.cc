@@ -11,19 +11,19 @@ namespace {
 // 64-byte alignment keeps BLAS and vector loads on cache-line boundaries.
 constexpr size_t kHostAlignment = 64;
 
+// Host memory. Allocate fills its bytes with 0xff, a NaN in fp32 and bf16, so that a
+// result that reads an element nobody wrote shows as NaN in the CPU tests (on the GPU
+// the bytes are whatever the block held before).
 class HostMemory : public DeviceMemory {
  public:
+  void* Allocate(int64_t bytes) override {
+    void* p = AlignedAllocate(bytes);
+    std::memset(p, 0xff, static_cast<size_t>(bytes));
+    return p;
+  }
   void* AllocateZeroed(int64_t bytes) override {
-    const size_t padded =
-        (static_cast<size_t>(bytes) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    void* p = std::aligned_alloc(kHostAlignment, padded == 0 ? kHostAlignment : padded);
-    if (p == nullptr) {
-      std::fprintf(stderr, "conveyor: out of host memory allocating %lld bytes (%.2f GiB). %s\n",
-                   static_cast<long long>(bytes), static_cast<double>(bytes) / (1 << 30),
-                   kOutOfMemoryAdvice);
-      std::exit(1);
-    }
-    std::memset(p, 0, padded);
+    void* p = AlignedAllocate(bytes);
+    std::memset(p, 0, static_cast<size_t>(bytes));
     return p;
   }
   void Free(void* p, int64_t) override { std::free(p); }
@@ -34,6 +34,20 @@ class HostMemory : public DeviceMemory {
   }
   void CopyToHost(void* dst, const void* src, int64_t bytes) override {
     std::memcpy(dst, src, bytes);
+  }
+
+ private:
+  static void* AlignedAllocate(int64_t bytes) {
+    const size_t padded =
+        (static_cast<size_t>(bytes) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    void* p = std::aligned_alloc(kHostAlignment, padded == 0 ? kHostAlignment : padded);
+    if (p == nullptr) {
+      std::fprintf(stderr, "conveyor: out of host memory allocating %lld bytes (%.2f GiB). %s\n",
+                   static_cast<long long>(bytes), static_cast<double>(bytes) / (1 << 30),
+                   kOutOfMemoryAdvice);
+      std::exit(1);
+    }
+    return p;
   }
 };
 

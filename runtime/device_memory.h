@@ -27,10 +27,18 @@ class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
 
-  // `bytes` zero-filled bytes, aligned for vector loads. Running out of memory ends the
-  // process with a message naming the request and what is held (there is no useful way
-  // to continue a training step without the buffer).
-  virtual void* AllocateZeroed(int64_t bytes) = 0;
+  // `bytes` bytes, aligned for vector loads, of undefined contents: for a buffer its
+  // first writer fills whole (an op's output), where zero-filling would only cost a pass
+  // over memory. Running out of memory ends the process with a message naming the
+  // request and what is held (there is no useful way to continue a training step without
+  // the buffer).
+  virtual void* Allocate(int64_t bytes) = 0;
+  // As Allocate, zero-filled.
+  virtual void* AllocateZeroed(int64_t bytes) {
+    void* p = Allocate(bytes);
+    Zero(p, bytes);
+    return p;
+  }
   virtual void Free(void* p, int64_t bytes) = 0;
 
   virtual void Zero(void* p, int64_t bytes) = 0;

@@ -32,13 +32,17 @@ class Ops {
   virtual Device device() const = 0;
   virtual DType compute_dtype() const = 0;
 
-  // A zero-filled tensor of the compute type on this device, counted as activations.
+  // A tensor of the compute type on this device, counted as activations, for an op to
+  // write whole: its contents are undefined until then (Tensor::Uninitialized), which on
+  // a GPU saves a pass over memory per activation.
   Tensor NewActivation(std::vector<int64_t> shape) const {
-    return Tensor::Zeros(std::move(shape), MemoryCategory::kActivations, compute_dtype(), device());
+    return Tensor::Uninitialized(std::move(shape), MemoryCategory::kActivations, compute_dtype(),
+                                 device());
   }
-  // A zero-filled fp32 tensor on this device, counted as activations (norm statistics).
+  // The same in fp32 (norm statistics, attention's row statistics).
   Tensor NewFloatActivation(std::vector<int64_t> shape) const {
-    return Tensor::Zeros(std::move(shape), MemoryCategory::kActivations, DType::kFloat32, device());
+    return Tensor::Uninitialized(std::move(shape), MemoryCategory::kActivations, DType::kFloat32,
+                                 device());
   }
 
   // Converts between element types (fp32 <-> compute type) with round-to-nearest-even;
@@ -48,7 +52,7 @@ class Ops {
   // in t's category.
   Tensor CastTo(const Tensor& t, DType dtype) const {
     if (t.dtype() == dtype) return t;
-    Tensor cast = Tensor::Zeros(t.shape(), t.category(), dtype, t.device());
+    Tensor cast = Tensor::Uninitialized(t.shape(), t.category(), dtype, t.device());
     Cast(t, &cast);
     return cast;
   }

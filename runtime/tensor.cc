@@ -8,6 +8,16 @@ namespace conveyor {
 
 Tensor Tensor::Zeros(std::vector<int64_t> shape, MemoryCategory category, DType dtype,
                      Device device) {
+  return Allocate(std::move(shape), category, dtype, device, /*zeroed=*/true);
+}
+
+Tensor Tensor::Uninitialized(std::vector<int64_t> shape, MemoryCategory category, DType dtype,
+                             Device device) {
+  return Allocate(std::move(shape), category, dtype, device, /*zeroed=*/false);
+}
+
+Tensor Tensor::Allocate(std::vector<int64_t> shape, MemoryCategory category, DType dtype,
+                        Device device, bool zeroed) {
   Tensor t;
   t.numel_ = 1;
   for (int64_t d : shape) t.numel_ *= d;
@@ -17,7 +27,7 @@ Tensor Tensor::Zeros(std::vector<int64_t> shape, MemoryCategory category, DType 
   t.category_ = category;
   const int64_t bytes = t.nbytes();
   DeviceMemory* memory = &MemoryOf(device);
-  void* p = memory->AllocateZeroed(bytes);
+  void* p = zeroed ? memory->AllocateZeroed(bytes) : memory->Allocate(bytes);
   MemoryTracker::Global().Allocated(category, bytes);
   t.storage_ = std::shared_ptr<void>(p, [memory, category, bytes](void* q) {
     MemoryTracker::Global().Freed(category, bytes);
@@ -39,7 +49,7 @@ const float* Tensor::data() const {
 Tensor Tensor::Clone(MemoryCategory category) const { return To(device_, category); }
 
 Tensor Tensor::To(Device device, MemoryCategory category) const {
-  Tensor copy = Zeros(shape_, category, dtype_, device);
+  Tensor copy = Uninitialized(shape_, category, dtype_, device);
   copy.CopyFrom(*this);
   return copy;
 }

@@ -22,6 +22,10 @@ class Tensor {
   // Zero-filled tensor.
   static Tensor Zeros(std::vector<int64_t> shape, MemoryCategory category,
                       DType dtype = DType::kFloat32, Device device = Device::kCpu);
+  // A tensor whose elements are undefined until written (NaN on the host, so that a
+  // read before the first write shows): for outputs their first writer fills whole.
+  static Tensor Uninitialized(std::vector<int64_t> shape, MemoryCategory category,
+                              DType dtype = DType::kFloat32, Device device = Device::kCpu);
 
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_[i]; }
@@ -51,6 +55,9 @@ class Tensor {
   std::string ShapeString() const;
 
  private:
+  static Tensor Allocate(std::vector<int64_t> shape, MemoryCategory category, DType dtype,
+                         Device device, bool zeroed);
+
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
   DType dtype_ = DType::kFloat32;

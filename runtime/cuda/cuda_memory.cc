@@ -55,7 +55,8 @@ class CudaMemory : public DeviceMemory {
  public:
   explicit CudaMemory(int device) : device_(device), allocator_(&backing_) {}
 
-  void* AllocateZeroed(int64_t bytes) override {
+  // AllocateZeroed is DeviceMemory's: Allocate, then Zero (a cudaMemsetAsync).
+  void* Allocate(int64_t bytes) override {
     MakeCurrent(device_);
     absl::StatusOr<void*> p = allocator_.Allocate(bytes);
     if (!p.ok()) {
@@ -64,9 +65,6 @@ class CudaMemory : public DeviceMemory {
                    static_cast<long long>(bytes), device_, p.status().ToString().c_str());
       std::exit(1);
     }
-    // On the default stream, where the ops run too for now: the stream orders the fill
-    // before any kernel that uses the tensor, and after the last user of a reused block.
-    if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(*p, 0, bytes, /*stream=*/0));
     return *p;
   }
 
@@ -81,9 +79,11 @@ class CudaMemory : public DeviceMemory {
     }
   }
 
+  // On the default stream, where the ops run too for now: the stream orders the fill
+  // before any kernel that uses the tensor, and after the last user of a reused block.
   void Zero(void* p, int64_t bytes) override {
     MakeCurrent(device_);
-    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, /*stream=*/0));
+    if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, /*stream=*/0));
   }
 
   // cudaMemcpy runs on the default stream, after the kernels queued there. With the host it

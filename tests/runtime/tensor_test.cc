@@ -36,6 +36,15 @@ TEST(TensorTest, CloneCopiesIntoItsCategory) {
   EXPECT_EQ(c.ShapeString(), "[3]");
 }
 
+TEST(TensorTest, UninitializedHostTensorsReadAsNaN) {
+  // So that an op reading an element before anything wrote it fails the CPU tests.
+  Tensor fp32 = Tensor::Uninitialized({5}, MemoryCategory::kActivations);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(std::isnan(fp32.data()[i])) << i;
+  Tensor bf16 = Tensor::Uninitialized({3}, MemoryCategory::kActivations, DType::kBFloat16);
+  const auto* elements = static_cast<const BFloat16*>(bf16.raw());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(ToFloat(elements[i]))) << i;
+}
+
 TEST(TensorTest, OutOfHostMemoryEndsNamingTheSizeAndTheFlags) {
   EXPECT_EXIT(Tensor::Zeros({int64_t{1} << 58}, MemoryCategory::kActivations),
               testing::ExitedWithCode(1),

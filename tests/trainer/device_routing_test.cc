@@ -33,11 +33,9 @@ class TensorMemory : public DeviceMemory {
     return byte < it->first + it->second;
   }
 
+  void* Allocate(int64_t bytes) override { return Remember(host_->Allocate(bytes), bytes); }
   void* AllocateZeroed(int64_t bytes) override {
-    void* p = host_->AllocateZeroed(bytes);
-    std::lock_guard<std::mutex> lock(mu_);
-    live_[static_cast<const char*>(p)] = bytes;
-    return p;
+    return Remember(host_->AllocateZeroed(bytes), bytes);
   }
   void Free(void* p, int64_t bytes) override {
     {
@@ -56,6 +54,12 @@ class TensorMemory : public DeviceMemory {
   }
 
  private:
+  void* Remember(void* p, int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[static_cast<const char*>(p)] = bytes;
+    return p;
+  }
+
   DeviceMemory* host_;
   mutable std::mutex mu_;
   std::map<const char*, int64_t> live_;  // start -> bytes
