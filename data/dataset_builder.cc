@@ -35,10 +35,22 @@ absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string
                                          const SplitMatrix& matrix, const std::string& split_text,
                                          const SplitSizes& sizes,
                                          const DatasetBuildConfig& config) {
+  if (absl::Status st = CheckDatasetPrefix(prefix, flag); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<IndexedDataset>> opened = IndexedDataset::Open(prefix);
   if (!opened.ok()) return WithContext(opened.status(), flag);
   std::shared_ptr<const IndexedDataset> dataset = *std::move(opened);
   const int64_t n = dataset->num_sequences();
+  bool any_wanted = false;
+  for (int i = 0; i < 3; ++i) any_wanted |= matrix[i] && sizes[i];
+  if (any_wanted && (n == 0 || dataset->num_tokens() == 0)) {
+    // Said before any split arithmetic: no share of nothing would help.
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", prefix, ": the dataset is empty (", prefix, ".idx lists ",
+        dataset->num_documents(), " documents, ", n, " sequences, ", dataset->num_tokens(),
+        " tokens): there is nothing to train on; check that preprocessing read its input, or "
+        "leave this prefix out of ",
+        flag));
+  }
   const auto ranges = SplitRanges(matrix, n);
   GptSplits out;
   for (int i = 0; i < 3; ++i) {
@@ -73,6 +85,7 @@ absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string
                          absl::StrCat(flag, " ", prefix, " (", kSplitNames[i], " split)"));
     }
     out[i] = GptDataset::FromIndices(dataset, key.config, *std::move(indices));
+    out[i]->CheckTokenIds(config.token_ids, absl::StrCat(flag, " ", prefix));
   }
   return out;
 }

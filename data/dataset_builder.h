@@ -20,6 +20,7 @@
 #include "data/blend.h"
 #include "data/gpt_index_cache.h"
 #include "data/sample_source.h"
+#include "data/token_id_limit.h"
 
 namespace conveyor {
 
@@ -37,14 +38,18 @@ struct DatasetBuildConfig {
   // Where the GPT indices are cached, and who builds them (see
   // gpt_index_cache.h). An empty cache folder builds them in memory.
   GptIndexCacheOptions cache;
+  // Every sample's token ids are checked against it as the sample is read
+  // (see token_id_limit.h); the default checks nothing.
+  TokenIdLimit token_ids;
 };
 
 using SplitSources = std::array<std::unique_ptr<SampleSource>, 3>;
 
 // `sizes`: the samples each split (train, valid, test) must provide; a split
 // asked for 0 samples is not built (nullptr). Errors name the flag and the
-// file: a prefix that does not open, a split range with no sequences, both
-// or neither of the two ways of naming data.
+// file: a prefix that does not open or names a .bin/.idx file, a dataset with
+// no sequences or tokens, a split range with no sequences, both or neither of
+// the two ways of naming data.
 absl::StatusOr<SplitSources> BuildSplitDatasets(const DatasetBuildConfig& config,
                                                 const std::array<int64_t, 3>& sizes);
 

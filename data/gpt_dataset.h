@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "data/gpt_indices.h"
 #include "data/indexed_dataset.h"
 #include "data/sample_source.h"
+#include "data/token_id_limit.h"
 
 namespace conveyor {
 
@@ -27,6 +30,14 @@ class GptDataset : public SampleSource {
                                                  const GptIndexConfig& config, GptIndices indices,
                                                  int32_t pad_token = -1);
 
+  // From now on every sample's token ids are checked against `limit`: a
+  // sample holding an id outside it is an InvalidArgument naming `source`
+  // (e.g. "--data-path /data/web"), the id and the fix, instead of tokens.
+  void CheckTokenIds(const TokenIdLimit& limit, std::string source) {
+    limit_ = limit;
+    source_ = std::move(source);
+  }
+
   int64_t size() const override { return indices_.num_samples(); }
   absl::StatusOr<std::vector<int32_t>> Sample(int64_t index) const override;
 
@@ -37,10 +48,14 @@ class GptDataset : public SampleSource {
 
  private:
   GptDataset() = default;
+  absl::Status TokenIdError(const std::vector<int32_t>& tokens, size_t position, int64_t row) const;
+
   std::shared_ptr<const IndexedDataset> dataset_;
   GptIndexConfig config_;
   int32_t pad_token_ = -1;
   GptIndices indices_;
+  TokenIdLimit limit_;
+  std::string source_;
 };
 
 }  // namespace conveyor

@@ -1,9 +1,13 @@
 #include "data/indexed_dataset.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace conveyor {
@@ -16,7 +20,29 @@ T ReadLE(const char* p) {
   return v;
 }
 
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 }  // namespace
+
+absl::Status CheckDatasetPrefix(const std::string& prefix, absl::string_view flag) {
+  for (absl::string_view suffix : {".bin", ".idx"}) {
+    if (!absl::EndsWith(prefix, suffix) || Exists(prefix + ".idx")) continue;
+    const std::string stripped = prefix.substr(0, prefix.size() - suffix.size());
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", prefix, ": ", flag,
+        " takes a dataset's prefix, without .bin or .idx (the files are PREFIX.bin and "
+        "PREFIX.idx): pass ",
+        flag, " ", stripped,
+        Exists(stripped + ".idx") ? ""
+                                  : absl::StrCat(" (though ", stripped,
+                                                 ".idx does not exist "
+                                                 "either)")));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
     const std::string& path_prefix) {
@@ -143,6 +169,18 @@ absl::Status IndexedDataset::AppendTokens(int64_t i, int64_t offset, int64_t len
     out->push_back(static_cast<int32_t>(LoadToken(dtype_, base, offset + k)));
   }
   return absl::OkStatus();
+}
+
+std::optional<int64_t> IndexedDataset::LargestTokenId(int64_t max_tokens) const {
+  if (num_tokens_ > max_tokens) return std::nullopt;
+  int64_t largest = -1;
+  for (int64_t i = 0; i < num_sequences(); ++i) {
+    const char* base = bin_->data() + sequence_pointers_[i];
+    for (int64_t k = 0; k < sequence_lengths_[i]; ++k) {
+      largest = std::max(largest, LoadToken(dtype_, base, k));
+    }
+  }
+  return largest;
 }
 
 }  // namespace conveyor

@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "data/mapped_file.h"
 #include "data/token_dtype.h"
 
@@ -20,6 +22,11 @@ inline constexpr char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0}
 inline constexpr uint64_t kIndexVersion = 1;
 // magic, u64 version, u8 dtype, u64 sequence count, u64 document-index count.
 inline constexpr int64_t kIndexHeaderBytes = 9 + 8 + 1 + 8 + 8;
+
+// OK unless `prefix` names one of a dataset's files instead of the dataset:
+// it ends in .bin or .idx and `prefix`.idx does not exist. The error says to
+// pass the prefix, and names `flag` (e.g. "--data-path").
+absl::Status CheckDatasetPrefix(const std::string& prefix, absl::string_view flag);
 
 class IndexedDataset {
  public:
@@ -48,6 +55,10 @@ class IndexedDataset {
   // The same range appended to `out` as int32 (token ids of a vocabulary).
   absl::Status AppendTokens(int64_t i, int64_t offset, int64_t length,
                             std::vector<int32_t>* out) const;
+
+  // The largest token id in the file (-1 with no tokens), read in one pass;
+  // nullopt when the file holds more than `max_tokens` (a pass would be slow).
+  std::optional<int64_t> LargestTokenId(int64_t max_tokens) const;
 
  private:
   IndexedDataset() = default;

@@ -141,6 +141,10 @@ int Main(int argc, char** argv) {
       blend->weighted() ? NormalizeWeights(blend->weights) : std::vector<double>();
   int64_t documents = 0, sequences = 0, tokens = 0;
   for (size_t d = 0; d < blend->prefixes.size(); ++d) {
+    if (absl::Status st = CheckDatasetPrefix(blend->prefixes[d], "--data-path"); !st.ok()) {
+      std::fprintf(stderr, "inspect_data: %s\n", std::string(st.message()).c_str());
+      return 1;
+    }
     auto ds = IndexedDataset::Open(blend->prefixes[d]);
     if (!ds.ok()) {
       std::fprintf(stderr, "inspect_data: --data-path: %s\n",
@@ -166,8 +170,11 @@ int Main(int argc, char** argv) {
               blend->prefixes.size(), blend->prefixes.size() == 1 ? "" : "s", (long long)documents,
               (long long)sequences, (long long)tokens);
 
+  // Shows the ids the files hold, whatever the vocabulary (the trainer checks them).
+  TrainingDataOptions options;
+  options.check_token_ids = false;
   absl::StatusOr<DataSplits> splits =
-      BuildTrainingData(config, train_samples, 0, 0, /*build_cache_here=*/true);
+      BuildTrainingData(config, train_samples, 0, 0, /*build_cache_here=*/true, options);
   if (!splits.ok()) {
     std::fprintf(stderr, "inspect_data: %s\n", std::string(splits.status().message()).c_str());
     return 1;

@@ -1,5 +1,6 @@
 #include "data/training_data.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <optional>
@@ -63,6 +64,16 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
         "--vocab-size ", model.vocab_size(),
         " must be positive without --tokenizer-type: nothing else fixes the vocabulary"));
   }
+  // The model is built from the config's --vocab-size, which the trainer sets
+  // to the tokenizer's vocabulary before calling this; ids must be below it
+  // and below the tokenizer's. (Rebuilding NullTokenizer from that resolved
+  // size counts its eod a second time: out.vocab_size alone would let one id
+  // past the model through, and mock data would draw it.)
+  out.token_ids.vocab_size = out.vocab_size;
+  if (model.vocab_size() > 0) {
+    out.token_ids.vocab_size = std::min<int64_t>(out.vocab_size, model.vocab_size());
+  }
+  out.token_ids.tokenizer_type = data.tokenizer_type();
   if (model.seq_length() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--seq-length ", model.seq_length(), " must be positive"));
@@ -81,7 +92,7 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
     for (int i = 0; i < 3; ++i) {
       if (sizes[i] == 0) continue;
       const int64_t split_seed = int64_t(uint64_t(seed) + uint64_t(i) * kMockSplitSeedStride);
-      sources[i] = std::make_unique<MockSampleSource>(split_seed, int(out.vocab_size),
+      sources[i] = std::make_unique<MockSampleSource>(split_seed, int(out.token_ids.vocab_size),
                                                       model.seq_length(), sizes[i]);
     }
   } else {
@@ -109,9 +120,18 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
     build.cache.path = data.data_cache_path();
     build.cache.build_here = build_cache_here;
     build.cache.timeout = options.cache_timeout;
+    if (options.check_token_ids) build.token_ids = out.token_ids;
     absl::StatusOr<SplitSources> built = BuildSplitDatasets(build, sizes);
     if (!built.ok()) return built.status();
     sources = *std::move(built);
+    // A cheap early look (one sample per split): data made with another
+    // tokenizer usually shows in its first sample already.
+    for (const std::unique_ptr<SampleSource>& source : sources) {
+      if (source == nullptr || source->size() == 0) continue;
+      if (absl::StatusOr<std::vector<int32_t>> first = source->Sample(0); !first.ok()) {
+        return first.status();
+      }
+    }
   }
   out.train = std::move(sources[0]);
   out.valid = std::move(sources[1]);

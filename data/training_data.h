@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "data/sample_source.h"
+#include "data/token_id_limit.h"
 #include "data/tokenizer.h"
 #include "proto/config.pb.h"
 
@@ -24,6 +25,13 @@ struct DataSplits {
   // The vocabulary before padding: the tokenizer's (for NullTokenizer that
   // is --vocab-size + 1, its eod, as in Megatron), else --vocab-size.
   int64_t vocab_size = 0;
+  // The ids the model has rows for: below vocab_size and below the config's
+  // --vocab-size, from which the model is built (the trainer sets it to the
+  // tokenizer's vocabulary first). Mock data is drawn below it; every sample
+  // read from files is checked against it as it is read, so data made with
+  // another tokenizer fails with the file, the id and the fix instead of
+  // training on ids past the embedding.
+  TokenIdLimit token_ids;
 };
 
 // Samples each split must provide, as Megatron's
@@ -39,12 +47,15 @@ SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch
 struct TrainingDataOptions {
   // How long a rank other than 0 waits for rank 0's --data-cache-path files.
   absl::Duration cache_timeout = absl::Minutes(30);
+  // False reads whatever ids the files hold (for tools that train nothing).
+  bool check_token_ids = true;
 };
 
 // `build_cache_here`: true on rank 0, which builds and writes the GPT index
 // cache; the other ranks wait for it and load it (with no --data-cache-path
 // every rank builds its own, identical, indices). Errors name the flag and
-// the file involved.
+// the file involved. The first sample of each split is read here, so that
+// data outside the vocabulary usually fails before any model is built.
 absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int64_t train_samples,
                                              int64_t valid_samples, int64_t test_samples,
                                              bool build_cache_here,

@@ -15,7 +15,14 @@ MicroBatchFeed MakeMicroBatchFeed(const SampleSource& source, int64_t iteration,
     for (int64_t b = 0; b < micro; ++b) {
       const int64_t index = step_first_sample + in.context.first_sample + b;
       absl::StatusOr<std::vector<int32_t>> sample = source.Sample(index);
-      if (!sample.ok()) return sample.status();
+      if (!sample.ok()) {
+        // Which step met it: the source names the file and what is wrong.
+        return absl::Status(sample.status().code(),
+                            training ? absl::StrFormat("iteration %d, training sample %d: %s",
+                                                       iteration, index, sample.status().message())
+                                     : absl::StrFormat("validation sample %d: %s", index,
+                                                       sample.status().message()));
+      }
       if (static_cast<int64_t>(sample->size()) != seq + 1) {
         return absl::InternalError(
             absl::StrFormat("sample %d has %d tokens, expected --seq-length + 1 = %d", index,

@@ -1,7 +1,9 @@
 // Where a step's micro-batches come from: data-parallel rank d takes samples
 // [d * micro, (d + 1) * micro) of each group of DP * micro samples after the step's
 // first sample, as Megatron's sampler does; inputs are tokens [0, seq) of a sample and
-// labels tokens [1, seq].
+// labels tokens [1, seq]. A sample the source refuses (e.g. one holding a token id
+// outside the vocabulary, see data/token_id_limit.h) fails the micro-batch, its
+// message prefixed with the iteration and sample, so no such sample reaches the model.
 #ifndef CONVEYOR_TRAINER_MICRO_BATCH_FEED_H_
 #define CONVEYOR_TRAINER_MICRO_BATCH_FEED_H_
 
