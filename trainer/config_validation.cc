@@ -546,6 +546,9 @@ void CheckCheckpoint(const Config& c, Problems* out) {
       out->Add("--ckpt-step ", k.ckpt_step(), " needs --load FOLDER to load that step from");
     }
     if (k.finetune()) out->Add("--finetune needs --load FOLDER with the weights to start from");
+    if (k.exit_on_missing_checkpoint()) {
+      out->Add("--exit-on-missing-checkpoint needs --load FOLDER: there is nothing to miss");
+    }
   }
 }
 

@@ -1,16 +1,50 @@
 #include "trainer/training_checkpoints.h"
 
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
 #include "runtime/status_macros.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
+#include "trainer/checkpoint/file_io.h"
+#include "trainer/checkpoint/format.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/checkpoint/sharding_runs.h"
 #include "trainer/hf/export.h"
 
 namespace conveyor {
+namespace {
+
+constexpr char kWordEmbeddings[] = "embedding.word_embeddings.weight";
+constexpr char kOptimizerPrefix[] = "optimizer.";
+
+// Megatron's vocabulary padding: `vocab` rounded up to a multiple of `multiple`.
+int64_t PadVocab(int64_t vocab, int64_t multiple) {
+  if (vocab <= 0 || multiple <= 0) return vocab;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+// A --make-vocab-size-divisible-by that pads `vocab` to `rows` under `tp`, preferring
+// the smallest one that does so under `other_tp` too (one value for both layouts);
+// nullopt when none does (rows is not a multiple of tp).
+std::optional<int64_t> DivisorForPaddedVocab(int64_t vocab, int64_t rows, int64_t tp,
+                                             int64_t other_tp) {
+  if (vocab <= 0 || rows < vocab || tp <= 0) return std::nullopt;
+  std::optional<int64_t> first;
+  for (int64_t d = 1; d * tp <= rows; ++d) {
+    if (PadVocab(vocab, d * tp) != rows) continue;
+    if (PadVocab(vocab, d * other_tp) == rows) return d;
+    if (!first.has_value()) first = d;
+  }
+  return first;
+}
+
+}  // namespace
 
 TrainingCheckpoints::TrainingCheckpoints(const Config& config, GptStage* stage,
                                          ParameterUpdater* updater, const CheckpointPlace& place)
@@ -111,28 +145,39 @@ absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
 }
 
 absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
+  absl::StatusOr<ResumePoint> resume = LoadHere(log);
+  // A failed load has touched nothing, and must not: the --save probe comes after it.
+  const absl::Status mine = resume.ok() ? CheckSaveFolder() : resume.status();
+  RETURN_IF_ERROR(AgreeAcrossRanks(mine));
+  return resume;
+}
+
+absl::StatusOr<ResumePoint> TrainingCheckpoints::LoadHere(std::ostream* log) {
   const CheckpointConfig& c = config_.checkpoint();
   if (c.load().empty()) {
     if (!c.load_hf().empty()) RETURN_IF_ERROR(LoadHuggingFace(log));
     return ResumePoint{};
   }
-  const std::optional<int64_t> step =
-      c.ckpt_step() > 0 ? std::optional<int64_t>(c.ckpt_step()) : std::nullopt;
-  absl::StatusOr<LoadedCheckpoint> checkpoint = OpenCheckpoint(c.load(), step);
-  if (absl::IsNotFound(checkpoint.status()) && !step.has_value()) {
-    // Megatron's behaviour: a --load folder without a checkpoint starts from scratch,
-    // so the same command can start a job and resume it.
-    if (log != nullptr) {
-      *log << "conveyor: no checkpoint in --load " << c.load() << " ("
-           << checkpoint.status().message() << "); starting from iteration 0\n";
-    }
-    if (!c.load_hf().empty()) RETURN_IF_ERROR(LoadHuggingFace(log));
-    return ResumePoint{};
+  absl::StatusOr<CheckpointFolderSurvey> survey = SurveyCheckpointFolder(c.load());
+  if (!survey.ok()) {
+    return absl::Status(survey.status().code(),
+                        absl::StrCat("--load ", c.load(), ": ", survey.status().message()));
   }
-  if (!checkpoint.ok()) return checkpoint.status();
+  if (survey->holds_no_checkpoint()) return StartWithoutCheckpoint(*survey, log);
+  ASSIGN_OR_RETURN(const int64_t iteration, ChooseIteration(*survey));
+  // Without --ckpt-step, OpenCheckpoint reads the latest file again, so that its
+  // messages say when that file names a missing iteration.
+  absl::StatusOr<LoadedCheckpoint> checkpoint = OpenCheckpoint(
+      c.load(), c.ckpt_step() > 0 ? std::optional<int64_t>(iteration) : std::nullopt);
+  if (!checkpoint.ok()) return Unloadable(checkpoint.status(), *survey, iteration);
   RETURN_IF_ERROR(CheckSameModel(checkpoint->State(0).config, checkpoint->directory()));
+  RETURN_IF_ERROR(CheckVocabularyPadding(*checkpoint));
   HostStaging staging;
-  RETURN_IF_ERROR(LoadTensors(*checkpoint, Tensors(/*saving=*/false, &staging)));
+  const std::vector<TensorShardRef> targets = Tensors(/*saving=*/false, &staging);
+  RETURN_IF_ERROR(CheckOptimizerState(*checkpoint, targets));
+  const absl::Status loaded = LoadTensors(*checkpoint, targets);
+  if (absl::IsDataLoss(loaded)) return Unloadable(loaded, *survey, iteration);
+  RETURN_IF_ERROR(loaded);
   staging.Upload();
   updater_->ParametersLoaded();
   const CheckpointState state = checkpoint->State(place_.world->rank());
@@ -144,7 +189,219 @@ absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
                             state.iteration, c.finetune() ? ", --finetune: from iteration 0" : "");
   }
   if (c.finetune()) return ResumePoint{};
+  WarnIfGlobalBatchChanged(state, log);
   return ResumePoint{state.iteration, state.consumed_samples};
+}
+
+absl::StatusOr<ResumePoint> TrainingCheckpoints::StartWithoutCheckpoint(
+    const CheckpointFolderSurvey& survey, std::ostream* log) {
+  const CheckpointConfig& c = config_.checkpoint();
+  const std::string what =
+      survey.exists ? absl::StrCat("holds no checkpoint (no ", kLatestFileName,
+                                   " and no iter_* folder)")
+                    : "does not exist";
+  if (c.ckpt_step() > 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "--ckpt-step %d: --load %s %s; check the path, or drop --ckpt-step and --load to start "
+        "from scratch",
+        c.ckpt_step(), c.load(), what));
+  }
+  if (c.exit_on_missing_checkpoint()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "--exit-on-missing-checkpoint: --load %s %s; check the path, or drop "
+        "--exit-on-missing-checkpoint to start from iteration 0",
+        c.load(), what));
+  }
+  // Megatron's behaviour: a --load folder without a checkpoint starts from scratch, so
+  // the same command can start a job and resume it.
+  if (log != nullptr) {
+    *log << "conveyor: --load " << c.load() << " " << what << "; starting from iteration 0\n";
+  }
+  if (!c.load_hf().empty()) RETURN_IF_ERROR(LoadHuggingFace(log));
+  return ResumePoint{};
+}
+
+absl::StatusOr<int64_t> TrainingCheckpoints::ChooseIteration(
+    const CheckpointFolderSurvey& survey) const {
+  const CheckpointConfig& c = config_.checkpoint();
+  if (c.ckpt_step() > 0) return c.ckpt_step();
+  if (!survey.has_latest_file) {
+    // Committed folders without a latest file: deleted by hand, or a crash between the
+    // first save's rename and its latest file. Which one to load is the user's call.
+    const int64_t newest = survey.committed_iterations.back();
+    return absl::NotFoundError(absl::StrFormat(
+        "--load %s holds committed checkpoints (iterations %s) but no %s naming the one to "
+        "load; nothing was loaded or changed. Pass --ckpt-step %d to resume from the newest, "
+        "or, to start from scratch, drop --load and use a fresh --save folder",
+        c.load(), absl::StrJoin(survey.committed_iterations, ", "), kLatestFileName, newest));
+  }
+  absl::StatusOr<int64_t> latest = ReadLatestIteration(c.load());
+  if (!latest.ok()) return Unloadable(latest.status(), survey, std::nullopt);
+  return *latest;
+}
+
+absl::Status TrainingCheckpoints::Unloadable(const absl::Status& error,
+                                             const CheckpointFolderSurvey& survey,
+                                             std::optional<int64_t> iteration) const {
+  const std::string& load = config_.checkpoint().load();
+  std::string fix;
+  const std::optional<int64_t> other = NewestOpenableIteration(load, survey, iteration);
+  if (other.has_value()) {
+    fix = absl::StrFormat(
+        "pass --ckpt-step %d to resume from the newest other committed checkpoint that opens "
+        "(%s), or, to start from scratch, drop --load and use a fresh --save folder",
+        *other, JoinPath(load, IterationDirName(*other)));
+  } else {
+    fix = absl::StrFormat(
+        "no other committed checkpoint in %s opens: restore the damaged files, or, to start "
+        "from scratch, drop --load and use a fresh --save folder",
+        load);
+  }
+  // Starting from scratch here would let the next save overwrite these checkpoints.
+  return absl::Status(error.code(),
+                      absl::StrCat(error.message(), ". --load ", load,
+                                   " holds checkpoints that this run cannot load, so it stops "
+                                   "(nothing was loaded or changed): ",
+                                   fix));
+}
+
+bool TrainingCheckpoints::WritesCheckpoints() const {
+  const CheckpointConfig& c = config_.checkpoint();
+  // Rank 0 commits; DP rank 0 of each (TP, PP) position writes parameters; with the
+  // distributed optimizer every rank writes its slice of the optimizer state.
+  return place_.world->rank() == 0 || place_.dp_rank == 0 ||
+         (config_.parallel().use_distributed_optimizer() && !c.no_save_optim());
+}
+
+absl::Status TrainingCheckpoints::CheckSaveFolder() const {
+  const std::string& save = config_.checkpoint().save();
+  if (save.empty() || !WritesCheckpoints()) return absl::OkStatus();
+  const absl::Status probe = ProbeSaveFolder(save, place_.world->rank());
+  if (probe.ok()) return probe;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "--save %s cannot hold checkpoints (%s); choose a folder this job can create and write "
+      "(checked before training, so that no work is lost at the first save)",
+      save, probe.message()));
+}
+
+absl::Status TrainingCheckpoints::AgreeAcrossRanks(const absl::Status& mine) const {
+  Communicator& world = *place_.world;
+  std::vector<double> failed(world.size(), 0.0);
+  failed[world.rank()] = mine.ok() ? 0.0 : 1.0;
+  const absl::Status agreed = world.AllReduceMax(failed.data(), world.size());
+  if (!mine.ok()) return mine;
+  RETURN_IF_ERROR(agreed);
+  std::vector<int> ranks;
+  for (int r = 0; r < world.size(); ++r) {
+    if (failed[r] != 0.0) ranks.push_back(r);
+  }
+  if (ranks.empty()) return absl::OkStatus();
+  return absl::AbortedError(absl::StrFormat(
+      "stopping before training: rank(s) %s could not load --load or prepare --save (their "
+      "errors say why)",
+      absl::StrJoin(ranks, ", ")));
+}
+
+absl::Status TrainingCheckpoints::CheckVocabularyPadding(const LoadedCheckpoint& checkpoint) const {
+  const TensorRecord* embedding = checkpoint.FindTensor(kWordEmbeddings);
+  const int64_t rows = stage_->chunk(0).shape().padded_vocab;
+  if (embedding == nullptr || embedding->global_shape_size() != 2 ||
+      embedding->global_shape(0) == rows) {
+    return absl::OkStatus();
+  }
+  const int64_t saved_rows = embedding->global_shape(0);
+  const Config& saved = checkpoint.manifest().config();
+  const int64_t vocab = config_.model().vocab_size();
+  const int64_t saved_tp = std::max(1, checkpoint.manifest().layout().tensor_model_parallel_size());
+  const int64_t tp = place_.tp_size;
+  std::string fix;
+  const std::optional<int64_t> divisor = DivisorForPaddedVocab(vocab, saved_rows, tp, saved_tp);
+  if (divisor.has_value()) {
+    const bool both = PadVocab(vocab, *divisor * saved_tp) == saved_rows;
+    fix = absl::StrFormat(
+        "pass --make-vocab-size-divisible-by %d: with it, TP %d pads to %d rows like the "
+        "checkpoint%s",
+        *divisor, tp, saved_rows,
+        both ? absl::StrFormat(" (and so does the saving TP %d)", saved_tp) : "");
+  } else if (saved_rows % tp == 0) {  // only when the vocabulary size is unknown here
+    fix = absl::StrFormat(
+        "pass a --make-vocab-size-divisible-by D for which the vocabulary rounded up to a "
+        "multiple of D x TP %d is %d rows",
+        tp, saved_rows);
+  } else {
+    fix = absl::StrFormat(
+        "no --make-vocab-size-divisible-by pads to %d rows under TP %d, as %d is not a "
+        "multiple of %d: load it with a --tensor-model-parallel-size that divides %d (the "
+        "saving run used %d)",
+        saved_rows, tp, saved_rows, tp, saved_rows, saved_tp);
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "--load %s: the padded vocabulary differs: the checkpoint's %s has %d rows (vocabulary "
+      "%d padded to a multiple of --make-vocab-size-divisible-by %d x TP %d), this run's has %d "
+      "(a multiple of %d x TP %d). The padding depends on --make-vocab-size-divisible-by x "
+      "--tensor-model-parallel-size; %s",
+      checkpoint.directory(), kWordEmbeddings, saved_rows, saved.model().vocab_size(),
+      saved.model().make_vocab_size_divisible_by(), saved_tp, rows,
+      config_.model().make_vocab_size_divisible_by(), tp, fix));
+}
+
+absl::Status TrainingCheckpoints::CheckOptimizerState(
+    const LoadedCheckpoint& checkpoint, const std::vector<TensorShardRef>& targets) const {
+  const std::vector<std::string> names = checkpoint.TensorNames();
+  const bool has_optimizer_state =
+      std::any_of(names.begin(), names.end(),
+                  [](const std::string& n) { return absl::StartsWith(n, kOptimizerPrefix); });
+  for (const TensorShardRef& target : targets) {
+    if (!absl::StartsWith(target.name, kOptimizerPrefix) ||
+        checkpoint.FindTensor(target.name) != nullptr) {
+      continue;
+    }
+    const int64_t iteration = checkpoint.iteration();
+    if (!has_optimizer_state) {
+      // Megatron: "Specify --no-load-optim or --finetune to prevent attempting to load
+      // the optimizer state".
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "checkpoint %s was saved without optimizer state (--no-save-optim), so it cannot "
+          "resume the optimizer: pass --no-load-optim to load the weights with a fresh "
+          "optimizer and resume at iteration %d, or --finetune to load the weights and start "
+          "at iteration 0",
+          checkpoint.directory(), iteration));
+    }
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint %s has no optimizer state '%s' (saved with --optimizer %s, this run uses "
+        "--optimizer %s): pass --no-load-optim to load the weights with a fresh optimizer, or "
+        "--finetune to start at iteration 0",
+        checkpoint.directory(), target.name, checkpoint.manifest().config().optimizer().optimizer(),
+        config_.optimizer().optimizer()));
+  }
+  return absl::OkStatus();
+}
+
+void TrainingCheckpoints::WarnIfGlobalBatchChanged(const CheckpointState& saved,
+                                                   std::ostream* log) const {
+  const int64_t was = saved.config.training().global_batch_size();
+  const int64_t now = config_.training().global_batch_size();
+  if (log == nullptr || was <= 0 || was == now) return;
+  const int64_t micro = config_.training().micro_batch_size();
+  const int64_t per_micro_batch = micro * place_.dp_size;  // samples per micro-batch step
+  std::string fix;
+  if (per_micro_batch > 0 && was % per_micro_batch == 0) {
+    fix = absl::StrFormat(
+        "pass --global-batch-size %d to keep it (with --num-micro-batches 0, or %d, if your "
+        "config sets --num-micro-batches)",
+        was, was / per_micro_batch);
+  } else {
+    fix = absl::StrFormat(
+        "this layout cannot keep it: %d is not a multiple of --micro-batch-size %d x DP %d; "
+        "change --micro-batch-size or the data-parallel size",
+        was, micro, place_.dp_size);
+  }
+  *log << absl::StrFormat(
+      "conveyor: warning: the global batch size changes on resume: the checkpoint was trained "
+      "with %d samples per step (%d samples consumed in %d iterations), this run takes %d "
+      "(--micro-batch-size %d x --num-micro-batches %d x DP %d); %s\n",
+      was, saved.consumed_samples, saved.iteration, now, micro,
+      config_.training().num_micro_batches(), place_.dp_size, fix);
 }
 
 absl::Status TrainingCheckpoints::Save(const ResumePoint& point) {

@@ -9,6 +9,7 @@
 #define CONVEYOR_TRAINER_TRAINING_CHECKPOINTS_H_
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "parallel/communicator.h"
 #include "proto/config.pb.h"
 #include "trainer/checkpoint/async_saver.h"
+#include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_types.h"
 #include "trainer/host_staging.h"
 #include "trainer/parameter_updater.h"
@@ -46,8 +48,18 @@ class TrainingCheckpoints {
   // With --load-hf (and no checkpoint in --load): starts from Hugging Face weights.
   // With --load: restores parameters (and, unless --no-load-optim or --finetune, the
   // optimizer) from the latest or --ckpt-step checkpoint, and returns where to resume
-  // (iteration 0 with --finetune). Without --load, or when --load holds no checkpoint
-  // yet (a notice goes to `log`), returns {0, 0}.
+  // (iteration 0 with --finetune). Without --load, or when the --load folder is absent
+  // or holds no checkpoint at all (a notice goes to `log`; an error with
+  // --exit-on-missing-checkpoint), returns {0, 0}.
+  //
+  // Checkpoint material that cannot be loaded (latest names a missing iteration, a
+  // data file is missing or corrupt, --ckpt-step names an absent iteration, ...) is an
+  // error that names the file and the fix: never a silent start from scratch, whose
+  // saves would overwrite the checkpoints. Loading writes nothing to disk.
+  //
+  // Then, before any training, the ranks that write checkpoints check that --save
+  // can hold them (creating it when missing), so that a bad --save fails now and not
+  // after hours of training. Collective: every rank fails when any rank does.
   absl::StatusOr<ResumePoint> Load(std::ostream* log);
 
   // Saves `point` under --save; with --async-save the writing overlaps training and
@@ -57,13 +69,37 @@ class TrainingCheckpoints {
   absl::Status Finish();
 
  private:
+  // Load's work on this rank, without communication.
+  absl::StatusOr<ResumePoint> LoadHere(std::ostream* log);
+  // The --load folder holds no checkpoint: start from scratch, unless told otherwise.
+  absl::StatusOr<ResumePoint> StartWithoutCheckpoint(const CheckpointFolderSurvey& survey,
+                                                     std::ostream* log);
+  // The iteration to load from a folder that holds checkpoint material.
+  absl::StatusOr<int64_t> ChooseIteration(const CheckpointFolderSurvey& survey) const;
+  // `error` (from opening or reading the checkpoint of `iteration`), with what to do.
+  absl::Status Unloadable(const absl::Status& error, const CheckpointFolderSurvey& survey,
+                          std::optional<int64_t> iteration) const;
+  // --save can hold this rank's files (ranks that write nothing pass).
+  absl::Status CheckSaveFolder() const;
+  // Every rank learns whether any rank failed `mine`; returns this rank's verdict.
+  absl::Status AgreeAcrossRanks(const absl::Status& mine) const;
+
   // What a save writes or a load fills, through host copies of device tensors.
   std::vector<TensorShardRef> Tensors(bool saving, HostStaging* staging);
   // --load-hf: parameters from a Hugging Face GPT-2 directory.
   absl::Status LoadHuggingFace(std::ostream* log);
   // Refuses a checkpoint of another model, listing every differing setting.
   absl::Status CheckSameModel(const Config& saved, const std::string& directory) const;
+  // Refuses a checkpoint whose padded vocabulary differs, naming the flag that fixes it.
+  absl::Status CheckVocabularyPadding(const LoadedCheckpoint& checkpoint) const;
+  // Refuses to load optimizer state the checkpoint lacks, naming the flags that skip it.
+  absl::Status CheckOptimizerState(const LoadedCheckpoint& checkpoint,
+                                   const std::vector<TensorShardRef>& targets) const;
+  // A warning on `log` when this run's global batch differs from the checkpoint's.
+  void WarnIfGlobalBatchChanged(const CheckpointState& saved, std::ostream* log) const;
   bool Writes(const Parameter& p) const;
+  // Whether this rank writes files into --save.
+  bool WritesCheckpoints() const;
 
   Config config_;
   GptStage* stage_;

@@ -473,9 +473,11 @@ TEST(ValidateConfigTest, CheckpointFlagsNeedTheirFolder) {
   Config c = Valid();
   c.mutable_checkpoint()->set_save_interval(10);
   c.mutable_checkpoint()->set_finetune(true);
+  c.mutable_checkpoint()->set_exit_on_missing_checkpoint(true);
   const std::vector<std::string> p = Validate(c);
   EXPECT_THAT(p, Line("--save-interval 10", "--save"));
   EXPECT_THAT(p, Line("--finetune", "--load"));
+  EXPECT_THAT(p, Line("--exit-on-missing-checkpoint", "--load"));
 }
 
 TEST(ValidateConfigTest, ReportsEveryProblemAtOnce) {

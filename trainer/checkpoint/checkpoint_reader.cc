@@ -20,21 +20,28 @@
 namespace conveyor {
 namespace {
 
-// Committed iterations in `load_dir` (folders named exactly iter_<digits>), for
-// messages that suggest what does exist.
-std::string DescribeAvailable(const std::string& load_dir) {
-  absl::StatusOr<std::vector<std::string>> names = ListDir(load_dir);
-  if (!names.ok()) return absl::StrCat(load_dir, " cannot be listed");
+// The iterations of committed checkpoints among a folder's `names`: folders named
+// exactly iter_<digits>, ascending.
+std::vector<int64_t> CommittedIterations(const std::vector<std::string>& names) {
   std::vector<int64_t> iterations;
-  for (const std::string& name : *names) {
+  for (const std::string& name : names) {
     int64_t it;
-    if (absl::StartsWith(name, "iter_") && absl::SimpleAtoi(name.substr(5), &it) &&
-        name.find_first_not_of("0123456789", 5) == std::string::npos) {
+    if (absl::StartsWith(name, "iter_") && name.size() > 5 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        absl::SimpleAtoi(name.substr(5), &it)) {
       iterations.push_back(it);
     }
   }
-  if (iterations.empty()) return absl::StrCat(load_dir, " holds no committed checkpoint");
   std::sort(iterations.begin(), iterations.end());
+  return iterations;
+}
+
+// Committed iterations in `load_dir`, for messages that suggest what does exist.
+std::string DescribeAvailable(const std::string& load_dir) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(load_dir);
+  if (!names.ok()) return absl::StrCat(load_dir, " cannot be listed");
+  const std::vector<int64_t> iterations = CommittedIterations(*names);
+  if (iterations.empty()) return absl::StrCat(load_dir, " holds no committed checkpoint");
   return absl::StrCat("committed iterations in ", load_dir, ": ", absl::StrJoin(iterations, ", "));
 }
 
@@ -66,6 +73,36 @@ class FileCache {
 absl::StatusOr<LoadedCheckpoint> OpenCheckpoint(const std::string& load_dir,
                                                 std::optional<int64_t> iteration) {
   return LoadedCheckpoint::Open(load_dir, iteration);
+}
+
+absl::StatusOr<CheckpointFolderSurvey> SurveyCheckpointFolder(const std::string& load_dir) {
+  CheckpointFolderSurvey survey;
+  // Only a folder that is certainly absent counts as absent: one that cannot be read
+  // (permissions, ...) may hold checkpoints.
+  absl::StatusOr<std::vector<std::string>> names = ListDir(load_dir);
+  if (absl::IsNotFound(names.status())) return survey;
+  survey.exists = true;
+  if (!names.ok()) {
+    if (PathExists(load_dir) && !IsDirectory(load_dir)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(load_dir, " is a file, not a folder of checkpoints"));
+    }
+    return names.status();
+  }
+  survey.has_latest_file = std::binary_search(names->begin(), names->end(), kLatestFileName);
+  survey.committed_iterations = CommittedIterations(*names);
+  return survey;
+}
+
+std::optional<int64_t> NewestOpenableIteration(const std::string& load_dir,
+                                               const CheckpointFolderSurvey& survey,
+                                               std::optional<int64_t> except) {
+  const std::vector<int64_t>& committed = survey.committed_iterations;
+  for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
+    if (*it == except) continue;
+    if (OpenCheckpoint(load_dir, *it).ok()) return *it;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadedCheckpoint::Open(const std::string& load_dir,

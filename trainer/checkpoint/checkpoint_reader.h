@@ -66,8 +66,9 @@ class LoadedCheckpoint {
 // Opens <load_dir>/iter_NNNNNNN for `iteration`, or for the iteration
 // latest_checkpointed_iteration.txt names when none is given (--ckpt-step). Folders
 // of interrupted saves (*.tmp-*) are never considered.
-//   NotFound:  no latest file (no checkpoint yet: start from scratch), or the
-//              iteration's folder, manifest or a data file is missing (named);
+//   NotFound:  no latest file, or the iteration's folder, manifest or a data file is
+//              missing (named). Whether a run may then start from scratch is
+//              SurveyCheckpointFolder's question, not this code's;
 //   DataLoss:  the latest file, the manifest or a data file is corrupt or truncated,
 //              or the manifest's shard records are inconsistent (named);
 //   FailedPrecondition / Unimplemented: a newer format version or another dtype.
@@ -75,6 +76,33 @@ class LoadedCheckpoint {
 // checks those for what it reads).
 absl::StatusOr<LoadedCheckpoint> OpenCheckpoint(const std::string& load_dir,
                                                 std::optional<int64_t> iteration);
+
+// What a --load folder holds, found without opening any checkpoint. A run may start
+// from scratch only when it holds nothing a later save could overwrite by mistake.
+struct CheckpointFolderSurvey {
+  bool exists = false;
+  bool has_latest_file = false;               // latest_checkpointed_iteration.txt
+  std::vector<int64_t> committed_iterations;  // iter_<digits> folders, ascending
+
+  // No latest file and no committed iteration (leftovers of interrupted saves, *.tmp-*,
+  // do not count: they were never a checkpoint).
+  bool holds_no_checkpoint() const {
+    return !has_latest_file && committed_iterations.empty();
+  }
+};
+
+// Lists `load_dir`; a folder that does not exist is {exists = false}, not an error.
+// FailedPrecondition when it is a file, not a folder; the listing's error (named) when
+// it cannot be read.
+absl::StatusOr<CheckpointFolderSurvey> SurveyCheckpointFolder(const std::string& load_dir);
+
+// The newest of `survey`'s committed iterations, other than `except`, that
+// OpenCheckpoint accepts; nullopt when none does. For messages that suggest what to
+// load instead of a damaged checkpoint: it opens manifests and sizes data files but
+// reads no tensor data.
+std::optional<int64_t> NewestOpenableIteration(const std::string& load_dir,
+                                               const CheckpointFolderSurvey& survey,
+                                               std::optional<int64_t> except);
 
 // Bytes read by LoadTensors, for bandwidth reports. Can exceed the targets' size:
 // a stored record is read (and checksummed) whole even when a target needs part of it.

@@ -343,6 +343,21 @@ absl::Status SaveCheckpoint(const std::string& save_dir, const CheckpointState& 
   return writer.Commit(world);
 }
 
+absl::Status ProbeSaveFolder(const std::string& save_dir, int rank) {
+  if (PathExists(save_dir) && !IsDirectory(save_dir)) {
+    return absl::FailedPreconditionError(absl::StrCat(save_dir, " is a file, not a folder"));
+  }
+  RETURN_IF_ERROR(MakeDirs(save_dir));
+  // Named by rank, and unlike any checkpoint name, so that concurrent ranks and
+  // loaders never see each other's probe as data.
+  const std::string probe =
+      JoinPath(save_dir, absl::StrFormat(".conveyor-write-probe.rank_%05d", rank));
+  {
+    ASSIGN_OR_RETURN(WritableFile file, WritableFile::Create(probe));
+  }  // closed without fsync: only the permission matters
+  return RemoveFile(probe);
+}
+
 absl::StatusOr<std::vector<std::string>> RemoveInterruptedSaves(const std::string& save_dir) {
   absl::StatusOr<std::vector<std::string>> names = ListDir(save_dir);
   if (absl::IsNotFound(names.status())) return std::vector<std::string>();

@@ -129,6 +129,13 @@ class CheckpointWriter {
 absl::Status SaveCheckpoint(const std::string& save_dir, const CheckpointState& state,
                             const std::vector<TensorShardRef>& shards, Communicator& world);
 
+// Checks, before any training, that `save_dir` can receive this rank's files: creates
+// the folder (and its parents) when missing, then creates and removes an empty probe
+// file named after `rank`. Cheap (no fsync); leaves nothing but the folder behind.
+// FailedPrecondition when `save_dir` is a file; otherwise the failing call's error,
+// naming the path (PermissionDenied for a read-only folder, ...).
+absl::Status ProbeSaveFolder(const std::string& save_dir, int rank);
+
 // Removes what interrupted saves left in `save_dir` (iter_NNNNNNN.tmp-* folders and
 // temporary latest files) and returns their names. Loading ignores them anyway; this
 // only reclaims the space. Call it on one rank, before the job's first save, and never

@@ -199,6 +199,11 @@ bool PathExists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
   DIR* dir = opendir(path.c_str());
   if (dir == nullptr) return ErrnoError(errno, "cannot list folder", path);

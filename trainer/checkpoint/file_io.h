@@ -79,6 +79,8 @@ absl::Status Exchange(const std::string& a, const std::string& b);
 absl::Status RemoveTree(const std::string& path);
 absl::Status RemoveFile(const std::string& path);
 bool PathExists(const std::string& path);
+// Whether `path` exists and is a folder (after following links).
+bool IsDirectory(const std::string& path);
 // Names (not paths) in a folder, sorted; NotFound when it does not exist.
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
 

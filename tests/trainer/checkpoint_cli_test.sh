@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The trainer binary's --load and --save checks end to end: checkpoint material that
+# cannot be loaded stops the run (exit 1, the file and the fix named) and leaves the
+# folder byte for byte as it was, instead of training from scratch over it; only an
+# absent or empty --load folder starts from scratch (and not with
+# --exit-on-missing-checkpoint); a checkpoint without optimizer state, or with another
+# vocabulary padding, names the flags that load it; an unwritable --save fails before
+# training; a resume under another global batch size warns.
+set -uo pipefail
+trainer="$(realpath "$1")"
+config="$(realpath "$2")"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+cd "$tmp" || exit 1
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Short runs of the tiny model; --lr-warmup-iters 0 lets any --train-iters validate.
+train() { "$trainer" --config "$config" --lr-warmup-iters 0 --log-interval 1 "$@"; }
+
+# Every path and the hash of every file under a folder: equal before and after means
+# nothing was created, removed or changed.
+snapshot() { (cd "$1" && find . | LC_ALL=C sort && find . -type f -print0 | LC_ALL=C sort -z |
+  xargs -0 sha256sum); }
+
+# expect_refusal NAME FOLDER "<substring>"... -- trainer args: exit 1, each substring
+# in stderr, no training step, FOLDER unchanged.
+expect_refusal() {
+  local name="$1" folder="$2"; shift 2
+  local wants=()
+  while [[ "$1" != "--" ]]; do wants+=("$1"); shift; done
+  shift
+  local before
+  before=$(snapshot "$folder")
+  train "$@" >"$name.out" 2>"$name.err"
+  local code=$?
+  [[ $code -eq 1 ]] || fail "$name: exited $code, want 1: $(tail -3 "$name.err")"
+  for want in "${wants[@]}"; do
+    grep -qF -- "$want" "$name.err" || fail "$name: stderr lacks '$want': $(grep error "$name.err")"
+  done
+  grep -q '^ iteration ' "$name.out" && fail "$name: trained"
+  [[ "$(snapshot "$folder")" == "$before" ]] || fail "$name: $folder changed on disk"
+}
+
+# A clean checkpoint folder: iterations 5, 10, 15 and 20.
+train --train-iters 20 --save clean --save-interval 5 >clean.log 2>&1 ||
+  fail "saving run exited non-zero: $(tail -3 clean.log)"
+[[ "$(cat clean/latest_checkpointed_iteration.txt)" == 20 ]] || fail "no checkpoint of iteration 20"
+fresh_copy() { rm -rf "$1" && cp -r clean "$1"; }
+
+# 1. latest_checkpointed_iteration.txt names an iteration that is not there.
+fresh_copy dangling
+echo 30 >dangling/latest_checkpointed_iteration.txt
+expect_refusal dangling dangling \
+  "dangling/iter_0000030 does not exist although latest_checkpointed_iteration.txt names it" \
+  "committed iterations in dangling: 5, 10, 15, 20" "nothing was loaded or changed" \
+  "--ckpt-step 20 to resume" "use a fresh --save folder" \
+  -- --train-iters 25 --load dangling --save dangling
+
+# A rank's data file is missing from the latest iteration.
+fresh_copy no_data
+rm no_data/iter_0000020/rank_00000.bin
+expect_refusal no_data no_data \
+  "checkpoint data file no_data/iter_0000020/rank_00000.bin is missing" "--ckpt-step 15" \
+  -- --train-iters 25 --load no_data --save no_data
+
+# A data file with a flipped byte: caught by its checksum, still nothing written.
+fresh_copy flipped
+python3 - flipped/iter_0000020/rank_00000.bin <<'EOF'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, 'rb').read())
+data[100] ^= 0x10
+open(path, 'wb').write(data)
+EOF
+expect_refusal flipped flipped "checksum mismatch in flipped/iter_0000020/rank_00000.bin" \
+  "--ckpt-step 15" -- --train-iters 25 --load flipped --save flipped
+
+# --ckpt-step names an iteration that is not there: no fallback to another one.
+expect_refusal absent_step clean "checkpoint of iteration 12 not found" \
+  "--ckpt-step 20 to resume" -- --train-iters 25 --load clean --save clean --ckpt-step 12
+
+# Committed folders but no latest file.
+fresh_copy no_latest
+rm no_latest/latest_checkpointed_iteration.txt
+expect_refusal no_latest no_latest "--load no_latest holds committed checkpoints (iterations 5, 10, 15, 20)" \
+  "--ckpt-step 20" -- --train-iters 25 --load no_latest --save no_latest
+train --train-iters 22 --load no_latest --ckpt-step 20 >no_latest_step.out 2>&1 ||
+  fail "--ckpt-step 20 without a latest file exited non-zero: $(tail -3 no_latest_step.out)"
+grep -qF "loaded no_latest/iter_0000020 (iteration 20)" no_latest_step.out ||
+  fail "--ckpt-step 20 did not load iteration 20"
+
+# An absent --load folder starts from scratch (Megatron), creating nothing there...
+train --train-iters 2 --load absent >absent.out 2>&1 || fail "absent --load exited non-zero"
+grep -qF "conveyor: --load absent does not exist; starting from iteration 0" absent.out ||
+  fail "no notice for an absent --load: $(grep conveyor absent.out)"
+[[ -e absent ]] && fail "an absent --load folder was created"
+# ...and so does one with no checkpoint (here, only an interrupted save's leftovers),
+mkdir -p leftovers/iter_0000005.tmp-0123456789ab
+train --train-iters 2 --load leftovers >leftovers.out 2>&1 || fail "leftovers --load exited non-zero"
+grep -qF "conveyor: --load leftovers holds no checkpoint" leftovers.out || fail "no notice for leftovers"
+# ...but not with --exit-on-missing-checkpoint.
+expect_refusal exit_on_missing leftovers \
+  "--exit-on-missing-checkpoint: --load leftovers holds no checkpoint" \
+  -- --train-iters 2 --load leftovers --save leftovers --exit-on-missing-checkpoint
+train --train-iters 2 --load absent --exit-on-missing-checkpoint >absent2.out 2>absent2.err
+code=$?
+[[ $code -eq 1 ]] || fail "--exit-on-missing-checkpoint with an absent folder exited $code, want 1"
+grep -qF -- "--exit-on-missing-checkpoint: --load absent does not exist" absent2.err ||
+  fail "--exit-on-missing-checkpoint error lacks the folder: $(cat absent2.err)"
+
+# 2. A checkpoint saved with --no-save-optim needs --no-load-optim or --finetune.
+train --train-iters 3 --save no_optim --no-save-optim >no_optim.log 2>&1 || fail "--no-save-optim run failed"
+expect_refusal no_optim no_optim "no_optim/iter_0000003 was saved without optimizer state (--no-save-optim)" \
+  "pass --no-load-optim" "or --finetune" -- --train-iters 4 --load no_optim --save no_optim
+train --train-iters 4 --load no_optim --no-load-optim >no_optim_ok.out 2>&1 ||
+  fail "--no-load-optim did not load a --no-save-optim checkpoint: $(tail -3 no_optim_ok.out)"
+
+# 3. Another vocabulary padding: 512 padded by 192 x TP 1 is 576 rows, by 192 x TP 2 768.
+train --train-iters 3 --save vocab --make-vocab-size-divisible-by 192 >vocab.log 2>&1 ||
+  fail "vocabulary saving run failed"
+expect_refusal vocab vocab "the padded vocabulary differs" "has 576 rows" "has 768" \
+  "--make-vocab-size-divisible-by x --tensor-model-parallel-size" \
+  "pass --make-vocab-size-divisible-by 72" \
+  -- --train-iters 4 --load vocab --make-vocab-size-divisible-by 192 --nproc-per-node 2 \
+  --tensor-model-parallel-size 2
+train --train-iters 4 --load vocab --make-vocab-size-divisible-by 72 --nproc-per-node 2 \
+  --tensor-model-parallel-size 2 >vocab_ok.out 2>&1 ||
+  fail "the suggested --make-vocab-size-divisible-by 72 does not load: $(tail -3 vocab_ok.out)"
+
+# 4. An unwritable --save fails before training: under a regular file...
+echo x >a_file
+train --train-iters 2 --save a_file/ckpt >bad_save.out 2>bad_save.err
+code=$?
+[[ $code -eq 1 ]] || fail "--save under a file exited $code, want 1"
+grep -qF -- "--save a_file/ckpt cannot hold checkpoints (cannot create folder a_file/ckpt" bad_save.err ||
+  fail "--save error lacks the flag or the reason: $(cat bad_save.err)"
+grep -q '^ iteration ' bad_save.out && fail "trained before finding --save unwritable"
+# ...a file itself, on every rank of a job (each reports it and none trains)...
+train --train-iters 2 --save a_file --nproc-per-node 2 >bad_save2.out 2>bad_save2.err
+code=$?
+[[ $code -eq 1 ]] || fail "--save a file with 2 ranks exited $code, want 1"
+grep -qF -- "--save a_file cannot hold checkpoints (a_file is a file, not a folder)" bad_save2.err ||
+  fail "--save a file: $(cat bad_save2.err)"
+grep -q '^ iteration ' bad_save2.out && fail "2 ranks trained before finding --save unwritable"
+# ...and a read-only folder (root writes anywhere: then there is nothing to test).
+mkdir -p read_only && chmod 555 read_only
+if ! touch read_only/probe 2>/dev/null; then
+  train --train-iters 2 --save read_only >ro.out 2>ro.err
+  code=$?
+  [[ $code -eq 1 ]] || fail "read-only --save exited $code, want 1"
+  grep -qF -- "--save read_only cannot hold checkpoints" ro.err && grep -qF "Permission denied" ro.err ||
+    fail "read-only --save: $(cat ro.err)"
+fi
+chmod 755 read_only
+# A --save that does not exist yet is created, and the probe leaves nothing behind.
+train --train-iters 2 --save new/nested --save-interval 100 >new.out 2>&1 || fail "new --save failed"
+[[ "$(ls -A new/nested)" == $'iter_0000002\nlatest_checkpointed_iteration.txt' ]] ||
+  fail "new --save holds: $(ls -A new/nested)"
+
+# 5. Resuming under DP 2 with the config's --num-micro-batches 2 doubles the global batch
+# (8 -> 16): one warning, on the logging rank, naming both and the flag that keeps 8.
+train --train-iters 22 --load clean --nproc-per-node 2 >dp2.out 2>&1 || fail "DP2 resume failed"
+[[ $(grep -c "warning: the global batch size changes on resume" dp2.out) -eq 1 ]] ||
+  fail "want one global batch warning: $(grep -i warning dp2.out)"
+grep -qF "trained with 8 samples per step (160 samples consumed in 20 iterations), this run takes 16" dp2.out &&
+  grep -qF -- "pass --global-batch-size 8 to keep it" dp2.out || fail "warning text: $(grep warning dp2.out)"
+train --train-iters 22 --load clean --nproc-per-node 2 --global-batch-size 8 --num-micro-batches 0 \
+  >kept.out 2>&1 || fail "the suggested --global-batch-size 8 failed: $(tail -3 kept.out)"
+grep -q "global batch size changes" kept.out && fail "warned with the suggested --global-batch-size"
+train --train-iters 22 --load clean >same.out 2>&1 || fail "same-layout resume failed"
+grep -q "global batch size changes" same.out && fail "warned without a change"
+
+if ((failures)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "PASS"
