@@ -7,10 +7,12 @@
 #define CONVEYOR_PARALLEL_DIRECTORY_STORE_H_
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "parallel/rendezvous_point.h"
 
 namespace conveyor {
@@ -39,7 +41,32 @@ class DirectoryStore : public RendezvousStore {
 // <dir>/<name> and its progress board in <dir>/<name>/.progress.
 class DirectoryRendezvous : public RendezvousPoint {
  public:
+  // Rendezvous directly in `dir`, which must be fresh (no keys of an earlier job).
   explicit DirectoryRendezvous(std::string dir) : dir_(std::move(dir)) {}
+
+  // The rendezvous of one launch of `size` ranks in `run_dir` (CONVEYOR_RUN_DIR), which
+  // may hold what earlier launches left (finished or killed): every rank calls this with
+  // its global `rank`, and all get the same fresh subdirectory <run_dir>/<launch>, so
+  // that nobody reads a key of an earlier launch.
+  //
+  // Why a handshake: a rank cannot tell a key of this launch from a stale one, and rank
+  // 1 may start before rank 0. Global rank 0 names the launch (time, pid, random).
+  // Every other rank r writes <run_dir>/launch/join_<r> holding a nonce of its own
+  // (pid, random) and waits for ack_<r>_<nonce>, which only this launch's rank 0 can
+  // write; it holds the launch's name. Rank 0 answers every join_<r> it sees (a stale
+  // one costs a file) until each rank r has marked itself in <launch>/.joined/<r>.
+  //
+  // Each side waits at most `timeout`, then fails naming the ranks that never joined
+  // (rank 0) or rank 0 (the others), run_dir and the fix.
+  static absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> Join(const std::string& run_dir,
+                                                                   int rank, int size,
+                                                                   absl::Duration timeout);
+
+  // Removes dir() and everything in it (a finished launch's keys and boards). Call from
+  // one rank, once no rank needs them.
+  absl::Status RemoveAll() const;
+
+  const std::string& dir() const { return dir_; }
 
   std::string Describe() const override { return "directory " + dir_; }
   absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenStore(const std::string& name,

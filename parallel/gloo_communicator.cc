@@ -39,6 +39,51 @@ Chunk SplitChunk(int64_t n, int size, int r) {
   return {base * r + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0)};
 }
 
+// gloo's connectFullMesh passes its context's timeout to every store wait, and Create
+// shortens that timeout (see ConnectTimeout); the store's own timeout, the group's, is
+// the one meant for waiting on peers' keys.
+class GroupTimeoutStore : public gloo::rendezvous::Store {
+ public:
+  explicit GroupTimeoutStore(RendezvousStore& store) : store_(store) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(key, data);
+  }
+  std::vector<char> get(const std::string& key) override { return store_.get(key); }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
+    store_.wait(keys);
+  }
+
+ private:
+  RendezvousStore& store_;
+};
+
+// The timeout to give gloo's context while it connects. gloo (Debian's git 2022-05-18,
+// tcp/pair.h, Pair::waitUntil) waits five times its timeout for a pair to connect, "a
+// longer timeout when waiting for initial connect": with the group's timeout itself, a
+// rank whose peer died after publishing its address waited 5 x
+// --distributed-timeout-minutes. A fifth keeps that wait within the group's timeout.
+std::chrono::milliseconds ConnectTimeout(absl::Duration timeout) {
+  return WholeMilliseconds(timeout / 5);
+}
+
+// Before connecting, every member marks its arrival under this key and waits for all the
+// others' marks: a missing rank is named here, after the group's timeout, and once all
+// have arrived the connections take milliseconds.
+std::string ArrivalKey(int group_rank) { return absl::StrCat("arrived_", group_rank); }
+
+std::vector<std::string> MissingMembers(const GroupSpec& group, RendezvousStore& store) {
+  std::vector<std::string> missing;
+  for (int r = 0; r < static_cast<int>(group.global_ranks.size()); ++r) {
+    if (!store.Has(ArrivalKey(r))) {
+      missing.push_back(
+          absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
+    }
+  }
+  return missing;
+}
+
 }  // namespace
 
 // The transfers of one operation: all posted first, then all waited against one
@@ -109,30 +154,54 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   if (!board.ok()) return board.status();
   (*board)->Post(0, "rendezvous");
 
-  auto context = std::make_shared<gloo::rendezvous::Context>(group.rank, size);
-  context->setTimeout(WholeMilliseconds(timeout));
   const absl::Time start = absl::Now();
-  try {
-    context->connectFullMesh(**store, device);
-  } catch (const std::exception& e) {
-    // connectFullMesh first publishes "rank_<r>" for every rank r that arrived.
-    std::vector<std::string> missing;
-    for (int r = 0; r < size; ++r) {
-      if (!(*store)->Has(absl::StrCat("rank_", r))) {
-        missing.push_back(
-            absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
+  auto failure = [&](const std::string& what, const std::string& error) {
+    const std::vector<std::string> missing = MissingMembers(group, **store);
+    std::string arrivals;
+    if (!missing.empty()) {
+      arrivals = "ranks that never arrived: " + absl::StrJoin(missing, ", ");
+    } else {
+      // Who had not finished connecting: their boards still say "rendezvous" (a rank
+      // that died after arriving stays so).
+      std::vector<std::string> connecting;
+      const std::vector<ProgressBoard::Entry> entries = (*board)->Read();
+      for (int r = 0; r < size; ++r) {
+        if (r != group.rank && entries[r].activity != "idle" && entries[r].seq <= 0) {
+          connecting.push_back(
+              absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
+        }
       }
+      arrivals = connecting.empty()
+                     ? std::string("every rank arrived")
+                     : "every rank arrived; not connected: " + absl::StrJoin(connecting, ", ") +
+                           " (still connecting, or died after arriving)";
     }
     const std::string message = absl::StrFormat(
-        "rendezvous of %s in %s failed after %s (timeout %s): %s; gloo: %s", DescribeGroup(group),
-        meeting.Describe(),
+        "rendezvous of %s in %s failed after %s (timeout %s) while %s: %s; %s",
+        DescribeGroup(group), meeting.Describe(),
         absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
-        absl::FormatDuration(timeout),
-        missing.empty() ? std::string("every rank arrived")
-                        : "ranks that never arrived: " + absl::StrJoin(missing, ", "),
-        e.what());
+        absl::FormatDuration(timeout), what, arrivals, error);
     return missing.empty() ? absl::UnavailableError(message) : absl::DeadlineExceededError(message);
+  };
+
+  try {
+    (*store)->set(ArrivalKey(group.rank), {});
+    std::vector<std::string> everyone;
+    for (int r = 0; r < size; ++r) everyone.push_back(ArrivalKey(r));
+    (*store)->wait(everyone);
+  } catch (const std::exception& e) {
+    return failure("waiting for the members to arrive", e.what());
   }
+
+  auto context = std::make_shared<gloo::rendezvous::Context>(group.rank, size);
+  context->setTimeout(ConnectTimeout(timeout));
+  try {
+    GroupTimeoutStore keys(**store);
+    context->connectFullMesh(keys, device);
+  } catch (const std::exception& e) {
+    return failure("connecting", absl::StrCat("gloo: ", e.what()));
+  }
+  context->setTimeout(WholeMilliseconds(timeout));
   (*board)->Post(0, "idle");
   return std::unique_ptr<GlooCommunicator>(
       new GlooCommunicator(group, std::move(context), *std::move(board), timeout));

@@ -43,7 +43,10 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
 class GlooCommunicator : public Communicator {
  public:
   // Every member of `group` calls this concurrently. Rendezvous happens at `meeting`
-  // under the group's name; it fails after `timeout` naming the ranks that never came.
+  // under the group's name, in two waits of at most `timeout` each: for every member
+  // to arrive (else it fails naming the ranks that never came), then for the
+  // connections (else it fails naming the members that arrived but never connected,
+  // such as one that died in between).
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(
       const GroupSpec& group, const RendezvousPoint& meeting,
       std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout);

@@ -30,12 +30,24 @@ std::string GlooHostname(const RankEnvironment& env) {
   return name;
 }
 
-// The shared directory when there is one; else the TCP store at MASTER_ADDR, which
-// global rank 0 serves (into `server`) for the life of the state.
+// The shared directory when there is one (this launch's own subdirectory of it, so that
+// what an earlier launch left there is never read; into `launch`, whose keys global rank 0
+// removes in Finish); else the TCP store at MASTER_ADDR, which global rank 0 serves (into
+// `server`) for the life of the state.
 absl::StatusOr<std::unique_ptr<RendezvousPoint>> OpenRendezvous(
-    const RankEnvironment& env, absl::Duration timeout, std::unique_ptr<TcpStoreServer>* server) {
+    const RankEnvironment& env, absl::Duration timeout, std::unique_ptr<TcpStoreServer>* server,
+    std::string* launch) {
   if (!env.run_dir.empty()) {
-    return std::unique_ptr<RendezvousPoint>(std::make_unique<DirectoryRendezvous>(env.run_dir));
+    absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
+        DirectoryRendezvous::Join(env.run_dir, env.rank, env.world_size, timeout);
+    if (!joined.ok()) {
+      return absl::Status(
+          joined.status().code(),
+          absl::StrCat("rank ", env.rank, ": meeting the other ranks in ", kRunDirEnv, "=",
+                       env.run_dir, ": ", joined.status().message()));
+    }
+    *launch = (*joined)->dir();
+    return std::unique_ptr<RendezvousPoint>(*std::move(joined));
   }
   if (env.master_addr.empty() || env.store_port == 0) {
     return absl::InvalidArgumentError(
@@ -100,7 +112,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   }
   std::unique_ptr<ParallelState> state(new ParallelState());
   absl::StatusOr<std::unique_ptr<RendezvousPoint>> meeting =
-      OpenRendezvous(env, timeout, &state->store_server_);
+      OpenRendezvous(env, timeout, &state->store_server_, &state->launch_dir_);
   if (!meeting.ok()) return meeting.status();
   state->rank_ = env.rank;
   state->world_size_ = env.world_size;
@@ -155,6 +167,19 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     *slot = *std::move(comm);
   }
   return state;
+}
+
+absl::Status ParallelState::Finish() {
+  if (world_size_ == 1) return absl::OkStatus();
+  // Past the barrier no rank opens a store or a board again (they are read only while
+  // the groups are built, and boards stay open by descriptor), so the files can go.
+  if (absl::Status s = world_->Barrier(); !s.ok()) {
+    return absl::Status(
+        s.code(),
+        absl::StrCat("rank ", rank_, ": the barrier at the end of the run: ", s.message()));
+  }
+  if (rank_ != 0 || launch_dir_.empty()) return absl::OkStatus();
+  return DirectoryRendezvous(launch_dir_).RemoveAll();
 }
 
 }  // namespace conveyor

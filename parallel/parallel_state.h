@@ -28,14 +28,24 @@ class ParallelState {
   // rendezvous in env.run_dir and bound every operation by `timeout`
   // (--distributed-timeout-minutes), paired with a `transport` communicator for device
   // buffers when one is given (RoutedCommunicator). The ranks meet in env.run_dir when
-  // set, else at the TCP store global rank 0 serves at env.master_addr:store_port. Fails
-  // when the layout is invalid, env names neither, or a rendezvous times out (naming
-  // the missing ranks).
+  // set (in a subdirectory of its own, so a run directory can be reused:
+  // DirectoryRendezvous::Join), else at the TCP store global rank 0 serves at
+  // env.master_addr:store_port. Fails when the layout is invalid, env names neither, or
+  // a rendezvous times out (naming the missing ranks); no wait lasts longer than
+  // `timeout`.
   static absl::StatusOr<std::unique_ptr<ParallelState>> Create(
       const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
       const DeviceTransport* transport = nullptr);
 
   ~ParallelState();
+
+  // Ends a run that succeeded on every rank: all ranks meet at a world barrier, then
+  // global rank 0 removes this launch's rendezvous files from the run directory
+  // (CONVEYOR_RUN_DIR), so the next run there starts clean. Every rank calls it once,
+  // after its last collective, and not after a failure (the barrier would wait for the
+  // failed ranks until the timeout). A run that never calls it leaves its files in
+  // their own subdirectory, where no later launch looks.
+  absl::Status Finish();
 
   Communicator& world() { return *world_; }
   Communicator& tp() { return *tp_; }
@@ -65,6 +75,8 @@ class ParallelState {
   // Global rank 0's TCP rendezvous store, when the ranks meet there: it outlives the
   // communicators, whose progress boards post to it.
   std::unique_ptr<TcpStoreServer> store_server_;
+  // This launch's subdirectory of env.run_dir; empty when the ranks met at a TCP store.
+  std::string launch_dir_;
   std::shared_ptr<void> device_;  // the gloo TCP device the groups share
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_;
 };

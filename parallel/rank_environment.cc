@@ -98,6 +98,46 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv() {
   return RankEnvironmentFromEnv([](const char* name) { return std::getenv(name); });
 }
 
+absl::Status CheckLauncherAgreement(int nproc_per_node, int nnodes, const EnvLookup& getenv_fn) {
+  if (nproc_per_node <= 1) return absl::OkStatus();
+  // The first of WORLD_SIZE and SLURM_NTASKS that holds a positive number, as the
+  // config's world size is read (trainer/config_validation.h, WorldSizeFromEnvironment).
+  const LauncherVariables* vars = nullptr;
+  int world = 0;
+  for (const LauncherVariables* candidate : {&kTorchrun, &kSlurm}) {
+    const char* text = getenv_fn(candidate->world_size);
+    if (text != nullptr && absl::SimpleAtoi(text, &world) && world > 0) {
+      vars = candidate;
+      break;
+    }
+  }
+  if (vars == nullptr || world <= 1) return absl::OkStatus();
+  const char* rank_variable = getenv_fn(kTorchrun.rank) != nullptr ? kTorchrun.rank
+                              : getenv_fn(kSlurm.rank) != nullptr  ? kSlurm.rank
+                                                                   : nullptr;
+  if (rank_variable == nullptr && int64_t{nproc_per_node} * nnodes == world) {
+    return absl::OkStatus();
+  }
+  const std::string launched =
+      rank_variable == nullptr ? absl::StrFormat("%s=%d", vars->world_size, world)
+                               : absl::StrFormat("%s=%s and %s=%d", rank_variable,
+                                                 getenv_fn(rank_variable), vars->world_size, world);
+  const std::string unset = rank_variable == nullptr
+                                ? vars->world_size
+                                : absl::StrFormat("%s and %s", rank_variable, vars->world_size);
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s in the environment (an external launcher such as torchrun or srun starts one "
+      "process per rank) and --nproc-per-node %d (the built-in launcher forks %d ranks here) "
+      "contradict each other: under torchrun or srun drop --nproc-per-node; to fork the ranks "
+      "with the built-in launcher, unset %s",
+      launched, nproc_per_node, nproc_per_node, unset));
+}
+
+absl::Status CheckLauncherAgreement(int nproc_per_node, int nnodes) {
+  return CheckLauncherAgreement(nproc_per_node, nnodes,
+                                [](const char* name) { return std::getenv(name); });
+}
+
 std::string DescribeRankEnvironment(const RankEnvironment& env) {
   std::string text =
       absl::StrFormat("rank %d of %d (local rank %d)", env.rank, env.world_size, env.local_rank);

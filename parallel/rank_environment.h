@@ -44,6 +44,17 @@ inline constexpr char kStorePortEnv[] = "CONVEYOR_STORE_PORT";
 absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvLookup& getenv_fn);
 absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv();  // getenv
 
+// The built-in launcher (--nproc-per-node N > 1 forks N ranks) and an external launcher
+// (torchrun, srun: one process per rank) must not both claim the job. Refuses, naming
+// both and the fix (InvalidArgument), when nproc_per_node > 1 and the environment
+// announces a world size > 1 (WORLD_SIZE, else SLURM_NTASKS, as the world size is read
+// for the config) -- unless no variable gives this process a rank (RANK, SLURM_PROCID)
+// and that size equals nproc_per_node * nnodes: an allocation sized for the built-in
+// launcher, such as an `salloc -n 4` shell. A world size of 1 never conflicts
+// (`srun -n1 trainer --nproc-per-node 4` keeps running as it does).
+absl::Status CheckLauncherAgreement(int nproc_per_node, int nnodes, const EnvLookup& getenv_fn);
+absl::Status CheckLauncherAgreement(int nproc_per_node, int nnodes);  // getenv
+
 // "rank 3 of 8 (local rank 1), rendezvous in /tmp/x" for logs.
 std::string DescribeRankEnvironment(const RankEnvironment& env);
 

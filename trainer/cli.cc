@@ -5,7 +5,10 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "data/tokenizer_factory.h"
 #include "data/training_data.h"
 #include "parallel/launcher.h"
@@ -33,10 +36,26 @@ int UsageError(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
-// A failure while running: one line naming the rank (`who`), exit code 1.
+// A failure while running: one line naming the rank (`who`, "rank 3: "), exit code 1.
+// Messages that already begin with the rank ("rank 3: creating the world group ...",
+// "rank 3 of 8: ...") get no second prefix.
 int RunFailure(std::ostream& err, const std::string& who, const absl::Status& status) {
-  err << kProgram << ": error: " << who << status.message() << "\n";
+  const absl::string_view message = status.message();
+  const absl::string_view stem = absl::StripSuffix(who, ": ");
+  const bool named = !stem.empty() && absl::StartsWith(message, stem) &&
+                     (message.size() == stem.size() ||
+                      !absl::ascii_isdigit(static_cast<unsigned char>(message[stem.size()])));
+  err << kProgram << ": error: " << (named ? "" : who) << message << "\n";
   return kExitFailure;
+}
+
+// After a rank's run succeeded: the ranks meet once more, and the run directory's
+// rendezvous files go (ParallelState::Finish).
+int FinishRun(ParallelState& state, std::ostream& err, const std::string& who) {
+  if (absl::Status finished = state.Finish(); !finished.ok()) {
+    return RunFailure(err, who, finished);
+  }
+  return kExitOk;
 }
 
 // One rank's whole run: groups, data, model, training. `env` is null for a job of
@@ -73,12 +92,15 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
     if (!rehearsal.ok()) {
       return RunFailure(err, who, rehearsal.status());
     }
-    return kExitOk;
+    return FinishRun(**state, err, who);
   }
   const TrainingConfig& t = config.training();
-  const SplitSampleCounts counts =
+  SplitSampleCounts counts =
       MegatronSampleCounts(t.train_iters(), t.global_batch_size(), config.data().eval_interval(),
                            config.data().eval_iters());
+  // Megatron sizes the training split by --train-samples when it is given (the same
+  // sample order as Megatron's for the same data and seed).
+  if (t.train_samples() > 0) counts.train = t.train_samples();
   // Rank 0 builds the sample indices (and --data-cache-path files); the others load them.
   absl::StatusOr<DataSplits> data = BuildTrainingData(
       config, counts.train, counts.valid, counts.test, env == nullptr || env->rank == 0);
@@ -105,7 +127,7 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
     const std::string memory = DeviceMemorySummary(*backend);
     if (!memory.empty()) out << "conveyor: " << memory << "\n";
   }
-  return kExitOk;
+  return FinishRun(**state, err, who);
 }
 
 }  // namespace
@@ -120,6 +142,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   absl::StatusOr<Config> parsed = ParseFlags(args);
   if (!parsed.ok()) return UsageError(err, std::string(parsed.status().message()));
+  // torchrun's or srun's environment and --nproc-per-node > 1 cannot both hold; said
+  // first, as what else the environment lacks follows from it.
+  if (absl::Status agree =
+          CheckLauncherAgreement(parsed->parallel().nproc_per_node(), parsed->parallel().nnodes());
+      !agree.ok()) {
+    return UsageError(err, std::string(agree.message()));
+  }
   absl::StatusOr<std::optional<RankEnvironment>> env = RankEnvironmentFromEnv();
   if (!env.ok()) return UsageError(err, std::string(env.status().message()));
   const int world_size = WorldSizeFromEnvironment(*parsed);

@@ -9,6 +9,7 @@
 namespace conveyor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 absl::StatusOr<std::optional<RankEnvironment>> Parse(
@@ -118,6 +119,42 @@ TEST(RankEnvironmentTest, OneRankNeedsNoRendezvous) {
   auto env = Parse({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ((*env)->world_size, 1);
+}
+
+absl::Status Agreement(int nproc_per_node, const std::map<std::string, std::string>& vars) {
+  return CheckLauncherAgreement(nproc_per_node, 1, [&vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(LauncherAgreementTest, AnExternalLaunchOfSeveralRanksAndNprocPerNodeContradict) {
+  const absl::Status torchrun = Agreement(4, {{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(torchrun.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(torchrun.message(),
+              AllOf(HasSubstr("RANK=0 and WORLD_SIZE=2"), HasSubstr("--nproc-per-node 4"),
+                    HasSubstr("drop --nproc-per-node"), HasSubstr("unset RANK and WORLD_SIZE")));
+  // Even when the sizes agree: this process is one rank of another launcher's job.
+  EXPECT_FALSE(Agreement(2, {{"RANK", "1"}, {"WORLD_SIZE", "2"}}).ok());
+  const absl::Status slurm = Agreement(4, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}});
+  EXPECT_THAT(slurm.message(), AllOf(HasSubstr("SLURM_PROCID=0 and SLURM_NTASKS=8"),
+                                     HasSubstr("unset SLURM_PROCID and SLURM_NTASKS")));
+  // A world size without a rank that differs from the ranks the flag forks.
+  EXPECT_THAT(Agreement(4, {{"WORLD_SIZE", "2"}}).message(),
+              AllOf(HasSubstr("WORLD_SIZE=2 in the environment"), HasSubstr("unset WORLD_SIZE")));
+  EXPECT_THAT(Agreement(4, {{"SLURM_NTASKS", "3"}}).message(), HasSubstr("SLURM_NTASKS=3"));
+}
+
+TEST(LauncherAgreementTest, WhatRunsTodayStillRuns) {
+  EXPECT_TRUE(Agreement(1, {{"RANK", "0"}, {"WORLD_SIZE", "2"}}).ok());  // torchrun
+  EXPECT_TRUE(Agreement(4, {}).ok());                                    // built-in launcher
+  // srun -n1 trainer --nproc-per-node 4: Slurm counts one task.
+  EXPECT_TRUE(Agreement(4, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).ok());
+  EXPECT_TRUE(Agreement(4, {{"RANK", "0"}, {"WORLD_SIZE", "1"}}).ok());
+  // An allocation sized for the built-in launcher (salloc -n 4), no rank given.
+  EXPECT_TRUE(Agreement(4, {{"SLURM_NTASKS", "4"}}).ok());
+  EXPECT_TRUE(Agreement(4, {{"WORLD_SIZE", "4"}}).ok());
+  EXPECT_TRUE(Agreement(4, {{"WORLD_SIZE", "not a number"}}).ok());
 }
 
 }  // namespace

@@ -86,6 +86,66 @@ done
 tcp=$(grep 'final lm loss' "$tmp/tcp.0")
 [[ "$tcp" == "$tp2" ]] || fail "TP2 over the TCP store differs from the launcher's: '$tcp' vs '$tp2'"
 
+# Runs one after another in the same CONVEYOR_RUN_DIR, as a Slurm script or torchrun
+# restarts them: a second run, and a run after one that was killed, meet afresh (rank 1
+# may start first) and train alike; a finished run leaves no rendezvous files.
+run_dir="$tmp/shared-run-dir"
+# two_ranks <label> <train iters> [delay of rank 0]: pids[r] are the trainers themselves
+# (no `timeout` in between), so that kill reaches them; the runs that should end are
+# bounded by --distributed-timeout-minutes.
+two_ranks() {
+  local label="$1" iters="$2" delay="${3:-0}" rank
+  for rank in 1 0; do
+    ((rank == 0)) && sleep "$delay"
+    RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank CONVEYOR_RUN_DIR="$run_dir" \
+      "$trainer" --config "$config" --train-iters "$iters" \
+      --tensor-model-parallel-size 2 --distributed-timeout-minutes 1 >"$tmp/$label.$rank" 2>&1 &
+    pids[rank]=$!
+  done
+}
+for run in first second; do
+  two_ranks "$run" 6
+  for rank in 0 1; do
+    wait "${pids[rank]}" || fail "$run run in one run dir: rank $rank exited non-zero: $(tail -3 "$tmp/$run.$rank")"
+  done
+  loss=$(grep 'final lm loss' "$tmp/$run.0")
+  [[ "$loss" == "$tp2" ]] || fail "$run run in one run dir: '$loss', want '$tp2'"
+done
+[[ -z $(ls -A "$run_dir" | grep -v '^launch$') ]] || fail "finished runs left files: $(ls -A "$run_dir")"
+two_ranks killed 100000
+for _ in $(seq 300); do grep -q 'lm loss' "$tmp/killed.0" && break; sleep 0.1; done
+kill -KILL "${pids[0]}" "${pids[1]}"
+wait "${pids[0]}" "${pids[1]}" 2>/dev/null
+two_ranks after-kill 6 1
+for rank in 0 1; do
+  wait "${pids[rank]}" || fail "run after a killed run: rank $rank exited non-zero: $(tail -3 "$tmp/after-kill.$rank")"
+done
+loss=$(grep 'final lm loss' "$tmp/after-kill.0")
+[[ "$loss" == "$tp2" ]] || fail "run after a killed run: '$loss', want '$tp2'"
+
+# An external launcher's environment of several ranks and --nproc-per-node contradict:
+# refused at once (usage error), naming both and the fix.
+RANK=0 WORLD_SIZE=2 timeout 60 "$trainer" --config "$config" --nproc-per-node 4 >"$tmp/out" 2>"$tmp/err"
+code=$?
+[[ $code -eq 2 ]] || fail "RANK/WORLD_SIZE with --nproc-per-node exited $code, want 2"
+for want in "RANK=0 and WORLD_SIZE=2" "--nproc-per-node 4" "drop --nproc-per-node" \
+    "unset RANK and WORLD_SIZE"; do
+  grep -qF -- "$want" "$tmp/err" || fail "the launcher contradiction lacks '$want': $(cat "$tmp/err")"
+done
+# srun -n1 (one task) with --nproc-per-node is not a contradiction.
+SLURM_PROCID=0 SLURM_NTASKS=1 "$trainer" --config "$config" --nproc-per-node 2 --dry-run \
+  >"$tmp/out" 2>&1 || fail "SLURM_NTASKS=1 with --nproc-per-node 2 refused: $(tail -3 "$tmp/out")"
+
+# A rank's failure names the rank once.
+touch "$tmp/not-a-dir"
+RANK=0 WORLD_SIZE=2 CONVEYOR_RUN_DIR="$tmp/not-a-dir/run" timeout 60 "$trainer" --config "$config" \
+  >"$tmp/out" 2>"$tmp/err"
+code=$?
+[[ $code -eq 1 ]] || fail "an unusable CONVEYOR_RUN_DIR exited $code, want 1"
+grep -qF "trainer: error: rank 0: meeting the other ranks in CONVEYOR_RUN_DIR=$tmp/not-a-dir/run" \
+  "$tmp/err" || fail "no error naming the run dir: $(cat "$tmp/err")"
+grep -q "rank 0: rank 0" "$tmp/err" && fail "the rank is named twice: $(cat "$tmp/err")"
+
 # Validation loss (no dropout, forward only) is the same through a pipeline.
 one=$("$trainer" --config "$config" --train-iters 6 --eval-interval 3 --eval-iters 2 \
   --num-layers 4 --num-micro-batches 4 2>&1 | grep 'validation loss')
