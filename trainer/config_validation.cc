@@ -113,6 +113,11 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
   out->Positive("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by());
   out->NonNegative("--ffn-hidden-size", m.ffn_hidden_size());
   out->NonNegative("--num-query-groups", m.num_query_groups());
+  if (m.has_group_query_attention() && !m.group_query_attention() && m.num_query_groups() > 0) {
+    out->Add("--num-query-groups ", m.num_query_groups(),
+             " and --group-query-attention=false contradict: Megatron ignores the groups "
+             "without --group-query-attention, Conveyor uses them; drop one of the two");
+  }
   out->NonNegative("--kv-channels", m.kv_channels());
   out->NonNegative("--max-position-embeddings", m.max_position_embeddings());
   out->NonNegative("--vocab-size", m.vocab_size());

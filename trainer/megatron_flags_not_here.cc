@@ -69,6 +69,19 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--overlap-param-gather",
        "not implemented: the distributed optimizer gathers the parameters after its step "
        "(--overlap-grad-reduce overlaps the gradient reduction); drop the flag"},
+      {"--no-position-embedding",
+       "positions come from --position-embedding-type alone: rope keeps no learned table "
+       "(what Megatron's --position-embedding-type rope --no-position-embedding means); drop "
+       "the flag"},
+      {"--dataloader-type",
+       "Conveyor reads samples in Megatron's default (single) order, shuffled per epoch by "
+       "--seed; drop the flag"},
+      {"--loss-scale",
+       "loss scaling is for fp16, which Conveyor does not train; bf16 (--bf16) needs none; drop "
+       "the flag"},
+      {"--initial-loss-scale",
+       "loss scaling is for fp16, which Conveyor does not train; bf16 (--bf16) needs none; drop "
+       "the flag"},
       {"--fp8-format", "not implemented: Conveyor trains in bf16 (--bf16) or fp32"},
       {"--num-experts",
        "not implemented: Conveyor trains dense GPT models (no mixture of experts)"},

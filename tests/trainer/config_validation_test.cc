@@ -649,6 +649,11 @@ TEST(ResolveConfigTest, GroupQueryAttentionAloneMeansOneGroup) {
   r = ResolveConfig(c, 1);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->model().num_query_groups(), 2);
+
+  // Groups with GQA switched off explicitly: Megatron would ignore them.
+  c.mutable_model()->set_group_query_attention(false);
+  EXPECT_THAT(Validate(c), ElementsAre(AllOf(StartsWith("--num-query-groups 2"),
+                                             HasSubstr("--group-query-attention=false"))));
 }
 
 TEST(ResolveConfigTest, InvalidConfigListsEveryProblem) {

@@ -177,6 +177,8 @@ TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
             "figures as JSON lines; drop the flag");
   EXPECT_THAT(Problem({"--eod_mask_loss"}), HasSubstr("not implemented: every token's loss"));
   EXPECT_THAT(Problem({"--no-masked-softmax-fusion"}), HasSubstr("drop the flag"));
+  // Not "did you mean --max-position-embeddings?".
+  EXPECT_THAT(Problem({"--no-position-embedding"}), HasSubstr("--position-embedding-type"));
 }
 
 TEST(FlagsTest, WrongTypeNamesTheFlag) {
