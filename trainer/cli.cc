@@ -117,7 +117,7 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
     }
   }
   absl::StatusOr<RankRun> run = TrainOnRank(config, **state, *data->train, {&out, metrics.get()},
-                                            data->valid.get(), *backend);
+                                            {data->valid.get(), data->test.get()}, *backend);
   if (!run.ok()) {
     return RunFailure(err, who, run.status());
   }

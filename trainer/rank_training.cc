@@ -30,7 +30,7 @@ absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& stat
 
 absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
                                     const SampleSource& data, const TrainingOutputs& out,
-                                    const SampleSource* valid, const Backend& backend) {
+                                    const EvaluationSplits& held_out, const Backend& backend) {
   ASSIGN_OR_RETURN(RankRun run, BuildRankModel(config, state, backend));
   RankPlace place;
   place.dp_rank = state.coords().dp;
@@ -54,7 +54,7 @@ absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
   place.pipeline = run.stage->place();
   place.optimizer_ops = backend.optimizer;
   const TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
-  ASSIGN_OR_RETURN(run.result, Train(config, run.stage.get(), data, outputs, place, valid));
+  ASSIGN_OR_RETURN(run.result, Train(config, run.stage.get(), data, outputs, place, held_out));
   return run;
 }
 

@@ -32,7 +32,7 @@ absl::StatusOr<RankRun> BuildRankModel(const Config& config, ParallelState& stat
 // `config` must be resolved; `state` describes the same layout as the config.
 absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
                                     const SampleSource& data, const TrainingOutputs& out,
-                                    const SampleSource* valid = nullptr,
+                                    const EvaluationSplits& held_out = {},
                                     const Backend& backend = CpuBackend());
 
 // Whether `state`'s rank is the one that logs.

@@ -36,9 +36,8 @@ std::string FormatMetricsJson(const IntervalStats& s) {
       JsonNumber(s.lm_loss), JsonNumber(s.grad_norm), s.skipped_iterations, s.nan_iterations);
 }
 
-std::string FormatValidationJson(int64_t iteration, double valid_loss) {
-  return absl::StrFormat("{\"iteration\": %d, \"valid_lm_loss\": %s}", iteration,
-                         JsonNumber(valid_loss));
+std::string FormatValidationJson(int64_t iteration, double loss, absl::string_view key) {
+  return absl::StrFormat("{\"iteration\": %d, \"%s\": %s}", iteration, key, JsonNumber(loss));
 }
 
 }  // namespace conveyor

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
+
 namespace conveyor {
 
 // Averages over the iterations since the previous report.
@@ -26,8 +28,9 @@ struct IntervalStats {
 
 std::string FormatLogLine(const IntervalStats& stats);
 std::string FormatMetricsJson(const IntervalStats& stats);
-// The validation loss at `iteration` as one JSON object.
-std::string FormatValidationJson(int64_t iteration, double valid_loss);
+// A validation (or test) loss at `iteration` as one JSON object, under `key`.
+std::string FormatValidationJson(int64_t iteration, double loss,
+                                 absl::string_view key = "valid_lm_loss");
 
 }  // namespace conveyor
 

@@ -57,7 +57,8 @@ absl::StatusOr<std::string> MemoryReport(int64_t iteration, Communicator& world)
 
 absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                      const SampleSource& data, const TrainingOutputs& out,
-                                     const RankPlace& place, const SampleSource* valid) {
+                                     const RankPlace& place, const EvaluationSplits& held_out) {
+  const SampleSource* valid = held_out.valid;
   const TrainingConfig& t = config.training();
   const int64_t micro = t.micro_batch_size();
   const int64_t num_micro = t.num_micro_batches();
@@ -214,7 +215,10 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                        Evaluate(config, stage, *valid,
                                 evaluation * config.data().eval_iters() * global_batch, place));
       result.valid_losses.push_back(valid_loss);
-      if (out.log != nullptr) *out.log << FormatValidationLine(iteration, valid_loss) << std::endl;
+      if (out.log != nullptr) {
+        *out.log << FormatValidationLine(absl::StrCat("iteration ", iteration), valid_loss)
+                 << std::endl;
+      }
       if (out.metrics != nullptr) {
         *out.metrics << FormatValidationJson(iteration, valid_loss) << std::endl;
       }
@@ -240,6 +244,9 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
   }
   RETURN_IF_ERROR(checkpoints.Finish());
   stage->OnGradientsReady(0, nullptr);  // the callback refers to this function's updater
+  if (!result.exited_early) {
+    RETURN_IF_ERROR(EvaluateAfterTraining(config, stage, iteration, held_out, place, out, &result));
+  }
   if (!config.logging().trace_file().empty()) {
     RETURN_IF_ERROR(WriteMergedTrace(config.logging().trace_file(), step_timeline, world));
   }

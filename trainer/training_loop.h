@@ -5,6 +5,7 @@
 #define CONVEYOR_TRAINER_TRAINING_LOOP_H_
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -22,10 +23,19 @@ struct TrainingResult {
   std::vector<double> losses;        // per iteration: mean over micro-batches and DP ranks
   std::vector<double> grad_norms;    // per iteration, before clipping
   std::vector<double> valid_losses;  // per evaluation (--eval-interval)
+  // After a run that reached --train-iters (EvaluateAfterTraining).
+  std::optional<double> final_valid_loss;
+  std::optional<double> test_loss;
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
   int64_t consumed_samples = 0;
   bool exited_early = false;  // an exit condition stopped the run before --train-iters
+};
+
+// The held-out splits a run evaluates on; either may be null.
+struct EvaluationSplits {
+  const SampleSource* valid = nullptr;  // every --eval-interval, and after training
+  const SampleSource* test = nullptr;   // after training
 };
 
 struct TrainingOutputs {
@@ -52,12 +62,13 @@ struct RankPlace {
 // data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each group of
 // DP * micro samples, as Megatron's sampler does. Fails (with the iteration named) on
 // a NaN or inf loss or gradient norm when --nan-policy is stop, and when the data
-// source or a collective fails. With `valid`, every --eval-interval iterations the
-// validation loss over --eval-iters batches is logged.
+// source or a collective fails. With a validation split, every --eval-interval
+// iterations the validation loss over --eval-iters batches is logged; a run that
+// reaches --train-iters ends with EvaluateAfterTraining over both held-out splits.
 absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                      const SampleSource& data, const TrainingOutputs& out,
                                      const RankPlace& place = {},
-                                     const SampleSource* valid = nullptr);
+                                     const EvaluationSplits& held_out = {});
 
 }  // namespace conveyor
 

@@ -75,7 +75,7 @@ RankRun TrainOn(const Config& config) {
   std::unique_ptr<ParallelState> state = ParallelState::SingleProcess(backend->transport);
   const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
                               config.model().seq_length());
-  absl::StatusOr<RankRun> run = TrainOnRank(config, *state, data, {}, nullptr, *backend);
+  absl::StatusOr<RankRun> run = TrainOnRank(config, *state, data, {}, {}, *backend);
   EXPECT_TRUE(run.ok()) << run.status();
   return run.ok() ? std::move(*run) : RankRun();
 }

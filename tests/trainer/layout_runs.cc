@@ -41,7 +41,7 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   }
   const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
                               config.model().seq_length());
-  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {}, nullptr, *backend);
+  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {}, {}, *backend);
   if (!run.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(run.status().message()).c_str());
     return 1;

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "runtime/memory_tracker.h"
 #include "trainer/config_validation.h"
+#include "trainer/evaluation.h"
 
 namespace conveyor {
 namespace {
@@ -178,6 +179,46 @@ struct RecomputeCase {
 // Recomputation changes memory, never results: every setting reproduces the run
 // without it bit for bit (same RNG keys, same operation order), and full
 // recomputation lowers the activation peak.
+// Megatron's end of a completed run: the validation split's next batches (after the
+// in-loop evaluations' ones) and the test split's first ones.
+TEST(TrainingLoopTest, CompletedRunEndsWithValidationAndTestLosses) {
+  Config c = SmallConfig();
+  c.mutable_data()->set_eval_interval(4);
+  c.mutable_data()->set_eval_iters(2);
+  const Config config = Resolve(c);
+  const RepeatingSource valid({5, 17, 2, 60, 33, 8, 19, 44, 1, 27, 50}, 16);
+  const RepeatingSource test({12, 6, 39, 23, 3, 55}, 16);
+  std::unique_ptr<GptStage> model = OneRankModel(config);
+  std::ostringstream log;
+  absl::StatusOr<TrainingResult> r =
+      Train(config, model.get(), kPattern, {&log, nullptr}, {}, {&valid, &test});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->valid_losses.size(), 2u);  // iterations 4 and 8
+  ASSERT_TRUE(r->final_valid_loss.has_value());
+  ASSERT_TRUE(r->test_loss.has_value());
+  // Two evaluations of 2 batches of 4 samples came before: the final one starts at 16.
+  absl::StatusOr<double> final_valid = Evaluate(config, model.get(), valid, 16, {});
+  absl::StatusOr<double> test_loss = Evaluate(config, model.get(), test, 0, {});
+  ASSERT_TRUE(final_valid.ok() && test_loss.ok());
+  EXPECT_EQ(*r->final_valid_loss, *final_valid);
+  EXPECT_EQ(*r->test_loss, *test_loss);
+  EXPECT_NE(*r->final_valid_loss, *r->test_loss);
+  EXPECT_THAT(log.str(), testing::HasSubstr(" validation loss at iteration 10 on validation set | "
+                                            "lm loss value: "));
+  EXPECT_THAT(log.str(),
+              testing::HasSubstr(" validation loss at iteration 10 on test set | lm loss value: "));
+
+  // A run an exit condition stops early does not evaluate at its end (as Megatron).
+  c.mutable_checkpoint()->set_exit_interval(5);
+  const Config stopped = Resolve(c);
+  model = OneRankModel(stopped);
+  r = Train(stopped, model.get(), kPattern, {}, {}, {&valid, &test});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->exited_early);
+  EXPECT_FALSE(r->final_valid_loss.has_value());
+  EXPECT_FALSE(r->test_loss.has_value());
+}
+
 TEST(TrainingLoopTest, RecomputationIsExactAndSavesActivationMemory) {
   Config base = SmallConfig();
   base.mutable_model()->set_num_layers(4);
