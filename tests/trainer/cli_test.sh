@@ -41,7 +41,11 @@ mapfile -t losses < <(sed -nE 's/.*lm loss: ([0-9.E+-]+).*/\1/p' "$tmp/train")
 [[ ${#losses[@]} -eq 3 ]] || fail "want 3 log lines, got ${#losses[@]}"
 awk -v a="${losses[0]}" -v b="${losses[2]}" 'BEGIN { exit !(b < a - 0.5) }' ||
   fail "loss did not fall: ${losses[*]}"
-[[ $(wc -l <"$tmp/metrics.jsonl") -eq 3 ]] || fail "metrics file should have 3 lines"
+# Three log intervals, then the end-of-run validation and test losses.
+[[ $(wc -l <"$tmp/metrics.jsonl") -eq 5 ]] || fail "metrics file should have 5 lines"
+grep -q '"test_lm_loss"' "$tmp/metrics.jsonl" || fail "metrics file lacks the test loss"
+grep -qF "validation loss at iteration 30 on test set" "$tmp/train" ||
+  fail "the run does not end with the test loss"
 
 # --device cuda without a GPU (CI) fails on every rank, naming the flag and the fix.
 if ! nvidia-smi >/dev/null 2>&1; then
@@ -152,7 +156,8 @@ one=$("$trainer" --config "$config" --train-iters 6 --eval-interval 3 --eval-ite
 two=$("$trainer" --config "$config" --train-iters 6 --eval-interval 3 --eval-iters 2 \
   --num-layers 4 --num-micro-batches 4 --nproc-per-node 2 --pipeline-model-parallel-size 2 \
   --pipeline-schedule zbv --num-virtual-stages-per-pipeline-rank 2 2>&1 | grep 'validation loss')
-[[ $(wc -l <<<"$one") -eq 2 && "$one" == "$two" ]] || fail "validation differs: '$one' vs '$two'"
+# At iterations 3 and 6, then on the validation and test sets after training.
+[[ $(wc -l <<<"$one") -eq 4 && "$one" == "$two" ]] || fail "validation differs: '$one' vs '$two'"
 
 # --dry-run prints the plan (rank map, bubble, Gantt chart, memory) and trains nothing.
 "$trainer" --config "$config" --num-layers 4 --nproc-per-node 4 --pipeline-model-parallel-size 2 \
