@@ -1,10 +1,9 @@
 #include "parallel/directory_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -14,34 +13,58 @@
 #include <map>
 #include <optional>
 #include <random>
-#include <set>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "gloo/common/error.h"
 
 namespace conveyor {
 namespace {
 
-// Writes through a temporary name and a rename, so that a reader sees all of `contents`
-// or no file. Temporary names start with '.', which no handshake file does.
-absl::Status WriteAtomically(const std::string& dir, const std::string& name,
-                             const std::string& contents) {
-  static std::atomic<int> counter{0};
-  const std::string tmp = absl::StrFormat("%s/.tmp.%d.%d", dir, ::getpid(), counter.fetch_add(1));
-  const std::string path = absl::StrCat(dir, "/", name);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    if (!out.good()) {
-      return absl::UnavailableError(absl::StrFormat("cannot write %s", tmp));
-    }
+// Creates `path`, which must not exist yet, holding `contents`. O_EXCL: of two writers
+// of one name, the second is refused (AlreadyExists) instead of both writing into one
+// file. close() is checked too, as NFS may report a failed write-back (disk full, quota)
+// only there. On failure nothing is left at `path`.
+absl::Status WriteNewFile(const std::string& path, absl::string_view contents) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    const std::string message = absl::StrFormat("cannot create %s: %s", path, std::strerror(error));
+    return error == EEXIST ? absl::AlreadyExistsError(message) : absl::UnavailableError(message);
   }
+  int error = 0;
+  for (size_t done = 0; done < contents.size();) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(path.c_str());
+    return absl::UnavailableError(
+        absl::StrFormat("cannot write %s: %s", path, std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+// Writes <dir>/<name> through a temporary file and a rename, so that a reader sees all
+// of `contents` or no file.
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
+                                 absl::string_view contents) {
+  // Unique by its random bits; O_EXCL turns the unthinkable collision into an error
+  // rather than two writers sharing one file.
+  const std::string tmp = absl::StrCat(dir, "/", TemporaryFileName());
+  if (absl::Status s = WriteNewFile(tmp, contents); !s.ok()) return s;
+  const std::string path = absl::StrCat(dir, "/", name);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(tmp.c_str());
@@ -57,7 +80,7 @@ std::optional<std::string> ReadIfExists(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-bool Exists(const std::string& path) {
+bool PathExists(const std::string& path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0;
 }
@@ -80,28 +103,26 @@ uint64_t RandomBits() {
   return engine();
 }
 
-// Polls like RendezvousStore::wait: from 1 ms to 20 ms, as shared file systems have no
-// change notification.
-class Poll {
- public:
-  explicit Poll(absl::Duration timeout) : deadline_(absl::Now() + timeout) {}
-  bool Expired() const { return absl::Now() >= deadline_; }
-  void Sleep() {
-    std::this_thread::sleep_for(interval_);
-    interval_ = std::min(interval_ * 2, std::chrono::milliseconds(20));
-  }
-
- private:
-  absl::Time deadline_;
-  std::chrono::milliseconds interval_{1};
-};
-
 constexpr char kLaunchDir[] = "launch";   // the handshake's files, shared by all launches
 constexpr char kJoinedDir[] = ".joined";  // in a launch's directory: one file per rank
 
 std::string JoinFile(int rank) { return absl::StrCat("join_", rank); }
 std::string AckFile(int rank, const std::string& nonce) {
   return absl::StrCat("ack_", rank, "_", nonce);
+}
+
+// Called once every rank has confirmed its place in the launch, when nobody waits on a
+// file of the handshake folder any more: what is left there (spent requests and answers;
+// requests of killed launches, also of ranks beyond this world; answers to those;
+// temporaries of writers killed mid-write) belongs to launches that are over, as one
+// launch at a time uses a run directory. Clearing it keeps the folder from growing with
+// every killed launch, and the next rank 0 from answering stale requests again.
+void ClearHandshake(const std::string& handshake) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(handshake, error), end; !error && it != end;
+       it.increment(error)) {
+    ::unlink(it->path().c_str());  // best effort: a leftover costs one file
+  }
 }
 
 // Global rank 0: names the launch, answers every join request until all have joined.
@@ -116,55 +137,80 @@ absl::StatusOr<std::string> LeadLaunch(const std::string& run_dir, int size,
   if (absl::Status s = MakeDirectories(handshake); !s.ok()) return s;
 
   std::map<int, std::string> answered;  // rank -> the last nonce answered
-  std::set<std::string> acks;           // ack files written, removed at the end
-  Poll poll(timeout);
+  Poller poller(absl::ToChronoNanoseconds(timeout));
   while (true) {
     std::vector<int> missing;
     for (int r = 1; r < size; ++r) {
-      if (Exists(absl::StrCat(joined, "/", r))) continue;
+      if (PathExists(absl::StrCat(joined, "/", r))) continue;
       missing.push_back(r);
       const std::optional<std::string> nonce =
           ReadIfExists(absl::StrCat(handshake, "/", JoinFile(r)));
       if (!nonce.has_value() || nonce->empty() || answered[r] == *nonce) continue;
-      // Perhaps a request a killed launch left: answering it costs one file.
+      // A request of a killed launch looks like one of a rank that started before this
+      // one, and answering it costs one file (removed by ClearHandshake).
       const std::string ack = AckFile(r, EncodeFileName(*nonce));
-      if (absl::Status s = WriteAtomically(handshake, ack, launch); !s.ok()) return s;
+      if (absl::Status s = WriteFileAtomically(handshake, ack, launch); !s.ok()) return s;
       answered[r] = *nonce;
-      acks.insert(ack);
     }
     if (missing.empty()) break;
-    if (poll.Expired()) {
+    if (poller.Expired()) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "rank(s) %s of %d never joined rank 0's launch within %s (each writes "
           "%s/join_<rank>); start every rank with the same run directory and world size %d, "
-          "and look for an earlier error from the missing ranks",
+          "one launch at a time per run directory, and look for an earlier error from the "
+          "missing ranks",
           absl::StrJoin(missing, ", "), size, absl::FormatDuration(timeout), handshake, size));
     }
-    poll.Sleep();
+    poller.Sleep();
   }
-  for (const std::string& ack : acks) ::unlink(absl::StrCat(handshake, "/", ack).c_str());
+  ClearHandshake(handshake);
   return launch;
 }
 
+// Why a rank r > 0 cannot join: a second process claims its rank. `what` says how it
+// showed.
+absl::Status RankClaimedTwice(int rank, const std::string& what) {
+  return absl::AlreadyExistsError(absl::StrFormat(
+      "another process claimed rank %d (%s): start each rank once, and one launch at a time "
+      "per run directory",
+      rank, what));
+}
+
+// Whether this process's join request (holding `nonce`) was replaced or removed: only
+// another process claiming the same rank does either before this one is admitted (the
+// other's request overwrites it, or the other, admitted, removes it; or its rank 0,
+// done, clears the handshake folder).
+bool RequestWithdrawn(const std::string& request, const std::string& nonce) {
+  const std::optional<std::string> holds = ReadIfExists(request);
+  return holds.has_value() ? *holds != nonce : !PathExists(request);
+}
+
 // Global rank r > 0: asks to join, waits for this launch's rank 0 to answer with its
-// name, then confirms.
+// name, then claims its place there.
 absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int size,
                                        absl::Duration timeout) {
   const std::string handshake = absl::StrCat(run_dir, "/", kLaunchDir);
   if (absl::Status s = MakeDirectories(handshake); !s.ok()) return s;
   const std::string nonce = absl::StrFormat("%d-%016x", ::getpid(), RandomBits());
-  if (absl::Status s = WriteAtomically(handshake, JoinFile(rank), nonce); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(handshake, JoinFile(rank), nonce); !s.ok()) return s;
+  const std::string request = absl::StrCat(handshake, "/", JoinFile(rank));
   const std::string ack_path = absl::StrCat(handshake, "/", AckFile(rank, EncodeFileName(nonce)));
-  Poll poll(timeout);
+  Poller poller(absl::ToChronoNanoseconds(timeout));
   std::optional<std::string> launch;
   while (!(launch = ReadIfExists(ack_path)).has_value() || launch->empty()) {
-    if (poll.Expired()) {
+    if (RequestWithdrawn(request, nonce)) {
+      return RankClaimedTwice(
+          rank, absl::StrFormat("this process's request %s was replaced or removed", request));
+    }
+    if (poller.Expired()) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "rank 0 never admitted rank %d of %d to a launch within %s (it answers %s/%s); "
-          "start rank 0 with the same run directory, or look for its error if it failed",
-          rank, size, absl::FormatDuration(timeout), handshake, JoinFile(rank)));
+          "start rank 0 with the same run directory, or look for its error if it failed; "
+          "if its launch went on without this process, another process may have claimed "
+          "rank %d: start each rank once, and one launch at a time per run directory",
+          rank, size, absl::FormatDuration(timeout), handshake, JoinFile(rank), rank));
     }
-    poll.Sleep();
+    poller.Sleep();
   }
   if (launch->find('/') != std::string::npos || launch->front() == '.') {
     return absl::InternalError(
@@ -172,14 +218,51 @@ absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int
   }
   const std::string joined = absl::StrCat(run_dir, "/", *launch, "/", kJoinedDir);
   if (absl::Status s = MakeDirectories(joined); !s.ok()) return s;
-  if (absl::Status s = WriteAtomically(joined, absl::StrCat(rank), nonce); !s.ok()) return s;
-  // Answered and confirmed: the request is spent (rank 0 removes the answer too).
+  // Exclusive: should rank 0 have answered two processes claiming this rank, the second
+  // to confirm is refused here. Rank 0 looks only for the file, never at its contents.
+  const std::string claim = absl::StrCat(joined, "/", rank);
+  if (absl::Status s = WriteNewFile(claim, nonce); absl::IsAlreadyExists(s)) {
+    return RankClaimedTwice(
+        rank, absl::StrFormat("it joined launch %s first: %s exists", *launch, claim));
+  } else if (!s.ok()) {
+    return s;
+  }
+  // Admitted: the request and its answer are spent. The request is left when it is
+  // another process's by now: that one fails, seeing it removed by rank 0 instead.
   ::unlink(ack_path.c_str());
-  ::unlink(absl::StrCat(handshake, "/", JoinFile(rank)).c_str());
+  if (!RequestWithdrawn(request, nonce)) ::unlink(request.c_str());
   return *launch;
 }
 
+// Retries removal for this long: on NFS, a file still open on this client (a board of a
+// rank of this node that has not closed it yet) is renamed to .nfsXXXX instead of
+// removed, and goes once it is closed.
+constexpr std::chrono::seconds kRemovalPatience(1);
+
 }  // namespace
+
+std::string TemporaryFileName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::strcpy(host, "unknown-host");
+  }
+  return absl::StrFormat(".tmp.%s.%d.%016x", EncodeFileName(host), ::getpid(), RandomBits());
+}
+
+absl::Status RemoveRendezvousDirectory(const std::string& dir) {
+  Poller poller(kRemovalPatience);
+  std::error_code error;
+  while (true) {
+    std::filesystem::remove_all(dir, error);
+    if (!error || poller.Expired()) break;
+    poller.Sleep();
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot remove the rendezvous directory %s: %s", dir, error.message()));
+  }
+  return absl::OkStatus();
+}
 
 std::string EncodeFileName(const std::string& text) {
   std::string out;
@@ -199,11 +282,8 @@ std::string EncodeFileName(const std::string& text) {
 
 absl::StatusOr<std::unique_ptr<DirectoryStore>> DirectoryStore::Open(
     const std::string& dir, std::chrono::milliseconds timeout) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) {
-    return absl::UnavailableError(
-        absl::StrFormat("rendezvous store: cannot create directory %s: %s", dir, error.message()));
+  if (absl::Status s = MakeDirectories(dir); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("rendezvous store: ", s.message()));
   }
   return std::unique_ptr<DirectoryStore>(new DirectoryStore(dir, timeout));
 }
@@ -215,27 +295,16 @@ std::string DirectoryStore::PathOf(const std::string& key) const {
   return absl::StrCat(dir_, "/", EncodeFileName(key));
 }
 
-bool DirectoryStore::Has(const std::string& key) const {
-  struct stat info;
-  return ::stat(PathOf(key).c_str(), &info) == 0;
-}
+bool DirectoryStore::Has(const std::string& key) const { return PathExists(PathOf(key)); }
 
 void DirectoryStore::set(const std::string& key, const std::vector<char>& data) {
-  // Write then rename, so a reader never sees a half-written value. The temporary
-  // name starts with '.', which EncodeFileName never produces for a key.
-  static std::atomic<int> counter{0};
-  const std::string tmp = absl::StrFormat("%s/.tmp.%d.%d", dir_, ::getpid(), counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!out.good()) {
-      throw gloo::IoException(
-          absl::StrFormat("rendezvous store %s: cannot write key \"%s\" (%s)", dir_, key, tmp));
-    }
-  }
-  if (::rename(tmp.c_str(), PathOf(key).c_str()) != 0) {
-    throw gloo::IoException(absl::StrFormat("rendezvous store %s: cannot set key \"%s\": %s", dir_,
-                                            key, std::strerror(errno)));
+  // Write then rename, so a reader never sees a half-written value. Temporary names
+  // start with '.', which EncodeFileName never produces for a key.
+  const absl::Status s =
+      WriteFileAtomically(dir_, EncodeFileName(key), absl::string_view(data.data(), data.size()));
+  if (!s.ok()) {
+    throw gloo::IoException(
+        absl::StrFormat("rendezvous store %s: cannot set key \"%s\": %s", dir_, key, s.message()));
   }
 }
 
@@ -273,21 +342,12 @@ absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> DirectoryRendezvous::Join(
   return std::make_unique<DirectoryRendezvous>(absl::StrCat(run_dir, "/", *launch));
 }
 
-absl::Status DirectoryRendezvous::RemoveAll() const {
-  std::error_code error;
-  std::filesystem::remove_all(dir_, error);
-  if (error) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot remove the rendezvous directory %s: %s", dir_, error.message()));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<ProgressBoard>> DirectoryRendezvous::OpenBoard(
     const std::string& name, int rank, int size) const {
   // EncodeFileName never starts a key's file with '.', so this cannot clash with a key.
-  std::error_code ignored;  // a directory that cannot be made fails the open, with its path
-  std::filesystem::create_directories(GroupDir(name), ignored);
+  if (absl::Status s = MakeDirectories(GroupDir(name)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("progress board: ", s.message()));
+  }
   return FileProgressBoard::Open(GroupDir(name) + "/.progress", rank, size);
 }
 

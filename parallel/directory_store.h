@@ -47,24 +47,24 @@ class DirectoryRendezvous : public RendezvousPoint {
   // The rendezvous of one launch of `size` ranks in `run_dir` (CONVEYOR_RUN_DIR), which
   // may hold what earlier launches left (finished or killed): every rank calls this with
   // its global `rank`, and all get the same fresh subdirectory <run_dir>/<launch>, so
-  // that nobody reads a key of an earlier launch.
+  // that nobody reads a key of an earlier launch. One launch at a time per run
+  // directory: the launches before it must have ended (finished or been killed).
   //
   // Why a handshake: a rank cannot tell a key of this launch from a stale one, and rank
   // 1 may start before rank 0. Global rank 0 names the launch (time, pid, random).
   // Every other rank r writes <run_dir>/launch/join_<r> holding a nonce of its own
   // (pid, random) and waits for ack_<r>_<nonce>, which only this launch's rank 0 can
   // write; it holds the launch's name. Rank 0 answers every join_<r> it sees (a stale
-  // one costs a file) until each rank r has marked itself in <launch>/.joined/<r>.
+  // one costs a file) until each rank r has claimed <launch>/.joined/<r> (created
+  // exclusively), then clears <run_dir>/launch: nobody waits on its files any more.
   //
   // Each side waits at most `timeout`, then fails naming the ranks that never joined
-  // (rank 0) or rank 0 (the others), run_dir and the fix.
+  // (rank 0) or rank 0 (the others), run_dir and the fix. A second process claiming a
+  // rank fails at once (AlreadyExists), when it sees its request replaced or removed or
+  // finds the rank claimed.
   static absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> Join(const std::string& run_dir,
                                                                    int rank, int size,
                                                                    absl::Duration timeout);
-
-  // Removes dir() and everything in it (a finished launch's keys and boards). Call from
-  // one rank, once no rank needs them.
-  absl::Status RemoveAll() const;
 
   const std::string& dir() const { return dir_; }
 
@@ -79,6 +79,17 @@ class DirectoryRendezvous : public RendezvousPoint {
 
   std::string dir_;
 };
+
+// Removes `dir` and everything in it (a finished launch's keys and boards). Call from one
+// rank, once no rank needs them. On NFS, close the files in it first where possible: a
+// file open on this client stays (as .nfsXXXX) until closed, so removal is retried for a
+// second before it fails naming `dir`.
+absl::Status RemoveRendezvousDirectory(const std::string& dir);
+
+// A name for a temporary file that no other writer in a shared directory picks, not even
+// a rank on another node whose pid and calls are this one's (containers): starts with
+// '.' (which EncodeFileName never does), then host, pid and 64 random bits.
+std::string TemporaryFileName();
 
 // A file-system-safe name for `text` (percent-encodes all but [A-Za-z0-9_-[],] and
 // interior dots), so group names such as "tp[0,1]" name directories as they are.

@@ -64,6 +64,8 @@ class GroupTimeoutStore : public gloo::rendezvous::Store {
 // longer timeout when waiting for initial connect": with the group's timeout itself, a
 // rank whose peer died after publishing its address waited 5 x
 // --distributed-timeout-minutes. A fifth keeps that wait within the group's timeout.
+// WholeMilliseconds rounds it up to 1 ms at least: a timeout under 5 ms would otherwise
+// give gloo 0 ms, which it reads as no timeout at all.
 std::chrono::milliseconds ConnectTimeout(absl::Duration timeout) {
   return WholeMilliseconds(timeout / 5);
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iostream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -30,25 +31,24 @@ std::string GlooHostname(const RankEnvironment& env) {
   return name;
 }
 
-// The shared directory when there is one (this launch's own subdirectory of it, so that
-// what an earlier launch left there is never read; into `launch`, whose keys global rank 0
-// removes in Finish); else the TCP store at MASTER_ADDR, which global rank 0 serves (into
-// `server`) for the life of the state.
-absl::StatusOr<std::unique_ptr<RendezvousPoint>> OpenRendezvous(
-    const RankEnvironment& env, absl::Duration timeout, std::unique_ptr<TcpStoreServer>* server,
-    std::string* launch) {
-  if (!env.run_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
-        DirectoryRendezvous::Join(env.run_dir, env.rank, env.world_size, timeout);
-    if (!joined.ok()) {
-      return absl::Status(
-          joined.status().code(),
-          absl::StrCat("rank ", env.rank, ": meeting the other ranks in ", kRunDirEnv, "=",
-                       env.run_dir, ": ", joined.status().message()));
-    }
-    *launch = (*joined)->dir();
-    return std::unique_ptr<RendezvousPoint>(*std::move(joined));
+// This launch's own subdirectory of the shared directory (so that what an earlier launch
+// left there is never read), whose files global rank 0 removes in Finish.
+absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> JoinRunDir(const RankEnvironment& env,
+                                                                absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
+      DirectoryRendezvous::Join(env.run_dir, env.rank, env.world_size, timeout);
+  if (!joined.ok()) {
+    return absl::Status(joined.status().code(),
+                        absl::StrCat("rank ", env.rank, ": meeting the other ranks in ", kRunDirEnv,
+                                     "=", env.run_dir, ": ", joined.status().message()));
   }
+  return joined;
+}
+
+// The TCP store at MASTER_ADDR, which global rank 0 serves (into `server`) for the life
+// of the state.
+absl::StatusOr<std::unique_ptr<RendezvousPoint>> ConnectToStore(
+    const RankEnvironment& env, absl::Duration timeout, std::unique_ptr<TcpStoreServer>* server) {
   if (env.master_addr.empty() || env.store_port == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", env.rank, " of ", env.world_size,
@@ -75,7 +75,9 @@ absl::StatusOr<std::unique_ptr<RendezvousPoint>> OpenRendezvous(
 
 }  // namespace
 
-ParallelState::~ParallelState() {
+ParallelState::~ParallelState() { CloseGroups(); }
+
+void ParallelState::CloseGroups() {
   // Communicators first: they use the device.
   embedding_.reset();
   model_parallel_.reset();
@@ -111,8 +113,14 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     return single;
   }
   std::unique_ptr<ParallelState> state(new ParallelState());
-  absl::StatusOr<std::unique_ptr<RendezvousPoint>> meeting =
-      OpenRendezvous(env, timeout, &state->store_server_, &state->launch_dir_);
+  absl::StatusOr<std::unique_ptr<RendezvousPoint>> meeting;
+  if (env.run_dir.empty()) {
+    meeting = ConnectToStore(env, timeout, &state->store_server_);
+  } else {
+    absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> launch = JoinRunDir(env, timeout);
+    if (launch.ok()) state->launch_dir_ = (*launch)->dir();
+    meeting = std::move(launch);
+  }
   if (!meeting.ok()) return meeting.status();
   state->rank_ = env.rank;
   state->world_size_ = env.world_size;
@@ -169,17 +177,29 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   return state;
 }
 
-absl::Status ParallelState::Finish() {
-  if (world_size_ == 1) return absl::OkStatus();
+absl::Status ParallelState::Finish() { return Finish(std::cerr); }
+
+absl::Status ParallelState::Finish(std::ostream& warnings) {
+  if (world_size_ == 1 || world_ == nullptr) return absl::OkStatus();  // nothing (left) to end
   // Past the barrier no rank opens a store or a board again (they are read only while
-  // the groups are built, and boards stay open by descriptor), so the files can go.
+  // the groups are built), so the files can go.
   if (absl::Status s = world_->Barrier(); !s.ok()) {
     return absl::Status(
         s.code(),
         absl::StrCat("rank ", rank_, ": the barrier at the end of the run: ", s.message()));
   }
+  // Every rank closes its groups, whose progress boards hold files of the launch
+  // directory open: on NFS a file removed while open on the same client stays as
+  // .nfsXXXX, and its directory with it.
+  CloseGroups();
   if (rank_ != 0 || launch_dir_.empty()) return absl::OkStatus();
-  return DirectoryRendezvous(launch_dir_).RemoveAll();
+  // The run succeeded, and no later launch reads this folder: what cannot be removed
+  // only takes space, so it is worth a warning, not a failed run.
+  if (absl::Status s = RemoveRendezvousDirectory(launch_dir_); !s.ok()) {
+    warnings << "conveyor: warning: rank 0: the run succeeded, but " << s.message()
+             << "; no later launch in " << kRunDirEnv << " reads it: remove it when convenient\n";
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace conveyor

@@ -4,6 +4,7 @@
 #define CONVEYOR_PARALLEL_PARALLEL_STATE_H_
 
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -39,13 +40,17 @@ class ParallelState {
 
   ~ParallelState();
 
-  // Ends a run that succeeded on every rank: all ranks meet at a world barrier, then
-  // global rank 0 removes this launch's rendezvous files from the run directory
-  // (CONVEYOR_RUN_DIR), so the next run there starts clean. Every rank calls it once,
-  // after its last collective, and not after a failure (the barrier would wait for the
-  // failed ranks until the timeout). A run that never calls it leaves its files in
-  // their own subdirectory, where no later launch looks.
-  absl::Status Finish();
+  // Ends a run that succeeded on every rank: all ranks meet at a world barrier and close
+  // their groups, then global rank 0 removes this launch's rendezvous files from the run
+  // directory (CONVEYOR_RUN_DIR), so the next run there starts clean. Every rank calls it
+  // once, after its last collective, and not after a failure (the barrier would wait for
+  // the failed ranks until the timeout); afterwards the groups are gone (only the
+  // destructor may follow). Fails only when the barrier does: files that cannot be
+  // removed (the run succeeded, and they sit in a subdirectory no later launch reads)
+  // are reported on `warnings`, naming the folder. A run that never calls it leaves its
+  // files in their own subdirectory, where no later launch looks.
+  absl::Status Finish(std::ostream& warnings);
+  absl::Status Finish();  // warnings on std::cerr
 
   Communicator& world() { return *world_; }
   Communicator& tp() { return *tp_; }
@@ -66,6 +71,8 @@ class ParallelState {
 
  private:
   ParallelState() = default;
+
+  void CloseGroups();  // the communicators, before the device they use
 
   int rank_ = 0;
   int world_size_ = 1;

@@ -16,22 +16,25 @@ std::vector<char> RendezvousStore::get(const std::string& key) {
 
 void RendezvousStore::wait(const std::vector<std::string>& keys,
                            const std::chrono::milliseconds& timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto interval = std::chrono::milliseconds(1);
+  Poller poller(timeout);
   while (true) {
     std::vector<std::string> missing;
     for (const std::string& key : keys) {
       if (!Has(key)) missing.push_back(key);
     }
     if (missing.empty()) return;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (poller.Expired()) {
       throw gloo::IoException(absl::StrFormat("%s: timed out after %d ms waiting for key(s) %s",
                                               where_, timeout.count(),
                                               absl::StrJoin(missing, ", ")));
     }
-    std::this_thread::sleep_for(interval);
-    interval = std::min(interval * 2, std::chrono::milliseconds(20));
+    poller.Sleep();
   }
+}
+
+void Poller::Sleep() {
+  std::this_thread::sleep_for(interval_);
+  interval_ = std::min(interval_ * 2, std::chrono::milliseconds(20));
 }
 
 }  // namespace conveyor

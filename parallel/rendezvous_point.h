@@ -24,8 +24,7 @@ namespace conveyor {
 
 // gloo's store interface, whose failures throw gloo::IoException naming the store and
 // the missing keys, over two primitives a backend provides: whether a key is there
-// (never blocking) and reading one that is. get() and wait() poll Has() with an interval
-// growing from 1 ms to 20 ms (shared file systems have no change notification), until
+// (never blocking) and reading one that is. get() and wait() poll Has() (Poller) until
 // the store's timeout.
 class RendezvousStore : public gloo::rendezvous::Store {
  public:
@@ -50,10 +49,32 @@ class RendezvousStore : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-// A timeout as gloo and the stores count it: whole milliseconds, at least one.
+// A timeout as gloo and the stores count it: whole milliseconds, at least one, as gloo
+// reads 0 as "no timeout" (a timeout under 1 ms, or a fifth of one under 5 ms, would
+// otherwise wait forever).
 inline std::chrono::milliseconds WholeMilliseconds(absl::Duration timeout) {
   return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
 }
+
+// Waits for what nothing announces (a key of a store, a file on a shared file system) by
+// looking again after an interval that grows from 1 ms to 20 ms. The time is measured on
+// the steady clock, so a step of the wall clock (NTP) neither shortens nor stretches a
+// wait. Usage: look; if not there and !Expired(), Sleep() and look again.
+class Poller {
+ public:
+  explicit Poller(std::chrono::nanoseconds timeout)
+      : start_(std::chrono::steady_clock::now()), timeout_(timeout) {}
+
+  // Elapsed time is compared, not a deadline computed: start + an infinite timeout
+  // (absl::InfiniteDuration, saturated to nanoseconds::max()) would overflow.
+  bool Expired() const { return std::chrono::steady_clock::now() - start_ >= timeout_; }
+  void Sleep();
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::nanoseconds timeout_;
+  std::chrono::milliseconds interval_{1};
+};
 
 class RendezvousPoint {
  public:
