@@ -84,8 +84,8 @@ absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string
       return WithContext(indices.status(),
                          absl::StrCat(flag, " ", prefix, " (", kSplitNames[i], " split)"));
     }
-    out[i] = GptDataset::FromIndices(dataset, key.config, *std::move(indices));
-    out[i]->CheckTokenIds(config.token_ids, absl::StrCat(flag, " ", prefix));
+    out[i] = GptDataset::FromIndices(dataset, key.config, *std::move(indices),
+                                     {config.token_ids, absl::StrCat(flag, " ", prefix)});
   }
   return out;
 }

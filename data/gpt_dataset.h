@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,26 +16,29 @@
 
 namespace conveyor {
 
+// How a GptDataset checks each sample's token ids as it is read: a sample
+// holding an id outside `limit` is an InvalidArgument naming `source` (e.g.
+// "--data-path /data/web"; the dataset's prefix when empty), the id and the
+// fix, instead of tokens. The default ({}) checks nothing.
+struct TokenIdCheck {
+  TokenIdLimit limit;
+  std::string source;
+};
+
 class GptDataset : public SampleSource {
  public:
   // `documents`: the sequence ids of this split (e.g. 0..n-1 for split
-  // "1,0,0"). `pad_token` fills the last sample when partial sequences are
-  // kept; Megatron uses the tokenizer's pad id, or -1 without one.
+  // "1,0,0"). `token_ids` is given here, not set later, so that no dataset
+  // serves samples before its check is in place. `pad_token` fills the last
+  // sample when partial sequences are kept; Megatron uses the tokenizer's pad
+  // id, or -1 without one.
   static absl::StatusOr<std::unique_ptr<GptDataset>> Create(
       std::shared_ptr<const IndexedDataset> dataset, std::vector<int32_t> documents,
-      const GptIndexConfig& config, int32_t pad_token = -1);
+      const GptIndexConfig& config, TokenIdCheck token_ids, int32_t pad_token = -1);
   // Over indices built elsewhere (e.g. loaded from the cache) for `dataset`.
   static std::unique_ptr<GptDataset> FromIndices(std::shared_ptr<const IndexedDataset> dataset,
                                                  const GptIndexConfig& config, GptIndices indices,
-                                                 int32_t pad_token = -1);
-
-  // From now on every sample's token ids are checked against `limit`: a
-  // sample holding an id outside it is an InvalidArgument naming `source`
-  // (e.g. "--data-path /data/web"), the id and the fix, instead of tokens.
-  void CheckTokenIds(const TokenIdLimit& limit, std::string source) {
-    limit_ = limit;
-    source_ = std::move(source);
-  }
+                                                 TokenIdCheck token_ids, int32_t pad_token = -1);
 
   int64_t size() const override { return indices_.num_samples(); }
   absl::StatusOr<std::vector<int32_t>> Sample(int64_t index) const override;
@@ -47,15 +49,26 @@ class GptDataset : public SampleSource {
   const IndexedDataset& dataset() const { return *dataset_; }
 
  private:
+  // `length` tokens of sequence `sequence` from `offset`: one stretch of a sample.
+  struct Piece {
+    int64_t sequence = 0;
+    int64_t offset = 0;
+    int64_t length = 0;
+  };
+
   GptDataset() = default;
-  absl::Status TokenIdError(const std::vector<int32_t>& tokens, size_t position, int64_t row) const;
+  // The pieces sample-index row `row` is made of, in order: from (begin,
+  // begin_offset) up to and including token end_offset of the end document
+  // (the extra label token).
+  std::vector<Piece> Pieces(int64_t row) const;
+  absl::Status TokenIdError(const std::vector<Piece>& pieces, const std::vector<int32_t>& tokens,
+                            size_t position) const;
 
   std::shared_ptr<const IndexedDataset> dataset_;
   GptIndexConfig config_;
   int32_t pad_token_ = -1;
   GptIndices indices_;
-  TokenIdLimit limit_;
-  std::string source_;
+  TokenIdCheck token_ids_;
 };
 
 }  // namespace conveyor

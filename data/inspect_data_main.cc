@@ -170,6 +170,11 @@ int Main(int argc, char** argv) {
               blend->prefixes.size(), blend->prefixes.size() == 1 ? "" : "s", (long long)documents,
               (long long)sequences, (long long)tokens);
 
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = ResolveVocabulary(&config);
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "inspect_data: %s\n", std::string(tokenizer.status().message()).c_str());
+    return 1;
+  }
   // Shows the ids the files hold, whatever the vocabulary (the trainer checks them).
   TrainingDataOptions options;
   options.check_token_ids = false;
@@ -192,7 +197,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
     if (decode) {
-      absl::StatusOr<std::string> text = splits->tokenizer->Detokenize(*sample);
+      absl::StatusOr<std::string> text = (*tokenizer)->Detokenize(*sample);
       if (!text.ok()) {
         std::fprintf(stderr, "inspect_data: sample %lld: %s\n", (long long)i,
                      std::string(text.status().message()).c_str());

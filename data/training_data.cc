@@ -1,6 +1,5 @@
 #include "data/training_data.h"
 
-#include <algorithm>
 #include <array>
 #include <limits>
 #include <optional>
@@ -32,6 +31,22 @@ absl::StatusOr<std::optional<Blend>> OptionalBlend(
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<Tokenizer>> ResolveVocabulary(Config* config) {
+  const DataConfig& data = config->data();
+  ModelConfig& model = *config->mutable_model();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = BuildTokenizer(
+      {data.tokenizer_type(), data.vocab_file(), data.merge_file(), model.vocab_size()});
+  if (!tokenizer.ok()) return tokenizer.status();
+  if (*tokenizer != nullptr) {
+    model.set_vocab_size(int32_t((*tokenizer)->vocab_size()));
+  } else if (model.vocab_size() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vocab-size ", model.vocab_size(),
+        " must be positive without --tokenizer-type: nothing else fixes the vocabulary"));
+  }
+  return tokenizer;
+}
+
 SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch_size,
                                        int64_t eval_interval, int64_t eval_iters) {
   SplitSampleCounts c;
@@ -48,31 +63,13 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
                                              const TrainingDataOptions& options) {
   const DataConfig& data = resolved_config.data();
   const ModelConfig& model = resolved_config.model();
+  if (model.vocab_size() <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the data's vocabulary is unresolved (--vocab-size ", model.vocab_size(),
+                     "): ResolveVocabulary must set it before the data is built"));
+  }
   DataSplits out;
-
-  TokenizerSpec spec;
-  spec.type = data.tokenizer_type();
-  spec.vocab_file = data.vocab_file();
-  spec.merge_file = data.merge_file();
-  spec.vocab_size = model.vocab_size();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = BuildTokenizer(spec);
-  if (!tokenizer.ok()) return tokenizer.status();
-  out.tokenizer = *std::move(tokenizer);
-  out.vocab_size = out.tokenizer ? out.tokenizer->vocab_size() : model.vocab_size();
-  if (out.vocab_size <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--vocab-size ", model.vocab_size(),
-        " must be positive without --tokenizer-type: nothing else fixes the vocabulary"));
-  }
-  // The model is built from the config's --vocab-size, which the trainer sets
-  // to the tokenizer's vocabulary before calling this; ids must be below it
-  // and below the tokenizer's. (Rebuilding NullTokenizer from that resolved
-  // size counts its eod a second time: out.vocab_size alone would let one id
-  // past the model through, and mock data would draw it.)
-  out.token_ids.vocab_size = out.vocab_size;
-  if (model.vocab_size() > 0) {
-    out.token_ids.vocab_size = std::min<int64_t>(out.vocab_size, model.vocab_size());
-  }
+  out.token_ids.vocab_size = model.vocab_size();
   out.token_ids.tokenizer_type = data.tokenizer_type();
   if (model.seq_length() <= 0) {
     return absl::InvalidArgumentError(

@@ -1,7 +1,7 @@
-// The data pipeline's one entry point for the trainer: from the resolved
-// config, the tokenizer and the train/validation/test sample sources, built
-// the way Megatron's pretrain_gpt builds them (mock data, --data-path with
-// --split and optional weights, or --train/valid/test-data-path).
+// The data pipeline's entry points for the trainer: the vocabulary the flags
+// name, then, from the config that holds it, the train/validation/test sample
+// sources, built the way Megatron's pretrain_gpt builds them (mock data,
+// --data-path with --split and optional weights, or --train/valid/test-data-path).
 #ifndef CONVEYOR_DATA_TRAINING_DATA_H_
 #define CONVEYOR_DATA_TRAINING_DATA_H_
 
@@ -17,20 +17,23 @@
 
 namespace conveyor {
 
+// The tokenizer --tokenizer-type names (nullptr without one), after setting
+// `config`'s --vocab-size to the vocabulary before padding, which the model
+// is built for: the tokenizer's (NullTokenizer's is --vocab-size + 1, its eod
+// being --vocab-size, as in Megatron), else --vocab-size as given. Call it
+// once, on the config the flags give: the vocabulary it sets is no longer a
+// flag value (NullTokenizer would count its eod twice). Errors name the flag
+// or file that is missing or wrong.
+absl::StatusOr<std::unique_ptr<Tokenizer>> ResolveVocabulary(Config* config);
+
 struct DataSplits {
   // A split asked for 0 samples, or with no data named for it, is nullptr.
   std::unique_ptr<SampleSource> train, valid, test;
-  // nullptr without --tokenizer-type.
-  std::unique_ptr<Tokenizer> tokenizer;
-  // The vocabulary before padding: the tokenizer's (for NullTokenizer that
-  // is --vocab-size + 1, its eod, as in Megatron), else --vocab-size.
-  int64_t vocab_size = 0;
-  // The ids the model has rows for: below vocab_size and below the config's
-  // --vocab-size, from which the model is built (the trainer sets it to the
-  // tokenizer's vocabulary first). Mock data is drawn below it; every sample
-  // read from files is checked against it as it is read, so data made with
-  // another tokenizer fails with the file, the id and the fix instead of
-  // training on ids past the embedding.
+  // The ids the model has rows for: the resolved config's --vocab-size.
+  // Mock data is drawn below it; every sample read from files is checked
+  // against it as it is read, so data made with another tokenizer fails with
+  // the file, the id and the fix instead of training on ids past the
+  // embedding.
   TokenIdLimit token_ids;
 };
 
@@ -51,6 +54,8 @@ struct TrainingDataOptions {
   bool check_token_ids = true;
 };
 
+// `resolved_config`: a config ResolveVocabulary has seen, so that its
+// --vocab-size is the vocabulary (no tokenizer is built here).
 // `build_cache_here`: true on rank 0, which builds and writes the GPT index
 // cache; the other ranks wait for it and load it (with no --data-cache-path
 // every rank builds its own, identical, indices). Errors name the flag and

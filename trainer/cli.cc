@@ -9,7 +9,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "data/tokenizer_factory.h"
 #include "data/training_data.h"
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
@@ -156,12 +155,11 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!resolved.ok()) return UsageError(err, std::string(resolved.status().message()));
   Config config = *resolved;
   // A tokenizer fixes the vocabulary (--vocab-size only sizes mock and null-tokenized
-  // data).
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-      BuildTokenizer({config.data().tokenizer_type(), config.data().vocab_file(),
-                      config.data().merge_file(), config.model().vocab_size()});
-  if (!tokenizer.ok()) return UsageError(err, std::string(tokenizer.status().message()));
-  if (*tokenizer != nullptr) config.mutable_model()->set_vocab_size((*tokenizer)->vocab_size());
+  // data): from here on the config's --vocab-size is the one the model and the data use.
+  if (absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = ResolveVocabulary(&config);
+      !tokenizer.ok()) {
+    return UsageError(err, std::string(tokenizer.status().message()));
+  }
 
   const GpuInfo gpus = ProbeGpus();
   const bool on_gpu = config.parallel().device() == "cuda";

@@ -29,17 +29,24 @@ int64_t PadVocab(int64_t vocab, int64_t multiple) {
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
-// A --make-vocab-size-divisible-by that pads `vocab` to `rows` under `tp`, preferring
-// the smallest one that does so under `other_tp` too (one value for both layouts);
-// nullopt when none does (rows is not a multiple of tp).
-std::optional<int64_t> DivisorForPaddedVocab(int64_t vocab, int64_t rows, int64_t tp,
-                                             int64_t other_tp) {
+// A --make-vocab-size-divisible-by, and whether it pads alike under another TP.
+struct PaddingDivisor {
+  int64_t divisor = 0;
+  bool fits_other_tp = false;
+};
+
+// The smallest --make-vocab-size-divisible-by that pads `vocab` to `rows` under `tp`
+// and under `other_tp` too (one value for both layouts), else the smallest that does
+// under `tp`; nullopt when none does. With 0 < vocab <= rows that is exactly when
+// rows is not a multiple of tp, as rows / tp always fits then.
+std::optional<PaddingDivisor> DivisorForPaddedVocab(int64_t vocab, int64_t rows, int64_t tp,
+                                                    int64_t other_tp) {
   if (vocab <= 0 || rows < vocab || tp <= 0) return std::nullopt;
-  std::optional<int64_t> first;
+  std::optional<PaddingDivisor> first;
   for (int64_t d = 1; d * tp <= rows; ++d) {
     if (PadVocab(vocab, d * tp) != rows) continue;
-    if (PadVocab(vocab, d * other_tp) == rows) return d;
-    if (!first.has_value()) first = d;
+    if (PadVocab(vocab, d * other_tp) == rows) return PaddingDivisor{d, true};
+    if (!first.has_value()) first = PaddingDivisor{d, false};
   }
   return first;
 }
@@ -145,25 +152,32 @@ absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
 }
 
 absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
-  absl::StatusOr<ResumePoint> resume = LoadHere(log);
-  // A failed load has touched nothing, and must not: the --save probe comes after it.
-  const absl::Status mine = resume.ok() ? CheckSaveFolder() : resume.status();
-  RETURN_IF_ERROR(AgreeAcrossRanks(mine));
-  return resume;
+  const absl::StatusOr<LoadOutcome> outcome = LoadHere(log);
+  // Each rank read --load on its own; ranks that loaded different checkpoints would
+  // train apart without a word. A failed or disagreeing load has touched nothing, and
+  // must not: the --save probe comes after the agreement.
+  const absl::StatusOr<LoadedCheckpointId> loaded =
+      outcome.ok() ? absl::StatusOr<LoadedCheckpointId>(outcome->loaded) : outcome.status();
+  RETURN_IF_ERROR(AgreeOnLoadedCheckpoint(*place_.world, loaded, config_.checkpoint().load()));
+  RETURN_IF_ERROR(AgreeAcrossRanks(*place_.world, CheckSaveFolder(), "prepare --save"));
+  return outcome->resume;
 }
 
-absl::StatusOr<ResumePoint> TrainingCheckpoints::LoadHere(std::ostream* log) {
+absl::StatusOr<TrainingCheckpoints::LoadOutcome> TrainingCheckpoints::LoadHere(std::ostream* log) {
   const CheckpointConfig& c = config_.checkpoint();
   if (c.load().empty()) {
     if (!c.load_hf().empty()) RETURN_IF_ERROR(LoadHuggingFace(log));
-    return ResumePoint{};
+    return LoadOutcome{};
   }
   absl::StatusOr<CheckpointFolderSurvey> survey = SurveyCheckpointFolder(c.load());
   if (!survey.ok()) {
     return absl::Status(survey.status().code(),
                         absl::StrCat("--load ", c.load(), ": ", survey.status().message()));
   }
-  if (survey->holds_no_checkpoint()) return StartWithoutCheckpoint(*survey, log);
+  if (survey->holds_no_checkpoint()) {
+    RETURN_IF_ERROR(StartWithoutCheckpoint(*survey, log));
+    return LoadOutcome{};
+  }
   ASSIGN_OR_RETURN(const int64_t iteration, ChooseIteration(*survey));
   // Without --ckpt-step, OpenCheckpoint reads the latest file again, so that its
   // messages say when that file names a missing iteration.
@@ -188,13 +202,14 @@ absl::StatusOr<ResumePoint> TrainingCheckpoints::LoadHere(std::ostream* log) {
     *log << absl::StrFormat("conveyor: loaded %s (iteration %d)%s\n", checkpoint->directory(),
                             state.iteration, c.finetune() ? ", --finetune: from iteration 0" : "");
   }
-  if (c.finetune()) return ResumePoint{};
+  const LoadedCheckpointId id{state.iteration, state.consumed_samples};
+  if (c.finetune()) return LoadOutcome{id, ResumePoint{}};
   WarnIfGlobalBatchChanged(state, log);
-  return ResumePoint{state.iteration, state.consumed_samples};
+  return LoadOutcome{id, ResumePoint{state.iteration, state.consumed_samples}};
 }
 
-absl::StatusOr<ResumePoint> TrainingCheckpoints::StartWithoutCheckpoint(
-    const CheckpointFolderSurvey& survey, std::ostream* log) {
+absl::Status TrainingCheckpoints::StartWithoutCheckpoint(const CheckpointFolderSurvey& survey,
+                                                         std::ostream* log) {
   const CheckpointConfig& c = config_.checkpoint();
   const std::string what =
       survey.exists ? absl::StrCat("holds no checkpoint (no ", kLatestFileName,
@@ -217,8 +232,7 @@ absl::StatusOr<ResumePoint> TrainingCheckpoints::StartWithoutCheckpoint(
   if (log != nullptr) {
     *log << "conveyor: --load " << c.load() << " " << what << "; starting from iteration 0\n";
   }
-  if (!c.load_hf().empty()) RETURN_IF_ERROR(LoadHuggingFace(log));
-  return ResumePoint{};
+  return c.load_hf().empty() ? absl::OkStatus() : LoadHuggingFace(log);
 }
 
 absl::StatusOr<int64_t> TrainingCheckpoints::ChooseIteration(
@@ -244,18 +258,31 @@ absl::Status TrainingCheckpoints::Unloadable(const absl::Status& error,
                                              const CheckpointFolderSurvey& survey,
                                              std::optional<int64_t> iteration) const {
   const std::string& load = config_.checkpoint().load();
+  // Every rank may be here at once, opening files on shared storage: a few of the
+  // newest checkpoints are enough for a suggestion.
+  constexpr int kTries = 3;
   std::string fix;
-  const std::optional<int64_t> other = NewestOpenableIteration(load, survey, iteration);
+  const std::optional<int64_t> other = NewestOpenableIteration(load, survey, iteration, kTries);
   if (other.has_value()) {
     fix = absl::StrFormat(
         "pass --ckpt-step %d to resume from the newest other committed checkpoint that opens "
         "(%s), or, to start from scratch, drop --load and use a fresh --save folder",
         *other, JoinPath(load, IterationDirName(*other)));
   } else {
-    fix = absl::StrFormat(
-        "no other committed checkpoint in %s opens: restore the damaged files, or, to start "
-        "from scratch, drop --load and use a fresh --save folder",
-        load);
+    const std::vector<int64_t>& committed = survey.committed_iterations;
+    const int64_t others = std::count_if(committed.begin(), committed.end(),
+                                         [&](int64_t it) { return it != iteration; });
+    if (others > kTries) {
+      fix = absl::StrFormat(
+          "none of the %d newest other committed checkpoints in %s opens (older ones were not "
+          "tried: --ckpt-step N picks one)",
+          kTries, load);
+    } else {
+      fix = absl::StrFormat("no other committed checkpoint in %s opens", load);
+    }
+    absl::StrAppend(&fix,
+                    ": restore the damaged files, or, to start from scratch, drop --load and use "
+                    "a fresh --save folder");
   }
   // Starting from scratch here would let the next save overwrite these checkpoints.
   return absl::Status(error.code(),
@@ -284,24 +311,6 @@ absl::Status TrainingCheckpoints::CheckSaveFolder() const {
       save, probe.message()));
 }
 
-absl::Status TrainingCheckpoints::AgreeAcrossRanks(const absl::Status& mine) const {
-  Communicator& world = *place_.world;
-  std::vector<double> failed(world.size(), 0.0);
-  failed[world.rank()] = mine.ok() ? 0.0 : 1.0;
-  const absl::Status agreed = world.AllReduceMax(failed.data(), world.size());
-  if (!mine.ok()) return mine;
-  RETURN_IF_ERROR(agreed);
-  std::vector<int> ranks;
-  for (int r = 0; r < world.size(); ++r) {
-    if (failed[r] != 0.0) ranks.push_back(r);
-  }
-  if (ranks.empty()) return absl::OkStatus();
-  return absl::AbortedError(absl::StrFormat(
-      "stopping before training: rank(s) %s could not load --load or prepare --save (their "
-      "errors say why)",
-      absl::StrJoin(ranks, ", ")));
-}
-
 absl::Status TrainingCheckpoints::CheckVocabularyPadding(const LoadedCheckpoint& checkpoint) const {
   const TensorRecord* embedding = checkpoint.FindTensor(kWordEmbeddings);
   const int64_t rows = stage_->chunk(0).shape().padded_vocab;
@@ -314,20 +323,16 @@ absl::Status TrainingCheckpoints::CheckVocabularyPadding(const LoadedCheckpoint&
   const int64_t vocab = config_.model().vocab_size();
   const int64_t saved_tp = std::max(1, checkpoint.manifest().layout().tensor_model_parallel_size());
   const int64_t tp = place_.tp_size;
+  // CheckSameModel has refused another vocabulary size: the saved rows hold this
+  // run's vocabulary, so a divisor exists unless TP does not divide them.
   std::string fix;
-  const std::optional<int64_t> divisor = DivisorForPaddedVocab(vocab, saved_rows, tp, saved_tp);
-  if (divisor.has_value()) {
-    const bool both = PadVocab(vocab, *divisor * saved_tp) == saved_rows;
+  const std::optional<PaddingDivisor> d = DivisorForPaddedVocab(vocab, saved_rows, tp, saved_tp);
+  if (d.has_value()) {
     fix = absl::StrFormat(
         "pass --make-vocab-size-divisible-by %d: with it, TP %d pads to %d rows like the "
         "checkpoint%s",
-        *divisor, tp, saved_rows,
-        both ? absl::StrFormat(" (and so does the saving TP %d)", saved_tp) : "");
-  } else if (saved_rows % tp == 0) {  // only when the vocabulary size is unknown here
-    fix = absl::StrFormat(
-        "pass a --make-vocab-size-divisible-by D for which the vocabulary rounded up to a "
-        "multiple of D x TP %d is %d rows",
-        tp, saved_rows);
+        d->divisor, tp, saved_rows,
+        d->fits_other_tp ? absl::StrFormat(" (and so does the saving TP %d)", saved_tp) : "");
   } else {
     fix = absl::StrFormat(
         "no --make-vocab-size-divisible-by pads to %d rows under TP %d, as %d is not a "

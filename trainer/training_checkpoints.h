@@ -20,6 +20,7 @@
 #include "trainer/checkpoint/async_saver.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_types.h"
+#include "trainer/checkpoint/load_agreement.h"
 #include "trainer/host_staging.h"
 #include "trainer/parameter_updater.h"
 
@@ -57,6 +58,10 @@ class TrainingCheckpoints {
   // error that names the file and the fix: never a silent start from scratch, whose
   // saves would overwrite the checkpoints. Loading writes nothing to disk.
   //
+  // Every rank must have loaded the same checkpoint, or none: ranks that did not (a
+  // --load folder per node, a stale view of shared storage) end the run naming what
+  // each loaded, before anything is written.
+  //
   // Then, before any training, the ranks that write checkpoints check that --save
   // can hold them (creating it when missing), so that a bad --save fails now and not
   // after hours of training. Collective: every rank fails when any rank does.
@@ -69,11 +74,15 @@ class TrainingCheckpoints {
   absl::Status Finish();
 
  private:
+  // What this rank loaded (compared across ranks) and where it resumes.
+  struct LoadOutcome {
+    LoadedCheckpointId loaded;  // no iteration: no checkpoint
+    ResumePoint resume;
+  };
   // Load's work on this rank, without communication.
-  absl::StatusOr<ResumePoint> LoadHere(std::ostream* log);
+  absl::StatusOr<LoadOutcome> LoadHere(std::ostream* log);
   // The --load folder holds no checkpoint: start from scratch, unless told otherwise.
-  absl::StatusOr<ResumePoint> StartWithoutCheckpoint(const CheckpointFolderSurvey& survey,
-                                                     std::ostream* log);
+  absl::Status StartWithoutCheckpoint(const CheckpointFolderSurvey& survey, std::ostream* log);
   // The iteration to load from a folder that holds checkpoint material.
   absl::StatusOr<int64_t> ChooseIteration(const CheckpointFolderSurvey& survey) const;
   // `error` (from opening or reading the checkpoint of `iteration`), with what to do.
@@ -81,8 +90,6 @@ class TrainingCheckpoints {
                           std::optional<int64_t> iteration) const;
   // --save can hold this rank's files (ranks that write nothing pass).
   absl::Status CheckSaveFolder() const;
-  // Every rank learns whether any rank failed `mine`; returns this rank's verdict.
-  absl::Status AgreeAcrossRanks(const absl::Status& mine) const;
 
   // What a save writes or a load fills, through host copies of device tensors.
   std::vector<TensorShardRef> Tensors(bool saving, HostStaging* staging);

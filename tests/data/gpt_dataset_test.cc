@@ -28,7 +28,7 @@ class GptDatasetFixtureTest : public ::testing::Test {
     std::vector<int32_t> documents;
     for (int64_t d : expected_["indexed_indices"].IntArray()) documents.push_back(int32_t(d));
     auto gpt = GptDataset::Create(std::shared_ptr<const IndexedDataset>(std::move(*ds)), documents,
-                                  config);
+                                  config, /*token_ids=*/{});
     ASSERT_TRUE(gpt.ok()) << gpt.status();
     dataset_ = std::move(*gpt);
   }

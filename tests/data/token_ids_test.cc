@@ -103,10 +103,10 @@ TEST(TokenIdsTest, EverySampleWithAnIdOutsideIsRefusedAndNoOther) {
   config.sequence_length = 16;
   config.random_seed = 1234;
   config.num_samples = 200;  // several epochs
-  auto plain = GptDataset::Create(ds, docs, config);
-  auto checked = GptDataset::Create(ds, docs, config);
+  auto plain = GptDataset::Create(ds, docs, config, /*token_ids=*/{});
+  auto checked =
+      GptDataset::Create(ds, docs, config, {{/*vocab_size=*/100, ""}, "--data-path " + prefix});
   ASSERT_TRUE(plain.ok() && checked.ok());
-  (*checked)->CheckTokenIds({/*vocab_size=*/100, ""}, "--data-path " + prefix);
 
   int refused = 0;
   for (int64_t i = 0; i < (*plain)->size(); ++i) {
@@ -145,9 +145,8 @@ TEST(TokenIdsTest, ErrorNamesTheSequenceOfTheBadToken) {
   GptIndexConfig config;
   config.sequence_length = 16;
   config.num_samples = 1;
-  auto gpt = GptDataset::Create(*std::move(ds), {0}, config);
+  auto gpt = GptDataset::Create(*std::move(ds), {0}, config, {{64, ""}, "--data-path " + prefix});
   ASSERT_TRUE(gpt.ok());
-  (*gpt)->CheckTokenIds({64, ""}, "--data-path " + prefix);
   bool found = false;
   for (int64_t i = 0; i < (*gpt)->size(); ++i) {
     auto s = (*gpt)->Sample(i);
@@ -184,9 +183,10 @@ TEST(TokenIdsTest, FixtureOverTheVocabularyFailsNamingFileIdAndFix) {
                            "with"));
 
   // NullTokenizer: --vocab-size 1000 gives ids 0..1000 (1000 its eod), 1001
-  // in all, which the trainer has put in the config before the data is built.
+  // in all, which ResolveVocabulary puts in the config.
   c.mutable_data()->set_tokenizer_type("NullTokenizer");
-  c.mutable_model()->set_vocab_size(1001);
+  c.mutable_model()->set_vocab_size(1000);
+  ASSERT_TRUE(ResolveVocabulary(&c).ok());
   data = BuildTrainingData(c, 40, 0, 0, true);
   ASSERT_FALSE(data.ok());
   m = std::string(data.status().message());
@@ -197,6 +197,7 @@ TEST(TokenIdsTest, FixtureOverTheVocabularyFailsNamingFileIdAndFix) {
 
   // A tokenizer with a fixed vocabulary: --vocab-size cannot help.
   c.mutable_data()->set_tokenizer_type("ByteTokenizer");
+  ASSERT_TRUE(ResolveVocabulary(&c).ok());
   data = BuildTrainingData(c, 40, 0, 0, true);
   ASSERT_FALSE(data.ok());
   m = std::string(data.status().message());
@@ -207,17 +208,22 @@ TEST(TokenIdsTest, FixtureOverTheVocabularyFailsNamingFileIdAndFix) {
 }
 
 TEST(TokenIdsTest, NullTokenizerAsTheTrainerResolvesIt) {
-  // The trainer sets --vocab-size to the tokenizer's vocabulary before the
-  // data is built: NullTokenizer --vocab-size 49966 becomes 49967, whose ids
-  // 0..49966 hold the fixture; 49965 (-> 49966) does not.
-  Config c = FixtureConfig(Fixture());
+  // ResolveVocabulary sets --vocab-size to the tokenizer's vocabulary before
+  // the data is built: NullTokenizer --vocab-size 49966 becomes 49967, whose
+  // ids 0..49966 hold the fixture; 49965 (-> 49966) does not.
+  const Config flags = FixtureConfig(Fixture());
+  Config c = flags;
   c.mutable_data()->set_tokenizer_type("NullTokenizer");
-  c.mutable_model()->set_vocab_size(49967);
+  c.mutable_model()->set_vocab_size(49966);
+  ASSERT_TRUE(ResolveVocabulary(&c).ok());
   auto data = BuildTrainingData(c, 40, 0, 0, true);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->token_ids.vocab_size, 49967);
   for (int64_t i = 0; i < 40; ++i) EXPECT_TRUE(data->train->Sample(i).ok()) << i;
-  c.mutable_model()->set_vocab_size(49966);
+  c = flags;
+  c.mutable_data()->set_tokenizer_type("NullTokenizer");
+  c.mutable_model()->set_vocab_size(49965);
+  ASSERT_TRUE(ResolveVocabulary(&c).ok());
   const absl::Status st = FirstError(BuildTrainingData(c, 40, 0, 0, true), 40);
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("holds token id 49966, outside the model's vocabulary of "
@@ -308,10 +314,12 @@ TEST(TokenIdsTest, MockDataStaysBelowTheModelVocabulary) {
   Config c;
   c.mutable_model()->set_seq_length(32);
   c.mutable_data()->set_mock_data(true);
-  // As the trainer resolves --tokenizer-type NullTokenizer --vocab-size 127:
-  // the model has 128 rows, so mock ids must stay below 128.
+  // --tokenizer-type NullTokenizer --vocab-size 127 resolves to 128 ids: the
+  // model has 128 rows, so mock ids must stay below 128 (and so must they
+  // without a tokenizer, --vocab-size 128).
   c.mutable_data()->set_tokenizer_type("NullTokenizer");
-  c.mutable_model()->set_vocab_size(128);
+  c.mutable_model()->set_vocab_size(127);
+  ASSERT_TRUE(ResolveVocabulary(&c).ok());
   for (const bool null_tokenizer : {true, false}) {
     if (!null_tokenizer) c.mutable_data()->clear_tokenizer_type();
     auto data = BuildTrainingData(c, 500, 0, 0, true);

@@ -19,7 +19,8 @@ using ::testing::HasSubstr;
 
 std::string Fixtures() { return SharedDataDir() + "/megatron-fixtures"; }
 
-Config FixtureConfig() {
+// The fixture's settings as the flags give them.
+Config FixtureFlags() {
   Config c;
   c.mutable_model()->set_seq_length(16);
   c.mutable_training()->set_seed(1234);
@@ -28,6 +29,14 @@ Config FixtureConfig() {
   c.mutable_data()->set_tokenizer_type("GPT2BPETokenizer");
   c.mutable_data()->set_vocab_file(SharedDataDir() + "/gpt2/vocab.json");
   c.mutable_data()->set_merge_file(SharedDataDir() + "/gpt2/merges.txt");
+  return c;
+}
+
+// The same after ResolveVocabulary, as BuildTrainingData takes it.
+Config FixtureConfig() {
+  Config c = FixtureFlags();
+  const absl::Status resolved = ResolveVocabulary(&c).status();
+  EXPECT_TRUE(resolved.ok()) << resolved;
   return c;
 }
 
@@ -48,13 +57,16 @@ TEST(TrainingDataTest, SampleCountsAsMegatron) {
 
 TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {
   const JsonValue expected = ReadJsonOrDie(Fixtures() + "/gpt_tiny_uint16_seq16_seed1234_n40.json");
-  Config c = FixtureConfig();
+  Config c = FixtureFlags();
+  auto tokenizer = ResolveVocabulary(&c);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  ASSERT_NE(*tokenizer, nullptr);
+  EXPECT_EQ((*tokenizer)->eod(), 50256);
+  EXPECT_EQ(c.model().vocab_size(), 50257);
   c.mutable_data()->set_data_cache_path(TempDir() + "/cache");
   auto data = BuildTrainingData(c, 40, 0, 0, /*build_cache_here=*/true);
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_EQ(data->vocab_size, 50257);
-  ASSERT_NE(data->tokenizer, nullptr);
-  EXPECT_EQ(data->tokenizer->eod(), 50256);
+  EXPECT_EQ(data->token_ids.vocab_size, 50257);
   ASSERT_NE(data->train, nullptr);
   EXPECT_EQ(data->valid, nullptr);
   EXPECT_EQ(data->test, nullptr);
@@ -103,8 +115,7 @@ TEST(TrainingDataTest, MockDataPerSplit) {
   c.mutable_data()->set_mock_data(true);
   auto data = BuildTrainingData(c, 64, 16, 0, true);
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_EQ(data->vocab_size, 100);
-  EXPECT_EQ(data->tokenizer, nullptr);
+  EXPECT_EQ(data->token_ids.vocab_size, 100);
   ASSERT_NE(data->train, nullptr);
   ASSERT_NE(data->valid, nullptr);
   EXPECT_EQ(data->test, nullptr);
@@ -120,45 +131,73 @@ TEST(TrainingDataTest, MockDataPerSplit) {
   EXPECT_LT(same, 2);  // the splits are different streams
 }
 
+// The vocabulary ResolveVocabulary puts in the config, with the tokenizer's eod
+// inside it, and the data built from that config uses exactly it.
 TEST(TrainingDataTest, TokenizersAndVocabSizes) {
-  Config c;
-  c.mutable_model()->set_seq_length(8);
-  c.mutable_data()->set_mock_data(true);
-  c.mutable_data()->set_tokenizer_type("ByteTokenizer");
-  auto bytes = BuildTrainingData(c, 1, 0, 0, true);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(bytes->vocab_size, 257);
-  c.mutable_data()->set_tokenizer_type("NullTokenizer");
-  c.mutable_model()->set_vocab_size(1000);
-  auto null = BuildTrainingData(c, 1, 0, 0, true);
-  ASSERT_TRUE(null.ok()) << null.status();
-  EXPECT_EQ(null->vocab_size, 1001);  // ids below 1000, eod 1000, as Megatron
+  struct Case {
+    const char* tokenizer;
+    int32_t flag_vocab_size;
+    int64_t vocab_size;
+    int32_t eod;  // -1: no tokenizer
+  };
+  const Case cases[] = {
+      {"ByteTokenizer", 0, 257, 256},
+      {"NullTokenizer", 1000, 1001, 1000},  // ids below 1000, eod 1000, as Megatron
+      {"", 100, 100, -1},
+  };
+  for (const Case& want : cases) {
+    SCOPED_TRACE(want.tokenizer);
+    Config c;
+    c.mutable_model()->set_seq_length(8);
+    c.mutable_data()->set_mock_data(true);
+    c.mutable_data()->set_tokenizer_type(want.tokenizer);
+    c.mutable_model()->set_vocab_size(want.flag_vocab_size);
+    auto tokenizer = ResolveVocabulary(&c);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_EQ(c.model().vocab_size(), want.vocab_size);
+    EXPECT_EQ(*tokenizer == nullptr ? -1 : (*tokenizer)->eod(), want.eod);
+    if (*tokenizer != nullptr) {
+      EXPECT_EQ((*tokenizer)->vocab_size(), want.vocab_size);
+    }
+    auto data = BuildTrainingData(c, 200, 0, 0, true);
+    ASSERT_TRUE(data.ok()) << data.status();
+    // Not NullTokenizer rebuilt from the resolved size (1002 ids, eod 1001).
+    EXPECT_EQ(data->token_ids.vocab_size, want.vocab_size);
+    for (int64_t i = 0; i < 200; ++i) {
+      for (int64_t id : Tokens(*data->train, i)) ASSERT_LT(id, want.vocab_size);
+    }
+  }
 }
 
 TEST(TrainingDataTest, ErrorsNameFlagsAndFiles) {
-  Config c = FixtureConfig();
+  Config c = FixtureFlags();
   c.mutable_data()->clear_merge_file();
-  auto no_merges = BuildTrainingData(c, 1, 0, 0, true);
+  auto no_merges = ResolveVocabulary(&c);
   ASSERT_FALSE(no_merges.ok());
   EXPECT_THAT(no_merges.status().message(), HasSubstr("--merge-file"));
 
-  c = FixtureConfig();
+  c = FixtureFlags();
   c.mutable_data()->set_vocab_file("/nonexistent/vocab.json");
-  auto bad_vocab = BuildTrainingData(c, 1, 0, 0, true);
+  auto bad_vocab = ResolveVocabulary(&c);
   ASSERT_FALSE(bad_vocab.ok());
   EXPECT_THAT(bad_vocab.status().message(), HasSubstr("/nonexistent/vocab.json"));
 
-  c = FixtureConfig();
+  c = FixtureFlags();
   c.mutable_data()->set_tokenizer_type("SentencePiece");
-  auto unknown = BuildTrainingData(c, 1, 0, 0, true);
+  auto unknown = ResolveVocabulary(&c);
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.status().message(), HasSubstr("--tokenizer-type SentencePiece"));
 
   Config mock;
   mock.mutable_data()->set_mock_data(true);
-  auto no_vocab = BuildTrainingData(mock, 1, 0, 0, true);
+  auto no_vocab = ResolveVocabulary(&mock);
   ASSERT_FALSE(no_vocab.ok());
-  EXPECT_THAT(no_vocab.status().message(), HasSubstr("--vocab-size"));
+  EXPECT_THAT(no_vocab.status().message(),
+              HasSubstr("--vocab-size 0 must be positive without --tokenizer-type"));
+  // A config whose vocabulary was never resolved is refused, not built with none.
+  auto unresolved = BuildTrainingData(FixtureFlags(), 1, 0, 0, true);
+  ASSERT_FALSE(unresolved.ok());
+  EXPECT_THAT(unresolved.status().message(), HasSubstr("ResolveVocabulary"));
 
   c = FixtureConfig();
   c.mutable_data()->set_data_path(0, Fixtures() + "/missing");

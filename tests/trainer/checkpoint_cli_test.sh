@@ -5,7 +5,8 @@
 # absent or empty --load folder starts from scratch (and not with
 # --exit-on-missing-checkpoint); a checkpoint without optimizer state, or with another
 # vocabulary padding, names the flags that load it; an unwritable --save fails before
-# training; a resume under another global batch size warns.
+# training; a resume under another global batch size warns; ranks that would load
+# different checkpoints stop before writing anything.
 set -uo pipefail
 trainer="$(realpath "$1")"
 config="$(realpath "$2")"
@@ -170,6 +171,48 @@ train --train-iters 22 --load clean --nproc-per-node 2 --global-batch-size 8 --n
 grep -q "global batch size changes" kept.out && fail "warned with the suggested --global-batch-size"
 train --train-iters 22 --load clean >same.out 2>&1 || fail "same-layout resume failed"
 grep -q "global batch size changes" same.out && fail "warned without a change"
+
+# 6. Ranks whose --load views differ (a --load folder per node, a stale copy on one
+# node) would train apart: every rank stops, naming what each loaded and the fix, and
+# nothing is written. The two ranks start as torchrun or srun starts them, each with
+# its own --load and --save, as on two nodes.
+# mismatched_ranks NAME LOAD0 SAVE0 LOAD1 SAVE1 "<substring>"...: both exit 1, each
+# substring in both ranks' stderr, no training step, LOAD0 unchanged, SAVE1 not created.
+mismatched_ranks() {
+  local name="$1" load0="$2" save0="$3" load1="$4" save1="$5" rank
+  shift 5
+  local loads=("$load0" "$load1") saves=("$save0" "$save1") before
+  before=$(snapshot "$load0")
+  for rank in 0 1; do
+    RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank CONVEYOR_RUN_DIR="$tmp/$name.run" timeout 300 \
+      "$trainer" --config "$config" --lr-warmup-iters 0 --log-interval 1 --train-iters 25 \
+      --distributed-timeout-minutes 1 --load "${loads[rank]}" --save "${saves[rank]}" \
+      >"$name.$rank.out" 2>"$name.$rank.err" &
+    pids[rank]=$!
+  done
+  for rank in 0 1; do
+    wait "${pids[rank]}"
+    local code=$?
+    [[ $code -eq 1 ]] || fail "$name: rank $rank exited $code, want 1: $(tail -3 "$name.$rank.err")"
+    for want in "$@"; do
+      grep -qF -- "$want" "$name.$rank.err" ||
+        fail "$name: rank $rank's stderr lacks '$want': $(grep error "$name.$rank.err")"
+    done
+    grep -q '^ iteration ' "$name.$rank.out" && fail "$name: rank $rank trained"
+  done
+  [[ "$(snapshot "$load0")" == "$before" ]] || fail "$name: $load0 changed on disk"
+  [[ -e "$save1" ]] && fail "$name: $save1 was created"
+}
+# Rank 1's node has its own, empty --load folder: it would start from scratch.
+mismatched_ranks per_node_load clean clean node1_ckpt node1_ckpt \
+  "the ranks loaded different checkpoints (rank 0: iteration 20 (160 samples consumed); rank 1: no checkpoint (starting from iteration 0))" \
+  "nothing was trained or changed" "Every rank must see the same --load folder"
+grep -qF "this rank's is node1_ckpt" per_node_load.1.err || fail "rank 1 does not name its --load"
+# Rank 1 sees a stale copy, whose latest file still names iteration 15.
+fresh_copy stale
+echo 15 >stale/latest_checkpointed_iteration.txt
+mismatched_ranks stale_view clean clean stale stale_save \
+  "(rank 0: iteration 20 (160 samples consumed); rank 1: iteration 15 (120 samples consumed))"
 
 if ((failures)); then
   echo "$failures failure(s)"

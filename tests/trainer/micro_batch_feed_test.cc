@@ -47,10 +47,10 @@ TEST(MicroBatchFeedTest, RefusesMicroBatchesWithIdsOutsideTheVocabulary) {
   config.sequence_length = 8;
   config.random_seed = 7;
   config.num_samples = 64;
-  auto plain = GptDataset::Create(ds, docs, config);
-  auto checked = GptDataset::Create(ds, docs, config);
+  auto plain = GptDataset::Create(ds, docs, config, /*token_ids=*/{});
+  auto checked =
+      GptDataset::Create(ds, docs, config, {{/*vocab_size=*/50, ""}, "--data-path " + prefix});
   ASSERT_TRUE(plain.ok() && checked.ok());
-  (*checked)->CheckTokenIds({/*vocab_size=*/50, ""}, "--data-path " + prefix);
 
   constexpr int64_t kMicro = 2, kSeq = 8, kDp = 2, kMicroBatches = 4;
   int refused = 0, served = 0;

@@ -96,10 +96,12 @@ absl::StatusOr<CheckpointFolderSurvey> SurveyCheckpointFolder(const std::string&
 
 std::optional<int64_t> NewestOpenableIteration(const std::string& load_dir,
                                                const CheckpointFolderSurvey& survey,
-                                               std::optional<int64_t> except) {
+                                               std::optional<int64_t> except, int max_tries) {
   const std::vector<int64_t>& committed = survey.committed_iterations;
-  for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
+  int tries = 0;
+  for (auto it = committed.rbegin(); it != committed.rend() && tries < max_tries; ++it) {
     if (*it == except) continue;
+    ++tries;
     if (OpenCheckpoint(load_dir, *it).ok()) return *it;
   }
   return std::nullopt;

@@ -97,12 +97,13 @@ struct CheckpointFolderSurvey {
 absl::StatusOr<CheckpointFolderSurvey> SurveyCheckpointFolder(const std::string& load_dir);
 
 // The newest of `survey`'s committed iterations, other than `except`, that
-// OpenCheckpoint accepts; nullopt when none does. For messages that suggest what to
-// load instead of a damaged checkpoint: it opens manifests and sizes data files but
-// reads no tensor data.
+// OpenCheckpoint accepts, trying at most the `max_tries` newest of them; nullopt when
+// none of those does. For messages that suggest what to load instead of a damaged
+// checkpoint: it opens manifests and sizes data files but reads no tensor data, and
+// `max_tries` bounds that work when every rank of a job looks at once.
 std::optional<int64_t> NewestOpenableIteration(const std::string& load_dir,
                                                const CheckpointFolderSurvey& survey,
-                                               std::optional<int64_t> except);
+                                               std::optional<int64_t> except, int max_tries);
 
 // Bytes read by LoadTensors, for bandwidth reports. Can exceed the targets' size:
 // a stored record is read (and checksummed) whole even when a target needs part of it.

@@ -83,12 +83,30 @@ TEST(NewestOpenableIterationTest, SkipsTheFailingIterationAndDamagedOnes) {
   for (int64_t it : {5, 10, 15}) ASSERT_TRUE(SaveAt(dir, it).ok());
   absl::StatusOr<CheckpointFolderSurvey> survey = SurveyCheckpointFolder(dir);
   ASSERT_TRUE(survey.ok());
-  EXPECT_EQ(NewestOpenableIteration(dir, *survey, std::nullopt), 15);
-  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 15), 10);
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, std::nullopt, 3), 15);
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 15, 3), 10);
   ASSERT_TRUE(RemoveFile(dir + "/iter_0000010/rank_00000.bin").ok());
-  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 15), 5);
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 15, 3), 5);
   ASSERT_TRUE(RemoveFile(dir + "/iter_0000005/manifest.pb").ok());
-  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 15), std::nullopt);
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 15, 3), std::nullopt);
+}
+
+TEST(NewestOpenableIterationTest, TriesOnlyTheNewestFew) {
+  // Every rank may look at once, on shared storage: older checkpoints are not opened.
+  const std::string dir = FreshDir("newest_openable_few");
+  for (int64_t it : {5, 10, 15, 20}) ASSERT_TRUE(SaveAt(dir, it).ok());
+  absl::StatusOr<CheckpointFolderSurvey> survey = SurveyCheckpointFolder(dir);
+  ASSERT_TRUE(survey.ok());
+  ASSERT_TRUE(RemoveFile(dir + "/iter_0000015/manifest.pb").ok());
+  ASSERT_TRUE(RemoveFile(dir + "/iter_0000010/manifest.pb").ok());
+  // Excluding 20, the two newest others are damaged: 5 is the third try.
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 20, 3), 5);
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, 20, 2), std::nullopt);
+  // The excluded iteration is no try.
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, std::nullopt, 3), 20);
+  ASSERT_TRUE(RemoveFile(dir + "/iter_0000020/manifest.pb").ok());
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, std::nullopt, 3), std::nullopt);
+  EXPECT_EQ(NewestOpenableIteration(dir, *survey, std::nullopt, 4), 5);
 }
 
 TEST(ProbeSaveFolderTest, CreatesAMissingFolderAndLeavesNoProbeBehind) {

@@ -1,0 +1,131 @@
+// The ranks' agreement before training (load_agreement.h): a rank that failed makes
+// every rank stop, and ranks that loaded different checkpoints (a --load folder per
+// node, a stale view of shared storage) are refused on every rank with what each
+// loaded and the fix, instead of training apart. Ranks run as threads, so each case
+// also shows that the collectives meet whatever each rank's outcome.
+#include "trainer/checkpoint/load_agreement.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parallel/self_communicator.h"
+#include "tests/trainer/checkpoint/in_process_world.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Each;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing_util::InProcessWorld;
+
+// Each rank's verdict when rank r's load gave `loaded[r]`, its --load `load_dirs[r]`.
+std::vector<absl::Status> Agree(const std::vector<absl::StatusOr<LoadedCheckpointId>>& loaded,
+                                const std::vector<std::string>& load_dirs) {
+  InProcessWorld world(int(loaded.size()));
+  return world.Run([&](int rank, Communicator& comm) {
+    return AgreeOnLoadedCheckpoint(comm, loaded[rank], load_dirs[rank]);
+  });
+}
+
+LoadedCheckpointId At(int64_t iteration, int64_t consumed_samples) {
+  return {iteration, consumed_samples};
+}
+
+const LoadedCheckpointId kNone{};
+
+TEST(LoadAgreementTest, RanksThatLoadedTheSameCheckpointAgree) {
+  EXPECT_THAT(Agree({At(20, 160), At(20, 160), At(20, 160)}, {"ckpt", "ckpt", "ckpt"}),
+              Each(absl::OkStatus()));
+  EXPECT_THAT(Agree({kNone, kNone}, {"ckpt", "ckpt"}), Each(absl::OkStatus()));
+  SelfCommunicator alone;
+  EXPECT_TRUE(AgreeOnLoadedCheckpoint(alone, At(5, 40), "ckpt").ok());
+}
+
+TEST(LoadAgreementTest, OneRankFromScratchAnotherResumingIsRefusedOnEveryRank) {
+  // Rank 1's --load is its node's own, empty folder.
+  const std::vector<absl::Status> verdicts =
+      Agree({At(20, 160), kNone}, {"/shared/ckpt", "/local/ckpt"});
+  for (int rank = 0; rank < 2; ++rank) {
+    const absl::Status& st = verdicts[rank];
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << "rank " << rank << ": " << st;
+    EXPECT_THAT(st.message(),
+                AllOf(HasSubstr("the ranks loaded different checkpoints (rank 0: iteration 20 "
+                                "(160 samples consumed); rank 1: no checkpoint (starting from "
+                                "iteration 0))"),
+                      HasSubstr("nothing was trained or changed"),
+                      HasSubstr("Every rank must see the same --load folder")));
+  }
+  EXPECT_THAT(verdicts[0].message(), HasSubstr("this rank's is /shared/ckpt"));
+  EXPECT_THAT(verdicts[1].message(), HasSubstr("this rank's is /local/ckpt"));
+}
+
+TEST(LoadAgreementTest, GroupsRanksByWhatTheyLoaded) {
+  // A stale view: ranks 2 and 3 see the latest file of an older save.
+  const std::vector<absl::Status> verdicts =
+      Agree({At(20, 160), At(20, 160), At(15, 120), At(15, 120), At(20, 160)},
+            std::vector<std::string>(5, "ckpt"));
+  for (const absl::Status& st : verdicts) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+    EXPECT_THAT(st.message(), HasSubstr("(ranks 0,1,4: iteration 20 (160 samples consumed); "
+                                        "ranks 2,3: iteration 15 (120 samples consumed))"));
+  }
+}
+
+TEST(LoadAgreementTest, TheSameIterationWithOtherConsumedSamplesIsRefused) {
+  // Two runs' folders, both at iteration 20, trained with other batch sizes.
+  const std::vector<absl::Status> verdicts = Agree({At(20, 160), At(20, 320)}, {"a", "b"});
+  for (const absl::Status& st : verdicts) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+    EXPECT_THAT(st.message(), HasSubstr("rank 0: iteration 20 (160 samples consumed); rank 1: "
+                                        "iteration 20 (320 samples consumed)"));
+  }
+}
+
+TEST(LoadAgreementTest, ARankWithoutLoadIsNamed) {
+  const std::vector<absl::Status> verdicts = Agree({At(20, 160), kNone}, {"ckpt", ""});
+  EXPECT_THAT(verdicts[1].message(), HasSubstr("this rank has no --load"));
+}
+
+TEST(LoadAgreementTest, AFailedRankStopsEveryRankAndKeepsItsOwnError) {
+  const absl::Status damaged = absl::DataLossError("checksum mismatch in ckpt/x.bin");
+  const std::vector<absl::Status> verdicts = Agree({At(20, 160), damaged, kNone}, {"c", "c", "c"});
+  EXPECT_EQ(verdicts[1], damaged);
+  for (int rank : {0, 2}) {
+    EXPECT_TRUE(absl::IsAborted(verdicts[rank])) << verdicts[rank];
+    EXPECT_THAT(verdicts[rank].message(),
+                HasSubstr("rank(s) 1 could not load --load (their errors say why)"));
+    // A failure is reported as such, not as a disagreement.
+    EXPECT_THAT(verdicts[rank].message(), Not(HasSubstr("different checkpoints")));
+  }
+}
+
+TEST(AgreeAcrossRanksTest, EveryRankLearnsWhichRanksFailed) {
+  InProcessWorld world(4);
+  const std::vector<absl::Status> verdicts = world.Run([](int rank, Communicator& comm) {
+    const absl::Status mine = rank == 1 || rank == 2
+                                  ? absl::FailedPreconditionError("--save cannot hold checkpoints")
+                                  : absl::OkStatus();
+    return AgreeAcrossRanks(comm, mine, "prepare --save");
+  });
+  EXPECT_THAT(verdicts[1].message(), HasSubstr("--save cannot hold checkpoints"));
+  EXPECT_THAT(verdicts[2].message(), HasSubstr("--save cannot hold checkpoints"));
+  for (int rank : {0, 3}) {
+    EXPECT_TRUE(absl::IsAborted(verdicts[rank])) << verdicts[rank];
+    EXPECT_THAT(verdicts[rank].message(), HasSubstr("rank(s) 1,2 could not prepare --save"));
+  }
+  InProcessWorld healthy(2);
+  EXPECT_THAT(healthy.Run([](int, Communicator& comm) {
+    return AgreeAcrossRanks(comm, absl::OkStatus(), "prepare --save");
+  }),
+              Each(absl::OkStatus()));
+}
+
+}  // namespace
+}  // namespace conveyor
