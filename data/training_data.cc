@@ -121,6 +121,16 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
     absl::StatusOr<SplitSources> built = BuildSplitDatasets(build, sizes);
     if (!built.ok()) return built.status();
     sources = *std::move(built);
+    if (sizes[0] > 0 && sources[0] == nullptr) {
+      // A zero weight (--split 0,0,1) leaves no training split at all.
+      return absl::InvalidArgumentError(
+          data.data_path_size() > 0
+              ? absl::StrCat("--split ", data.split(),
+                             " gives the train split no share of --data-path: there is nothing "
+                             "to train on; give train a positive weight (e.g. --split 969,30,1)")
+              : std::string("--train-data-path is not set: there is nothing to train on; pass "
+                            "it (or --data-path with --split)"));
+    }
     // A cheap early look (one sample per split): data made with another
     // tokenizer usually shows in its first sample already.
     for (const std::unique_ptr<SampleSource>& source : sources) {

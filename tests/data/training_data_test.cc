@@ -206,6 +206,14 @@ TEST(TrainingDataTest, ErrorsNameFlagsAndFiles) {
   EXPECT_THAT(missing.status().message(), HasSubstr("--data-path"));
   EXPECT_THAT(missing.status().message(), HasSubstr("missing.idx"));
 
+  // A zero train weight leaves nothing to train on (it used to leave a null split).
+  c = FixtureConfig();
+  c.mutable_data()->set_split("0,0,1");
+  auto no_train = BuildTrainingData(c, 4, 0, 1, true);
+  ASSERT_FALSE(no_train.ok());
+  EXPECT_THAT(no_train.status().message(),
+              HasSubstr("--split 0,0,1 gives the train split no share of --data-path"));
+
   c = FixtureConfig();
   c.mutable_training()->set_seed(-1);
   auto bad_seed = BuildTrainingData(c, 1, 0, 0, true);
