@@ -180,7 +180,10 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << *plan;
     return kExitOk;
   }
-  if (env->has_value()) return RunRank(config, &**env, out, err);  // external launcher
+  // An external launcher's ranks; one launched process with --nproc-per-node > 1 forks
+  // them itself (srun -n1 trainer --nproc-per-node 4).
+  const bool launched_alone = env->has_value() && (*env)->world_size == 1 && world_size > 1;
+  if (env->has_value() && !launched_alone) return RunRank(config, &**env, out, err);
   if (world_size == 1) return RunRank(config, nullptr, out, err);
   if (config.parallel().nnodes() > 1) {
     return UsageError(err,

@@ -595,9 +595,12 @@ bool ReadPositiveEnv(const EnvLookup& getenv_fn, const char* name, int* out) {
 }  // namespace
 
 int WorldSizeFromEnvironment(const Config& config, const EnvLookup& getenv_fn) {
+  // A launcher's world of one (srun -n1, a one-task allocation) leaves the ranks to
+  // --nproc-per-node, as torchrun under srun -n1 would fork them.
   int world = 0;
-  if (ReadPositiveEnv(getenv_fn, "WORLD_SIZE", &world)) return world;
-  if (ReadPositiveEnv(getenv_fn, "SLURM_NTASKS", &world)) return world;
+  for (const char* name : {"WORLD_SIZE", "SLURM_NTASKS"}) {
+    if (ReadPositiveEnv(getenv_fn, name, &world) && world != 1) return world;  // 0: malformed
+  }
   const int64_t product = int64_t{config.parallel().nproc_per_node()} * config.parallel().nnodes();
   return product > 0 && product <= kInt32Max ? static_cast<int>(product) : 0;
 }

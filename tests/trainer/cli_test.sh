@@ -199,6 +199,11 @@ code=$?
 [[ $code -eq 1 ]] || fail "loading another model's checkpoint exited $code, want 1"
 grep -qF -- "--hidden-size 64 (checkpoint: 128)" "$tmp/err" || fail "no field list: $(cat "$tmp/err")"
 
+# One task launched by srun (-n1) forks --nproc-per-node ranks itself, as torchrun would.
+SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 "$trainer" --config "$config" --train-iters 5 \
+  --nproc-per-node 2 >"$tmp/srun1" 2>&1 || fail "srun -n1 with --nproc-per-node 2 failed: $(tail "$tmp/srun1")"
+grep -qF "[rank 1]" "$tmp/srun1" || fail "srun -n1 with --nproc-per-node 2 did not fork rank 1"
+
 if ((failures)); then
   echo "$failures failure(s)"
   exit 1

@@ -683,6 +683,15 @@ TEST(WorldSizeTest, FromLauncherEnvironmentOrFlags) {
   EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 32);
   env["WORLD_SIZE"] = "many";  // malformed: reported by validation, not ignored
   EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 0);
+  // One launched task (srun -n1) leaves the ranks to --nproc-per-node * --nnodes.
+  env.clear();
+  env["SLURM_NTASKS"] = "1";
+  EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 8);
+  env["WORLD_SIZE"] = "1";
+  EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 8);
+  c.mutable_parallel()->set_nproc_per_node(1);
+  c.mutable_parallel()->set_nnodes(1);
+  EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 1);
   EXPECT_THAT(Validate(Valid(), 0), Line("world size 0"));
 }
 
