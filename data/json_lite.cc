@@ -1,10 +1,14 @@
 #include "data/json_lite.h"
 
 #include <cstdlib>
+#include <limits>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace conveyor {
 
@@ -46,6 +50,85 @@ void AppendUtf8(uint32_t cp, std::string* out) {
   }
 }
 
+int Utf8SequenceLength(absl::string_view text) {
+  if (text.empty()) return 0;
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  // The lead byte fixes the length and the range of the second byte (Unicode's
+  // table 3-7); that range is what excludes overlong forms (E0, F0),
+  // surrogates (ED) and code points past U+10FFFF (F4).
+  int length = 0;
+  unsigned char low = 0x80, high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (text.size() < size_t(length) || byte(1) < low || byte(1) > high) return 0;
+  for (int i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return length;
+}
+
+size_t FindInvalidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const int length = Utf8SequenceLength(text.substr(i));
+    if (length == 0) return i;
+    i += length;
+  }
+  return absl::string_view::npos;
+}
+
+namespace {
+
+using Members = std::vector<std::pair<std::string, JsonValue>>;
+
+// Positions of an object's keys, kept once the object is too big to scan:
+// vocabularies have 50k members, JSON-lines documents a handful.
+using MemberIndex = absl::flat_hash_map<std::string, size_t>;
+constexpr size_t kMembersScanned = 16;
+
+// Adds a member as Python's dict does when json.loads builds it: a key given
+// again keeps its first position and takes the new value.
+void AddMember(std::string key, JsonValue value, Members* members, MemberIndex* index) {
+  size_t at = members->size();
+  if (members->size() <= kMembersScanned) {
+    for (size_t i = 0; i < members->size(); ++i) {
+      if ((*members)[i].first == key) {
+        at = i;
+        break;
+      }
+    }
+  } else {
+    if (index->empty()) {
+      for (size_t i = 0; i < members->size(); ++i) index->emplace((*members)[i].first, i);
+    }
+    at = index->try_emplace(key, members->size()).first->second;
+  }
+  if (at < members->size()) {
+    (*members)[at].second = std::move(value);
+  } else {
+    members->emplace_back(std::move(key), std::move(value));
+  }
+}
+
+}  // namespace
+
 // Recursive descent over the text; depth is bounded so that hostile input
 // cannot overflow the stack.
 class JsonParser {
@@ -53,6 +136,9 @@ class JsonParser {
   explicit JsonParser(absl::string_view text) : text_(text) {}
 
   absl::StatusOr<JsonValue> ParseDocument() {
+    if (absl::StartsWith(text_, kUtf8Bom)) {
+      return Error("UTF-8 byte-order mark (EF BB BF), which JSON text must not start with");
+    }
     JsonValue v;
     if (absl::Status s = ParseValue(&v, 0); !s.ok()) return s;
     SkipSpace();
@@ -101,6 +187,18 @@ class JsonParser {
       return absl::OkStatus();
     }
     if (Consume("null")) return absl::OkStatus();
+    // Not JSON, but Python's json module reads them, and json.dumps writes
+    // them for float nan and inf, so corpora made in Python can hold them.
+    constexpr double kInfinity = std::numeric_limits<double>::infinity();
+    for (const auto& [word, value] :
+         {std::pair{"NaN", std::numeric_limits<double>::quiet_NaN()},
+          std::pair{"Infinity", kInfinity}, std::pair{"-Infinity", -kInfinity}}) {
+      if (Consume(word)) {
+        v->type_ = JsonValue::Type::kNumber;
+        v->number_ = value;
+        return absl::OkStatus();
+      }
+    }
     return ParseNumber(v);
   }
 
@@ -112,6 +210,7 @@ class JsonParser {
       ++pos_;
       return absl::OkStatus();
     }
+    MemberIndex index;
     while (true) {
       SkipSpace();
       if (pos_ >= text_.size() || text_[pos_] != '"') {
@@ -124,7 +223,7 @@ class JsonParser {
       ++pos_;
       JsonValue member;
       if (absl::Status s = ParseValue(&member, depth + 1); !s.ok()) return s;
-      v->object_.emplace_back(std::move(key), std::move(member));
+      AddMember(std::move(key), std::move(member), &v->object_, &index);
       SkipSpace();
       if (pos_ < text_.size() && text_[pos_] == ',') {
         ++pos_;
@@ -182,6 +281,29 @@ class JsonParser {
     return absl::OkStatus();
   }
 
+  // The code point of a \u escape whose "\u" was just read. A high surrogate
+  // and a low one make one code point beyond the BMP (how JSON writers escape
+  // emoji). Half a pair is refused: Python reads it into a str, but no UTF-8
+  // text holds it, so Megatron's tokenizers fail on it.
+  absl::Status ParseEscapedCodePoint(uint32_t* cp) {
+    const size_t escape = pos_ - 2;
+    if (absl::Status s = ParseHex4(cp); !s.ok()) return s;
+    if (*cp < 0xD800 || *cp >= 0xE000) return absl::OkStatus();
+    uint32_t low = 0;
+    if (*cp < 0xDC00 && Consume("\\u")) {
+      if (absl::Status s = ParseHex4(&low); !s.ok()) return s;
+    }
+    if (low < 0xDC00 || low >= 0xE000) {
+      pos_ = escape;
+      return Error(absl::StrFormat(
+          "\\u%04x is half of a UTF-16 surrogate pair without its other half, which no "
+          "UTF-8 text can hold",
+          *cp));
+    }
+    *cp = 0x10000 + ((*cp - 0xD800) << 10) + (low - 0xDC00);
+    return absl::OkStatus();
+  }
+
   absl::Status ParseString(std::string* out) {
     ++pos_;  // opening quote
     while (true) {
@@ -190,6 +312,17 @@ class JsonParser {
       if (c == '"') return absl::OkStatus();
       if (static_cast<unsigned char>(c) < 0x20) {
         return Error("control character in string");
+      }
+      if (static_cast<unsigned char>(c) >= 0x80) {
+        --pos_;
+        const int length = Utf8SequenceLength(text_.substr(pos_));
+        if (length == 0) {
+          return Error(
+              absl::StrFormat("invalid UTF-8 (byte 0x%02X)", static_cast<unsigned char>(c)));
+        }
+        out->append(text_.data() + pos_, length);
+        pos_ += length;
+        continue;
       }
       if (c != '\\') {
         out->push_back(c);
@@ -224,21 +357,7 @@ class JsonParser {
           break;
         case 'u': {
           uint32_t cp = 0;
-          if (absl::Status s = ParseHex4(&cp); !s.ok()) return s;
-          // A high surrogate followed by a low one encodes one code point
-          // beyond the BMP (how JSON writers escape emoji).
-          if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
-            uint32_t low = 0;
-            if (absl::Status s = ParseHex4(&low); !s.ok()) return s;
-            if (low >= 0xDC00 && low < 0xE000) {
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-            } else {
-              AppendUtf8(0xFFFD, out);
-              cp = low;
-            }
-          } else if (cp >= 0xD800 && cp < 0xE000) {
-            cp = 0xFFFD;  // a lone surrogate cannot be UTF-8
-          }
+          if (absl::Status s = ParseEscapedCodePoint(&cp); !s.ok()) return s;
           AppendUtf8(cp, out);
           break;
         }
@@ -248,30 +367,35 @@ class JsonParser {
     }
   }
 
+  // Number of ASCII digits at pos_, which it skips.
+  size_t SkipDigits() {
+    const size_t begin = pos_;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+    return pos_ - begin;
+  }
+
+  // JSON's grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, which is
+  // Python's too: "+1", "1." and ".5" are errors there, so they are here.
   absl::Status ParseNumber(JsonValue* v) {
     const size_t begin = pos_;
+    const bool negative = Consume("-");
+    if (!Consume("0") && SkipDigits() == 0) {
+      if (negative) return Error("malformed number");
+      return Error("unexpected character");
+    }
     bool integral = true;
-    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (c >= '0' && c <= '9') {
-        ++pos_;
-      } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-        integral = false;
-        ++pos_;
-      } else {
-        break;
-      }
+    if (Consume(".")) {
+      integral = false;
+      if (SkipDigits() == 0) return Error("malformed number");
     }
-    if (pos_ == begin) return Error("unexpected character");
+    if (Consume("e") || Consume("E")) {
+      integral = false;
+      if (!Consume("+")) Consume("-");
+      if (SkipDigits() == 0) return Error("malformed number");
+    }
     const std::string number(text_.substr(begin, pos_ - begin));
-    char* end = nullptr;
     v->type_ = JsonValue::Type::kNumber;
-    v->number_ = std::strtod(number.c_str(), &end);
-    if (end != number.c_str() + number.size()) {
-      pos_ = begin;
-      return Error("malformed number");
-    }
+    v->number_ = std::strtod(number.c_str(), nullptr);
     if (integral) {
       v->is_integer_ = true;
       v->integer_ = std::strtoll(number.c_str(), nullptr, 10);

@@ -57,9 +57,25 @@ class JsonValue {
   std::vector<std::pair<std::string, JsonValue>> object_;
 };
 
-// Parses one JSON document; trailing non-space text is an error. Errors give
-// the byte offset of the problem.
+// Parses one JSON document as Python's json.loads does (the reader of every
+// file Megatron takes): a key given twice keeps its first position and its
+// last value; NaN, Infinity and -Infinity are numbers. Refused as there: a
+// leading byte-order mark, text that is not well-formed UTF-8, a \u escape of
+// half a surrogate pair (no UTF-8 text holds one), and trailing non-space
+// text. Errors give the byte offset of the problem.
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
+
+// The byte-order mark some editors write at the start of UTF-8 files.
+inline constexpr absl::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+// Length (1-4) of the well-formed UTF-8 sequence that starts `text`, or 0 when
+// none does. Well-formed as Python's strict decoder has it: no overlong forms,
+// no surrogates, nothing above U+10FFFF, no truncated sequence.
+int Utf8SequenceLength(absl::string_view text);
+
+// Offset of the first byte of `text` that is not part of well-formed UTF-8, or
+// absl::string_view::npos when all of it is.
+size_t FindInvalidUtf8(absl::string_view text);
 
 // Appends code point `cp` to `out` as UTF-8.
 void AppendUtf8(uint32_t cp, std::string* out);

@@ -1,13 +1,23 @@
 #include "data/preprocess.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <system_error>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "data/indexed_dataset_builder.h"
 #include "data/json_lite.h"
 
@@ -18,136 +28,369 @@ namespace {
 // start-up, small enough to bound memory.
 constexpr size_t kBatchLines = 8192;
 
+// Any bad line may instead be dropped; every fix for one ends with this.
+constexpr absl::string_view kOrSkip = ", or pass --skip-bad-lines to drop such lines";
+constexpr absl::string_view kFixLine = "fix the line";
+
 struct Line {
   int64_t number = 0;  // 1-based, for error messages
   std::string text;
 };
 
-// One line's result: a token list per key, or an error.
-struct Encoded {
-  absl::Status status;
-  std::vector<std::vector<int32_t>> tokens;  // [key]
+// One key's document as Megatron's encode() makes it: its token ids and the
+// length of each sequence (sentence) they form.
+struct Document {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> lengths;
 };
 
-Encoded EncodeLine(const Line& line, const PreprocessOptions& options, const Tokenizer& tokenizer) {
+// Why a line cannot be used. The fix is shown when the line stops the run;
+// with --skip-bad-lines only `what` is reported.
+struct LineError {
+  std::string what;
+  std::string fix;
+};
+
+// One line's result: a document per key, or why the line is bad.
+struct Encoded {
+  std::optional<LineError> error;
+  std::vector<Document> documents;  // [key]
+};
+
+std::string TypeName(const JsonValue& value) {
+  switch (value.type()) {
+    case JsonValue::Type::kNull:
+      return "null";
+    case JsonValue::Type::kBool:
+      return value.boolean() ? "true" : "false";
+    case JsonValue::Type::kNumber:
+      return "a number";
+    case JsonValue::Type::kString:
+      return "a string";
+    case JsonValue::Type::kArray:
+      return "a list";
+    case JsonValue::Type::kObject:
+      return "an object";
+  }
+  return "a JSON value";
+}
+
+// Says which fields a line has, for an error about one it lacks.
+std::string FieldNames(const JsonValue& object) {
+  constexpr size_t kShown = 8;
+  if (object.object().empty()) return "the line has no fields";
+  std::vector<std::string> names;
+  for (const auto& [name, value] : object.object()) {
+    if (names.size() == kShown) break;
+    names.push_back(absl::StrCat("\"", name, "\""));
+  }
+  std::string out = absl::StrCat("the line's fields: ", absl::StrJoin(names, ", "));
+  if (object.size() > kShown) absl::StrAppend(&out, ", ... (", object.size(), " in all)");
+  return out;
+}
+
+// Megatron reads the file as UTF-8 text before json.loads sees a line, so
+// these lines fail there too; they get their own fix.
+std::optional<LineError> CheckEncoding(absl::string_view text, const std::string& input) {
+  if (absl::StartsWith(text, kUtf8Bom)) {
+    return LineError{
+        "the line starts with a UTF-8 byte-order mark (bytes EF BB BF), which JSON does not "
+        "allow (Python's json.loads, which Megatron uses, refuses it too)",
+        absl::StrCat("save the file as UTF-8 without the mark (e.g. sed -i 's/^\\xEF\\xBB\\xBF//' ",
+                     input, ")", kOrSkip)};
+  }
+  if (const size_t bad = FindInvalidUtf8(text); bad != absl::string_view::npos) {
+    return LineError{
+        absl::StrFormat("invalid UTF-8 at byte %d of the line (0x%02X); Megatron stops there with "
+                        "a UnicodeDecodeError",
+                        bad, static_cast<unsigned char>(text[bad])),
+        absl::StrCat("re-encode the input as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8 if it is "
+                     "Latin-1)",
+                     kOrSkip)};
+  }
+  return std::nullopt;
+}
+
+// Megatron's encode() for one field: a string is one sequence; a list holds
+// the document's sentences, one sequence each, those of no tokens dropped;
+// --append-eod ends the last sequence, if the document has any.
+std::optional<LineError> EncodeField(const JsonValue& doc, const std::string& key,
+                                     const PreprocessOptions& options, const Tokenizer& tokenizer,
+                                     Document* out) {
+  const JsonValue* value = doc.Find(key);
+  if (value == nullptr) {
+    return LineError{absl::StrCat("no field \"", key, "\" (", FieldNames(doc), ")"),
+                     absl::StrCat("--json-keys names the fields to read (default: text); name "
+                                  "the one that holds the text",
+                                  kOrSkip)};
+  }
+  std::vector<const std::string*> sentences;
+  if (value->is_string()) {
+    sentences.push_back(&value->str());
+  } else if (value->is_array()) {
+    for (size_t i = 0; i < value->size(); ++i) {
+      const JsonValue& sentence = (*value)[i];
+      if (!sentence.is_string()) {
+        return LineError{absl::StrCat("field \"", key, "\" is a list whose element ", i,
+                                      " (from 0) is ", TypeName(sentence),
+                                      ": a list must hold only strings, the document's sentences"),
+                         absl::StrCat(kFixLine, kOrSkip)};
+      }
+      sentences.push_back(&sentence.str());
+    }
+  } else {
+    return LineError{absl::StrCat("field \"", key, "\" is ", TypeName(*value),
+                                  ": it must be a string, or a list of strings (sentences)"),
+                     absl::StrCat(kFixLine, kOrSkip)};
+  }
+  for (const std::string* sentence : sentences) {
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Tokenize(*sentence);
+    if (!ids.ok()) {
+      return LineError{absl::StrCat("field \"", key, "\": ", ids.status().message()),
+                       absl::StrCat(kFixLine, " or the tokenizer flags", kOrSkip)};
+    }
+    if (ids->empty()) continue;
+    out->lengths.push_back(int32_t(ids->size()));
+    if (out->ids.empty()) {
+      out->ids = *std::move(ids);
+    } else {
+      out->ids.insert(out->ids.end(), ids->begin(), ids->end());
+    }
+  }
+  if (options.append_eod && !out->ids.empty()) {
+    out->ids.push_back(tokenizer.eod());
+    ++out->lengths.back();
+  }
+  return std::nullopt;
+}
+
+Encoded EncodeLine(absl::string_view text, const PreprocessOptions& options,
+                   const Tokenizer& tokenizer) {
   Encoded out;
-  auto fail = [&](absl::string_view what) {
-    out.status =
-        absl::InvalidArgumentError(absl::StrCat(options.input, ":", line.number, ": ", what));
+  out.error = CheckEncoding(text, options.input);
+  if (out.error) return out;
+  auto not_json = [&](std::string what) {
+    out.error = LineError{std::move(what),
+                          absl::StrCat("each line must hold one JSON object: ", kFixLine, kOrSkip)};
     return out;
   };
-  absl::StatusOr<JsonValue> doc = ParseJson(line.text);
-  if (!doc.ok()) return fail(doc.status().message());
-  if (!doc->is_object()) return fail("not a JSON object");
-  for (const std::string& key : options.json_keys) {
-    const JsonValue* value = doc->Find(key);
-    if (value == nullptr || !value->is_string()) {
-      return fail(absl::StrCat("no string field \"", key, "\""));
-    }
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Tokenize(value->str());
-    if (!ids.ok()) return fail(ids.status().message());
-    // As Megatron: eod only closes a document that has tokens.
-    if (options.append_eod && !ids->empty()) ids->push_back(tokenizer.eod());
-    out.tokens.push_back(*std::move(ids));
+  absl::StatusOr<JsonValue> doc = ParseJson(text);
+  if (!doc.ok()) return not_json(std::string(doc.status().message()));
+  if (!doc->is_object()) {
+    return not_json(absl::StrCat("the line is ", TypeName(*doc), ", not a JSON object"));
+  }
+  out.documents.resize(options.json_keys.size());
+  for (size_t k = 0; k < options.json_keys.size() && !out.error; ++k) {
+    out.error = EncodeField(*doc, options.json_keys[k], options, tokenizer, &out.documents[k]);
   }
   return out;
+}
+
+// Encodes `batch` on up to options.workers threads, which take interleaved
+// lines; results land in line order.
+void EncodeBatch(const std::vector<Line>& batch, const PreprocessOptions& options,
+                 const Tokenizer& tokenizer, std::vector<Encoded>* encoded) {
+  encoded->assign(batch.size(), Encoded());
+  const int workers = std::min<int>(options.workers, std::max<size_t>(batch.size(), 1));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      for (size_t i = w; i < batch.size(); i += workers) {
+        (*encoded)[i] = EncodeLine(batch[i].text, options, tokenizer);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Reads up to kBatchLines non-blank lines into `batch`; false at the end of
+// the input.
+bool ReadBatch(std::istream& in, std::vector<Line>* batch, PreprocessSummary* summary) {
+  batch->clear();
+  std::string text;
+  while (batch->size() < kBatchLines) {
+    if (!std::getline(in, text)) return false;
+    ++summary->lines;
+    summary->input_bytes += int64_t(text.size()) + 1;
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank
+    batch->push_back({summary->lines, std::move(text)});
+  }
+  return true;
+}
+
+// The output datasets, one per key. They are partial until Finalize; Discard
+// removes the files made so far, so that a failed run leaves nothing a
+// training run could take for a dataset.
+class OutputDatasets {
+ public:
+  explicit OutputDatasets(const PreprocessOptions& options) {
+    for (const std::string& key : options.json_keys) {
+      prefixes_.push_back(absl::StrCat(options.output_prefix, "_", key, "_document"));
+    }
+  }
+  const std::vector<std::string>& prefixes() const { return prefixes_; }
+
+  absl::Status Create(TokenDType dtype) {
+    for (const std::string& prefix : prefixes_) {
+      absl::StatusOr<std::unique_ptr<IndexedDatasetBuilder>> builder =
+          IndexedDatasetBuilder::Create(prefix + ".bin", dtype);
+      if (!builder.ok()) return builder.status();
+      builders_.push_back(*std::move(builder));
+    }
+    return absl::OkStatus();
+  }
+
+  // Adds one line's documents, one per key; counts their tokens in `tokens`.
+  absl::Status Add(const std::vector<Document>& documents, int64_t* tokens) {
+    for (size_t k = 0; k < builders_.size(); ++k) {
+      const Document& doc = documents[k];
+      if (absl::Status s = builders_[k]->AddDocument(absl::MakeConstSpan(doc.ids), doc.lengths);
+          !s.ok()) {
+        return s;
+      }
+      *tokens += int64_t(doc.ids.size());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Finalize() {
+    for (size_t k = 0; k < builders_.size(); ++k) {
+      if (absl::Status s = builders_[k]->Finalize(prefixes_[k] + ".idx"); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  void Discard() {
+    // Only the files this run created: a .bin it could not create may be
+    // someone else's.
+    const size_t created = builders_.size();
+    builders_.clear();  // closes the .bin files
+    for (size_t k = 0; k < created; ++k) {
+      std::remove((prefixes_[k] + ".bin").c_str());
+      std::remove((prefixes_[k] + ".idx").c_str());
+    }
+  }
+
+ private:
+  std::vector<std::string> prefixes_;
+  std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders_;
+};
+
+absl::Status CheckOptions(const PreprocessOptions& options) {
+  if (options.json_keys.empty()) {
+    return absl::InvalidArgumentError(
+        "--json-keys is empty: name the fields to read, e.g. --json-keys text");
+  }
+  absl::flat_hash_set<std::string> keys;
+  for (const std::string& key : options.json_keys) {
+    if (!keys.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--json-keys names \"", key, "\" twice; each key makes one dataset: name it once"));
+    }
+  }
+  if (options.workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers must be >= 1, got ", options.workers));
+  }
+  std::error_code error;
+  if (std::filesystem::is_directory(options.input, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--input ", options.input,
+        " is a directory, not a file: name one JSON-lines file in it (run preprocess once per "
+        "file, or concatenate the files first)"));
+  }
+  return absl::OkStatus();
+}
+
+// A run that wrote no document made nothing to train on, so it fails and
+// says why.
+absl::Status CheckWroteDocuments(const PreprocessOptions& options,
+                                 const PreprocessSummary& summary) {
+  if (summary.documents > 0) return absl::OkStatus();
+  std::string why;
+  if (summary.lines == 0) {
+    why = "the file is empty";
+  } else if (summary.skipped_lines == 0) {
+    why = absl::StrCat("its ", summary.lines, " lines are all blank");
+  } else {
+    why = absl::StrCat("every line was bad (", summary.skipped_lines,
+                       " skipped, each reported above); fix the lines, or check that --json-keys (",
+                       absl::StrJoin(options.json_keys, " "), ") names fields they have");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(options.input, ": no documents to write, so no dataset was written: ", why));
+}
+
+void LogProgress(const PreprocessSummary& summary, double seconds, std::FILE* log) {
+  seconds = std::max(seconds, 1e-9);
+  std::fprintf(log, "processed %lld documents (%.0f docs/s, %.2f MB/s, %lld tokens)\n",
+               static_cast<long long>(summary.documents), summary.documents / seconds,
+               summary.input_bytes / seconds / 1e6, static_cast<long long>(summary.tokens));
+  std::fflush(log);
+}
+
+// Reads, encodes and writes every line of `in`.
+absl::Status ProcessLines(std::istream& in, const PreprocessOptions& options,
+                          const Tokenizer& tokenizer, OutputDatasets* outputs,
+                          PreprocessSummary* summary) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::vector<Line> batch;
+  std::vector<Encoded> encoded;
+  bool more = true;
+  while (more) {
+    more = ReadBatch(in, &batch, summary);
+    EncodeBatch(batch, options, tokenizer, &encoded);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (const std::optional<LineError>& error = encoded[i].error) {
+        const std::string where =
+            absl::StrCat(options.input, ":", batch[i].number, ": ", error->what);
+        if (!options.skip_bad_lines) {
+          return absl::InvalidArgumentError(absl::StrCat(where, "; ", error->fix));
+        }
+        std::fprintf(options.log, "skipping %s\n", where.c_str());
+        ++summary->skipped_lines;
+        continue;
+      }
+      if (absl::Status s = outputs->Add(encoded[i].documents, &summary->tokens); !s.ok()) return s;
+      ++summary->documents;
+      if (options.log_interval > 0 && summary->documents % options.log_interval == 0) {
+        LogProgress(*summary, elapsed(), options.log);
+      }
+    }
+  }
+  if (in.bad()) {
+    return absl::DataLossError(
+        absl::StrCat("reading ", options.input, " failed after line ", summary->lines));
+  }
+  summary->seconds = elapsed();
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
                                              const Tokenizer& tokenizer) {
-  if (options.json_keys.empty()) return absl::InvalidArgumentError("--json-keys is empty");
-  if (options.workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--workers must be >= 1, got ", options.workers));
-  }
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   std::ifstream in(options.input, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", options.input));
-
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read --input ", options.input, ": ", std::strerror(errno)));
+  }
   PreprocessSummary summary;
   summary.dtype = TokenDTypeForVocab(tokenizer.vocab_size());
-  std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
-  for (const std::string& key : options.json_keys) {
-    const std::string prefix = absl::StrCat(options.output_prefix, "_", key, "_document");
-    absl::StatusOr<std::unique_ptr<IndexedDatasetBuilder>> b =
-        IndexedDatasetBuilder::Create(prefix + ".bin", summary.dtype);
-    if (!b.ok()) return b.status();
-    builders.push_back(*std::move(b));
-    summary.output_prefixes.push_back(prefix);
+  OutputDatasets outputs(options);
+  absl::Status status = outputs.Create(summary.dtype);
+  if (status.ok()) status = ProcessLines(in, options, tokenizer, &outputs, &summary);
+  if (status.ok()) status = CheckWroteDocuments(options, summary);
+  if (status.ok()) status = outputs.Finalize();
+  if (!status.ok()) {
+    outputs.Discard();
+    return status;
   }
-
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  double last_log = 0;
-  int64_t line_number = 0;
-  std::vector<Line> batch;
-  std::vector<Encoded> encoded;
-  bool eof = false;
-  while (!eof) {
-    batch.clear();
-    std::string text;
-    while (batch.size() < kBatchLines) {
-      if (!std::getline(in, text)) {
-        eof = true;
-        break;
-      }
-      ++line_number;
-      summary.input_bytes += int64_t(text.size()) + 1;
-      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank
-      batch.push_back({line_number, std::move(text)});
-    }
-
-    // Workers take interleaved lines; results land in line order.
-    encoded.assign(batch.size(), Encoded());
-    const int workers = std::min<int>(options.workers, std::max<size_t>(batch.size(), 1));
-    std::vector<std::thread> threads;
-    for (int w = 0; w < workers; ++w) {
-      threads.emplace_back([&, w] {
-        for (size_t i = w; i < batch.size(); i += workers) {
-          encoded[i] = EncodeLine(batch[i], options, tokenizer);
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-
-    for (Encoded& e : encoded) {
-      if (!e.status.ok()) {
-        if (!options.skip_bad_lines) return e.status;
-        std::fprintf(options.log, "skipping %s\n", std::string(e.status.message()).c_str());
-        ++summary.skipped_lines;
-        continue;
-      }
-      for (size_t k = 0; k < builders.size(); ++k) {
-        const std::vector<int32_t>& ids = e.tokens[k];
-        std::vector<int32_t> lengths;
-        if (!ids.empty()) lengths.push_back(int32_t(ids.size()));
-        if (absl::Status s = builders[k]->AddDocument(absl::MakeConstSpan(ids), lengths); !s.ok()) {
-          return s;
-        }
-        summary.tokens += int64_t(ids.size());
-      }
-      ++summary.documents;
-    }
-
-    const double now = std::max(elapsed(), 1e-9);
-    if (options.log_interval_s > 0 && (now - last_log >= options.log_interval_s || eof)) {
-      last_log = now;
-      std::fprintf(options.log, "processed %lld documents (%.0f docs/s, %.2f MB/s, %lld tokens)\n",
-                   static_cast<long long>(summary.documents), summary.documents / now,
-                   summary.input_bytes / now / 1e6, static_cast<long long>(summary.tokens));
-      std::fflush(options.log);
-    }
-  }
-
-  for (size_t k = 0; k < builders.size(); ++k) {
-    if (absl::Status s = builders[k]->Finalize(summary.output_prefixes[k] + ".idx"); !s.ok()) {
-      return s;
-    }
-  }
-  summary.seconds = elapsed();
+  summary.output_prefixes = outputs.prefixes();
   return summary;
 }
 

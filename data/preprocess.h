@@ -19,19 +19,24 @@ struct PreprocessOptions {
   std::string input;  // JSON-lines file, one document object per line
   // Outputs are <output_prefix>_<key>_document.{bin,idx}, Megatron's names.
   std::string output_prefix;
+  // A field may be a string (one sequence) or, as in Megatron, a list of
+  // strings: the document's sentences, one sequence each.
   std::vector<std::string> json_keys = {"text"};
   bool append_eod = false;
   int workers = 1;
-  // A malformed line (bad JSON, missing key, key not a string) is fatal by
-  // default; with this set it is reported and skipped.
+  // A bad line (not UTF-8, bad JSON, a key missing or of the wrong type, text
+  // the tokenizer refuses) is fatal by default; with this set it is reported
+  // and skipped.
   bool skip_bad_lines = false;
-  // Seconds between progress lines on `log`; <= 0 disables them.
-  double log_interval_s = 1.0;
+  // Documents between progress lines on `log`, as Megatron's --log-interval;
+  // <= 0 prints none.
+  int64_t log_interval = 1000;
   std::FILE* log = stderr;
 };
 
 struct PreprocessSummary {
   int64_t documents = 0;
+  int64_t lines = 0;  // read, blank ones included
   int64_t skipped_lines = 0;
   int64_t tokens = 0;  // over all keys
   int64_t input_bytes = 0;
@@ -40,6 +45,9 @@ struct PreprocessSummary {
   std::vector<std::string> output_prefixes;  // per key, without .bin/.idx
 };
 
+// Writes the datasets, or fails and leaves none of their files behind (so
+// that no half-written dataset can be mistaken for data). Writing no document
+// at all (an empty input, or every line bad) is a failure.
 absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
                                              const Tokenizer& tokenizer);
 

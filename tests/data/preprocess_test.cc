@@ -1,7 +1,11 @@
 #include "data/preprocess.h"
 
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,35 @@ std::vector<int64_t> Bytes(const std::string& s) {
                               reinterpret_cast<const unsigned char*>(s.data()) + s.size());
 }
 
+// Expects every one of `parts` in `text`.
+void ExpectContains(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) EXPECT_PRED_FORMAT2(::testing::IsSubstring, part, text);
+}
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// Options for a ByteTokenizer run over `text` written to <dir>/in.jsonl,
+// output prefix <dir>/out, no progress lines.
+PreprocessOptions ByteOptions(const std::string& dir, const std::string& text) {
+  PreprocessOptions options;
+  options.input = WriteInput(dir, text);
+  options.output_prefix = dir + "/out";
+  options.log_interval = 0;
+  return options;
+}
+
+// Runs Preprocess expecting it to fail; returns the message and expects that
+// no output file was left behind.
+std::string FailureOf(const PreprocessOptions& options) {
+  ByteTokenizer tok;
+  absl::StatusOr<PreprocessSummary> summary = Preprocess(options, tok);
+  EXPECT_FALSE(summary.ok());
+  const std::string prefix = options.output_prefix + "_" + options.json_keys[0] + "_document";
+  EXPECT_FALSE(Exists(prefix + ".bin")) << prefix;
+  EXPECT_FALSE(Exists(prefix + ".idx")) << prefix;
+  return summary.ok() ? "" : std::string(summary.status().message());
+}
+
 TEST(PreprocessTest, WritesOneDocumentPerLineWithEod) {
   const std::string dir = TempDir();
   PreprocessOptions options;
@@ -39,7 +72,7 @@ TEST(PreprocessTest, WritesOneDocumentPerLineWithEod) {
   options.output_prefix = dir + "/out";
   options.append_eod = true;
   options.workers = 2;
-  options.log_interval_s = 0;
+  options.log_interval = 0;
   ByteTokenizer tok;
   auto summary = Preprocess(options, tok);
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -61,25 +94,203 @@ TEST(PreprocessTest, WritesOneDocumentPerLineWithEod) {
 
 TEST(PreprocessTest, MalformedLinesAreFatalOrSkippedWithLineNumbers) {
   const std::string dir = TempDir();
-  PreprocessOptions options;
-  options.input = WriteInput(dir,
-                             "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n"
-                             "{\"other\": 1}\n{\"text\": \"fine\"}\n");
-  options.output_prefix = dir + "/out";
-  options.log_interval_s = 0;
-  ByteTokenizer tok;
-  auto fatal = Preprocess(options, tok);
-  ASSERT_FALSE(fatal.ok());
-  EXPECT_NE(std::string(fatal.status().message()).find("in.jsonl:2:"), std::string::npos)
-      << fatal.status();
+  PreprocessOptions options = ByteOptions(dir,
+                                          "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n"
+                                          "{\"other\": 1, \"id\": 2}\n{\"text\": \"fine\"}\n");
+  ExpectContains(FailureOf(options),
+                 {"in.jsonl:2: JSON: unterminated string at byte 23; each line must hold one "
+                  "JSON object: fix the line, or pass --skip-bad-lines to drop such lines"});
 
   options.skip_bad_lines = true;
-  options.log = std::fopen("/dev/null", "w");
+  const std::string log_path = dir + "/log";
+  options.log = std::fopen(log_path.c_str(), "w");
+  ByteTokenizer tok;
   auto skipped = Preprocess(options, tok);
   std::fclose(options.log);
   ASSERT_TRUE(skipped.ok()) << skipped.status();
   EXPECT_EQ(skipped->documents, 2);
   EXPECT_EQ(skipped->skipped_lines, 2);
+  EXPECT_EQ(skipped->lines, 4);
+  // Skipped lines are reported without the fix: the run goes on.
+  EXPECT_EQ(testing::ReadFileOrDie(log_path),
+            "skipping " + options.input +
+                ":2: JSON: unterminated string at byte 23\n"
+                "skipping " +
+                options.input + ":3: no field \"text\" (the line's fields: \"other\", \"id\")\n");
+  auto ds = IndexedDataset::Open(dir + "/out_text_document");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(*(*ds)->Get(0), Bytes("ok"));
+  EXPECT_EQ(*(*ds)->Get(1), Bytes("fine"));
+}
+
+TEST(PreprocessTest, MissingKeyNamesTheLineTheFieldsAndTheFix) {
+  const std::string dir = TempDir();
+  PreprocessOptions options = ByteOptions(dir, "{\"text\": \"a\"}\n\n{\"body\": \"b\"}\n");
+  ExpectContains(FailureOf(options),
+                 {"in.jsonl:3: no field \"text\" (the line's fields: \"body\"); --json-keys "
+                  "names the fields to read (default: text); name the one that holds the text, "
+                  "or pass --skip-bad-lines to drop such lines"});
+  ExpectContains(FailureOf(ByteOptions(dir, "{}\n")),
+                 {"in.jsonl:1: no field \"text\" (the line has no fields); --json-keys"});
+  PreprocessOptions wrong_type = ByteOptions(dir, "{\"text\": 7}\n");
+  ExpectContains(FailureOf(wrong_type),
+                 {"in.jsonl:1: field \"text\" is a number: it must be a string, or a list of "
+                  "strings (sentences); fix the line, or pass --skip-bad-lines"});
+  PreprocessOptions not_object = ByteOptions(dir, "[\"text\"]\n");
+  ExpectContains(FailureOf(not_object),
+                 {"in.jsonl:1: the line is a list, not a JSON object; each line must hold one "
+                  "JSON object"});
+}
+
+TEST(PreprocessTest, InvalidUtf8IsABadLineAsInMegatron) {
+  const std::string dir = TempDir();
+  // Raw bytes FF FE inside a string (Latin-1 or UTF-16 text, say).
+  PreprocessOptions options =
+      ByteOptions(dir, "{\"text\": \"fine\"}\n{\"text\":\"bad \xff\xfe utf8\"}\n");
+  ExpectContains(FailureOf(options),
+                 {"in.jsonl:2: invalid UTF-8 at byte 13 of the line (0xFF)", "UnicodeDecodeError",
+                  "; re-encode the input as UTF-8", "or pass --skip-bad-lines to drop such lines"});
+  // Well-formed but not UTF-8 as Python decodes it: an encoded surrogate and
+  // an overlong '/'.
+  ExpectContains(FailureOf(ByteOptions(TempDir(), "{\"text\":\"\xed\xa0\x80\"}\n")),
+                 {"in.jsonl:1: invalid UTF-8 at byte 9 of the line (0xED)"});
+  ExpectContains(FailureOf(ByteOptions(TempDir(), "{\"text\":\"\xc0\xaf\"}\n")),
+                 {"in.jsonl:1: invalid UTF-8 at byte 9 of the line (0xC0)"});
+
+  options.skip_bad_lines = true;
+  options.log = std::fopen("/dev/null", "w");
+  ByteTokenizer tok;
+  auto skipped = Preprocess(options, tok);
+  std::fclose(options.log);
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_EQ(skipped->documents, 1);
+  EXPECT_EQ(skipped->skipped_lines, 1);
+}
+
+TEST(PreprocessTest, ByteOrderMarkIsNamedWithItsFix) {
+  const std::string dir = TempDir();
+  PreprocessOptions options = ByteOptions(dir, "\xEF\xBB\xBF{\"text\": \"a\"}\n");
+  ExpectContains(FailureOf(options),
+                 {"in.jsonl:1: the line starts with a UTF-8 byte-order mark (bytes EF BB BF)",
+                  "; save the file as UTF-8 without the mark (e.g. sed -i "
+                  "'s/^\\xEF\\xBB\\xBF//' " +
+                      options.input + "), or pass --skip-bad-lines"});
+}
+
+TEST(PreprocessTest, DuplicateKeysTakeTheLastValueAsPythonDoes) {
+  const std::string dir = TempDir();
+  PreprocessOptions options = ByteOptions(dir, "{\"text\":\"a\",\"id\":1,\"text\":\"dup\"}\n");
+  ByteTokenizer tok;
+  auto summary = Preprocess(options, tok);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  auto ds = IndexedDataset::Open(dir + "/out_text_document");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->num_sequences(), 1);
+  EXPECT_EQ(*(*ds)->Get(0), Bytes("dup"));
+}
+
+TEST(PreprocessTest, ListValuesAreSentencesOneSequenceEach) {
+  const std::string dir = TempDir();
+  // As Megatron's encode(): sentences of no tokens are dropped, the eod ends
+  // the document's last sequence, and a document of no tokens gets no eod.
+  PreprocessOptions options = ByteOptions(dir,
+                                          "{\"text\": [\"sent one.\", \"\", \"two\"]}\n"
+                                          "{\"text\": [\"\", \"\"]}\n"
+                                          "{\"text\": []}\n"
+                                          "{\"text\": \"whole\"}\n"
+                                          "{\"text\": [\"x\"]}\n");
+  options.append_eod = true;
+  options.workers = 2;
+  ByteTokenizer tok;
+  auto summary = Preprocess(options, tok);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->documents, 5);
+  EXPECT_EQ(summary->tokens, 9 + 4 + 6 + 2);
+
+  auto ds = IndexedDataset::Open(dir + "/out_text_document");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->document_indices(), (std::vector<int64_t>{0, 2, 2, 2, 3, 4}));
+  EXPECT_EQ((*ds)->sequence_lengths(), (std::vector<int32_t>{9, 4, 6, 2}));
+  std::vector<int64_t> two = Bytes("two"), whole = Bytes("whole"), x = Bytes("x");
+  for (auto* v : {&two, &whole, &x}) v->push_back(256);
+  EXPECT_EQ(*(*ds)->Get(0), Bytes("sent one."));
+  EXPECT_EQ(*(*ds)->Get(1), two);
+  EXPECT_EQ(*(*ds)->Get(2), whole);
+  EXPECT_EQ(*(*ds)->Get(3), x);
+}
+
+TEST(PreprocessTest, ListWithANonStringIsABadLine) {
+  const std::string dir = TempDir();
+  PreprocessOptions options = ByteOptions(dir, "{\"text\": [\"a\"]}\n{\"text\": [\"a\", 2]}\n");
+  ExpectContains(FailureOf(options),
+                 {"in.jsonl:2: field \"text\" is a list whose element 1 (from 0) is a number: a "
+                  "list must hold only strings, the document's sentences; fix the line, or pass "
+                  "--skip-bad-lines"});
+}
+
+TEST(PreprocessTest, NoDocumentsIsAnErrorThatSaysWhyAndLeavesNoFiles) {
+  const std::string dir = TempDir();
+  PreprocessOptions empty = ByteOptions(dir, "");
+  EXPECT_EQ(FailureOf(empty), empty.input +
+                                  ": no documents to write, so no dataset was written: the file "
+                                  "is empty");
+  PreprocessOptions blank = ByteOptions(dir, "\n  \n\r\n");
+  ExpectContains(FailureOf(blank), {"its 3 lines are all blank"});
+
+  PreprocessOptions all_bad = ByteOptions(dir, "{\"body\": \"a\"}\nnot json\n");
+  all_bad.skip_bad_lines = true;
+  all_bad.log = std::fopen("/dev/null", "w");
+  ExpectContains(FailureOf(all_bad),
+                 {"in.jsonl: no documents to write, so no dataset was written: every line was "
+                  "bad (2 skipped, each reported above); fix the lines, or check that "
+                  "--json-keys (text) names fields they have"});
+  std::fclose(all_bad.log);
+}
+
+TEST(PreprocessTest, AFailedRunRemovesWhatItWrote) {
+  const std::string dir = TempDir();
+  // Two keys, and the bad line comes after a batch's worth of good ones
+  // were written to both datasets.
+  std::string input;
+  for (int i = 0; i < 9000; ++i) input += "{\"text\": \"a\", \"title\": \"b\"}\n";
+  input += "{\"text\": \"a\"}\n";
+  PreprocessOptions options = ByteOptions(dir, input);
+  options.json_keys = {"text", "title"};
+  ExpectContains(FailureOf(options), {"in.jsonl:9001: no field \"title\""});
+  EXPECT_FALSE(Exists(dir + "/out_title_document.bin"));
+  EXPECT_FALSE(Exists(dir + "/out_title_document.idx"));
+}
+
+TEST(PreprocessTest, DirectoryInputAndRepeatedKeysAreRefused) {
+  const std::string dir = TempDir();
+  PreprocessOptions options = ByteOptions(dir, "{\"text\": \"a\"}\n");
+  options.input = dir;
+  EXPECT_EQ(FailureOf(options),
+            "--input " + dir +
+                " is a directory, not a file: name one JSON-lines file in it (run preprocess "
+                "once per file, or concatenate the files first)");
+  PreprocessOptions twice = ByteOptions(dir, "{\"text\": \"a\"}\n");
+  twice.json_keys = {"text", "text"};
+  EXPECT_EQ(FailureOf(twice),
+            "--json-keys names \"text\" twice; each key makes one dataset: name it once");
+}
+
+TEST(PreprocessTest, LogIntervalCountsDocuments) {
+  const std::string dir = TempDir();
+  std::string input;
+  for (int i = 0; i < 5; ++i) input += "{\"text\": \"ab\"}\n";
+  PreprocessOptions options = ByteOptions(dir, input);
+  options.log_interval = 2;
+  const std::string log_path = dir + "/log";
+  options.log = std::fopen(log_path.c_str(), "w");
+  ByteTokenizer tok;
+  auto summary = Preprocess(options, tok);
+  std::fclose(options.log);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  const std::string log = testing::ReadFileOrDie(log_path);
+  ExpectContains(log, {"processed 2 documents (", "processed 4 documents ("});
+  EXPECT_EQ(log.find("processed 5"), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;
 }
 
 TEST(PreprocessTest, Gpt2TokensForSeveralKeysAndWorkers) {
@@ -97,7 +308,7 @@ TEST(PreprocessTest, Gpt2TokensForSeveralKeysAndWorkers) {
   options.json_keys = {"text", "title"};
   options.append_eod = true;
   options.workers = 3;
-  options.log_interval_s = 0;
+  options.log_interval = 0;
   auto summary = Preprocess(options, **tok);
   ASSERT_TRUE(summary.ok()) << summary.status();
   auto text = IndexedDataset::Open(dir + "/out_text_document");
@@ -113,26 +324,128 @@ TEST(PreprocessTest, Gpt2TokensForSeveralKeysAndWorkers) {
   }
 }
 
-TEST(PreprocessBinaryTest, RunsEndToEnd) {
+// Runs the preprocess binary with `args` (shell words); returns its exit
+// status and puts its stdout and stderr in `log`.
+int RunPreprocess(const std::string& dir, const std::string& args, std::string* log) {
   const std::string binary = std::string(std::getenv("TEST_SRCDIR")) + "/" +
                              std::getenv("TEST_WORKSPACE") + "/data/preprocess";
+  const std::string cmd = binary + " " + args + " > " + dir + "/log 2>&1";
+  const int status = std::system(cmd.c_str());
+  *log = testing::ReadFileOrDie(dir + "/log");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(PreprocessBinaryTest, RunsEndToEnd) {
   const std::string dir = TempDir();
   const std::string input = WriteInput(dir, "{\"text\": \"1 2 3\"}\n{\"text\": \"7\"}\n");
-  const std::string cmd = binary + " --input " + input + " --output-prefix " + dir +
-                          "/out --tokenizer-type NullTokenizer --vocab-size 100" +
-                          " --json-keys text --append-eod --workers 2 > " + dir + "/log 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << testing::ReadFileOrDie(dir + "/log");
-  const std::string log = testing::ReadFileOrDie(dir + "/log");
-  EXPECT_NE(log.find("done: 2 documents, 6 tokens"), std::string::npos) << log;
+  std::string log;
+  ASSERT_EQ(RunPreprocess(dir,
+                          "--input " + input + " --output-prefix " + dir +
+                              "/out --tokenizer-type NullTokenizer --vocab-size 100"
+                              " --json-keys text --append-eod --workers 2",
+                          &log),
+            0)
+      << log;
+  ExpectContains(log, {"done: 2 documents, 6 tokens (uint16), 0 bad lines skipped"});
   auto ds = IndexedDataset::Open(dir + "/out_text_document");
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(*(*ds)->Get(0), (std::vector<int64_t>{1, 2, 3, 100}));
   EXPECT_EQ(*(*ds)->Get(1), (std::vector<int64_t>{7, 100}));
 
-  const std::string bad = binary + " --input " + dir + "/missing.jsonl --output-prefix " + dir +
-                          "/x --tokenizer-type ByteTokenizer > " + dir + "/log2 2>&1";
-  EXPECT_NE(std::system(bad.c_str()), 0);
-  EXPECT_NE(testing::ReadFileOrDie(dir + "/log2").find("missing.jsonl"), std::string::npos);
+  EXPECT_EQ(RunPreprocess(dir,
+                          "--input " + dir + "/missing.jsonl --output-prefix " + dir +
+                              "/x --tokenizer-type ByteTokenizer",
+                          &log),
+            1);
+  ExpectContains(log, {"cannot read --input " + dir + "/missing.jsonl: No such file"});
+}
+
+TEST(PreprocessBinaryTest, TakesArgparseFlagEqualsValue) {
+  const std::string dir = TempDir();
+  const std::string input = WriteInput(dir, "{\"body\": \"ab\"}\n");
+  std::string log;
+  ASSERT_EQ(RunPreprocess(dir,
+                          "--input=" + input + " --output-prefix=" + dir +
+                              "/out --tokenizer-type=ByteTokenizer --json-keys=body",
+                          &log),
+            0)
+      << log;
+  ExpectContains(log, {"wrote " + dir + "/out_body_document.bin/.idx"});
+}
+
+TEST(PreprocessBinaryTest, WritingNothingFailsAndLeavesNoFiles) {
+  const std::string dir = TempDir();
+  const std::string bytes = " --output-prefix " + dir + "/out --tokenizer-type ByteTokenizer";
+  std::string log;
+  EXPECT_EQ(RunPreprocess(dir, "--input " + dir + bytes, &log), 1);
+  ExpectContains(log, {"preprocess: --input " + dir + " is a directory, not a file"});
+
+  const std::string empty = WriteInput(dir, "");
+  EXPECT_EQ(RunPreprocess(dir, "--input " + empty + bytes, &log), 1);
+  ExpectContains(log, {"preprocess: " + empty +
+                       ": no documents to write, so no dataset was written: the file is empty"});
+  EXPECT_FALSE(Exists(dir + "/out_text_document.bin"));
+  EXPECT_FALSE(Exists(dir + "/out_text_document.idx"));
+}
+
+TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
+  const std::string dir = TempDir();
+  const std::string input = WriteInput(dir, "{\"text\": \"a\"}\n");
+  const std::string base =
+      "--input " + input + " --output-prefix " + dir + "/out --tokenizer-type ByteTokenizer ";
+  struct Case {
+    std::string flags;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"--split-sentences",
+       "preprocess: Megatron's --split-sentences has no counterpart here: it splits documents "
+       "into sentences with NLTK"},
+      {"--keep-newlines",
+       "Megatron's --keep-newlines has no counterpart here: it only changes "
+       "how --split-sentences splits"},
+      {"--lang english", "Megatron's --lang has no counterpart here"},
+      {"--partitions 4",
+       "documents keep the input order, Megatron's --partitions 1 output. Drop "
+       "the flag and set --workers"},
+      {"--keep-sequential-samples", "here documents always keep it. Drop the flag"},
+      {"--tokenizer-model m.model", "preprocess has only GPT2BPETokenizer"},
+      {"--dataset-impl mmap",
+       "the mmap .bin/.idx format, the only one Megatron writes today, is "
+       "the only one here. Drop the flag"},
+      {"--vocab v.json", "unknown flag --vocab: did you mean --vocab-file or --vocab-size?"},
+      {"--log-interval 0",
+       "--log-interval needs a positive integer (documents between progress "
+       "lines, as Megatron's), got '0'"},
+      {"--vocab-size 100",
+       "--vocab-size is for NullTokenizer only: ByteTokenizer's vocabulary is "
+       "fixed (256 bytes and eod); drop --vocab-size"},
+      {"--merge-file m.txt",
+       "--merge-file is for GPT2BPETokenizer only: ByteTokenizer reads no "
+       "files; drop --merge-file"},
+      {"--append-eod=1", "--append-eod takes no value"},
+  };
+  for (const Case& c : cases) {
+    std::string log;
+    EXPECT_EQ(RunPreprocess(dir, base + c.flags, &log), 2) << c.flags;
+    ExpectContains(log, {c.message, "usage: preprocess"});
+    EXPECT_FALSE(Exists(dir + "/out_text_document.bin")) << c.flags;
+  }
+}
+
+TEST(PreprocessBinaryTest, VocabSizeIsRefusedWithGpt2) {
+  const std::string dir = TempDir();
+  const std::string shared = SharedDataDir() + "/gpt2";
+  const std::string input = WriteInput(dir, "{\"text\": \"a\"}\n");
+  std::string log;
+  EXPECT_EQ(RunPreprocess(dir,
+                          "--input " + input + " --output-prefix " + dir +
+                              "/out --tokenizer-type GPT2BPETokenizer --vocab-file " + shared +
+                              "/vocab.json --merge-file " + shared + "/merges.txt --vocab-size 100",
+                          &log),
+            2);
+  ExpectContains(log, {"preprocess: --vocab-size is for NullTokenizer only: GPT2BPETokenizer's "
+                       "vocabulary is the one in --vocab-file; drop --vocab-size"});
 }
 
 }  // namespace
