@@ -9,8 +9,8 @@ bazel build //trainer:trainer >&2
 log=$(bazel-bin/trainer/trainer --mock-data --num-layers 4 --hidden-size 256 \
   --num-attention-heads 4 --seq-length 256 --micro-batch-size 8 --num-micro-batches 1 \
   --vocab-size 8192 --hidden-dropout 0 --attention-dropout 0 --train-iters 12 \
-  --log-interval 6 --lr 1e-4)
-last=$(grep ' iteration ' <<<"$log" | tail -n 1)
+  --log-interval 6 --lr 1e-4 --eval-iters 0)
+last=$(grep -E '^ *iteration +[0-9]+/' <<<"$log" | tail -n 1)
 ms=$(sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/' <<<"$last")
 tps=$(sed -E 's/.*tokens per second: ([0-9.]+).*/\1/' <<<"$last")
 tflops=$(sed -E 's/.*TFLOP\/s\/GPU\): ([0-9.]+).*/\1/' <<<"$last")

@@ -11,7 +11,7 @@ trainer=$(bazel info bazel-bin 2>/dev/null)/trainer/trainer
 common=(--mock-data --vocab-size 4096 --num-layers 8 --hidden-size 256 --num-attention-heads 4
         --seq-length 128 --micro-batch-size 2 --num-micro-batches 8 --nproc-per-node 4
         --pipeline-model-parallel-size 4 --hidden-dropout 0 --attention-dropout 0 --lr 1e-4
-        --lr-warmup-iters 0)
+        --lr-warmup-iters 0 --eval-iters 0)
 
 printf '%-40s %12s %22s %22s\n' setting ms/iteration "rank 0 activations MiB" "predicted MiB"
 run() {  # description, flags...
@@ -19,7 +19,7 @@ run() {  # description, flags...
   local log plan ms act predicted
   log=$("$trainer" "${common[@]}" --train-iters 6 --log-interval 3 "$@")
   plan=$("$trainer" "${common[@]}" --train-iters 6 --dry-run "$@")
-  ms=$(grep ' iteration ' <<<"$log" | tail -n 1 | sed -E 's/.*per iteration \(ms\): ([0-9.]+).*/\1/')
+  ms=$(grep -E '^ *iteration +[0-9]+/' <<<"$log" | tail -n 1 | sed -E 's/.*per iteration \(ms\): ([0-9.]+).*/\1/')
   act=$(grep '^\[rank 0\]' <<<"$log" | sed -E 's/.*max activations: ([0-9.]+).*/\1/')
   predicted=$(awk '$1 == "0" && NF == 15 { print $12 }' <<<"$plan")
   printf '%-40s %12s %22s %22s\n' "$what" "$ms" "$act" "$predicted"

@@ -16,9 +16,10 @@ run() {  # name, extra flags...
   local log
   log=$("$trainer" --mock-data --num-layers 4 --hidden-size 256 --num-attention-heads 4 \
     --seq-length 256 --micro-batch-size 2 --global-batch-size 8 --vocab-size 8192 \
-    --hidden-dropout 0 --attention-dropout 0 --train-iters 12 --log-interval 6 --lr 1e-4 "$@")
+    --hidden-dropout 0 --attention-dropout 0 --train-iters 12 --log-interval 6 --lr 1e-4 \
+    --eval-iters 0 "$@")
   local last timers
-  last=$(grep ' iteration ' <<<"$log" | tail -n 1)
+  last=$(grep -E '^ *iteration +[0-9]+/' <<<"$log" | tail -n 1)
   timers=$(grep 'time across ranks' <<<"$log" | tail -n 1)
   printf '%-10s %10s ms/it %10s tokens/s   grads-reduce max %8s ms\n' "$name" \
     "$(sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/' <<<"$last")" \

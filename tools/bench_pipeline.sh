@@ -11,7 +11,7 @@ bash tools/setup.sh >&2
 bazel build //trainer:trainer >&2
 trainer=$(bazel info bazel-bin 2>/dev/null)/trainer/trainer
 common=(--mock-data --vocab-size 512 --hidden-size 64 --num-attention-heads 4 --seq-length 64
-        --hidden-dropout 0 --attention-dropout 0 --lr 1e-4 --lr-warmup-iters 0)
+        --hidden-dropout 0 --attention-dropout 0 --lr 1e-4 --lr-warmup-iters 0 --eval-iters 0)
 
 echo "== rehearsal (P=4, M=8, 20 ms per cost unit, F=B=W=1)"
 for schedule in gpipe 1f1b zb-h1 zb-h2; do

@@ -22,7 +22,9 @@ def conveyor_figures(out, model):
     if not os.path.exists(path):
         return None
     with open(path) as f:
-        records = [json.loads(line) for line in f if line.strip()]
+        # The log interval's records; validation and test losses have their own.
+        records = [r for r in (json.loads(line) for line in f if line.strip())
+                   if "ms_per_iteration" in r]
     steady = records[1:] or records
     if not steady:
         return None
