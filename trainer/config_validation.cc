@@ -335,6 +335,17 @@ void CheckBatch(const Config& c, const Derived& d, Problems* out) {
   }
 }
 
+// Warmup is part of the decay schedule: --lr-warmup-<unit> may not exceed --lr-decay-<unit>,
+// whose 0 means the run's length (`length_flag`).
+void CheckWarmupWithinDecay(const char* unit, int64_t warmup, int64_t decay_flag,
+                            const char* length_flag, int64_t length, Problems* out) {
+  const int64_t decay = decay_flag > 0 ? decay_flag : length;
+  if (warmup <= 0 || decay <= 0 || warmup <= decay) return;
+  out->Add("--lr-warmup-", unit, " ", warmup, " exceeds --lr-decay-", unit,
+           decay_flag > 0 ? std::string(" ") : absl::StrCat(" (= ", length_flag, ") "), decay,
+           ": warmup is part of the decay schedule; set --lr-warmup-", unit, " <= ", decay);
+}
+
 // The schedule's warmup and decay, in iterations, or in samples under --train-samples
 // (Megatron's rule: the schedule counts what the run counts).
 void CheckScheduleLength(const Config& c, Problems* out) {
@@ -348,12 +359,8 @@ void CheckScheduleLength(const Config& c, Problems* out) {
                " needs --train-samples: without it the schedule counts iterations; use "
                "--lr-warmup-iters / --lr-decay-iters");
     }
-    const int64_t decay = o.lr_decay_iters() > 0 ? o.lr_decay_iters() : c.training().train_iters();
-    if (o.lr_warmup_iters() > 0 && decay > 0 && o.lr_warmup_iters() > decay) {
-      out->Add("--lr-warmup-iters ", o.lr_warmup_iters(), " exceeds ",
-               o.lr_decay_iters() > 0 ? "--lr-decay-iters " : "--lr-decay-iters (= --train-iters) ",
-               decay, ": warmup is part of the decay schedule; set --lr-warmup-iters <= ", decay);
-    }
+    CheckWarmupWithinDecay("iters", o.lr_warmup_iters(), o.lr_decay_iters(), "--train-iters",
+                           c.training().train_iters(), out);
     return;
   }
   if (o.lr_warmup_iters() > 0 || o.lr_decay_iters() > 0) {
@@ -365,13 +372,8 @@ void CheckScheduleLength(const Config& c, Problems* out) {
     out->Add("--lr-warmup-samples ", o.lr_warmup_samples(), " and --lr-warmup-fraction ",
              o.lr_warmup_fraction(), " are exclusive: set only one of them");
   }
-  const int64_t decay = o.lr_decay_samples() > 0 ? o.lr_decay_samples() : train_samples;
-  if (o.lr_warmup_samples() > decay) {
-    out->Add("--lr-warmup-samples ", o.lr_warmup_samples(), " exceeds ",
-             o.lr_decay_samples() > 0 ? "--lr-decay-samples "
-                                      : "--lr-decay-samples (= --train-samples) ",
-             decay, ": warmup is part of the decay schedule; set --lr-warmup-samples <= ", decay);
-  }
+  CheckWarmupWithinDecay("samples", o.lr_warmup_samples(), o.lr_decay_samples(), "--train-samples",
+                         train_samples, out);
 }
 
 void CheckOptimizer(const Config& c, Problems* out) {

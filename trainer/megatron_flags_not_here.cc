@@ -14,6 +14,11 @@ constexpr char kNoExternalLogger[] =
     "every log line's figures as JSON lines; drop the flag";
 constexpr char kOneImplementation[] =
     "Conveyor has one model implementation (model/); drop the flag";
+constexpr char kOneDatasetFormat[] =
+    "Conveyor reads Megatron's mmap .bin/.idx datasets, the only format; drop the flag";
+constexpr char kNoLossScaling[] =
+    "loss scaling is for fp16, which Conveyor does not train; bf16 (--bf16) needs none; drop "
+    "the flag";
 
 const std::map<std::string, std::string, std::less<>>& Explanations() {
   static const auto* explanations = new std::map<std::string, std::string, std::less<>>{
@@ -44,10 +49,8 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--distributed-backend",
        "Conveyor moves host buffers with gloo and GPU buffers with NCCL, chosen per buffer; "
        "drop the flag"},
-      {"--data-impl",
-       "Conveyor reads Megatron's mmap .bin/.idx datasets, the only format; drop the flag"},
-      {"--dataset-impl",
-       "Conveyor reads Megatron's mmap .bin/.idx datasets, the only format; drop the flag"},
+      {"--data-impl", kOneDatasetFormat},
+      {"--dataset-impl", kOneDatasetFormat},
       {"--num-workers",
        "Conveyor builds its batches in the trainer itself, with no worker processes; drop "
        "the flag"},
@@ -76,12 +79,8 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--dataloader-type",
        "Conveyor reads samples in Megatron's default (single) order, shuffled per epoch by "
        "--seed; drop the flag"},
-      {"--loss-scale",
-       "loss scaling is for fp16, which Conveyor does not train; bf16 (--bf16) needs none; drop "
-       "the flag"},
-      {"--initial-loss-scale",
-       "loss scaling is for fp16, which Conveyor does not train; bf16 (--bf16) needs none; drop "
-       "the flag"},
+      {"--loss-scale", kNoLossScaling},
+      {"--initial-loss-scale", kNoLossScaling},
       {"--fp8-format", "not implemented: Conveyor trains in bf16 (--bf16) or fp32"},
       {"--num-experts",
        "not implemented: Conveyor trains dense GPT models (no mixture of experts)"},
