@@ -22,8 +22,11 @@ struct Blend {
   bool weighted() const { return !weights.empty(); }
 };
 
-// `words` are the flag's values; each may itself hold several
-// whitespace-separated words ("0.3 a 0.7 b" passed as one string). As in
+// `words` are the flag's values. A value is one prefix, taken whole (spaces
+// and all, trimmed as Megatron trims it: "my data/corpus_text_document"),
+// unless it starts with a number: then it holds a list ("0.3 a 0.7 b" passed
+// as one string, or a config file's one string), and each whitespace-separated
+// number in it is a weight and the text between two numbers one prefix. As in
 // Megatron, an odd count means prefixes only, and an even count is read as
 // pairs when every other word is a number. Errors name `flag`: no prefixes,
 // an odd count that starts with a number (a blend missing a word; Megatron

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "data/blend.h"
+#include "runtime/host_memory.h"
 
 namespace conveyor {
 
@@ -28,6 +29,13 @@ absl::StatusOr<std::unique_ptr<BlendedDataset>> BlendedDataset::Create(
     sum += w;
   }
   if (!(sum > 0)) return absl::InvalidArgumentError("blend weights sum to 0");
+
+  if (absl::Status st =
+          CheckHostMemory(SaturatingBytes(double(size) * (sizeof(int16_t) + sizeof(int64_t))),
+                          absl::StrCat("the blending indices of ", size, " samples"));
+      !st.ok()) {
+    return st;
+  }
 
   auto out = std::unique_ptr<BlendedDataset>(new BlendedDataset());
   out->weights_ = NormalizeWeights(weights);

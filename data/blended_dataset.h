@@ -18,7 +18,9 @@ class BlendedDataset : public SampleSource {
   // `weights` need not be normalised: they are, here, as Megatron normalises
   // them again inside BlendedDataset (twice in all for user weights, which
   // can matter in the last bit). Fails when a source has fewer samples than
-  // the blend takes from it, rather than silently wrapping around it.
+  // the blend takes from it, rather than silently wrapping around it, and
+  // (ResourceExhausted, naming the sizes) when the blending indices of `size`
+  // samples would not fit in the memory this process may use.
   static absl::StatusOr<std::unique_ptr<BlendedDataset>> Create(
       std::vector<std::unique_ptr<SampleSource>> datasets, const std::vector<double>& weights,
       int64_t size);

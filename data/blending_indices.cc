@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace conveyor {
 
@@ -37,7 +38,11 @@ std::vector<int64_t> SamplesPerDataset(absl::Span<const double> normalized_weigh
     // Two roundings, in this order, as Megatron: the target share first, then
     // the surplus on top of it.
     const double target = std::ceil(double(target_size) * w);
-    out.push_back(int64_t(std::ceil(target * (1.0 + surplus))));
+    // Saturating: an absurd request must reach the memory check, not wrap.
+    const double with_surplus = std::ceil(target * (1.0 + surplus));
+    out.push_back(with_surplus >= double(std::numeric_limits<int64_t>::max())
+                      ? std::numeric_limits<int64_t>::max()
+                      : int64_t(with_surplus));
   }
   return out;
 }

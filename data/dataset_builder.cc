@@ -29,6 +29,18 @@ absl::Status WithContext(const absl::Status& st, absl::string_view context) {
   return absl::Status(st.code(), absl::StrCat(context, ": ", st.message()));
 }
 
+// An error building split `split`'s indices, in `context`; indices too large
+// for memory also get the flags that size the split and the fix.
+absl::Status SplitError(const absl::Status& st, absl::string_view context, int split,
+                        const DatasetBuildConfig& config) {
+  if (st.code() != absl::StatusCode::kResourceExhausted) return WithContext(st, context);
+  return WithContext(absl::ResourceExhaustedError(
+                         absl::StrCat(st.message(), "; the ", kSplitNames[split],
+                                      " split's sample count is ", config.sample_count_flags[split],
+                                      ": lower it, or run where this process may use more memory")),
+                     context);
+}
+
 // Megatron's _build_megatron_dataset_splits for one prefix: split k holds the
 // sequences [round(begin_k * n), round(end_k * n)) of the dataset.
 absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string_view flag,
@@ -81,8 +93,9 @@ absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string
     absl::StatusOr<GptIndices> indices =
         BuildOrLoadGptIndices(dataset->sequence_lengths(), documents, key, config.cache);
     if (!indices.ok()) {
-      return WithContext(indices.status(),
-                         absl::StrCat(flag, " ", prefix, " (", kSplitNames[i], " split)"));
+      return SplitError(indices.status(),
+                        absl::StrCat(flag, " ", prefix, " (", kSplitNames[i], " split)"), i,
+                        config);
     }
     out[i] = GptDataset::FromIndices(dataset, key.config, *std::move(indices),
                                      {config.token_ids, absl::StrCat(flag, " ", prefix)});
@@ -153,7 +166,8 @@ absl::StatusOr<SplitSources> BuildFromBlend(const Blend& blend, absl::string_vie
     absl::StatusOr<std::unique_ptr<BlendedDataset>> blended =
         BlendedDataset::Create(std::move(parts[i]), w, size);
     if (!blended.ok()) {
-      return WithContext(blended.status(), absl::StrCat(flag, " (", kSplitNames[i], " split)"));
+      return SplitError(blended.status(), absl::StrCat(flag, " (", kSplitNames[i], " split)"), i,
+                        config);
     }
     out[i] = *std::move(blended);
   }
@@ -161,6 +175,12 @@ absl::StatusOr<SplitSources> BuildFromBlend(const Blend& blend, absl::string_vie
 }
 
 }  // namespace
+
+SampleCountFlags TrainerSampleCountFlags() {
+  return {"--train-iters * --global-batch-size (or --train-samples)",
+          "(--train-iters / --eval-interval + 1) * --eval-iters * --global-batch-size",
+          "--eval-iters * --global-batch-size"};
+}
 
 absl::StatusOr<SplitSources> BuildSplitDatasets(const DatasetBuildConfig& config,
                                                 const std::array<int64_t, 3>& sizes) {

@@ -26,6 +26,12 @@ namespace conveyor {
 
 inline constexpr std::array<const char*, 3> kSplitNames = {"train", "valid", "test"};
 
+// What sets each split's sample count (train, valid, test), named by the error
+// for indices too large for memory.
+using SampleCountFlags = std::array<std::string, 3>;
+// The trainer's, as Megatron's get_train_valid_test_num_samples.
+SampleCountFlags TrainerSampleCountFlags();
+
 struct DatasetBuildConfig {
   int64_t sequence_length = 0;
   uint32_t random_seed = 0;
@@ -41,6 +47,7 @@ struct DatasetBuildConfig {
   // Every sample's token ids are checked against it as the sample is read
   // (see token_id_limit.h); the default checks nothing.
   TokenIdLimit token_ids;
+  SampleCountFlags sample_count_flags = TrainerSampleCountFlags();
 };
 
 using SplitSources = std::array<std::unique_ptr<SampleSource>, 3>;
@@ -49,7 +56,8 @@ using SplitSources = std::array<std::unique_ptr<SampleSource>, 3>;
 // asked for 0 samples is not built (nullptr). Errors name the flag and the
 // file: a prefix that does not open or names a .bin/.idx file, a dataset with
 // no sequences or tokens, a split range with no sequences, both or neither of
-// the two ways of naming data.
+// the two ways of naming data; ResourceExhausted, naming the sizes, the flags
+// in config.sample_count_flags and the fix, for indices too large for memory.
 absl::StatusOr<SplitSources> BuildSplitDatasets(const DatasetBuildConfig& config,
                                                 const std::array<int64_t, 3>& sizes);
 

@@ -1,8 +1,7 @@
 #include "data/gpt2_bpe_tokenizer.h"
 
 #include <climits>
-#include <fstream>
-#include <sstream>
+#include <memory>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -10,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/json_lite.h"
+#include "data/mapped_file.h"
 
 namespace conveyor {
 namespace {
@@ -17,11 +17,9 @@ namespace {
 constexpr size_t kMaxCacheEntries = 1 << 20;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  return std::string((*file)->data(), (*file)->size());
 }
 
 // GPT-2's reversible byte -> character map: printable Latin-1 bytes stand for

@@ -7,16 +7,16 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "data/mapped_file.h"
 #include "data/md5.h"
 #include "data/npy_file.h"
 
@@ -36,18 +36,10 @@ bool AllExist(const GptIndexCacheFiles& f) {
          FileExists(f.shuffle_index);
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 absl::StatusOr<std::vector<int64_t>> LoadNpy(const std::string& path, int rank) {
-  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<NpyArray> a = DecodeNpy(*bytes, path);
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<NpyArray> a = DecodeNpy(absl::string_view((*file)->data(), (*file)->size()), path);
   if (!a.ok()) return a.status();
   if (int(a->shape.size()) != rank) {
     return absl::DataLossError(
@@ -61,34 +53,40 @@ absl::StatusOr<GptIndices> LoadIndices(absl::Span<const int32_t> sequence_length
                                        const GptIndexCacheFiles& files) {
   absl::StatusOr<GptEpochPlan> plan = PlanGptEpochs(sequence_lengths, documents, key.config);
   if (!plan.ok()) return plan.status();
+  // Every problem with a cached file names it; the cache is rank 0's to
+  // rewrite, so the fix is to delete the set and let the next run rebuild it.
+  auto damaged = [&](const std::string& file, const absl::Status& st) {
+    return absl::DataLossError(absl::StrCat("cached indices ", files.description, ": ", file,
+                                            " is damaged: ", st.message(), "; delete the four ",
+                                            absl::StripSuffix(files.description, "description.txt"),
+                                            "* files and rerun to rebuild them"));
+  };
   GptIndices out;
   out.tokens_per_epoch = plan->tokens_per_epoch;
   out.num_epochs = plan->num_epochs;
   out.separate_final_epoch = plan->separate_final_epoch;
   absl::StatusOr<std::vector<int64_t>> doc = LoadNpy(files.document_index, 1);
-  if (!doc.ok()) return doc.status();
+  if (!doc.ok()) return damaged(files.document_index, doc.status());
+  if (absl::Status st = ValidateDocumentIndex(documents, *plan, *doc); !st.ok()) {
+    return damaged(files.document_index, st);
+  }
+  out.document_index.assign(doc->begin(), doc->end());  // in range: they are documents
+  doc->clear();
+  doc->shrink_to_fit();
   absl::StatusOr<std::vector<int64_t>> sample = LoadNpy(files.sample_index, 2);
-  if (!sample.ok()) return sample.status();
-  absl::StatusOr<std::vector<int64_t>> shuffle = LoadNpy(files.shuffle_index, 1);
-  if (!shuffle.ok()) return shuffle.status();
-  out.document_index.reserve(doc->size());
-  for (int64_t d : *doc) {
-    if (d < 0 || d > std::numeric_limits<int32_t>::max()) {
-      return absl::DataLossError(absl::StrCat(files.document_index, ": holds ", d));
-    }
-    out.document_index.push_back(int32_t(d));
+  if (!sample.ok()) return damaged(files.sample_index, sample.status());
+  if (absl::Status st =
+          ValidateSampleIndex(sequence_lengths, out.document_index, *plan, key.config, *sample);
+      !st.ok()) {
+    return damaged(files.sample_index, st);
   }
   out.sample_index = *std::move(sample);
+  absl::StatusOr<std::vector<int64_t>> shuffle = LoadNpy(files.shuffle_index, 1);
+  if (!shuffle.ok()) return damaged(files.shuffle_index, shuffle.status());
+  if (absl::Status st = ValidateShuffleIndex(*plan, *shuffle); !st.ok()) {
+    return damaged(files.shuffle_index, st);
+  }
   out.shuffle_index = *std::move(shuffle);
-  if (int64_t(out.document_index.size()) != out.num_epochs * int64_t(documents.size())) {
-    return absl::DataLossError(absl::StrCat(
-        files.document_index, ": ", out.document_index.size(), " entries, but ", out.num_epochs,
-        " epochs of ", documents.size(), " documents were expected; delete the cached files"));
-  }
-  if (absl::Status st = ValidateGptIndices(sequence_lengths, out); !st.ok()) {
-    return absl::DataLossError(absl::StrCat("cached indices ", files.description, ": ",
-                                            st.message(), "; delete the cached files"));
-  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "data/numpy_random.h"
+#include "runtime/host_memory.h"
 
 namespace conveyor {
 namespace {
@@ -30,6 +31,29 @@ void AppendShuffledRange(int64_t begin, int64_t end, NumpyRandomState* rng,
   rng->Shuffle(absl::MakeSpan(out->data() + start, out->size() - start));
 }
 
+// Samples of `sequence_length` (+ `extra`) tokens in `tokens` tokens laid end
+// to end; the ragged last one counts unless it is dropped.
+int64_t SamplesIn(int64_t tokens, int64_t sequence_length, int64_t extra, bool drop_last) {
+  const int64_t usable = tokens - extra;
+  return usable / sequence_length + (!drop_last && usable % sequence_length != 0 ? 1 : 0);
+}
+
+// ResourceExhausted when BuildGptIndices' arrays for `plan` would not fit in
+// the memory this process may use.
+absl::Status CheckIndexMemory(const GptEpochPlan& plan, int64_t num_documents) {
+  const int64_t document_index =
+      SaturatingBytes(double(plan.num_epochs) * double(num_documents) * sizeof(int32_t));
+  const int64_t sample_index =
+      SaturatingBytes((double(plan.num_samples) + 1) * 2 * sizeof(int64_t));
+  const int64_t shuffle_index = SaturatingBytes(double(plan.num_samples) * sizeof(int64_t));
+  return CheckHostMemory(
+      SaturatingBytes(double(document_index) + double(sample_index) + double(shuffle_index)),
+      absl::StrCat("the indices of ", plan.num_samples, " samples (", plan.num_epochs,
+                   " epochs of ", num_documents, " documents: document index ",
+                   FormatMemorySize(document_index), ", sample index ", FormatMemorySize(sample_index),
+                   ", shuffle index ", FormatMemorySize(shuffle_index), ")"));
+}
+
 }  // namespace
 
 std::vector<int64_t> BuildSampleIndex(absl::Span<const int32_t> sequence_lengths,
@@ -38,10 +62,8 @@ std::vector<int64_t> BuildSampleIndex(absl::Span<const int32_t> sequence_lengths
                                       int64_t tokens_per_epoch, bool drop_last_partial_sequence,
                                       bool add_extra_token_to_sequence) {
   const int64_t extra = add_extra_token_to_sequence ? 1 : 0;
-  const int64_t usable = num_epochs * tokens_per_epoch - extra;
-  const int64_t num_samples = drop_last_partial_sequence
-                                  ? usable / sequence_length
-                                  : (usable + sequence_length - 1) / sequence_length;
+  const int64_t num_samples =
+      SamplesIn(num_epochs * tokens_per_epoch, sequence_length, extra, drop_last_partial_sequence);
   std::vector<int64_t> sample_index(2 * (num_samples + 1));
   int64_t doc_position = 0;  // position in document_index
   int64_t doc_offset = 0;    // token offset within that document
@@ -96,10 +118,24 @@ absl::StatusOr<GptEpochPlan> PlanGptEpochs(absl::Span<const int32_t> sequence_le
   // Enough epochs to cover the requested samples.
   plan.num_epochs = 1;
   if (config.num_samples >= 0) {
-    const int64_t needed = config.num_samples * config.sequence_length + extra;
-    plan.num_epochs =
-        std::max<int64_t>(1, (needed + plan.tokens_per_epoch - 1) / plan.tokens_per_epoch);
+    int64_t needed = 0;
+    if (__builtin_mul_overflow(config.num_samples, config.sequence_length, &needed) ||
+        __builtin_add_overflow(needed, extra, &needed)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(config.num_samples, " samples of ", config.sequence_length + extra,
+                       " tokens are more tokens than a 64-bit count holds"));
+    }
+    plan.num_epochs = std::max<int64_t>(
+        1, needed / plan.tokens_per_epoch + (needed % plan.tokens_per_epoch != 0 ? 1 : 0));
   }
+  int64_t total_tokens = 0;
+  if (__builtin_mul_overflow(plan.num_epochs, plan.tokens_per_epoch, &total_tokens)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(plan.num_epochs, " epochs of ", plan.tokens_per_epoch,
+                     " tokens are more tokens than a 64-bit count holds"));
+  }
+  plan.num_samples =
+      SamplesIn(total_tokens, config.sequence_length, extra, config.drop_last_partial_sequence);
 
   if (plan.num_epochs > 1) {
     plan.samples_before_final_epoch =
@@ -109,6 +145,7 @@ absl::StatusOr<GptEpochPlan> PlanGptEpochs(absl::Span<const int32_t> sequence_le
     plan.separate_final_epoch =
         from_final < int64_t(kSeparateFinalEpochThreshold * double(per_epoch));
   }
+  if (absl::Status st = CheckIndexMemory(plan, int64_t(documents.size())); !st.ok()) return st;
   return plan;
 }
 
@@ -145,41 +182,90 @@ absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_le
   return out;
 }
 
-absl::Status ValidateGptIndices(absl::Span<const int32_t> sequence_lengths,
-                                const GptIndices& indices) {
-  const int64_t docs = int64_t(indices.document_index.size());
-  for (int32_t d : indices.document_index) {
-    if (d < 0 || d >= int64_t(sequence_lengths.size())) {
-      return absl::DataLossError(absl::StrCat("document_index holds ", d, " but the dataset has ",
-                                              sequence_lengths.size(), " sequences"));
-    }
+absl::Status ValidateDocumentIndex(absl::Span<const int32_t> documents, const GptEpochPlan& plan,
+                                   absl::Span<const int64_t> document_index) {
+  const int64_t expected = plan.num_epochs * int64_t(documents.size());
+  if (int64_t(document_index.size()) != expected) {
+    return absl::DataLossError(absl::StrCat("document_index has ", document_index.size(),
+                                            " entries, but ", plan.num_epochs, " epochs of ",
+                                            documents.size(), " documents need ", expected));
   }
-  const std::vector<int64_t>& s = indices.sample_index;
-  if (s.size() < 2 || s.size() % 2 != 0) {
+  // How many more times each document of the split may appear.
+  const int64_t largest =
+      documents.empty() ? -1 : *std::max_element(documents.begin(), documents.end());
+  std::vector<int64_t> remaining(largest + 1, 0);
+  for (int32_t d : documents) remaining[d] = plan.num_epochs;
+  for (size_t i = 0; i < document_index.size(); ++i) {
+    const int64_t d = document_index[i];
+    if (d < 0 || d > largest || remaining[d] == 0) {
+      const bool in_split = std::find(documents.begin(), documents.end(), d) != documents.end();
+      return absl::DataLossError(absl::StrCat(
+          "document_index entry ", i, " is document ", d, ", which ",
+          in_split ? absl::StrCat("appears more often than its ", plan.num_epochs, " epochs")
+                   : "is not a document of this split"));
+    }
+    --remaining[d];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSampleIndex(absl::Span<const int32_t> sequence_lengths,
+                                 absl::Span<const int32_t> document_index, const GptEpochPlan& plan,
+                                 const GptIndexConfig& config,
+                                 absl::Span<const int64_t> sample_index) {
+  const absl::Span<const int64_t> s = sample_index;  // rows of (position, offset)
+  const int64_t rows = plan.num_samples + 1;
+  if (int64_t(s.size()) != 2 * rows) {
+    return absl::DataLossError(absl::StrCat("sample_index has ", s.size(), " values, but ",
+                                            plan.num_samples, " samples need ", rows,
+                                            " rows of 2"));
+  }
+  if (s[0] != 0 || s[1] != 0) {
     return absl::DataLossError(
-        absl::StrCat("sample_index has ", s.size(), " values, not rows of 2"));
+        absl::StrCat("sample_index row 0 is (", s[0], ", ", s[1], "), not (0, 0)"));
   }
-  const int64_t rows = int64_t(s.size() / 2);
-  for (int64_t r = 0; r < rows; ++r) {
+  const int64_t docs = int64_t(document_index.size());
+  for (int64_t r = 1; r < rows; ++r) {
     const int64_t pos = s[2 * r], offset = s[2 * r + 1];
-    if (pos < 0 || pos >= docs || offset < 0 ||
-        offset > sequence_lengths[indices.document_index[pos]]) {
+    const int64_t previous = s[2 * r - 2];
+    if (pos < previous || pos >= docs || offset < 0 ||
+        offset > sequence_lengths[document_index[pos]]) {
       return absl::DataLossError(absl::StrCat("sample_index row ", r, " (", pos, ", ", offset,
-                                              ") points outside document_index"));
+                                              ") points outside document_index or goes back"));
     }
-    if (r > 0 && (pos < s[2 * r - 2] || (pos == s[2 * r - 2] && offset < s[2 * r - 1]))) {
-      return absl::DataLossError(absl::StrCat("sample_index row ", r, " goes backwards"));
+    // Tokens from the previous row's start to this one's.
+    int64_t step = offset - s[2 * r - 1];
+    for (int64_t p = previous; p < pos; ++p) step += sequence_lengths[document_index[p]];
+    const bool padded_last = !config.drop_last_partial_sequence && r == rows - 1;
+    if (padded_last ? step <= 0 || step > config.sequence_length : step != config.sequence_length) {
+      return absl::DataLossError(absl::StrCat("sample_index row ", r, " starts ", step,
+                                              " tokens after row ", r - 1, ", not --seq-length ",
+                                              config.sequence_length));
     }
   }
-  if (int64_t(indices.shuffle_index.size()) != rows - 1) {
-    return absl::DataLossError(absl::StrCat("shuffle_index has ", indices.shuffle_index.size(),
-                                            " entries for ", rows - 1, " samples"));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateShuffleIndex(const GptEpochPlan& plan,
+                                  absl::Span<const int64_t> shuffle_index) {
+  const int64_t n = plan.num_samples;
+  if (int64_t(shuffle_index.size()) != n) {
+    return absl::DataLossError(
+        absl::StrCat("shuffle_index has ", shuffle_index.size(), " entries for ", n, " samples"));
   }
-  for (int64_t v : indices.shuffle_index) {
-    if (v < 0 || v >= rows - 1) {
+  std::vector<bool> seen(n, false);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = shuffle_index[i];
+    if (v < 0 || v >= n) {
       return absl::DataLossError(
-          absl::StrCat("shuffle_index holds ", v, " but there are ", rows - 1, " samples"));
+          absl::StrCat("shuffle_index holds ", v, " but there are ", n, " samples"));
     }
+    if (seen[v]) {
+      return absl::DataLossError(
+          absl::StrCat("shuffle_index holds sample ", v, " twice (again at entry ", i,
+                       "): it must be a permutation of the ", n, " samples"));
+    }
+    seen[v] = true;
   }
   return absl::OkStatus();
 }

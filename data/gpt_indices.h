@@ -50,12 +50,15 @@ struct GptEpochPlan {
   int64_t num_epochs = 0;
   bool separate_final_epoch = false;
   int64_t samples_before_final_epoch = 0;  // meaningful with separate_final_epoch
+  int64_t num_samples = 0;                 // samples the epochs hold: the index's length
 };
 
 // `sequence_lengths` are the lengths of every sequence in the indexed dataset;
 // `documents` the ids of the sequences in this split (Megatron's
 // indexed_indices). Errors: bad sequence length, a document id out of range,
-// too few tokens for one sample.
+// too few tokens for one sample; ResourceExhausted, naming the sizes, when the
+// arrays would not fit in the memory this process may use (see
+// runtime/host_memory.h) or the token count overflows 64 bits.
 absl::StatusOr<GptEpochPlan> PlanGptEpochs(absl::Span<const int32_t> sequence_lengths,
                                            absl::Span<const int32_t> documents,
                                            const GptIndexConfig& config);
@@ -64,10 +67,25 @@ absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_le
                                            absl::Span<const int32_t> documents,
                                            const GptIndexConfig& config);
 
-// Checks that arrays read from elsewhere (a cache file) fit the plan and the
-// dataset, so that a stale or corrupt file is an error, not a wild read.
-absl::Status ValidateGptIndices(absl::Span<const int32_t> sequence_lengths,
-                                const GptIndices& indices);
+// Checks of arrays read from elsewhere (a cache file) against the plan and the
+// dataset, so that a stale or damaged file is an error, not a wild read or a
+// silently different sample order. Each is a DataLoss error whose message
+// starts with the array's name.
+//
+// document_index: each of `documents` exactly plan.num_epochs times (every
+// epoch shuffles all of them), and nothing else.
+absl::Status ValidateDocumentIndex(absl::Span<const int32_t> documents, const GptEpochPlan& plan,
+                                   absl::Span<const int64_t> document_index);
+// sample_index: plan.num_samples + 1 rows from (0, 0), each inside
+// document_index and --seq-length tokens after the previous one (the padded
+// last sample may be shorter when partial sequences are kept).
+absl::Status ValidateSampleIndex(absl::Span<const int32_t> sequence_lengths,
+                                 absl::Span<const int32_t> document_index, const GptEpochPlan& plan,
+                                 const GptIndexConfig& config,
+                                 absl::Span<const int64_t> sample_index);
+// shuffle_index: a permutation of 0 .. plan.num_samples - 1.
+absl::Status ValidateShuffleIndex(const GptEpochPlan& plan,
+                                  absl::Span<const int64_t> shuffle_index);
 
 // Megatron's helpers.build_sample_idx on its own (exposed for tests).
 std::vector<int64_t> BuildSampleIndex(absl::Span<const int32_t> sequence_lengths,

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -25,9 +27,42 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// The dataset prefixes in `dir` (its .idx files without the extension), sorted.
+std::vector<std::string> PrefixesIn(const std::string& dir) {
+  std::vector<std::string> prefixes;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string path = entry.path().string();
+    if (absl::EndsWith(path, ".idx")) prefixes.push_back(path.substr(0, path.size() - 4));
+  }
+  std::sort(prefixes.begin(), prefixes.end());
+  return prefixes;
+}
+
+// Maps one of a dataset's two files; a directory in its place also gets what
+// a prefix names.
+absl::StatusOr<std::unique_ptr<MappedFile>> OpenDatasetFile(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (file.status().code() != absl::StatusCode::kFailedPrecondition) return file;
+  return absl::FailedPreconditionError(
+      absl::StrCat(file.status().message(),
+                   ": a dataset is the prefix of a .bin/.idx pair of files, PREFIX.bin and "
+                   "PREFIX.idx"));
+}
+
 }  // namespace
 
 absl::Status CheckDatasetPrefix(const std::string& prefix, absl::string_view flag) {
+  std::error_code error;
+  if (std::filesystem::is_directory(prefix, error) && !Exists(prefix + ".idx")) {
+    const std::vector<std::string> found = PrefixesIn(prefix);
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", prefix, " is a directory: ", flag,
+        " takes a dataset's prefix, the path of its .bin/.idx pair without the extension",
+        found.empty() ? absl::StrCat(", and ", prefix, " holds no .idx file")
+                      : absl::StrCat(", e.g. ", flag, " ", found[0], " (", prefix, " holds ",
+                                     found.size(), " dataset", found.size() == 1 ? "" : "s", ")")));
+  }
   for (absl::string_view suffix : {".bin", ".idx"}) {
     if (!absl::EndsWith(prefix, suffix) || Exists(prefix + ".idx")) continue;
     const std::string stripped = prefix.substr(0, prefix.size() - suffix.size());
@@ -52,7 +87,7 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
   };
 
-  absl::StatusOr<std::unique_ptr<MappedFile>> idx = MappedFile::Open(idx_path);
+  absl::StatusOr<std::unique_ptr<MappedFile>> idx = OpenDatasetFile(idx_path);
   if (!idx.ok()) return idx.status();
   const char* p = (*idx)->data();
   const int64_t idx_size = int64_t((*idx)->size());
@@ -120,7 +155,7 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
                                       ", expected the sequence count ", n));
   }
 
-  absl::StatusOr<std::unique_ptr<MappedFile>> bin = MappedFile::Open(bin_path);
+  absl::StatusOr<std::unique_ptr<MappedFile>> bin = OpenDatasetFile(bin_path);
   if (!bin.ok()) return bin.status();
   const int64_t bin_size = int64_t((*bin)->size());
   const int64_t item = TokenDTypeSize(*dtype);

@@ -23,16 +23,18 @@ inline constexpr uint64_t kIndexVersion = 1;
 // magic, u64 version, u8 dtype, u64 sequence count, u64 document-index count.
 inline constexpr int64_t kIndexHeaderBytes = 9 + 8 + 1 + 8 + 8;
 
-// OK unless `prefix` names one of a dataset's files instead of the dataset:
-// it ends in .bin or .idx and `prefix`.idx does not exist. The error says to
-// pass the prefix, and names `flag` (e.g. "--data-path").
+// OK unless `prefix` names one of a dataset's files instead of the dataset
+// (it ends in .bin or .idx and `prefix`.idx does not exist), or a directory
+// with no `prefix`.idx beside it. The error says to pass the prefix (one found
+// in the directory, if any), and names `flag` (e.g. "--data-path").
 absl::Status CheckDatasetPrefix(const std::string& prefix, absl::string_view flag);
 
 class IndexedDataset {
  public:
   // Opens `path_prefix`.idx and `path_prefix`.bin. Every inconsistency
   // (magic, version, dtype, truncation, a sequence past the end of the .bin,
-  // malformed document boundaries) is an InvalidArgument naming the file.
+  // malformed document boundaries) is an InvalidArgument naming the file; a
+  // directory in place of either file is a FailedPrecondition saying so.
   static absl::StatusOr<std::unique_ptr<IndexedDataset>> Open(const std::string& path_prefix);
 
   const std::string& path_prefix() const { return prefix_; }

@@ -9,6 +9,7 @@
 //        --merge-file merges.txt]
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,9 +73,11 @@ int Main(int argc, char** argv) {
       *out = argv[++i];
       return true;
     };
-    auto integer = [&](int64_t* out, int64_t min) {
-      return value(&v) && absl::SimpleAtoi(v, out) && *out >= min;
+    auto integer = [&](int64_t* out, int64_t min,
+                       int64_t max = std::numeric_limits<int64_t>::max()) {
+      return value(&v) && absl::SimpleAtoi(v, out) && *out >= min && *out <= max;
     };
+    constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
     if (flag == "--help" || flag == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -88,7 +91,9 @@ int Main(int argc, char** argv) {
       if (!value(&v)) return Usage("--split needs a value such as 949,50,1");
       data.set_split(v);
     } else if (flag == "--seq-length") {
-      if (!integer(&seq_length, 1)) return Usage("--seq-length needs a positive integer");
+      if (!integer(&seq_length, 1, kInt32Max)) {
+        return Usage("--seq-length needs a positive integer below 2^31");
+      }
     } else if (flag == "--seed") {
       if (!integer(&seed, 0)) return Usage("--seed needs a non-negative integer");
     } else if (flag == "--num-samples") {
@@ -110,7 +115,9 @@ int Main(int argc, char** argv) {
       if (!value(&v)) return Usage("--merge-file needs a path");
       data.set_merge_file(v);
     } else if (flag == "--vocab-size") {
-      if (!integer(&vocab_size, 1)) return Usage("--vocab-size needs a positive integer");
+      if (!integer(&vocab_size, 1, kInt32Max)) {
+        return Usage("--vocab-size needs a positive integer below 2^31");
+      }
     } else {
       return Usage("unknown flag " + flag);
     }
@@ -178,6 +185,7 @@ int Main(int argc, char** argv) {
   // Shows the ids the files hold, whatever the vocabulary (the trainer checks them).
   TrainingDataOptions options;
   options.check_token_ids = false;
+  options.sample_count_flags[0] = "--train-samples (default: --num-samples)";
   absl::StatusOr<DataSplits> splits =
       BuildTrainingData(config, train_samples, 0, 0, /*build_cache_here=*/true, options);
   if (!splits.ok()) {

@@ -26,6 +26,10 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
     ::close(fd);
     return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
   }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a directory, not a file"));
+  }
   const size_t size = static_cast<size_t>(st.st_size);
   const char* data = nullptr;
   if (size > 0) {

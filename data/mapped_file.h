@@ -13,7 +13,8 @@ namespace conveyor {
 
 class MappedFile {
  public:
-  // Errors name `path` (NotFound when it does not exist).
+  // Errors name `path`: NotFound when it does not exist, FailedPrecondition
+  // when it is a directory.
   static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

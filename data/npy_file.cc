@@ -142,9 +142,13 @@ absl::StatusOr<NpyArray> DecodeNpy(absl::string_view bytes, absl::string_view na
       return bad("malformed shape");
     }
     out.shape.push_back(v);
-    count *= v;
+    if (__builtin_mul_overflow(count, v, &count)) return bad("shape overflows a 64-bit count");
   }
   const size_t data_begin = header_begin + header_len;
+  if (count > int64_t(bytes.size()) / type->bytes) {
+    return bad(absl::StrCat("shape ", shape, " of ", out.descr, " needs more than the ",
+                            bytes.size(), " bytes of the file"));
+  }
   if ((bytes.size() - data_begin) != size_t(count) * type->bytes) {
     return bad(absl::StrCat("holds ", bytes.size() - data_begin, " bytes of data, shape ", shape,
                             " of ", out.descr, " needs ", count * type->bytes));

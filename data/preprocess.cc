@@ -227,6 +227,7 @@ class OutputDatasets {
     for (const std::string& key : options.json_keys) {
       prefixes_.push_back(absl::StrCat(options.output_prefix, "_", key, "_document"));
     }
+    tokens_.assign(prefixes_.size(), 0);
   }
   const std::vector<std::string>& prefixes() const { return prefixes_; }
 
@@ -248,10 +249,13 @@ class OutputDatasets {
           !s.ok()) {
         return s;
       }
+      tokens_[k] += int64_t(doc.ids.size());
       *tokens += int64_t(doc.ids.size());
     }
     return absl::OkStatus();
   }
+  // Tokens written so far, per key.
+  const std::vector<int64_t>& tokens() const { return tokens_; }
 
   absl::Status Finalize() {
     for (size_t k = 0; k < builders_.size(); ++k) {
@@ -274,6 +278,7 @@ class OutputDatasets {
  private:
   std::vector<std::string> prefixes_;
   std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders_;
+  std::vector<int64_t> tokens_;
 };
 
 absl::Status CheckOptions(const PreprocessOptions& options) {
@@ -302,11 +307,21 @@ absl::Status CheckOptions(const PreprocessOptions& options) {
   return absl::OkStatus();
 }
 
-// A run that wrote no document made nothing to train on, so it fails and
-// says why.
-absl::Status CheckWroteDocuments(const PreprocessOptions& options,
-                                 const PreprocessSummary& summary) {
-  if (summary.documents > 0) return absl::OkStatus();
+// A run that wrote no document, or no token under some key, made nothing to
+// train on (the trainer refuses an empty dataset), so it fails and says why.
+absl::Status CheckWroteTokens(const PreprocessOptions& options, const PreprocessSummary& summary,
+                              const OutputDatasets& outputs) {
+  if (summary.documents > 0) {
+    for (size_t k = 0; k < options.json_keys.size(); ++k) {
+      if (outputs.tokens()[k] > 0) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.input, ": field \"", options.json_keys[k],
+          "\" is empty (no tokens) in every document (", summary.documents,
+          " in all), so no dataset was written: the trainer refuses an empty dataset; check "
+          "that --json-keys names the field that holds the text"));
+    }
+    return absl::OkStatus();
+  }
   std::string why;
   if (summary.lines == 0) {
     why = "the file is empty";
@@ -384,7 +399,7 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
   OutputDatasets outputs(options);
   absl::Status status = outputs.Create(summary.dtype);
   if (status.ok()) status = ProcessLines(in, options, tokenizer, &outputs, &summary);
-  if (status.ok()) status = CheckWroteDocuments(options, summary);
+  if (status.ok()) status = CheckWroteTokens(options, summary, outputs);
   if (status.ok()) status = outputs.Finalize();
   if (!status.ok()) {
     outputs.Discard();

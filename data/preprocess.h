@@ -47,7 +47,8 @@ struct PreprocessSummary {
 
 // Writes the datasets, or fails and leaves none of their files behind (so
 // that no half-written dataset can be mistaken for data). Writing no document
-// at all (an empty input, or every line bad) is a failure.
+// at all (an empty input, or every line bad), or no token under some key
+// (every text empty), is a failure.
 absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
                                              const Tokenizer& tokenizer);
 

@@ -49,11 +49,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> ResolveVocabulary(Config* config) {
 
 SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch_size,
                                        int64_t eval_interval, int64_t eval_iters) {
+  auto product = [](int64_t a, int64_t b) {
+    int64_t p;
+    return __builtin_mul_overflow(a, b, &p) ? std::numeric_limits<int64_t>::max() : p;
+  };
   SplitSampleCounts c;
-  c.train = train_iters * global_batch_size;
-  c.valid =
-      eval_interval > 0 ? (train_iters / eval_interval + 1) * eval_iters * global_batch_size : 0;
-  c.test = eval_iters * global_batch_size;
+  c.train = product(train_iters, global_batch_size);
+  c.valid = eval_interval > 0
+                ? product(product(train_iters / eval_interval + 1, eval_iters), global_batch_size)
+                : 0;
+  c.test = product(eval_iters, global_batch_size);
   return c;
 }
 
@@ -118,6 +123,7 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
     build.cache.build_here = build_cache_here;
     build.cache.timeout = options.cache_timeout;
     if (options.check_token_ids) build.token_ids = out.token_ids;
+    build.sample_count_flags = options.sample_count_flags;
     absl::StatusOr<SplitSources> built = BuildSplitDatasets(build, sizes);
     if (!built.ok()) return built.status();
     sources = *std::move(built);

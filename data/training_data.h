@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "data/dataset_builder.h"
 #include "data/sample_source.h"
 #include "data/token_id_limit.h"
 #include "data/tokenizer.h"
@@ -38,7 +39,8 @@ struct DataSplits {
 };
 
 // Samples each split must provide, as Megatron's
-// get_train_valid_test_num_samples computes them.
+// get_train_valid_test_num_samples computes them; a count past the int64
+// range saturates there (and then fails the data's memory check).
 struct SplitSampleCounts {
   int64_t train = 0;  // train_iters * global_batch_size
   int64_t valid = 0;  // (train_iters / eval_interval + 1) * eval_iters * global_batch_size
@@ -52,6 +54,8 @@ struct TrainingDataOptions {
   absl::Duration cache_timeout = absl::Minutes(30);
   // False reads whatever ids the files hold (for tools that train nothing).
   bool check_token_ids = true;
+  // Named when a split's indices would not fit in memory.
+  SampleCountFlags sample_count_flags = TrainerSampleCountFlags();
 };
 
 // `resolved_config`: a config ResolveVocabulary has seen, so that its

@@ -8,6 +8,10 @@ namespace conveyor {
 namespace {
 
 std::string LastSeen(const ProgressBoard::Entry& entry) {
+  if (entry.unknown) {
+    return "progress unknown: the rendezvous store did not answer, so the link to global rank "
+           "0's host may be down";
+  }
   if (entry.seq < 0) return "never posted progress";
   if (entry.seq == 0) return absl::StrCat("last seen in ", entry.activity);
   return absl::StrFormat("last entered %s, after collective #%d", entry.activity, entry.seq);

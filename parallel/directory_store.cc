@@ -13,13 +13,18 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gloo/common/error.h"
 
@@ -103,8 +108,28 @@ uint64_t RandomBits() {
   return engine();
 }
 
-constexpr char kLaunchDir[] = "launch";   // the handshake's files, shared by all launches
+constexpr char kLaunchDir[] = "launch";   // the handshake's files, shared by a job's launches
 constexpr char kJoinedDir[] = ".joined";  // in a launch's directory: one file per rank
+
+// Where the launches of job `job_id` meet rank 0: "launch", or "launch.<job>" for a job
+// its launcher names, so that two jobs sharing a run directory never meet.
+std::string HandshakeDir(const std::string& run_dir, const std::string& job_id) {
+  return job_id.empty() ? absl::StrCat(run_dir, "/", kLaunchDir)
+                        : absl::StrCat(run_dir, "/", kLaunchDir, ".", EncodeFileName(job_id));
+}
+
+// What a rank writes to claim its place in a launch, and rank 0 reads: its world size,
+// ended by a newline (a claim is created and then written, so it may be read short).
+std::string ClaimContents(int world_size) { return absl::StrCat(world_size, "\n"); }
+std::optional<int> ClaimedWorldSize(const std::string& claim) {
+  const std::optional<std::string> contents = ReadIfExists(claim);
+  int world_size = 0;
+  if (!contents.has_value() || !absl::EndsWith(*contents, "\n") ||
+      !absl::SimpleAtoi(absl::StripSuffix(*contents, "\n"), &world_size)) {
+    return std::nullopt;
+  }
+  return world_size;
+}
 
 std::string JoinFile(int rank) { return absl::StrCat("join_", rank); }
 std::string AckFile(int rank, const std::string& nonce) {
@@ -127,8 +152,8 @@ void ClearHandshake(const std::string& handshake) {
 
 // Global rank 0: names the launch, answers every join request until all have joined.
 absl::StatusOr<std::string> LeadLaunch(const std::string& run_dir, int size,
-                                       absl::Duration timeout) {
-  const std::string handshake = absl::StrCat(run_dir, "/", kLaunchDir);
+                                       const std::string& job_id, absl::Duration timeout) {
+  const std::string handshake = HandshakeDir(run_dir, job_id);
   const std::string launch = absl::StrFormat(
       "launch-%s-%d-%08x", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()),
       ::getpid(), RandomBits() & 0xffffffff);
@@ -141,7 +166,14 @@ absl::StatusOr<std::string> LeadLaunch(const std::string& run_dir, int size,
   while (true) {
     std::vector<int> missing;
     for (int r = 1; r < size; ++r) {
-      if (PathExists(absl::StrCat(joined, "/", r))) continue;
+      if (const std::optional<int> world_size = ClaimedWorldSize(absl::StrCat(joined, "/", r));
+          world_size.has_value()) {
+        if (absl::Status s = CheckWorldSize(r, *world_size, size, "run directory " + run_dir);
+            !s.ok()) {
+          return s;
+        }
+        continue;
+      }
       missing.push_back(r);
       const std::optional<std::string> nonce =
           ReadIfExists(absl::StrCat(handshake, "/", JoinFile(r)));
@@ -149,7 +181,10 @@ absl::StatusOr<std::string> LeadLaunch(const std::string& run_dir, int size,
       // A request of a killed launch looks like one of a rank that started before this
       // one, and answering it costs one file (removed by ClearHandshake).
       const std::string ack = AckFile(r, EncodeFileName(*nonce));
-      if (absl::Status s = WriteFileAtomically(handshake, ack, launch); !s.ok()) return s;
+      if (absl::Status s = WriteFileAtomically(handshake, ack, absl::StrCat(launch, "\n", size));
+          !s.ok()) {
+        return s;
+      }
       answered[r] = *nonce;
     }
     if (missing.empty()) break;
@@ -188,16 +223,16 @@ bool RequestWithdrawn(const std::string& request, const std::string& nonce) {
 // Global rank r > 0: asks to join, waits for this launch's rank 0 to answer with its
 // name, then claims its place there.
 absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int size,
-                                       absl::Duration timeout) {
-  const std::string handshake = absl::StrCat(run_dir, "/", kLaunchDir);
+                                       const std::string& job_id, absl::Duration timeout) {
+  const std::string handshake = HandshakeDir(run_dir, job_id);
   if (absl::Status s = MakeDirectories(handshake); !s.ok()) return s;
   const std::string nonce = absl::StrFormat("%d-%016x", ::getpid(), RandomBits());
   if (absl::Status s = WriteFileAtomically(handshake, JoinFile(rank), nonce); !s.ok()) return s;
   const std::string request = absl::StrCat(handshake, "/", JoinFile(rank));
   const std::string ack_path = absl::StrCat(handshake, "/", AckFile(rank, EncodeFileName(nonce)));
   Poller poller(absl::ToChronoNanoseconds(timeout));
-  std::optional<std::string> launch;
-  while (!(launch = ReadIfExists(ack_path)).has_value() || launch->empty()) {
+  std::optional<std::string> ack;
+  while (!(ack = ReadIfExists(ack_path)).has_value() || ack->empty()) {
     if (RequestWithdrawn(request, nonce)) {
       return RankClaimedTwice(
           rank, absl::StrFormat("this process's request %s was replaced or removed", request));
@@ -207,23 +242,30 @@ absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int
           "rank 0 never admitted rank %d of %d to a launch within %s (it answers %s/%s); "
           "start rank 0 with the same run directory, or look for its error if it failed; "
           "if its launch went on without this process, another process may have claimed "
-          "rank %d: start each rank once, and one launch at a time per run directory",
-          rank, size, absl::FormatDuration(timeout), handshake, JoinFile(rank), rank));
+          "rank %d: start each rank once, and one launch at a time per run directory; rank 0 "
+          "answers only the ranks below its WORLD_SIZE: start every rank with WORLD_SIZE %d",
+          rank, size, absl::FormatDuration(timeout), handshake, JoinFile(rank), rank, size));
     }
     poller.Sleep();
   }
-  if (launch->find('/') != std::string::npos || launch->front() == '.') {
+  // The answer holds the launch's name and global rank 0's world size.
+  const std::pair<std::string, std::string> answer = absl::StrSplit(*ack, absl::MaxSplits('\n', 1));
+  const std::string& launch = answer.first;
+  int rank0_size = 0;
+  if (launch.empty() || launch.find('/') != std::string::npos || launch.front() == '.' ||
+      !absl::SimpleAtoi(answer.second, &rank0_size)) {
     return absl::InternalError(
-        absl::StrFormat("rank %d: %s names no launch: \"%s\"", rank, ack_path, *launch));
+        absl::StrFormat("rank %d: %s names no launch: \"%s\"", rank, ack_path, *ack));
   }
-  const std::string joined = absl::StrCat(run_dir, "/", *launch, "/", kJoinedDir);
+  const std::string joined = absl::StrCat(run_dir, "/", launch, "/", kJoinedDir);
   if (absl::Status s = MakeDirectories(joined); !s.ok()) return s;
   // Exclusive: should rank 0 have answered two processes claiming this rank, the second
-  // to confirm is refused here. Rank 0 looks only for the file, never at its contents.
+  // to confirm is refused here. The claim holds this rank's world size, which rank 0
+  // compares with its own, as this rank does below: whichever differs, both fail.
   const std::string claim = absl::StrCat(joined, "/", rank);
-  if (absl::Status s = WriteNewFile(claim, nonce); absl::IsAlreadyExists(s)) {
-    return RankClaimedTwice(
-        rank, absl::StrFormat("it joined launch %s first: %s exists", *launch, claim));
+  if (absl::Status s = WriteNewFile(claim, ClaimContents(size)); absl::IsAlreadyExists(s)) {
+    return RankClaimedTwice(rank,
+                            absl::StrFormat("it joined launch %s first: %s exists", launch, claim));
   } else if (!s.ok()) {
     return s;
   }
@@ -231,7 +273,11 @@ absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int
   // another process's by now: that one fails, seeing it removed by rank 0 instead.
   ::unlink(ack_path.c_str());
   if (!RequestWithdrawn(request, nonce)) ::unlink(request.c_str());
-  return *launch;
+  if (absl::Status s = CheckWorldSize(rank, size, rank0_size, "run directory " + run_dir);
+      !s.ok()) {
+    return s;
+  }
+  return launch;
 }
 
 // Retries removal for this long: on NFS, a file still open on this client (a board of a
@@ -331,13 +377,14 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> DirectoryRendezvous::OpenStore(
 }
 
 absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> DirectoryRendezvous::Join(
-    const std::string& run_dir, int rank, int size, absl::Duration timeout) {
+    const std::string& run_dir, int rank, int size, const std::string& job_id,
+    absl::Duration timeout) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
         absl::StrFormat("rendezvous in %s: rank %d is not in [0, %d)", run_dir, rank, size));
   }
-  absl::StatusOr<std::string> launch =
-      rank == 0 ? LeadLaunch(run_dir, size, timeout) : JoinLaunch(run_dir, rank, size, timeout);
+  absl::StatusOr<std::string> launch = rank == 0 ? LeadLaunch(run_dir, size, job_id, timeout)
+                                                 : JoinLaunch(run_dir, rank, size, job_id, timeout);
   if (!launch.ok()) return launch.status();
   return std::make_unique<DirectoryRendezvous>(absl::StrCat(run_dir, "/", *launch));
 }

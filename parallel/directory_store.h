@@ -48,22 +48,29 @@ class DirectoryRendezvous : public RendezvousPoint {
   // may hold what earlier launches left (finished or killed): every rank calls this with
   // its global `rank`, and all get the same fresh subdirectory <run_dir>/<launch>, so
   // that nobody reads a key of an earlier launch. One launch at a time per run
-  // directory: the launches before it must have ended (finished or been killed).
+  // directory and job: the launches of job `job_id` (RankEnvironment::job_id) before it
+  // must have ended (finished or been killed); other jobs' launches meet apart.
   //
   // Why a handshake: a rank cannot tell a key of this launch from a stale one, and rank
   // 1 may start before rank 0. Global rank 0 names the launch (time, pid, random).
-  // Every other rank r writes <run_dir>/launch/join_<r> holding a nonce of its own
-  // (pid, random) and waits for ack_<r>_<nonce>, which only this launch's rank 0 can
-  // write; it holds the launch's name. Rank 0 answers every join_<r> it sees (a stale
-  // one costs a file) until each rank r has claimed <launch>/.joined/<r> (created
-  // exclusively), then clears <run_dir>/launch: nobody waits on its files any more.
+  // Every other rank r writes <handshake>/join_<r> holding a nonce of its own (pid,
+  // random) and waits for ack_<r>_<nonce>, which only this launch's rank 0 can write; it
+  // holds the launch's name and rank 0's world size. Rank 0 answers every join_<r> it
+  // sees (a stale one costs a file) until each rank r has claimed <launch>/.joined/<r>
+  // (created exclusively, holding r's world size), then clears the handshake folder:
+  // nobody waits on its files any more. The handshake folder is <run_dir>/launch, or
+  // <run_dir>/launch.<job_id> when the launcher names the job, so that the ranks of two
+  // jobs sharing a run directory never meet.
   //
   // Each side waits at most `timeout`, then fails naming the ranks that never joined
   // (rank 0) or rank 0 (the others), run_dir and the fix. A second process claiming a
   // rank fails at once (AlreadyExists), when it sees its request replaced or removed or
-  // finds the rank claimed.
+  // finds the rank claimed. A rank whose world size differs from rank 0's fails once it
+  // has claimed its place, and rank 0 when it reads the claim (FailedPrecondition, naming
+  // both world sizes).
   static absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> Join(const std::string& run_dir,
                                                                    int rank, int size,
+                                                                   const std::string& job_id,
                                                                    absl::Duration timeout);
 
   const std::string& dir() const { return dir_; }

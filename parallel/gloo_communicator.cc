@@ -168,7 +168,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
       std::vector<std::string> connecting;
       const std::vector<ProgressBoard::Entry> entries = (*board)->Read();
       for (int r = 0; r < size; ++r) {
-        if (r != group.rank && entries[r].activity != "idle" && entries[r].seq <= 0) {
+        if (r != group.rank && !entries[r].unknown && entries[r].activity != "idle" &&
+            entries[r].seq <= 0) {
           connecting.push_back(
               absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
         }

@@ -29,8 +29,17 @@ void RecordSignal(int signo) { g_received_signal = signo; }
 std::string DescribeStatus(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
-    return absl::StrFormat("was killed by signal %d (%s)", WTERMSIG(status),
-                           strsignal(WTERMSIG(status)));
+    std::string text = absl::StrFormat("was killed by signal %d (%s)", WTERMSIG(status),
+                                       strsignal(WTERMSIG(status)));
+    // The launcher's own SIGKILLs follow a failure already reported; a first rank to die
+    // of SIGKILL was most often killed by the kernel, or by the cgroup, for its memory.
+    if (WTERMSIG(status) == SIGKILL) {
+      absl::StrAppend(&text,
+                      ", perhaps for lack of memory (the kernel's OOM killer, or the job's "
+                      "cgroup memory limit): look for \"Out of memory\" or \"oom-kill\" in "
+                      "`dmesg` or `journalctl -k`, and check the job's memory limit");
+    }
+    return text;
   }
   return absl::StrCat("stopped with wait status ", status);
 }

@@ -35,8 +35,9 @@ struct LaunchOptions {
 //
 // Returns 0 when every rank returns 0. When a rank exits non-zero or is killed by a
 // signal, the others are stopped, exactly one line naming the failed rank is written
-// to `err`, and the failed rank's exit code (128 + signal number when killed) is
-// returned. Every child has been reaped on return. Children share the parent's
+// to `err` (for SIGKILL, also that it may have run out of memory, and where to look),
+// and the failed rank's exit code (128 + signal number when killed) is returned.
+// Every child has been reaped on return. Children share the parent's
 // stdout/stderr; flush buffered output before forking.
 //
 // Call from a single-threaded process (before creating threads or gloo/CUDA state):

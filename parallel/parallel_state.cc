@@ -36,7 +36,7 @@ std::string GlooHostname(const RankEnvironment& env) {
 absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> JoinRunDir(const RankEnvironment& env,
                                                                 absl::Duration timeout) {
   absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
-      DirectoryRendezvous::Join(env.run_dir, env.rank, env.world_size, timeout);
+      DirectoryRendezvous::Join(env.run_dir, env.rank, env.world_size, env.job_id, timeout);
   if (!joined.ok()) {
     return absl::Status(joined.status().code(),
                         absl::StrCat("rank ", env.rank, ": meeting the other ranks in ", kRunDirEnv,
@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> JoinRunDir(const RankEnviro
 }
 
 // The TCP store at MASTER_ADDR, which global rank 0 serves (into `server`) for the life
-// of the state.
+// of the state; rank 0 returns once every rank of its job has connected.
 absl::StatusOr<std::unique_ptr<RendezvousPoint>> ConnectToStore(
     const RankEnvironment& env, absl::Duration timeout, std::unique_ptr<TcpStoreServer>* server) {
   if (env.master_addr.empty() || env.store_port == 0) {
@@ -56,8 +56,10 @@ absl::StatusOr<std::unique_ptr<RendezvousPoint>> ConnectToStore(
                      " to a directory shared by all ranks, or MASTER_ADDR and MASTER_PORT to "
                      "global rank 0's host and a free port"));
   }
+  const tcp_store::Membership self = {env.rank, env.world_size, env.job_id};
   if (env.rank == 0) {
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started = TcpStoreServer::Start(env.store_port);
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
+        TcpStoreServer::Start(env.store_port, self);
     if (!started.ok()) {
       return absl::Status(started.status().code(),
                           absl::StrCat(started.status().message(),
@@ -68,8 +70,11 @@ absl::StatusOr<std::unique_ptr<RendezvousPoint>> ConnectToStore(
     *server = *std::move(started);
   }
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(env.master_addr, env.store_port, timeout);
+      TcpStoreClient::Connect(env.master_addr, env.store_port, self, timeout);
   if (!client.ok()) return client.status();
+  if (env.rank == 0) {
+    if (absl::Status s = (*server)->AwaitRanks(timeout); !s.ok()) return s;
+  }
   return std::unique_ptr<RendezvousPoint>(std::make_unique<TcpRendezvous>(*std::move(client)));
 }
 
@@ -100,7 +105,8 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTranspor
 
 absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
-    const DeviceTransport* transport) {
+    const DeviceTransport* transport,
+    const std::function<absl::Status(Communicator& world)>& check_world) {
   if (absl::Status s = ValidateLayout(tp, pp, env.world_size); !s.ok()) return s;
   if (env.rank < 0 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
@@ -173,6 +179,11 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
                                        " group: ", comm.status().message()));
     }
     *slot = *std::move(comm);
+    if (kind == GroupKind::kWorld && check_world != nullptr) {
+      if (absl::Status s = check_world(*state->world_); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("rank ", env.rank, ": ", s.message()));
+      }
+    }
   }
   return state;
 }

@@ -3,6 +3,7 @@
 #ifndef CONVEYOR_PARALLEL_PARALLEL_STATE_H_
 #define CONVEYOR_PARALLEL_PARALLEL_STATE_H_
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -31,12 +32,19 @@ class ParallelState {
   // buffers when one is given (RoutedCommunicator). The ranks meet in env.run_dir when
   // set (in a subdirectory of its own, so a run directory can be reused:
   // DirectoryRendezvous::Join), else at the TCP store global rank 0 serves at
-  // env.master_addr:store_port. Fails when the layout is invalid, env names neither, or
-  // a rendezvous times out (naming the missing ranks); no wait lasts longer than
+  // env.master_addr:store_port, meeting only ranks of job env.job_id. Fails when the
+  // layout is invalid, env names neither, a rank's world size differs from rank 0's
+  // (naming both), the TCP store's port holds another program or another job's store,
+  // or a rendezvous times out (naming the missing ranks); no wait lasts longer than
   // `timeout`.
+  //
+  // `check_world`, when given, runs on the world group as soon as it exists, before any
+  // other group is built: a collective that lets the ranks refuse to go on together
+  // (they compare their configurations), whose error Create returns.
   static absl::StatusOr<std::unique_ptr<ParallelState>> Create(
       const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
-      const DeviceTransport* transport = nullptr);
+      const DeviceTransport* transport = nullptr,
+      const std::function<absl::Status(Communicator& world)>& check_world = nullptr);
 
   ~ParallelState();
 

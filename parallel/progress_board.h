@@ -25,6 +25,7 @@ class ProgressBoard {
   struct Entry {
     int64_t seq = -1;      // collectives entered so far; -1 = never posted
     std::string activity;  // e.g. "AllReduceSum", "BatchSendRecv"
+    bool unknown = false;  // the board could not be read (its store did not answer)
   };
 
   virtual ~ProgressBoard() = default;

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 
 namespace conveyor {
 namespace {
@@ -40,6 +41,18 @@ absl::StatusOr<bool> ReadInt(const EnvLookup& getenv_fn, const char* name, int m
 }
 
 constexpr int kMaxInt = 1 << 30;
+
+// The job's name as the first launcher variable that gives one reads, "VARIABLE=value".
+std::string JobIdFromEnv(const EnvLookup& getenv_fn) {
+  for (const char* name : {kJobIdEnv, "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"}) {
+    const char* value = getenv_fn(name);
+    const absl::string_view id = value == nullptr ? "" : value;
+    // torchrun's --rdzv-id defaults to "none", which names no job.
+    if (id.empty() || (id == "none" && absl::string_view(name) == "TORCHELASTIC_RUN_ID")) continue;
+    return absl::StrCat(name, "=", id);
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -83,6 +96,7 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvL
   if (const char* dir = getenv_fn(kRunDirEnv); dir != nullptr && dir[0] != '\0') {
     env.run_dir = dir;
   }
+  env.job_id = JobIdFromEnv(getenv_fn);
 
   const bool has_master = !env.master_addr.empty() && env.store_port != 0;
   if (env.world_size > 1 && env.run_dir.empty() && !has_master) {
@@ -146,6 +160,7 @@ std::string DescribeRankEnvironment(const RankEnvironment& env) {
     absl::StrAppendFormat(&text, ", master %s:%d", env.master_addr, env.master_port);
     if (env.run_dir.empty()) absl::StrAppendFormat(&text, ", TCP store port %d", env.store_port);
   }
+  if (!env.job_id.empty()) absl::StrAppend(&text, ", job ", env.job_id);
   return text;
 }
 

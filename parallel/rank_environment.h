@@ -28,19 +28,28 @@ struct RankEnvironment {
   // diagnostics. Set by LaunchLocalRanks or CONVEYOR_RUN_DIR; when empty, the ranks
   // meet at the TCP store at MASTER_ADDR:store_port (parallel/rendezvous_point.h).
   std::string run_dir;
+  // The job this rank belongs to, as its launcher names it ("CONVEYOR_JOB_ID=<id>",
+  // "TORCHELASTIC_RUN_ID=<id>" or "SLURM_JOB_ID=<id>"); empty when none does (and under
+  // the built-in launcher, whose run directory is fresh). Ranks meet only ranks of their
+  // own job: two jobs sharing CONVEYOR_RUN_DIR meet apart, and a rank that reaches
+  // another job's TCP store is refused.
+  std::string job_id;
 };
 
 // Environment variable that names the shared rendezvous directory.
 inline constexpr char kRunDirEnv[] = "CONVEYOR_RUN_DIR";
 // Environment variable that moves the TCP store off MASTER_PORT.
 inline constexpr char kStorePortEnv[] = "CONVEYOR_STORE_PORT";
+// Environment variable that names the job, for launchers that name none.
+inline constexpr char kJobIdEnv[] = "CONVEYOR_JOB_ID";
 
 // Reads RANK/WORLD_SIZE/LOCAL_RANK (torchrun) or, when RANK is unset,
 // SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID; plus MASTER_ADDR/MASTER_PORT,
-// CONVEYOR_STORE_PORT and CONVEYOR_RUN_DIR. Returns nullopt when neither RANK nor SLURM_PROCID is
-// set (a one-process run). Errors name the variable: a malformed or out-of-range number, a rank
-// without a world size, or a world size > 1 with no way to rendezvous (neither CONVEYOR_RUN_DIR nor
-// MASTER_ADDR/MASTER_PORT).
+// CONVEYOR_STORE_PORT, CONVEYOR_RUN_DIR and the job: the first of CONVEYOR_JOB_ID,
+// TORCHELASTIC_RUN_ID (unless torchrun's default "none") and SLURM_JOB_ID. Returns
+// nullopt when neither RANK nor SLURM_PROCID is set (a one-process run). Errors name the
+// variable: a malformed or out-of-range number, a rank without a world size, or a world
+// size > 1 with no way to rendezvous (neither CONVEYOR_RUN_DIR nor MASTER_ADDR/MASTER_PORT).
 absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvLookup& getenv_fn);
 absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv();  // getenv
 
@@ -55,7 +64,7 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv();  // get
 absl::Status CheckLauncherAgreement(int nproc_per_node, int nnodes, const EnvLookup& getenv_fn);
 absl::Status CheckLauncherAgreement(int nproc_per_node, int nnodes);  // getenv
 
-// "rank 3 of 8 (local rank 1), rendezvous in /tmp/x" for logs.
+// "rank 3 of 8 (local rank 1), rendezvous in /tmp/x, job SLURM_JOB_ID=7" for logs.
 std::string DescribeRankEnvironment(const RankEnvironment& env);
 
 }  // namespace conveyor

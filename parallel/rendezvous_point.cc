@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "gloo/common/error.h"
@@ -30,6 +31,16 @@ void RendezvousStore::wait(const std::vector<std::string>& keys,
     }
     poller.Sleep();
   }
+}
+
+absl::Status CheckWorldSize(int rank, int world_size, int rank0_world_size,
+                            absl::string_view where) {
+  if (world_size == rank0_world_size) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the ranks meeting at %s disagree on the world size: global rank %d has WORLD_SIZE=%d, "
+      "global rank 0 has WORLD_SIZE=%d; start every rank of the job with the same world size "
+      "(WORLD_SIZE, or SLURM_NTASKS under srun)",
+      where, rank, world_size, rank0_world_size));
 }
 
 void Poller::Sleep() {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
 #include "parallel/progress_board.h"
@@ -92,6 +93,13 @@ class RendezvousPoint {
   virtual absl::StatusOr<std::unique_ptr<ProgressBoard>> OpenBoard(const std::string& name,
                                                                    int rank, int size) const = 0;
 };
+
+// Global rank `rank` was started with `world_size` ranks in all, global rank 0 with
+// `rank0_world_size`: OK when they agree, else FailedPrecondition naming both and the
+// fix. Both rendezvous check it as each rank meets rank 0; `where` names the meeting
+// place, e.g. "TCP store node1:29500".
+absl::Status CheckWorldSize(int rank, int world_size, int rank0_world_size,
+                            absl::string_view where);
 
 }  // namespace conveyor
 

@@ -3,28 +3,29 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "gloo/common/error.h"
-#include "parallel/tcp_store_wire.h"
 
 namespace conveyor {
 namespace {
 
-// One attempt to connect to host:port; -1 with `error` set on failure. Reads and writes
-// on the socket give up after `io_timeout`, so a store that stops answering ends in an
-// error, not a hang.
-int ConnectOnce(const std::string& host, int port, absl::Duration io_timeout, std::string* error) {
+// One attempt to connect to host:port before `deadline`; -1 with `error` set on failure.
+// The socket is non-blocking: every wait on it is bounded by a deadline (tcp_store_wire.h).
+int ConnectOnce(const std::string& host, int port, absl::Time deadline, std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -36,10 +37,19 @@ int ConnectOnce(const std::string& host, int port, absl::Duration io_timeout, st
   }
   int fd = -1;
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      *error = std::strerror(errno);
+    int failure = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (failure == EINPROGRESS) {
+      socklen_t length = sizeof(failure);
+      if (!tcp_store::WaitReady(fd, POLLOUT, deadline)) {
+        failure = ETIMEDOUT;
+      } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &failure, &length) != 0) {
+        failure = errno;
+      }
+    }
+    if (failure != 0) {
+      *error = std::strerror(failure);
       ::close(fd);
       fd = -1;
     }
@@ -48,11 +58,68 @@ int ConnectOnce(const std::string& host, int port, absl::Duration io_timeout, st
   if (fd >= 0) {
     const int on = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    const timeval limit = absl::ToTimeval(io_timeout);
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
   }
   return fd;
+}
+
+// What to do when another program holds the store's port.
+constexpr char kForeignPortFix[] =
+    "another program listens there: set MASTER_ADDR to global rank 0's host and MASTER_PORT to "
+    "a port no other program uses (under torchrun, whose own store holds MASTER_PORT, set "
+    "CONVEYOR_STORE_PORT to another free port)";
+
+std::string DescribeJob(const std::string& job_id) {
+  return job_id.empty() ? std::string("none (its launcher names no job; see CONVEYOR_JOB_ID)")
+                        : absl::StrCat("\"", job_id, "\"");
+}
+
+// The client's side of the handshake on a fresh connection to `address`: says who it
+// is, then reads the store's answer byte by byte, so that another program's answer is
+// recognised at its first byte. Global rank 0's membership must match `self`'s.
+absl::Status Handshake(int fd, const std::string& address, const tcp_store::Membership& self,
+                       absl::Time deadline, absl::Duration timeout) {
+  auto no_answer = [&]() {
+    if (absl::Now() < deadline) {
+      return absl::UnavailableError(absl::StrFormat(
+          "the program at MASTER_ADDR:MASTER_PORT = %s accepted the connection, then closed it "
+          "without answering the TCP store's handshake: it is not a Conveyor store (or one of "
+          "another version); %s",
+          address, kForeignPortFix));
+    }
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "the program at MASTER_ADDR:MASTER_PORT = %s accepted the connection but did not answer "
+        "the TCP store's handshake within %s: it is not a Conveyor store, or global rank 0 "
+        "hangs; %s",
+        address, absl::FormatDuration(timeout), kForeignPortFix));
+  };
+  if (!tcp_store::WriteAll(fd, tcp_store::kHello.data(), tcp_store::kHello.size(), deadline) ||
+      !tcp_store::WriteMembership(fd, self, deadline)) {
+    return no_answer();
+  }
+  std::string answer;
+  for (const char expected : tcp_store::kWelcome) {
+    char c = 0;
+    if (!tcp_store::ReadAll(fd, &c, 1, deadline)) return no_answer();
+    answer.push_back(c);
+    if (c == expected) continue;
+    char more[64];  // whatever else has come, for the message
+    const ssize_t n = ::recv(fd, more, sizeof(more), MSG_DONTWAIT);
+    if (n > 0) answer.append(more, static_cast<size_t>(n));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the program at MASTER_ADDR:MASTER_PORT = %s answered the TCP store's handshake with "
+        "\"%s\": it is not a Conveyor store; %s",
+        address, absl::CHexEscape(answer), kForeignPortFix));
+  }
+  tcp_store::Membership rank0;
+  if (!tcp_store::ReadMembership(fd, &rank0, deadline)) return no_answer();
+  if (rank0.job_id != self.job_id) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the TCP store at MASTER_ADDR:MASTER_PORT = %s serves another job: its global rank 0 "
+        "belongs to job %s, this process (global rank %d) to job %s; give each job a port of "
+        "its own (MASTER_PORT, or CONVEYOR_STORE_PORT)",
+        address, DescribeJob(rank0.job_id), self.rank, DescribeJob(self.job_id)));
+  }
+  return CheckWorldSize(self.rank, self.world_size, rank0.world_size, "TCP store " + address);
 }
 
 // A group's keys, under "<group>/" in the one store.
@@ -102,10 +169,19 @@ class StoreProgressBoard : public ProgressBoard {
   }
 
   std::vector<Entry> Read() const override {
+    // Read after a failure only: a store that answers does so in milliseconds, and one
+    // behind a lost link must not hold the failing rank a whole timeout longer.
+    constexpr absl::Duration kReadLimit = absl::Seconds(5);
     std::vector<Entry> entries(size_);
     for (int r = 0; r < size_; ++r) {
-      absl::StatusOr<std::optional<std::string>> post = client_->Get(absl::StrCat(prefix_, r));
-      if (!post.ok() || !post->has_value()) continue;
+      absl::StatusOr<std::optional<std::string>> post =
+          client_->Get(absl::StrCat(prefix_, r), kReadLimit);
+      if (!post.ok()) {
+        // The connection is out of step now: nothing more can be read.
+        for (int rest = r; rest < size_; ++rest) entries[rest].unknown = true;
+        break;
+      }
+      if (!post->has_value()) continue;
       const std::string& text = **post;
       const size_t space = text.find(' ');
       int64_t seq = -1;
@@ -124,17 +200,22 @@ class StoreProgressBoard : public ProgressBoard {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host,
-                                                                        int port,
-                                                                        absl::Duration timeout) {
+absl::StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::Connect(
+    const std::string& host, int port, const tcp_store::Membership& self, absl::Duration timeout) {
   const std::string address = absl::StrCat(host, ":", port);
   const absl::Time deadline = absl::Now() + timeout;
   std::string error;
   while (true) {
-    const int fd = ConnectOnce(host, port, timeout, &error);
-    if (fd >= 0) return std::shared_ptr<TcpStoreClient>(new TcpStoreClient(fd, address, timeout));
+    const int fd = ConnectOnce(host, port, deadline, &error);
+    if (fd >= 0) {
+      if (absl::Status s = Handshake(fd, address, self, deadline, timeout); !s.ok()) {
+        ::close(fd);
+        return s;
+      }
+      return std::shared_ptr<TcpStoreClient>(new TcpStoreClient(fd, address, timeout));
+    }
     if (absl::Now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    absl::SleepFor(std::min(absl::Milliseconds(100), deadline - absl::Now()));
   }
   return absl::DeadlineExceededError(absl::StrFormat(
       "cannot reach the TCP store at MASTER_ADDR:MASTER_PORT = %s within %s (%s): global rank 0 "
@@ -145,44 +226,57 @@ absl::StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::Connect(const st
 
 TcpStoreClient::~TcpStoreClient() { ::close(fd_); }
 
-absl::Status TcpStoreClient::Lost(const char* op, const std::string& key) const {
-  return absl::UnavailableError(absl::StrFormat(
+absl::Status TcpStoreClient::Lost(const char* op, const std::string& key, absl::Duration waited) {
+  failure_ = absl::UnavailableError(absl::StrFormat(
       "TCP store %s: no answer within %s or lost the connection during %s of key \"%s\" (did "
       "global rank 0 exit?)",
-      address_, absl::FormatDuration(io_timeout_), op, key));
+      address_, absl::FormatDuration(waited), op, key));
+  return failure_;
 }
 
 absl::Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.ok()) return failure_;
+  const absl::Time deadline = absl::Now() + io_timeout_;
   const tcp_store::Op op = tcp_store::Op::kSet;
   uint8_t stored = 0;
-  if (!tcp_store::WriteAll(fd_, &op, sizeof(op)) || !tcp_store::WriteBlob(fd_, key) ||
-      !tcp_store::WriteBlob(fd_, value) || !tcp_store::ReadAll(fd_, &stored, 1)) {
-    return Lost("set", key);
+  if (!tcp_store::WriteAll(fd_, &op, sizeof(op), deadline) ||
+      !tcp_store::WriteBlob(fd_, key, deadline) || !tcp_store::WriteBlob(fd_, value, deadline) ||
+      !tcp_store::ReadAll(fd_, &stored, 1, deadline)) {
+    return Lost("set", key, io_timeout_);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<std::string>> TcpStoreClient::Get(const std::string& key) {
+absl::StatusOr<std::optional<std::string>> TcpStoreClient::Get(const std::string& key,
+                                                               absl::Duration limit) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.ok()) return failure_;
+  const absl::Duration wait = std::min(io_timeout_, limit);
+  const absl::Time deadline = absl::Now() + wait;
   const tcp_store::Op op = tcp_store::Op::kGet;
   uint8_t found = 0;
-  if (!tcp_store::WriteAll(fd_, &op, sizeof(op)) || !tcp_store::WriteBlob(fd_, key) ||
-      !tcp_store::WriteBlob(fd_, "") || !tcp_store::ReadAll(fd_, &found, 1)) {
-    return Lost("get", key);
+  if (!tcp_store::WriteAll(fd_, &op, sizeof(op), deadline) ||
+      !tcp_store::WriteBlob(fd_, key, deadline) || !tcp_store::WriteBlob(fd_, "", deadline) ||
+      !tcp_store::ReadAll(fd_, &found, 1, deadline)) {
+    return Lost("get", key, wait);
   }
   if (found == 0) return std::optional<std::string>();
   std::string value;
-  if (!tcp_store::ReadBlob(fd_, &value)) return Lost("get", key);
+  if (!tcp_store::ReadBlob(fd_, &value, deadline)) return Lost("get", key, wait);
   return std::optional<std::string>(std::move(value));
 }
 
 void TcpStoreClient::Post(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.ok()) return;
+  const absl::Time deadline = absl::Now() + io_timeout_;
   const tcp_store::Op op = tcp_store::Op::kPost;
   // Diagnostics only: a failure here surfaces at the next Set or Get.
-  (void)(tcp_store::WriteAll(fd_, &op, sizeof(op)) && tcp_store::WriteBlob(fd_, key) &&
-         tcp_store::WriteBlob(fd_, value));
+  if (!tcp_store::WriteAll(fd_, &op, sizeof(op), deadline) ||
+      !tcp_store::WriteBlob(fd_, key, deadline) || !tcp_store::WriteBlob(fd_, value, deadline)) {
+    Lost("post", key, io_timeout_);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousStore>> TcpRendezvous::OpenStore(

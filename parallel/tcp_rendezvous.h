@@ -13,23 +13,32 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "parallel/rendezvous_point.h"
+#include "parallel/tcp_store_wire.h"
 
 namespace conveyor {
 
 // One connection to the store, shared by the process's groups and threads.
 class TcpStoreClient {
  public:
-  // Connects to host:port, retrying until `timeout` (rank 0 may not listen yet); each
-  // later request gives up after `timeout` too.
+  // Connects to host:port as `self` and completes the handshake (tcp_store_wire.h),
+  // retrying while nothing listens there (rank 0 may not listen yet), all within
+  // `timeout`. Fails at once, naming host:port and the fix, when the program there is
+  // not a Conveyor store, serves another job (the job ids differ) or global rank 0 has
+  // another WORLD_SIZE. Each later request gives up after `timeout` too; once one has
+  // failed, the connection is out of step, and every later one fails as it did.
   static absl::StatusOr<std::shared_ptr<TcpStoreClient>> Connect(const std::string& host, int port,
+                                                                 const tcp_store::Membership& self,
                                                                  absl::Duration timeout);
   ~TcpStoreClient();
   TcpStoreClient(const TcpStoreClient&) = delete;
   TcpStoreClient& operator=(const TcpStoreClient&) = delete;
 
   absl::Status Set(const std::string& key, const std::string& value);
-  // nullopt when the key is not (yet) there.
-  absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
+  // nullopt when the key is not (yet) there. Gives up after `limit` when that is shorter
+  // than the connection's timeout (diagnostics read after a failure, which must not
+  // wait a whole timeout more for a store behind a lost link).
+  absl::StatusOr<std::optional<std::string>> Get(const std::string& key,
+                                                 absl::Duration limit = absl::InfiniteDuration());
   // Set without waiting for the answer; best effort.
   void Post(const std::string& key, const std::string& value);
 
@@ -38,12 +47,14 @@ class TcpStoreClient {
  private:
   TcpStoreClient(int fd, std::string address, absl::Duration io_timeout)
       : fd_(fd), address_(std::move(address)), io_timeout_(io_timeout) {}
-  absl::Status Lost(const char* op, const std::string& key) const;
+  // Records and returns the failure of a request; the caller holds mu_.
+  absl::Status Lost(const char* op, const std::string& key, absl::Duration waited);
 
   std::mutex mu_;  // one request and its answer at a time
   int fd_;
   std::string address_;
   absl::Duration io_timeout_;
+  absl::Status failure_;  // the first request that failed
 };
 
 class TcpRendezvous : public RendezvousPoint {

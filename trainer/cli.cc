@@ -1,5 +1,6 @@
 #include "trainer/cli.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "data/training_data.h"
@@ -16,10 +18,13 @@
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/device.h"
 #include "trainer/backend.h"
+#include "trainer/config_agreement.h"
 #include "trainer/config_validation.h"
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
 #include "trainer/hf/export_command.h"
+#include "trainer/host_memory_fit.h"
+#include "trainer/output_files.h"
 #include "trainer/plan.h"
 #include "trainer/rank_training.h"
 #include "trainer/rehearsal.h"
@@ -78,7 +83,9 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
           : ParallelState::Create(*env, config.parallel().tensor_model_parallel_size(),
                                   config.parallel().pipeline_model_parallel_size(),
                                   absl::Minutes(config.parallel().distributed_timeout_minutes()),
-                                  backend->transport);
+                                  backend->transport, [&config](Communicator& world) {
+                                    return AgreeOnConfig(config, world);
+                                  });
   if (!state.ok()) {
     return RunFailure(err, who, state.status());
   }
@@ -108,7 +115,9 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   }
   std::unique_ptr<std::ofstream> metrics;
   if (!config.logging().metrics_file().empty() && IsLoggingRank(**state)) {
-    metrics = std::make_unique<std::ofstream>(config.logging().metrics_file());
+    // Appended to: a resumed (or relaunched) run adds its records after the earlier
+    // ones instead of wiping them.
+    metrics = std::make_unique<std::ofstream>(config.logging().metrics_file(), std::ios::app);
     if (!*metrics) {
       return RunFailure(err, "",
                         absl::InternalError("--metrics-file " + config.logging().metrics_file() +
@@ -121,12 +130,29 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
     return RunFailure(err, who, run.status());
   }
   if (IsLoggingRank(**state)) {
-    out << absl::StrFormat("conveyor: trained %d iterations, final lm loss %.4f\n",
-                           run->result.losses.size(), run->result.losses.back());
+    const std::vector<double>& losses = run->result.losses;
+    out << absl::StrFormat("conveyor: trained %d iterations", losses.size());
+    if (!losses.empty()) out << absl::StrFormat(", final lm loss %.4f", losses.back());
+    out << "\n";
     const std::string memory = DeviceMemorySummary(*backend);
     if (!memory.empty()) out << "conveyor: " << memory << "\n";
   }
   return FinishRun(**state, err, who);
+}
+
+// The ranks of this job whose memory this machine holds: all of them for the built-in
+// launcher; under torchrun (LOCAL_WORLD_SIZE) or srun (SLURM_NTASKS_PER_NODE), this
+// rank's node, whose ranks are consecutive; else this process alone.
+RanksOnHost RanksSharingThisHost(const RankEnvironment* env, int world_size) {
+  if (env == nullptr) return {0, world_size};
+  for (const char* name : {"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    int count = 0;
+    const char* value = std::getenv(name);
+    if (value != nullptr && absl::SimpleAtoi(value, &count) && count > 0) {
+      return {env->rank - env->local_rank, count};
+    }
+  }
+  return {env->rank, 1};
 }
 
 }  // namespace
@@ -173,17 +199,27 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << FormatEffectiveConfig(config);
   }
   const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+  // An external launcher's ranks; one launched process with --nproc-per-node > 1 forks
+  // them itself (srun -n1 trainer --nproc-per-node 4).
+  const bool launched_alone = env->has_value() && (*env)->world_size == 1 && world_size > 1;
+  const RankEnvironment* external = env->has_value() && !launched_alone ? &**env : nullptr;
+  const RanksOnHost on_host = RanksSharingThisHost(external, world_size);
   if (config.training().dry_run()) {
     if (!first_rank) return kExitOk;
     absl::StatusOr<std::string> plan = FormatPlan(config, shape, world_size);
     if (!plan.ok()) return UsageError(err, std::string(plan.status().message()));
-    out << *plan;
+    out << *plan << HostMemoryLine(config, shape, world_size, on_host);
     return kExitOk;
   }
-  // An external launcher's ranks; one launched process with --nproc-per-node > 1 forks
-  // them itself (srun -n1 trainer --nproc-per-node 4).
-  const bool launched_alone = env->has_value() && (*env)->world_size == 1 && world_size > 1;
-  if (env->has_value() && !launched_alone) return RunRank(config, &**env, out, err);
+  if (absl::Status writable = CheckOutputFiles(config); !writable.ok()) {
+    return UsageError(err, std::string(writable.message()));
+  }
+  if (absl::Status fits = CheckRunFitsHostMemory(config, shape, world_size, on_host);
+      !fits.ok()) {
+    err << kProgram << ": error: " << fits.message() << "\n";
+    return kExitFailure;
+  }
+  if (external != nullptr) return RunRank(config, external, out, err);
   if (world_size == 1) return RunRank(config, nullptr, out, err);
   if (config.parallel().nnodes() > 1) {
     return UsageError(err,

@@ -547,6 +547,9 @@ void CheckCheckpoint(const Config& c, Problems* out) {
                "saved");
     }
     if (k.async_save()) out->Add("--async-save needs --save FOLDER: nothing would be saved");
+    if (k.overwrite_save()) {
+      out->Add("--overwrite-save needs --save FOLDER: there is nothing to overwrite");
+    }
   }
   if (k.load().empty()) {
     if (k.ckpt_step() > 0) {

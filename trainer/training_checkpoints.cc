@@ -152,6 +152,8 @@ absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
 }
 
 absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
+  // First, so that no other run changes --save (which may be --load) from here on.
+  RETURN_IF_ERROR(AgreeAcrossRanks(*place_.world, LockSaveFolder(), "lock --save"));
   const absl::StatusOr<LoadOutcome> outcome = LoadHere(log);
   // Each rank read --load on its own; ranks that loaded different checkpoints would
   // train apart without a word. A failed or disagreeing load has touched nothing, and
@@ -159,7 +161,8 @@ absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
   const absl::StatusOr<LoadedCheckpointId> loaded =
       outcome.ok() ? absl::StatusOr<LoadedCheckpointId>(outcome->loaded) : outcome.status();
   RETURN_IF_ERROR(AgreeOnLoadedCheckpoint(*place_.world, loaded, config_.checkpoint().load()));
-  RETURN_IF_ERROR(AgreeAcrossRanks(*place_.world, CheckSaveFolder(), "prepare --save"));
+  RETURN_IF_ERROR(
+      AgreeAcrossRanks(*place_.world, PrepareSaveFolder(outcome->loaded, log), "prepare --save"));
   return outcome->resume;
 }
 
@@ -300,15 +303,39 @@ bool TrainingCheckpoints::WritesCheckpoints() const {
          (config_.parallel().use_distributed_optimizer() && !c.no_save_optim());
 }
 
-absl::Status TrainingCheckpoints::CheckSaveFolder() const {
-  const std::string& save = config_.checkpoint().save();
-  if (save.empty() || !WritesCheckpoints()) return absl::OkStatus();
-  const absl::Status probe = ProbeSaveFolder(save, place_.world->rank());
-  if (probe.ok()) return probe;
+absl::Status TrainingCheckpoints::CannotHoldCheckpoints(const absl::Status& error) const {
   return absl::FailedPreconditionError(absl::StrFormat(
       "--save %s cannot hold checkpoints (%s); choose a folder this job can create and write "
       "(checked before training, so that no work is lost at the first save)",
-      save, probe.message()));
+      config_.checkpoint().save(), error.message()));
+}
+
+absl::Status TrainingCheckpoints::LockSaveFolder() {
+  const std::string& save = config_.checkpoint().save();
+  if (save.empty() || place_.world->rank() != 0) return absl::OkStatus();
+  absl::StatusOr<SaveFolderLock> lock = SaveFolderLock::Acquire(save);
+  if (absl::IsUnavailable(lock.status())) return lock.status();  // another run holds it
+  if (!lock.ok()) return CannotHoldCheckpoints(lock.status());
+  save_lock_.emplace(*std::move(lock));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingCheckpoints::PrepareSaveFolder(const LoadedCheckpointId& loaded,
+                                                    std::ostream* log) const {
+  const CheckpointConfig& c = config_.checkpoint();
+  if (c.save().empty() || !WritesCheckpoints()) return absl::OkStatus();
+  if (absl::Status probe = ProbeSaveFolder(c.save(), place_.world->rank()); !probe.ok()) {
+    return CannotHoldCheckpoints(probe);
+  }
+  if (!save_lock_.has_value()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      const std::vector<std::string> removed,
+      ClaimSaveFolder(c.save(), {c.load(), loaded.iteration, c.finetune()}, c.overwrite_save()));
+  if (!removed.empty() && log != nullptr) {
+    *log << "conveyor: removed what interrupted saves left in --save " << c.save() << ": "
+         << absl::StrJoin(removed, ", ") << "\n";
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TrainingCheckpoints::CheckVocabularyPadding(const LoadedCheckpoint& checkpoint) const {

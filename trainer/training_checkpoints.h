@@ -21,6 +21,7 @@
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_types.h"
 #include "trainer/checkpoint/load_agreement.h"
+#include "trainer/checkpoint/save_folder.h"
 #include "trainer/host_staging.h"
 #include "trainer/parameter_updater.h"
 
@@ -62,9 +63,14 @@ class TrainingCheckpoints {
   // --load folder per node, a stale view of shared storage) end the run naming what
   // each loaded, before anything is written.
   //
-  // Then, before any training, the ranks that write checkpoints check that --save
-  // can hold them (creating it when missing), so that a bad --save fails now and not
-  // after hours of training. Collective: every rank fails when any rank does.
+  // Before anything reads or changes --save, rank 0 (which commits every save) takes
+  // its lock (SaveFolderLock, creating the folder when missing) and holds it until
+  // this object goes, after the last commit: a run whose --save another run holds
+  // stops here. After loading, the ranks that write checkpoints check that --save can
+  // hold them, so that a bad --save fails now and not after hours of training, and
+  // rank 0 refuses a --save that holds another run's checkpoints (ClaimSaveFolder;
+  // --overwrite-save accepts it) and removes what interrupted saves left there.
+  // Collective: every rank fails when any rank does, before any step.
   absl::StatusOr<ResumePoint> Load(std::ostream* log);
 
   // Saves `point` under --save; with --async-save the writing overlaps training and
@@ -88,8 +94,14 @@ class TrainingCheckpoints {
   // `error` (from opening or reading the checkpoint of `iteration`), with what to do.
   absl::Status Unloadable(const absl::Status& error, const CheckpointFolderSurvey& survey,
                           std::optional<int64_t> iteration) const;
-  // --save can hold this rank's files (ranks that write nothing pass).
-  absl::Status CheckSaveFolder() const;
+  // Rank 0, with --save: takes the folder's lock.
+  absl::Status LockSaveFolder();
+  // --save can hold this rank's files (ranks that write nothing pass); on rank 0 it
+  // is this run's to save into (`loaded`: what the ranks agreed they loaded), and
+  // interrupted saves' leftovers go, named on `log`.
+  absl::Status PrepareSaveFolder(const LoadedCheckpointId& loaded, std::ostream* log) const;
+  // A --save error that is the folder's, with the fix.
+  absl::Status CannotHoldCheckpoints(const absl::Status& error) const;
 
   // What a save writes or a load fills, through host copies of device tensors.
   std::vector<TensorShardRef> Tensors(bool saving, HostStaging* staging);
@@ -112,6 +124,8 @@ class TrainingCheckpoints {
   GptStage* stage_;
   ParameterUpdater* updater_;
   CheckpointPlace place_;
+  // Declared before async_, so released after the last asynchronous commit.
+  std::optional<SaveFolderLock> save_lock_;
   std::unique_ptr<AsyncCheckpointSaver> async_;
 };
 

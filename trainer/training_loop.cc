@@ -96,10 +96,21 @@ absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
        place.groups.tp != nullptr ? place.groups.tp->size() : 1, pipe.num_ranks, &world});
   ASSIGN_OR_RETURN(const ResumePoint resume, checkpoints.Load(out.log));
   RefreshComputeCopies(stage->ops(), params);
-  ExitConditions exit_conditions(ckpt);
-
   TrainingResult result;
   result.consumed_samples = resume.consumed_samples;
+  if (resume.iteration >= t.train_iters()) {
+    // A relaunch of a finished run: the ranks agreed on the resume point, so all of
+    // them return here, and nothing is saved, evaluated or traced again.
+    if (out.log != nullptr) {
+      *out.log << absl::StrFormat(
+          "conveyor: nothing to train: --load %s resumes at iteration %d and --train-iters is "
+          "%d; raise --train-iters to train further\n",
+          ckpt.load(), resume.iteration, t.train_iters());
+    }
+    return result;
+  }
+  ExitConditions exit_conditions(ckpt);
+
   int64_t saved_iteration = resume.iteration;
   StepTimers timers;
   IntervalStats interval;

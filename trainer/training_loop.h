@@ -64,7 +64,9 @@ struct RankPlace {
 // a NaN or inf loss or gradient norm when --nan-policy is stop, and when the data
 // source or a collective fails. With a validation split, every --eval-interval
 // iterations the validation loss over --eval-iters batches is logged; a run that
-// reaches --train-iters ends with EvaluateAfterTraining over both held-out splits.
+// reaches --train-iters ends with EvaluateAfterTraining over both held-out splits. A
+// run that resumes at --train-iters or later (a relaunch of a finished run) trains
+// nothing: it says so on `log` and returns no losses, saving and evaluating nothing.
 absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
                                      const SampleSource& data, const TrainingOutputs& out,
                                      const RankPlace& place = {},

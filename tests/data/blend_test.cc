@@ -36,6 +36,27 @@ TEST(BlendTest, WeightPrefixPairs) {
   EXPECT_EQ(joined->weights, b->weights);
 }
 
+TEST(BlendTest, PrefixesAreTakenWholeSpacesAndAll) {
+  auto one = ParseBlend({"my data/corpus_text_document"}, "--data-path");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_THAT(one->prefixes, ElementsAre("my data/corpus_text_document"));
+  EXPECT_FALSE(one->weighted());
+  // Trimmed, as Megatron strips each prefix.
+  auto padded = ParseBlend({" my data/x\t"}, "--data-path");
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  EXPECT_THAT(padded->prefixes, ElementsAre("my data/x"));
+
+  auto pairs = ParseBlend({"0.3", "a b/x", "0.7", "y"}, "--data-path");
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_THAT(pairs->prefixes, ElementsAre("a b/x", "y"));
+  EXPECT_THAT(pairs->weights, ElementsAre(0.3, 0.7));
+  // In a list given as one string, the text between two weights is one prefix.
+  auto joined = ParseBlend({"0.3 a b/x 0.7  y"}, "--data-path");
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_THAT(joined->prefixes, ElementsAre("a b/x", "y"));
+  EXPECT_THAT(joined->weights, ElementsAre(0.3, 0.7));
+}
+
 TEST(BlendTest, Errors) {
   auto empty = ParseBlend({}, "--train-data-path");
   ASSERT_FALSE(empty.ok());

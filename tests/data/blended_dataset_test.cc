@@ -4,6 +4,7 @@
 // chosen exact in binary so that no tie depends on rounding.
 #include "data/blended_dataset.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +100,26 @@ TEST(BlendedDatasetTest, RejectsASourceTooSmallForItsShare) {
   auto blend = BlendedDataset::Create(std::move(sources), {0.25, 0.75}, 11);
   ASSERT_FALSE(blend.ok());
   EXPECT_THAT(blend.status().message(), HasSubstr("dataset 0 has 2 samples"));
+}
+
+TEST(BlendedDatasetTest, RefusesIndicesTooLargeForMemoryBeforeAllocating) {
+  std::vector<std::unique_ptr<SampleSource>> sources;
+  sources.push_back(std::make_unique<TaggedSource>(0, int64_t{1} << 60));
+  sources.push_back(std::make_unique<TaggedSource>(1, int64_t{1} << 60));
+  // 10 bytes a sample (an int16 dataset id, an int64 sample id).
+  auto blend = BlendedDataset::Create(std::move(sources), {1, 1}, 1000000000000000);
+  ASSERT_FALSE(blend.ok());
+  EXPECT_EQ(blend.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(blend.status().message(),
+              HasSubstr("the blending indices of 1000000000000000 samples need 9313225.7 GiB of "
+                        "host memory, but this process may use "));
+}
+
+TEST(BlendingIndicesTest, SamplesPerDatasetSaturates) {
+  // The surplus takes the request past int64 (it used to wrap to a negative).
+  EXPECT_THAT(
+      SamplesPerDataset({1.0}, std::numeric_limits<int64_t>::max(), kMidLevelDatasetSurplus),
+      ElementsAre(std::numeric_limits<int64_t>::max()));
 }
 
 // The fixture twice with equal weights, 78 samples: targets ceil(39) = 39

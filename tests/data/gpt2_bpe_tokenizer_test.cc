@@ -72,6 +72,11 @@ TEST(Gpt2BpeTokenizerTest, MissingFilesAreNamed) {
   auto t = Gpt2BpeTokenizer::Load("/nonexistent/vocab.json", "/nonexistent/merges.txt");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(std::string(t.status().message()).find("/nonexistent/vocab.json"), std::string::npos);
+  // A directory in place of the merges file (it used to read as an empty file).
+  const std::string dir = testing::TempDir();
+  auto merges_dir = Gpt2BpeTokenizer::Load(SharedDataDir() + "/gpt2/vocab.json", dir);
+  ASSERT_FALSE(merges_dir.ok());
+  EXPECT_EQ(merges_dir.status().message(), dir + " is a directory, not a file");
 }
 
 TEST(Gpt2PreTokenizeTest, SplitsLikeGpt2Pattern) {

@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "data/dataset_builder.h"
 #include "data/indexed_dataset.h"
 #include "data/md5.h"
@@ -191,6 +195,79 @@ TEST_F(GptIndexCacheTest, CorruptCacheIsAnErrorNamingTheFile) {
   loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, options_);
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(loaded.status().message(), HasSubstr(files.sample_index));
+}
+
+// Damage that stays in range used to be served: a duplicated shuffle entry (a
+// sample seen twice per epoch, another never), a document swapped for another,
+// a sample start moved. Each is an error naming the damaged file and the fix.
+TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
+  ASSERT_TRUE(BuildOrLoadGptIndices(lengths_, documents_, key_, options_).ok());
+  const GptIndexCacheFiles files = CacheFilesFor(options_.path, key_);
+  const std::string fix = "; delete the four " + options_.path + "/" +
+                          Md5Hex(GptIndexDescription(key_)) +
+                          "-GPTDataset-train-* files and rerun to rebuild them";
+  auto load = [&] { return BuildOrLoadGptIndices(lengths_, documents_, key_, options_); };
+
+  std::vector<int64_t> shuffle = expected_["shuffle_index"]["data"].IntArray();
+  const std::vector<int64_t> good_shuffle = shuffle;
+  shuffle[7] = shuffle[3];
+  ASSERT_TRUE(WriteFileAtomically(files.shuffle_index, *EncodeNpy("<u4", {40}, shuffle)).ok());
+  auto loaded = load();
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      loaded.status().message(),
+      absl::StrCat("cached indices ", files.description, ": ", files.shuffle_index,
+                   " is damaged: shuffle_index holds sample ", shuffle[3],
+                   " twice (again at entry 7): it must be a permutation of the 40 samples", fix));
+  ASSERT_TRUE(WriteFileAtomically(files.shuffle_index, *EncodeNpy("<u4", {40}, good_shuffle)).ok());
+  ASSERT_TRUE(load().ok());
+
+  // Document 0 twice, document 1 once: every id is in range.
+  std::vector<int64_t> doc = expected_["document_index"]["data"].IntArray();
+  const std::vector<int64_t> good_doc = doc;
+  ASSERT_EQ(std::find(doc.begin(), doc.end(), 1) - doc.begin(), 8);
+  doc[8] = 0;
+  ASSERT_TRUE(
+      WriteFileAtomically(files.document_index, *EncodeNpy("<i4", {int64_t(doc.size())}, doc))
+          .ok());
+  loaded = load();
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr(absl::StrCat(files.document_index,
+                                     " is damaged: document_index entry 8 is document 0, which "
+                                     "appears more often than its 2 epochs",
+                                     fix)));
+  ASSERT_TRUE(WriteFileAtomically(files.document_index,
+                                  *EncodeNpy("<i4", {int64_t(good_doc.size())}, good_doc))
+                  .ok());
+
+  // Sample 5 starts one token later: still inside its document, still in order.
+  std::vector<int64_t> sample;
+  for (const JsonValue& row : expected_["sample_index"]["data"].array()) {
+    for (int64_t v : row.IntArray()) sample.push_back(v);
+  }
+  sample[2 * 5 + 1] += 1;
+  ASSERT_TRUE(WriteFileAtomically(files.sample_index, *EncodeNpy("<i4", {41, 2}, sample)).ok());
+  loaded = load();
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr(absl::StrCat(files.sample_index,
+                                     " is damaged: sample_index row 5 starts 17 tokens after "
+                                     "row 4, not --seq-length 16",
+                                     fix)));
+}
+
+TEST_F(GptIndexCacheTest, ADirectoryInPlaceOfACacheFileIsNamed) {
+  ASSERT_TRUE(BuildOrLoadGptIndices(lengths_, documents_, key_, options_).ok());
+  const GptIndexCacheFiles files = CacheFilesFor(options_.path, key_);
+  ASSERT_EQ(std::remove(files.sample_index.c_str()), 0);
+  ASSERT_TRUE(std::filesystem::create_directory(files.sample_index));
+  auto loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, options_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr(absl::StrCat(files.sample_index, " is damaged: ", files.sample_index,
+                                     " is a directory, not a file; delete the four ")));
 }
 
 TEST_F(GptIndexCacheTest, WaitingRankTimesOutWithAClearMessage) {

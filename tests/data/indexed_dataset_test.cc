@@ -1,6 +1,7 @@
 #include "data/indexed_dataset.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,47 @@ TEST(IndexedDatasetTest, ClearErrorsForBadFiles) {
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
   EXPECT_NE(std::string(missing.status().message()).find(prefix + ".idx"), std::string::npos);
+}
+
+// A directory where a file belongs used to say "No such device" (mmap's ENODEV).
+TEST(IndexedDatasetTest, ADirectoryIsNamedWithWhatIsExpected) {
+  const std::string dir = TempDir();
+  ASSERT_TRUE(std::filesystem::create_directories(dir + "/a/x.idx"));
+  auto idx_dir = IndexedDataset::Open(dir + "/a/x");
+  ASSERT_FALSE(idx_dir.ok());
+  EXPECT_EQ(idx_dir.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(idx_dir.status().message(),
+            dir +
+                "/a/x.idx is a directory, not a file: a dataset is the prefix of a .bin/.idx "
+                "pair of files, PREFIX.bin and PREFIX.idx");
+  // A good .idx beside a directory for the .bin.
+  ASSERT_TRUE(std::filesystem::create_directories(dir + "/b/x.bin"));
+  std::filesystem::copy_file(FixturePrefix() + ".idx", dir + "/b/x.idx");
+  auto bin_dir = IndexedDataset::Open(dir + "/b/x");
+  ASSERT_FALSE(bin_dir.ok());
+  EXPECT_EQ(bin_dir.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(bin_dir.status().message(),
+            dir +
+                "/b/x.bin is a directory, not a file: a dataset is the prefix of a .bin/.idx "
+                "pair of files, PREFIX.bin and PREFIX.idx");
+
+  // The prefix itself a directory: the error offers a dataset found in it.
+  const std::string folder = dir + "/corpus";
+  ASSERT_TRUE(std::filesystem::create_directories(folder));
+  EXPECT_EQ(CheckDatasetPrefix(folder, "--data-path").message(),
+            "--data-path " + folder +
+                " is a directory: --data-path takes a dataset's prefix, the path of its .bin/.idx "
+                "pair without the extension, and " +
+                folder + " holds no .idx file");
+  for (const char* ext : {".bin", ".idx"}) {
+    std::filesystem::copy_file(FixturePrefix() + ext, folder + "/web_text_document" + ext);
+  }
+  EXPECT_EQ(CheckDatasetPrefix(folder, "--data-path").message(),
+            "--data-path " + folder +
+                " is a directory: --data-path takes a dataset's prefix, the path of its .bin/.idx "
+                "pair without the extension, e.g. --data-path " +
+                folder + "/web_text_document (" + folder + " holds 1 dataset)");
+  EXPECT_TRUE(CheckDatasetPrefix(folder + "/web_text_document", "--data-path").ok());
 }
 
 }  // namespace

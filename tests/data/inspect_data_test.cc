@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,39 @@ TEST(InspectDataTest, DecodesWithTheGpt2Tokenizer) {
   EXPECT_THAT(r.out, HasSubstr("weight 3 (75.0%)"));
   EXPECT_THAT(r.out, HasSubstr("total: 2 datasets, 14 documents"));
   EXPECT_THAT(r.out, HasSubstr("sample 1: \""));
+}
+
+// A prefix with a space is one dataset, alone or in a weighted blend.
+TEST(InspectDataTest, PrefixWithASpaceIsTakenWhole) {
+  const std::string dir = TempDir() + "/my data";
+  std::filesystem::create_directories(dir);
+  for (const char* ext : {".bin", ".idx"}) {
+    std::filesystem::copy_file(Fixture() + ext, dir + "/tiny_uint16" + ext);
+  }
+  const std::string quoted = "'" + dir + "/tiny_uint16'";
+  RunResult r = InspectData("--data-path " + quoted + " --split 1,0,0 --seq-length 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("dataset " + dir + "/tiny_uint16\n  uint16, 7 documents"));
+  r = InspectData("--data-path 0.3 " + quoted + " 0.7 " + Fixture() +
+                  " --split 1,0,0 --seq-length 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("dataset " + dir +
+                               "/tiny_uint16\n  uint16, 7 documents, 7 "
+                               "sequences, 323 tokens, weight 0.3 (30.0%)"));
+  EXPECT_THAT(r.out, HasSubstr("total: 2 datasets, 14 documents"));
+}
+
+// An absurd request used to end in an uncaught std::bad_alloc.
+TEST(InspectDataTest, TooManySamplesForMemoryIsAClearError) {
+  RunResult r = InspectData("--data-path " + Fixture() +
+                            " --split 1,0,0 --seq-length 16 --num-samples 1000000000000");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("inspect_data: --data-path " + Fixture() +
+                               " (train split): the indices of 1000000000016 samples"));
+  EXPECT_THAT(r.err, HasSubstr("need 23643.5 GiB of host memory, but this process may use "));
+  EXPECT_THAT(r.err, HasSubstr("; the train split's sample count is --train-samples (default: "
+                               "--num-samples): lower it, or run where this process may use "
+                               "more memory"));
 }
 
 TEST(InspectDataTest, UsageErrorsExitTwo) {

@@ -247,6 +247,26 @@ TEST(PreprocessTest, NoDocumentsIsAnErrorThatSaysWhyAndLeavesNoFiles) {
   std::fclose(all_bad.log);
 }
 
+// Documents whose texts are all empty used to make a dataset of no tokens,
+// which the trainer then refused.
+TEST(PreprocessTest, EveryTextEmptyIsAnErrorNamingTheFileAndTheKey) {
+  const std::string dir = TempDir();
+  PreprocessOptions options = ByteOptions(dir, "{\"text\": \"\"}\n{\"text\": [\"\", \"\"]}\n");
+  options.append_eod = true;
+  EXPECT_EQ(FailureOf(options),
+            options.input +
+                ": field \"text\" is empty (no tokens) in every document (2 in all), so no "
+                "dataset was written: the trainer refuses an empty dataset; check that "
+                "--json-keys names the field that holds the text");
+  // One key with text does not save another that has none.
+  options = ByteOptions(dir, "{\"text\": \"a\", \"title\": \"\"}\n");
+  options.json_keys = {"text", "title"};
+  ExpectContains(FailureOf(options),
+                 {"field \"title\" is empty (no tokens) in every document (1 in all)"});
+  EXPECT_FALSE(Exists(dir + "/out_title_document.bin"));
+  EXPECT_FALSE(Exists(dir + "/out_title_document.idx"));
+}
+
 TEST(PreprocessTest, AFailedRunRemovesWhatItWrote) {
   const std::string dir = TempDir();
   // Two keys, and the bad line comes after a batch's worth of good ones
@@ -384,6 +404,13 @@ TEST(PreprocessBinaryTest, WritingNothingFailsAndLeavesNoFiles) {
   EXPECT_EQ(RunPreprocess(dir, "--input " + empty + bytes, &log), 1);
   ExpectContains(log, {"preprocess: " + empty +
                        ": no documents to write, so no dataset was written: the file is empty"});
+  EXPECT_FALSE(Exists(dir + "/out_text_document.bin"));
+  EXPECT_FALSE(Exists(dir + "/out_text_document.idx"));
+
+  const std::string empty_texts = WriteInput(dir, "{\"text\": \"\"}\n");
+  EXPECT_EQ(RunPreprocess(dir, "--input " + empty_texts + bytes + " --append-eod", &log), 1);
+  ExpectContains(log, {"preprocess: " + empty_texts +
+                       ": field \"text\" is empty (no tokens) in every document (1 in all)"});
   EXPECT_FALSE(Exists(dir + "/out_text_document.bin"));
   EXPECT_FALSE(Exists(dir + "/out_text_document.idx"));
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -191,6 +192,35 @@ TEST(TrainerDataErrorsTest, BinOrIdxPathAndEmptyDatasetSayWhatIsWrong) {
   EXPECT_THAT(r.err, HasSubstr("--data-path " + empty + ": the dataset is empty (" + empty +
                                ".idx lists 0 documents, 0 sequences, 0 tokens)"));
   EXPECT_THAT(r.err, Not(HasSubstr("larger share")));
+}
+
+// Issue 14: an absurd run length used to end in an uncaught std::bad_alloc (an
+// abort); a prefix with a space was split in two; a directory said "No such device".
+TEST(TrainerDataErrorsTest, AbsurdSizesSpacesAndDirectoriesSayWhatIsWrong) {
+  // 2e9 steps of 4096 samples: petabytes of sample indices.
+  RunResult huge = Train("--data-path " + Fixture() +
+                         " --vocab-size 49967 --train-iters 2000000000 --num-micro-batches 1024");
+  EXPECT_EQ(huge.exit_code, 1) << huge.err;
+  EXPECT_THAT(huge.err, HasSubstr(" GiB of host memory, but this process may use "));
+  EXPECT_THAT(huge.err, HasSubstr("--train-iters * --global-batch-size"));
+
+  const std::string dir = TempDir() + "/my data";
+  std::filesystem::create_directories(dir);
+  for (const char* ext : {".bin", ".idx"}) {
+    std::filesystem::copy_file(Fixture() + ext, dir + "/tiny_uint16" + ext);
+  }
+  RunResult spaced =
+      Train("--data-path 0.3 '" + dir + "/tiny_uint16' 0.7 " + Fixture() + " --vocab-size 49967");
+  ASSERT_EQ(spaced.exit_code, 0) << spaced.err;
+  EXPECT_TRUE(std::isfinite(FinalLoss(spaced)));
+
+  RunResult folder = Train("--data-path '" + dir + "' --vocab-size 49967");
+  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_THAT(folder.err, HasSubstr("--data-path " + dir +
+                                    " is a directory: --data-path takes a dataset's prefix, the "
+                                    "path of its .bin/.idx pair without the extension, e.g. "
+                                    "--data-path " +
+                                    dir + "/tiny_uint16"));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "data/training_data.h"
 
+#include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,83 @@ TEST(TrainingDataTest, SampleCountsAsMegatron) {
   EXPECT_EQ(c.train, 800);
   EXPECT_EQ(c.valid, 160);
   EXPECT_EQ(c.test, 40);
+}
+
+TEST(TrainingDataTest, SampleCountsSaturateInsteadOfOverflowing) {
+  // (2e9 / 1 + 1) * 2e9 * 2e9 is far past int64.
+  SplitSampleCounts c = MegatronSampleCounts(2000000000, 2000000000, 1, 2000000000);
+  EXPECT_EQ(c.train, int64_t{4000000000000000000});
+  EXPECT_EQ(c.valid, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(c.test, int64_t{4000000000000000000});
+}
+
+// Indices too large for memory are refused before anything is allocated (it
+// used to end in std::bad_alloc), with the sizes, the flags and the fix.
+TEST(TrainingDataTest, IndicesTooLargeForMemoryNameSizesFlagsAndFix) {
+  const std::string prefix = Fixtures() + "/tiny_uint16";
+  // 1e12 samples: 49535603716 epochs of the fixture's 7 documents, 323 tokens.
+  auto huge = BuildTrainingData(FixtureConfig(), 1000000000000, 0, 0, true);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(huge.status().message(),
+              HasSubstr("--data-path " + prefix +
+                        " (train split): the indices of 1000000000016 samples (49535603716 "
+                        "epochs of 7 documents: document index 1291.7 GiB, sample index 14901.2 "
+                        "GiB, shuffle index 7450.6 GiB) need 23643.5 GiB of host memory, but "
+                        "this process may use "));
+  EXPECT_THAT(huge.status().message(),
+              HasSubstr("; the train split's sample count is --train-iters * "
+                        "--global-batch-size (or --train-samples): lower it, or run where this "
+                        "process may use more memory"));
+
+  // The validation split names its own flags; a count past int64 tokens too.
+  Config with_valid = FixtureConfig();
+  with_valid.mutable_data()->set_split("1,1,0");
+  auto overflow = BuildTrainingData(with_valid, 40, std::numeric_limits<int64_t>::max(), 0, true);
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_EQ(overflow.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(overflow.status().message(),
+              HasSubstr("(valid split): 9223372036854775807 samples of 17 tokens are more "
+                        "tokens than a 64-bit count holds; the valid split's sample count is "
+                        "(--train-iters / --eval-interval + 1) * --eval-iters * "
+                        "--global-batch-size: lower it"));
+
+  // A weighted blend: each part is checked before the blend is built.
+  Config blend = FixtureConfig();
+  blend.mutable_data()->clear_data_path();
+  for (const std::string& word : {std::string("1"), prefix, std::string("3"), prefix}) {
+    blend.mutable_data()->add_data_path(word);
+  }
+  auto blended = BuildTrainingData(blend, 1000000000000, 0, 0, true);
+  ASSERT_FALSE(blended.ok());
+  EXPECT_EQ(blended.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(blended.status().message(), HasSubstr(" GiB of host memory"));
+  EXPECT_THAT(blended.status().message(), HasSubstr("--train-iters * --global-batch-size"));
+}
+
+// A prefix is taken whole, spaces and all; weights are the numbers.
+TEST(TrainingDataTest, PrefixesWithSpacesAreTakenWhole) {
+  const std::string dir = TempDir() + "/my data";
+  std::filesystem::create_directories(dir);
+  for (const char* ext : {".bin", ".idx"}) {
+    std::filesystem::copy_file(Fixtures() + "/tiny_uint16" + ext, dir + "/tiny_uint16" + ext);
+  }
+  Config c = FixtureConfig();
+  c.mutable_data()->set_data_path(0, dir + "/tiny_uint16");
+  auto one = BuildTrainingData(c, 40, 0, 0, true);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->train->size(), 40);
+
+  c.mutable_data()->clear_data_path();
+  for (const std::string& word : {std::string("0.3"), dir + "/tiny_uint16", std::string("0.7"),
+                                  Fixtures() + "/tiny_uint16"}) {
+    c.mutable_data()->add_data_path(word);
+  }
+  auto blend = BuildTrainingData(c, 40, 0, 0, true);
+  ASSERT_TRUE(blend.ok()) << blend.status();
+  const auto& blended = dynamic_cast<const BlendedDataset&>(*blend->train);
+  EXPECT_EQ(blended.num_datasets(), 2);
+  EXPECT_DOUBLE_EQ(blended.weights()[0], 0.3);
 }
 
 TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {

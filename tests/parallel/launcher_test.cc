@@ -23,7 +23,9 @@
 namespace conveyor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::Fail;
 using testing_util::MakeTestDir;
 using testing_util::ProcessGone;
@@ -130,6 +132,33 @@ TEST(LauncherTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_THAT(err.str(), HasSubstr("was killed by signal 9"));
   EXPECT_EQ(CountLines(err.str()), 1) << err.str();
   for (pid_t pid : ReadPids(dir, 2)) EXPECT_TRUE(ProcessGone(pid));
+}
+
+// SIGKILL is what the kernel's OOM killer and a cgroup's memory limit send: the line
+// says so, and where to look; other signals are only named.
+TEST(LauncherTest, ARankKilledBySigkillMayHaveRunOutOfMemory) {
+  for (const int signo : {SIGKILL, SIGUSR1}) {
+    std::ostringstream err;
+    const int code = LaunchLocalRanks(
+        2,
+        [signo](const RankEnvironment& env) {
+          if (env.rank == 1) ::raise(signo);
+          return 0;
+        },
+        err);
+    EXPECT_EQ(code, 128 + signo);
+    EXPECT_EQ(CountLines(err.str()), 1) << err.str();
+    EXPECT_THAT(err.str(), HasSubstr("rank 1 (pid "));
+    EXPECT_THAT(err.str(), HasSubstr(absl::StrCat("was killed by signal ", signo)));
+    const auto memory = AllOf(HasSubstr("perhaps for lack of memory (the kernel's OOM killer, "
+                                        "or the job's cgroup memory limit)"),
+                              HasSubstr("`dmesg`"), HasSubstr("the job's memory limit"));
+    if (signo == SIGKILL) {
+      EXPECT_THAT(err.str(), memory);
+    } else {
+      EXPECT_THAT(err.str(), Not(HasSubstr("memory")));
+    }
+  }
 }
 
 // Runs a launcher in a child process (so the test can signal or kill it) whose ranks

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parallel/launcher.h"
@@ -149,13 +150,15 @@ TEST(ParallelStateTest, SingleProcessCopiesThroughTheTransport) {
   EXPECT_EQ(transport.copies(), 1);
 }
 
+// A free port a moment ago: rank 0 listens there.
+int FreePort() {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> probe = TcpStoreServer::Start(0, {});
+  EXPECT_TRUE(probe.ok()) << probe.status();
+  return probe.ok() ? (*probe)->port() : 0;
+}
+
 TEST(ParallelStateTest, RanksWithoutASharedDirectoryMeetAtRankZerosTcpStore) {
-  int port = 0;  // free a moment ago: rank 0 listens there
-  {
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> probe = TcpStoreServer::Start(0);
-    ASSERT_TRUE(probe.ok()) << probe.status();
-    port = (*probe)->port();
-  }
+  const int port = FreePort();
   std::ostringstream err;
   const int code = LaunchLocalRanks(
       4,
@@ -168,6 +171,41 @@ TEST(ParallelStateTest, RanksWithoutASharedDirectoryMeetAtRankZerosTcpStore) {
       },
       err);
   EXPECT_EQ(code, 0) << err.str();
+}
+
+// Rank 1 is started with WORLD_SIZE 3, rank 0 with 2: both fail at the rendezvous, long
+// before the timeout, naming both world sizes; in a run directory and at a TCP store.
+TEST(ParallelStateTest, RanksThatDisagreeOnTheWorldSizeFailAtOnceNamingBoth) {
+  const int port = FreePort();
+  for (const bool tcp : {false, true}) {
+    std::ostringstream err;
+    const int code = LaunchLocalRanks(
+        2,
+        [tcp, port](const RankEnvironment& launched) {
+          RankEnvironment env = launched;
+          if (env.rank == 1) env.world_size = 3;
+          if (tcp) {
+            env.run_dir.clear();
+            env.master_addr = "127.0.0.1";
+            env.master_port = env.store_port = port;
+          }
+          const absl::Time start = absl::Now();
+          auto state = ParallelState::Create(env, 1, 1, absl::Seconds(20));
+          const absl::Duration took = absl::Now() - start;
+          if (state.ok()) return Fail(env, "met ranks of another world size");
+          const std::string message(state.status().message());
+          if (state.status().code() != absl::StatusCode::kFailedPrecondition ||
+              message.find("global rank 1 has WORLD_SIZE=3, global rank 0 has WORLD_SIZE=2") ==
+                  std::string::npos ||
+              took > absl::Seconds(2)) {
+            return Fail(env, absl::StrCat("unexpected after ", absl::FormatDuration(took), ": ",
+                                          state.status().ToString()));
+          }
+          return 0;
+        },
+        err);
+    EXPECT_EQ(code, 0) << (tcp ? "TCP store: " : "run directory: ") << err.str();
+  }
 }
 
 TEST(ParallelStateTest, SingleProcessUsesSelfCommunicators) {

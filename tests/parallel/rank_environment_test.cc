@@ -87,6 +87,24 @@ TEST(RankEnvironmentTest, TorchrunWinsOverSlurm) {
   EXPECT_EQ((*env)->world_size, 2);
 }
 
+// The job's identity, which keeps two jobs' ranks apart at the rendezvous: the first
+// launcher variable that names one.
+TEST(RankEnvironmentTest, TheJobIsNamedByItsLauncher) {
+  std::map<std::string, std::string> vars = {
+      {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"CONVEYOR_RUN_DIR", "/r"}};
+  EXPECT_EQ((*Parse(vars))->job_id, "");
+  vars["SLURM_JOB_ID"] = "4711";
+  EXPECT_EQ((*Parse(vars))->job_id, "SLURM_JOB_ID=4711");
+  EXPECT_EQ(DescribeRankEnvironment(**Parse(vars)),
+            "rank 1 of 2 (local rank 0), rendezvous in /r, job SLURM_JOB_ID=4711");
+  vars["TORCHELASTIC_RUN_ID"] = "none";  // torchrun's default --rdzv-id names no job
+  EXPECT_EQ((*Parse(vars))->job_id, "SLURM_JOB_ID=4711");
+  vars["TORCHELASTIC_RUN_ID"] = "run-3";
+  EXPECT_EQ((*Parse(vars))->job_id, "TORCHELASTIC_RUN_ID=run-3");
+  vars["CONVEYOR_JOB_ID"] = "mine";
+  EXPECT_EQ((*Parse(vars))->job_id, "CONVEYOR_JOB_ID=mine");
+}
+
 TEST(RankEnvironmentTest, ErrorsNameTheVariable) {
   struct Case {
     std::map<std::string, std::string> vars;

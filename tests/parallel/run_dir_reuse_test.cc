@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -76,7 +77,7 @@ absl::StatusOr<std::string> JoinAs(const std::string& run_dir, int rank, int siz
                                    absl::Duration delay, absl::Duration timeout) {
   absl::SleepFor(delay);
   absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
-      DirectoryRendezvous::Join(run_dir, rank, size, timeout);
+      DirectoryRendezvous::Join(run_dir, rank, size, "", timeout);
   if (!joined.ok()) return joined.status();
   return (*joined)->dir();
 }
@@ -119,7 +120,7 @@ TEST(DirectoryRendezvousTest, RankZeroNamesTheRanksThatNeverJoin) {
   LeaveStaleFiles(run_dir);  // rank 1's stale request must not count as joining
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
-      DirectoryRendezvous::Join(run_dir, 0, 3, absl::Milliseconds(300));
+      DirectoryRendezvous::Join(run_dir, 0, 3, "", absl::Milliseconds(300));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(joined.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(joined.status().message(),
@@ -134,7 +135,7 @@ TEST(DirectoryRendezvousTest, ARankNamesRankZeroWhenNoLaunchAnswers) {
   LeaveStaleFiles(run_dir);  // the stale answers to rank 1 are not for this process
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
-      DirectoryRendezvous::Join(run_dir, 1, 2, absl::Milliseconds(300));
+      DirectoryRendezvous::Join(run_dir, 1, 2, "", absl::Milliseconds(300));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(joined.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(joined.status().message(),
@@ -193,6 +194,62 @@ TEST(DirectoryRendezvousTest, ClaimsOfOneRankAtOnceAdmitExactlyOne) {
       }
     }
     EXPECT_EQ(admitted, 1) << "round " << round;
+  }
+}
+
+// Two jobs whose launcher names them (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, CONVEYOR_JOB_ID)
+// share a run directory, both rank 1s asking before either rank 0 starts: each job meets
+// in a launch of its own. (With one handshake folder for both, the second rank 1's
+// request replaced the first's, which failed as a second claim of its rank, or a rank 0
+// answered the other job's rank 1.)
+TEST(DirectoryRendezvousTest, TwoJobsSharingARunDirectoryMeetApart) {
+  const std::string run_dir = MakeTestDir("reuse_two_jobs");
+  const std::string jobs[] = {"CONVEYOR_JOB_ID=a", "SLURM_JOB_ID=7"};
+  auto join = [&run_dir](int rank, const std::string& job) {
+    return std::async(std::launch::async, [&run_dir, rank, job]() -> absl::StatusOr<std::string> {
+      if (rank == 0) absl::SleepFor(absl::Milliseconds(100));
+      auto joined = DirectoryRendezvous::Join(run_dir, rank, 2, job, absl::Seconds(20));
+      if (!joined.ok()) return joined.status();
+      return (*joined)->dir();
+    });
+  };
+  std::vector<std::future<absl::StatusOr<std::string>>> ranks;
+  for (const std::string& job : jobs) {
+    for (int r = 0; r < 2; ++r) ranks.push_back(join(r, job));
+  }
+  std::vector<std::string> dirs;
+  for (auto& rank : ranks) {
+    absl::StatusOr<std::string> dir = rank.get();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dirs.push_back(*dir);
+  }
+  EXPECT_EQ(dirs[1], dirs[0]);
+  EXPECT_EQ(dirs[3], dirs[2]);
+  EXPECT_NE(dirs[2], dirs[0]) << "the two jobs met";
+  EXPECT_THAT(ListDir(run_dir + "/launch.CONVEYOR_JOB_ID%3Da"), IsEmpty());
+  EXPECT_THAT(ListDir(run_dir + "/launch.SLURM_JOB_ID%3D7"), IsEmpty());
+}
+
+// Ranks started with different world sizes: whichever side has the other one, both the
+// rank and rank 0 fail at once naming both sizes (rank 0 of 3 even before its rank 2).
+TEST(DirectoryRendezvousTest, RanksOfAnotherWorldSizeAreNamedAtOnceOnBothSides) {
+  const std::string run_dir = MakeTestDir("reuse_world_sizes");
+  for (const auto& [rank0_size, rank1_size] : {std::pair(2, 3), std::pair(3, 2)}) {
+    const std::string said = absl::StrFormat(
+        "global rank 1 has WORLD_SIZE=%d, global rank 0 has WORLD_SIZE=%d", rank1_size, rank0_size);
+    const absl::Time start = absl::Now();
+    auto rank1 = std::async(std::launch::async, JoinAs, run_dir, 1, rank1_size,
+                            absl::ZeroDuration(), absl::Seconds(20));
+    const absl::StatusOr<std::string> rank0 =
+        JoinAs(run_dir, 0, rank0_size, absl::ZeroDuration(), absl::Seconds(20));
+    const absl::StatusOr<std::string> joined = rank1.get();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << said;
+    for (const absl::Status& status : {rank0.status(), joined.status()}) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+      EXPECT_THAT(status.message(),
+                  AllOf(HasSubstr("meeting at run directory " + run_dir), HasSubstr(said),
+                        HasSubstr("same world size (WORLD_SIZE, or SLURM_NTASKS")));
+    }
   }
 }
 
@@ -400,7 +457,7 @@ TEST(ParallelStateReuseTest, APeerThatJoinsButNeverArrivesIsNamedWithinTheTimeou
         env.run_dir = run_dir;
         if (env.rank == 1) {
           // Joins the launch, then dies before the world group's rendezvous.
-          auto joined = DirectoryRendezvous::Join(run_dir, 1, 2, absl::Seconds(20));
+          auto joined = DirectoryRendezvous::Join(run_dir, 1, 2, "", absl::Seconds(20));
           return joined.ok() ? 0 : Fail(env, joined.status().ToString());
         }
         const absl::Time start = absl::Now();

@@ -2,8 +2,10 @@
 // rank 0 serves when the ranks share no directory. Keys cross clients and stay within
 // their group, waits end in a timeout that names the missing keys, progress boards
 // read every rank's latest post, failures name MASTER_ADDR/MASTER_PORT, and a gloo
-// rendezvous over it names the rank that never came. The multi-process run of every
-// process group over the TCP store is in parallel_state_test.
+// rendezvous over it names the rank that never came. Another program on the port is
+// told from a store at the handshake, at once when it answers anything, within the
+// timeout when it answers nothing; so are ranks of another job or world size. The
+// multi-process run of every process group over the TCP store is in parallel_state_test.
 #include "parallel/tcp_rendezvous.h"
 
 #include <arpa/inet.h>
@@ -11,16 +13,23 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "gloo/common/error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parallel/collective_failure.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/tcp_store_server.h"
+#include "parallel/tcp_store_wire.h"
 
 namespace conveyor {
 namespace {
@@ -34,7 +43,7 @@ std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin
 class TcpStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0);
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0, {});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     client_a_ = Connect("127.0.0.1");
@@ -43,7 +52,7 @@ class TcpStoreTest : public ::testing::Test {
 
   std::shared_ptr<TcpStoreClient> Connect(const std::string& host) {
     absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
-        TcpStoreClient::Connect(host, server_->port(), absl::Seconds(5));
+        TcpStoreClient::Connect(host, server_->port(), {}, absl::Seconds(5));
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *client : nullptr;
   }
@@ -118,9 +127,10 @@ TEST_F(TcpStoreTest, ClientsLearnThatTheServerIsGone) {
 }
 
 TEST(TcpStoreServerTest, RefusesAPortInUseNamingIt) {
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> first = TcpStoreServer::Start(0);
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> first = TcpStoreServer::Start(0, {});
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> second = TcpStoreServer::Start((*first)->port());
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> second =
+      TcpStoreServer::Start((*first)->port(), {});
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(),
               HasSubstr(absl::StrCat("cannot listen on MASTER_PORT ", (*first)->port())));
@@ -129,43 +139,260 @@ TEST(TcpStoreServerTest, RefusesAPortInUseNamingIt) {
 TEST(TcpStoreClientTest, ConnectGivesUpNamingTheAddress) {
   int port = 0;
   {
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> gone = TcpStoreServer::Start(0);
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> gone = TcpStoreServer::Start(0, {});
     ASSERT_TRUE(gone.ok()) << gone.status();
     port = (*gone)->port();
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> refused =
-      TcpStoreClient::Connect("127.0.0.1", port, absl::Milliseconds(300));
+      TcpStoreClient::Connect("127.0.0.1", port, {}, absl::Milliseconds(300));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));  // it kept trying
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(refused.status().message(),
               AllOf(HasSubstr(absl::StrCat("MASTER_ADDR:MASTER_PORT = 127.0.0.1:", port)),
                     HasSubstr("global rank 0")));
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> unknown =
-      TcpStoreClient::Connect("no-such-host.invalid", port, absl::Milliseconds(100));
+      TcpStoreClient::Connect("no-such-host.invalid", port, {}, absl::Milliseconds(100));
   EXPECT_THAT(unknown.status().message(), HasSubstr("cannot resolve MASTER_ADDR"));
 }
 
-TEST(TcpStoreClientTest, AStoreThatNeverAnswersEndsInAnErrorNotAHang) {
-  // A listening socket nobody serves: connections complete (the backlog), requests
-  // are never answered.
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&address), length), 0);
-  ASSERT_EQ(::listen(silent, 4), 0);
-  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&address), &length), 0);
+// A program other than a Conveyor store, listening on a loopback port: it accepts each
+// connection in turn and runs `serve` on it (nothing at all: it never accepts), then
+// keeps the connection open until the server goes.
+class ForeignServer {
+ public:
+  explicit ForeignServer(std::function<void(int fd)> serve) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(::listen(listen_fd_, 4), 0);
+    EXPECT_EQ(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    port_ = ntohs(address.sin_port);
+    if (serve == nullptr) return;
+    acceptor_ = std::thread([this, serve] {
+      for (int fd; (fd = ::accept(listen_fd_, nullptr, nullptr)) >= 0;) {
+        serve(fd);
+        open_.push_back(fd);
+      }
+    });
+  }
+  ~ForeignServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);  // ends accept()
+    if (acceptor_.joinable()) acceptor_.join();
+    for (int fd : open_) ::close(fd);
+    ::close(listen_fd_);
+  }
+
+  int port() const { return port_; }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::vector<int> open_;
+  std::thread acceptor_;
+};
+
+void Send(int fd, absl::string_view text) {
+  EXPECT_TRUE(tcp_store::WriteAll(fd, text.data(), text.size(), absl::InfiniteFuture()));
+}
+
+// A Conveyor store's side of the handshake, as global rank 0 of `rank0`.
+void AnswerHandshake(int fd, const tcp_store::Membership& rank0) {
+  std::string hello(tcp_store::kHello.size(), '\0');
+  tcp_store::Membership client;
+  EXPECT_TRUE(tcp_store::ReadAll(fd, hello.data(), hello.size(), absl::InfiniteFuture()));
+  EXPECT_TRUE(tcp_store::ReadMembership(fd, &client, absl::InfiniteFuture()));
+  Send(fd, tcp_store::kWelcome);
+  EXPECT_TRUE(tcp_store::WriteMembership(fd, rank0, absl::InfiniteFuture()));
+}
+
+// An HTTP server's answer to anything that is not HTTP, once the request has ended.
+void AnswerLikeHttp(int fd) {
+  std::string request;
+  char c;
+  while (!absl::EndsWith(request, "\r\n\r\n") &&
+         tcp_store::ReadAll(fd, &c, 1, absl::InfiniteFuture())) {
+    request.push_back(c);
+  }
+  Send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+}
+
+// What is said about every program on the store's port that is not a Conveyor store.
+::testing::Matcher<const std::string&> NamesTheForeignPort(const ForeignServer& server) {
+  return AllOf(HasSubstr("MASTER_ADDR:MASTER_PORT = " + server.address()),
+               HasSubstr("not a Conveyor store"), HasSubstr("another program listens there"),
+               HasSubstr("CONVEYOR_STORE_PORT to another free port"));
+}
+
+TEST(TcpStoreClientTest, AProgramThatNeverAnswersTheHandshakeEndsWithinTheTimeout) {
+  const ForeignServer silent(nullptr);  // connections complete (the backlog), unanswered
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect("127.0.0.1", ntohs(address.sin_port), absl::Milliseconds(200));
+      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, absl::Seconds(1));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(client.status().message()),
+              AllOf(NamesTheForeignPort(silent),
+                    HasSubstr("did not answer the TCP store's handshake within 1s")));
+  EXPECT_GE(took, absl::Seconds(1));
+  EXPECT_LT(took, absl::Seconds(2)) << "3 x the timeout again";
+}
+
+TEST(TcpStoreClientTest, AProgramThatAnswersSomethingElseIsRecognisedAtOnce) {
+  const ForeignServer ssh([](int fd) { Send(fd, "SSH-2.0-OpenSSH_9.6\r\n"); });
+  const ForeignServer http(AnswerLikeHttp);
+  const ForeignServer closer([](int fd) { ::shutdown(fd, SHUT_RDWR); });
+  const struct {
+    const ForeignServer& server;
+    absl::StatusCode code;
+    std::string says;
+  } cases[] = {
+      {ssh, absl::StatusCode::kFailedPrecondition,
+       "answered the TCP store's handshake with \"SSH-2.0-OpenSSH_9.6\\r\\n\""},
+      {http, absl::StatusCode::kFailedPrecondition,
+       "answered the TCP store's handshake with \"HTTP/1.1 400 Bad Request"},
+      {closer, absl::StatusCode::kUnavailable,
+       "accepted the connection, then closed it without answering the TCP store's handshake"},
+  };
+  for (const auto& c : cases) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
+        TcpStoreClient::Connect("127.0.0.1", c.server.port(), {}, absl::Seconds(30));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << c.says;
+    EXPECT_EQ(client.status().code(), c.code) << client.status();
+    EXPECT_THAT(std::string(client.status().message()),
+                AllOf(NamesTheForeignPort(c.server), HasSubstr(c.says)));
+  }
+}
+
+TEST(TcpStoreClientTest, AStoreThatNeverAnswersEndsInAnErrorNotAHang) {
+  // A store that completes the handshake, then never answers a request.
+  const ForeignServer silent([](int fd) { AnswerHandshake(fd, {}); });
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, absl::Milliseconds(200));
   ASSERT_TRUE(client.ok()) << client.status();
   const absl::Time start = absl::Now();
   absl::StatusOr<std::optional<std::string>> value = (*client)->Get("tp[0,1]/rank_0");
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(value.status().message(), HasSubstr("no answer within 200ms"));
-  ::close(silent);
+  // The connection is out of step now: every later request fails the same way at once.
+  const absl::Time later = absl::Now();
+  EXPECT_EQ((*client)->Set("tp[0,1]/rank_1", "x"), value.status());
+  EXPECT_LT(absl::Now() - later, absl::Milliseconds(100));
+}
+
+// The hang of issue 14: a gloo rendezvous over a store that stopped answering waited for
+// its arrival to be stored, then for each member's arrival to be looked up (3 x the
+// timeout for two ranks). It ends within about one timeout now.
+TEST(TcpStoreClientTest, ARendezvousOverAStoreThatStoppedAnsweringEndsWithinTheTimeout) {
+  const ForeignServer silent([](int fd) { AnswerHandshake(fd, {}); });
+  const absl::Duration timeout = absl::Seconds(1);
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, timeout);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device = CreateGlooDevice("127.0.0.1");
+  ASSERT_TRUE(device.ok()) << device.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
+      GlooCommunicator::Create({"world[0,1]", {0, 1}, 0}, TcpRendezvous(*client), *device, timeout);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_FALSE(comm.ok());
+  EXPECT_THAT(comm.status().message(), HasSubstr("no answer within 1s"));
+  EXPECT_LT(took, timeout + absl::Milliseconds(500)) << "3 x the timeout again";
+}
+
+// A collective that timed out because the link to rank 0's node is gone: reading the
+// progress board (for its message) from the store behind that link waited a whole
+// timeout more. It gives up after a few seconds and says the progress is unknown.
+TEST(TcpStoreClientTest, AProgressBoardBehindALostLinkIsReadQuicklyAndSaysSo) {
+  const ForeignServer silent([](int fd) { AnswerHandshake(fd, {}); });
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, absl::Minutes(10));
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::unique_ptr<ProgressBoard>> board =
+      TcpRendezvous(*client).OpenBoard("dp[0,2]", 0, 2);
+  ASSERT_TRUE(board.ok()) << board.status();
+  const absl::Time start = absl::Now();
+  const std::vector<ProgressBoard::Entry> entries = (*board)->Read();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "a whole timeout again";
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_TRUE(entries[0].unknown && entries[1].unknown);
+  CollectiveFailure failure;
+  failure.op = "AllReduceSum";
+  failure.seq = 9;
+  failure.collective = true;
+  failure.timed_out = true;
+  failure.timeout = absl::Minutes(1);
+  failure.waited = absl::Minutes(1);
+  const absl::Status status =
+      CollectiveFailureStatus(failure, {"dp[0,2]", {0, 2}, 0}, entries, "gloo");
+  EXPECT_THAT(status.message(),
+              HasSubstr("ranks that did not arrive: group rank 1 (global rank 2, progress unknown: "
+                        "the rendezvous store did not answer"));
+}
+
+TEST(TcpStoreServerTest, ARankOfAnotherWorldSizeIsRefusedAndNamedOnBothSides) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0, {0, 2, ""});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect("localhost", (*server)->port(), {1, 3, ""}, absl::Seconds(30));
+  const absl::Status rank0 = (*server)->AwaitRanks(absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  const std::string said = "global rank 1 has WORLD_SIZE=3, global rank 0 has WORLD_SIZE=2";
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(client.status().message(),
+              AllOf(HasSubstr(absl::StrCat("TCP store localhost:", (*server)->port())),
+                    HasSubstr(said), HasSubstr("same world size (WORLD_SIZE")));
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      rank0.message(),
+      AllOf(HasSubstr(absl::StrCat("store global rank 0 serves at port ", (*server)->port())),
+            HasSubstr(said)));
+}
+
+TEST(TcpStoreServerTest, RankZeroNamesTheRanksThatNeverCame) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0, {0, 3, ""});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> rank1 =
+      TcpStoreClient::Connect("127.0.0.1", (*server)->port(), {1, 3, ""}, absl::Seconds(5));
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  const absl::Time start = absl::Now();
+  const absl::Status rank0 = (*server)->AwaitRanks(absl::Milliseconds(300));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(rank0.message(), AllOf(HasSubstr("rank(s) 2 of 3 never reached"),
+                                     HasSubstr("within 300ms"), HasSubstr("WORLD_SIZE 3")));
+}
+
+// Two jobs given one MASTER_ADDR:MASTER_PORT: the second job's rank 0 cannot listen
+// there, and its other ranks reach the first job's store, which must not take them in.
+TEST(TcpStoreServerTest, ARankOfAnotherJobIsRefusedNamingBothJobs) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start(0, {0, 2, "SLURM_JOB_ID=100"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> stranger = TcpStoreClient::Connect(
+      "127.0.0.1", (*server)->port(), {1, 2, "SLURM_JOB_ID=200"}, absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(stranger.status().message(),
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", (*server)->port(), " serves another job")),
+                    HasSubstr("belongs to job \"SLURM_JOB_ID=100\""),
+                    HasSubstr("(global rank 1) to job \"SLURM_JOB_ID=200\""),
+                    HasSubstr("give each job a port of its own")));
+  // The stranger does not count as this job's rank 1.
+  EXPECT_THAT((*server)->AwaitRanks(absl::Milliseconds(100)).message(),
+              HasSubstr("rank(s) 1 of 2 never reached"));
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> unnamed =
+      TcpStoreClient::Connect("127.0.0.1", (*server)->port(), {1, 2, ""}, absl::Seconds(30));
+  EXPECT_THAT(unnamed.status().message(),
+              HasSubstr("to job none (its launcher names no job; see CONVEYOR_JOB_ID)"));
 }
 
 TEST_F(TcpStoreTest, GlooRendezvousNamesTheRankThatNeverCame) {

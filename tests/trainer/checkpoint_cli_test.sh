@@ -6,7 +6,9 @@
 # --exit-on-missing-checkpoint); a checkpoint without optimizer state, or with another
 # vocabulary padding, names the flags that load it; an unwritable --save fails before
 # training; a resume under another global batch size warns; ranks that would load
-# different checkpoints stop before writing anything.
+# different checkpoints stop before writing anything; a --save holding another run's
+# checkpoints, or in use by a running job, is refused; interrupted saves are cleaned
+# up; relaunching a finished run trains and changes nothing.
 set -uo pipefail
 trainer="$(realpath "$1")"
 config="$(realpath "$2")"
@@ -174,20 +176,26 @@ grep -q "global batch size changes" same.out && fail "warned without a change"
 
 # 6. Ranks whose --load views differ (a --load folder per node, a stale copy on one
 # node) would train apart: every rank stops, naming what each loaded and the fix, and
-# nothing is written. The two ranks start as torchrun or srun starts them, each with
-# its own --load and --save, as on two nodes.
-# mismatched_ranks NAME LOAD0 SAVE0 LOAD1 SAVE1 "<substring>"...: both exit 1, each
-# substring in both ranks' stderr, no training step, LOAD0 unchanged, SAVE1 not created.
+# nothing is written. The two ranks start as torchrun or srun starts them, with the same
+# flags (--load ckpt --save ckpt), each in a folder of its own standing for its node's
+# storage.
+# mismatched_ranks NAME NODE0_CKPT NODE1_CKPT "<substring>"...: node N's ckpt is a copy of
+# NODEN_CKPT ("-": none); both ranks exit 1, each substring in both ranks' stderr, no
+# training step, node 0's ckpt unchanged and node 1's not created when it had none.
 mismatched_ranks() {
-  local name="$1" load0="$2" save0="$3" load1="$4" save1="$5" rank
-  shift 5
-  local loads=("$load0" "$load1") saves=("$save0" "$save1") before
-  before=$(snapshot "$load0")
+  local name="$1" sources=("$2" "$3") rank before
+  shift 3
   for rank in 0 1; do
-    RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank CONVEYOR_RUN_DIR="$tmp/$name.run" timeout 300 \
+    mkdir -p "$name.node$rank"
+    [[ "${sources[rank]}" == - ]] || cp -r "${sources[rank]}" "$name.node$rank/ckpt"
+  done
+  before=$(snapshot "$name.node0/ckpt")
+  for rank in 0 1; do
+    (cd "$name.node$rank" && RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank \
+      CONVEYOR_RUN_DIR="$tmp/$name.run" timeout 300 \
       "$trainer" --config "$config" --lr-warmup-iters 0 --log-interval 1 --train-iters 25 \
-      --distributed-timeout-minutes 1 --load "${loads[rank]}" --save "${saves[rank]}" \
-      >"$name.$rank.out" 2>"$name.$rank.err" &
+      --distributed-timeout-minutes 1 --load ckpt --save ckpt \
+      >"../$name.$rank.out" 2>"../$name.$rank.err") &
     pids[rank]=$!
   done
   for rank in 0 1; do
@@ -200,19 +208,129 @@ mismatched_ranks() {
     done
     grep -q '^ iteration ' "$name.$rank.out" && fail "$name: rank $rank trained"
   done
-  [[ "$(snapshot "$load0")" == "$before" ]] || fail "$name: $load0 changed on disk"
-  [[ -e "$save1" ]] && fail "$name: $save1 was created"
+  [[ "$(snapshot "$name.node0/ckpt")" == "$before" ]] || fail "$name: node 0's ckpt changed on disk"
+  [[ "${sources[1]}" == - && -e "$name.node1/ckpt" ]] && fail "$name: node 1's ckpt was created"
 }
-# Rank 1's node has its own, empty --load folder: it would start from scratch.
-mismatched_ranks per_node_load clean clean node1_ckpt node1_ckpt \
+# Rank 1's node has no --load folder: it would start from scratch.
+mismatched_ranks per_node_load clean - \
   "the ranks loaded different checkpoints (rank 0: iteration 20 (160 samples consumed); rank 1: no checkpoint (starting from iteration 0))" \
   "nothing was trained or changed" "Every rank must see the same --load folder"
-grep -qF "this rank's is node1_ckpt" per_node_load.1.err || fail "rank 1 does not name its --load"
+grep -qF "this rank's is ckpt" per_node_load.1.err || fail "rank 1 does not name its --load"
 # Rank 1 sees a stale copy, whose latest file still names iteration 15.
 fresh_copy stale
 echo 15 >stale/latest_checkpointed_iteration.txt
-mismatched_ranks stale_view clean clean stale stale_save \
+mismatched_ranks stale_view clean stale \
   "(rank 0: iteration 20 (160 samples consumed); rank 1: iteration 15 (120 samples consumed))"
+
+# 7. A --save folder holding another run's committed checkpoints is refused (exit 1, the
+# folder byte for byte as it was, its interrupted save not cleaned): a fresh run, a run
+# resuming from another folder, --finetune restarting at 0, on every rank of a job.
+refuse_save="--save foreign holds another run's checkpoints (latest iteration 20) and"
+choices=("To resume that run, pass --load foreign" "choose another --save folder"
+  "pass --overwrite-save")
+fresh_copy foreign
+mkdir foreign/iter_0000025.tmp-0123456789ab
+expect_refusal foreign_fresh foreign "$refuse_save this run starts from scratch (no --load)" \
+  "nothing was trained or changed" "${choices[@]}" -- --train-iters 3 --save foreign
+expect_refusal foreign_empty_load foreign \
+  "$refuse_save this run starts from scratch (--load absent holds no checkpoint)" \
+  "${choices[@]}" -- --train-iters 3 --load absent --save foreign
+expect_refusal foreign_other_load foreign \
+  "$refuse_save this run resumes from --load clean (iteration 20), another folder" \
+  "${choices[@]}" -- --train-iters 22 --load clean --save foreign
+expect_refusal foreign_finetune foreign \
+  "$refuse_save --finetune restarts at iteration 0 (from --load foreign)" "${choices[@]}" \
+  -- --train-iters 3 --load foreign --save foreign --finetune
+expect_refusal foreign_pp2 foreign "$refuse_save this run starts from scratch (no --load)" \
+  "rank(s) 0 could not prepare --save" \
+  -- --train-iters 3 --save foreign --nproc-per-node 2 --pipeline-model-parallel-size 2
+# --overwrite-save saves over them: iteration 3 is the latest, the others stay.
+train --train-iters 3 --save foreign --overwrite-save >overwrite.out 2>&1 ||
+  fail "--overwrite-save exited non-zero: $(tail -3 overwrite.out)"
+[[ "$(cat foreign/latest_checkpointed_iteration.txt)" == 3 ]] || fail "--overwrite-save did not save"
+[[ "$(ls foreign | tr '\n' ' ')" == "iter_0000003 iter_0000005 iter_0000010 iter_0000015 iter_0000020 latest_checkpointed_iteration.txt " ]] ||
+  fail "--overwrite-save left: $(ls -A foreign)"
+# Megatron's pattern stays: --load D --save D starts D when absent, resumes it, and
+# --ckpt-step rewinds within it.
+train --train-iters 3 --load own --save own >own1.out 2>&1 || fail "--load/--save own start failed"
+train --train-iters 5 --load own --save own >own2.out 2>&1 || fail "--load/--save own resume failed"
+grep -qF "loaded own/iter_0000003 (iteration 3)" own2.out || fail "own did not resume at 3"
+train --train-iters 4 --load own --save own --ckpt-step 3 >own3.out 2>&1 ||
+  fail "--ckpt-step 3 within own failed: $(tail -3 own3.out)"
+[[ "$(cat own/latest_checkpointed_iteration.txt)" == 4 ]] || fail "own's latest is not 4"
+
+# 8. A run that starts in its own folder removes what interrupted saves left there.
+fresh_copy cleaned
+mkdir cleaned/iter_0000021.tmp-0123456789ab
+echo 21 >cleaned/latest_checkpointed_iteration.txt.tmp-0123456789ab
+train --train-iters 21 --load cleaned --save cleaned >cleaned.out 2>&1 ||
+  fail "resume with leftovers failed: $(tail -3 cleaned.out)"
+grep -qF "conveyor: removed what interrupted saves left in --save cleaned: iter_0000021.tmp-0123456789ab, latest_checkpointed_iteration.txt.tmp-0123456789ab" cleaned.out ||
+  fail "no notice of the removed leftovers: $(grep conveyor cleaned.out)"
+[[ "$(ls -A cleaned | tr '\n' ' ')" == "iter_0000005 iter_0000010 iter_0000015 iter_0000020 iter_0000021 latest_checkpointed_iteration.txt " ]] ||
+  fail "cleaned holds: $(ls -A cleaned)"
+
+# 9. Two runs at once in one --save: the second stops at once (exit 1, naming the
+# folder and the first run's pid and host, training nothing), and the first, saving
+# asynchronously, goes on to its own checkpoint.
+# (The trainer itself in the background, not `train`'s subshell: $! is its pid.)
+"$trainer" --config "$config" --lr-warmup-iters 0 --train-iters 100000 --log-interval 100000 \
+  --exit-signal-handler --async-save --save-interval 2 --save busy >busy.out 2>&1 &
+busy=$!
+for _ in $(seq 300); do grep -q 'memory (MiB)' busy.out && break; sleep 0.1; done
+for args in "--load busy --save busy" "--save busy"; do
+  train --train-iters 3 $args >second.out 2>second.err
+  code=$?
+  [[ $code -eq 1 ]] || fail "second run ($args) exited $code, want 1"
+  grep -qF -- "--save busy is in use by another run (pid $busy on host $(uname -n), since " second.err &&
+    grep -qF "holds its lock busy/.conveyor-save.lock); two runs saving into one folder overwrite each other's checkpoints" second.err &&
+    grep -qF "Wait for that run to end or stop it, or choose another --save folder" second.err ||
+    fail "second run ($args): $(cat second.err)"
+  grep -q '^ iteration ' second.out && fail "second run ($args) trained"
+done
+kill -TERM "$busy"
+wait "$busy"
+code=$?
+[[ $code -eq 0 ]] || fail "the first run exited $code after SIGTERM: $(tail -3 busy.out)"
+last=$(sed -n 's/^conveyor: exiting after iteration \([0-9]*\):.*/\1/p' busy.out)
+[[ -n "$last" && "$(cat busy/latest_checkpointed_iteration.txt)" == "$last" && -d "busy/iter_$(printf %07d "$last")" ]] ||
+  fail "the first run's checkpoint: exited after '$last', latest $(cat busy/latest_checkpointed_iteration.txt)"
+[[ -e busy/.conveyor-save.lock ]] && fail "the lock file outlived its run"
+
+# 10. Relaunching a finished run trains nothing, says so, exits 0 and changes nothing
+# (no save, no evaluation, no trace), on every pipeline stage, with and without
+# evaluation and exit conditions; a larger --train-iters goes on from there.
+pp2=(--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 512
+  --micro-batch-size 2 --mock-data --global-batch-size 8 --nproc-per-node 2
+  --pipeline-model-parallel-size 2 --train-iters 12)
+# finished NAME FOLDER ARGS...: a relaunch of FOLDER's finished run.
+finished() {
+  local name="$1" folder="$2" before code
+  shift 2
+  before=$(snapshot "$folder")
+  "$@" --trace-file "$name.trace" >"$name.out" 2>&1
+  code=$?
+  [[ $code -eq 0 ]] || fail "$name: exited $code, want 0: $(tail -3 "$name.out")"
+  grep -qF "conveyor: nothing to train: --load $folder resumes at iteration 12 and --train-iters is 12; raise --train-iters to train further" "$name.out" &&
+    grep -qx "conveyor: trained 0 iterations" "$name.out" || fail "$name: $(grep conveyor "$name.out")"
+  grep -qE '^ iteration |validation loss' "$name.out" && fail "$name: trained or evaluated"
+  [[ -e "$name.trace" ]] && fail "$name: wrote a trace"
+  [[ "$(snapshot "$folder")" == "$before" ]] || fail "$name: $folder changed on disk"
+}
+for eval in "" "--eval-iters 0"; do
+  rm -rf done_pp2
+  "$trainer" "${pp2[@]}" $eval --save done_pp2 >done_pp2.out 2>&1 || fail "PP2 run $eval failed"
+  finished "relaunch_pp2${eval// /}" done_pp2 "$trainer" "${pp2[@]}" $eval --save done_pp2 --load done_pp2
+done
+finished relaunch_exit done_pp2 "$trainer" "${pp2[@]}" --save done_pp2 --load done_pp2 \
+  --exit-interval 4 --exit-duration-in-mins 60
+train --train-iters 12 --save done_pp1 >done_pp1.out 2>&1 || fail "PP1 run failed"
+finished relaunch_pp1 done_pp1 train --train-iters 12 --load done_pp1 --save done_pp1
+"$trainer" "${pp2[@]/#12/14}" --load done_pp2 --save done_pp2 >more.out 2>&1 ||
+  fail "a larger --train-iters failed: $(tail -3 more.out)"
+grep -q "conveyor: trained 2 iterations, final lm loss" more.out && grep -q "on validation set" more.out ||
+  fail "a larger --train-iters: $(grep conveyor more.out)"
+[[ "$(cat done_pp2/latest_checkpointed_iteration.txt)" == 14 ]] || fail "no checkpoint of iteration 14"
 
 if ((failures)); then
   echo "$failures failure(s)"

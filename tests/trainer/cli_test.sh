@@ -46,6 +46,14 @@ awk -v a="${losses[0]}" -v b="${losses[2]}" 'BEGIN { exit !(b < a - 0.5) }' ||
 grep -q '"test_lm_loss"' "$tmp/metrics.jsonl" || fail "metrics file lacks the test loss"
 grep -qF "validation loss at iteration 30 on test set" "$tmp/train" ||
   fail "the run does not end with the test loss"
+# A second run (a resume, a relaunch) appends to the metrics file: nothing is lost.
+cp "$tmp/metrics.jsonl" "$tmp/metrics.first"
+"$trainer" --config "$config" --train-iters 10 --lr-warmup-iters 0 --log-interval 10 \
+  --metrics-file "$tmp/metrics.jsonl" >"$tmp/train2" 2>&1 || fail "second run exited non-zero: $(tail "$tmp/train2")"
+[[ $(wc -l <"$tmp/metrics.jsonl") -eq 8 ]] || fail "metrics file should have 5 + 3 lines"
+[[ "$(head -5 "$tmp/metrics.jsonl")" == "$(cat "$tmp/metrics.first")" ]] ||
+  fail "the second run changed the first run's metrics"
+expect_usage_error "--overwrite-save needs --save FOLDER" --config "$config" --overwrite-save
 
 # --device cuda without a GPU (CI) fails on every rank, naming the flag and the fix.
 if ! nvidia-smi >/dev/null 2>&1; then
@@ -89,6 +97,34 @@ for rank in 0 1; do
 done
 tcp=$(grep 'final lm loss' "$tmp/tcp.0")
 [[ "$tcp" == "$tp2" ]] || fail "TP2 over the TCP store differs from the launcher's: '$tcp' vs '$tp2'"
+
+# Ranks given different flags stop at start-up, each naming what differs, before any
+# group beyond the world exists: other layers (which used to abort inside gloo) and another
+# --lr (which used to train on silently).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+rank_flags=("--num-layers 2 --lr 0.001" "--num-layers 3 --lr 0.002")
+for rank in 0 1; do
+  # shellcheck disable=SC2086
+  RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    timeout 300 "$trainer" --config "$config" --train-iters 6 --tensor-model-parallel-size 2 \
+    ${rank_flags[rank]} >"$tmp/differ.$rank" 2>&1 &
+  pids[rank]=$!
+done
+for rank in 0 1; do
+  wait "${pids[rank]}"
+  code=$?
+  [[ $code -eq 1 ]] || fail "ranks with different flags: rank $rank exited $code, want 1: $(tail -3 "$tmp/differ.$rank")"
+  for want in "rank $rank: the ranks were started with different settings" \
+      "--num-layers 2 on rank 0, 3 on rank 1" "--lr 0.001 on rank 0, 0.002 on rank 1"; do
+    grep -qF -- "$want" "$tmp/differ.$rank" || fail "ranks with different flags: rank $rank lacks '$want': $(tail -3 "$tmp/differ.$rank")"
+  done
+  grep -q "EnforceNotMet\|lm loss" "$tmp/differ.$rank" && fail "ranks with different flags: rank $rank went on"
+done
+
+# Output files are checked before the first step, not when first written.
+expect_usage_error "--trace-file $tmp/no-such-folder/trace.json: the folder $tmp/no-such-folder does not exist" \
+  --config "$config" --trace-file "$tmp/no-such-folder/trace.json"
+expect_usage_error "--metrics-file $tmp is a folder" --config "$config" --metrics-file "$tmp"
 
 # Runs one after another in the same CONVEYOR_RUN_DIR, as a Slurm script or torchrun
 # restarts them: a second run, and a run after one that was killed, meet afresh (rank 1

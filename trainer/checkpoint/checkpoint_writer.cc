@@ -344,9 +344,6 @@ absl::Status SaveCheckpoint(const std::string& save_dir, const CheckpointState& 
 }
 
 absl::Status ProbeSaveFolder(const std::string& save_dir, int rank) {
-  if (PathExists(save_dir) && !IsDirectory(save_dir)) {
-    return absl::FailedPreconditionError(absl::StrCat(save_dir, " is a file, not a folder"));
-  }
   RETURN_IF_ERROR(MakeDirs(save_dir));
   // Named by rank, and unlike any checkpoint name, so that concurrent ranks and
   // loaders never see each other's probe as data.

@@ -139,7 +139,8 @@ absl::Status ProbeSaveFolder(const std::string& save_dir, int rank);
 // Removes what interrupted saves left in `save_dir` (iter_NNNNNNN.tmp-* folders and
 // temporary latest files) and returns their names. Loading ignores them anyway; this
 // only reclaims the space. Call it on one rank, before the job's first save, and never
-// while another job may be saving into the same folder.
+// while another job may be saving into the same folder: the trainer calls it through
+// ClaimSaveFolder (save_folder.h), under the folder's lock.
 absl::StatusOr<std::vector<std::string>> RemoveInterruptedSaves(const std::string& save_dir);
 
 }  // namespace conveyor

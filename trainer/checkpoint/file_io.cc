@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +131,49 @@ absl::Status ReadableFile::ReadAt(int64_t offset, void* out, int64_t n) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) {
+  while (true) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoError(errno, "cannot create", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      close(fd);
+      if (err == EWOULDBLOCK) {
+        return absl::UnavailableError(absl::StrCat(path, " is locked by another process"));
+      }
+      return ErrnoError(err, "cannot lock", path);
+    }
+    // A holder removes the file as it releases the lock: a lock taken on a file that
+    // no longer has the name protects nothing, so lock the file that has it now.
+    struct stat held, named;
+    if (fstat(fd, &held) == 0 && stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino) {
+      return FileLock(path, fd);
+    }
+    close(fd);
+  }
+}
+
+FileLock::FileLock(FileLock&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+FileLock::~FileLock() {
+  if (fd_ < 0) return;
+  unlink(path_.c_str());  // while still locked: see TryAcquire
+  close(fd_);
+}
+
+absl::Status FileLock::Write(const std::string& contents) {
+  if (ftruncate(fd_, 0) != 0) return ErrnoError(errno, "cannot truncate", path_);
+  const ssize_t done = pwrite(fd_, contents.data(), contents.size(), 0);
+  if (done < 0) return ErrnoError(errno, "cannot write", path_);
+  if (done != static_cast<ssize_t>(contents.size())) {
+    return absl::InternalError(absl::StrCat("short write to ", path_));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
   absl::StatusOr<ReadableFile> file = ReadableFile::Open(path);
   if (!file.ok()) return file.status();
@@ -148,6 +192,9 @@ absl::Status WriteFileDurably(const std::string& path, const std::string& conten
 }
 
 absl::Status MakeDirs(const std::string& path) {
+  if (PathExists(path) && !IsDirectory(path)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a file, not a folder"));
+  }
   std::error_code error;
   std::filesystem::create_directories(path, error);
   if (error) {
@@ -202,6 +249,12 @@ bool PathExists(const std::string& path) {
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
 }
 
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {

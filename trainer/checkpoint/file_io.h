@@ -60,13 +60,36 @@ class ReadableFile {
   int64_t size_;
 };
 
+// An exclusive advisory lock (flock(2)) on a file that exists while it is held. The
+// kernel releases it when the process ends, however it ends.
+class FileLock {
+ public:
+  // Creates `path` when missing and locks it without waiting; Unavailable naming the
+  // path when another open file holds the lock (another process, or another FileLock).
+  static absl::StatusOr<FileLock> TryAcquire(const std::string& path);
+  FileLock(FileLock&& other) noexcept;
+  FileLock& operator=(FileLock&& other) = delete;
+  FileLock(const FileLock&) = delete;
+  // Removes the file, then releases the lock.
+  ~FileLock();
+
+  // Replaces the file's contents (e.g. who holds the lock, for others' messages).
+  absl::Status Write(const std::string& contents);
+
+ private:
+  FileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+};
+
 // Whole-file helpers for small files (manifests, the latest-iteration file).
 // NotFound when the file does not exist.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
 // Creates or truncates `path`, writes `contents`, fsyncs and closes.
 absl::Status WriteFileDurably(const std::string& path, const std::string& contents);
 
-// `path` and its missing parents; existing folders are fine.
+// `path` and its missing parents; existing folders are fine. FailedPrecondition when
+// `path` is a file.
 absl::Status MakeDirs(const std::string& path);
 // fsync of a folder, so that names created or renamed in it survive a crash.
 absl::Status SyncDir(const std::string& path);
@@ -81,6 +104,9 @@ absl::Status RemoveFile(const std::string& path);
 bool PathExists(const std::string& path);
 // Whether `path` exists and is a folder (after following links).
 bool IsDirectory(const std::string& path);
+// Whether two paths name the same file or folder (after following links): false when
+// either does not exist.
+bool SameFile(const std::string& a, const std::string& b);
 // Names (not paths) in a folder, sorted; NotFound when it does not exist.
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
 

@@ -6,6 +6,8 @@
 //   <save>/iter_0000100/rank_00000.bin          shard data written by world rank 0
 //   <save>/iter_0000100.tmp-1a2b3c4d5e6f/       a save in progress, or one a crash
 //                                               interrupted: never read
+//   <save>/.conveyor-save.lock                  while a run saves here: its lock
+//                                               (save_folder.h), naming its process
 #ifndef CONVEYOR_TRAINER_CHECKPOINT_FORMAT_H_
 #define CONVEYOR_TRAINER_CHECKPOINT_FORMAT_H_
 
@@ -21,6 +23,7 @@ inline constexpr int kCheckpointFormatVersion = 1;
 
 inline constexpr char kManifestFileName[] = "manifest.pb";
 inline constexpr char kLatestFileName[] = "latest_checkpointed_iteration.txt";
+inline constexpr char kSaveLockFileName[] = ".conveyor-save.lock";
 
 // "iter_0000100": at least 7 digits, like Megatron.
 std::string IterationDirName(int64_t iteration);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -247,20 +249,44 @@ absl::Status SafetensorsFile::ParseHeader() {
     entries_.emplace(key, std::move(entry));
   }
 
-  // No byte may belong to two tensors: sort by start and compare neighbours.
-  std::vector<std::pair<int64_t, const std::string*>> by_begin;
+  // As the format requires, the tensors tile the data area exactly: in offset
+  // order each starts where the one before it ends, the first at 0, the last at
+  // the end of the file. A header length that is a few bytes off (the JSON
+  // still parsing thanks to its padding) shifts every tensor, and shows here.
+  std::vector<std::pair<std::pair<int64_t, int64_t>, const std::string*>> by_offset;
   for (const auto& [key, entry] : entries_) {
-    if (entry.end > entry.begin) by_begin.emplace_back(entry.begin, &key);
+    by_offset.push_back({{entry.begin - data_start, entry.end - data_start}, &key});
   }
-  std::sort(by_begin.begin(), by_begin.end());
-  for (size_t i = 1; i < by_begin.size(); ++i) {
-    const SafetensorsEntry& previous = entries_.at(*by_begin[i - 1].second);
-    if (by_begin[i].first < previous.end) {
-      return invalid("tensors ", *by_begin[i - 1].second, " and ", *by_begin[i].second,
-                     " overlap (data_offsets [", previous.begin - data_start, ", ",
-                     previous.end - data_start, "] and [", by_begin[i].first - data_start, ", ",
-                     entries_.at(*by_begin[i].second).end - data_start, "]): corrupt header");
+  std::sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first, *a.second) < std::tie(b.first, *b.second);
+  });
+  int64_t covered = 0;  // the data bytes the tensors so far tile
+  const std::string* previous = nullptr;
+  for (const auto& [offsets, key] : by_offset) {
+    const auto [begin, end] = offsets;
+    if (begin < covered) {
+      const SafetensorsEntry& p = entries_.at(*previous);
+      return invalid("tensors ", *previous, " and ", *key, " overlap (data_offsets [",
+                     p.begin - data_start, ", ", p.end - data_start, "] and [", begin, ", ", end,
+                     "]): corrupt header");
     }
+    if (begin > covered) {
+      return invalid("tensor ", *key, ": data_offsets [", begin, ", ", end, "] leave bytes [",
+                     covered, ", ", begin, ") of the data unused",
+                     previous == nullptr ? "" : absl::StrCat(" (after tensor ", *previous, ")"),
+                     ": the format requires the tensors to cover the data exactly; corrupt "
+                     "header");
+    }
+    covered = end;
+    previous = key;
+  }
+  if (covered != data_bytes) {
+    return invalid(
+        "the tensors cover ", covered, " bytes of data",
+        previous == nullptr ? "" : absl::StrCat(" (the last is tensor ", *previous, ")"),
+        " but the file holds ", data_bytes, " after the ", length,
+        "-byte header: the header length (the first 8 bytes) is off, or bytes were appended; "
+        "corrupt file");
   }
   return absl::OkStatus();
 }

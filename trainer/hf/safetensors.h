@@ -53,14 +53,15 @@ struct SafetensorsEntry {
   int64_t end = 0;
 };
 
-// An opened file whose header has been checked: every entry has a known dtype, a
-// shape whose byte size equals its offsets' span, offsets inside the file, and no
-// two entries share a byte. Tensor data is read on demand, so tensors a caller does
-// not need (e.g. GPT-2's attention-mask buffers) cost nothing.
+// An opened file whose header has been checked: every entry has a known dtype and a
+// shape whose byte size equals its offsets' span, and the entries' offsets tile the
+// data area exactly (from 0 to the end of the file, no gap, no overlap), as the
+// format requires. Tensor data is read on demand, so tensors a caller does not need
+// (e.g. GPT-2's attention-mask buffers) cost nothing.
 class SafetensorsFile {
  public:
-  // InvalidArgument naming the file (and the tensor) for any malformed header;
-  // NotFound when the file does not exist.
+  // InvalidArgument naming the file (and the tensor) for any malformed header, a
+  // gap, an overlap or trailing bytes; NotFound when the file does not exist.
   static absl::StatusOr<SafetensorsFile> Open(const std::string& path);
 
   const std::string& path() const { return file_.path(); }

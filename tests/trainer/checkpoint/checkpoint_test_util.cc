@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "parallel/self_communicator.h"
+#include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {
@@ -103,6 +105,36 @@ CheckpointState StateAt(int64_t iteration) {
   CheckpointState state;
   state.iteration = iteration;
   return state;
+}
+
+namespace {
+
+std::vector<LocalShard> OneTensor(int64_t iteration, int64_t elements) {
+  std::vector<LocalShard> shards = {FilledShard("w", {elements}, ElementRange(0, elements))};
+  for (float& v : shards[0].data) v += static_cast<float>(iteration);
+  return shards;
+}
+
+}  // namespace
+
+absl::Status SaveOneTensorCheckpoint(const std::string& dir, int64_t iteration, int64_t elements) {
+  std::vector<LocalShard> shards = OneTensor(iteration, elements);
+  SelfCommunicator world;
+  return SaveCheckpoint(dir, StateAt(iteration), Refs(shards), world);
+}
+
+absl::StatusOr<std::string> LeaveInterruptedSave(const std::string& dir, int64_t iteration,
+                                                 int64_t elements) {
+  std::vector<LocalShard> shards = OneTensor(iteration, elements);
+  SelfCommunicator world;
+  CheckpointWriter writer(dir);
+  if (absl::Status s =
+          writer.Snapshot(StateAt(iteration), Refs(shards), world, SnapshotMode::kCopy);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = writer.Write(); !s.ok()) return s;
+  return writer.temp_dir();
 }
 
 }  // namespace testing_util

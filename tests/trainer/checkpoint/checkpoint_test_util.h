@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "trainer/checkpoint/checkpoint_types.h"
 #include "trainer/checkpoint/index_runs.h"
 
@@ -56,6 +58,17 @@ std::vector<IndexRun> SwigluRuns(const std::vector<int64_t>& shape, int parts, i
 
 // A CheckpointState that holds only `iteration`.
 CheckpointState StateAt(int64_t iteration);
+
+// Saves, as one rank, a checkpoint of `iteration` holding one tensor "w" of `elements`
+// values: GlobalValue's plus `iteration`, so that checkpoints of different iterations
+// differ.
+absl::Status SaveOneTensorCheckpoint(const std::string& dir, int64_t iteration,
+                                     int64_t elements = 16);
+
+// The same checkpoint snapshotted and written, then "crashed" before its commit: the
+// files are all there, under the temporary name, whose path it returns.
+absl::StatusOr<std::string> LeaveInterruptedSave(const std::string& dir, int64_t iteration,
+                                                 int64_t elements = 16);
 
 }  // namespace testing_util
 }  // namespace conveyor

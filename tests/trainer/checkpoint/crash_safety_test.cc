@@ -27,7 +27,6 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using testing_util::EmptyShard;
-using testing_util::FilledShard;
 using testing_util::FreshDir;
 using testing_util::GlobalValue;
 using testing_util::LocalShard;
@@ -35,21 +34,15 @@ using testing_util::Refs;
 using testing_util::StateAt;
 
 absl::Status SaveAt(const std::string& dir, int64_t iteration, int64_t elements = 64) {
-  std::vector<LocalShard> shards = {FilledShard("w", {elements}, ElementRange(0, elements))};
-  for (float& v : shards[0].data) v += static_cast<float>(iteration);
-  SelfCommunicator world;
-  return SaveCheckpoint(dir, StateAt(iteration), Refs(shards), world);
+  return testing_util::SaveOneTensorCheckpoint(dir, iteration, elements);
 }
 
 // Snapshot and Write, then "crash" before Commit: the files are all there, under
 // the temporary name.
 std::string InterruptedSave(const std::string& dir, int64_t iteration) {
-  std::vector<LocalShard> shards = {FilledShard("w", {64}, ElementRange(0, 64))};
-  SelfCommunicator world;
-  CheckpointWriter writer(dir);
-  EXPECT_TRUE(writer.Snapshot(StateAt(iteration), Refs(shards), world, SnapshotMode::kCopy).ok());
-  EXPECT_TRUE(writer.Write().ok());
-  return writer.temp_dir();
+  absl::StatusOr<std::string> temp = testing_util::LeaveInterruptedSave(dir, iteration, 64);
+  EXPECT_TRUE(temp.ok()) << temp.status();
+  return temp.ok() ? *temp : "";
 }
 
 TEST(CrashSafetyTest, EverySaveWritesIntoItsOwnTemporaryFolder) {

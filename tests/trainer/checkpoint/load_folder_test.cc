@@ -7,7 +7,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "parallel/self_communicator.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
@@ -19,16 +18,10 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing_util::FilledShard;
 using testing_util::FreshDir;
-using testing_util::LocalShard;
-using testing_util::Refs;
-using testing_util::StateAt;
 
-absl::Status SaveAt(const std::string& dir, int64_t iteration) {
-  std::vector<LocalShard> shards = {FilledShard("w", {16}, ElementRange(0, 16))};
-  SelfCommunicator world;
-  return SaveCheckpoint(dir, StateAt(iteration), Refs(shards), world);
+absl::Status SaveAt(const std::string& dir, int64_t iteration, int64_t elements = 16) {
+  return testing_util::SaveOneTensorCheckpoint(dir, iteration, elements);
 }
 
 TEST(SurveyCheckpointFolderTest, AMissingFolderHoldsNoCheckpoint) {

@@ -137,6 +137,57 @@ TEST(SafetensorsTest, RejectsOverlappingTensors) {
                                              HasSubstr("second"), HasSubstr("overlap")));
 }
 
+// A header length a few bytes short still parses (the JSON's padding is
+// spaces) but shifts every tensor; it used to load.
+TEST(SafetensorsTest, RejectsAHeaderLengthThatIsOffByAFewBytes) {
+  const std::string json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  const std::string path =
+      WriteRaw(json + "    ", FloatBytes({1.0f, 2.0f}), /*length=*/int64_t(json.size()));
+  const auto file = SafetensorsFile::Open(path);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(file.status().message(),
+            "safetensors file " + path +
+                ": the tensors cover 8 bytes of data (the last is tensor w) but the file holds 12 "
+                "after the " +
+                std::to_string(json.size()) +
+                "-byte header: the header length (the first 8 bytes) is off, or bytes were "
+                "appended; corrupt file");
+}
+
+TEST(SafetensorsTest, RejectsTrailingBytesAfterTheData) {
+  const std::string path = FreshDir("trailing") + "/model.safetensors";
+  ASSERT_TRUE(WriteSafetensors(path, TwoTensors()).ok());
+  const absl::StatusOr<std::string> contents = ReadSmallFile(path);
+  ASSERT_TRUE(contents.ok());
+  ASSERT_TRUE(WriteFileDurably(path, *contents + "junk").ok());
+  const auto file = SafetensorsFile::Open(path);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(file.status().message(),
+              AllOf(HasSubstr(path), HasSubstr("the tensors cover 20 bytes of data (the last is "
+                                               "tensor b) but the file holds 24 after the ")));
+}
+
+TEST(SafetensorsTest, RejectsGapsInTheData) {
+  const std::string gap = WriteRaw(
+      "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+      "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
+      std::string(20, '\0'));
+  const auto file = SafetensorsFile::Open(gap);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(file.status().message(),
+            "safetensors file " + gap +
+                ": tensor b: data_offsets [12, 20] leave bytes [8, 12) of the data unused (after "
+                "tensor a): the format requires the tensors to cover the data exactly; corrupt "
+                "header");
+  const std::string late_start = WriteRaw(
+      "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", std::string(12, '\0'));
+  const auto late = SafetensorsFile::Open(late_start);
+  EXPECT_THAT(late.status().message(),
+              AllOf(HasSubstr(late_start),
+                    HasSubstr("tensor a: data_offsets [4, 12] leave bytes [0, 4) of the data "
+                              "unused: ")));
+}
+
 TEST(SafetensorsTest, RejectsOffsetsPastTheData) {
   const std::string path = WriteRaw(
       "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", std::string(8, '\0'));

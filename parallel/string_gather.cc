@@ -1,0 +1,38 @@
+#include "parallel/string_gather.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace conveyor {
+
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& group,
+                                                          absl::string_view mine) {
+  // A float holds every integer below 2^24 exactly: lengths and bytes travel as such.
+  constexpr size_t kMaxLength = size_t{1} << 24;
+  if (mine.size() >= kMaxLength) {
+    return absl::InvalidArgumentError(absl::StrCat("gathering a string of ", mine.size(),
+                                                   " bytes over ", group.name(),
+                                                   ": at most 2^24 - 1 bytes travel"));
+  }
+  const int n = group.size();
+  const float my_length = static_cast<float>(mine.size());
+  std::vector<float> lengths(n);
+  if (absl::Status s = group.AllGather(&my_length, 1, lengths.data()); !s.ok()) return s;
+  const int64_t longest = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::vector<float> padded(longest, 0.0f);
+  for (size_t i = 0; i < mine.size(); ++i) padded[i] = static_cast<unsigned char>(mine[i]);
+  std::vector<float> all(longest * n);
+  if (absl::Status s = group.AllGather(padded.data(), longest, all.data()); !s.ok()) return s;
+  std::vector<std::string> strings(n);
+  for (int r = 0; r < n; ++r) {
+    const float* bytes = all.data() + r * longest;
+    for (int64_t i = 0; i < static_cast<int64_t>(lengths[r]); ++i) {
+      strings[r].push_back(static_cast<char>(static_cast<unsigned char>(bytes[i])));
+    }
+  }
+  return strings;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,24 @@
+// Gathering text over a process group, whose collectives move numbers only: used at
+// start-up, where ranks compare what they were told (their configuration) before any
+// collective whose sizes depend on it.
+#ifndef CONVEYOR_PARALLEL_STRING_GATHER_H_
+#define CONVEYOR_PARALLEL_STRING_GATHER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "parallel/communicator.h"
+
+namespace conveyor {
+
+// Every rank's `mine`, in group-rank order, on every rank. A collective: every rank of
+// `group` calls it, with strings of any length below 2^24 bytes (one byte per float
+// element, exact; two AllGathers: the lengths, then the bytes padded to the longest).
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& group,
+                                                          absl::string_view mine);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PARALLEL_STRING_GATHER_H_

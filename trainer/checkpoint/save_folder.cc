@@ -1,0 +1,108 @@
+#include "trainer/checkpoint/save_folder.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "runtime/status_macros.h"
+#include "trainer/checkpoint/checkpoint_reader.h"
+#include "trainer/checkpoint/checkpoint_writer.h"
+#include "trainer/checkpoint/format.h"
+
+namespace conveyor {
+namespace {
+
+// "pid 1234 on host node7, since 2025-01-02 03:04:05 UTC": what the lock file says.
+std::string ThisProcess() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrFormat(
+      "pid %d on host %s, since %s", getpid(), host[0] != '\0' ? host : "(unknown)",
+      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone()));
+}
+
+// What --save holds, for the refusal: "latest iteration 12", ...
+std::string DescribeCheckpoints(const std::string& save_dir, const CheckpointFolderSurvey& survey) {
+  const absl::StatusOr<int64_t> latest = ReadLatestIteration(save_dir);
+  if (latest.ok()) return absl::StrFormat("latest iteration %d", *latest);
+  if (!survey.committed_iterations.empty()) {
+    return absl::StrFormat("iterations %s, no readable %s",
+                           absl::StrJoin(survey.committed_iterations, ", "), kLatestFileName);
+  }
+  return absl::StrCat("a ", kLatestFileName, " that names no iteration");
+}
+
+// Why a run that does not continue --save's checkpoints is another run.
+std::string DescribeOrigin(const RunOrigin& origin) {
+  if (origin.load_dir.empty()) return "this run starts from scratch (no --load)";
+  if (!origin.loaded_iteration.has_value()) {
+    return absl::StrFormat("this run starts from scratch (--load %s holds no checkpoint)",
+                           origin.load_dir);
+  }
+  if (origin.finetune) {
+    return absl::StrFormat("--finetune restarts at iteration 0 (from --load %s)", origin.load_dir);
+  }
+  return absl::StrFormat("this run resumes from --load %s (iteration %d), another folder",
+                         origin.load_dir, *origin.loaded_iteration);
+}
+
+}  // namespace
+
+absl::StatusOr<SaveFolderLock> SaveFolderLock::Acquire(const std::string& save_dir) {
+  const bool created_dir = !PathExists(save_dir);
+  RETURN_IF_ERROR(MakeDirs(save_dir));
+  const std::string path = JoinPath(save_dir, kSaveLockFileName);
+  absl::StatusOr<FileLock> lock = FileLock::TryAcquire(path);
+  if (absl::IsUnavailable(lock.status())) {
+    // The holder may not have written its line yet: then the message has none.
+    const absl::StatusOr<std::string> holder = ReadSmallFile(path);
+    const absl::string_view who =
+        holder.ok() ? absl::StripAsciiWhitespace(*holder) : absl::string_view();
+    return absl::UnavailableError(absl::StrFormat(
+        "--save %s is in use by another run (%s%s holds its lock %s); two runs saving into one "
+        "folder overwrite each other's checkpoints, so this one stops (nothing was trained or "
+        "changed). Wait for that run to end or stop it, or choose another --save folder",
+        save_dir, who.empty() ? "a process that has not named itself yet" : who,
+        who.empty() ? "" : ",", path));
+  }
+  RETURN_IF_ERROR(lock.status());
+  RETURN_IF_ERROR(lock->Write(ThisProcess() + "\n"));
+  return SaveFolderLock(*std::move(lock), save_dir, created_dir);
+}
+
+SaveFolderLock::SaveFolderLock(SaveFolderLock&& other) noexcept
+    : lock_(std::move(other.lock_)),
+      dir_(std::move(other.dir_)),
+      created_dir_(std::exchange(other.created_dir_, false)) {}
+
+SaveFolderLock::~SaveFolderLock() {
+  lock_.reset();
+  // Fails, as it should, once the folder holds anything (a checkpoint, another lock).
+  if (created_dir_) rmdir(dir_.c_str());
+}
+
+absl::StatusOr<std::vector<std::string>> ClaimSaveFolder(const std::string& save_dir,
+                                                         const RunOrigin& origin, bool overwrite) {
+  ASSIGN_OR_RETURN(const CheckpointFolderSurvey survey, SurveyCheckpointFolder(save_dir));
+  // --ckpt-step may rewind within the folder: that is still the folder's own run.
+  const bool continues = origin.loaded_iteration.has_value() && !origin.finetune &&
+                         SameFile(origin.load_dir, save_dir);
+  if (!survey.holds_no_checkpoint() && !continues && !overwrite) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--save %s holds another run's checkpoints (%s) and %s: its saves would replace "
+        "checkpoints of that run and move %s, mixing two runs, so it stops (nothing was trained "
+        "or changed). To resume that run, pass --load %s; to keep it, choose another --save "
+        "folder; to save over it, pass --overwrite-save",
+        save_dir, DescribeCheckpoints(save_dir, survey), DescribeOrigin(origin), kLatestFileName,
+        save_dir));
+  }
+  return RemoveInterruptedSaves(save_dir);
+}
+
+}  // namespace conveyor

@@ -1,0 +1,61 @@
+#include "trainer/host_memory_fit.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "model/memory_model.h"
+#include "runtime/device_memory.h"
+#include "runtime/status_macros.h"
+#include "trainer/pipeline_report.h"
+
+namespace conveyor {
+namespace {
+
+std::string RanksDescription(const RanksOnHost& ranks) {
+  return ranks.count == 1 ? "this rank"
+                          : absl::StrFormat("the %d ranks on this machine", ranks.count);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> PredictedHostBytes(const Config& config, const ModelShape& shape,
+                                           int world_size, const RanksOnHost& ranks) {
+  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
+  ASSIGN_OR_RETURN(const std::vector<RankMemory> per_stage,
+                   PredictMemory(config, shape, bubble.simulation.timeline));
+  // Megatron's order puts the pipeline rank slowest: global rank r is on stage
+  // r / (TP x DP), and every rank of a stage holds what its TP rank 0, DP rank 0 holds.
+  const int ranks_per_stage = world_size / config.parallel().pipeline_model_parallel_size();
+  int64_t total = 0;
+  const int end = std::min(world_size, ranks.first_rank + ranks.count);
+  for (int r = std::max(0, ranks.first_rank); r < end; ++r) {
+    total += per_stage[r / ranks_per_stage].total_bytes();
+  }
+  return total;
+}
+
+std::string HostMemoryLine(const Config& config, const ModelShape& shape, int world_size,
+                           const RanksOnHost& ranks, const HostMemoryLimit& limit) {
+  if (config.parallel().device() == "cuda") return "";
+  const absl::StatusOr<int64_t> predicted = PredictedHostBytes(config, shape, world_size, ranks);
+  if (!predicted.ok()) return "";  // the plan above has reported the same error
+  return absl::StrFormat("plan: host memory of %s: %s predicted, %s usable (%s)\n",
+                         RanksDescription(ranks), FormatMemorySize(*predicted),
+                         FormatMemorySize(limit.bytes), limit.source);
+}
+
+absl::Status CheckRunFitsHostMemory(const Config& config, const ModelShape& shape, int world_size,
+                                    const RanksOnHost& ranks, const HostMemoryLimit& limit) {
+  if (config.parallel().device() == "cuda") return absl::OkStatus();
+  ASSIGN_OR_RETURN(const int64_t predicted, PredictedHostBytes(config, shape, world_size, ranks));
+  if (predicted <= limit.bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s %s predicted to need %s of host memory at the peak (the memory model, as --dry-run "
+      "prints it per rank), but this process may use %s (%s), so the kernel would kill the run "
+      "part way; nothing was started. %s",
+      RanksDescription(ranks), ranks.count == 1 ? "is" : "are", FormatMemorySize(predicted),
+      FormatMemorySize(limit.bytes), limit.source, kOutOfMemoryAdvice));
+}
+
+}  // namespace conveyor
