@@ -15,6 +15,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "parallel/collective_failure.h"
+#include "parallel/rank_environment.h"
 
 namespace conveyor {
 namespace {
@@ -130,12 +131,22 @@ class GlooCommunicator::Transfers {
 };
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
-    const std::string& hostname) {
+    const std::string& hostname, const std::string& interface) {
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = hostname;
+    if (interface.empty()) {
+      attr.hostname = hostname;
+    } else {
+      attr.iface = interface;
+    }
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
+    if (!interface.empty()) {
+      return absl::UnavailableError(absl::StrFormat(
+          "gloo: cannot create a TCP device on interface \"%s\" (%s): %s; name an interface "
+          "this host has (ip -brief address lists them), or unset %s",
+          interface, kGlooInterfaceEnv, e.what(), kGlooInterfaceEnv));
+    }
     return absl::UnavailableError(
         absl::StrFormat("gloo: cannot create a TCP device on host \"%s\": %s", hostname, e.what()));
   }

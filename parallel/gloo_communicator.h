@@ -36,9 +36,10 @@ namespace conveyor {
 
 // A TCP endpoint that every group of this process shares (one event-loop thread).
 // `hostname` is the address peers connect to: "127.0.0.1" when all ranks are on
-// one host, else this host's name or address.
+// one host, else this host's name or address; a non-empty `interface`
+// (GLOO_SOCKET_IFNAME) binds that network interface's address instead.
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
-    const std::string& hostname);
+    const std::string& hostname, const std::string& interface = "");
 
 class GlooCommunicator : public Communicator {
  public:

@@ -1,5 +1,8 @@
 #include "parallel/parallel_state.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,9 +21,32 @@
 namespace conveyor {
 namespace {
 
+// Whether `host` resolves to a loopback address only (Debian maps a host's own name to
+// 127.0.1.1 in /etc/hosts).
+bool ResolvesToLoopbackOnly(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool loopback_only = true;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* v4 = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      loopback_only &= (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      loopback_only &=
+          IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    }
+  }
+  ::freeaddrinfo(found);
+  return loopback_only;
+}
+
 // The address peers use to reach this rank. Loopback when the job is on one host
 // (built-in launcher, or a master on this host); otherwise this host's name, which
-// gloo resolves to the interface it binds.
+// gloo resolves to the interface it binds (GLOO_SOCKET_IFNAME names one instead). A name
+// that resolves to loopback only is said once: ranks on other nodes could not connect,
+// and their collectives would time out.
 std::string GlooHostname(const RankEnvironment& env) {
   const std::string& master = env.master_addr;
   if (master.empty() || master == "localhost" || master == "127.0.0.1" || master == "::1") {
@@ -28,6 +54,12 @@ std::string GlooHostname(const RankEnvironment& env) {
   }
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
+  if (env.gloo_interface.empty() && ResolvesToLoopbackOnly(name)) {
+    std::cerr << "conveyor: warning: rank " << env.rank << ": this host's name " << name
+              << " resolves to a loopback address, which ranks on other nodes cannot reach; if "
+              << "the job spans nodes, set " << kGlooInterfaceEnv
+              << " to the interface they share (e.g. eth0, ib0)\n";
+  }
   return name;
 }
 
@@ -135,7 +167,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size);
 
   absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device =
-      CreateGlooDevice(GlooHostname(env));
+      CreateGlooDevice(GlooHostname(env), env.gloo_interface);
   if (!device.ok()) return device.status();
   state->device_ = *device;
 

@@ -97,6 +97,9 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvL
     env.run_dir = dir;
   }
   env.job_id = JobIdFromEnv(getenv_fn);
+  if (const char* interface = getenv_fn(kGlooInterfaceEnv); interface != nullptr) {
+    env.gloo_interface = interface;
+  }
 
   const bool has_master = !env.master_addr.empty() && env.store_port != 0;
   if (env.world_size > 1 && env.run_dir.empty() && !has_master) {

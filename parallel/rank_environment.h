@@ -34,12 +34,17 @@ struct RankEnvironment {
   // own job: two jobs sharing CONVEYOR_RUN_DIR meet apart, and a rank that reaches
   // another job's TCP store is refused.
   std::string job_id;
+  // The network interface gloo binds (GLOO_SOCKET_IFNAME, as in PyTorch), e.g. "ib0";
+  // empty: the address this host's name resolves to.
+  std::string gloo_interface;
 };
 
 // Environment variable that names the shared rendezvous directory.
 inline constexpr char kRunDirEnv[] = "CONVEYOR_RUN_DIR";
 // Environment variable that moves the TCP store off MASTER_PORT.
 inline constexpr char kStorePortEnv[] = "CONVEYOR_STORE_PORT";
+// Environment variable that names the network interface gloo binds.
+inline constexpr char kGlooInterfaceEnv[] = "GLOO_SOCKET_IFNAME";
 // Environment variable that names the job, for launchers that name none.
 inline constexpr char kJobIdEnv[] = "CONVEYOR_JOB_ID";
 

@@ -195,6 +195,18 @@ TEST_P(GlooCollectivesTest, ExactAndIdenticalOnEveryRank) {
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooCollectivesTest, ::testing::Values(2, 4));
 
 // Ranks 0 and 1 enter an all-reduce that rank 2 never joins.
+// GLOO_SOCKET_IFNAME: the interface's address is bound; an interface this host lacks
+// is named with the variable and the fix.
+TEST(GlooDeviceTest, BindsTheNamedInterfaceOrSaysItIsMissing) {
+  EXPECT_TRUE(CreateGlooDevice("unused", "lo").ok());
+  const absl::StatusOr<std::shared_ptr<gloo::transport::Device>> missing =
+      CreateGlooDevice("unused", "nosuch0");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(missing.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("interface \"nosuch0\" (GLOO_SOCKET_IFNAME)"),
+                               ::testing::HasSubstr("or unset GLOO_SOCKET_IFNAME")));
+}
+
 TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
   const std::string dir = MakeTestDir("gloo_timeout");
   const absl::Duration timeout = absl::Seconds(1);

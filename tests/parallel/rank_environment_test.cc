@@ -105,6 +105,14 @@ TEST(RankEnvironmentTest, TheJobIsNamedByItsLauncher) {
   EXPECT_EQ((*Parse(vars))->job_id, "CONVEYOR_JOB_ID=mine");
 }
 
+TEST(RankEnvironmentTest, GlooBindsTheInterfaceNamedAsInPyTorch) {
+  std::map<std::string, std::string> vars = {
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"CONVEYOR_RUN_DIR", "/r"}};
+  EXPECT_EQ((*Parse(vars))->gloo_interface, "");
+  vars["GLOO_SOCKET_IFNAME"] = "ib0";
+  EXPECT_EQ((*Parse(vars))->gloo_interface, "ib0");
+}
+
 TEST(RankEnvironmentTest, ErrorsNameTheVariable) {
   struct Case {
     std::map<std::string, std::string> vars;
