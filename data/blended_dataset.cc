@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/blend.h"
 #include "runtime/host_memory.h"
 
@@ -30,12 +31,9 @@ absl::StatusOr<std::unique_ptr<BlendedDataset>> BlendedDataset::Create(
   }
   if (!(sum > 0)) return absl::InvalidArgumentError("blend weights sum to 0");
 
-  if (absl::Status st =
-          CheckHostMemory(SaturatingBytes(double(size) * (sizeof(int16_t) + sizeof(int64_t))),
-                          absl::StrCat("the blending indices of ", size, " samples"));
-      !st.ok()) {
-    return st;
-  }
+  RETURN_IF_ERROR(
+      CheckHostMemory(SaturatingBytes(double(size) * (sizeof(int16_t) + sizeof(int64_t))),
+                      absl::StrCat("the blending indices of ", size, " samples")));
 
   auto out = std::unique_ptr<BlendedDataset>(new BlendedDataset());
   out->weights_ = NormalizeWeights(weights);

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/blended_dataset.h"
 #include "data/blending_indices.h"
 #include "data/gpt_dataset.h"
@@ -25,20 +26,16 @@ using SplitSizes = std::array<std::optional<int64_t>, 3>;
 constexpr int64_t kOneEpoch = -1;
 using GptSplits = std::array<std::unique_ptr<GptDataset>, 3>;
 
-absl::Status WithContext(const absl::Status& st, absl::string_view context) {
-  return absl::Status(st.code(), absl::StrCat(context, ": ", st.message()));
-}
-
 // An error building split `split`'s indices, in `context`; indices too large
 // for memory also get the flags that size the split and the fix.
 absl::Status SplitError(const absl::Status& st, absl::string_view context, int split,
                         const DatasetBuildConfig& config) {
-  if (st.code() != absl::StatusCode::kResourceExhausted) return WithContext(st, context);
-  return WithContext(absl::ResourceExhaustedError(
-                         absl::StrCat(st.message(), "; the ", kSplitNames[split],
-                                      " split's sample count is ", config.sample_count_flags[split],
-                                      ": lower it, or run where this process may use more memory")),
-                     context);
+  if (st.code() != absl::StatusCode::kResourceExhausted) return StatusBuilder(st) << context;
+  return StatusBuilder(absl::ResourceExhaustedError(
+             absl::StrCat(st.message(), "; the ", kSplitNames[split], " split's sample count is ",
+                          config.sample_count_flags[split],
+                          ": lower it, or run where this process may use more memory")))
+         << context;
 }
 
 // Megatron's _build_megatron_dataset_splits for one prefix: split k holds the
@@ -47,10 +44,9 @@ absl::StatusOr<GptSplits> BuildGptSplits(const std::string& prefix, absl::string
                                          const SplitMatrix& matrix, const std::string& split_text,
                                          const SplitSizes& sizes,
                                          const DatasetBuildConfig& config) {
-  if (absl::Status st = CheckDatasetPrefix(prefix, flag); !st.ok()) return st;
-  absl::StatusOr<std::unique_ptr<IndexedDataset>> opened = IndexedDataset::Open(prefix);
-  if (!opened.ok()) return WithContext(opened.status(), flag);
-  std::shared_ptr<const IndexedDataset> dataset = *std::move(opened);
+  RETURN_IF_ERROR(CheckDatasetPrefix(prefix, flag));
+  ASSIGN_OR_RETURN(std::shared_ptr<const IndexedDataset> dataset, IndexedDataset::Open(prefix),
+                   _ << flag);
   const int64_t n = dataset->num_sequences();
   bool any_wanted = false;
   for (int i = 0; i < 3; ++i) any_wanted |= matrix[i] && sizes[i];
@@ -119,10 +115,9 @@ absl::StatusOr<SplitSources> BuildFromBlend(const Blend& blend, absl::string_vie
     for (int i = 0; i < 3; ++i) {
       if (wanted(i)) s[i] = sizes[i];
     }
-    absl::StatusOr<GptSplits> gpt =
-        BuildGptSplits(blend.prefixes[0], flag, matrix, split_text, s, config);
-    if (!gpt.ok()) return gpt.status();
-    for (int i = 0; i < 3; ++i) out[i] = std::move((*gpt)[i]);
+    ASSIGN_OR_RETURN(GptSplits gpt,
+                     BuildGptSplits(blend.prefixes[0], flag, matrix, split_text, s, config));
+    for (int i = 0; i < 3; ++i) out[i] = std::move(gpt[i]);
     return out;
   }
 
@@ -145,10 +140,9 @@ absl::StatusOr<SplitSources> BuildFromBlend(const Blend& blend, absl::string_vie
     for (int i = 0; i < 3; ++i) {
       if (wanted(i)) s[i] = blend.weighted() ? buffers[i][d] : kOneEpoch;
     }
-    absl::StatusOr<GptSplits> gpt =
-        BuildGptSplits(blend.prefixes[d], flag, matrix, split_text, s, config);
-    if (!gpt.ok()) return gpt.status();
-    for (int i = 0; i < 3; ++i) parts[i].push_back(std::move((*gpt)[i]));
+    ASSIGN_OR_RETURN(GptSplits gpt,
+                     BuildGptSplits(blend.prefixes[d], flag, matrix, split_text, s, config));
+    for (int i = 0; i < 3; ++i) parts[i].push_back(std::move(gpt[i]));
   }
   for (int i = 0; i < 3; ++i) {
     if (!wanted(i)) continue;
@@ -201,9 +195,8 @@ absl::StatusOr<SplitSources> BuildSplitDatasets(const DatasetBuildConfig& config
     }
   }
   if (config.blend) {
-    absl::StatusOr<SplitMatrix> matrix = ParseSplit(config.split);
-    if (!matrix.ok()) return matrix.status();
-    return BuildFromBlend(*config.blend, "--data-path", *matrix, config.split, sizes,
+    ASSIGN_OR_RETURN(SplitMatrix matrix, ParseSplit(config.split));
+    return BuildFromBlend(*config.blend, "--data-path", matrix, config.split, sizes,
                           /*single_prefix_as_is=*/false, config);
   }
   // Each split from its own blend, which it uses whole.
@@ -214,11 +207,10 @@ absl::StatusOr<SplitSources> BuildSplitDatasets(const DatasetBuildConfig& config
     whole[i] = std::make_pair(0.0, 1.0);
     std::array<int64_t, 3> only = {0, 0, 0};
     only[i] = sizes[i];
-    absl::StatusOr<SplitSources> built =
-        BuildFromBlend(*config.blend_per_split[i], kPerSplitFlags[i], whole, "", only,
-                       /*single_prefix_as_is=*/true, config);
-    if (!built.ok()) return built.status();
-    out[i] = std::move((*built)[i]);
+    ASSIGN_OR_RETURN(SplitSources built,
+                     BuildFromBlend(*config.blend_per_split[i], kPerSplitFlags[i], whole, "", only,
+                                    /*single_prefix_as_is=*/true, config));
+    out[i] = std::move(built[i]);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/json_lite.h"
 #include "data/mapped_file.h"
@@ -17,9 +18,8 @@ namespace {
 constexpr size_t kMaxCacheEntries = 1 << 20;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
-  if (!file.ok()) return file.status();
-  return std::string((*file)->data(), (*file)->size());
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  return std::string(file->data(), file->size());
 }
 
 // GPT-2's reversible byte -> character map: printable Latin-1 bytes stand for
@@ -61,9 +61,8 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
     tok->char_to_byte_[stand_ins[b]] = uint8_t(b);
   }
 
-  absl::StatusOr<std::string> vocab_text = ReadFile(vocab_file);
-  if (!vocab_text.ok()) return vocab_text.status();
-  absl::StatusOr<JsonValue> vocab = ParseJson(*vocab_text);
+  ASSIGN_OR_RETURN(std::string vocab_text, ReadFile(vocab_file));
+  absl::StatusOr<JsonValue> vocab = ParseJson(vocab_text);
   if (!vocab.ok() || !vocab->is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(vocab_file, ": not a JSON object of token -> id",
@@ -84,11 +83,10 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   }
   tok->eod_ = eod->second;
 
-  absl::StatusOr<std::string> merges_text = ReadFile(merges_file);
-  if (!merges_text.ok()) return merges_text.status();
+  ASSIGN_OR_RETURN(std::string merges_text, ReadFile(merges_file));
   int line_number = 0;
   int rank = 0;
-  for (absl::string_view line : absl::StrSplit(*merges_text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(merges_text, '\n')) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || (line_number == 1 && absl::StartsWith(line, "#version"))) continue;

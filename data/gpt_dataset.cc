@@ -6,19 +6,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 
 absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Create(
     std::shared_ptr<const IndexedDataset> dataset, std::vector<int32_t> documents,
     const GptIndexConfig& config, TokenIdCheck token_ids, int32_t pad_token) {
-  absl::StatusOr<GptIndices> indices =
-      BuildGptIndices(dataset->sequence_lengths(), documents, config);
-  if (!indices.ok()) {
-    return absl::Status(indices.status().code(),
-                        absl::StrCat(dataset->path_prefix(), ": ", indices.status().message()));
-  }
-  return FromIndices(std::move(dataset), config, *std::move(indices), std::move(token_ids),
+  ASSIGN_OR_RETURN(GptIndices indices,
+                   BuildGptIndices(dataset->sequence_lengths(), documents, config),
+                   _ << dataset->path_prefix());
+  return FromIndices(std::move(dataset), config, std::move(indices), std::move(token_ids),
                      pad_token);
 }
 
@@ -65,10 +63,7 @@ absl::StatusOr<std::vector<int32_t>> GptDataset::UnshuffledSample(int64_t row) c
   std::vector<int32_t> tokens;
   tokens.reserve(config_.sequence_length + extra);
   for (const Piece& p : pieces) {
-    if (absl::Status st = dataset_->AppendTokens(p.sequence, p.offset, p.length, &tokens);
-        !st.ok()) {
-      return st;
-    }
+    RETURN_IF_ERROR(dataset_->AppendTokens(p.sequence, p.offset, p.length, &tokens));
   }
   if (std::optional<size_t> bad = FirstTokenIdOutside(tokens, token_ids_.limit)) {
     return TokenIdError(pieces, tokens, *bad);

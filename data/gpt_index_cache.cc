@@ -3,9 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -16,6 +13,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "data/mapped_file.h"
 #include "data/md5.h"
 #include "data/npy_file.h"
@@ -37,22 +36,19 @@ bool AllExist(const GptIndexCacheFiles& f) {
 }
 
 absl::StatusOr<std::vector<int64_t>> LoadNpy(const std::string& path, int rank) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<NpyArray> a = DecodeNpy(absl::string_view((*file)->data(), (*file)->size()), path);
-  if (!a.ok()) return a.status();
-  if (int(a->shape.size()) != rank) {
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  ASSIGN_OR_RETURN(NpyArray a, DecodeNpy(absl::string_view(file->data(), file->size()), path));
+  if (int(a.shape.size()) != rank) {
     return absl::DataLossError(
-        absl::StrCat(path, ": expected a ", rank, "-D array, found ", a->shape.size(), "-D"));
+        absl::StrCat(path, ": expected a ", rank, "-D array, found ", a.shape.size(), "-D"));
   }
-  return std::move(a->values);
+  return std::move(a.values);
 }
 
 absl::StatusOr<GptIndices> LoadIndices(absl::Span<const int32_t> sequence_lengths,
                                        absl::Span<const int32_t> documents, const GptIndexKey& key,
                                        const GptIndexCacheFiles& files) {
-  absl::StatusOr<GptEpochPlan> plan = PlanGptEpochs(sequence_lengths, documents, key.config);
-  if (!plan.ok()) return plan.status();
+  ASSIGN_OR_RETURN(GptEpochPlan plan, PlanGptEpochs(sequence_lengths, documents, key.config));
   // Every problem with a cached file names it; the cache is rank 0's to
   // rewrite, so the fix is to delete the set and let the next run rebuild it.
   auto damaged = [&](const std::string& file, const absl::Status& st) {
@@ -62,12 +58,12 @@ absl::StatusOr<GptIndices> LoadIndices(absl::Span<const int32_t> sequence_length
                                             "* files and rerun to rebuild them"));
   };
   GptIndices out;
-  out.tokens_per_epoch = plan->tokens_per_epoch;
-  out.num_epochs = plan->num_epochs;
-  out.separate_final_epoch = plan->separate_final_epoch;
+  out.tokens_per_epoch = plan.tokens_per_epoch;
+  out.num_epochs = plan.num_epochs;
+  out.separate_final_epoch = plan.separate_final_epoch;
   absl::StatusOr<std::vector<int64_t>> doc = LoadNpy(files.document_index, 1);
   if (!doc.ok()) return damaged(files.document_index, doc.status());
-  if (absl::Status st = ValidateDocumentIndex(documents, *plan, *doc); !st.ok()) {
+  if (absl::Status st = ValidateDocumentIndex(documents, plan, *doc); !st.ok()) {
     return damaged(files.document_index, st);
   }
   out.document_index.assign(doc->begin(), doc->end());  // in range: they are documents
@@ -76,14 +72,14 @@ absl::StatusOr<GptIndices> LoadIndices(absl::Span<const int32_t> sequence_length
   absl::StatusOr<std::vector<int64_t>> sample = LoadNpy(files.sample_index, 2);
   if (!sample.ok()) return damaged(files.sample_index, sample.status());
   if (absl::Status st =
-          ValidateSampleIndex(sequence_lengths, out.document_index, *plan, key.config, *sample);
+          ValidateSampleIndex(sequence_lengths, out.document_index, plan, key.config, *sample);
       !st.ok()) {
     return damaged(files.sample_index, st);
   }
   out.sample_index = *std::move(sample);
   absl::StatusOr<std::vector<int64_t>> shuffle = LoadNpy(files.shuffle_index, 1);
   if (!shuffle.ok()) return damaged(files.shuffle_index, shuffle.status());
-  if (absl::Status st = ValidateShuffleIndex(*plan, *shuffle); !st.ok()) {
+  if (absl::Status st = ValidateShuffleIndex(plan, *shuffle); !st.ok()) {
     return damaged(files.shuffle_index, st);
   }
   out.shuffle_index = *std::move(shuffle);
@@ -114,8 +110,8 @@ absl::Status WriteIndices(const GptIndices& indices, const std::string& descript
       {&files.description, description},
   };
   for (Item& item : items) {  // description last: it marks the set complete
-    if (!item.bytes.ok()) return item.bytes.status();
-    if (absl::Status st = WriteFileAtomically(*item.path, *item.bytes); !st.ok()) return st;
+    RETURN_IF_ERROR(item.bytes.status());
+    RETURN_IF_ERROR(WriteFileAtomically(*item.path, *item.bytes));
   }
   return absl::OkStatus();
 }
@@ -151,27 +147,8 @@ GptIndexCacheFiles CacheFilesFor(const std::string& cache_dir, const GptIndexKey
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
-  }
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() &&
-                       std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !written) {
-    std::remove(tmp.c_str());
-    return absl::DataLossError(
-        absl::StrCat(tmp, ": write failed: ", std::strerror(written ? errno : write_errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    return absl::DataLossError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(e)));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, bytes, absl::StrCat(path, ".tmp.", ::getpid()),
+                             Durability::kDurable);
 }
 
 absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> sequence_lengths,
@@ -197,17 +174,14 @@ absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> seque
   }
   if (AllExist(files)) return LoadIndices(sequence_lengths, documents, key, files);
 
-  absl::StatusOr<GptIndices> built = BuildGptIndices(sequence_lengths, documents, key.config);
-  if (!built.ok()) return built.status();
+  ASSIGN_OR_RETURN(GptIndices built, BuildGptIndices(sequence_lengths, documents, key.config));
   std::error_code ec;
   std::filesystem::create_directories(options.path, ec);
   if (ec) {
-    return absl::PermissionDeniedError(absl::StrCat("--data-cache-path ", options.path,
-                                                    ": cannot create the folder: ", ec.message()));
+    return absl::ErrnoToStatus(
+        ec.value(), absl::StrCat("--data-cache-path ", options.path, ": cannot create the folder"));
   }
-  if (absl::Status st = WriteIndices(*built, GptIndexDescription(key), files); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat("--data-cache-path: ", st.message()));
-  }
+  RETURN_IF_ERROR(WriteIndices(built, GptIndexDescription(key), files)) << "--data-cache-path";
   return built;
 }
 

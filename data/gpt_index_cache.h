@@ -64,8 +64,8 @@ absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> seque
                                                  const GptIndexKey& key,
                                                  const GptIndexCacheOptions& options);
 
-// Writes `bytes` to `path` through a temporary file in the same folder and a
-// rename, so that readers see either nothing or the whole file.
+// Writes one file of the cache: base/atomic_file.h's WriteFileAtomically, durably, through
+// <path>.tmp.<pid> (rank 0 alone writes a cache).
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace conveyor

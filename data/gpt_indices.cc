@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/numpy_random.h"
 #include "runtime/host_memory.h"
 
@@ -145,20 +146,19 @@ absl::StatusOr<GptEpochPlan> PlanGptEpochs(absl::Span<const int32_t> sequence_le
     plan.separate_final_epoch =
         from_final < int64_t(kSeparateFinalEpochThreshold * double(per_epoch));
   }
-  if (absl::Status st = CheckIndexMemory(plan, int64_t(documents.size())); !st.ok()) return st;
+  RETURN_IF_ERROR(CheckIndexMemory(plan, int64_t(documents.size())));
   return plan;
 }
 
 absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sequence_lengths,
                                            absl::Span<const int32_t> documents,
                                            const GptIndexConfig& config) {
-  absl::StatusOr<GptEpochPlan> plan = PlanGptEpochs(sequence_lengths, documents, config);
-  if (!plan.ok()) return plan.status();
+  ASSIGN_OR_RETURN(GptEpochPlan plan, PlanGptEpochs(sequence_lengths, documents, config));
   GptIndices out;
-  out.tokens_per_epoch = plan->tokens_per_epoch;
-  out.num_epochs = plan->num_epochs;
-  out.separate_final_epoch = plan->separate_final_epoch;
-  const int64_t samples_before_final_epoch = plan->samples_before_final_epoch;
+  out.tokens_per_epoch = plan.tokens_per_epoch;
+  out.num_epochs = plan.num_epochs;
+  out.separate_final_epoch = plan.separate_final_epoch;
+  const int64_t samples_before_final_epoch = plan.samples_before_final_epoch;
 
   // One generator, used in this order: document index, then shuffle index.
   NumpyRandomState rng(config.random_seed);

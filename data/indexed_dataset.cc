@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace {
@@ -87,10 +88,9 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
   };
 
-  absl::StatusOr<std::unique_ptr<MappedFile>> idx = OpenDatasetFile(idx_path);
-  if (!idx.ok()) return idx.status();
-  const char* p = (*idx)->data();
-  const int64_t idx_size = int64_t((*idx)->size());
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> idx, OpenDatasetFile(idx_path));
+  const char* p = idx->data();
+  const int64_t idx_size = int64_t(idx->size());
   if (idx_size < kIndexHeaderBytes) {
     return bad(idx_path,
                absl::StrCat("truncated header: ", idx_size,
@@ -155,9 +155,8 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
                                       ", expected the sequence count ", n));
   }
 
-  absl::StatusOr<std::unique_ptr<MappedFile>> bin = OpenDatasetFile(bin_path);
-  if (!bin.ok()) return bin.status();
-  const int64_t bin_size = int64_t((*bin)->size());
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> bin, OpenDatasetFile(bin_path));
+  const int64_t bin_size = int64_t(bin->size());
   const int64_t item = TokenDTypeSize(*dtype);
   for (uint64_t i = 0; i < n; ++i) {
     const int64_t len = ds->sequence_lengths_[i];
@@ -169,7 +168,7 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
     }
     ds->num_tokens_ += len;
   }
-  ds->bin_ = *std::move(bin);
+  ds->bin_ = std::move(bin);
   return ds;
 }
 
@@ -188,7 +187,7 @@ absl::Status IndexedDataset::CheckRange(int64_t i, int64_t offset, int64_t* leng
 
 absl::StatusOr<std::vector<int64_t>> IndexedDataset::Get(int64_t i, int64_t offset,
                                                          int64_t length) const {
-  if (absl::Status s = CheckRange(i, offset, &length); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckRange(i, offset, &length));
   const char* base = bin_->data() + sequence_pointers_[i];
   std::vector<int64_t> out(length);
   for (int64_t k = 0; k < length; ++k) out[k] = LoadToken(dtype_, base, offset + k);
@@ -197,7 +196,7 @@ absl::StatusOr<std::vector<int64_t>> IndexedDataset::Get(int64_t i, int64_t offs
 
 absl::Status IndexedDataset::AppendTokens(int64_t i, int64_t offset, int64_t length,
                                           std::vector<int32_t>* out) const {
-  if (absl::Status s = CheckRange(i, offset, &length); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckRange(i, offset, &length));
   const char* base = bin_->data() + sequence_pointers_[i];
   out->reserve(out->size() + length);
   for (int64_t k = 0; k < length; ++k) {

@@ -1,10 +1,10 @@
 #include "data/indexed_dataset_builder.h"
 
 #include <cerrno>
-#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/indexed_dataset.h"
 
 namespace conveyor {
@@ -13,8 +13,7 @@ absl::StatusOr<std::unique_ptr<IndexedDatasetBuilder>> IndexedDatasetBuilder::Cr
     const std::string& bin_path, TokenDType dtype) {
   std::FILE* f = std::fopen(bin_path.c_str(), "wb");
   if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create ", bin_path, ": ", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", bin_path));
   }
   return std::unique_ptr<IndexedDatasetBuilder>(new IndexedDatasetBuilder(bin_path, f, dtype));
 }
@@ -34,8 +33,7 @@ absl::Status IndexedDatasetBuilder::WriteTokens(absl::Span<const T> tokens) {
     StoreToken(dtype_, int64_t(tokens[i]), buffer_.data(), int64_t(i));
   }
   if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), bin_) != buffer_.size()) {
-    return absl::DataLossError(
-        absl::StrCat("write to ", bin_path_, " failed: ", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, absl::StrCat("write to ", bin_path_, " failed"));
   }
   num_tokens_ += int64_t(tokens.size());
   return absl::OkStatus();
@@ -53,7 +51,7 @@ absl::Status IndexedDatasetBuilder::AddDocumentImpl(absl::Span<const T> tokens,
     return absl::InvalidArgumentError(absl::StrCat(bin_path_, ": document of ", tokens.size(),
                                                    " tokens but sequence lengths sum to ", total));
   }
-  if (absl::Status s = WriteTokens(tokens); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteTokens(tokens));
   sequence_lengths_.insert(sequence_lengths_.end(), lengths.begin(), lengths.end());
   EndDocument();
   return absl::OkStatus();
@@ -70,13 +68,13 @@ absl::Status IndexedDatasetBuilder::AddDocument(absl::Span<const int32_t> tokens
 }
 
 absl::Status IndexedDatasetBuilder::AddItem(absl::Span<const int64_t> tokens) {
-  if (absl::Status s = WriteTokens(tokens); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteTokens(tokens));
   sequence_lengths_.push_back(int32_t(tokens.size()));
   return absl::OkStatus();
 }
 
 absl::Status IndexedDatasetBuilder::AddItem(absl::Span<const int32_t> tokens) {
-  if (absl::Status s = WriteTokens(tokens); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteTokens(tokens));
   sequence_lengths_.push_back(int32_t(tokens.size()));
   return absl::OkStatus();
 }
@@ -92,8 +90,7 @@ absl::Status IndexedDatasetBuilder::Finalize(const std::string& idx_path) {
   const bool bin_ok = std::fclose(bin_) == 0;
   bin_ = nullptr;
   if (!bin_ok) {
-    return absl::DataLossError(
-        absl::StrCat("closing ", bin_path_, " failed: ", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, absl::StrCat("closing ", bin_path_, " failed"));
   }
 
   const uint64_t n = sequence_lengths_.size();
@@ -121,8 +118,7 @@ absl::Status IndexedDatasetBuilder::Finalize(const std::string& idx_path) {
 
   std::FILE* f = std::fopen(idx_path.c_str(), "wb");
   if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create ", idx_path, ": ", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", idx_path));
   }
   const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
   if (std::fclose(f) != 0 || !ok) {

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 
@@ -140,7 +141,7 @@ class JsonParser {
       return Error("UTF-8 byte-order mark (EF BB BF), which JSON text must not start with");
     }
     JsonValue v;
-    if (absl::Status s = ParseValue(&v, 0); !s.ok()) return s;
+    RETURN_IF_ERROR(ParseValue(&v, 0));
     SkipSpace();
     if (pos_ != text_.size()) return Error("trailing characters");
     return v;
@@ -217,12 +218,12 @@ class JsonParser {
         return Error("expected a string key");
       }
       std::string key;
-      if (absl::Status s = ParseString(&key); !s.ok()) return s;
+      RETURN_IF_ERROR(ParseString(&key));
       SkipSpace();
       if (pos_ >= text_.size() || text_[pos_] != ':') return Error("expected ':'");
       ++pos_;
       JsonValue member;
-      if (absl::Status s = ParseValue(&member, depth + 1); !s.ok()) return s;
+      RETURN_IF_ERROR(ParseValue(&member, depth + 1));
       AddMember(std::move(key), std::move(member), &v->object_, &index);
       SkipSpace();
       if (pos_ < text_.size() && text_[pos_] == ',') {
@@ -247,7 +248,7 @@ class JsonParser {
     }
     while (true) {
       JsonValue element;
-      if (absl::Status s = ParseValue(&element, depth + 1); !s.ok()) return s;
+      RETURN_IF_ERROR(ParseValue(&element, depth + 1));
       v->array_.push_back(std::move(element));
       SkipSpace();
       if (pos_ < text_.size() && text_[pos_] == ',') {
@@ -287,11 +288,11 @@ class JsonParser {
   // text holds it, so Megatron's tokenizers fail on it.
   absl::Status ParseEscapedCodePoint(uint32_t* cp) {
     const size_t escape = pos_ - 2;
-    if (absl::Status s = ParseHex4(cp); !s.ok()) return s;
+    RETURN_IF_ERROR(ParseHex4(cp));
     if (*cp < 0xD800 || *cp >= 0xE000) return absl::OkStatus();
     uint32_t low = 0;
     if (*cp < 0xDC00 && Consume("\\u")) {
-      if (absl::Status s = ParseHex4(&low); !s.ok()) return s;
+      RETURN_IF_ERROR(ParseHex4(&low));
     }
     if (low < 0xDC00 || low >= 0xE000) {
       pos_ = escape;
@@ -357,7 +358,7 @@ class JsonParser {
           break;
         case 'u': {
           uint32_t cp = 0;
-          if (absl::Status s = ParseEscapedCodePoint(&cp); !s.ok()) return s;
+          RETURN_IF_ERROR(ParseEscapedCodePoint(&cp));
           AppendUtf8(cp, out);
           break;
         }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -15,16 +14,12 @@ namespace conveyor {
 
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string msg = absl::StrCat("cannot open ", path, ": ", std::strerror(err));
-    return err == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
-  }
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
   }
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
@@ -37,7 +32,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      return absl::InternalError(absl::StrCat("cannot mmap ", path, ": ", std::strerror(err)));
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot mmap ", path));
     }
     data = static_cast<const char*>(p);
   }

@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "data/indexed_dataset_builder.h"
 #include "data/json_lite.h"
 
@@ -233,10 +233,9 @@ class OutputDatasets {
 
   absl::Status Create(TokenDType dtype) {
     for (const std::string& prefix : prefixes_) {
-      absl::StatusOr<std::unique_ptr<IndexedDatasetBuilder>> builder =
-          IndexedDatasetBuilder::Create(prefix + ".bin", dtype);
-      if (!builder.ok()) return builder.status();
-      builders_.push_back(*std::move(builder));
+      ASSIGN_OR_RETURN(std::unique_ptr<IndexedDatasetBuilder> builder,
+                       IndexedDatasetBuilder::Create(prefix + ".bin", dtype));
+      builders_.push_back(std::move(builder));
     }
     return absl::OkStatus();
   }
@@ -245,10 +244,7 @@ class OutputDatasets {
   absl::Status Add(const std::vector<Document>& documents, int64_t* tokens) {
     for (size_t k = 0; k < builders_.size(); ++k) {
       const Document& doc = documents[k];
-      if (absl::Status s = builders_[k]->AddDocument(absl::MakeConstSpan(doc.ids), doc.lengths);
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(builders_[k]->AddDocument(absl::MakeConstSpan(doc.ids), doc.lengths));
       tokens_[k] += int64_t(doc.ids.size());
       *tokens += int64_t(doc.ids.size());
     }
@@ -259,7 +255,7 @@ class OutputDatasets {
 
   absl::Status Finalize() {
     for (size_t k = 0; k < builders_.size(); ++k) {
-      if (absl::Status s = builders_[k]->Finalize(prefixes_[k] + ".idx"); !s.ok()) return s;
+      RETURN_IF_ERROR(builders_[k]->Finalize(prefixes_[k] + ".idx"));
     }
     return absl::OkStatus();
   }
@@ -369,7 +365,7 @@ absl::Status ProcessLines(std::istream& in, const PreprocessOptions& options,
         ++summary->skipped_lines;
         continue;
       }
-      if (absl::Status s = outputs->Add(encoded[i].documents, &summary->tokens); !s.ok()) return s;
+      RETURN_IF_ERROR(outputs->Add(encoded[i].documents, &summary->tokens));
       ++summary->documents;
       if (options.log_interval > 0 && summary->documents % options.log_interval == 0) {
         LogProgress(*summary, elapsed(), options.log);
@@ -388,11 +384,10 @@ absl::Status ProcessLines(std::istream& in, const PreprocessOptions& options,
 
 absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
                                              const Tokenizer& tokenizer) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckOptions(options));
   std::ifstream in(options.input, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read --input ", options.input, ": ", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot read --input ", options.input));
   }
   PreprocessSummary summary;
   summary.dtype = TokenDTypeForVocab(tokenizer.vocab_size());

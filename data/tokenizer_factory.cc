@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/simple_tokenizers.h"
 
@@ -16,13 +17,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
           " is missing: --tokenizer-type GPT2BPETokenizer needs --vocab-file vocab.json and "
           "--merge-file merges.txt"));
     }
-    absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> t =
-        Gpt2BpeTokenizer::Load(spec.vocab_file, spec.merge_file);
-    if (!t.ok()) {
-      return absl::Status(t.status().code(),
-                          absl::StrCat("--vocab-file/--merge-file: ", t.status().message()));
-    }
-    return std::unique_ptr<Tokenizer>(*std::move(t));
+    ASSIGN_OR_RETURN(std::unique_ptr<Gpt2BpeTokenizer> t,
+                     Gpt2BpeTokenizer::Load(spec.vocab_file, spec.merge_file),
+                     _ << "--vocab-file/--merge-file");
+    return std::unique_ptr<Tokenizer>(std::move(t));
   }
   if (spec.type == "NullTokenizer") {
     if (spec.vocab_size <= 0) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/blend.h"
 #include "data/dataset_builder.h"
 #include "data/mock_dataset.h"
@@ -24,9 +25,8 @@ constexpr uint64_t kMockSplitSeedStride = 0x9e3779b97f4a7c15ULL;
 absl::StatusOr<std::optional<Blend>> OptionalBlend(
     const google::protobuf::RepeatedPtrField<std::string>& words, const char* flag) {
   if (words.empty()) return std::optional<Blend>();
-  absl::StatusOr<Blend> b = ParseBlend(std::vector<std::string>(words.begin(), words.end()), flag);
-  if (!b.ok()) return b.status();
-  return std::optional<Blend>(*std::move(b));
+  ASSIGN_OR_RETURN(Blend b, ParseBlend(std::vector<std::string>(words.begin(), words.end()), flag));
+  return std::optional<Blend>(std::move(b));
 }
 
 }  // namespace
@@ -34,11 +34,11 @@ absl::StatusOr<std::optional<Blend>> OptionalBlend(
 absl::StatusOr<std::unique_ptr<Tokenizer>> ResolveVocabulary(Config* config) {
   const DataConfig& data = config->data();
   ModelConfig& model = *config->mutable_model();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = BuildTokenizer(
-      {data.tokenizer_type(), data.vocab_file(), data.merge_file(), model.vocab_size()});
-  if (!tokenizer.ok()) return tokenizer.status();
-  if (*tokenizer != nullptr) {
-    model.set_vocab_size(int32_t((*tokenizer)->vocab_size()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                   BuildTokenizer({data.tokenizer_type(), data.vocab_file(), data.merge_file(),
+                                   model.vocab_size()}));
+  if (tokenizer != nullptr) {
+    model.set_vocab_size(int32_t(tokenizer->vocab_size()));
   } else if (model.vocab_size() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--vocab-size ", model.vocab_size(),
@@ -107,26 +107,23 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
     build.sequence_length = model.seq_length();
     build.random_seed = uint32_t(seed);
     build.split = data.split();
-    absl::StatusOr<std::optional<Blend>> blend = OptionalBlend(data.data_path(), "--data-path");
-    if (!blend.ok()) return blend.status();
-    build.blend = *std::move(blend);
+    ASSIGN_OR_RETURN(std::optional<Blend> blend, OptionalBlend(data.data_path(), "--data-path"));
+    build.blend = std::move(blend);
     const std::array<const google::protobuf::RepeatedPtrField<std::string>*, 3> per_split = {
         &data.train_data_path(), &data.valid_data_path(), &data.test_data_path()};
     const std::array<const char*, 3> flags = {"--train-data-path", "--valid-data-path",
                                               "--test-data-path"};
     for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<std::optional<Blend>> b = OptionalBlend(*per_split[i], flags[i]);
-      if (!b.ok()) return b.status();
-      build.blend_per_split[i] = *std::move(b);
+      ASSIGN_OR_RETURN(std::optional<Blend> b, OptionalBlend(*per_split[i], flags[i]));
+      build.blend_per_split[i] = std::move(b);
     }
     build.cache.path = data.data_cache_path();
     build.cache.build_here = build_cache_here;
     build.cache.timeout = options.cache_timeout;
     if (options.check_token_ids) build.token_ids = out.token_ids;
     build.sample_count_flags = options.sample_count_flags;
-    absl::StatusOr<SplitSources> built = BuildSplitDatasets(build, sizes);
-    if (!built.ok()) return built.status();
-    sources = *std::move(built);
+    ASSIGN_OR_RETURN(SplitSources built, BuildSplitDatasets(build, sizes));
+    sources = std::move(built);
     if (sizes[0] > 0 && sources[0] == nullptr) {
       // A zero weight (--split 0,0,1) leaves no training split at all.
       return absl::InvalidArgumentError(

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "base/status_macros.h"
 #include "runtime/cpu/cpu_ops.h"
-#include "runtime/status_macros.h"
 
 namespace conveyor {
 

@@ -3,20 +3,20 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/status_macros.h"
 #include "model/parameter_placement.h"
-#include "runtime/status_macros.h"
 
 namespace conveyor {
 
 GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
-                   const pipeline::ExecutorPlace& place,
+                   const pipeline::PipelinePlace& place,
                    const std::vector<int64_t>& layers_per_stage, RecomputePolicy recompute,
                    const Ops* ops)
     : shape_(shape),
       tp_(tp != nullptr ? tp : &single_rank_),
       place_(place),
       recompute_(recompute),
-      num_stages_(place.num_ranks * place.num_chunks) {
+      num_stages_(place.num_stages()) {
   for (int c = 0; c < place.num_chunks; ++c) {
     const int stage = GlobalStage(c);
     ModelPartition partition;
@@ -42,15 +42,12 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
   PlaceParameters(this->ops(), parameters());
 }
 
-int GptStage::GlobalStage(int chunk) const {
-  return pipeline::GlobalStage(place_.layout, place_.num_ranks, place_.rank, chunk);
-}
+int GptStage::GlobalStage(int chunk) const { return place_.GlobalStage(chunk); }
 
 void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch, float loss_scale) {
   feed_ = std::move(feed);
-  // Under SP a rank passes on its token shard only.
-  boundary_elements_ =
-      tokens_per_micro_batch / (tp_->sequence_parallel() ? tp_->size() : 1) * shape_.hidden;
+  boundary_elements_ = PipelineMessageElements(tokens_per_micro_batch, shape_.hidden, tp_->size(),
+                                               tp_->sequence_parallel());
   loss_scale_ = loss_scale;
   loss_sum_ = 0.0;
   inputs_.clear();

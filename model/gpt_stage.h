@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/gpt_model.h"
-#include "parallel/pipeline/executor.h"
+#include "parallel/pipeline/pipeline_place.h"
 #include "parallel/pipeline/stage.h"
 
 namespace conveyor {
@@ -32,7 +32,7 @@ class GptStage : public pipeline::Stage {
   // rank), otherwise it must outlive the stage. `ops` (null: the CPU backend) computes
   // the stage and must outlive it; the parameters are placed on its device.
   GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
-           const pipeline::ExecutorPlace& place, const std::vector<int64_t>& layers_per_stage,
+           const pipeline::PipelinePlace& place, const std::vector<int64_t>& layers_per_stage,
            RecomputePolicy recompute = {}, const Ops* ops = nullptr);
 
   const Ops& ops() const { return chunks_.front()->ops(); }
@@ -73,7 +73,7 @@ class GptStage : public pipeline::Stage {
   const Parameter* TiedCopyInHead() const;
 
   std::vector<Parameter*> parameters();
-  const pipeline::ExecutorPlace& place() const { return place_; }
+  const pipeline::PipelinePlace& place() const { return place_; }
   int num_chunks() const { return static_cast<int>(chunks_.size()); }
   GptModel& chunk(int c) { return *chunks_[c]; }
   bool has_embedding(int c) const { return GlobalStage(c) == 0; }
@@ -98,7 +98,7 @@ class GptStage : public pipeline::Stage {
   ModelShape shape_;
   TensorParallel single_rank_;
   const TensorParallel* tp_;
-  pipeline::ExecutorPlace place_;
+  pipeline::PipelinePlace place_;
   RecomputePolicy recompute_;
   int num_stages_;
   std::vector<std::unique_ptr<GptModel>> chunks_;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 
+#include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "model/layer_stash.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/schedule.h"
-#include "runtime/status_macros.h"
 
 namespace conveyor {
 namespace {
@@ -40,6 +42,48 @@ int64_t AttentionSavedBytes(const Sizes& z, const ActivationShape& a) {
 // Two norms' mean and rstd per local token, fp32.
 int64_t NormStatsBytes(const Sizes& z) { return kFloat * 4 * z.local_tokens; }
 
+int64_t StashTensorBytes(const StashTensor& t, const ModelShape& s, const ActivationShape& a,
+                         const Sizes& z) {
+  int64_t columns = 0;
+  switch (t.columns) {
+    case StashColumns::kAttention:
+      return AttentionSavedBytes(z, a);
+    case StashColumns::kHidden:
+      columns = s.hidden;
+      break;
+    case StashColumns::kQkv:
+      columns = z.qkv;
+      break;
+    case StashColumns::kContext:
+      columns = z.heads * s.head_dim;
+      break;
+    case StashColumns::kFc1:
+      columns = z.fc1;
+      break;
+    case StashColumns::kFfn:
+      columns = z.ffn;
+      break;
+  }
+  return a.bytes * (t.rows == StashRows::kShard ? z.local_tokens : z.tokens) * columns;
+}
+
+// Bytes of the tensors of `list` that `held` says are held: a gathered tensor counts
+// only under SP when its shard is held too (without SP they are one tensor).
+template <typename Held>
+int64_t HeldBytes(absl::Span<const StashTensor> list, const ModelShape& s, const ActivationShape& a,
+                  const Held& held) {
+  const Sizes z = SizesOf(s, a);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!held(list[i])) continue;
+    if (list[i].rows == StashRows::kGathered && !a.sequence_parallel && held(list[i - 1])) {
+      continue;
+    }
+    bytes += StashTensorBytes(list[i], s, a, z);
+  }
+  return bytes;
+}
+
 // The weights GEMMs read (a bf16 copy each under --bf16): qkv, proj, fc1, fc2.
 int64_t LayerGemmWeights(const ModelShape& s, int tp) {
   return (s.qkv_width() / tp + s.fc1_width() / tp) * s.hidden +
@@ -61,31 +105,16 @@ int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
                         const SelectiveRecompute& selective, bool full_recompute,
                         bool keeps_checkpoint) {
   const Sizes z = SizesOf(s, a);
-  const int64_t h = s.hidden;
-  if (full_recompute) return keeps_checkpoint ? a.bytes * z.local_tokens * h : 0;
-  const int64_t gathered_norm = a.sequence_parallel ? z.tokens * h : 0;  // else shared
-  int64_t elements = 0;
-  elements += z.local_tokens * h;  // x
-  if (!selective.layernorm) elements += 2 * (z.local_tokens * h + gathered_norm);
-  elements += z.tokens * z.qkv;                                // qkv
-  elements += z.tokens * z.heads * s.head_dim;                 // ctx
-  elements += z.local_tokens * h;                              // x1
-  if (!selective.mlp) elements += z.tokens * (z.fc1 + z.ffn);  // fc1 out, activation
-  const int64_t attention = selective.core_attn ? 0 : AttentionSavedBytes(z, a);
-  return a.bytes * elements + attention + NormStatsBytes(z);
+  if (full_recompute) return keeps_checkpoint ? a.bytes * z.local_tokens * s.hidden : 0;
+  return HeldBytes(kForwardStash, s, a,
+                   [&](const StashTensor& t) { return !DroppedAfterForward(t, selective); }) +
+         NormStatsBytes(z);
 }
 
 int64_t LayerAwaitingWeightBytes(const ModelShape& s, const ActivationShape& a) {
-  const Sizes z = SizesOf(s, a);
-  const int64_t h = s.hidden;
-  // Without SP the gathered norm outputs and gradients are the local tensors.
-  const int64_t full = z.tokens * h, local = z.local_tokens * h;
-  const int64_t elements = local /* x */ + 2 * full /* norm outputs for W */ +
-                           z.tokens * z.heads * s.head_dim /* ctx */ + local /* x1 */ +
-                           z.tokens * z.ffn /* activation */ +
-                           2 * local /* norms' output gradients */ + z.tokens * z.qkv +
-                           full /* proj gradient */ + z.tokens * z.fc1 + full /* fc2 */;
-  return a.bytes * elements + NormStatsBytes(z);
+  const auto kept = [](const StashTensor& t) { return t.kept_for_weight; };
+  return HeldBytes(kForwardStash, s, a, kept) + HeldBytes(kWeightGradientStash, s, a, kept) +
+         NormStatsBytes(SizesOf(s, a));
 }
 
 int64_t HeadStashBytes(const ModelShape& s, const ActivationShape& a) {

@@ -1,6 +1,6 @@
-// The memory a rank holds, predicted from the configuration alone (the seed's memory
-// model made exact for this implementation), to compare with what the allocator's
-// categories measure:
+// The memory a rank holds, predicted from the configuration alone (docs/design.md §11:
+// Korthikanti et al., 2022's accounting made exact for this implementation), to compare
+// with what the allocator's categories measure:
 //  - model state: fp32 weights and gradients (4 + 4 bytes per parameter held), with
 //    --bf16 a bf16 copy of every GEMM weight (2 bytes), the optimizer's state (Adam 8,
 //    SGD 4; sharded 1/DP by the distributed optimizer, which also keeps a flat gradient

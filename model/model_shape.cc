@@ -27,4 +27,9 @@ ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab) {
   return s;
 }
 
+int64_t PipelineMessageElements(int64_t tokens, int64_t hidden, int tp_size,
+                                bool sequence_parallel) {
+  return tokens / (sequence_parallel ? tp_size : 1) * hidden;
+}
+
 }  // namespace conveyor

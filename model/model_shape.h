@@ -39,6 +39,12 @@ struct ModelShape {
 // the padded vocabulary size depends on the tokenizer, so the caller supplies it.
 ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab);
 
+// Elements of the activation a pipeline stage sends to the next for one micro-batch of
+// `tokens` (and of the gradient sent back): tokens x hidden, or under sequence
+// parallelism this rank's 1/tp_size shard of the tokens.
+int64_t PipelineMessageElements(int64_t tokens, int64_t hidden, int tp_size,
+                                bool sequence_parallel);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_MODEL_MODEL_SHAPE_H_

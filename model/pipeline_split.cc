@@ -39,7 +39,7 @@ absl::StatusOr<std::vector<int64_t>> EvenSplit(const Config& config, int64_t sta
   const int64_t layers = config.model().num_layers();
   const bool embedding = p.account_for_embedding_in_pipeline_split();
   const bool loss = p.account_for_loss_in_pipeline_split();
-  const int64_t slots = layers + embedding + loss;
+  const int64_t slots = SplitSlots(config);
   if (slots % stages != 0) {
     const std::string counted = slots == layers ? ""
                                                 : absl::StrFormat(
@@ -78,10 +78,20 @@ absl::StatusOr<std::vector<int64_t>> LayersPerStage(const Config& config) {
   const ParallelConfig& p = config.parallel();
   const int64_t stages = int64_t{p.pipeline_model_parallel_size()} *
                          std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  if (p.decoder_first_pipeline_num_layers() > 0 || p.decoder_last_pipeline_num_layers() > 0) {
-    return UnevenSplit(config, stages);
-  }
+  if (IsUnevenSplit(p)) return UnevenSplit(config, stages);
   return EvenSplit(config, stages);
+}
+
+bool IsUnevenSplit(const ParallelConfig& parallel) {
+  return parallel.decoder_first_pipeline_num_layers() > 0 ||
+         parallel.decoder_last_pipeline_num_layers() > 0;
+}
+
+int64_t SplitSlots(const Config& config) {
+  const ParallelConfig& p = config.parallel();
+  return int64_t{config.model().num_layers()} +
+         (p.account_for_embedding_in_pipeline_split() ? 1 : 0) +
+         (p.account_for_loss_in_pipeline_split() ? 1 : 0);
 }
 
 }  // namespace conveyor

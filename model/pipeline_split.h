@@ -23,6 +23,14 @@ namespace conveyor {
 // validation reports them as they are.
 absl::StatusOr<std::vector<int64_t>> LayersPerStage(const Config& config);
 
+// Whether --decoder-first/last-pipeline-num-layers ask for the uneven split.
+bool IsUnevenSplit(const ParallelConfig& parallel);
+
+// What the even split divides over the stages: the transformer layers, plus the
+// embedding and the loss where --account-for-embedding/loss-in-pipeline-split count
+// them as layers.
+int64_t SplitSlots(const Config& config);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_MODEL_PIPELINE_SPLIT_H_

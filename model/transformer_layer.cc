@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace {
@@ -146,10 +146,8 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
                       mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1, &out);
 
   // Selective recomputation: keep only what is expensive to recompute.
-  if (selective_.core_attn) stash->attention = Tensor();
-  if (selective_.mlp) stash->fc1_out = stash->act = Tensor();
-  if (selective_.layernorm) {
-    stash->ln1_out = stash->ln1_full = stash->ln2_out = stash->ln2_full = Tensor();
+  for (const StashTensor& t : kForwardStash) {
+    if (DroppedAfterForward(t, selective_)) stash->*t.tensor = Tensor();
   }
   return out;
 }
@@ -217,11 +215,9 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   ops_->Add(d_x1, &dx);  // residual
 
   // Only the weight gradients need the rest of the stash now.
-  stash->qkv = Tensor();
-  stash->attention = Tensor();
-  stash->fc1_out = Tensor();
-  stash->ln1_out = Tensor();
-  stash->ln2_out = Tensor();
+  for (const StashTensor& t : kForwardStash) {
+    if (!t.kept_for_weight) stash->*t.tensor = Tensor();
+  }
   return dx;
 }
 

@@ -3,7 +3,8 @@
 //   out = x1 + dropout(fc2(act(fc1(norm2(x1)))))
 // with forward, backward-input (B) and backward-weight (W) as separate calls, so that a
 // pipeline schedule can run W later than B (zero-bubble). What backward needs lives in
-// a LayerStash per micro-batch; dropout masks are regenerated, not stored.
+// a LayerStash per micro-batch (model/layer_stash.h); dropout masks are regenerated, not
+// stored.
 //
 // Tensor parallelism (Megatron's): qkv and fc1 are column-parallel (a rank holds whole
 // query groups and a slice of the MLP), proj and fc2 row-parallel; see
@@ -14,6 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "model/layer_stash.h"
 #include "model/linear.h"
 #include "model/micro_batch.h"
 #include "model/model_shape.h"
@@ -26,18 +28,6 @@
 #include "runtime/philox.h"
 
 namespace conveyor {
-
-// Activations of one layer for one micro-batch ("full" = all tokens of the micro-batch,
-// inside the tensor-parallel region; the others are this rank's sequence shard under
-// --sequence-parallel). Forward fills the first block; BackwardInput fills the
-// gradients W needs and drops what only B needed.
-// `attention` is what the backend keeps for attention's backward (the probabilities on
-// the CPU).
-struct LayerStash {
-  Tensor x, ln1_out, ln1_full, qkv, attention, ctx, x1, ln2_out, ln2_full, fc1_out, act;
-  NormStats ln1, ln2;
-  Tensor d_ln1, d_qkv, d_proj_full, d_ln2, d_fc1, d_fc2_full;
-};
 
 class TransformerLayer {
  public:

@@ -26,6 +26,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "gloo/common/error.h"
 
 namespace conveyor {
@@ -37,11 +39,7 @@ namespace {
 // only there. On failure nothing is left at `path`.
 absl::Status WriteNewFile(const std::string& path, absl::string_view contents) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int error = errno;
-    const std::string message = absl::StrFormat("cannot create %s: %s", path, std::strerror(error));
-    return error == EEXIST ? absl::AlreadyExistsError(message) : absl::UnavailableError(message);
-  }
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
   int error = 0;
   for (size_t done = 0; done < contents.size();) {
     const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
@@ -55,28 +53,17 @@ absl::Status WriteNewFile(const std::string& path, absl::string_view contents) {
   if (::close(fd) != 0 && error == 0) error = errno;
   if (error != 0) {
     ::unlink(path.c_str());
-    return absl::UnavailableError(
-        absl::StrFormat("cannot write %s: %s", path, std::strerror(error)));
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", path));
   }
   return absl::OkStatus();
 }
 
-// Writes <dir>/<name> through a temporary file and a rename, so that a reader sees all
-// of `contents` or no file.
-absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
+// Writes <dir>/<name> so that a reader sees all of `contents` or no file. Not fsynced:
+// rendezvous files matter only while their launch runs.
+absl::Status WriteRendezvousFile(const std::string& dir, const std::string& name,
                                  absl::string_view contents) {
-  // Unique by its random bits; O_EXCL turns the unthinkable collision into an error
-  // rather than two writers sharing one file.
-  const std::string tmp = absl::StrCat(dir, "/", TemporaryFileName());
-  if (absl::Status s = WriteNewFile(tmp, contents); !s.ok()) return s;
-  const std::string path = absl::StrCat(dir, "/", name);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    return absl::UnavailableError(
-        absl::StrFormat("cannot create %s: %s", path, std::strerror(error)));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(absl::StrCat(dir, "/", name), contents,
+                             absl::StrCat(dir, "/", TemporaryFileName()), Durability::kVisible);
 }
 
 std::optional<std::string> ReadIfExists(const std::string& path) {
@@ -94,8 +81,7 @@ absl::Status MakeDirectories(const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot create directory %s: %s", dir, error.message()));
+    return absl::ErrnoToStatus(error.value(), absl::StrCat("cannot create directory ", dir));
   }
   return absl::OkStatus();
 }
@@ -158,8 +144,8 @@ absl::StatusOr<std::string> LeadLaunch(const std::string& run_dir, int size,
       "launch-%s-%d-%08x", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()),
       ::getpid(), RandomBits() & 0xffffffff);
   const std::string joined = absl::StrCat(run_dir, "/", launch, "/", kJoinedDir);
-  if (absl::Status s = MakeDirectories(joined); !s.ok()) return s;
-  if (absl::Status s = MakeDirectories(handshake); !s.ok()) return s;
+  RETURN_IF_ERROR(MakeDirectories(joined));
+  RETURN_IF_ERROR(MakeDirectories(handshake));
 
   std::map<int, std::string> answered;  // rank -> the last nonce answered
   Poller poller(absl::ToChronoNanoseconds(timeout));
@@ -168,10 +154,7 @@ absl::StatusOr<std::string> LeadLaunch(const std::string& run_dir, int size,
     for (int r = 1; r < size; ++r) {
       if (const std::optional<int> world_size = ClaimedWorldSize(absl::StrCat(joined, "/", r));
           world_size.has_value()) {
-        if (absl::Status s = CheckWorldSize(r, *world_size, size, "run directory " + run_dir);
-            !s.ok()) {
-          return s;
-        }
+        RETURN_IF_ERROR(CheckWorldSize(r, *world_size, size, "run directory " + run_dir));
         continue;
       }
       missing.push_back(r);
@@ -181,10 +164,7 @@ absl::StatusOr<std::string> LeadLaunch(const std::string& run_dir, int size,
       // A request of a killed launch looks like one of a rank that started before this
       // one, and answering it costs one file (removed by ClearHandshake).
       const std::string ack = AckFile(r, EncodeFileName(*nonce));
-      if (absl::Status s = WriteFileAtomically(handshake, ack, absl::StrCat(launch, "\n", size));
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(WriteRendezvousFile(handshake, ack, absl::StrCat(launch, "\n", size)));
       answered[r] = *nonce;
     }
     if (missing.empty()) break;
@@ -225,9 +205,9 @@ bool RequestWithdrawn(const std::string& request, const std::string& nonce) {
 absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int size,
                                        const std::string& job_id, absl::Duration timeout) {
   const std::string handshake = HandshakeDir(run_dir, job_id);
-  if (absl::Status s = MakeDirectories(handshake); !s.ok()) return s;
+  RETURN_IF_ERROR(MakeDirectories(handshake));
   const std::string nonce = absl::StrFormat("%d-%016x", ::getpid(), RandomBits());
-  if (absl::Status s = WriteFileAtomically(handshake, JoinFile(rank), nonce); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteRendezvousFile(handshake, JoinFile(rank), nonce));
   const std::string request = absl::StrCat(handshake, "/", JoinFile(rank));
   const std::string ack_path = absl::StrCat(handshake, "/", AckFile(rank, EncodeFileName(nonce)));
   Poller poller(absl::ToChronoNanoseconds(timeout));
@@ -258,7 +238,7 @@ absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int
         absl::StrFormat("rank %d: %s names no launch: \"%s\"", rank, ack_path, *ack));
   }
   const std::string joined = absl::StrCat(run_dir, "/", launch, "/", kJoinedDir);
-  if (absl::Status s = MakeDirectories(joined); !s.ok()) return s;
+  RETURN_IF_ERROR(MakeDirectories(joined));
   // Exclusive: should rank 0 have answered two processes claiming this rank, the second
   // to confirm is refused here. The claim holds this rank's world size, which rank 0
   // compares with its own, as this rank does below: whichever differs, both fail.
@@ -273,10 +253,7 @@ absl::StatusOr<std::string> JoinLaunch(const std::string& run_dir, int rank, int
   // another process's by now: that one fails, seeing it removed by rank 0 instead.
   ::unlink(ack_path.c_str());
   if (!RequestWithdrawn(request, nonce)) ::unlink(request.c_str());
-  if (absl::Status s = CheckWorldSize(rank, size, rank0_size, "run directory " + run_dir);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckWorldSize(rank, size, rank0_size, "run directory " + run_dir));
   return launch;
 }
 
@@ -304,8 +281,8 @@ absl::Status RemoveRendezvousDirectory(const std::string& dir) {
     poller.Sleep();
   }
   if (error) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot remove the rendezvous directory %s: %s", dir, error.message()));
+    return absl::ErrnoToStatus(error.value(),
+                               absl::StrCat("cannot remove the rendezvous directory ", dir));
   }
   return absl::OkStatus();
 }
@@ -328,9 +305,7 @@ std::string EncodeFileName(const std::string& text) {
 
 absl::StatusOr<std::unique_ptr<DirectoryStore>> DirectoryStore::Open(
     const std::string& dir, std::chrono::milliseconds timeout) {
-  if (absl::Status s = MakeDirectories(dir); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("rendezvous store: ", s.message()));
-  }
+  RETURN_IF_ERROR(MakeDirectories(dir)) << "rendezvous store";
   return std::unique_ptr<DirectoryStore>(new DirectoryStore(dir, timeout));
 }
 
@@ -347,7 +322,7 @@ void DirectoryStore::set(const std::string& key, const std::vector<char>& data) 
   // Write then rename, so a reader never sees a half-written value. Temporary names
   // start with '.', which EncodeFileName never produces for a key.
   const absl::Status s =
-      WriteFileAtomically(dir_, EncodeFileName(key), absl::string_view(data.data(), data.size()));
+      WriteRendezvousFile(dir_, EncodeFileName(key), absl::string_view(data.data(), data.size()));
   if (!s.ok()) {
     throw gloo::IoException(
         absl::StrFormat("rendezvous store %s: cannot set key \"%s\": %s", dir_, key, s.message()));
@@ -370,10 +345,9 @@ std::string DirectoryRendezvous::GroupDir(const std::string& name) const {
 
 absl::StatusOr<std::unique_ptr<RendezvousStore>> DirectoryRendezvous::OpenStore(
     const std::string& name, absl::Duration timeout) const {
-  absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
-      DirectoryStore::Open(GroupDir(name), WholeMilliseconds(timeout));
-  if (!store.ok()) return store.status();
-  return std::unique_ptr<RendezvousStore>(*std::move(store));
+  ASSIGN_OR_RETURN(std::unique_ptr<DirectoryStore> store,
+                   DirectoryStore::Open(GroupDir(name), WholeMilliseconds(timeout)));
+  return std::unique_ptr<RendezvousStore>(std::move(store));
 }
 
 absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> DirectoryRendezvous::Join(
@@ -383,18 +357,16 @@ absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> DirectoryRendezvous::Join(
     return absl::InvalidArgumentError(
         absl::StrFormat("rendezvous in %s: rank %d is not in [0, %d)", run_dir, rank, size));
   }
-  absl::StatusOr<std::string> launch = rank == 0 ? LeadLaunch(run_dir, size, job_id, timeout)
-                                                 : JoinLaunch(run_dir, rank, size, job_id, timeout);
-  if (!launch.ok()) return launch.status();
-  return std::make_unique<DirectoryRendezvous>(absl::StrCat(run_dir, "/", *launch));
+  ASSIGN_OR_RETURN(std::string launch, rank == 0
+                                           ? LeadLaunch(run_dir, size, job_id, timeout)
+                                           : JoinLaunch(run_dir, rank, size, job_id, timeout));
+  return std::make_unique<DirectoryRendezvous>(absl::StrCat(run_dir, "/", launch));
 }
 
 absl::StatusOr<std::unique_ptr<ProgressBoard>> DirectoryRendezvous::OpenBoard(
     const std::string& name, int rank, int size) const {
   // EncodeFileName never starts a key's file with '.', so this cannot clash with a key.
-  if (absl::Status s = MakeDirectories(GroupDir(name)); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("progress board: ", s.message()));
-  }
+  RETURN_IF_ERROR(MakeDirectories(GroupDir(name))) << "progress board";
   return FileProgressBoard::Open(GroupDir(name) + "/.progress", rank, size);
 }
 

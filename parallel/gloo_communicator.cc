@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
@@ -160,16 +161,14 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     return absl::InvalidArgumentError(absl::StrFormat("gloo: %s: group rank %d is not in [0, %d)",
                                                       DescribeGroup(group), group.rank, size));
   }
-  absl::StatusOr<std::unique_ptr<RendezvousStore>> store = meeting.OpenStore(group.name, timeout);
-  if (!store.ok()) return store.status();
-  absl::StatusOr<std::unique_ptr<ProgressBoard>> board =
-      meeting.OpenBoard(group.name, group.rank, size);
-  if (!board.ok()) return board.status();
-  (*board)->Post(0, "rendezvous");
+  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, meeting.OpenStore(group.name, timeout));
+  ASSIGN_OR_RETURN(std::unique_ptr<ProgressBoard> board,
+                   meeting.OpenBoard(group.name, group.rank, size));
+  board->Post(0, "rendezvous");
 
   const absl::Time start = absl::Now();
   auto failure = [&](const std::string& what, const std::string& error) {
-    const std::vector<std::string> missing = MissingMembers(group, **store);
+    const std::vector<std::string> missing = MissingMembers(group, *store);
     std::string arrivals;
     if (!missing.empty()) {
       arrivals = "ranks that never arrived: " + absl::StrJoin(missing, ", ");
@@ -177,7 +176,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
       // Who had not finished connecting: their boards still say "rendezvous" (a rank
       // that died after arriving stays so).
       std::vector<std::string> connecting;
-      const std::vector<ProgressBoard::Entry> entries = (*board)->Read();
+      const std::vector<ProgressBoard::Entry> entries = board->Read();
       for (int r = 0; r < size; ++r) {
         if (r != group.rank && !entries[r].unknown && entries[r].activity != "idle" &&
             entries[r].seq <= 0) {
@@ -199,10 +198,10 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   };
 
   try {
-    (*store)->set(ArrivalKey(group.rank), {});
+    store->set(ArrivalKey(group.rank), {});
     std::vector<std::string> everyone;
     for (int r = 0; r < size; ++r) everyone.push_back(ArrivalKey(r));
-    (*store)->wait(everyone);
+    store->wait(everyone);
   } catch (const std::exception& e) {
     return failure("waiting for the members to arrive", e.what());
   }
@@ -210,15 +209,15 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   auto context = std::make_shared<gloo::rendezvous::Context>(group.rank, size);
   context->setTimeout(ConnectTimeout(timeout));
   try {
-    GroupTimeoutStore keys(**store);
+    GroupTimeoutStore keys(*store);
     context->connectFullMesh(keys, device);
   } catch (const std::exception& e) {
     return failure("connecting", absl::StrCat("gloo: ", e.what()));
   }
   context->setTimeout(WholeMilliseconds(timeout));
-  (*board)->Post(0, "idle");
+  board->Post(0, "idle");
   return std::unique_ptr<GlooCommunicator>(
-      new GlooCommunicator(group, std::move(context), *std::move(board), timeout));
+      new GlooCommunicator(group, std::move(context), std::move(board), timeout));
 }
 
 GlooCommunicator::GlooCommunicator(GroupSpec group, std::shared_ptr<gloo::Context> context,
@@ -267,7 +266,7 @@ absl::Status GlooCommunicator::Run(const char* op, bool collective, const std::v
 template <typename T, typename ReduceFn>
 absl::Status GlooCommunicator::Reduce(const char* op, const T* in, T* out, int64_t n,
                                       bool scatter_only, ReduceFn reduce) {
-  if (absl::Status s = CheckUsable(op, n); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckUsable(op, n));
   const int s = size(), me = rank();
   if (s == 1) {
     if (in != out) std::memmove(out, in, n * sizeof(T));
@@ -331,7 +330,7 @@ absl::Status GlooCommunicator::ReduceScatterSum(const float* in, int64_t n_per_r
 }
 
 absl::Status GlooCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
-  if (absl::Status s = CheckUsable("AllGather", n_per_rank); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckUsable("AllGather", n_per_rank));
   const int s = size(), me = rank();
   const size_t bytes = n_per_rank * sizeof(float);
   float* mine = out + me * n_per_rank;
@@ -348,7 +347,7 @@ absl::Status GlooCommunicator::AllGather(const float* in, int64_t n_per_rank, fl
 }
 
 absl::Status GlooCommunicator::Broadcast(float* data, int64_t n, int root) {
-  if (absl::Status s = CheckUsable("Broadcast", n); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckUsable("Broadcast", n));
   const int s = size(), me = rank();
   if (root < 0 || root >= s) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -368,7 +367,7 @@ absl::Status GlooCommunicator::Broadcast(float* data, int64_t n, int root) {
 }
 
 absl::Status GlooCommunicator::Barrier() {
-  if (absl::Status s = CheckUsable("Barrier", 0); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckUsable("Barrier", 0));
   const int s = size(), me = rank();
   if (s == 1) return absl::OkStatus();
   // A one-byte token to and from every peer: nobody leaves before all have entered.
@@ -384,7 +383,7 @@ absl::Status GlooCommunicator::Barrier() {
 }
 
 absl::Status GlooCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
-  if (absl::Status s = CheckUsable("BatchSendRecv", 0); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckUsable("BatchSendRecv", 0));
   std::set<int> peers;
   for (const P2POp& op : ops) {
     if (op.peer < 0 || op.peer >= size() || op.peer == rank()) {

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 
@@ -32,11 +33,8 @@ std::string DescribeGroup(const GroupSpec& group) {
 
 absl::Status CheckOperation(const GroupSpec& group, const absl::Status& broken, const char* op,
                             int64_t n) {
-  if (!broken.ok()) {
-    return absl::Status(broken.code(),
-                        absl::StrCat(op, " on ", DescribeGroup(group),
-                                     ": unusable after an earlier error: ", broken.message()));
-  }
+  RETURN_IF_ERROR(broken) << op << " on " << DescribeGroup(group)
+                          << ": unusable after an earlier error";
   if (n < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s on %s: negative element count %d", op, DescribeGroup(group), n));

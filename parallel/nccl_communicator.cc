@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "cuda_runtime.h"
 #include "nccl.h"
 #include "parallel/collective_failure.h"
@@ -59,11 +60,9 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   // Apart from the group's gloo rendezvous, which may be under way at the same time.
   const std::string name = group.name + "-nccl";
-  absl::StatusOr<std::unique_ptr<RendezvousStore>> store = meeting.OpenStore(name, timeout);
-  if (!store.ok()) return store.status();
-  absl::StatusOr<std::unique_ptr<ProgressBoard>> board = meeting.OpenBoard(name, group.rank, size);
-  if (!board.ok()) return board.status();
-  (*board)->Post(0, "rendezvous");
+  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, meeting.OpenStore(name, timeout));
+  ASSIGN_OR_RETURN(std::unique_ptr<ProgressBoard> board, meeting.OpenBoard(name, group.rank, size));
+  board->Post(0, "rendezvous");
 
   // Rank 0 creates the id; the others read it (DirectoryStore::get waits `timeout`).
   ncclUniqueId id;
@@ -73,14 +72,14 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
           absl::StrCat(where, ": ncclGetUniqueId: ", NcclError(r, nullptr)));
     }
     try {
-      (*store)->set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof(id)));
+      store->set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof(id)));
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(where, ": ", e.what()));
     }
   } else {
     std::vector<char> bytes;
     try {
-      bytes = (*store)->get(kUniqueIdKey);
+      bytes = store->get(kUniqueIdKey);
     } catch (const std::exception& e) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "%s: group rank 0 (global rank %d) never published the NCCL unique id within "
@@ -115,7 +114,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   // The object owns the handles from here: its destructor releases what was created.
   std::unique_ptr<NcclCommunicator> created(
-      new NcclCommunicator(group, comm, cuda_device, *std::move(board), timeout));
+      new NcclCommunicator(group, comm, cuda_device, std::move(board), timeout));
   if (cudaError_t e = cudaStreamCreateWithFlags(&created->stream_, cudaStreamNonBlocking);
       e != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat(where, ": cudaStreamCreate: ", CudaError(e)));
@@ -156,9 +155,7 @@ NcclCommunicator::~NcclCommunicator() {
 template <typename Enqueue>
 absl::Status NcclCommunicator::Run(const char* op, bool collective, const std::vector<int>& peers,
                                    int64_t n, Enqueue enqueue) {
-  if (absl::Status usable = CheckOperation(group_, broken_, op, n); !usable.ok()) {
-    return usable;
-  }
+  RETURN_IF_ERROR(CheckOperation(group_, broken_, op, n));
   const int64_t seq = collective ? ++seq_ : seq_;
   board_->Post(seq, op);
   const absl::Time start = absl::Now();

@@ -1,5 +1,6 @@
 #include "parallel/nccl_transport.h"
 
+#include "base/status_macros.h"
 #include "cuda_runtime.h"
 #include "parallel/nccl_communicator.h"
 #include "runtime/cuda/cuda_check.h"
@@ -26,10 +27,9 @@ void NcclTransport::Copy(void* dst, const void* src, size_t bytes) const {
 absl::StatusOr<std::unique_ptr<Communicator>> NcclTransport::Connect(const GroupSpec& group,
                                                                      const RendezvousPoint& meeting,
                                                                      absl::Duration timeout) const {
-  absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
-      NcclCommunicator::Create(group, meeting, cuda_device_, timeout);
-  if (!comm.ok()) return comm.status();
-  return std::unique_ptr<Communicator>(*std::move(comm));
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
+                   NcclCommunicator::Create(group, meeting, cuda_device_, timeout));
+  return std::unique_ptr<Communicator>(std::move(comm));
 }
 
 }  // namespace conveyor

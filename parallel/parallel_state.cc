@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "parallel/directory_store.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/group.h"
@@ -67,13 +68,11 @@ std::string GlooHostname(const RankEnvironment& env) {
 // left there is never read), whose files global rank 0 removes in Finish.
 absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> JoinRunDir(const RankEnvironment& env,
                                                                 absl::Duration timeout) {
-  absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
-      DirectoryRendezvous::Join(env.run_dir, env.rank, env.world_size, env.job_id, timeout);
-  if (!joined.ok()) {
-    return absl::Status(joined.status().code(),
-                        absl::StrCat("rank ", env.rank, ": meeting the other ranks in ", kRunDirEnv,
-                                     "=", env.run_dir, ": ", joined.status().message()));
-  }
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<DirectoryRendezvous> joined,
+      DirectoryRendezvous::Join(env.run_dir, env.rank, env.world_size, env.job_id, timeout),
+      _ << "rank " << env.rank << ": meeting the other ranks in " << kRunDirEnv << "="
+        << env.run_dir);
   return joined;
 }
 
@@ -101,13 +100,12 @@ absl::StatusOr<std::unique_ptr<RendezvousPoint>> ConnectToStore(
     }
     *server = *std::move(started);
   }
-  absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(env.master_addr, env.store_port, self, timeout);
-  if (!client.ok()) return client.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<TcpStoreClient> client,
+                   TcpStoreClient::Connect(env.master_addr, env.store_port, self, timeout));
   if (env.rank == 0) {
-    if (absl::Status s = (*server)->AwaitRanks(timeout); !s.ok()) return s;
+    RETURN_IF_ERROR((*server)->AwaitRanks(timeout));
   }
-  return std::unique_ptr<RendezvousPoint>(std::make_unique<TcpRendezvous>(*std::move(client)));
+  return std::unique_ptr<RendezvousPoint>(std::make_unique<TcpRendezvous>(std::move(client)));
 }
 
 }  // namespace
@@ -139,7 +137,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
     const DeviceTransport* transport,
     const std::function<absl::Status(Communicator& world)>& check_world) {
-  if (absl::Status s = ValidateLayout(tp, pp, env.world_size); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size));
   if (env.rank < 0 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
@@ -159,17 +157,16 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     if (launch.ok()) state->launch_dir_ = (*launch)->dir();
     meeting = std::move(launch);
   }
-  if (!meeting.ok()) return meeting.status();
+  RETURN_IF_ERROR(meeting.status());
   state->rank_ = env.rank;
   state->world_size_ = env.world_size;
   state->tp_size_ = tp;
   state->pp_size_ = pp;
   state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size);
 
-  absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device =
-      CreateGlooDevice(GlooHostname(env), env.gloo_interface);
-  if (!device.ok()) return device.status();
-  state->device_ = *device;
+  ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
+                   CreateGlooDevice(GlooHostname(env), env.gloo_interface));
+  state->device_ = device;
 
   // Every rank builds its groups in this same order; each rendezvous involves only
   // the group's members, so no two ranks can wait on each other in different groups.
@@ -185,15 +182,13 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
       return std::unique_ptr<Communicator>(
           std::make_unique<SelfCommunicator>(spec.name, transport));
     }
-    absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo =
-        GlooCommunicator::Create(spec, **meeting, *device, timeout);
-    if (!gloo.ok()) return gloo.status();
-    if (transport == nullptr) return std::unique_ptr<Communicator>(*std::move(gloo));
-    absl::StatusOr<std::unique_ptr<Communicator>> on_device =
-        transport->Connect(spec, **meeting, timeout);
-    if (!on_device.ok()) return on_device.status();
+    ASSIGN_OR_RETURN(std::unique_ptr<GlooCommunicator> gloo,
+                     GlooCommunicator::Create(spec, **meeting, device, timeout));
+    if (transport == nullptr) return std::unique_ptr<Communicator>(std::move(gloo));
+    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> on_device,
+                     transport->Connect(spec, **meeting, timeout));
     return std::unique_ptr<Communicator>(
-        std::make_unique<RoutedCommunicator>(*std::move(gloo), *std::move(on_device), transport));
+        std::make_unique<RoutedCommunicator>(std::move(gloo), std::move(on_device), transport));
   };
   const std::pair<GroupKind, std::unique_ptr<Communicator>*> groups[] = {
       {GroupKind::kWorld, &state->world_},
@@ -204,17 +199,11 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
       {GroupKind::kEmbedding, &state->embedding_},
   };
   for (const auto& [kind, slot] : groups) {
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = make(kind);
-    if (!comm.ok()) {
-      return absl::Status(comm.status().code(),
-                          absl::StrCat("rank ", env.rank, ": creating the ", GroupKindName(kind),
-                                       " group: ", comm.status().message()));
-    }
-    *slot = *std::move(comm);
+    ASSIGN_OR_RETURN(
+        *slot, make(kind),
+        _ << "rank " << env.rank << ": creating the " << GroupKindName(kind) << " group");
     if (kind == GroupKind::kWorld && check_world != nullptr) {
-      if (absl::Status s = check_world(*state->world_); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("rank ", env.rank, ": ", s.message()));
-      }
+      RETURN_IF_ERROR(check_world(*state->world_)) << "rank " << env.rank;
     }
   }
   return state;
@@ -226,11 +215,7 @@ absl::Status ParallelState::Finish(std::ostream& warnings) {
   if (world_size_ == 1 || world_ == nullptr) return absl::OkStatus();  // nothing (left) to end
   // Past the barrier no rank opens a store or a board again (they are read only while
   // the groups are built), so the files can go.
-  if (absl::Status s = world_->Barrier(); !s.ok()) {
-    return absl::Status(
-        s.code(),
-        absl::StrCat("rank ", rank_, ": the barrier at the end of the run: ", s.message()));
-  }
+  RETURN_IF_ERROR(world_->Barrier()) << "rank " << rank_ << ": the barrier at the end of the run";
   // Every rank closes its groups, whose progress boards hold files of the launch
   // directory open: on NFS a file removed while open on the same client stays as
   // .nfsXXXX, and its directory with it.

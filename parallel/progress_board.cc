@@ -25,8 +25,7 @@ absl::StatusOr<std::unique_ptr<ProgressBoard>> FileProgressBoard::Open(const std
   // nobody erases what another has posted.
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrFormat("progress board %s: open: %s", path, std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, absl::StrFormat("progress board %s: open", path));
   }
   return std::unique_ptr<ProgressBoard>(new FileProgressBoard(fd, rank, size));
 }

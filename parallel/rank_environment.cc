@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace {
@@ -63,13 +64,12 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvL
                                   : getenv_fn(kSlurm.rank) != nullptr  ? kSlurm
                                                                        : kTorchrun;
   RankEnvironment env;
-  absl::StatusOr<bool> has_rank = ReadInt(getenv_fn, vars.rank, 0, kMaxInt, &env.rank);
-  if (!has_rank.ok()) return has_rank.status();
-  if (!*has_rank) return std::optional<RankEnvironment>();
+  ASSIGN_OR_RETURN(bool has_rank, ReadInt(getenv_fn, vars.rank, 0, kMaxInt, &env.rank));
+  if (!has_rank) return std::optional<RankEnvironment>();
 
-  absl::StatusOr<bool> has_world = ReadInt(getenv_fn, vars.world_size, 1, kMaxInt, &env.world_size);
-  if (!has_world.ok()) return has_world.status();
-  if (!*has_world) {
+  ASSIGN_OR_RETURN(bool has_world,
+                   ReadInt(getenv_fn, vars.world_size, 1, kMaxInt, &env.world_size));
+  if (!has_world) {
     return absl::InvalidArgumentError(
         absl::StrFormat("environment variable %s is set but %s is not; set both (or neither, for a "
                         "one-process run)",
@@ -81,18 +81,14 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvL
                         vars.world_size, env.world_size));
   }
   // A missing LOCAL_RANK is fine on one node per rank; it only picks the GPU.
-  absl::StatusOr<bool> has_local = ReadInt(getenv_fn, vars.local_rank, 0, kMaxInt, &env.local_rank);
-  if (!has_local.ok()) return has_local.status();
+  RETURN_IF_ERROR(ReadInt(getenv_fn, vars.local_rank, 0, kMaxInt, &env.local_rank).status());
 
   if (const char* addr = getenv_fn("MASTER_ADDR"); addr != nullptr) {
     env.master_addr = addr;
   }
-  absl::StatusOr<bool> has_port = ReadInt(getenv_fn, "MASTER_PORT", 1, 65535, &env.master_port);
-  if (!has_port.ok()) return has_port.status();
+  RETURN_IF_ERROR(ReadInt(getenv_fn, "MASTER_PORT", 1, 65535, &env.master_port).status());
   env.store_port = env.master_port;
-  absl::StatusOr<bool> has_store_port =
-      ReadInt(getenv_fn, kStorePortEnv, 1, 65535, &env.store_port);
-  if (!has_store_port.ok()) return has_store_port.status();
+  RETURN_IF_ERROR(ReadInt(getenv_fn, kStorePortEnv, 1, 65535, &env.store_port).status());
   if (const char* dir = getenv_fn(kRunDirEnv); dir != nullptr && dir[0] != '\0') {
     env.run_dir = dir;
   }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 
@@ -20,7 +21,7 @@ absl::StatusOr<Communicator*> RoutedCommunicator::Route(
 
 absl::StatusOr<Communicator*> RoutedCommunicator::RouteBuffers(
     const char* op, absl::Span<const void* const> buffers) {
-  if (!broken_.ok()) return broken_;
+  RETURN_IF_ERROR(broken_);
   int on_device = 0;
   for (const void* b : buffers) on_device += transport_->IsDeviceMemory(b) ? 1 : 0;
   if (on_device == 0) return host_.get();

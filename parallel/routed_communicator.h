@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/status_macros.h"
 #include "parallel/communicator.h"
 #include "parallel/device_transport.h"
 
@@ -54,8 +55,8 @@ class RoutedCommunicator : public Communicator {
   // later call returns it.
   template <typename Call>
   absl::Status Dispatch(absl::StatusOr<Communicator*> route, Call call) {
-    if (!route.ok()) return route.status();
-    absl::Status status = call(**route);
+    ASSIGN_OR_RETURN(Communicator* const target, std::move(route));
+    absl::Status status = call(*target);
     if (broken_.ok() && !status.ok()) broken_ = status;
     return status;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace {
@@ -37,15 +38,13 @@ absl::Status SelfCommunicator::AllReduceMax(double*, int64_t n) {
 }
 
 absl::Status SelfCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
-  if (absl::Status s = CheckCount(name_, "AllGather", n_per_rank); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckCount(name_, "AllGather", n_per_rank));
   CopyFloats(in, n_per_rank, out);
   return absl::OkStatus();
 }
 
 absl::Status SelfCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) {
-  if (absl::Status s = CheckCount(name_, "ReduceScatterSum", n_per_rank); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckCount(name_, "ReduceScatterSum", n_per_rank));
   CopyFloats(in, n_per_rank, out);
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 
@@ -19,12 +20,12 @@ absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& group,
   const int n = group.size();
   const float my_length = static_cast<float>(mine.size());
   std::vector<float> lengths(n);
-  if (absl::Status s = group.AllGather(&my_length, 1, lengths.data()); !s.ok()) return s;
+  RETURN_IF_ERROR(group.AllGather(&my_length, 1, lengths.data()));
   const int64_t longest = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
   std::vector<float> padded(longest, 0.0f);
   for (size_t i = 0; i < mine.size(); ++i) padded[i] = static_cast<unsigned char>(mine[i]);
   std::vector<float> all(longest * n);
-  if (absl::Status s = group.AllGather(padded.data(), longest, all.data()); !s.ok()) return s;
+  RETURN_IF_ERROR(group.AllGather(padded.data(), longest, all.data()));
   std::vector<std::string> strings(n);
   for (int r = 0; r < n; ++r) {
     const float* bytes = all.data() + r * longest;

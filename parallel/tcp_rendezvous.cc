@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "gloo/common/error.h"
 
 namespace conveyor {
@@ -236,7 +237,7 @@ absl::Status TcpStoreClient::Lost(const char* op, const std::string& key, absl::
 
 absl::Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!failure_.ok()) return failure_;
+  RETURN_IF_ERROR(failure_);
   const absl::Time deadline = absl::Now() + io_timeout_;
   const tcp_store::Op op = tcp_store::Op::kSet;
   uint8_t stored = 0;
@@ -251,7 +252,7 @@ absl::Status TcpStoreClient::Set(const std::string& key, const std::string& valu
 absl::StatusOr<std::optional<std::string>> TcpStoreClient::Get(const std::string& key,
                                                                absl::Duration limit) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!failure_.ok()) return failure_;
+  RETURN_IF_ERROR(failure_);
   const absl::Duration wait = std::min(io_timeout_, limit);
   const absl::Time deadline = absl::Now() + wait;
   const tcp_store::Op op = tcp_store::Op::kGet;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "parallel/rendezvous_point.h"
 
 namespace conveyor {
@@ -20,7 +21,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     int port, const tcp_store::Membership& rank0) {
   const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrFormat("TCP store: socket: %s", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, "TCP store: socket");
   }
   const int on = 1, off = 0;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
@@ -83,9 +84,7 @@ absl::Status TcpStoreServer::AwaitRanks(absl::Duration timeout) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& [rank, world_size] : world_sizes_) {
-        if (absl::Status s = CheckWorldSize(rank, world_size, rank0_.world_size, where); !s.ok()) {
-          return s;
-        }
+        RETURN_IF_ERROR(CheckWorldSize(rank, world_size, rank0_.world_size, where));
       }
       for (int r = 1; r < rank0_.world_size; ++r) {
         if (world_sizes_.count(r) == 0) missing.push_back(r);

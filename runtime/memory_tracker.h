@@ -1,5 +1,5 @@
 // Live and peak bytes by what they hold, the numbers behind the memory report and
-// the seed's memory model (weights, gradients, optimizer state, activations).
+// the memory model of docs/design.md §11 (weights, gradients, optimizer state, activations).
 #ifndef CONVEYOR_RUNTIME_MEMORY_TRACKER_H_
 #define CONVEYOR_RUNTIME_MEMORY_TRACKER_H_
 

@@ -1,7 +1,7 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11),
 // a counter-based generator: the output is a pure function of (key, counter).
 //
-// That is what makes "layout never changes the math" possible (DESIGN.md principle 3):
+// That is what makes "layout never changes the math" possible (docs/design.md §3):
 // a value is keyed by (seed, stream) and indexed by its *global* element index, so a
 // rank holding any shard of a tensor draws exactly the numbers the single-rank run
 // draws for those elements, without drawing the others.

@@ -67,7 +67,7 @@ int FinishRun(ParallelState& state, std::ostream& err, const std::string& who) {
 int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
             std::ostream& err) {
   const std::string who = env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank);
-  // Ranks share the machine's cores (DESIGN.md, process model).
+  // Ranks share the machine's cores (docs/design.md §9).
   const int local_ranks = env == nullptr ? 1 : config.parallel().nproc_per_node();
   cpu::SetBlasThreads(
       std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks));

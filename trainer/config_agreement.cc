@@ -8,9 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "parallel/string_gather.h"
-#include "runtime/status_macros.h"
 #include "trainer/flags.h"
 
 namespace conveyor {

@@ -98,9 +98,8 @@ Derived Derive(const Config& c, int world_size) {
   if (world_size > 0 && d.tp > 0 && d.pp > 0 && world_size % (d.tp * d.pp) == 0) {
     d.dp = world_size / (d.tp * d.pp);
   }
-  d.uneven = p.decoder_first_pipeline_num_layers() > 0 || p.decoder_last_pipeline_num_layers() > 0;
-  d.split_layers = int64_t{m.num_layers()} + (p.account_for_embedding_in_pipeline_split() ? 1 : 0) +
-                   (p.account_for_loss_in_pipeline_split() ? 1 : 0);
+  d.uneven = IsUnevenSplit(p);
+  d.split_layers = SplitSlots(c);
   return d;
 }
 

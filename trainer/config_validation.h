@@ -1,5 +1,5 @@
 // One pass that checks a whole Config and reports every problem at once
-// (DESIGN.md principle 1), plus the values derived from it ("auto" zeros filled in).
+// (docs/design.md §1), plus the values derived from it ("auto" zeros filled in).
 #ifndef CONVEYOR_TRAINER_CONFIG_VALIDATION_H_
 #define CONVEYOR_TRAINER_CONFIG_VALIDATION_H_
 

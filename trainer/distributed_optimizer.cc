@@ -11,7 +11,7 @@
 // pieces; its weight decay travels with each piece.
 #include <algorithm>
 
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "trainer/optimizer.h"
 #include "trainer/parameter_updater.h"
 
@@ -20,16 +20,16 @@ namespace {
 
 class DistributedOptimizer : public ParameterUpdater {
  public:
-  DistributedOptimizer(const Config& config, std::vector<Parameter*> params, GradientGroups groups,
+  DistributedOptimizer(const Config& config, const RankContext& context, UpdatedParameters params,
                        const OptimizerOps* ops)
       : ops_(ops),
         clip_grad_(config.optimizer().clip_grad()),
-        params_(std::move(params)),
-        groups_(std::move(groups)) {
-    const int dp = groups_.dp == nullptr ? 1 : groups_.dp->size();
-    const int dp_rank = groups_.dp == nullptr ? 0 : groups_.dp->rank();
+        context_(context),
+        params_(std::move(params)) {
+    const int dp = context_.dp().size();
+    const int dp_rank = context_.dp().rank();
     int64_t total = 0;
-    for (const Parameter* p : params_) total += p->value.numel();
+    for (const Parameter* p : params_.all) total += p->value.numel();
     shard_size_ = (total + dp - 1) / dp;
     const int64_t shard_start = dp_rank * shard_size_;
     const Device device = ops_->device();
@@ -40,14 +40,14 @@ class DistributedOptimizer : public ParameterUpdater {
 
     int64_t offset = 0;
     std::vector<OptimizerSegment> segments;
-    for (const Parameter* p : params_) {
+    for (const Parameter* p : params_.all) {
       const int64_t lo = std::max(offset, shard_start);
       const int64_t hi = std::min(offset + p->value.numel(), shard_start + shard_size_);
       if (lo < hi) {
         segments.push_back({shard_param_.data() + (lo - shard_start),
                             shard_grad_.data() + (lo - shard_start), hi - lo, p->weight_decay, p,
                             lo - offset});
-        counts_toward_norm_.push_back(CountsTowardNorm(*p, groups_));
+        counts_toward_norm_.push_back(CountsTowardNorm(*p, params_, context_));
       }
       offset += p->value.numel();
     }
@@ -59,13 +59,9 @@ class DistributedOptimizer : public ParameterUpdater {
   absl::Status ReduceGradients() override {
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum; done first here, as the reduce-scatter leaves only the shard's sums.
-    RETURN_IF_ERROR(ReduceSharedGradients(params_, groups_));
-    PackGradients(params_, &flat_);
-    if (groups_.dp == nullptr) {
-      MemoryOf(flat_.device()).Copy(shard_grad_.data(), flat_.data(), shard_grad_.nbytes());
-      return absl::OkStatus();
-    }
-    return groups_.dp->ReduceScatterSum(flat_.data(), shard_size_, shard_grad_.data());
+    RETURN_IF_ERROR(ReduceSharedGradients(params_.all, context_));
+    PackGradients(params_.all, &flat_);
+    return context_.dp().ReduceScatterSum(flat_.data(), shard_size_, shard_grad_.data());
   }
 
   absl::StatusOr<double> GradNorm() override {
@@ -73,18 +69,16 @@ class DistributedOptimizer : public ParameterUpdater {
     for (size_t i = 0; i < segments_.size(); ++i) {
       if (counts_toward_norm_[i]) counted.push_back({segments_[i].grad, segments_[i].n});
     }
-    return FinishNorm(ops_->SumOfSquares(counted), groups_.dp, groups_);
+    double squares = ops_->SumOfSquares(counted);
+    RETURN_IF_ERROR(context_.dp().AllReduceSum(&squares, 1));  // the shards' squares
+    return FinishNorm(squares, context_);
   }
 
   absl::Status Step(double grad_norm, double lr) override {
     ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
     optimizer_->Step(lr);
-    if (groups_.dp == nullptr) {
-      MemoryOf(flat_.device()).Copy(flat_.data(), shard_param_.data(), shard_param_.nbytes());
-    } else {
-      RETURN_IF_ERROR(groups_.dp->AllGather(shard_param_.data(), shard_size_, flat_.data()));
-    }
-    UnpackValues(flat_, params_);
+    RETURN_IF_ERROR(context_.dp().AllGather(shard_param_.data(), shard_size_, flat_.data()));
+    UnpackValues(flat_, params_.all);
     return absl::OkStatus();
   }
 
@@ -99,8 +93,8 @@ class DistributedOptimizer : public ParameterUpdater {
  private:
   const OptimizerOps* ops_;
   double clip_grad_;
-  std::vector<Parameter*> params_;
-  GradientGroups groups_;
+  const RankContext& context_;
+  UpdatedParameters params_;
   int64_t shard_size_ = 0;
   Tensor flat_;  // gradients on the way in, parameters on the way out
   Tensor shard_grad_;
@@ -113,10 +107,10 @@ class DistributedOptimizer : public ParameterUpdater {
 }  // namespace
 
 std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const Config& config,
-                                                           std::vector<Parameter*> params,
-                                                           GradientGroups groups,
+                                                           const RankContext& context,
+                                                           UpdatedParameters params,
                                                            const OptimizerOps* ops) {
-  return std::make_unique<DistributedOptimizer>(config, std::move(params), std::move(groups), ops);
+  return std::make_unique<DistributedOptimizer>(config, context, std::move(params), ops);
 }
 
 }  // namespace conveyor

@@ -5,35 +5,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "parallel/pipeline/executor.h"
+#include "base/status_macros.h"
 #include "parallel/pipeline/forward_only.h"
-#include "runtime/status_macros.h"
-#include "trainer/micro_batch_feed.h"
+#include "trainer/pipeline_pass.h"
 #include "trainer/training_log.h"
 
 namespace conveyor {
 
-absl::StatusOr<double> Evaluate(const Config& config, GptStage* stage, const SampleSource& valid,
-                                int64_t first_sample, const RankPlace& place) {
+absl::StatusOr<double> Evaluate(const Config& config, const RankContext& context, GptStage* stage,
+                                const SampleSource& split, int64_t first_sample) {
   const TrainingConfig& t = config.training();
-  const int M = t.num_micro_batches();
-  const pipeline::ExecutorPlace& pipe = place.pipeline;
   const std::vector<pipeline::Action> actions =
-      pipeline::ForwardOnlyActions(pipe.layout, pipe.num_ranks, pipe.num_chunks, M, pipe.rank);
+      pipeline::ForwardOnlyActions(context.pipeline(), t.num_micro_batches());
   double loss_sum = 0.0;
   for (int64_t step = 0; step < config.data().eval_iters(); ++step) {
-    const int64_t step_first = first_sample + step * t.global_batch_size();
-    stage->BeginStep(MakeMicroBatchFeed(valid, /*iteration=*/0, step_first, /*training=*/false,
-                                        t.micro_batch_size(), config.model().seq_length(),
-                                        place.dp_rank, place.dp_size),
-                     int64_t{t.micro_batch_size()} * config.model().seq_length(), 1.0f);
-    RETURN_IF_ERROR(pipeline::RunActions(actions, pipe, *stage, place.pp, nullptr));
+    const PassInput input{&split, first_sample + step * t.global_batch_size()};
+    RETURN_IF_ERROR(RunPipelinePass(config, context, actions, input, /*loss_scale=*/1.0f, stage,
+                                    /*timeline=*/nullptr));
     stage->DiscardStashes();
     loss_sum += stage->loss_sum();
   }
-  if (place.pp != nullptr) RETURN_IF_ERROR(place.pp->AllReduceSum(&loss_sum, 1));
-  if (place.groups.dp != nullptr) RETURN_IF_ERROR(place.groups.dp->AllReduceSum(&loss_sum, 1));
-  return loss_sum / static_cast<double>(config.data().eval_iters() * M * place.dp_size);
+  return MeanLossOverRanks(loss_sum, config.data().eval_iters() * int64_t{t.num_micro_batches()},
+                           context);
+}
+
+int64_t EvaluationFirstSample(const Config& config, int64_t evaluation) {
+  return evaluation * config.data().eval_iters() * config.training().global_batch_size();
 }
 
 std::string FormatValidationLine(absl::string_view at, double loss) {
@@ -43,12 +40,30 @@ std::string FormatValidationLine(absl::string_view at, double loss) {
       loss, std::exp(std::min(loss, 20.0)), dashes);
 }
 
-absl::Status EvaluateAfterTraining(const Config& config, GptStage* stage, int64_t iteration,
-                                   const EvaluationSplits& held_out, const RankPlace& place,
-                                   const TrainingOutputs& out, TrainingResult* result) {
+absl::Status EvaluateDuringTraining(const Config& config, const RankContext& context,
+                                    GptStage* stage, const SampleSource* valid, int64_t iteration,
+                                    const TrainingOutputs& out, TrainingResult* result) {
+  const DataConfig& data = config.data();
+  if (valid == nullptr || data.eval_iters() <= 0 || iteration % data.eval_interval() != 0) {
+    return absl::OkStatus();
+  }
+  const int64_t evaluation = iteration / data.eval_interval() - 1;
+  ASSIGN_OR_RETURN(const double loss, Evaluate(config, context, stage, *valid,
+                                               EvaluationFirstSample(config, evaluation)));
+  result->valid_losses.push_back(loss);
+  if (out.log != nullptr) {
+    *out.log << FormatValidationLine(absl::StrCat("iteration ", iteration), loss) << std::endl;
+  }
+  if (out.metrics != nullptr) *out.metrics << FormatValidationJson(iteration, loss) << std::endl;
+  return absl::OkStatus();
+}
+
+absl::Status EvaluateAfterTraining(const Config& config, const RankContext& context,
+                                   GptStage* stage, int64_t iteration,
+                                   const EvaluationSplits& held_out, const TrainingOutputs& out,
+                                   TrainingResult* result) {
   const DataConfig& data = config.data();
   if (data.eval_iters() <= 0) return absl::OkStatus();
-  const int64_t batches = data.eval_iters() * int64_t{config.training().global_batch_size()};
   struct Split {
     const SampleSource* source;
     int64_t first_sample;
@@ -57,14 +72,14 @@ absl::Status EvaluateAfterTraining(const Config& config, GptStage* stage, int64_
     std::optional<double>* loss;
   };
   const Split splits[] = {
-      {held_out.valid, iteration / data.eval_interval() * batches, "validation",
-       "final_valid_lm_loss", &result->final_valid_loss},
+      {held_out.valid, EvaluationFirstSample(config, iteration / data.eval_interval()),
+       "validation", "final_valid_lm_loss", &result->final_valid_loss},
       {held_out.test, 0, "test", "test_lm_loss", &result->test_loss},
   };
   for (const Split& split : splits) {
     if (split.source == nullptr) continue;
     ASSIGN_OR_RETURN(const double loss,
-                     Evaluate(config, stage, *split.source, split.first_sample, place));
+                     Evaluate(config, context, stage, *split.source, split.first_sample));
     *split.loss = loss;
     if (out.log != nullptr) {
       *out.log << FormatValidationLine(

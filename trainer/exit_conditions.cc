@@ -4,7 +4,7 @@
 #include <csignal>
 
 #include "absl/strings/str_format.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace {
@@ -25,7 +25,7 @@ ExitConditions::ExitConditions(const CheckpointConfig& config)
   sigaction(SIGINT, &action, nullptr);
 }
 
-absl::StatusOr<bool> ExitConditions::ShouldExit(int64_t iteration, Communicator* world,
+absl::StatusOr<bool> ExitConditions::ShouldExit(int64_t iteration, Communicator& world,
                                                 std::string* reason) {
   const bool by_signal = config_.exit_signal_handler();
   const bool by_interval = config_.exit_interval() > 0;
@@ -40,7 +40,7 @@ absl::StatusOr<bool> ExitConditions::ShouldExit(int64_t iteration, Communicator*
           ? 1.0
           : 0.0,
   };
-  if (world != nullptr && world->size() > 1) RETURN_IF_ERROR(world->AllReduceMax(votes, 3));
+  RETURN_IF_ERROR(world.AllReduceMax(votes, 3));
   if (votes[0] > 0) {
     *reason = "a termination signal arrived (--exit-signal-handler)";
   } else if (votes[1] > 0) {

@@ -19,9 +19,9 @@ class ExitConditions {
   // Installs the signal handlers when --exit-signal-handler is set.
   explicit ExitConditions(const CheckpointConfig& config);
 
-  // Whether to stop after `iteration`; `reason` says why. Every rank of `world` (null:
-  // one rank) must call it after every step when any condition is configured.
-  absl::StatusOr<bool> ShouldExit(int64_t iteration, Communicator* world, std::string* reason);
+  // Whether to stop after `iteration`; `reason` says why. Every rank of `world` must
+  // call it after every step when any condition is configured.
+  absl::StatusOr<bool> ShouldExit(int64_t iteration, Communicator& world, std::string* reason);
 
  private:
   CheckpointConfig config_;

@@ -1,5 +1,5 @@
 // Command-line flags of Conveyor, derived from proto/config.proto by reflection
-// (DESIGN.md principle 1): every leaf field of a group message of conveyor.Config is
+// (docs/design.md §1): every leaf field of a group message of conveyor.Config is
 // one flag, named like Megatron-LM's (num_layers <-> --num-layers). There is no
 // hand-written flag table, so adding a field to the proto adds its flag.
 #ifndef CONVEYOR_TRAINER_FLAGS_H_

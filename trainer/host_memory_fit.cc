@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "model/memory_model.h"
 #include "runtime/device_memory.h"
-#include "runtime/status_macros.h"
 #include "trainer/pipeline_report.h"
 
 namespace conveyor {

@@ -3,53 +3,49 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 
 std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
-                                                       std::vector<Parameter*> params,
-                                                       GradientGroups groups,
+                                                       const RankContext& context,
+                                                       UpdatedParameters params,
                                                        const OptimizerOps* ops) {
   if (config.parallel().use_distributed_optimizer()) {
-    return MakeDistributedOptimizer(config, std::move(params), std::move(groups), ops);
+    return MakeDistributedOptimizer(config, context, std::move(params), ops);
   }
-  return MakeReplicatedUpdater(config, std::move(params), std::move(groups), ops);
+  return MakeReplicatedUpdater(config, context, std::move(params), ops);
 }
 
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
-                                   const GradientGroups& groups) {
-  const bool tp_sum = groups.sequence_parallel && groups.tp != nullptr && groups.tp->size() > 1;
-  for (Parameter* p : params) {
-    if (tp_sum && p->sequence_parallel) {
-      RETURN_IF_ERROR(groups.tp->AllReduceSum(p->grad.data(), p->grad.numel()));
+                                   const RankContext& context) {
+  if (context.sequence_parallel() && context.tp_size() > 1) {
+    for (Parameter* p : params) {
+      if (p->sequence_parallel) {
+        RETURN_IF_ERROR(context.tp().AllReduceSum(p->grad.data(), p->grad.numel()));
+      }
     }
   }
-  if (groups.embedding != nullptr && groups.embedding->size() > 1) {
+  if (context.tied_embedding().size() > 1) {
     for (Parameter* p : params) {
       if (p->name == "embedding.word_embeddings.weight") {
-        RETURN_IF_ERROR(groups.embedding->AllReduceSum(p->grad.data(), p->grad.numel()));
+        RETURN_IF_ERROR(context.tied_embedding().AllReduceSum(p->grad.data(), p->grad.numel()));
       }
     }
   }
   return absl::OkStatus();
 }
 
-bool CountsTowardNorm(const Parameter& p, const GradientGroups& groups) {
-  if (p.sharding.replicated() && groups.tp != nullptr && groups.tp->rank() != 0) return false;
-  return std::find(groups.norm_excluded.begin(), groups.norm_excluded.end(), &p) ==
-         groups.norm_excluded.end();
+bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,
+                      const RankContext& context) {
+  if (p.sharding.replicated() && context.tp_rank() != 0) return false;
+  return std::find(params.norm_excluded.begin(), params.norm_excluded.end(), &p) ==
+         params.norm_excluded.end();
 }
 
-absl::StatusOr<double> FinishNorm(double local_squares, Communicator* group,
-                                  const GradientGroups& groups) {
-  if (group != nullptr && group->size() > 1) {
-    RETURN_IF_ERROR(group->AllReduceSum(&local_squares, 1));
-  }
-  if (groups.model_parallel != nullptr && groups.model_parallel->size() > 1) {
-    RETURN_IF_ERROR(groups.model_parallel->AllReduceSum(&local_squares, 1));
-  }
-  return std::sqrt(local_squares);
+absl::StatusOr<double> FinishNorm(double squares, const RankContext& context) {
+  RETURN_IF_ERROR(context.model_parallel().AllReduceSum(&squares, 1));
+  return std::sqrt(squares);
 }
 
 void PackGradients(const std::vector<Parameter*>& params, Tensor* flat) {

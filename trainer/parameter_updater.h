@@ -17,21 +17,17 @@
 
 #include "absl/status/statusor.h"
 #include "model/parameter.h"
-#include "parallel/communicator.h"
 #include "proto/config.pb.h"
 #include "trainer/optimizer.h"
+#include "trainer/rank_context.h"
 
 namespace conveyor {
 
-// The groups a rank's gradients travel through; null means a group of one.
-struct GradientGroups {
-  Communicator* tp = nullptr;
-  Communicator* dp = nullptr;
-  Communicator* model_parallel = nullptr;  // TP x PP: the gradient norm's group
-  Communicator* embedding = nullptr;       // first and last stage of tied embeddings
-  bool sequence_parallel = false;
-  // Parameters that are a copy of another stage's (the last stage's tied embedding):
-  // the embedding group keeps their gradient equal, and the norm skips them.
+// The parameters an updater steps, and those among them that are a copy of another
+// stage's parameter (the head's copy of a tied word embedding): the tied-embedding
+// group keeps their gradient equal to the original's, and the norm skips them.
+struct UpdatedParameters {
+  std::vector<Parameter*> all;
   std::vector<const Parameter*> norm_excluded;
 };
 
@@ -56,24 +52,24 @@ class ParameterUpdater {
   virtual void ParametersLoaded() {}
 };
 
-// Picks the implementation by --use-distributed-optimizer. `ops` computes on the
-// parameters' device and must outlive the updater.
+// Picks the implementation by --use-distributed-optimizer. `context` and `ops`, which
+// computes on the parameters' device, must outlive the updater.
 std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
-                                                       std::vector<Parameter*> params,
-                                                       GradientGroups groups,
+                                                       const RankContext& context,
+                                                       UpdatedParameters params,
                                                        const OptimizerOps* ops);
 
 // Shared by both implementations.
 // Sums the gradients of sequence-parallel parameters over TP (under SP), and the
-// tied embedding's copies over the embedding group.
+// tied embedding's copies over the tied-embedding group.
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
-                                   const GradientGroups& groups);
+                                   const RankContext& context);
 // Whether a parameter's squares count toward the norm on this rank: replicated-over-
 // TP parameters count on TP rank 0 only, excluded copies never.
-bool CountsTowardNorm(const Parameter& p, const GradientGroups& groups);
-// sqrt of the sum of `local_squares` over `group` (may be null) and model parallel.
-absl::StatusOr<double> FinishNorm(double local_squares, Communicator* group,
-                                  const GradientGroups& groups);
+bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,
+                      const RankContext& context);
+// sqrt of the sum of `squares` over model parallelism (TP x PP).
+absl::StatusOr<double> FinishNorm(double squares, const RankContext& context);
 
 // The flat buffers both updaters reduce over: parameters' tensors laid end to end in
 // `params` order, on the parameters' device.
@@ -82,12 +78,12 @@ void UnpackGradients(const Tensor& flat, const std::vector<Parameter*>& params);
 void UnpackValues(const Tensor& flat, const std::vector<Parameter*>& params);
 
 std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
-                                                        std::vector<Parameter*> params,
-                                                        GradientGroups groups,
+                                                        const RankContext& context,
+                                                        UpdatedParameters params,
                                                         const OptimizerOps* ops);
 std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const Config& config,
-                                                           std::vector<Parameter*> params,
-                                                           GradientGroups groups,
+                                                           const RankContext& context,
+                                                           UpdatedParameters params,
                                                            const OptimizerOps* ops);
 
 }  // namespace conveyor

@@ -6,9 +6,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "parallel/pipeline/bubble.h"
 #include "parallel/pipeline/chrome_trace.h"
-#include "runtime/status_macros.h"
 
 namespace conveyor {
 
@@ -53,13 +53,10 @@ void BubbleMeter::AddStep(const std::vector<pipeline::TimedAction>& step, double
 }
 
 absl::StatusOr<std::string> BubbleLine(const BubblePrediction& prediction, double measured,
-                                       Communicator* pp) {
-  std::vector<float> all = {static_cast<float>(measured)};
-  if (pp != nullptr && pp->size() > 1) {
-    const float mine = static_cast<float>(measured);
-    all.resize(pp->size());
-    RETURN_IF_ERROR(pp->AllGather(&mine, 1, all.data()));
-  }
+                                       Communicator& pp) {
+  const float mine = static_cast<float>(measured);
+  std::vector<float> all(pp.size());
+  RETURN_IF_ERROR(pp.AllGather(&mine, 1, all.data()));
   std::string line = absl::StrFormat(
       "    pipeline bubble (%%): predicted %.1f (formula), %.1f (simulated) | measured per "
       "pipeline rank:",

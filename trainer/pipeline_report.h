@@ -1,5 +1,5 @@
-// The pipeline's predicted and measured behaviour, side by side (DESIGN.md
-// principle 6): the seed's bubble formula, the simulator's bubble for the same action
+// The pipeline's predicted and measured behaviour, side by side (docs/design.md
+// §6): the closed-form bubble (§10), the simulator's bubble for the same action
 // lists and costs, and the bubble each rank measured while running them.
 #ifndef CONVEYOR_TRAINER_PIPELINE_REPORT_H_
 #define CONVEYOR_TRAINER_PIPELINE_REPORT_H_
@@ -20,7 +20,7 @@ namespace conveyor {
 absl::StatusOr<pipeline::Costs> ParsePipelineCosts(const std::string& text);
 
 struct BubblePrediction {
-  double formula = 0;    // the seed's closed form for the schedule
+  double formula = 0;    // the schedule's closed form (docs/design.md §10)
   double simulated = 0;  // the simulator, with --pipeline-costs
   pipeline::SimulationResult simulation;
 };
@@ -43,9 +43,9 @@ class BubbleMeter {
 
 // "pipeline bubble (%): predicted 30.4 (formula), 30.4 (simulated) | measured 31.0 29.2
 // ..." with every pipeline rank's measured bubble (gathered over `pp`, which every
-// pipeline rank must call with; null when P = 1).
+// pipeline rank must call with).
 absl::StatusOr<std::string> BubbleLine(const BubblePrediction& prediction, double measured,
-                                       Communicator* pp);
+                                       Communicator& pp);
 
 // Writes `timeline` (this rank's actions, times in seconds on a clock every local rank
 // shares) so that rank 0 of `world` can merge all ranks into one Chrome trace at

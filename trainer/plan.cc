@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "model/memory_model.h"
 #include "parallel/pipeline/gantt.h"
 #include "parallel/rank_layout.h"
-#include "runtime/status_macros.h"
 #include "trainer/flops.h"
 #include "trainer/pipeline_report.h"
 
@@ -74,17 +74,20 @@ absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& s
   }
 
   // Traffic of one step, per rank. Pipeline: every (micro-batch, stage boundary) moves
-  // an activation forward and its gradient back. DP: a ring all-reduce moves
-  // 2 (DP-1)/DP of the gradients (reduce-scatter alone, (DP-1)/DP, with the
-  // distributed optimizer, plus the same again for the parameter all-gather). TP: per
-  // layer and micro-batch, 2 all-reduces forward and 2 backward of the activations.
+  // an activation forward and its gradient back (this rank's token shard under SP).
+  // DP: a ring all-reduce moves 2 (DP-1)/DP of the gradients (reduce-scatter alone,
+  // (DP-1)/DP, with the distributed optimizer, plus the same again for the parameter
+  // all-gather). TP: per layer and micro-batch, 2 all-reduces forward and 2 backward of
+  // the activations (under SP, all-gathers and reduce-scatters that move as much).
   const int64_t tokens = int64_t{t.micro_batch_size()} * shape.seq;
-  const double boundary = 4.0 * tokens * shape.hidden;
-  const double pipeline_bytes = pp > 1 ? 2.0 * M * boundary * V : 0.0;
+  const double message =
+      4.0 * PipelineMessageElements(tokens, shape.hidden, tp, p.sequence_parallel());
+  const double pipeline_bytes = pp > 1 ? 2.0 * M * message * V : 0.0;
   const double grads = 4.0 * memory.front().parameters;
   const double dp_bytes = dp > 1 ? 2.0 * (dp - 1) / dp * grads : 0.0;
   const int64_t local_layers = shape.num_layers / pp;
-  const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * boundary : 0.0;
+  const double activation = 4.0 * tokens * shape.hidden;
+  const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * activation : 0.0;
   absl::StrAppendFormat(&out,
                         "plan: traffic per step and rank: pipeline %s, data-parallel %s, "
                         "tensor-parallel %s\n",

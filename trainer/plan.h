@@ -1,4 +1,4 @@
-// --dry-run: the plan of a real configuration, everything the seed's chapter derives,
+// --dry-run: the plan of a real configuration, every prediction of docs/design.md §10-11,
 // computed without training: the rank layout, the micro-batch arithmetic, the
 // schedule's Gantt chart and bubble (formula and simulation), memory per pipeline rank
 // (model state and activations, from the memory model), and the traffic of a step.

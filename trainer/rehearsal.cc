@@ -4,10 +4,11 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "model/model_shape.h"
 #include "parallel/pipeline/executor.h"
 #include "parallel/pipeline/rehearsal_stage.h"
 #include "parallel/pipeline/schedule.h"
-#include "runtime/status_macros.h"
 #include "trainer/pipeline_report.h"
 
 namespace conveyor {
@@ -25,26 +26,26 @@ absl::StatusOr<RehearsalResult> RunRehearsal(const Config& config, ParallelState
   ASSIGN_OR_RETURN(const pipeline::Plan plan, pipeline::MakePlan(schedule.name, P, V, M));
   ASSIGN_OR_RETURN(const pipeline::SimulationResult simulated, pipeline::Simulate(plan, costs));
 
-  const int64_t boundary = int64_t{config.training().micro_batch_size()} *
-                           config.model().seq_length() * config.model().hidden_size() /
-                           (p.sequence_parallel() ? p.tensor_model_parallel_size() : 1);
+  const int64_t boundary = PipelineMessageElements(
+      int64_t{config.training().micro_batch_size()} * config.model().seq_length(),
+      config.model().hidden_size(), p.tensor_model_parallel_size(), p.sequence_parallel());
   pipeline::RehearsalStage stage(costs, unit, boundary);
-  const pipeline::ExecutorPlace place{schedule.layout, P, V, state.coords().pp};
-  Communicator* pp = P > 1 ? &state.pp() : nullptr;
+  const pipeline::PipelinePlace place{schedule.layout, P, V, state.coords().pp};
+  Communicator& pp = state.pp();
 
   RehearsalResult result;
   result.simulated_seconds = simulated.makespan * unit;
   const int steps = config.training().train_iters();
   double total = 0;
   for (int step = 0; step < steps; ++step) {
-    if (pp != nullptr) RETURN_IF_ERROR(pp->Barrier());  // start together, as the simulator does
+    RETURN_IF_ERROR(pp.Barrier());  // start together, as the simulator does
     result.last_step.clear();
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(
-        pipeline::RunActions(plan.ranks[place.rank], place, stage, pp, &result.last_step));
+        pipeline::RunActions(plan.ranks[place.rank], place, pp, stage, &result.last_step));
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (pp != nullptr) RETURN_IF_ERROR(pp->AllReduceMax(&seconds, 1));
+    RETURN_IF_ERROR(pp.AllReduceMax(&seconds, 1));
     total += seconds;
   }
   result.measured_seconds = total / steps;

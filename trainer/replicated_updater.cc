@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "trainer/optimizer.h"
 #include "trainer/parameter_updater.h"
 
@@ -21,15 +21,15 @@ namespace {
 
 class ReplicatedUpdater : public ParameterUpdater {
  public:
-  ReplicatedUpdater(const Config& config, std::vector<Parameter*> params, GradientGroups groups,
+  ReplicatedUpdater(const Config& config, const RankContext& context, UpdatedParameters params,
                     const OptimizerOps* ops)
       : ops_(ops),
         clip_grad_(config.optimizer().clip_grad()),
+        context_(context),
         params_(std::move(params)),
-        groups_(std::move(groups)),
-        segments_(WholeParameterSegments(params_)),
+        segments_(WholeParameterSegments(params_.all)),
         optimizer_(config.optimizer(), segments_, ops) {
-    if (groups_.dp == nullptr || groups_.dp->size() == 1) return;
+    if (context_.dp_size() == 1) return;
     overlap_ = config.parallel().overlap_grad_reduce();
     const int64_t bucket_elements = config.parallel().ddp_bucket_size();
     std::vector<Parameter*> pending;
@@ -41,7 +41,7 @@ class ReplicatedUpdater : public ParameterUpdater {
       pending.clear();
       elements = 0;
     };
-    for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    for (auto it = params_.all.rbegin(); it != params_.all.rend(); ++it) {
       if (elements > 0 && elements + (*it)->grad.numel() > bucket_elements) close();
       pending.push_back(*it);
       elements += (*it)->grad.numel();
@@ -90,16 +90,18 @@ class ReplicatedUpdater : public ParameterUpdater {
     ResetBuckets();
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum, so they may come after it.
-    return ReduceSharedGradients(params_, groups_);
+    return ReduceSharedGradients(params_.all, context_);
   }
 
   absl::StatusOr<double> GradNorm() override {
     std::vector<FloatArray> counted;
-    for (Parameter* p : params_) {
-      if (CountsTowardNorm(*p, groups_)) counted.push_back({p->grad.data(), p->grad.numel()});
+    for (Parameter* p : params_.all) {
+      if (CountsTowardNorm(*p, params_, context_)) {
+        counted.push_back({p->grad.data(), p->grad.numel()});
+      }
     }
     // Gradients are already equal across DP: only model parallelism splits them.
-    return FinishNorm(ops_->SumOfSquares(counted), nullptr, groups_);
+    return FinishNorm(ops_->SumOfSquares(counted), context_);
   }
 
   absl::Status Step(double grad_norm, double lr) override {
@@ -120,7 +122,7 @@ class ReplicatedUpdater : public ParameterUpdater {
 
   absl::Status ReduceBucket(Bucket& bucket) {
     PackGradients(bucket.params, &bucket.flat);
-    RETURN_IF_ERROR(groups_.dp->AllReduceSum(bucket.flat.data(), bucket.flat.numel()));
+    RETURN_IF_ERROR(context_.dp().AllReduceSum(bucket.flat.data(), bucket.flat.numel()));
     UnpackGradients(bucket.flat, bucket.params);
     return absl::OkStatus();
   }
@@ -153,8 +155,8 @@ class ReplicatedUpdater : public ParameterUpdater {
 
   const OptimizerOps* ops_;
   double clip_grad_;
-  std::vector<Parameter*> params_;
-  GradientGroups groups_;
+  const RankContext& context_;
+  UpdatedParameters params_;
   std::vector<OptimizerSegment> segments_;
   Optimizer optimizer_;
   std::vector<Bucket> buckets_;
@@ -174,10 +176,10 @@ class ReplicatedUpdater : public ParameterUpdater {
 }  // namespace
 
 std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
-                                                        std::vector<Parameter*> params,
-                                                        GradientGroups groups,
+                                                        const RankContext& context,
+                                                        UpdatedParameters params,
                                                         const OptimizerOps* ops) {
-  return std::make_unique<ReplicatedUpdater>(config, std::move(params), std::move(groups), ops);
+  return std::make_unique<ReplicatedUpdater>(config, context, std::move(params), ops);
 }
 
 }  // namespace conveyor

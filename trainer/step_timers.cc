@@ -1,11 +1,11 @@
 #include "trainer/step_timers.h"
 
 #include "absl/strings/str_format.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 
-absl::StatusOr<std::string> StepTimers::Report(Communicator* world, int64_t iterations) {
+absl::StatusOr<std::string> StepTimers::Report(Communicator& world, int64_t iterations) {
   static constexpr const char* kNames[kNumPhases] = {"forward-backward", "grads-reduce",
                                                      "optimizer"};
   // One max-reduction gives both: max(x) and max(-x) = -min(x).
@@ -16,9 +16,7 @@ absl::StatusOr<std::string> StepTimers::Report(Communicator* world, int64_t iter
     extremes[kNumPhases + p] = -ms;
   }
   seconds_ = {};
-  if (world != nullptr && world->size() > 1) {
-    RETURN_IF_ERROR(world->AllReduceMax(extremes.data(), extremes.size()));
-  }
+  RETURN_IF_ERROR(world.AllReduceMax(extremes.data(), extremes.size()));
   std::string line = "    (min, max) time across ranks (ms):";
   for (int p = 0; p < kNumPhases; ++p) {
     absl::StrAppendFormat(&line, " %s (%.2f, %.2f)%s", kNames[p], -extremes[kNumPhases + p],

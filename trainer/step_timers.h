@@ -35,8 +35,8 @@ class StepTimers {
   };
 
   // Mean ms per iteration of each phase over `iterations`, min and max over `world`
-  // (null: this rank alone; every rank of `world` must call). Resets the sums.
-  absl::StatusOr<std::string> Report(Communicator* world, int64_t iterations);
+  // (every rank of it must call). Resets the sums.
+  absl::StatusOr<std::string> Report(Communicator& world, int64_t iterations);
 
  private:
   std::array<double, kNumPhases> seconds_{};

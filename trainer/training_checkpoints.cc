@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"
@@ -53,9 +53,9 @@ std::optional<PaddingDivisor> DivisorForPaddedVocab(int64_t vocab, int64_t rows,
 
 }  // namespace
 
-TrainingCheckpoints::TrainingCheckpoints(const Config& config, GptStage* stage,
-                                         ParameterUpdater* updater, const CheckpointPlace& place)
-    : config_(config), stage_(stage), updater_(updater), place_(place) {
+TrainingCheckpoints::TrainingCheckpoints(const Config& config, const RankContext& context,
+                                         GptStage* stage, ParameterUpdater* updater)
+    : config_(config), stage_(stage), updater_(updater), context_(context) {
   if (config.checkpoint().async_save() && !config.checkpoint().save().empty()) {
     async_ = std::make_unique<AsyncCheckpointSaver>(config.checkpoint().save());
   }
@@ -63,14 +63,14 @@ TrainingCheckpoints::TrainingCheckpoints(const Config& config, GptStage* stage,
 
 bool TrainingCheckpoints::Writes(const Parameter& p) const {
   if (&p == stage_->TiedCopyInHead()) return false;
-  return !p.sharding.replicated() || place_.tp_rank == 0;
+  return !p.sharding.replicated() || context_.tp_rank() == 0;
 }
 
 std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStaging* staging) {
   const CheckpointConfig& c = config_.checkpoint();
   std::vector<TensorShardRef> refs;
   for (Parameter* p : stage_->parameters()) {
-    if (!saving || (place_.dp_rank == 0 && Writes(*p))) {
+    if (!saving || (context_.dp_rank() == 0 && Writes(*p))) {
       refs.push_back(ShardRefFor(*p, p->name, staging->HostData(&p->value, saving)));
     }
   }
@@ -82,7 +82,7 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStagin
   Optimizer& opt = updater_->optimizer();
   for (size_t i = 0; i < opt.segments().size(); ++i) {
     const OptimizerSegment& s = opt.segments()[i];
-    if (saving && (!Writes(*s.owner) || (!dp_shards && place_.dp_rank != 0))) continue;
+    if (saving && (!Writes(*s.owner) || (!dp_shards && context_.dp_rank() != 0))) continue;
     const std::vector<IndexRun> runs = SliceRuns(
         RunsForSharding(s.owner->global_shape, s.owner->sharding), s.offset, s.offset + s.n);
     refs.push_back({"optimizer.exp_avg/" + s.owner->name, s.owner->global_shape, runs,
@@ -153,16 +153,16 @@ absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
 
 absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
   // First, so that no other run changes --save (which may be --load) from here on.
-  RETURN_IF_ERROR(AgreeAcrossRanks(*place_.world, LockSaveFolder(), "lock --save"));
+  RETURN_IF_ERROR(AgreeAcrossRanks(context_.world(), LockSaveFolder(), "lock --save"));
   const absl::StatusOr<LoadOutcome> outcome = LoadHere(log);
   // Each rank read --load on its own; ranks that loaded different checkpoints would
   // train apart without a word. A failed or disagreeing load has touched nothing, and
   // must not: the --save probe comes after the agreement.
   const absl::StatusOr<LoadedCheckpointId> loaded =
       outcome.ok() ? absl::StatusOr<LoadedCheckpointId>(outcome->loaded) : outcome.status();
-  RETURN_IF_ERROR(AgreeOnLoadedCheckpoint(*place_.world, loaded, config_.checkpoint().load()));
-  RETURN_IF_ERROR(
-      AgreeAcrossRanks(*place_.world, PrepareSaveFolder(outcome->loaded, log), "prepare --save"));
+  RETURN_IF_ERROR(AgreeOnLoadedCheckpoint(context_.world(), loaded, config_.checkpoint().load()));
+  RETURN_IF_ERROR(AgreeAcrossRanks(context_.world(), PrepareSaveFolder(outcome->loaded, log),
+                                   "prepare --save"));
   return outcome->resume;
 }
 
@@ -197,7 +197,7 @@ absl::StatusOr<TrainingCheckpoints::LoadOutcome> TrainingCheckpoints::LoadHere(s
   RETURN_IF_ERROR(loaded);
   staging.Upload();
   updater_->ParametersLoaded();
-  const CheckpointState state = checkpoint->State(place_.world->rank());
+  const CheckpointState state = checkpoint->State(context_.world().rank());
   if (!(c.no_load_optim() || c.finetune())) {
     updater_->optimizer().set_steps(state.optimizer_steps);
   }
@@ -299,7 +299,7 @@ bool TrainingCheckpoints::WritesCheckpoints() const {
   const CheckpointConfig& c = config_.checkpoint();
   // Rank 0 commits; DP rank 0 of each (TP, PP) position writes parameters; with the
   // distributed optimizer every rank writes its slice of the optimizer state.
-  return place_.world->rank() == 0 || place_.dp_rank == 0 ||
+  return context_.world().rank() == 0 || context_.dp_rank() == 0 ||
          (config_.parallel().use_distributed_optimizer() && !c.no_save_optim());
 }
 
@@ -312,7 +312,7 @@ absl::Status TrainingCheckpoints::CannotHoldCheckpoints(const absl::Status& erro
 
 absl::Status TrainingCheckpoints::LockSaveFolder() {
   const std::string& save = config_.checkpoint().save();
-  if (save.empty() || place_.world->rank() != 0) return absl::OkStatus();
+  if (save.empty() || context_.world().rank() != 0) return absl::OkStatus();
   absl::StatusOr<SaveFolderLock> lock = SaveFolderLock::Acquire(save);
   if (absl::IsUnavailable(lock.status())) return lock.status();  // another run holds it
   if (!lock.ok()) return CannotHoldCheckpoints(lock.status());
@@ -324,7 +324,7 @@ absl::Status TrainingCheckpoints::PrepareSaveFolder(const LoadedCheckpointId& lo
                                                     std::ostream* log) const {
   const CheckpointConfig& c = config_.checkpoint();
   if (c.save().empty() || !WritesCheckpoints()) return absl::OkStatus();
-  if (absl::Status probe = ProbeSaveFolder(c.save(), place_.world->rank()); !probe.ok()) {
+  if (absl::Status probe = ProbeSaveFolder(c.save(), context_.world().rank()); !probe.ok()) {
     return CannotHoldCheckpoints(probe);
   }
   if (!save_lock_.has_value()) return absl::OkStatus();
@@ -349,7 +349,7 @@ absl::Status TrainingCheckpoints::CheckVocabularyPadding(const LoadedCheckpoint&
   const Config& saved = checkpoint.manifest().config();
   const int64_t vocab = config_.model().vocab_size();
   const int64_t saved_tp = std::max(1, checkpoint.manifest().layout().tensor_model_parallel_size());
-  const int64_t tp = place_.tp_size;
+  const int64_t tp = context_.tp_size();
   // CheckSameModel has refused another vocabulary size: the saved rows hold this
   // run's vocabulary, so a divisor exists unless TP does not divide them.
   std::string fix;
@@ -415,7 +415,7 @@ void TrainingCheckpoints::WarnIfGlobalBatchChanged(const CheckpointState& saved,
   const int64_t now = config_.training().global_batch_size();
   if (log == nullptr || was <= 0 || was == now) return;
   const int64_t micro = config_.training().micro_batch_size();
-  const int64_t per_micro_batch = micro * place_.dp_size;  // samples per micro-batch step
+  const int64_t per_micro_batch = micro * context_.dp_size();  // samples per micro-batch step
   std::string fix;
   if (per_micro_batch > 0 && was % per_micro_batch == 0) {
     fix = absl::StrFormat(
@@ -426,14 +426,14 @@ void TrainingCheckpoints::WarnIfGlobalBatchChanged(const CheckpointState& saved,
     fix = absl::StrFormat(
         "this layout cannot keep it: %d is not a multiple of --micro-batch-size %d x DP %d; "
         "change --micro-batch-size or the data-parallel size",
-        was, micro, place_.dp_size);
+        was, micro, context_.dp_size());
   }
   *log << absl::StrFormat(
       "conveyor: warning: the global batch size changes on resume: the checkpoint was trained "
       "with %d samples per step (%d samples consumed in %d iterations), this run takes %d "
       "(--micro-batch-size %d x --num-micro-batches %d x DP %d); %s\n",
       was, saved.consumed_samples, saved.iteration, now, micro,
-      config_.training().num_micro_batches(), place_.dp_size, fix);
+      config_.training().num_micro_batches(), context_.dp_size(), fix);
 }
 
 absl::Status TrainingCheckpoints::Save(const ResumePoint& point) {
@@ -442,21 +442,21 @@ absl::Status TrainingCheckpoints::Save(const ResumePoint& point) {
   state.iteration = point.iteration;
   state.consumed_samples = point.consumed_samples;
   state.data_position.set_train_consumed_samples(point.consumed_samples);
-  state.layout.set_tensor_model_parallel_size(place_.tp_size);
-  state.layout.set_pipeline_model_parallel_size(place_.pp_size);
-  state.layout.set_data_parallel_size(place_.dp_size);
-  state.layout.set_world_size(place_.world->size());
+  state.layout.set_tensor_model_parallel_size(context_.tp_size());
+  state.layout.set_pipeline_model_parallel_size(context_.pipeline().num_ranks);
+  state.layout.set_data_parallel_size(context_.dp_size());
+  state.layout.set_world_size(context_.world().size());
   state.layout.set_virtual_pipeline_stages(stage_->num_chunks());
   state.layout.set_use_distributed_optimizer(config_.parallel().use_distributed_optimizer());
   state.optimizer_steps = updater_->optimizer().steps();
   HostStaging staging;  // the writers copy or write what they need before returning
   const std::vector<TensorShardRef> tensors = Tensors(/*saving=*/true, &staging);
-  if (async_ != nullptr) return async_->Start(state, tensors, *place_.world);
-  return SaveCheckpoint(config_.checkpoint().save(), state, tensors, *place_.world);
+  if (async_ != nullptr) return async_->Start(state, tensors, context_.world());
+  return SaveCheckpoint(config_.checkpoint().save(), state, tensors, context_.world());
 }
 
 absl::Status TrainingCheckpoints::Finish() {
-  return async_ != nullptr ? async_->Finish(*place_.world) : absl::OkStatus();
+  return async_ != nullptr ? async_->Finish(context_.world()) : absl::OkStatus();
 }
 
 }  // namespace conveyor

@@ -15,7 +15,6 @@
 
 #include "absl/status/statusor.h"
 #include "model/gpt_stage.h"
-#include "parallel/communicator.h"
 #include "proto/config.pb.h"
 #include "trainer/checkpoint/async_saver.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
@@ -24,6 +23,7 @@
 #include "trainer/checkpoint/save_folder.h"
 #include "trainer/host_staging.h"
 #include "trainer/parameter_updater.h"
+#include "trainer/rank_context.h"
 
 namespace conveyor {
 
@@ -32,20 +32,11 @@ struct ResumePoint {
   int64_t consumed_samples = 0;
 };
 
-// This rank's place, for deciding what it writes.
-struct CheckpointPlace {
-  int dp_rank = 0;
-  int tp_rank = 0;
-  int dp_size = 1;
-  int tp_size = 1;
-  int pp_size = 1;
-  Communicator* world = nullptr;  // every rank of the job; must not be null
-};
-
 class TrainingCheckpoints {
  public:
-  TrainingCheckpoints(const Config& config, GptStage* stage, ParameterUpdater* updater,
-                      const CheckpointPlace& place);
+  // `context` (this rank's place, which decides what it writes) must outlive this.
+  TrainingCheckpoints(const Config& config, const RankContext& context, GptStage* stage,
+                      ParameterUpdater* updater);
 
   // With --load-hf (and no checkpoint in --load): starts from Hugging Face weights.
   // With --load: restores parameters (and, unless --no-load-optim or --finetune, the
@@ -123,7 +114,7 @@ class TrainingCheckpoints {
   Config config_;
   GptStage* stage_;
   ParameterUpdater* updater_;
-  CheckpointPlace place_;
+  const RankContext& context_;
   // Declared before async_, so released after the last asynchronous commit.
   std::optional<SaveFolderLock> save_lock_;
   std::unique_ptr<AsyncCheckpointSaver> async_;

@@ -2,19 +2,19 @@
 
 #include <chrono>
 #include <cmath>
-#include <optional>
+#include <memory>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "model/parameter_placement.h"
 #include "parallel/pipeline/schedule.h"
-#include "parallel/self_communicator.h"
 #include "runtime/memory_tracker.h"
-#include "runtime/status_macros.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
 #include "trainer/flops.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/micro_batch_feed.h"
+#include "trainer/parameter_updater.h"
+#include "trainer/pipeline_pass.h"
 #include "trainer/pipeline_report.h"
 #include "trainer/step_timers.h"
 #include "trainer/training_checkpoints.h"
@@ -23,8 +23,10 @@
 namespace conveyor {
 namespace {
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // Megatron's memory report, for every rank (gathered over `world`, which every rank
@@ -53,215 +55,309 @@ absl::StatusOr<std::string> MemoryReport(int64_t iteration, Communicator& world)
   return report;
 }
 
-}  // namespace
+// What the updater steps: all of the stage's parameters, the norm skipping the head's
+// copy of a tied word embedding (GptStage::TiedCopyInHead).
+UpdatedParameters StageParameters(const GptStage& stage, std::vector<Parameter*> all) {
+  UpdatedParameters params{std::move(all), {}};
+  if (const Parameter* copy = stage.TiedCopyInHead()) params.norm_excluded.push_back(copy);
+  return params;
+}
 
-absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
-                                     const SampleSource& data, const TrainingOutputs& out,
-                                     const RankPlace& place, const EvaluationSplits& held_out) {
-  const SampleSource* valid = held_out.valid;
-  const TrainingConfig& t = config.training();
-  const int64_t micro = t.micro_batch_size();
-  const int64_t num_micro = t.num_micro_batches();
-  const int64_t global_batch = t.global_batch_size();
-  const int64_t seq = config.model().seq_length();
-  const pipeline::ExecutorPlace& pipe = place.pipeline;
-  ASSIGN_OR_RETURN(const pipeline::Plan plan,
-                   pipeline::MakePlan(config.parallel().pipeline_schedule(), pipe.num_ranks,
-                                      pipe.num_chunks, static_cast<int>(num_micro)));
-  const std::vector<pipeline::Action>& actions = plan.ranks[pipe.rank];
-  std::vector<Parameter*> params = stage->parameters();
-  std::unique_ptr<ParameterUpdater> updater =
-      MakeParameterUpdater(config, params, place.groups, place.optimizer_ops);
-  const LrSchedule schedule(config.optimizer(), global_batch);
-  const double flops_per_iteration =
-      MegatronFlopsPerIteration(stage->chunk(0).shape(), global_batch);
-  // The step's loss is the mean over all M * DP micro-batches: each contributes
-  // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
-  const float loss_scale = 1.0f / static_cast<float>(num_micro * place.dp_size);
+// What one step measured.
+struct StepOutcome {
+  double loss = 0.0;  // mean over micro-batches and DP ranks
+  double grad_norm = 0.0;
+  double learning_rate = 0.0;
+};
 
-  const bool pipelined = pipe.num_ranks > 1 || pipe.num_chunks > 1;
-  BubblePrediction prediction;
-  if (pipelined) {
-    ASSIGN_OR_RETURN(prediction, PredictBubble(config));
+// One call of Train: what every step uses, and what the steps add up.
+class TrainingRun {
+ public:
+  TrainingRun(const Config& config, const RankContext& context, GptStage* stage,
+              const SampleSource& data, const TrainingOutputs& out,
+              const EvaluationSplits& held_out, const OptimizerOps& optimizer_ops,
+              std::vector<pipeline::Action> actions)
+      : config_(config),
+        t_(config.training()),
+        context_(context),
+        stage_(stage),
+        data_(data),
+        out_(out),
+        held_out_(held_out),
+        actions_(std::move(actions)),
+        params_(stage->parameters()),
+        updater_(MakeParameterUpdater(config, context, StageParameters(*stage, params_),
+                                      &optimizer_ops)),
+        schedule_(config.optimizer(), t_.global_batch_size()),
+        flops_per_iteration_(
+            MegatronFlopsPerIteration(stage->chunk(0).shape(), t_.global_batch_size())),
+        // The step's loss is the mean over all M * DP micro-batches: each contributes
+        // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
+        loss_scale_(1.0f / static_cast<float>(t_.num_micro_batches() * context.dp_size())),
+        pipelined_(context.pipeline().num_stages() > 1),
+        checkpoints_(config, context, stage, updater_.get()) {}
+
+  ~TrainingRun() { stage_->OnGradientsReady(0, nullptr); }  // the callback uses updater_
+
+  absl::StatusOr<TrainingResult> Run() {
+    if (pipelined_) {
+      ASSIGN_OR_RETURN(prediction_, PredictBubble(config_));
+    }
+    ASSIGN_OR_RETURN(const ResumePoint resume, checkpoints_.Load(out_.log));
+    RefreshComputeCopies(stage_->ops(), params_);
+    result_.consumed_samples = resume.consumed_samples;
+    iteration_ = saved_iteration_ = resume.iteration;
+    if (iteration_ >= t_.train_iters()) return NothingToTrain();
+    ExitConditions exit_conditions(config_.checkpoint());
+    WatchGradients();
+    while (iteration_ < t_.train_iters()) {
+      ++iteration_;
+      const Clock::time_point start = Clock::now();
+      ASSIGN_OR_RETURN(const StepOutcome step, Step());
+      interval_seconds_ += SecondsSince(start);
+      ++interval_iterations_;
+      if (iteration_ == resume.iteration + 1) {
+        RETURN_IF_ERROR(ReportMemory());
+      }
+      RETURN_IF_ERROR(LogIfDue(step));
+      RETURN_IF_ERROR(EvaluateDuringTraining(config_, context_, stage_, held_out_.valid, iteration_,
+                                             out_, &result_));
+      RETURN_IF_ERROR(SaveIfDue());
+      ASSIGN_OR_RETURN(result_.exited_early, ExitIfAsked(exit_conditions));
+      if (result_.exited_early) break;
+    }
+    return Finish();
   }
-  BubbleMeter bubble;
-  std::vector<pipeline::TimedAction> step_timeline;
 
-  SelfCommunicator alone;
-  Communicator& world = place.world != nullptr ? *place.world : alone;
-  const CheckpointConfig& ckpt = config.checkpoint();
-  TrainingCheckpoints checkpoints(
-      config, stage, updater.get(),
-      {place.dp_rank, place.groups.tp != nullptr ? place.groups.tp->rank() : 0, place.dp_size,
-       place.groups.tp != nullptr ? place.groups.tp->size() : 1, pipe.num_ranks, &world});
-  ASSIGN_OR_RETURN(const ResumePoint resume, checkpoints.Load(out.log));
-  RefreshComputeCopies(stage->ops(), params);
-  TrainingResult result;
-  result.consumed_samples = resume.consumed_samples;
-  if (resume.iteration >= t.train_iters()) {
-    // A relaunch of a finished run: the ranks agreed on the resume point, so all of
-    // them return here, and nothing is saved, evaluated or traced again.
-    if (out.log != nullptr) {
-      *out.log << absl::StrFormat(
+ private:
+  // A relaunch of a finished run: the ranks agreed on the resume point, so all of them
+  // return here, and nothing is saved, evaluated or traced again.
+  TrainingResult NothingToTrain() const {
+    if (out_.log != nullptr) {
+      *out_.log << absl::StrFormat(
           "conveyor: nothing to train: --load %s resumes at iteration %d and --train-iters is "
           "%d; raise --train-iters to train further\n",
-          ckpt.load(), resume.iteration, t.train_iters());
+          config_.checkpoint().load(), iteration_, t_.train_iters());
     }
-    return result;
+    return result_;
   }
-  ExitConditions exit_conditions(ckpt);
 
-  int64_t saved_iteration = resume.iteration;
-  StepTimers timers;
-  IntervalStats interval;
-  double interval_seconds = 0.0, interval_loss = 0.0;
-  int64_t interval_iters = 0, interval_good_iters = 0;
-  int64_t iteration = resume.iteration;
-  while (iteration < t.train_iters()) {
-    ++iteration;
-    const auto start = std::chrono::steady_clock::now();
-    const int64_t step_first_sample = result.consumed_samples;
-    MicroBatchFeed feed =
-        MakeMicroBatchFeed(data, iteration, step_first_sample,
-                           /*training=*/true, micro, seq, place.dp_rank, place.dp_size);
-    for (Parameter* p : params) p->grad.SetZero();
-    std::optional<StepTimers::Scope> phase(std::in_place, &timers, StepTimers::kForwardBackward);
-    stage->BeginStep(feed, micro * seq, loss_scale);
-    if (config.parallel().overlap_grad_reduce()) {
-      stage->OnGradientsReady(static_cast<int>(num_micro), [&](const std::vector<Parameter*>& p) {
-        updater->GradientsReady(p);
-      });
+  // --overlap-grad-reduce: the updater starts reducing gradients as backward
+  // completes them.
+  void WatchGradients() {
+    if (!config_.parallel().overlap_grad_reduce()) return;
+    stage_->OnGradientsReady(t_.num_micro_batches(), [this](const std::vector<Parameter*>& p) {
+      updater_->GradientsReady(p);
+    });
+  }
+
+  // Forward and backward over the step's micro-batches, the gradients summed, the
+  // optimizer step (or, for a NaN, the --nan-policy), and the step's records.
+  absl::StatusOr<StepOutcome> Step() {
+    StepOutcome step;
+    {
+      StepTimers::Scope phase(&timers_, StepTimers::kForwardBackward);
+      RETURN_IF_ERROR(ForwardBackward());
     }
-    step_timeline.clear();
-    const auto pipeline_start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(pipeline::RunActions(actions, pipe, *stage, place.pp, &step_timeline));
-    bubble.AddStep(step_timeline, SecondsSince(pipeline_start));
+    {
+      StepTimers::Scope phase(&timers_, StepTimers::kGradsReduce);
+      // First, as it waits for --overlap-grad-reduce's thread to leave the DP group
+      // and the gradients alone. The sums below commute with it.
+      RETURN_IF_ERROR(updater_->ReduceGradients());
+      stage_->SumLocalTiedCopies();
+      ASSIGN_OR_RETURN(step.loss,
+                       MeanLossOverRanks(stage_->loss_sum(), t_.num_micro_batches(), context_));
+      ASSIGN_OR_RETURN(step.grad_norm, updater_->GradNorm());
+    }
+    {
+      StepTimers::Scope phase(&timers_, StepTimers::kOptimizer);
+      step.learning_rate = schedule_.ForIteration(iteration_);
+      RETURN_IF_ERROR(UpdateOrSkip(step));
+    }
+    result_.losses.push_back(step.loss);
+    result_.grad_norms.push_back(step.grad_norm);
+    result_.consumed_samples += t_.global_batch_size();
+    return step;
+  }
+
+  // This rank's actions of the schedule over the step's global batch, timed for the
+  // bubble and the trace.
+  absl::Status ForwardBackward() {
+    for (Parameter* p : params_) p->grad.SetZero();
+    step_timeline_.clear();
+    const PassInput input{&data_, result_.consumed_samples, /*training=*/true, iteration_};
+    const Clock::time_point start = Clock::now();
+    RETURN_IF_ERROR(
+        RunPipelinePass(config_, context_, actions_, input, loss_scale_, stage_, &step_timeline_));
+    bubble_.AddStep(step_timeline_, SecondsSince(start));
     // On a clock all local ranks share, for the merged trace.
-    const double origin = std::chrono::duration<double>(pipeline_start.time_since_epoch()).count();
-    for (pipeline::TimedAction& a : step_timeline) {
+    const double origin = std::chrono::duration<double>(start.time_since_epoch()).count();
+    for (pipeline::TimedAction& a : step_timeline_) {
       a.start += origin;
       a.end += origin;
     }
-    // First, as it waits for --overlap-grad-reduce's thread to leave the DP group
-    // and the gradients alone. The sums below commute with it.
-    phase.emplace(&timers, StepTimers::kGradsReduce);
-    RETURN_IF_ERROR(updater->ReduceGradients());
-    stage->SumLocalTiedCopies();
-    // Only the last stage computes losses: the pipeline sum gives every rank the loss,
-    // so that all of them agree on skipping a NaN step.
-    double loss_sum = stage->loss_sum();
-    if (place.pp != nullptr) RETURN_IF_ERROR(place.pp->AllReduceSum(&loss_sum, 1));
-    if (place.groups.dp != nullptr) RETURN_IF_ERROR(place.groups.dp->AllReduceSum(&loss_sum, 1));
-    const double loss = loss_sum / static_cast<double>(num_micro * place.dp_size);
-    ASSIGN_OR_RETURN(const double grad_norm, updater->GradNorm());
-    phase.emplace(&timers, StepTimers::kOptimizer);
-    const double lr = schedule.ForIteration(iteration);
-    const bool bad = !std::isfinite(loss) || !std::isfinite(grad_norm);
-    if (bad) {
-      ++result.nan_iterations;
-      ++interval.nan_iterations;
-      if (t.nan_policy() == "stop") {
-        return absl::InternalError(absl::StrFormat(
-            "iteration %d: lm loss is %g and gradient norm is %g; stopping "
-            "(--nan-policy stop). Lower --lr, raise --lr-warmup-iters or set --clip-grad; "
-            "--nan-policy skip skips such steps instead.",
-            iteration, loss, grad_norm));
-      }
-      ++result.skipped_iterations;
-      ++interval.skipped_iterations;
-    } else {
-      RETURN_IF_ERROR(updater->Step(grad_norm, lr));
-      RefreshComputeCopies(stage->ops(), params);
-      interval_loss += loss;
-      ++interval_good_iters;
-    }
-    phase.reset();
-    result.losses.push_back(loss);
-    result.grad_norms.push_back(grad_norm);
-    result.consumed_samples += global_batch;
-    interval_seconds += SecondsSince(start);
-    ++interval_iters;
+    return absl::OkStatus();
+  }
 
-    if (iteration == resume.iteration + 1) {
-      ASSIGN_OR_RETURN(const std::string report, MemoryReport(iteration, world));
-      if (out.log != nullptr) *out.log << report << std::flush;  // seen at once in a log
+  // The optimizer step, unless the loss or the gradient norm is NaN or inf: then
+  // --nan-policy stops the run or skips the step.
+  absl::Status UpdateOrSkip(const StepOutcome& step) {
+    if (std::isfinite(step.loss) && std::isfinite(step.grad_norm)) {
+      RETURN_IF_ERROR(updater_->Step(step.grad_norm, step.learning_rate));
+      RefreshComputeCopies(stage_->ops(), params_);
+      interval_loss_ += step.loss;
+      ++interval_good_iterations_;
+      return absl::OkStatus();
     }
-    if (iteration % config.logging().log_interval() == 0 || iteration == t.train_iters()) {
-      const double seconds_per_iteration = interval_seconds / interval_iters;
-      const int64_t world = static_cast<int64_t>(place.dp_size) *
-                            config.parallel().tensor_model_parallel_size() *
-                            config.parallel().pipeline_model_parallel_size();
-      interval.iteration = iteration;
-      interval.train_iters = t.train_iters();
-      interval.consumed_samples = result.consumed_samples;
-      interval.ms_per_iteration = 1e3 * seconds_per_iteration;
-      interval.tflops_per_gpu = flops_per_iteration / seconds_per_iteration / world / 1e12;
-      interval.tokens_per_second = global_batch * seq / seconds_per_iteration;
-      interval.learning_rate = lr;
-      interval.global_batch_size = global_batch;
-      interval.lm_loss = interval_good_iters > 0 ? interval_loss / interval_good_iters : NAN;
-      interval.grad_norm = grad_norm;
-      ASSIGN_OR_RETURN(const std::string timer_line, timers.Report(place.world, interval_iters));
-      std::string bubble_line;
-      if (pipelined) {
-        ASSIGN_OR_RETURN(bubble_line, BubbleLine(prediction, bubble.fraction(), place.pp));
-        bubble_line += "\n";
-        bubble.Reset();
-      }
-      if (out.log != nullptr) {
-        *out.log << FormatLogLine(interval) << "\n"
-                 << timer_line << "\n"
-                 << bubble_line << std::flush;
-      }
-      if (out.metrics != nullptr) *out.metrics << FormatMetricsJson(interval) << std::endl;
-      interval = IntervalStats();
-      interval_seconds = interval_loss = 0.0;
-      interval_iters = interval_good_iters = 0;
+    ++result_.nan_iterations;
+    ++interval_.nan_iterations;
+    if (t_.nan_policy() == "stop") {
+      return absl::InternalError(absl::StrFormat(
+          "iteration %d: lm loss is %g and gradient norm is %g; stopping "
+          "(--nan-policy stop). Lower --lr, raise --lr-warmup-iters or set --clip-grad; "
+          "--nan-policy skip skips such steps instead.",
+          iteration_, step.loss, step.grad_norm));
     }
-    if (valid != nullptr && config.data().eval_iters() > 0 &&
-        iteration % config.data().eval_interval() == 0) {
-      // Megatron's validation reader moves on: each evaluation sees new samples.
-      const int64_t evaluation = iteration / config.data().eval_interval() - 1;
-      ASSIGN_OR_RETURN(const double valid_loss,
-                       Evaluate(config, stage, *valid,
-                                evaluation * config.data().eval_iters() * global_batch, place));
-      result.valid_losses.push_back(valid_loss);
-      if (out.log != nullptr) {
-        *out.log << FormatValidationLine(absl::StrCat("iteration ", iteration), valid_loss)
-                 << std::endl;
-      }
-      if (out.metrics != nullptr) {
-        *out.metrics << FormatValidationJson(iteration, valid_loss) << std::endl;
-      }
+    ++result_.skipped_iterations;
+    ++interval_.skipped_iterations;
+    return absl::OkStatus();
+  }
+
+  absl::Status ReportMemory() {
+    ASSIGN_OR_RETURN(const std::string report, MemoryReport(iteration_, context_.world()));
+    if (out_.log != nullptr) *out_.log << report << std::flush;  // seen at once in a log
+    return absl::OkStatus();
+  }
+
+  // Every --log-interval iterations and at the last: Megatron's line, the timers, the
+  // pipeline bubble and the metrics, over the iterations since the last line.
+  absl::Status LogIfDue(const StepOutcome& step) {
+    if (iteration_ % config_.logging().log_interval() != 0 && iteration_ != t_.train_iters()) {
+      return absl::OkStatus();
     }
-    const ResumePoint point{iteration, result.consumed_samples};
-    if (!ckpt.save().empty() && ckpt.save_interval() > 0 && iteration % ckpt.save_interval() == 0) {
-      RETURN_IF_ERROR(checkpoints.Save(point));
-      saved_iteration = iteration;
+    FillInterval(step);
+    ASSIGN_OR_RETURN(const std::string timer_line,
+                     timers_.Report(context_.world(), interval_iterations_));
+    std::string bubble_line;
+    if (pipelined_) {
+      ASSIGN_OR_RETURN(bubble_line, BubbleLine(prediction_, bubble_.fraction(), context_.pp()));
+      bubble_line += "\n";
+      bubble_.Reset();
     }
+    if (out_.log != nullptr) {
+      *out_.log << FormatLogLine(interval_) << "\n"
+                << timer_line << "\n"
+                << bubble_line << std::flush;
+    }
+    if (out_.metrics != nullptr) *out_.metrics << FormatMetricsJson(interval_) << std::endl;
+    interval_ = IntervalStats();
+    interval_seconds_ = interval_loss_ = 0.0;
+    interval_iterations_ = interval_good_iterations_ = 0;
+    return absl::OkStatus();
+  }
+
+  void FillInterval(const StepOutcome& step) {
+    const double seconds_per_iteration = interval_seconds_ / interval_iterations_;
+    const int64_t world = static_cast<int64_t>(context_.dp_size()) *
+                          config_.parallel().tensor_model_parallel_size() *
+                          config_.parallel().pipeline_model_parallel_size();
+    interval_.iteration = iteration_;
+    interval_.train_iters = t_.train_iters();
+    interval_.consumed_samples = result_.consumed_samples;
+    interval_.ms_per_iteration = 1e3 * seconds_per_iteration;
+    interval_.tflops_per_gpu = flops_per_iteration_ / seconds_per_iteration / world / 1e12;
+    interval_.tokens_per_second =
+        int64_t{t_.global_batch_size()} * config_.model().seq_length() / seconds_per_iteration;
+    interval_.learning_rate = step.learning_rate;
+    interval_.global_batch_size = t_.global_batch_size();
+    interval_.lm_loss =
+        interval_good_iterations_ > 0 ? interval_loss_ / interval_good_iterations_ : NAN;
+    interval_.grad_norm = step.grad_norm;
+  }
+
+  absl::Status SaveIfDue() {
+    const CheckpointConfig& ckpt = config_.checkpoint();
+    if (ckpt.save().empty() || ckpt.save_interval() <= 0 ||
+        iteration_ % ckpt.save_interval() != 0) {
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(checkpoints_.Save({iteration_, result_.consumed_samples}));
+    saved_iteration_ = iteration_;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> ExitIfAsked(ExitConditions& exit_conditions) {
     std::string reason;
-    ASSIGN_OR_RETURN(const bool exit, exit_conditions.ShouldExit(iteration, &world, &reason));
-    if (exit) {
-      if (out.log != nullptr) {
-        *out.log << "conveyor: exiting after iteration " << iteration << ": " << reason
-                 << (ckpt.save().empty() ? "" : "; saving a checkpoint") << "\n";
-      }
-      result.exited_early = true;
-      break;
+    ASSIGN_OR_RETURN(const bool exit,
+                     exit_conditions.ShouldExit(iteration_, context_.world(), &reason));
+    if (exit && out_.log != nullptr) {
+      *out_.log << "conveyor: exiting after iteration " << iteration_ << ": " << reason
+                << (config_.checkpoint().save().empty() ? "" : "; saving a checkpoint") << "\n";
     }
+    return exit;
   }
-  if (!ckpt.save().empty() && saved_iteration != iteration) {
-    RETURN_IF_ERROR(checkpoints.Save({iteration, result.consumed_samples}));
+
+  // The last save, the final evaluations of a completed run, and the trace.
+  absl::StatusOr<TrainingResult> Finish() {
+    if (!config_.checkpoint().save().empty() && saved_iteration_ != iteration_) {
+      RETURN_IF_ERROR(checkpoints_.Save({iteration_, result_.consumed_samples}));
+    }
+    RETURN_IF_ERROR(checkpoints_.Finish());
+    if (!result_.exited_early) {
+      RETURN_IF_ERROR(
+          EvaluateAfterTraining(config_, context_, stage_, iteration_, held_out_, out_, &result_));
+    }
+    const std::string& trace_file = config_.logging().trace_file();
+    if (!trace_file.empty()) {
+      RETURN_IF_ERROR(WriteMergedTrace(trace_file, step_timeline_, context_.world()));
+    }
+    return result_;
   }
-  RETURN_IF_ERROR(checkpoints.Finish());
-  stage->OnGradientsReady(0, nullptr);  // the callback refers to this function's updater
-  if (!result.exited_early) {
-    RETURN_IF_ERROR(EvaluateAfterTraining(config, stage, iteration, held_out, place, out, &result));
-  }
-  if (!config.logging().trace_file().empty()) {
-    RETURN_IF_ERROR(WriteMergedTrace(config.logging().trace_file(), step_timeline, world));
-  }
-  return result;
+
+  const Config& config_;
+  const TrainingConfig& t_;
+  const RankContext& context_;
+  GptStage* stage_;
+  const SampleSource& data_;
+  const TrainingOutputs& out_;
+  const EvaluationSplits& held_out_;
+  const std::vector<pipeline::Action> actions_;  // this rank's, of --pipeline-schedule
+  const std::vector<Parameter*> params_;
+  const std::unique_ptr<ParameterUpdater> updater_;
+  const LrSchedule schedule_;
+  const double flops_per_iteration_;
+  const float loss_scale_;
+  const bool pipelined_;
+  TrainingCheckpoints checkpoints_;
+  BubblePrediction prediction_;
+  BubbleMeter bubble_;
+  std::vector<pipeline::TimedAction> step_timeline_;  // the last step's, for the trace
+  StepTimers timers_;
+
+  TrainingResult result_;
+  int64_t iteration_ = 0;        // the last completed (or, in a step, the current) one
+  int64_t saved_iteration_ = 0;  // of the last checkpoint
+  // Since the last log line.
+  IntervalStats interval_;
+  double interval_seconds_ = 0.0;
+  double interval_loss_ = 0.0;  // over the iterations that were not skipped
+  int64_t interval_iterations_ = 0;
+  int64_t interval_good_iterations_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<TrainingResult> Train(const Config& config, const RankContext& context,
+                                     GptStage* stage, const SampleSource& data,
+                                     const TrainingOutputs& out, const EvaluationSplits& held_out,
+                                     const OptimizerOps& optimizer_ops) {
+  const pipeline::PipelinePlace& place = context.pipeline();
+  ASSIGN_OR_RETURN(pipeline::Plan plan,
+                   pipeline::MakePlan(config.parallel().pipeline_schedule(), place.num_ranks,
+                                      place.num_chunks, config.training().num_micro_batches()));
+  TrainingRun run(config, context, stage, data, out, held_out, optimizer_ops,
+                  std::move(plan.ranks[place.rank]));
+  return run.Run();
 }
 
 }  // namespace conveyor

@@ -12,10 +12,9 @@
 #include "absl/status/statusor.h"
 #include "data/sample_source.h"
 #include "model/gpt_stage.h"
-#include "parallel/pipeline/executor.h"
 #include "proto/config.pb.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
-#include "trainer/parameter_updater.h"
+#include "trainer/rank_context.h"
 
 namespace conveyor {
 
@@ -43,22 +42,11 @@ struct TrainingOutputs {
   std::ostream* metrics = nullptr;  // JSON lines; may be null
 };
 
-// Where this rank sits in the job: among the data-parallel ranks, in the pipeline,
-// and the groups its gradients, losses and timers travel through.
-struct RankPlace {
-  int dp_rank = 0;
-  int dp_size = 1;
-  GradientGroups groups;
-  Communicator* world = nullptr;  // timer min/max; null: one rank
-  Communicator* pp = nullptr;     // the pipeline group; null: P = 1
-  pipeline::ExecutorPlace pipeline;
-  // The optimizer's arithmetic, on the device of the stage's parameters.
-  const OptimizerOps* optimizer_ops = &CpuOptimizerOps::Get();
-};
-
-// `config` must be resolved. Runs `stage` on `data` up to --train-iters, from the
-// --load checkpoint if any (else from iteration 0, sample 0), saving under --save as
-// the checkpoint flags say; each step runs this rank's actions of --pipeline-schedule;
+// `config` must be resolved; `context` is this rank's place, which `stage` was built
+// for, and `optimizer_ops` the optimizer's arithmetic on the device of the stage's
+// parameters. Runs `stage` on `data` up to --train-iters, from the --load checkpoint
+// if any (else from iteration 0, sample 0), saving under --save as the checkpoint
+// flags say; each step runs this rank's actions of --pipeline-schedule;
 // data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each group of
 // DP * micro samples, as Megatron's sampler does. Fails (with the iteration named) on
 // a NaN or inf loss or gradient norm when --nan-policy is stop, and when the data
@@ -67,10 +55,11 @@ struct RankPlace {
 // reaches --train-iters ends with EvaluateAfterTraining over both held-out splits. A
 // run that resumes at --train-iters or later (a relaunch of a finished run) trains
 // nothing: it says so on `log` and returns no losses, saving and evaluating nothing.
-absl::StatusOr<TrainingResult> Train(const Config& config, GptStage* stage,
-                                     const SampleSource& data, const TrainingOutputs& out,
-                                     const RankPlace& place = {},
-                                     const EvaluationSplits& held_out = {});
+absl::StatusOr<TrainingResult> Train(const Config& config, const RankContext& context,
+                                     GptStage* stage, const SampleSource& data,
+                                     const TrainingOutputs& out,
+                                     const EvaluationSplits& held_out = {},
+                                     const OptimizerOps& optimizer_ops = CpuOptimizerOps::Get());
 
 }  // namespace conveyor
 

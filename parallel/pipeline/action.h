@@ -1,4 +1,4 @@
-// One step of a pipeline schedule on one rank (DESIGN.md principle 2: schedules are
+// One step of a pipeline schedule on one rank (docs/design.md §2: schedules are
 // data). A rank's schedule is a list of these, run in order: compute on one model chunk
 // for one micro-batch, or one side of a point-to-point transfer. Consecutive p2p actions
 // form one batch that is posted together and waited on together, as Megatron's

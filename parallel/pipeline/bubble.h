@@ -1,14 +1,13 @@
 // Closed forms for what a schedule costs, to print beside the simulation and the
-// measurement (DESIGN.md principle 6). Bubble = idle / wall-clock per rank, with one
-// forward or one backward of a chunk as the time unit, as the seed counts.
+// measurement (docs/design.md §6). Bubble = idle / wall-clock per rank, with one
+// forward or one backward of a chunk as the time unit (docs/design.md §10).
 //
-//   gpipe, 1f1b        (P-1) / (M+P-1)           seed, Conclusion 9.4.1; 1F1B changes
-//                                                memory, not the bubble (9.4.2 misreading 1)
-//   interleaved-1f1b   (P-1) / (V*M+P-1)         seed, 9.4.3 ②
+//   gpipe, 1f1b        (P-1) / (M+P-1)           Huang et al. 2019; 1F1B changes memory,
+//                                                not the bubble (Narayanan et al. 2021, §2.2.1)
+//   interleaved-1f1b   (P-1) / (V*M+P-1)         Narayanan et al. 2021, §2.2.2
 //   zb-h1, zb-h2       (P-1)(F+B-W) / (M(F+B+W) + (P-1)(F+B-W)), with F = B = W:
-//                      (P-1) / (3M+P-1)          Qi et al. 2024 (the seed's 9.4.3 ③ and
-//                                                its reading list); a third of 1F1B's
-//                                                idle time (P-1)(F+B+W)
+//                      (P-1) / (3M+P-1)          Qi et al. 2024 (arXiv:2401.10241); a
+//                                                third of 1F1B's idle time (P-1)(F+B+W)
 //   zbv                (P-1) / (6M+P-1) with F = B = W per chunk, for M >= 2P-1: the
 //                      last rank's start is the only gap
 //
@@ -36,8 +35,8 @@ double ZeroBubbleH1Bubble(int P, int M, double f, double b, double w);
 absl::StatusOr<double> PredictedBubble(absl::string_view schedule, int P, int V, int M);
 
 // Most (micro-batch, chunk) activations `rank` holds at once (from F to W, or to the
-// fused B): gpipe M; 1f1b min(P-rank, M), so P on the first stage (the seed's 9.4.2:
-// "from proportional to M down to proportional to P"); interleaved-1f1b its warm-up plus
+// fused B): gpipe M; 1f1b min(P-rank, M), so P on the first stage (Narayanan et al. 2021,
+// §2.2.1: at most P micro-batches in flight instead of M); interleaved-1f1b its warm-up plus
 // one, min(2(P-1-rank) + (V-1)P + 1, V*M); zb-h1 min(P, M), 1F1B's first-stage peak on
 // every rank; zb-h2 min(2P-1, M). zbv: an upper bound, min(2P, 2M) half-size chunks,
 // the memory of P full-size ones.

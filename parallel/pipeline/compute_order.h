@@ -18,8 +18,8 @@ namespace pipeline {
 // Per rank, compute actions only.
 using ComputeOrder = std::vector<std::vector<Action>>;
 
-// All forwards, then all backwards in reverse micro-batch order (GPipe; the seed's
-// Example 9.4.3 draws B4 B3 B2 B1).
+// All forwards, then all backwards in reverse micro-batch order (GPipe, Huang et al.,
+// 2019: the last micro-batch forward is the first one back).
 absl::StatusOr<ComputeOrder> GpipeOrder(int P, int V, int M);
 // Megatron's non-interleaved 1F1B: P-1-rank warm-up forwards, then one forward and one
 // backward alternately, then the remaining backwards.

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace pipeline {
@@ -31,11 +31,11 @@ Tensor Take(std::map<Key, Tensor>* box, const Key& key) {
 
 class Executor {
  public:
-  Executor(const ExecutorPlace& place, Stage& stage, Communicator* pp,
+  Executor(const PipelinePlace& place, Communicator& pp, Stage& stage,
            std::vector<TimedAction>* timeline)
       : place_(place),
-        stage_(stage),
         pp_(pp),
+        stage_(stage),
         timeline_(timeline),
         start_(std::chrono::steady_clock::now()) {}
 
@@ -55,10 +55,7 @@ class Executor {
   }
 
  private:
-  int Stage(int chunk) const {
-    return GlobalStage(place_.layout, place_.num_ranks, place_.rank, chunk);
-  }
-  int last_stage() const { return place_.num_ranks * place_.num_chunks - 1; }
+  int last_stage() const { return place_.num_stages() - 1; }
   double Now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
@@ -73,7 +70,7 @@ class Executor {
   absl::Status Compute(const Action& a) {
     const double begin = Now();
     const Key key{a.micro_batch, a.chunk};
-    const int stage = Stage(a.chunk);
+    const int stage = place_.GlobalStage(a.chunk);
     switch (a.type) {
       case ActionType::kForward: {
         ASSIGN_OR_RETURN(Tensor out,
@@ -117,10 +114,6 @@ class Executor {
   }
 
   absl::Status Transfer(const std::vector<Action>& actions, size_t begin_index, size_t end_index) {
-    if (pp_ == nullptr) {
-      return absl::InternalError("a transfer action with no pipeline group: " +
-                                 ToString(actions[begin_index]));
-    }
     const double begin = Now();
     std::vector<Communicator::P2POp> ops;
     std::vector<Tensor> keep_alive;
@@ -154,7 +147,7 @@ class Executor {
       ops.push_back({IsSend(a.type), a.peer, t.data(), t.numel()});
       keep_alive.push_back(std::move(t));
     }
-    RETURN_IF_ERROR(pp_->BatchSendRecv(ops));
+    RETURN_IF_ERROR(pp_.BatchSendRecv(ops));
     if (timeline_ != nullptr) {
       const double end = Now();
       for (size_t i = begin_index; i < end_index; ++i) {
@@ -167,13 +160,13 @@ class Executor {
   // Room for one received activation or gradient, on the stage's device (fp32: the
   // boundary's dtype whatever the compute type, see GptStage::FromBoundary).
   Tensor ReceiveBuffer() const {
-    return Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations,
-                         DType::kFloat32, stage_.device());
+    return Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations, DType::kFloat32,
+                         stage_.device());
   }
 
-  ExecutorPlace place_;
+  const PipelinePlace& place_;
+  Communicator& pp_;
   pipeline::Stage& stage_;
-  Communicator* pp_;
   std::vector<TimedAction>* timeline_;
   std::chrono::steady_clock::time_point start_;
   Mailboxes boxes_;
@@ -181,9 +174,9 @@ class Executor {
 
 }  // namespace
 
-absl::Status RunActions(const std::vector<Action>& actions, const ExecutorPlace& place,
-                        Stage& stage, Communicator* pp, std::vector<TimedAction>* timeline) {
-  Executor executor(place, stage, pp, timeline);
+absl::Status RunActions(const std::vector<Action>& actions, const PipelinePlace& place,
+                        Communicator& pp, Stage& stage, std::vector<TimedAction>* timeline) {
+  Executor executor(place, pp, stage, timeline);
   return executor.Run(actions);
 }
 

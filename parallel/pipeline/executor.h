@@ -13,24 +13,18 @@
 #include "absl/status/status.h"
 #include "parallel/communicator.h"
 #include "parallel/pipeline/action.h"
+#include "parallel/pipeline/pipeline_place.h"
 #include "parallel/pipeline/stage.h"
 #include "parallel/pipeline/timeline.h"
 
 namespace conveyor {
 namespace pipeline {
 
-struct ExecutorPlace {
-  StageLayout layout = StageLayout::kLoop;
-  int num_ranks = 1;   // P
-  int num_chunks = 1;  // V
-  int rank = 0;        // this rank's pipeline rank
-};
-
-// `pp` is the pipeline group (null when P = 1). When `timeline` is not null, each
-// action's [start, end) in seconds since the call began is appended to `*timeline`
-// (transfers: from posting the batch to its completion).
-absl::Status RunActions(const std::vector<Action>& actions, const ExecutorPlace& place,
-                        Stage& stage, Communicator* pp, std::vector<TimedAction>* timeline);
+// `pp` is the pipeline group (a group of one when P = 1). When `timeline` is not null,
+// each action's [start, end) in seconds since the call began is appended to
+// `*timeline` (transfers: from posting the batch to its completion).
+absl::Status RunActions(const std::vector<Action>& actions, const PipelinePlace& place,
+                        Communicator& pp, Stage& stage, std::vector<TimedAction>* timeline);
 
 }  // namespace pipeline
 }  // namespace conveyor

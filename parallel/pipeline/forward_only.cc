@@ -3,9 +3,12 @@
 namespace conveyor {
 namespace pipeline {
 
-std::vector<Action> ForwardOnlyActions(StageLayout layout, int P, int V, int M, int rank) {
+std::vector<Action> ForwardOnlyActions(const PipelinePlace& place, int M) {
+  const StageLayout layout = place.layout;
+  const int P = place.num_ranks;
+  const int rank = place.rank;
+  const int stages = place.num_stages();
   std::vector<Action> actions;
-  const int stages = P * V;
   for (int m = 0; m < M; ++m) {
     for (int s = 0; s < stages; ++s) {
       const StageOwner owner = OwnerOfStage(layout, P, s);

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "parallel/pipeline/action.h"
+#include "parallel/pipeline/pipeline_place.h"
 
 namespace conveyor {
 namespace pipeline {
 
-std::vector<Action> ForwardOnlyActions(StageLayout layout, int P, int V, int M, int rank);
+// `place`'s actions for M micro-batches.
+std::vector<Action> ForwardOnlyActions(const PipelinePlace& place, int M);
 
 }  // namespace pipeline
 }  // namespace conveyor

@@ -1,9 +1,8 @@
-// Text pictures of a timeline (simulated or measured), in the style of the seed's
-// Example 9.4.3: one row per rank, one column per time unit, each cell the compute
+// Text pictures of a timeline (simulated or measured), in the style of GPipe's Fig. 2(c)
+// (Huang et al., 2019): one row per rank, one column per time unit, each cell the compute
 // running then ("F3", "B3", "W3", with "c1" for chunk 1) or "." for idle. A fused
-// backward prints as "B", as in the seed. Transfers are not drawn; their waits show as
-// idle. Ranks and micro-batches count from 0, as everywhere else in Conveyor (the seed
-// counts from 1).
+// backward prints as "B". Transfers are not drawn; their waits show as idle. Ranks and
+// micro-batches count from 0, as everywhere else in Conveyor.
 #ifndef CONVEYOR_PARALLEL_PIPELINE_GANTT_H_
 #define CONVEYOR_PARALLEL_PIPELINE_GANTT_H_
 

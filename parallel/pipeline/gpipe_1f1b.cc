@@ -3,6 +3,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "parallel/pipeline/compute_order.h"
 
 namespace conveyor {
@@ -19,7 +20,7 @@ absl::Status RequireOneChunk(const char* schedule, int V) {
 }  // namespace
 
 absl::StatusOr<ComputeOrder> GpipeOrder(int P, int V, int M) {
-  if (absl::Status s = RequireOneChunk("gpipe", V); !s.ok()) return s;
+  RETURN_IF_ERROR(RequireOneChunk("gpipe", V));
   ComputeOrder order(P);
   for (std::vector<Action>& actions : order) {
     for (int m = 0; m < M; ++m) actions.push_back(Forward(m));
@@ -31,7 +32,7 @@ absl::StatusOr<ComputeOrder> GpipeOrder(int P, int V, int M) {
 }
 
 absl::StatusOr<ComputeOrder> OneFOneBOrder(int P, int V, int M) {
-  if (absl::Status s = RequireOneChunk("1f1b", V); !s.ok()) return s;
+  RETURN_IF_ERROR(RequireOneChunk("1f1b", V));
   ComputeOrder order(P);
   for (int rank = 0; rank < P; ++rank) {
     std::vector<Action>& actions = order[rank];

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace pipeline {
@@ -156,13 +157,12 @@ absl::StatusOr<std::vector<std::vector<Action>>> AddP2p(StageLayout layout, int 
                                                         const ComputeOrder& order) {
   const int P = static_cast<int>(order.size());
   const int stages = P * V;
-  absl::StatusOr<IdealTimes> times = IdealTimeline(layout, V, order);
-  if (!times.ok()) return times.status();
+  ASSIGN_OR_RETURN(IdealTimes times, IdealTimeline(layout, V, order));
   std::vector<Windows> windows;
   // (type, micro-batch, chunk) -> compute index, per rank, to find each consumer.
   std::vector<std::map<std::tuple<ActionType, int, int>, size_t>> index(P);
   for (int rank = 0; rank < P; ++rank) {
-    windows.push_back(PostingWindows(times->start[rank], times->end[rank]));
+    windows.push_back(PostingWindows(times.start[rank], times.end[rank]));
     for (size_t i = 0; i < order[rank].size(); ++i) {
       const Action& a = order[rank][i];
       const ActionType type = IsInputGradient(a.type) ? ActionType::kBackward : a.type;
@@ -198,7 +198,7 @@ absl::StatusOr<std::vector<std::vector<Action>>> AddP2p(StageLayout layout, int 
                                                 ToString(a), " on rank ", rank, " sends"));
       }
       Message m;
-      m.ready = times->end[rank][i];
+      m.ready = times.end[rank][i];
       m.from = rank;
       m.to = to.rank;
       m.producer = i;

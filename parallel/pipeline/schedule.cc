@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "parallel/pipeline/compute_order.h"
 #include "parallel/pipeline/p2p_placement.h"
 
@@ -27,16 +28,14 @@ absl::Status CheckShape(int P, int V, int M) {
 // receive goes depends on when the sender sends. That is O(P*V*M), cheap.
 absl::StatusOr<std::vector<Action>> RankList(OrderFn order_fn, StageLayout layout, int P, int V,
                                              int M, int rank) {
-  if (absl::Status s = CheckShape(P, V, M); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckShape(P, V, M));
   if (rank < 0 || rank >= P) {
     return absl::InvalidArgumentError(
         absl::StrCat("pipeline rank ", rank, " is outside 0..", P - 1));
   }
-  absl::StatusOr<ComputeOrder> order = order_fn(P, V, M);
-  if (!order.ok()) return order.status();
-  absl::StatusOr<std::vector<std::vector<Action>>> lists = AddP2p(layout, V, *order);
-  if (!lists.ok()) return lists.status();
-  return std::move((*lists)[rank]);
+  ASSIGN_OR_RETURN(ComputeOrder order, order_fn(P, V, M));
+  ASSIGN_OR_RETURN(std::vector<std::vector<Action>> lists, AddP2p(layout, V, order));
+  return std::move(lists[rank]);
 }
 
 }  // namespace
@@ -81,18 +80,16 @@ absl::StatusOr<Schedule> ScheduleByName(absl::string_view name) {
 }
 
 absl::StatusOr<Plan> MakePlan(absl::string_view schedule, int P, int V, int M) {
-  absl::StatusOr<Schedule> found = ScheduleByName(schedule);
-  if (!found.ok()) return found.status();
+  ASSIGN_OR_RETURN(Schedule found, ScheduleByName(schedule));
   Plan plan;
-  plan.schedule = found->name;
-  plan.layout = found->layout;
+  plan.schedule = found.name;
+  plan.layout = found.layout;
   plan.num_ranks = P;
   plan.num_chunks = V;
   plan.num_micro_batches = M;
   for (int rank = 0; rank < P; ++rank) {
-    absl::StatusOr<std::vector<Action>> actions = found->actions(P, V, M, rank);
-    if (!actions.ok()) return actions.status();
-    plan.ranks.push_back(std::move(*actions));
+    ASSIGN_OR_RETURN(std::vector<Action> actions, found.actions(P, V, M, rank));
+    plan.ranks.push_back(std::move(actions));
   }
   return plan;
 }

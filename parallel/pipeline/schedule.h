@@ -1,5 +1,5 @@
 // Pipeline schedules by name: pure functions (P, V, M, rank) -> actions, compute and
-// transfers (DESIGN.md principle 2). The simulator, the tests and the executor all read
+// transfers (docs/design.md §2). The simulator, the tests and the executor all read
 // the same lists; a new schedule is a new compute order (compute_order.h) and a line in
 // the registry, never a change to the executor.
 //

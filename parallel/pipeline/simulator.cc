@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace pipeline {
@@ -117,9 +118,7 @@ absl::StatusOr<int> Simulation::StageOf(int rank, size_t pos, const Action& a) c
 absl::Status Simulation::RunCompute(int rank, const Action& a) {
   RankState& state = ranks_[rank];
   const size_t pos = state.next;
-  absl::StatusOr<int> stage = StageOf(rank, pos, a);
-  if (!stage.ok()) return stage.status();
-  const int s = *stage;
+  ASSIGN_OR_RETURN(const int s, StageOf(rank, pos, a));
   const int i = Index(s, a.micro_batch);
   const bool input_gradient_done = backward_input_[i] || fused_[i];
   switch (a.type) {
@@ -189,9 +188,7 @@ absl::Status Simulation::PostBatch(int rank) {
   while (end < list.size() && IsP2p(list[end])) ++end;
   for (size_t pos = state.next; pos < end; ++pos) {
     const Action& a = list[pos];
-    absl::StatusOr<int> stage = StageOf(rank, pos, a);
-    if (!stage.ok()) return stage.status();
-    const int s = *stage;
+    ASSIGN_OR_RETURN(const int s, StageOf(rank, pos, a));
     const bool forward = IsForwardP2p(a.type);
     const bool send = IsSend(a.type);
     // Activations go to stage s+1 and come from s-1; gradients the other way.
@@ -307,17 +304,16 @@ absl::StatusOr<SimulationResult> Simulation::Run() {
       while (state.next < list.size()) {
         const Action& a = list[state.next];
         if (IsCompute(a)) {
-          if (absl::Status s = RunCompute(rank, a); !s.ok()) return s;
+          RETURN_IF_ERROR(RunCompute(rank, a));
           progress = true;
           continue;
         }
         if (!state.posted) {
-          if (absl::Status s = PostBatch(rank); !s.ok()) return s;
+          RETURN_IF_ERROR(PostBatch(rank));
           progress = true;
         }
-        absl::StatusOr<bool> completed = TryComplete(rank);
-        if (!completed.ok()) return completed.status();
-        if (!*completed) break;
+        ASSIGN_OR_RETURN(bool completed, TryComplete(rank));
+        if (!completed) break;
         progress = true;
       }
       finished = finished && state.next >= list.size();

@@ -29,8 +29,8 @@
 namespace conveyor {
 namespace pipeline {
 
-// Time per action, per model chunk. The seed counts one forward or one backward as one
-// time slice; with the backward split, B and W each take one.
+// Time per action, per model chunk. As in docs/design.md §10, one forward or one backward
+// is one time slice; with the backward split, B and W each take one.
 struct Costs {
   double forward = 1;
   double backward_input = 1;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "base/status_macros.h"
 #include "runtime/tensor.h"
 
 namespace conveyor {
@@ -41,10 +42,8 @@ class Stage {
   // interleave the two layer by layer, freeing each layer's activations as soon as
   // its weight gradient is done (what autograd does); the result must not change.
   virtual absl::StatusOr<Tensor> Backward(int micro_batch, int chunk, Tensor output_grad) {
-    absl::StatusOr<Tensor> grad = BackwardInput(micro_batch, chunk, std::move(output_grad));
-    if (!grad.ok()) return grad;
-    absl::Status weight = BackwardWeight(micro_batch, chunk);
-    if (!weight.ok()) return weight;
+    ASSIGN_OR_RETURN(Tensor grad, BackwardInput(micro_batch, chunk, std::move(output_grad)));
+    RETURN_IF_ERROR(BackwardWeight(micro_batch, chunk));
     return grad;
   }
 };

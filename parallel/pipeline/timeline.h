@@ -38,7 +38,7 @@ struct TimelineUsage {
   double bubble_fraction = 0;
 };
 
-// Bubble as the seed defines it (9.4.2 (iii)): idle over wall-clock, per rank against
+// Bubble as docs/design.md §10 defines it: idle over wall-clock, per rank against
 // the whole pipeline's makespan, so a rank that starts late counts its wait.
 TimelineUsage MeasureUsage(const Timeline& timeline);
 

@@ -1,5 +1,5 @@
 // Zero-bubble schedules (Qi et al., "Zero Bubble Pipeline Parallelism", 2024,
-// arXiv:2401.10241; the seed's 9.4.3 ③). The backward is split: B (input gradient) is on
+// arXiv:2401.10241; docs/design.md §10). The backward is split: B (input gradient) is on
 // the critical path, because the previous stage waits for it; W (weight gradient) waits
 // for nobody, so it can move into what would otherwise be a bubble.
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "parallel/pipeline/compute_order.h"
 
 namespace conveyor {
@@ -34,7 +35,7 @@ absl::Status RequireChunks(const char* schedule, int V, int want) {
 // ones and the one in flight: P, the peak 1F1B has on its first rank. What stays idle
 // is (P-1)(F+B-W) per rank, a third of 1F1B's (P-1)(F+B+W) when F = B = W.
 absl::StatusOr<ComputeOrder> ZeroBubbleH1Order(int P, int V, int M) {
-  if (absl::Status s = RequireChunks("zb-h1", V, 1); !s.ok()) return s;
+  RETURN_IF_ERROR(RequireChunks("zb-h1", V, 1));
   ComputeOrder order(P);
   for (int rank = 0; rank < P; ++rank) {
     std::vector<Action>& actions = order[rank];
@@ -67,7 +68,7 @@ absl::StatusOr<ComputeOrder> ZeroBubbleH1Order(int P, int V, int M) {
 // iteration to start in this one's tail (optimizer post-validation), which one
 // iteration on its own does not show.
 absl::StatusOr<ComputeOrder> ZeroBubbleH2Order(int P, int V, int M) {
-  if (absl::Status s = RequireChunks("zb-h2", V, 1); !s.ok()) return s;
+  RETURN_IF_ERROR(RequireChunks("zb-h2", V, 1));
   const int limit = 2 * P - 1;
   constexpr int kNever = std::numeric_limits<int>::max();
   // End time of F and B of (rank, micro-batch); kNever until run.
@@ -111,7 +112,7 @@ absl::StatusOr<ComputeOrder> ZeroBubbleH2Order(int P, int V, int M) {
 // forward and ends the backward. The order is built for max(M, 2P-1) micro-batches, the
 // fewest that fill the V, and the phantom ones are dropped.
 absl::StatusOr<ComputeOrder> ZeroBubbleVOrder(int P, int V, int M) {
-  if (absl::Status s = RequireChunks("zbv", V, 2); !s.ok()) return s;
+  RETURN_IF_ERROR(RequireChunks("zbv", V, 2));
   const int n = std::max(M, 2 * P - 1);
   ComputeOrder order(P);
   for (int rank = 0; rank < P; ++rank) {

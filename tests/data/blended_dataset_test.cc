@@ -18,8 +18,8 @@
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadJsonOrDie;
-using ::conveyor::testing::SharedDataDir;
+using ::conveyor::testing_util::ReadJsonOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 

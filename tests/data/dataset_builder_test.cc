@@ -17,8 +17,8 @@
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadJsonOrDie;
-using ::conveyor::testing::SharedDataDir;
+using ::conveyor::testing_util::ReadJsonOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 using ::testing::HasSubstr;
 
 std::string FixturePrefix() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }

@@ -8,12 +8,14 @@
 #include "data/gpt2_pretokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadFileOrDie;
-using ::conveyor::testing::SharedDataDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::ReadFileOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 
 const Gpt2BpeTokenizer& Tok() {
   static const Gpt2BpeTokenizer* const tok = [] {
@@ -73,7 +75,7 @@ TEST(Gpt2BpeTokenizerTest, MissingFilesAreNamed) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(std::string(t.status().message()).find("/nonexistent/vocab.json"), std::string::npos);
   // A directory in place of the merges file (it used to read as an empty file).
-  const std::string dir = testing::TempDir();
+  const std::string dir = FreshDir("bpe");
   auto merges_dir = Gpt2BpeTokenizer::Load(SharedDataDir() + "/gpt2/vocab.json", dir);
   ASSERT_FALSE(merges_dir.ok());
   EXPECT_EQ(merges_dir.status().message(), dir + " is a directory, not a file");

@@ -11,8 +11,8 @@
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadJsonOrDie;
-using ::conveyor::testing::SharedDataDir;
+using ::conveyor::testing_util::ReadJsonOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 
 class GptDatasetFixtureTest : public ::testing::Test {
  protected:
@@ -47,7 +47,7 @@ TEST_F(GptDatasetFixtureTest, DerivedValuesMatchMegatron) {
 }
 
 TEST_F(GptDatasetFixtureTest, IndicesMatchMegatron) {
-  testing::ExpectIndicesMatchFixture(dataset_->indices(), expected_);
+  testing_util::ExpectIndicesMatchFixture(dataset_->indices(), expected_);
 }
 
 TEST_F(GptDatasetFixtureTest, EverySampleMatchesMegatron) {

@@ -20,14 +20,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadFileOrDie;
-using ::conveyor::testing::ReadJsonOrDie;
-using ::conveyor::testing::SharedDataDir;
-using ::conveyor::testing::TempDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::ReadFileOrDie;
+using ::conveyor::testing_util::ReadJsonOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -98,11 +99,11 @@ class GptIndexCacheTest : public ::testing::Test {
     key_.config.sequence_length = 16;
     key_.config.random_seed = 1234;
     key_.config.num_samples = 40;
-    options_.path = TempDir() + "/cache";
+    options_.path = FreshDir("index_cache") + "/cache";
   }
 
   void ExpectFixtureIndices(const GptIndices& idx) {
-    testing::ExpectIndicesMatchFixture(idx, expected_);
+    testing_util::ExpectIndicesMatchFixture(idx, expected_);
     EXPECT_EQ(idx.num_epochs, 2);
     EXPECT_EQ(idx.tokens_per_epoch, 323);
   }

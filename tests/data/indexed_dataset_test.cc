@@ -8,14 +8,15 @@
 #include "data/indexed_dataset_builder.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadFileOrDie;
-using ::conveyor::testing::ReadJsonOrDie;
-using ::conveyor::testing::SharedDataDir;
-using ::conveyor::testing::TempDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::ReadFileOrDie;
+using ::conveyor::testing_util::ReadJsonOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 
 std::string FixturePrefix() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
@@ -69,7 +70,7 @@ TEST(IndexedDatasetTest, PartialReadsMatchFixture) {
 
 TEST(IndexedDatasetTest, BuilderWritesMegatronBytes) {
   const JsonValue expected = ReadJsonOrDie(FixturePrefix() + ".json");
-  const std::string prefix = TempDir() + "/copy";
+  const std::string prefix = FreshDir("indexed_dataset") + "/copy";
   auto builder = IndexedDatasetBuilder::Create(prefix + ".bin", TokenDType::kUint16);
   ASSERT_TRUE(builder.ok()) << builder.status();
   for (const JsonValue& doc : expected["documents"].array()) {
@@ -85,7 +86,7 @@ TEST(IndexedDatasetTest, BuilderWritesMegatronBytes) {
 TEST(IndexedDatasetTest, RoundTripsEveryDtypeAndMultiSequenceDocuments) {
   for (uint8_t code = 1; code <= 8; ++code) {
     const TokenDType dtype = *TokenDTypeFromCode(code);
-    const std::string prefix = TempDir() + "/rt";
+    const std::string prefix = FreshDir("indexed_dataset") + "/rt";
     auto builder = IndexedDatasetBuilder::Create(prefix + ".bin", dtype);
     ASSERT_TRUE(builder.ok());
     const std::vector<int64_t> doc0 = {1, 2, 3, 4, 5, 6};
@@ -112,7 +113,8 @@ TEST(IndexedDatasetTest, RoundTripsEveryDtypeAndMultiSequenceDocuments) {
 }
 
 TEST(IndexedDatasetTest, BuilderRejectsLengthMismatch) {
-  auto builder = IndexedDatasetBuilder::Create(TempDir() + "/x.bin", TokenDType::kInt32);
+  auto builder =
+      IndexedDatasetBuilder::Create(FreshDir("indexed_dataset") + "/x.bin", TokenDType::kInt32);
   ASSERT_TRUE(builder.ok());
   const std::vector<int64_t> tokens = {1, 2, 3};
   const std::vector<int32_t> lengths = {2};
@@ -123,7 +125,7 @@ TEST(IndexedDatasetTest, BuilderRejectsLengthMismatch) {
 // message naming the file and containing `problem`.
 void ExpectOpenFails(const std::string& idx, const std::string& bin, const std::string& bad_file,
                      const std::string& problem) {
-  const std::string prefix = TempDir() + "/bad";
+  const std::string prefix = FreshDir("indexed_dataset") + "/bad";
   WriteFile(prefix + ".idx", idx);
   WriteFile(prefix + ".bin", bin);
   auto ds = IndexedDataset::Open(prefix);
@@ -154,7 +156,7 @@ TEST(IndexedDatasetTest, ClearErrorsForBadFiles) {
   ExpectOpenFails(idx + "xx", bin, ".idx", "size mismatch");
   ExpectOpenFails(idx, bin.substr(0, bin.size() - 2), ".bin", "past the end");
 
-  const std::string prefix = TempDir() + "/noidx";
+  const std::string prefix = FreshDir("indexed_dataset") + "/noidx";
   auto missing = IndexedDataset::Open(prefix);
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
@@ -163,7 +165,7 @@ TEST(IndexedDatasetTest, ClearErrorsForBadFiles) {
 
 // A directory where a file belongs used to say "No such device" (mmap's ENODEV).
 TEST(IndexedDatasetTest, ADirectoryIsNamedWithWhatIsExpected) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("indexed_dataset");
   ASSERT_TRUE(std::filesystem::create_directories(dir + "/a/x.idx"));
   auto idx_dir = IndexedDataset::Open(dir + "/a/x");
   ASSERT_FALSE(idx_dir.ok());

@@ -13,14 +13,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadFileOrDie;
-using ::conveyor::testing::ReadJsonOrDie;
-using ::conveyor::testing::SharedDataDir;
-using ::conveyor::testing::TempDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::ReadFileOrDie;
+using ::conveyor::testing_util::ReadJsonOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 using ::testing::HasSubstr;
 
 struct RunResult {
@@ -31,7 +32,7 @@ struct RunResult {
 RunResult InspectData(const std::string& args) {
   const std::string binary = absl::StrCat(std::getenv("TEST_SRCDIR"), "/",
                                           std::getenv("TEST_WORKSPACE"), "/data/inspect_data");
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("inspect_data");
   const int status =
       std::system(absl::StrCat(binary, " ", args, " >", dir, "/out 2>", dir, "/err").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFileOrDie(dir + "/out"),
@@ -79,7 +80,7 @@ TEST(InspectDataTest, DecodesWithTheGpt2Tokenizer) {
 
 // A prefix with a space is one dataset, alone or in a weighted blend.
 TEST(InspectDataTest, PrefixWithASpaceIsTakenWhole) {
-  const std::string dir = TempDir() + "/my data";
+  const std::string dir = FreshDir("inspect_data") + "/my data";
   std::filesystem::create_directories(dir);
   for (const char* ext : {".bin", ".idx"}) {
     std::filesystem::copy_file(Fixture() + ext, dir + "/tiny_uint16" + ext);

@@ -33,8 +33,8 @@ TEST(NumpyRandomTest, PermutationMatchesNumpy) {
 TEST(NumpyRandomTest, RandIntMatchesMegatronFixtureTokens) {
   // The fixture's documents are successive RandomState(1234).randint(0, 50257,
   // size=L) draws, one document after another.
-  const JsonValue fixture =
-      testing::ReadJsonOrDie(testing::SharedDataDir() + "/megatron-fixtures/tiny_uint16.json");
+  const JsonValue fixture = testing_util::ReadJsonOrDie(testing_util::SharedDataDir() +
+                                                        "/megatron-fixtures/tiny_uint16.json");
   NumpyRandomState rng(1234);
   int checked = 0;
   for (const JsonValue& doc : fixture["documents"].array()) {

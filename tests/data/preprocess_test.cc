@@ -14,12 +14,13 @@
 #include "data/simple_tokenizers.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::SharedDataDir;
-using ::conveyor::testing::TempDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::SharedDataDir;
 
 std::string WriteInput(const std::string& dir, const std::string& text) {
   const std::string path = dir + "/in.jsonl";
@@ -64,7 +65,7 @@ std::string FailureOf(const PreprocessOptions& options) {
 }
 
 TEST(PreprocessTest, WritesOneDocumentPerLineWithEod) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options;
   options.input = WriteInput(dir,
                              "{\"text\": \"ab\"}\n\n{\"text\": \"\\u00e9x\", \"id\": 3}\n"
@@ -93,7 +94,7 @@ TEST(PreprocessTest, WritesOneDocumentPerLineWithEod) {
 }
 
 TEST(PreprocessTest, MalformedLinesAreFatalOrSkippedWithLineNumbers) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options = ByteOptions(dir,
                                           "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n"
                                           "{\"other\": 1, \"id\": 2}\n{\"text\": \"fine\"}\n");
@@ -112,7 +113,7 @@ TEST(PreprocessTest, MalformedLinesAreFatalOrSkippedWithLineNumbers) {
   EXPECT_EQ(skipped->skipped_lines, 2);
   EXPECT_EQ(skipped->lines, 4);
   // Skipped lines are reported without the fix: the run goes on.
-  EXPECT_EQ(testing::ReadFileOrDie(log_path),
+  EXPECT_EQ(testing_util::ReadFileOrDie(log_path),
             "skipping " + options.input +
                 ":2: JSON: unterminated string at byte 23\n"
                 "skipping " +
@@ -124,7 +125,7 @@ TEST(PreprocessTest, MalformedLinesAreFatalOrSkippedWithLineNumbers) {
 }
 
 TEST(PreprocessTest, MissingKeyNamesTheLineTheFieldsAndTheFix) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options = ByteOptions(dir, "{\"text\": \"a\"}\n\n{\"body\": \"b\"}\n");
   ExpectContains(FailureOf(options),
                  {"in.jsonl:3: no field \"text\" (the line's fields: \"body\"); --json-keys "
@@ -143,7 +144,7 @@ TEST(PreprocessTest, MissingKeyNamesTheLineTheFieldsAndTheFix) {
 }
 
 TEST(PreprocessTest, InvalidUtf8IsABadLineAsInMegatron) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   // Raw bytes FF FE inside a string (Latin-1 or UTF-16 text, say).
   PreprocessOptions options =
       ByteOptions(dir, "{\"text\": \"fine\"}\n{\"text\":\"bad \xff\xfe utf8\"}\n");
@@ -152,9 +153,9 @@ TEST(PreprocessTest, InvalidUtf8IsABadLineAsInMegatron) {
                   "; re-encode the input as UTF-8", "or pass --skip-bad-lines to drop such lines"});
   // Well-formed but not UTF-8 as Python decodes it: an encoded surrogate and
   // an overlong '/'.
-  ExpectContains(FailureOf(ByteOptions(TempDir(), "{\"text\":\"\xed\xa0\x80\"}\n")),
+  ExpectContains(FailureOf(ByteOptions(FreshDir("preprocess"), "{\"text\":\"\xed\xa0\x80\"}\n")),
                  {"in.jsonl:1: invalid UTF-8 at byte 9 of the line (0xED)"});
-  ExpectContains(FailureOf(ByteOptions(TempDir(), "{\"text\":\"\xc0\xaf\"}\n")),
+  ExpectContains(FailureOf(ByteOptions(FreshDir("preprocess"), "{\"text\":\"\xc0\xaf\"}\n")),
                  {"in.jsonl:1: invalid UTF-8 at byte 9 of the line (0xC0)"});
 
   options.skip_bad_lines = true;
@@ -168,7 +169,7 @@ TEST(PreprocessTest, InvalidUtf8IsABadLineAsInMegatron) {
 }
 
 TEST(PreprocessTest, ByteOrderMarkIsNamedWithItsFix) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options = ByteOptions(dir, "\xEF\xBB\xBF{\"text\": \"a\"}\n");
   ExpectContains(FailureOf(options),
                  {"in.jsonl:1: the line starts with a UTF-8 byte-order mark (bytes EF BB BF)",
@@ -178,7 +179,7 @@ TEST(PreprocessTest, ByteOrderMarkIsNamedWithItsFix) {
 }
 
 TEST(PreprocessTest, DuplicateKeysTakeTheLastValueAsPythonDoes) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options = ByteOptions(dir, "{\"text\":\"a\",\"id\":1,\"text\":\"dup\"}\n");
   ByteTokenizer tok;
   auto summary = Preprocess(options, tok);
@@ -190,7 +191,7 @@ TEST(PreprocessTest, DuplicateKeysTakeTheLastValueAsPythonDoes) {
 }
 
 TEST(PreprocessTest, ListValuesAreSentencesOneSequenceEach) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   // As Megatron's encode(): sentences of no tokens are dropped, the eod ends
   // the document's last sequence, and a document of no tokens gets no eod.
   PreprocessOptions options = ByteOptions(dir,
@@ -220,7 +221,7 @@ TEST(PreprocessTest, ListValuesAreSentencesOneSequenceEach) {
 }
 
 TEST(PreprocessTest, ListWithANonStringIsABadLine) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options = ByteOptions(dir, "{\"text\": [\"a\"]}\n{\"text\": [\"a\", 2]}\n");
   ExpectContains(FailureOf(options),
                  {"in.jsonl:2: field \"text\" is a list whose element 1 (from 0) is a number: a "
@@ -229,7 +230,7 @@ TEST(PreprocessTest, ListWithANonStringIsABadLine) {
 }
 
 TEST(PreprocessTest, NoDocumentsIsAnErrorThatSaysWhyAndLeavesNoFiles) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions empty = ByteOptions(dir, "");
   EXPECT_EQ(FailureOf(empty), empty.input +
                                   ": no documents to write, so no dataset was written: the file "
@@ -250,7 +251,7 @@ TEST(PreprocessTest, NoDocumentsIsAnErrorThatSaysWhyAndLeavesNoFiles) {
 // Documents whose texts are all empty used to make a dataset of no tokens,
 // which the trainer then refused.
 TEST(PreprocessTest, EveryTextEmptyIsAnErrorNamingTheFileAndTheKey) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options = ByteOptions(dir, "{\"text\": \"\"}\n{\"text\": [\"\", \"\"]}\n");
   options.append_eod = true;
   EXPECT_EQ(FailureOf(options),
@@ -268,7 +269,7 @@ TEST(PreprocessTest, EveryTextEmptyIsAnErrorNamingTheFileAndTheKey) {
 }
 
 TEST(PreprocessTest, AFailedRunRemovesWhatItWrote) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   // Two keys, and the bad line comes after a batch's worth of good ones
   // were written to both datasets.
   std::string input;
@@ -282,7 +283,7 @@ TEST(PreprocessTest, AFailedRunRemovesWhatItWrote) {
 }
 
 TEST(PreprocessTest, DirectoryInputAndRepeatedKeysAreRefused) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   PreprocessOptions options = ByteOptions(dir, "{\"text\": \"a\"}\n");
   options.input = dir;
   EXPECT_EQ(FailureOf(options),
@@ -296,7 +297,7 @@ TEST(PreprocessTest, DirectoryInputAndRepeatedKeysAreRefused) {
 }
 
 TEST(PreprocessTest, LogIntervalCountsDocuments) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   std::string input;
   for (int i = 0; i < 5; ++i) input += "{\"text\": \"ab\"}\n";
   PreprocessOptions options = ByteOptions(dir, input);
@@ -307,7 +308,7 @@ TEST(PreprocessTest, LogIntervalCountsDocuments) {
   auto summary = Preprocess(options, tok);
   std::fclose(options.log);
   ASSERT_TRUE(summary.ok()) << summary.status();
-  const std::string log = testing::ReadFileOrDie(log_path);
+  const std::string log = testing_util::ReadFileOrDie(log_path);
   ExpectContains(log, {"processed 2 documents (", "processed 4 documents ("});
   EXPECT_EQ(log.find("processed 5"), std::string::npos) << log;
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;
@@ -317,7 +318,7 @@ TEST(PreprocessTest, Gpt2TokensForSeveralKeysAndWorkers) {
   const std::string shared = SharedDataDir() + "/gpt2";
   auto tok = Gpt2BpeTokenizer::Load(shared + "/vocab.json", shared + "/merges.txt");
   ASSERT_TRUE(tok.ok()) << tok.status();
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   std::string input;
   for (int i = 0; i < 100; ++i) {
     input += "{\"text\": \"Hello world\", \"title\": \"Doc " + std::to_string(i) + "\"}\n";
@@ -351,12 +352,12 @@ int RunPreprocess(const std::string& dir, const std::string& args, std::string* 
                              std::getenv("TEST_WORKSPACE") + "/data/preprocess";
   const std::string cmd = binary + " " + args + " > " + dir + "/log 2>&1";
   const int status = std::system(cmd.c_str());
-  *log = testing::ReadFileOrDie(dir + "/log");
+  *log = testing_util::ReadFileOrDie(dir + "/log");
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 TEST(PreprocessBinaryTest, RunsEndToEnd) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   const std::string input = WriteInput(dir, "{\"text\": \"1 2 3\"}\n{\"text\": \"7\"}\n");
   std::string log;
   ASSERT_EQ(RunPreprocess(dir,
@@ -381,7 +382,7 @@ TEST(PreprocessBinaryTest, RunsEndToEnd) {
 }
 
 TEST(PreprocessBinaryTest, TakesArgparseFlagEqualsValue) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   const std::string input = WriteInput(dir, "{\"body\": \"ab\"}\n");
   std::string log;
   ASSERT_EQ(RunPreprocess(dir,
@@ -394,7 +395,7 @@ TEST(PreprocessBinaryTest, TakesArgparseFlagEqualsValue) {
 }
 
 TEST(PreprocessBinaryTest, WritingNothingFailsAndLeavesNoFiles) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   const std::string bytes = " --output-prefix " + dir + "/out --tokenizer-type ByteTokenizer";
   std::string log;
   EXPECT_EQ(RunPreprocess(dir, "--input " + dir + bytes, &log), 1);
@@ -416,7 +417,7 @@ TEST(PreprocessBinaryTest, WritingNothingFailsAndLeavesNoFiles) {
 }
 
 TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   const std::string input = WriteInput(dir, "{\"text\": \"a\"}\n");
   const std::string base =
       "--input " + input + " --output-prefix " + dir + "/out --tokenizer-type ByteTokenizer ";
@@ -461,7 +462,7 @@ TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
 }
 
 TEST(PreprocessBinaryTest, VocabSizeIsRefusedWithGpt2) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("preprocess");
   const std::string shared = SharedDataDir() + "/gpt2";
   const std::string input = WriteInput(dir, "{\"text\": \"a\"}\n");
   std::string log;

@@ -1,7 +1,6 @@
 #include "tests/data/shared_data.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <climits>
 #include <cstdio>
@@ -12,7 +11,7 @@
 
 #include "gtest/gtest.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 [[noreturn]] void Die(const std::string& msg) {
@@ -68,16 +67,6 @@ JsonValue ReadJsonOrDie(const std::string& path) {
   return *std::move(v);
 }
 
-std::string TempDir() {
-  static int counter = 0;
-  std::string base = Env("TEST_TMPDIR");
-  if (base.empty()) base = "/tmp";
-  const std::string dir =
-      base + "/conveyor_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  ::mkdir(dir.c_str(), 0755);
-  return dir;
-}
-
 void ExpectIndicesMatchFixture(const GptIndices& indices, const JsonValue& fixture) {
   const std::vector<int64_t> document_index(indices.document_index.begin(),
                                             indices.document_index.end());
@@ -90,4 +79,4 @@ void ExpectIndicesMatchFixture(const GptIndices& indices, const JsonValue& fixtu
   EXPECT_EQ(indices.shuffle_index, fixture["shuffle_index"]["data"].IntArray());
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

@@ -8,7 +8,7 @@
 #include "data/gpt_indices.h"
 #include "data/json_lite.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 
 // Absolute path of /.../shared/data (the folder beside the workspace). The
 // test aborts with a clear message when it cannot be found: CI always has it,
@@ -19,13 +19,10 @@ std::string SharedDataDir();
 std::string ReadFileOrDie(const std::string& path);
 JsonValue ReadJsonOrDie(const std::string& path);
 
-// A fresh directory under TEST_TMPDIR.
-std::string TempDir();
-
 // Expects `indices` to equal the document, sample and shuffle indices of a
 // Megatron fixture (gpt_tiny_uint16_seq16_seed1234_n40.json's layout).
 void ExpectIndicesMatchFixture(const GptIndices& indices, const JsonValue& fixture);
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util
 
 #endif  // CONVEYOR_TESTS_DATA_SHARED_DATA_H_

@@ -16,12 +16,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::SharedDataDir;
-using ::conveyor::testing::TempDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::SharedDataDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -92,8 +93,8 @@ TEST(TokenIdLimitTest, FindsTheFirstIdOutside) {
 // The central property: a sample is refused exactly when it holds an id the
 // model has no row for, and every other sample is served unchanged.
 TEST(TokenIdsTest, EverySampleWithAnIdOutsideIsRefusedAndNoOther) {
-  const std::string prefix =
-      WriteDataset(TempDir() + "/planted", Documents({{17, 2, 100}, {23, 0, 250}, {31, 5, 99}}));
+  const std::string prefix = WriteDataset(FreshDir("token_ids") + "/planted",
+                                          Documents({{17, 2, 100}, {23, 0, 250}, {31, 5, 99}}));
   auto opened = IndexedDataset::Open(prefix);
   ASSERT_TRUE(opened.ok()) << opened.status();
   std::shared_ptr<const IndexedDataset> ds = *std::move(opened);
@@ -139,7 +140,7 @@ TEST(TokenIdsTest, ErrorNamesTheSequenceOfTheBadToken) {
   // starts inside it.
   std::vector<int64_t> doc(64, 7);
   doc[4] = 500;
-  const std::string prefix = WriteDataset(TempDir() + "/one_bad", {doc});
+  const std::string prefix = WriteDataset(FreshDir("token_ids") + "/one_bad", {doc});
   auto ds = IndexedDataset::Open(prefix);
   ASSERT_TRUE(ds.ok());
   GptIndexConfig config;
@@ -158,8 +159,8 @@ TEST(TokenIdsTest, ErrorNamesTheSequenceOfTheBadToken) {
 }
 
 TEST(TokenIdsTest, NegativeIdsAreRefused) {
-  const std::string prefix =
-      WriteDataset(TempDir() + "/negative", Documents({{5, 1, -3}}), TokenDType::kInt32);
+  const std::string prefix = WriteDataset(FreshDir("token_ids") + "/negative",
+                                          Documents({{5, 1, -3}}), TokenDType::kInt32);
   Config c = FixtureConfig(prefix);
   c.mutable_model()->set_vocab_size(100);
   const absl::Status st = FirstError(BuildTrainingData(c, 200, 0, 0, true), 200);
@@ -261,7 +262,7 @@ TEST(TokenIdsTest, EverySplitAndEveryBlendedDatasetIsChecked) {
   // each of which holds an id over the vocabulary.
   std::vector<Planted> planted;
   for (int d = 20; d < 40; ++d) planted.push_back({d, 0, 300});
-  const std::string bad = WriteDataset(TempDir() + "/bad_tail", Documents(planted));
+  const std::string bad = WriteDataset(FreshDir("token_ids") + "/bad_tail", Documents(planted));
   DatasetBuildConfig split_build;
   split_build.sequence_length = 16;
   split_build.random_seed = 1234;
@@ -289,8 +290,9 @@ TEST(TokenIdsTest, EverySplitAndEveryBlendedDatasetIsChecked) {
   ASSERT_TRUE(BuildTrainingData(c, 40, 20, 0, true, off).ok());
 
   // A blend of a clean and a bad dataset: the error names the bad one.
-  const std::string clean = WriteDataset(TempDir() + "/clean", Documents({}));
-  const std::string bad2 = WriteDataset(TempDir() + "/bad_head", Documents({{0, 0, 300}}));
+  const std::string clean = WriteDataset(FreshDir("token_ids") + "/clean", Documents({}));
+  const std::string bad2 =
+      WriteDataset(FreshDir("token_ids") + "/bad_head", Documents({{0, 0, 300}}));
   DatasetBuildConfig build;
   build.sequence_length = 16;
   build.random_seed = 1234;
@@ -367,7 +369,7 @@ TEST(DataPathTest, BinOrIdxPathSaysToPassThePrefix) {
   EXPECT_THAT(missing.status().message(),
               HasSubstr("/nonexistent/corpus.idx does not exist either"));
   // A prefix that itself ends in .bin (its files are x.bin.bin, x.bin.idx) is fine.
-  const std::string odd = WriteDataset(TempDir() + "/odd.bin", Documents({}));
+  const std::string odd = WriteDataset(FreshDir("token_ids") + "/odd.bin", Documents({}));
   c = FixtureConfig(odd);
   c.mutable_model()->set_vocab_size(100);
   auto data = BuildTrainingData(c, 10, 0, 0, true);
@@ -375,8 +377,8 @@ TEST(DataPathTest, BinOrIdxPathSaysToPassThePrefix) {
 }
 
 TEST(DataPathTest, EmptyDatasetSaysSoNamingTheFile) {
-  const std::string none = WriteDataset(TempDir() + "/no_documents", {});
-  const std::string hollow = WriteDataset(TempDir() + "/empty_documents", {{}, {}});
+  const std::string none = WriteDataset(FreshDir("token_ids") + "/no_documents", {});
+  const std::string hollow = WriteDataset(FreshDir("token_ids") + "/empty_documents", {{}, {}});
   for (const std::string& prefix : {none, hollow}) {
     Config c = FixtureConfig(prefix);
     c.mutable_model()->set_vocab_size(64);

@@ -21,13 +21,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadFileOrDie;
-using ::conveyor::testing::SharedDataDir;
-using ::conveyor::testing::TempDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::ReadFileOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -42,7 +43,7 @@ std::string Runfile(const std::string& path) {
 
 // gpt-tiny on 16-token sequences, 6 steps of 8 samples, no validation.
 RunResult Train(const std::string& args) {
-  const std::string dir = TempDir();
+  const std::string dir = FreshDir("data_errors");
   const std::string command = absl::StrCat(
       Runfile("trainer/trainer"), " --config ", Runfile("configs/gpt-tiny.textproto"),
       " --mock-data=false --seq-length 16 --split 1,0,0 --train-iters 6 --lr-warmup-iters 1"
@@ -135,7 +136,7 @@ TEST(TrainerDataErrorsTest, AnIdFirstReadAtALaterStepStopsTheRunThere) {
   };
   std::vector<std::vector<int64_t>> probe_docs = docs;
   for (int d = 0; d < 40; ++d) probe_docs[d][0] = 1000 + d;
-  const std::string probe = TempDir() + "/probe";
+  const std::string probe = FreshDir("data_errors") + "/probe";
   write(probe, probe_docs);
   Config c;
   c.mutable_model()->set_seq_length(16);
@@ -162,7 +163,7 @@ TEST(TrainerDataErrorsTest, AnIdFirstReadAtALaterStepStopsTheRunThere) {
   ASSERT_GE(step, 3) << "the planted id should first be read a few steps in";
 
   docs[planted][0] = 100;
-  const std::string prefix = TempDir() + "/late_bad";
+  const std::string prefix = FreshDir("data_errors") + "/late_bad";
   write(prefix, docs);
   RunResult r = Train("--data-path " + prefix + " --vocab-size 100");
   EXPECT_NE(r.exit_code, 0);
@@ -183,7 +184,7 @@ TEST(TrainerDataErrorsTest, BinOrIdxPathAndEmptyDatasetSayWhatIsWrong) {
     EXPECT_THAT(r.err, HasSubstr("--data-path takes a dataset's prefix, without .bin or .idx"));
     EXPECT_THAT(r.err, HasSubstr("pass --data-path " + Fixture()));
   }
-  const std::string empty = TempDir() + "/empty";
+  const std::string empty = FreshDir("data_errors") + "/empty";
   auto b = IndexedDatasetBuilder::Create(empty + ".bin", TokenDType::kUint16);
   ASSERT_TRUE(b.ok());
   ASSERT_TRUE((*b)->Finalize(empty + ".idx").ok());
@@ -204,7 +205,7 @@ TEST(TrainerDataErrorsTest, AbsurdSizesSpacesAndDirectoriesSayWhatIsWrong) {
   EXPECT_THAT(huge.err, HasSubstr(" GiB of host memory, but this process may use "));
   EXPECT_THAT(huge.err, HasSubstr("--train-iters * --global-batch-size"));
 
-  const std::string dir = TempDir() + "/my data";
+  const std::string dir = FreshDir("data_errors") + "/my data";
   std::filesystem::create_directories(dir);
   for (const char* ext : {".bin", ".idx"}) {
     std::filesystem::copy_file(Fixture() + ext, dir + "/tiny_uint16" + ext);

@@ -10,13 +10,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
-using ::conveyor::testing::ReadJsonOrDie;
-using ::conveyor::testing::SharedDataDir;
-using ::conveyor::testing::TempDir;
+using ::conveyor::testing_util::FreshDir;
+using ::conveyor::testing_util::ReadJsonOrDie;
+using ::conveyor::testing_util::SharedDataDir;
 using ::testing::HasSubstr;
 
 std::string Fixtures() { return SharedDataDir() + "/megatron-fixtures"; }
@@ -111,7 +112,7 @@ TEST(TrainingDataTest, IndicesTooLargeForMemoryNameSizesFlagsAndFix) {
 
 // A prefix is taken whole, spaces and all; weights are the numbers.
 TEST(TrainingDataTest, PrefixesWithSpacesAreTakenWhole) {
-  const std::string dir = TempDir() + "/my data";
+  const std::string dir = FreshDir("training_data") + "/my data";
   std::filesystem::create_directories(dir);
   for (const char* ext : {".bin", ".idx"}) {
     std::filesystem::copy_file(Fixtures() + "/tiny_uint16" + ext, dir + "/tiny_uint16" + ext);
@@ -142,7 +143,7 @@ TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {
   ASSERT_NE(*tokenizer, nullptr);
   EXPECT_EQ((*tokenizer)->eod(), 50256);
   EXPECT_EQ(c.model().vocab_size(), 50257);
-  c.mutable_data()->set_data_cache_path(TempDir() + "/cache");
+  c.mutable_data()->set_data_cache_path(FreshDir("training_data") + "/cache");
   auto data = BuildTrainingData(c, 40, 0, 0, /*build_cache_here=*/true);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->token_ids.vocab_size, 50257);
@@ -300,7 +301,7 @@ TEST(TrainingDataTest, ErrorsNameFlagsAndFiles) {
   EXPECT_THAT(bad_seed.status().message(), HasSubstr("--seed"));
 
   c = FixtureConfig();
-  c.mutable_data()->set_data_cache_path(TempDir() + "/empty_cache");
+  c.mutable_data()->set_data_cache_path(FreshDir("training_data") + "/empty_cache");
   TrainingDataOptions quick;
   quick.cache_timeout = absl::Milliseconds(20);
   auto waited = BuildTrainingData(c, 40, 0, 0, /*build_cache_here=*/false, quick);

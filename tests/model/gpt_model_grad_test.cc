@@ -11,8 +11,8 @@
 namespace conveyor {
 namespace {
 
-using testing::GradTarget;
-using testing::ShapeVariant;
+using testing_util::GradTarget;
+using testing_util::ShapeVariant;
 
 class GptModelGradTest : public ::testing::TestWithParam<ShapeVariant> {};
 
@@ -39,8 +39,8 @@ TEST_P(GptModelGradTest, ParameterGradientsMatchFiniteDifferences) {
   for (Parameter* p : model.parameters().parameters()) {
     targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
   }
-  EXPECT_GT(testing::MaxAbsGradient(targets), 1e-2f);
-  for (const std::string& problem : testing::CheckGradients(loss, targets)) {
+  EXPECT_GT(testing_util::MaxAbsGradient(targets), 1e-2f);
+  for (const std::string& problem : testing_util::CheckGradients(loss, targets)) {
     ADD_FAILURE() << GetParam().name << ": " << problem;
   }
 }
@@ -64,7 +64,7 @@ TEST_P(GptModelGradTest, LossScaleScalesGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, GptModelGradTest,
-                         ::testing::ValuesIn(testing::ShapeVariants()),
+                         ::testing::ValuesIn(testing_util::ShapeVariants()),
                          [](const ::testing::TestParamInfo<ShapeVariant>& info) {
                            return info.param.name;
                          });

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 
 std::vector<std::string> CheckGradients(const std::function<double()>& loss,
                                         const std::vector<GradTarget>& targets,
@@ -51,4 +51,4 @@ float MaxAbsGradient(const std::vector<GradTarget>& targets) {
   return m;
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

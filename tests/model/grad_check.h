@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 
 struct GradTarget {
   std::string name;
@@ -42,6 +42,6 @@ std::vector<std::string> CheckGradients(const std::function<double()>& loss,
 // Largest |grad| over all targets: a test asserts it is not negligible.
 float MaxAbsGradient(const std::vector<GradTarget>& targets);
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util
 
 #endif  // CONVEYOR_TESTS_MODEL_GRAD_CHECK_H_

@@ -7,7 +7,7 @@
 
 #include "model/model_shape.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 
 struct ShapeVariant {
   std::string name;
@@ -68,6 +68,6 @@ inline std::vector<ShapeVariant> ShapeVariants() {
   return v;
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util
 
 #endif  // CONVEYOR_TESTS_MODEL_TEST_SHAPES_H_

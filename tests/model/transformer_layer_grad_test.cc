@@ -12,8 +12,8 @@
 namespace conveyor {
 namespace {
 
-using testing::GradTarget;
-using testing::ShapeVariant;
+using testing_util::GradTarget;
+using testing_util::ShapeVariant;
 
 Tensor RandomTensor(std::vector<int64_t> shape, uint64_t stream, float std) {
   Tensor t = Tensor::Zeros(std::move(shape), MemoryCategory::kActivations);
@@ -52,19 +52,19 @@ TEST_P(TransformerLayerGradTest, InputAndWeightGradientsMatchFiniteDifferences) 
   for (Parameter* p : store.parameters()) {
     targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
   }
-  EXPECT_GT(testing::MaxAbsGradient(targets), 1e-2f);
+  EXPECT_GT(testing_util::MaxAbsGradient(targets), 1e-2f);
   // The loss is a sum over ~200 outputs of size ~1, so its rounding noise is larger
   // than the model test's mean loss: allow 1e-3 absolute.
-  testing::GradCheckOptions options;
+  testing_util::GradCheckOptions options;
   options.abs_tol = 1e-3f;
   options.samples_per_target = 10;
-  for (const std::string& problem : testing::CheckGradients(loss, targets, options)) {
+  for (const std::string& problem : testing_util::CheckGradients(loss, targets, options)) {
     ADD_FAILURE() << GetParam().name << ": " << problem;
   }
 }
 
 TEST(TransformerLayerTest, BackwardWeightEmptiesTheStash) {
-  const ModelShape shape = testing::TinyShape();
+  const ModelShape shape = testing_util::TinyShape();
   ParameterStore store(1);
   const TensorParallel one_rank;
   TransformerLayer layer(&CpuOps::Get(), &store, shape, 0, nullptr, 1, &one_rank);
@@ -84,7 +84,7 @@ TEST(TransformerLayerTest, BackwardWeightEmptiesTheStash) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, TransformerLayerGradTest,
-                         ::testing::ValuesIn(testing::ShapeVariants()),
+                         ::testing::ValuesIn(testing_util::ShapeVariants()),
                          [](const ::testing::TestParamInfo<ShapeVariant>& info) {
                            return info.param.name;
                          });

@@ -22,13 +22,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/parallel/multi_rank.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
 
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
-using testing_util::MakeTestDir;
+using testing_util::FreshDir;
 using testing_util::ReadFile;
 using testing_util::WriteFile;
 
@@ -68,7 +69,7 @@ std::string AsIfPidWereShared(const std::string& name) {
 }
 
 TEST(TemporaryFileNameTest, DiffersAcrossProcessesWithTheSamePidAndCalls) {
-  const std::string dir = MakeTestDir("tmp_names");
+  const std::string dir = FreshDir("tmp_names");
   const std::string first = TemporaryFileName();  // whatever state a generator keeps
   EXPECT_THAT(first, StartsWith(".tmp."));
   constexpr int kChildren = 3, kNames = 500;
@@ -93,7 +94,7 @@ TEST(TemporaryFileNameTest, DiffersAcrossProcessesWithTheSamePidAndCalls) {
 // Writers setting the same keys at once, in the same order: every set() succeeds, every
 // value read is whole, and no temporary file stays.
 TEST(DirectoryStoreTest, ConcurrentWritersOfTheSameKeysNeverCollide) {
-  const std::string dir = MakeTestDir("store_writers");
+  const std::string dir = FreshDir("store_writers");
   constexpr int kWriters = 4, kRounds = 100, kKeys = 5, kBytes = 4096;
   auto value_of = [&](int writer, int round) {
     std::string value = absl::StrCat(writer, "-", round, ":");
@@ -131,7 +132,7 @@ TEST(DirectoryStoreTest, ConcurrentWritersOfTheSameKeysNeverCollide) {
 // buffer (an ofstream checked before it is closed) miss this and put a truncated value
 // in place.
 TEST(DirectoryStoreTest, AFailedWriteLeavesNoTruncatedValue) {
-  const std::string dir = MakeTestDir("store_full");
+  const std::string dir = FreshDir("store_full");
   ASSERT_TRUE(InChildren(1, [&](int) {
     absl::StatusOr<std::unique_ptr<DirectoryStore>> store =
         DirectoryStore::Open(dir, std::chrono::seconds(5));

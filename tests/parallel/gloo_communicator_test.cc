@@ -19,6 +19,7 @@
 #include "parallel/group.h"
 #include "parallel/launcher.h"
 #include "tests/parallel/multi_rank.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
@@ -27,7 +28,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using testing_util::ConnectWorld;
 using testing_util::Fail;
-using testing_util::MakeTestDir;
+using testing_util::FreshDir;
 using testing_util::ReadFile;
 using testing_util::WaitForFile;
 using testing_util::WriteFile;
@@ -180,7 +181,7 @@ class GlooCollectivesTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(GlooCollectivesTest, ExactAndIdenticalOnEveryRank) {
   const int nproc = GetParam();
-  const std::string dir = MakeTestDir(absl::StrCat("gloo", nproc));
+  const std::string dir = FreshDir(absl::StrCat("gloo", nproc));
   std::ostringstream err;
   const int code = LaunchLocalRanks(
       nproc, [&](const RankEnvironment& env) { return CheckCollectives(env, dir); }, err);
@@ -208,7 +209,7 @@ TEST(GlooDeviceTest, BindsTheNamedInterfaceOrSaysItIsMissing) {
 }
 
 TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
-  const std::string dir = MakeTestDir("gloo_timeout");
+  const std::string dir = FreshDir("gloo_timeout");
   const absl::Duration timeout = absl::Seconds(1);
   std::ostringstream err;
   const int code = LaunchLocalRanks(
@@ -266,7 +267,7 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
 }
 
 TEST(GlooTimeoutTest, RendezvousNamesTheRankThatNeverCame) {
-  const std::string dir = MakeTestDir("gloo_rendezvous");
+  const std::string dir = FreshDir("gloo_rendezvous");
   std::ostringstream err;
   const int code = LaunchLocalRanks(
       2,

@@ -7,12 +7,13 @@
 
 #include "runtime/cuda/device.h"
 #include "tests/parallel/multi_rank.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace testing_util {
 
 int CountGpusInChild(std::string* why) {
-  const std::string dir = MakeTestDir("gpu_probe");
+  const std::string dir = FreshDir("gpu_probe");
   const pid_t pid = ::fork();
   if (pid == 0) {
     const GpuInfo gpus = ProbeGpus();

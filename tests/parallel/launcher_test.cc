@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/parallel/multi_rank.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
@@ -27,7 +28,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_util::Fail;
-using testing_util::MakeTestDir;
+using testing_util::FreshDir;
 using testing_util::ProcessGone;
 using testing_util::ReadFile;
 using testing_util::WaitForFile;
@@ -53,7 +54,7 @@ int CountLines(const std::string& text) {
 }
 
 TEST(LauncherTest, EveryRankRunsWithItsEnvironment) {
-  const std::string dir = MakeTestDir("launch_ok");
+  const std::string dir = FreshDir("launch_ok");
   std::ostringstream err;
   const int code = LaunchLocalRanks(
       3,
@@ -77,7 +78,7 @@ TEST(LauncherTest, EveryRankRunsWithItsEnvironment) {
 }
 
 TEST(LauncherTest, FailingRankStopsTheJobAndIsNamedOnce) {
-  const std::string dir = MakeTestDir("launch_fail");
+  const std::string dir = FreshDir("launch_fail");
   std::ostringstream err;
   const absl::Time start = absl::Now();
   const int code = LaunchLocalRanks(
@@ -106,7 +107,7 @@ TEST(LauncherTest, FailingRankStopsTheJobAndIsNamedOnce) {
 }
 
 TEST(LauncherTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
-  const std::string dir = MakeTestDir("launch_grace");
+  const std::string dir = FreshDir("launch_grace");
   std::ostringstream err;
   LaunchOptions options;
   options.kill_grace = absl::Milliseconds(300);
@@ -184,7 +185,7 @@ pid_t StartSleepingJob(const std::string& dir, int nproc) {
 }
 
 TEST(LauncherTest, ForwardsSigtermToTheRanks) {
-  const std::string dir = MakeTestDir("launch_sigterm");
+  const std::string dir = FreshDir("launch_sigterm");
   const pid_t launcher = StartSleepingJob(dir, 2);
   ASSERT_TRUE(WaitForFile(PidFile(dir, 0), absl::Seconds(5)));
   ASSERT_TRUE(WaitForFile(PidFile(dir, 1), absl::Seconds(5)));
@@ -198,7 +199,7 @@ TEST(LauncherTest, ForwardsSigtermToTheRanks) {
 }
 
 TEST(LauncherTest, RanksDieWithAKilledLauncher) {
-  const std::string dir = MakeTestDir("launch_orphans");
+  const std::string dir = FreshDir("launch_orphans");
   const pid_t launcher = StartSleepingJob(dir, 2);
   ASSERT_TRUE(WaitForFile(PidFile(dir, 0), absl::Seconds(5)));
   ASSERT_TRUE(WaitForFile(PidFile(dir, 1), absl::Seconds(5)));

@@ -1,7 +1,6 @@
 #include "tests/parallel/multi_rank.h"
 
 #include <signal.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,13 +15,6 @@
 
 namespace conveyor {
 namespace testing_util {
-
-std::string MakeTestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "-XXXXXX");
-  if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-  return pattern;
-}
 
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> ConnectWorld(const RankEnvironment& env,
                                                                absl::Duration timeout) {

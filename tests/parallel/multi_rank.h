@@ -18,9 +18,6 @@
 namespace conveyor {
 namespace testing_util {
 
-// A fresh directory under TEST_TMPDIR (or /tmp).
-std::string MakeTestDir(const std::string& name);
-
 // The world group of `env` as a gloo communicator on loopback.
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> ConnectWorld(const RankEnvironment& env,
                                                                absl::Duration timeout);

@@ -32,6 +32,7 @@
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
 #include "tests/parallel/multi_rank.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
@@ -41,7 +42,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing_util::Fail;
-using testing_util::MakeTestDir;
+using testing_util::FreshDir;
 using testing_util::ReadFile;
 using testing_util::WriteFile;
 
@@ -83,7 +84,7 @@ absl::StatusOr<std::string> JoinAs(const std::string& run_dir, int rank, int siz
 }
 
 TEST(DirectoryRendezvousTest, EveryLaunchGetsAFreshDirectoryWhoeverStartsFirst) {
-  const std::string run_dir = MakeTestDir("reuse_join");
+  const std::string run_dir = FreshDir("reuse_join");
   LeaveStaleFiles(run_dir);
   std::string previous;
   // Rank 0 first, then ranks 1 and 2 first (they find the stale request and answers).
@@ -116,7 +117,7 @@ TEST(DirectoryRendezvousTest, EveryLaunchGetsAFreshDirectoryWhoeverStartsFirst) 
 }
 
 TEST(DirectoryRendezvousTest, RankZeroNamesTheRanksThatNeverJoin) {
-  const std::string run_dir = MakeTestDir("reuse_rank0_alone");
+  const std::string run_dir = FreshDir("reuse_rank0_alone");
   LeaveStaleFiles(run_dir);  // rank 1's stale request must not count as joining
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
@@ -131,7 +132,7 @@ TEST(DirectoryRendezvousTest, RankZeroNamesTheRanksThatNeverJoin) {
 }
 
 TEST(DirectoryRendezvousTest, ARankNamesRankZeroWhenNoLaunchAnswers) {
-  const std::string run_dir = MakeTestDir("reuse_rank1_alone");
+  const std::string run_dir = FreshDir("reuse_rank1_alone");
   LeaveStaleFiles(run_dir);  // the stale answers to rank 1 are not for this process
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> joined =
@@ -148,7 +149,7 @@ TEST(DirectoryRendezvousTest, ARankNamesRankZeroWhenNoLaunchAnswers) {
 // Two processes claiming rank 1 (two launches in one run directory, or a rank started
 // twice): one is admitted, the other fails at once naming the cause; never both.
 TEST(DirectoryRendezvousTest, ASecondClaimOfARankFailsAtOnce) {
-  const std::string run_dir = MakeTestDir("reuse_claimed_twice");
+  const std::string run_dir = FreshDir("reuse_claimed_twice");
   // The first claimant's request is replaced by the second's before rank 0 starts.
   auto first = std::async(std::launch::async, JoinAs, run_dir, 1, 2, absl::ZeroDuration(),
                           absl::Seconds(20));
@@ -171,7 +172,7 @@ TEST(DirectoryRendezvousTest, ASecondClaimOfARankFailsAtOnce) {
 }
 
 TEST(DirectoryRendezvousTest, ClaimsOfOneRankAtOnceAdmitExactlyOne) {
-  const std::string run_dir = MakeTestDir("reuse_claims_race");
+  const std::string run_dir = FreshDir("reuse_claims_race");
   for (int round = 0; round < 3; ++round) {
     std::vector<std::future<absl::StatusOr<std::string>>> claims;
     for (int c = 0; c < 2; ++c) {
@@ -203,7 +204,7 @@ TEST(DirectoryRendezvousTest, ClaimsOfOneRankAtOnceAdmitExactlyOne) {
 // request replaced the first's, which failed as a second claim of its rank, or a rank 0
 // answered the other job's rank 1.)
 TEST(DirectoryRendezvousTest, TwoJobsSharingARunDirectoryMeetApart) {
-  const std::string run_dir = MakeTestDir("reuse_two_jobs");
+  const std::string run_dir = FreshDir("reuse_two_jobs");
   const std::string jobs[] = {"CONVEYOR_JOB_ID=a", "SLURM_JOB_ID=7"};
   auto join = [&run_dir](int rank, const std::string& job) {
     return std::async(std::launch::async, [&run_dir, rank, job]() -> absl::StatusOr<std::string> {
@@ -233,7 +234,7 @@ TEST(DirectoryRendezvousTest, TwoJobsSharingARunDirectoryMeetApart) {
 // Ranks started with different world sizes: whichever side has the other one, both the
 // rank and rank 0 fail at once naming both sizes (rank 0 of 3 even before its rank 2).
 TEST(DirectoryRendezvousTest, RanksOfAnotherWorldSizeAreNamedAtOnceOnBothSides) {
-  const std::string run_dir = MakeTestDir("reuse_world_sizes");
+  const std::string run_dir = FreshDir("reuse_world_sizes");
   for (const auto& [rank0_size, rank1_size] : {std::pair(2, 3), std::pair(3, 2)}) {
     const std::string said = absl::StrFormat(
         "global rank 1 has WORLD_SIZE=%d, global rank 0 has WORLD_SIZE=%d", rank1_size, rank0_size);
@@ -256,7 +257,7 @@ TEST(DirectoryRendezvousTest, RanksOfAnotherWorldSizeAreNamedAtOnceOnBothSides) 
 // A claimant that comes when the launch has all its ranks waits for an answer that never
 // comes: its error says why that may be.
 TEST(DirectoryRendezvousTest, AClaimAfterTheLaunchFilledUpNamesTheLikelyCause) {
-  const std::string run_dir = MakeTestDir("reuse_late_claim");
+  const std::string run_dir = FreshDir("reuse_late_claim");
   auto rank0 = std::async(std::launch::async, JoinAs, run_dir, 0, 2, absl::ZeroDuration(),
                           absl::Seconds(20));
   ASSERT_TRUE(JoinAs(run_dir, 1, 2, absl::ZeroDuration(), absl::Seconds(20)).ok());
@@ -310,14 +311,14 @@ absl::Duration CreateWithDeadPeer(const std::string& run_dir, absl::Duration tim
 
 TEST(GlooRendezvousTest, APeerThatArrivedButNeverConnectsEndsWithinTheTimeout) {
   const absl::Duration timeout = absl::Seconds(2);
-  EXPECT_LT(CreateWithDeadPeer(MakeTestDir("reuse_dead_peer"), timeout), timeout + absl::Seconds(1))
+  EXPECT_LT(CreateWithDeadPeer(FreshDir("reuse_dead_peer"), timeout), timeout + absl::Seconds(1))
       << "gloo's 5 x timeout again";
 }
 
 // A fifth of a timeout under 5 ms is under a millisecond, and gloo reads a timeout of
 // 0 ms as none: the connect wait must still end.
 TEST(GlooRendezvousTest, ATinyTimeoutStillEnds) {
-  EXPECT_LT(CreateWithDeadPeer(MakeTestDir("reuse_tiny_timeout"), absl::Milliseconds(3)),
+  EXPECT_LT(CreateWithDeadPeer(FreshDir("reuse_tiny_timeout"), absl::Milliseconds(3)),
             absl::Seconds(1));
 }
 
@@ -340,7 +341,7 @@ int TrainLikeRun(const RankEnvironment& launched, const std::string& run_dir, bo
 }
 
 TEST(ParallelStateReuseTest, RunsOneAfterAnotherInTheSameRunDirectory) {
-  const std::string dir = MakeTestDir("reuse_state");
+  const std::string dir = FreshDir("reuse_state");
   const std::string run_dir = dir + "/run";
   LeaveStaleFiles(run_dir);
   std::filesystem::remove_all(run_dir + "/launch-old");
@@ -384,7 +385,7 @@ bool DropPermissionOverride() {
 // folder in it; on NFS, a file still open), the run still succeeds, with a warning
 // naming the folder.
 TEST(ParallelStateReuseTest, FinishSucceedsWhenTheFilesCannotBeRemoved) {
-  const std::string dir = MakeTestDir("reuse_unremovable");
+  const std::string dir = FreshDir("reuse_unremovable");
   const std::string run_dir = dir + "/run";
   const std::string warnings_file = dir + "/warnings";
   std::ostringstream err;
@@ -420,7 +421,7 @@ TEST(ParallelStateReuseTest, FinishSucceedsWhenTheFilesCannotBeRemoved) {
 }
 
 TEST(ParallelStateReuseTest, ARankWhosePeerNeverComesEndsWithinTheTimeout) {
-  const std::string run_dir = MakeTestDir("reuse_missing_peer");
+  const std::string run_dir = FreshDir("reuse_missing_peer");
   std::ostringstream err;
   const int code = LaunchLocalRanks(
       2,
@@ -448,7 +449,7 @@ TEST(ParallelStateReuseTest, ARankWhosePeerNeverComesEndsWithinTheTimeout) {
 }
 
 TEST(ParallelStateReuseTest, APeerThatJoinsButNeverArrivesIsNamedWithinTheTimeout) {
-  const std::string run_dir = MakeTestDir("reuse_peer_dies");
+  const std::string run_dir = FreshDir("reuse_peer_dies");
   std::ostringstream err;
   const int code = LaunchLocalRanks(
       2,

@@ -17,7 +17,7 @@
 #include "runtime/philox.h"
 #include "tests/runtime/cuda_backend_testing.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 INSTANTIATE_TEST_SUITE_P(ComputeDType, CudaBackendTest,
@@ -292,4 +292,4 @@ TEST(CudnnAttentionTest, GraphsValidateWithoutADevice) {
 }
 
 }  // namespace
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

@@ -20,7 +20,7 @@
 #include "runtime/philox.h"
 #include "tests/runtime/cuda_backend_testing.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 INSTANTIATE_TEST_SUITE_P(ComputeDType, CudaBackendTest,
@@ -619,4 +619,4 @@ TEST(EmbeddingGradPlanTest, GroupsTokensByRowInOrder) {
 }
 
 }  // namespace
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

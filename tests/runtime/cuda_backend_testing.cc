@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_join.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 
 Locator IndexIn(const Shape& shape) {
   return [shape](int64_t index) {
@@ -134,4 +134,4 @@ Values ValuesOf(const Tensor& t) {
 
 std::string ShapeName(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

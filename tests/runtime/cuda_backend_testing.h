@@ -23,7 +23,7 @@
 #include "runtime/tensor.h"
 #include "tests/runtime/skip_without_gpu.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 
 using Shape = std::vector<int64_t>;
 using Values = std::vector<float>;
@@ -139,6 +139,6 @@ class CudaBackendTest : public ::testing::TestWithParam<DType> {
   std::unique_ptr<CudaOps> ops_;
 };
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util
 
 #endif  // CONVEYOR_TESTS_RUNTIME_CUDA_BACKEND_TESTING_H_

@@ -29,7 +29,7 @@ class CudaOptimizerOpsTest : public ::testing::Test {
 
 // n normal values (odd sizes exercise the grid-stride tails).
 Tensor RandomHost(int64_t n, uint32_t seed, float scale = 1.0f) {
-  return testing::HostTensor({n}, testing::Random(n, seed, DType::kFloat32, scale));
+  return testing_util::HostTensor({n}, testing_util::Random(n, seed, DType::kFloat32, scale));
 }
 
 Tensor OnGpu(const Tensor& host) { return host.To(Device::kCuda, MemoryCategory::kOther); }

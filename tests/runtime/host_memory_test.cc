@@ -2,13 +2,13 @@
 // message CheckHostMemory gives.
 #include "runtime/host_memory.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
@@ -18,9 +18,7 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 class HostMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::string(std::getenv("TEST_TMPDIR")) + "/" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(root_);
+    root_ = testing_util::FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   void Write(const std::string& path, const std::string& text) {
     std::filesystem::create_directories(std::filesystem::path(root_ + path).parent_path());

@@ -4,7 +4,6 @@
 // bf16 weight copies), and bf16 weight copies equal to their rounded master weights.
 // The CPU's emulated bf16 runs everywhere; the CUDA cases skip without a GPU.
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "runtime/cuda/device.h"
 #include "runtime/dtype.h"
 #include "tests/runtime/skip_without_gpu.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/backend.h"
 #include "trainer/config_validation.h"
 #include "trainer/rank_training.h"
@@ -103,8 +103,7 @@ TEST_P(BackendTrainingTest, FollowsTheCpuFp32LossCurve) {
 
 TEST_P(BackendTrainingTest, ResumesFromACheckpointExactly) {
   const std::string dir =
-      ::testing::TempDir() + "/resume_" + GetParam().device + (GetParam().bf16 ? "_bf16" : "_fp32");
-  std::system(("rm -rf " + dir).c_str());
+      testing_util::FreshDir("resume_" + GetParam().device + (GetParam().bf16 ? "_bf16" : "_fp32"));
   const Config whole = TinyGpt(GetParam());
   const TrainingResult straight = TrainOn(whole).result;
 

@@ -4,21 +4,15 @@
 // resumes under others (TP, PP with virtual stages, DP and the optimizer's sharding
 // all change) to follow the uninterrupted run within the equivalence tolerance.
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/layout_runs.h"
+#include "tests/util/test_dirs.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
-
-std::string TempPath(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrFormat("%s/%s", tmp != nullptr ? tmp : "/tmp", name);
-}
 
 Config TwentyIterations(const Layout& layout) {
   Config c = TinyConfig(layout);
@@ -56,7 +50,7 @@ TEST_P(ResumeIsExactTest, TenSaveTenEqualsTwenty) {
   const ExactCase& c = GetParam();
   absl::StatusOr<LayoutRun> full = RunLayout(TwentyIterations(c.layout), c.name + "_full");
   ASSERT_TRUE(full.ok()) << full.status();
-  const std::string save = TempPath(c.name + "_ckpt");
+  const std::string save = FreshDir(c.name + "_ckpt");
   absl::StatusOr<LayoutRun> first = FirstHalf(c.layout, save, c.async, c.name + "_first");
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->losses.size(), 10u);
@@ -108,7 +102,7 @@ TEST(CheckpointReshardingTest, ResumesUnderOtherLayouts) {
   one.layers = 4;
   absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(one), "reshard_reference");
   ASSERT_TRUE(reference.ok()) << reference.status();
-  const std::string save = TempPath("reshard_ckpt");
+  const std::string save = FreshDir("reshard_ckpt");
   absl::StatusOr<LayoutRun> first = FirstHalf(saving, save, false, "reshard_first");
   ASSERT_TRUE(first.ok()) << first.status();
 
@@ -124,4 +118,4 @@ TEST(CheckpointReshardingTest, ResumesUnderOtherLayouts) {
 }
 
 }  // namespace
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

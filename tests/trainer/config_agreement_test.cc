@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/trainer/checkpoint/in_process_world.h"
+#include "tests/util/in_process_world.h"
 #include "trainer/flags.h"
 
 namespace conveyor {

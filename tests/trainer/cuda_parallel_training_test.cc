@@ -10,7 +10,7 @@
 #include "tests/parallel/gpu_count.h"
 #include "tests/trainer/layout_runs.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 struct CudaLayoutCase {
@@ -70,4 +70,4 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CudaParallelTrainingTest, ::testing::ValuesIn(
                          });
 
 }  // namespace
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

@@ -16,7 +16,7 @@
 #include "runtime/device_memory.h"
 #include "tests/trainer/layout_runs.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 // The host memory, remembering which bytes belong to live tensors.
@@ -114,4 +114,4 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DeviceRoutingTest, ::testing::ValuesIn(RoutedL
                          });
 
 }  // namespace
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

@@ -1,6 +1,5 @@
 #include "trainer/flags.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -11,6 +10,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
@@ -24,8 +24,7 @@ using ::testing::SizeIs;
 
 // Writes a file under the test's temporary folder and returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& contents) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  const std::string path = testing_util::TestTmpDir() + "/" + name;
   std::ofstream(path) << contents;
   return path;
 }
@@ -143,7 +142,7 @@ TEST(FlagsTest, ConfigFileMergesInOrder) {
 }
 
 TEST(FlagsTest, ConfigFileProblemsNameTheFile) {
-  const std::string missing = std::string(std::getenv("TEST_TMPDIR")) + "/nope.textproto";
+  const std::string missing = testing_util::TestTmpDir() + "/nope.textproto";
   std::string problem = Problem({"--config", missing});
   EXPECT_THAT(problem, HasSubstr("--config"));
   EXPECT_THAT(problem, HasSubstr(missing));

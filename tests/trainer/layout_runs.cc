@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -12,11 +11,12 @@
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
 #include "runtime/memory_tracker.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/backend.h"
 #include "trainer/config_validation.h"
 #include "trainer/rank_training.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 // Runs in each child: trains, then writes losses/norms (logging rank) and this rank's
@@ -227,11 +227,7 @@ absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& nam
                                     const TransportFactory& transport) {
   const ParallelConfig& p = config.parallel();
   const int world = p.nproc_per_node();
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrFormat("%s/%s", tmp != nullptr ? tmp : "/tmp", name);
-  if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) {
-    return absl::InternalError("cannot make " + dir);
-  }
+  const std::string dir = FreshDir(name);
   std::ostringstream errors;
   const int code = LaunchLocalRanks(
       world, [&](const RankEnvironment& env) { return RankMain(config, dir, env, transport); },
@@ -267,4 +263,4 @@ absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& nam
   return run;
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

@@ -15,7 +15,7 @@
 #include "proto/config.pb.h"
 #include "tests/parallel/fake_device_transport.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 
 struct Layout {
   int tp = 1;
@@ -85,6 +85,6 @@ using TransportFactory = std::function<std::unique_ptr<testing_util::FakeDeviceT
 absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& name,
                                     const TransportFactory& transport = nullptr);
 
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util
 
 #endif  // CONVEYOR_TESTS_TRAINER_LAYOUT_RUNS_H_

@@ -5,7 +5,6 @@
 #include "trainer/micro_batch_feed.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "data/indexed_dataset_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/test_dirs.h"
 
 namespace conveyor {
 namespace {
@@ -38,8 +38,7 @@ std::shared_ptr<const IndexedDataset> WriteAndOpen(const std::string& prefix) {
 }
 
 TEST(MicroBatchFeedTest, RefusesMicroBatchesWithIdsOutsideTheVocabulary) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string prefix = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/feed_data");
+  const std::string prefix = testing_util::FreshDir("feed") + "/data";
   std::shared_ptr<const IndexedDataset> ds = WriteAndOpen(prefix);
   std::vector<int32_t> docs(ds->num_sequences());
   for (size_t i = 0; i < docs.size(); ++i) docs[i] = int32_t(i);

@@ -28,8 +28,9 @@ TEST_F(OptimizerTest, GlobalNormCoversEveryParameter) {
   Config config;
   for (bool distributed : {false, true}) {
     config.mutable_parallel()->set_use_distributed_optimizer(distributed);
+    const RankContext one_rank = RankContext::SingleProcess();
     std::unique_ptr<ParameterUpdater> u =
-        MakeParameterUpdater(config, store_.parameters(), {}, &CpuOptimizerOps::Get());
+        MakeParameterUpdater(config, one_rank, {store_.parameters(), {}}, &CpuOptimizerOps::Get());
     ASSERT_TRUE(u->ReduceGradients().ok());
     EXPECT_DOUBLE_EQ(*u->GradNorm(), 5.0);
   }

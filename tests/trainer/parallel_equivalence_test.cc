@@ -1,4 +1,4 @@
-// The central test of principle 3: the tiny GPT trained for 10 iterations under
+// The central test of docs/design.md §3: the tiny GPT trained for 10 iterations under
 // TP x PP x DP layouts (with and without sequence parallelism, the distributed
 // optimizer and overlapped gradient reduction, every pipeline schedule, virtual
 // stages, uneven splits, tied and untied embeddings) matches the one-rank run of the same model:
@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/trainer/layout_runs.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 // The one-rank run of the same model (layers, tied or not, GPT-2- or Llama-like),
@@ -126,4 +126,4 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Bf16EquivalenceTest, ::testing::ValuesIn(Bf16L
                          });
 
 }  // namespace
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

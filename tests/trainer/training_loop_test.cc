@@ -61,7 +61,7 @@ Config Resolve(const Config& c) {
 // The whole model on one rank.
 std::unique_ptr<GptStage> OneRankModel(const Config& config) {
   return std::make_unique<GptStage>(ModelShapeFromConfig(config, PaddedVocabSize(config)),
-                                    config.training().seed(), nullptr, pipeline::ExecutorPlace{},
+                                    config.training().seed(), nullptr, pipeline::PipelinePlace{},
                                     std::vector<int64_t>{config.model().num_layers()},
                                     RecomputePolicyFromConfig(config));
 }
@@ -69,7 +69,8 @@ std::unique_ptr<GptStage> OneRankModel(const Config& config) {
 TrainingResult TrainOrDie(const Config& config, const SampleSource& data,
                           std::ostream* log = nullptr, std::ostream* metrics = nullptr) {
   std::unique_ptr<GptStage> model = OneRankModel(config);
-  absl::StatusOr<TrainingResult> r = Train(config, model.get(), data, {log, metrics});
+  absl::StatusOr<TrainingResult> r =
+      Train(config, RankContext::SingleProcess(), model.get(), data, {log, metrics});
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : TrainingResult();
 }
@@ -123,7 +124,8 @@ TEST(TrainingLoopTest, NanLossStopsWithIterationAndFlag) {
   const Config c = Resolve(SmallConfig());
   std::unique_ptr<GptStage> model = OneRankModel(c);
   model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::quiet_NaN();
-  absl::StatusOr<TrainingResult> r = Train(c, model.get(), NanSource(), {});
+  absl::StatusOr<TrainingResult> r =
+      Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(
       std::string(r.status().message()),
@@ -139,7 +141,8 @@ TEST(TrainingLoopTest, NanPolicySkipSkipsStepsAndReportsThem) {
   Parameter* p = model->parameters()[0];
   p->value.data()[0] = std::numeric_limits<float>::infinity();
   std::ostringstream log, metrics;
-  absl::StatusOr<TrainingResult> r = Train(c, model.get(), NanSource(), {&log, &metrics});
+  absl::StatusOr<TrainingResult> r =
+      Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {&log, &metrics});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->skipped_iterations, 3);
   EXPECT_EQ(r->nan_iterations, 3);
@@ -190,15 +193,17 @@ TEST(TrainingLoopTest, CompletedRunEndsWithValidationAndTestLosses) {
   const RepeatingSource test({12, 6, 39, 23, 3, 55}, 16);
   std::unique_ptr<GptStage> model = OneRankModel(config);
   std::ostringstream log;
-  absl::StatusOr<TrainingResult> r =
-      Train(config, model.get(), kPattern, {&log, nullptr}, {}, {&valid, &test});
+  absl::StatusOr<TrainingResult> r = Train(config, RankContext::SingleProcess(), model.get(),
+                                           kPattern, {&log, nullptr}, {&valid, &test});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->valid_losses.size(), 2u);  // iterations 4 and 8
   ASSERT_TRUE(r->final_valid_loss.has_value());
   ASSERT_TRUE(r->test_loss.has_value());
   // Two evaluations of 2 batches of 4 samples came before: the final one starts at 16.
-  absl::StatusOr<double> final_valid = Evaluate(config, model.get(), valid, 16, {});
-  absl::StatusOr<double> test_loss = Evaluate(config, model.get(), test, 0, {});
+  absl::StatusOr<double> final_valid =
+      Evaluate(config, RankContext::SingleProcess(), model.get(), valid, 16);
+  absl::StatusOr<double> test_loss =
+      Evaluate(config, RankContext::SingleProcess(), model.get(), test, 0);
   ASSERT_TRUE(final_valid.ok() && test_loss.ok());
   EXPECT_EQ(*r->final_valid_loss, *final_valid);
   EXPECT_EQ(*r->test_loss, *test_loss);
@@ -212,7 +217,7 @@ TEST(TrainingLoopTest, CompletedRunEndsWithValidationAndTestLosses) {
   c.mutable_checkpoint()->set_exit_interval(5);
   const Config stopped = Resolve(c);
   model = OneRankModel(stopped);
-  r = Train(stopped, model.get(), kPattern, {}, {}, {&valid, &test});
+  r = Train(stopped, RankContext::SingleProcess(), model.get(), kPattern, {}, {&valid, &test});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->exited_early);
   EXPECT_FALSE(r->final_valid_loss.has_value());
@@ -231,7 +236,8 @@ TEST(TrainingLoopTest, RecomputationIsExactAndSavesActivationMemory) {
     std::unique_ptr<GptStage> model = OneRankModel(c);
     MemoryTracker::Global().ResetPeaks();
     const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
-    absl::StatusOr<TrainingResult> r = Train(c, model.get(), kPattern, {});
+    absl::StatusOr<TrainingResult> r =
+        Train(c, RankContext::SingleProcess(), model.get(), kPattern, {});
     EXPECT_TRUE(r.ok()) << r.status();
     *peak_activations = MemoryTracker::Global().peak_bytes(MemoryCategory::kActivations) - before;
     std::vector<float> params;

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "trainer/checkpoint/crc32c.h"
 #include "trainer/checkpoint/envelope.h"
 #include "trainer/checkpoint/file_io.h"
@@ -43,11 +43,6 @@ std::string DescribeAvailable(const std::string& load_dir) {
   const std::vector<int64_t> iterations = CommittedIterations(*names);
   if (iterations.empty()) return absl::StrCat(load_dir, " holds no committed checkpoint");
   return absl::StrCat("committed iterations in ", load_dir, ": ", absl::StrJoin(iterations, ", "));
-}
-
-absl::Status WithPrefix(const absl::Status& status, const std::string& prefix) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
 }
 
 // The data files a load keeps open, by name.
@@ -142,7 +137,7 @@ absl::StatusOr<LoadedCheckpoint> LoadedCheckpoint::Open(const std::string& load_
     return absl::DataLossError(absl::StrCat(manifest_path, " describes iteration ", m.iteration(),
                                             ", not ", *iteration, " as its folder name says"));
   }
-  RETURN_IF_ERROR(WithPrefix(ckpt.BuildIndex(), manifest_path));
+  RETURN_IF_ERROR(ckpt.BuildIndex()) << manifest_path;
   RETURN_IF_ERROR(ckpt.CheckDataFiles());
   return ckpt;
 }

@@ -1,6 +1,6 @@
 // Loading a checkpoint into any layout: open the manifest of the latest (or a chosen)
 // iteration, then fill each local shard the current run holds from whatever shards
-// the saving run wrote, by global element index (DESIGN.md principle 3).
+// the saving run wrote, by global element index (docs/design.md §3).
 //
 // Loading needs no communication: every rank opens the checkpoint and reads the bytes
 // its own shards need. Every stored shard record that is read is checked against its

@@ -12,7 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "runtime/status_macros.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "trainer/checkpoint/crc32c.h"
 #include "trainer/checkpoint/envelope.h"
 #include "trainer/checkpoint/file_io.h"
@@ -52,11 +53,6 @@ absl::StatusOr<Agreement> Agree(Communicator& world, int64_t iteration) {
   return out;
 }
 
-absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
-}
-
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(std::string save_dir) : save_dir_(std::move(save_dir)) {}
@@ -94,7 +90,7 @@ absl::Status CheckpointWriter::Snapshot(const CheckpointState& state,
   // Communicate first, so that a rank with bad arguments still matches the others.
   absl::StatusOr<Agreement> agreed = Agree(world, state.iteration);
   if (!agreed.ok()) {
-    snapshot_status_ = Annotate(agreed.status(), absl::StrCat(Where(), ": agreeing on a folder"));
+    snapshot_status_ = StatusBuilder(agreed.status()) << Where() << ": agreeing on a folder";
     return snapshot_status_;
   }
   nonce_ = agreed->nonce;
@@ -107,7 +103,7 @@ absl::Status CheckpointWriter::Snapshot(const CheckpointState& state,
         absl::StrCat("rank ", rank_, " saves iteration ", state.iteration,
                      " but rank 0 saves iteration ", agreed->iteration));
   } else {
-    snapshot_status_ = Annotate(CaptureShards(shards, mode), Where());
+    snapshot_status_ = StatusBuilder(CaptureShards(shards, mode)) << Where();
   }
   return snapshot_status_;
 }
@@ -170,7 +166,7 @@ absl::Status CheckpointWriter::Write() {
     return write_status_;
   }
   const auto start = std::chrono::steady_clock::now();
-  write_status_ = Annotate(WriteFiles(), Where());
+  write_status_ = StatusBuilder(WriteFiles()) << Where();
   write_stats_.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return write_status_;
@@ -225,8 +221,8 @@ absl::Status CheckpointWriter::Commit(Communicator& world) {
   // 0 may read every fragment.
   std::vector<double> failed(world.size(), 0.0);
   failed[world.rank()] = local.ok() ? 0.0 : 1.0;
-  RETURN_IF_ERROR(Annotate(world.AllReduceMax(failed.data(), world.size()),
-                           absl::StrCat(Where(), ": agreeing that every rank wrote")));
+  RETURN_IF_ERROR(world.AllReduceMax(failed.data(), world.size()))
+      << Where() << ": agreeing that every rank wrote";
   std::vector<int> failed_ranks;
   for (int r = 0; r < world.size(); ++r) {
     if (failed[r] != 0.0) failed_ranks.push_back(r);
@@ -244,12 +240,12 @@ absl::Status CheckpointWriter::Commit(Communicator& world) {
   float outcome = 0;
   if (world.rank() == 0) {
     bool renamed = false;
-    published = Annotate(Publish(&renamed), Where());
+    published = StatusBuilder(Publish(&renamed)) << Where();
     if (!published.ok() && !renamed) RemoveTree(temp_dir_).IgnoreError();
     outcome = published.ok() ? 0 : 1;
   }
-  RETURN_IF_ERROR(Annotate(world.Broadcast(&outcome, 1, 0),
-                           absl::StrCat(Where(), ": learning whether rank 0 committed")));
+  RETURN_IF_ERROR(world.Broadcast(&outcome, 1, 0))
+      << Where() << ": learning whether rank 0 committed";
   if (world.rank() == 0) return published;
   if (outcome != 0) {
     return absl::AbortedError(

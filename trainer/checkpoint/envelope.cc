@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "trainer/checkpoint/crc32c.h"
 #include "trainer/checkpoint/file_io.h"
 

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,30 +20,11 @@ namespace {
 // write(2) and read(2) move at most about 2 GiB per call on Linux.
 constexpr int64_t kMaxIo = int64_t{1} << 30;
 
-absl::Status ErrnoError(int err, const std::string& what, const std::string& path) {
-  const std::string message = absl::StrCat(what, " ", path, ": ", strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EEXIST:
-    case ENOTEMPTY:
-      return absl::AlreadyExistsError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<WritableFile> WritableFile::Create(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(errno, "cannot create", path);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
   return WritableFile(path, fd);
 }
 
@@ -64,7 +44,7 @@ absl::Status WritableFile::Append(const void* data, int64_t n) {
     const ssize_t done = write(fd_, p, std::min(n, kMaxIo));
     if (done < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError(errno, "cannot write", path_);
+      return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
     }
     p += done;
     n -= done;
@@ -80,20 +60,20 @@ absl::Status WritableFile::SyncAndClose() {
   if (fsync(fd) != 0) {
     const int err = errno;
     close(fd);
-    return ErrnoError(err, "cannot fsync", path_);
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot fsync ", path_));
   }
-  if (close(fd) != 0) return ErrnoError(errno, "cannot close", path_);
+  if (close(fd) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot close ", path_));
   return absl::OkStatus();
 }
 
 absl::StatusOr<ReadableFile> ReadableFile::Open(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "cannot open", path);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return ErrnoError(err, "cannot stat", path);
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
   }
   return ReadableFile(path, fd, static_cast<int64_t>(st.st_size));
 }
@@ -118,7 +98,7 @@ absl::Status ReadableFile::ReadAt(int64_t offset, void* out, int64_t n) const {
     const ssize_t done = pread(fd_, p, std::min(n, kMaxIo), offset);
     if (done < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError(errno, "cannot read", path_);
+      return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path_));
     }
     if (done == 0) {
       return absl::OutOfRangeError(
@@ -134,14 +114,14 @@ absl::Status ReadableFile::ReadAt(int64_t offset, void* out, int64_t n) const {
 absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) {
   while (true) {
     const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoError(errno, "cannot create", path);
+    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       close(fd);
       if (err == EWOULDBLOCK) {
         return absl::UnavailableError(absl::StrCat(path, " is locked by another process"));
       }
-      return ErrnoError(err, "cannot lock", path);
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot lock ", path));
     }
     // A holder removes the file as it releases the lock: a lock taken on a file that
     // no longer has the name protects nothing, so lock the file that has it now.
@@ -165,9 +145,11 @@ FileLock::~FileLock() {
 }
 
 absl::Status FileLock::Write(const std::string& contents) {
-  if (ftruncate(fd_, 0) != 0) return ErrnoError(errno, "cannot truncate", path_);
+  if (ftruncate(fd_, 0) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot truncate ", path_));
+  }
   const ssize_t done = pwrite(fd_, contents.data(), contents.size(), 0);
-  if (done < 0) return ErrnoError(errno, "cannot write", path_);
+  if (done < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
   if (done != static_cast<ssize_t>(contents.size())) {
     return absl::InternalError(absl::StrCat("short write to ", path_));
   }
@@ -198,33 +180,21 @@ absl::Status MakeDirs(const std::string& path) {
   std::error_code error;
   std::filesystem::create_directories(path, error);
   if (error) {
-    return ErrnoError(error.value(), "cannot create folder", path);
+    return absl::ErrnoToStatus(error.value(), absl::StrCat("cannot create folder ", path));
   }
-  return absl::OkStatus();
-}
-
-absl::Status SyncDir(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "cannot open folder", path);
-  if (fsync(fd) != 0) {
-    const int err = errno;
-    close(fd);
-    return ErrnoError(err, "cannot fsync folder", path);
-  }
-  close(fd);
   return absl::OkStatus();
 }
 
 absl::Status Rename(const std::string& from, const std::string& to) {
   if (rename(from.c_str(), to.c_str()) != 0) {
-    return ErrnoError(errno, absl::StrCat("cannot rename ", from, " to"), to);
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", from, " to ", to));
   }
   return absl::OkStatus();
 }
 
 absl::Status Exchange(const std::string& a, const std::string& b) {
   if (renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
-    return ErrnoError(errno, absl::StrCat("cannot exchange ", a, " with"), b);
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot exchange ", a, " with ", b));
   }
   return absl::OkStatus();
 }
@@ -232,12 +202,14 @@ absl::Status Exchange(const std::string& a, const std::string& b) {
 absl::Status RemoveTree(const std::string& path) {
   std::error_code error;
   std::filesystem::remove_all(path, error);
-  if (error) return ErrnoError(error.value(), "cannot remove", path);
+  if (error) return absl::ErrnoToStatus(error.value(), absl::StrCat("cannot remove ", path));
   return absl::OkStatus();
 }
 
 absl::Status RemoveFile(const std::string& path) {
-  if (unlink(path.c_str()) != 0) return ErrnoError(errno, "cannot remove", path);
+  if (unlink(path.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot remove ", path));
+  }
   return absl::OkStatus();
 }
 
@@ -259,7 +231,7 @@ bool SameFile(const std::string& a, const std::string& b) {
 
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
   DIR* dir = opendir(path.c_str());
-  if (dir == nullptr) return ErrnoError(errno, "cannot list folder", path);
+  if (dir == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("cannot list folder ", path));
   std::vector<std::string> names;
   while (struct dirent* entry = readdir(dir)) {
     const std::string name = entry->d_name;

@@ -91,8 +91,6 @@ absl::Status WriteFileDurably(const std::string& path, const std::string& conten
 // `path` and its missing parents; existing folders are fine. FailedPrecondition when
 // `path` is a file.
 absl::Status MakeDirs(const std::string& path);
-// fsync of a folder, so that names created or renamed in it survive a crash.
-absl::Status SyncDir(const std::string& path);
 // rename(2): atomic replacement of a file, or of an empty/absent folder.
 absl::Status Rename(const std::string& from, const std::string& to);
 // Atomically swaps two existing names (renameat2 RENAME_EXCHANGE): replaces a

@@ -5,7 +5,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/status_macros.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {
@@ -40,10 +41,8 @@ absl::StatusOr<int64_t> ReadLatestIteration(const std::string& dir) {
 absl::Status WriteLatestIteration(const std::string& dir, int64_t iteration,
                                   const std::string& nonce) {
   const std::string path = JoinPath(dir, kLatestFileName);
-  const std::string temp = absl::StrCat(path, ".tmp-", nonce);
-  RETURN_IF_ERROR(WriteFileDurably(temp, absl::StrCat(iteration, "\n")));
-  RETURN_IF_ERROR(Rename(temp, path));
-  return SyncDir(dir);
+  return WriteFileAtomically(path, absl::StrCat(iteration, "\n"),
+                             absl::StrCat(path, ".tmp-", nonce), Durability::kDurable);
 }
 
 }  // namespace conveyor

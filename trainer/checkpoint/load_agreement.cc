@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "parallel/group.h"
-#include "runtime/status_macros.h"
 
 namespace conveyor {
 namespace {

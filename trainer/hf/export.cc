@@ -4,8 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "data/json_lite.h"
-#include "runtime/status_macros.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/index_runs.h"
@@ -17,10 +18,6 @@ namespace conveyor {
 namespace {
 
 constexpr char kWordEmbedding[] = "embedding.word_embeddings.weight";
-
-absl::Status WithContext(const absl::Status& status, const std::string& context) {
-  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
-}
 
 // Every parameter of the checkpoint as a whole global tensor.
 absl::StatusOr<GlobalTensorMap> LoadGlobalParameters(const LoadedCheckpoint& checkpoint,
@@ -51,19 +48,6 @@ absl::StatusOr<GlobalTensorMap> LoadGlobalParameters(const LoadedCheckpoint& che
   return tensors;
 }
 
-absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
-                                 const std::string& contents) {
-  const std::string path = JoinPath(dir, name);
-  const std::string temp = path + ".tmp";
-  absl::Status status = WriteFileDurably(temp, contents);
-  if (status.ok()) status = Rename(temp, path);
-  if (!status.ok()) {
-    RemoveFile(temp).IgnoreError();  // best effort; report the first failure
-    return status;
-  }
-  return SyncDir(dir);
-}
-
 }  // namespace
 
 absl::Status ExportHfGpt2(const std::string& load_dir, std::optional<int64_t> iteration,
@@ -76,19 +60,18 @@ absl::Status ExportHfGpt2(const std::string& load_dir, std::optional<int64_t> it
                                             " has no 2-D tensor ", kWordEmbedding,
                                             ": not a GPT model checkpoint"));
   }
-  const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, embedding->global_shape(0));
-  if (!dims.ok()) {
-    return WithContext(dims.status(), absl::StrCat("cannot export checkpoint ",
-                                                   checkpoint.directory(), " as hf-gpt2"));
-  }
-  ASSIGN_OR_RETURN(const GlobalTensorMap parameters, LoadGlobalParameters(checkpoint, *dims));
-  ASSIGN_OR_RETURN(const HfTensorMap hf, ConveyorToHfGpt2(parameters, *dims));
+  ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, embedding->global_shape(0)),
+                   _ << "cannot export checkpoint " << checkpoint.directory() << " as hf-gpt2");
+  ASSIGN_OR_RETURN(const GlobalTensorMap parameters, LoadGlobalParameters(checkpoint, dims));
+  ASSIGN_OR_RETURN(const HfTensorMap hf, ConveyorToHfGpt2(parameters, dims));
 
   RETURN_IF_ERROR(MakeDirs(out_dir));
   const std::string weights_path = JoinPath(out_dir, kHfWeightsFile);
   // transformers refuses safetensors files without a "format" entry in the metadata.
   RETURN_IF_ERROR(WriteSafetensors(weights_path, hf, {{"format", "pt"}}));
-  RETURN_IF_ERROR(WriteFileAtomically(out_dir, kHfConfigFile, Gpt2ConfigJson(config, *dims)));
+  const std::string config_path = JoinPath(out_dir, kHfConfigFile);
+  RETURN_IF_ERROR(WriteFileAtomically(config_path, Gpt2ConfigJson(config, dims),
+                                      config_path + ".tmp", Durability::kDurable));
 
   if (summary != nullptr) {
     summary->iteration = checkpoint.iteration();
@@ -109,11 +92,9 @@ absl::StatusOr<GlobalTensorMap> ReadHfGpt2(const std::string& dir, const Config&
     return absl::InvalidArgumentError(
         absl::StrCat(config_path, " is not valid JSON: ", hf_config.status().message()));
   }
-  const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, PaddedVocabSize(config));
-  if (!dims.ok()) {
-    return WithContext(dims.status(), absl::StrCat("cannot load the GPT-2 model in ", dir));
-  }
-  RETURN_IF_ERROR(CheckGpt2ConfigJson(*hf_config, config_path, config, *dims));
+  ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, PaddedVocabSize(config)),
+                   _ << "cannot load the GPT-2 model in " << dir);
+  RETURN_IF_ERROR(CheckGpt2ConfigJson(*hf_config, config_path, config, dims));
 
   ASSIGN_OR_RETURN(const SafetensorsFile file,
                    SafetensorsFile::Open(JoinPath(dir, kHfWeightsFile)));
@@ -122,8 +103,7 @@ absl::StatusOr<GlobalTensorMap> ReadHfGpt2(const std::string& dir, const Config&
     if (IsGpt2MaskBuffer(name)) continue;  // may even be stored as BOOL or U8
     ASSIGN_OR_RETURN(tensors[name], file.Read(name));
   }
-  const absl::StatusOr<GlobalTensorMap> converted = HfToConveyorGpt2(tensors, *dims);
-  if (!converted.ok()) return WithContext(converted.status(), file.path());
+  ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorGpt2(tensors, dims), _ << file.path());
   return converted;
 }
 

@@ -9,8 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "data/json_lite.h"
-#include "runtime/status_macros.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/hf/json_text.h"
 

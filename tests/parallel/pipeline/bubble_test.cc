@@ -7,11 +7,11 @@ namespace conveyor {
 namespace pipeline {
 namespace {
 
-TEST(BubbleTest, SeedExample941) {
+TEST(BubbleTest, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
   EXPECT_DOUBLE_EQ(PipelineBubble(8, 16), 7.0 / 23.0);  // 30.4%
   EXPECT_NEAR(PipelineBubble(8, 64), 0.099, 5e-4);      // 7/71 = 9.9%
   EXPECT_NEAR(PipelineBubble(16, 64), 0.190, 5e-4);     // 15/79 = 19.0%
-  EXPECT_DOUBLE_EQ(PipelineBubble(4, 4), 3.0 / 7.0);    // Example 9.4.3: 42.9%
+  EXPECT_DOUBLE_EQ(PipelineBubble(4, 4), 3.0 / 7.0);    // GPipe, P = M = 4: 42.9%
   EXPECT_DOUBLE_EQ(PipelineBubble(1, 5), 0.0);
 }
 

@@ -19,13 +19,13 @@ Timeline Simulated(absl::string_view name, int P, int V, int M, Costs costs = Co
   return r->timeline;
 }
 
-TEST(GanttTest, GpipeExample943) {
-  // The seed's Example 9.4.3 (P=4, M=4, one slice per forward or backward), counted from
-  // 0. The seed prints 13 columns and starts stage 1's backwards before stage 4's; the
-  // gradient has to come back from the last stage first, so it takes 2(M+P-1) = 14.
-  Costs seed;
-  seed.backward_weight = 0;
-  EXPECT_EQ(GanttChart(Simulated("gpipe", 4, 1, 4, seed)),
+TEST(GanttTest, GpipeFourStagesFourMicroBatches) {
+  // GPipe with P=4, M=4 (docs/design.md §10), one slice per forward or backward, counted
+  // from 0. Stage 0's backwards wait for the gradient to come back from the last stage,
+  // so the chart is 2(M+P-1) = 14 slices wide.
+  Costs fused_backward;
+  fused_backward.backward_weight = 0;
+  EXPECT_EQ(GanttChart(Simulated("gpipe", 4, 1, 4, fused_backward)),
             "t       0  1  2  3  4  5  6  7  8  9  10 11 12 13\n"
             "rank 0  F0 F1 F2 F3 .  .  .  .  .  .  B3 B2 B1 B0\n"
             "rank 1  .  F0 F1 F2 F3 .  .  .  .  B3 B2 B1 B0 .\n"
@@ -43,9 +43,9 @@ TEST(GanttTest, OneFOneBWithTwoUnitBackwards) {
 }
 
 TEST(GanttTest, InterleavedCellsWidenForChunks) {
-  Costs seed;
-  seed.backward_weight = 0;
-  const std::string chart = GanttChart(Simulated("interleaved-1f1b", 2, 2, 4, seed));
+  Costs fused_backward;
+  fused_backward.backward_weight = 0;
+  const std::string chart = GanttChart(Simulated("interleaved-1f1b", 2, 2, 4, fused_backward));
   EXPECT_EQ(std::string(absl::StrSplit(chart, '\n').begin()->data(), 20), "t       0    1    2 ");
   EXPECT_TRUE(absl::StrContains(chart, "rank 0  F0   F1   F0c1 F1c1 F2   B0c1"));
 }

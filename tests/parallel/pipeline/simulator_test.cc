@@ -22,7 +22,7 @@ SimulationResult RunSchedule(absl::string_view name, int P, int V, int M, Costs 
   return result.ok() ? *result : SimulationResult();
 }
 
-TEST(SimulatorTest, SeedExample941OneFOneB) {
+TEST(SimulatorTest, OneFOneBMakespanAndBubbleMatchTheClosedForm) {
   // Unit F and B, fused backward = B + W = 2: makespan 3(M+P-1), bubble (P-1)/(M+P-1).
   const SimulationResult a = RunSchedule("1f1b", 8, 1, 16);
   EXPECT_DOUBLE_EQ(a.makespan, 69);
@@ -33,14 +33,14 @@ TEST(SimulatorTest, SeedExample941OneFOneB) {
   EXPECT_NEAR(b.bubble_fraction, 0.099, 5e-4);
 }
 
-TEST(SimulatorTest, SeedExample941Gpipe) {
+TEST(SimulatorTest, GpipeBubbleMatchesTheClosedForm) {
   EXPECT_DOUBLE_EQ(RunSchedule("gpipe", 8, 1, 16).bubble_fraction, 7.0 / 23.0);
   EXPECT_DOUBLE_EQ(RunSchedule("gpipe", 8, 1, 64).bubble_fraction, 7.0 / 71.0);
-  // Example 9.4.3 with the seed's units (one forward or one backward per slice):
+  // GPipe, P = M = 4 (docs/design.md §10), one forward or one backward per slice:
   // 2(M+P-1) = 14 slices, 3/7 = 42.9% idle.
-  Costs seed;
-  seed.backward_weight = 0;
-  const SimulationResult r = RunSchedule("gpipe", 4, 1, 4, seed);
+  Costs fused_backward;
+  fused_backward.backward_weight = 0;
+  const SimulationResult r = RunSchedule("gpipe", 4, 1, 4, fused_backward);
   EXPECT_DOUBLE_EQ(r.makespan, 14);
   EXPECT_DOUBLE_EQ(r.bubble_fraction, 3.0 / 7.0);
 }

@@ -10,7 +10,8 @@
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
-#include "tests/trainer/checkpoint/in_process_world.h"
+#include "tests/util/in_process_world.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/format.h"
 

@@ -1,15 +1,11 @@
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
-#include "absl/strings/str_cat.h"
 #include "parallel/self_communicator.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
-#include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {
 
@@ -19,15 +15,6 @@ void PrintTo(const IndexRun& run, std::ostream* os) {
 }
 
 namespace testing_util {
-
-std::string FreshDir(const std::string& name) {
-  static std::atomic<int> counter{0};
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", counter++);
-  RemoveTree(dir).IgnoreError();
-  MakeDirs(dir).IgnoreError();
-  return dir;
-}
 
 std::vector<int64_t> ExpandRuns(const std::vector<IndexRun>& runs) {
   std::vector<int64_t> out;

@@ -20,9 +20,6 @@ void PrintTo(const IndexRun& run, std::ostream* os);
 
 namespace testing_util {
 
-// A fresh, empty folder under TEST_TMPDIR.
-std::string FreshDir(const std::string& name);
-
 // Global indices of `runs`, in local order.
 std::vector<int64_t> ExpandRuns(const std::vector<IndexRun>& runs);
 

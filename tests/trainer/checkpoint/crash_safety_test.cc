@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/crc32c.h"
 #include "trainer/checkpoint/envelope.h"

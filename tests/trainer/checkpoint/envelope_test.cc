@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "proto/checkpoint.pb.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {

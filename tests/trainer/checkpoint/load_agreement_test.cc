@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
-#include "tests/trainer/checkpoint/in_process_world.h"
+#include "tests/util/in_process_world.h"
 
 namespace conveyor {
 namespace {

@@ -1,4 +1,4 @@
-// Save under one layout, load under another (DESIGN.md principle 3): tensor
+// Save under one layout, load under another (docs/design.md §3): tensor
 // parallelism (column, row, vocab and SwiGLU's two-range shards), data parallelism,
 // and the distributed optimizer's flat slices, in every direction.
 #include <algorithm>
@@ -8,7 +8,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
-#include "tests/trainer/checkpoint/in_process_world.h"
+#include "tests/util/in_process_world.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 

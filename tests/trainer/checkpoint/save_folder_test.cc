@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/checkpoint/checkpoint_test_util.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/format.h"
 

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
 #include "tests/trainer/hf/hf_test_util.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/index_runs.h"
@@ -22,13 +23,13 @@
 namespace conveyor {
 namespace {
 
-using hf_testing::FreshDir;
-using hf_testing::PatternParameters;
-using hf_testing::SmallGpt2Config;
-using hf_testing::WithZeroPadding;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing_util::FreshDir;
+using testing_util::PatternParameters;
+using testing_util::SmallGpt2Config;
+using testing_util::WithZeroPadding;
 
 Gpt2Dims DimsOf(const Config& config) {
   const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, PaddedVocabSize(config));

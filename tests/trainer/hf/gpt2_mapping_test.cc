@@ -12,14 +12,14 @@
 namespace conveyor {
 namespace {
 
-using hf_testing::PatternParameters;
-using hf_testing::SmallGpt2Config;
-using hf_testing::WithZeroPadding;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing_util::PatternParameters;
+using testing_util::SmallGpt2Config;
+using testing_util::WithZeroPadding;
 
 // hidden 4, 2 heads of dimension 2, one layer, vocabulary 5 padded to 8, 3 positions.
 Gpt2Dims TinyDims() {

@@ -1,23 +1,9 @@
 #include "tests/trainer/hf/hf_test_util.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-
-#include "absl/strings/str_cat.h"
-#include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {
-namespace hf_testing {
-
-std::string FreshDir(const std::string& name) {
-  static std::atomic<int> counter{0};
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", counter++);
-  RemoveTree(dir).IgnoreError();
-  MakeDirs(dir).IgnoreError();
-  return dir;
-}
+namespace testing_util {
 
 Config SmallGpt2Config() {
   Config config;
@@ -54,5 +40,5 @@ GlobalTensorMap WithZeroPadding(GlobalTensorMap tensors, const Gpt2Dims& dims) {
   return tensors;
 }
 
-}  // namespace hf_testing
+}  // namespace testing_util
 }  // namespace conveyor

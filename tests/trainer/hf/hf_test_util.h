@@ -1,5 +1,5 @@
-// Shared pieces of the Hugging Face tests: scratch folders, a small GPT-2-shaped
-// config, and parameters whose values identify the tensor and element.
+// Shared pieces of the Hugging Face tests: a small GPT-2-shaped config, and parameters
+// whose values identify the tensor and element.
 #ifndef CONVEYOR_TESTS_TRAINER_HF_HF_TEST_UTIL_H_
 #define CONVEYOR_TESTS_TRAINER_HF_HF_TEST_UTIL_H_
 
@@ -9,10 +9,7 @@
 #include "trainer/hf/gpt2_mapping.h"
 
 namespace conveyor {
-namespace hf_testing {
-
-// A fresh, empty folder under TEST_TMPDIR.
-std::string FreshDir(const std::string& name);
+namespace testing_util {
 
 // GPT-2's architecture at toy size: 2 layers, hidden 8, 2 heads, 16 positions,
 // vocabulary 50 padded to 64 (multiple of 16 x TP 2).
@@ -26,7 +23,7 @@ GlobalTensorMap PatternParameters(const Gpt2Dims& dims);
 // export then import gives back.
 GlobalTensorMap WithZeroPadding(GlobalTensorMap tensors, const Gpt2Dims& dims);
 
-}  // namespace hf_testing
+}  // namespace testing_util
 }  // namespace conveyor
 
 #endif  // CONVEYOR_TESTS_TRAINER_HF_HF_TEST_UTIL_H_

@@ -10,15 +10,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/hf/hf_test_util.h"
+#include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {
 namespace {
 
-using hf_testing::FreshDir;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing_util::FreshDir;
 
 std::string LengthPrefix(uint64_t n) {
   std::string bytes(8, '\0');

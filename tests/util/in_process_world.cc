@@ -1,8 +1,10 @@
-#include "tests/trainer/checkpoint/in_process_world.h"
+#include "tests/util/in_process_world.h"
 
 #include <algorithm>
 #include <cstring>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 namespace conveyor {
 namespace testing_util {
@@ -52,8 +54,21 @@ class InProcessCommunicator : public Communicator {
     world_->Meet(rank_, nullptr, [](std::vector<void*>&) {});
     return absl::OkStatus();
   }
-  absl::Status BatchSendRecv(const std::vector<P2POp>&) override {
-    return absl::UnimplementedError("BatchSendRecv in InProcessWorld");
+  // Sends never wait, so posting every send before the first receive is the
+  // deadlock-free order the interface promises.
+  absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override {
+    for (const P2POp& op : ops) {
+      if (op.peer < 0 || op.peer >= size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("BatchSendRecv in InProcessWorld: peer ", op.peer, " of ", size()));
+      }
+      if (op.is_send) world_->Send(rank_, op.peer, op.data, op.n);
+    }
+    for (const P2POp& op : ops) {
+      if (op.is_send) continue;
+      if (absl::Status s = world_->Receive(op.peer, rank_, op.data, op.n); !s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
 
  private:
@@ -100,6 +115,27 @@ void InProcessWorld::Meet(int rank, void* buffer,
     cv_.wait(lock, [&] { return generation_ != generation; });
   }
   if (--leaving_ == 0) cv_.notify_all();
+}
+
+void InProcessWorld::Send(int from, int to, const float* data, int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mailboxes_[{from, to}].emplace_back(data, data + n);
+  cv_.notify_all();
+}
+
+absl::Status InProcessWorld::Receive(int from, int to, float* data, int64_t n) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::deque<std::vector<float>>& mailbox = mailboxes_[{from, to}];
+  cv_.wait(lock, [&] { return !mailbox.empty(); });
+  const std::vector<float> message = std::move(mailbox.front());
+  mailbox.pop_front();
+  if (static_cast<int64_t>(message.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("InProcessWorld: rank ", to, " receives ", n,
+                                                   " elements from rank ", from, ", which sent ",
+                                                   message.size()));
+  }
+  std::copy(message.begin(), message.end(), data);
+  return absl::OkStatus();
 }
 
 std::vector<absl::Status> InProcessWorld::Run(

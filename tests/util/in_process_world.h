@@ -1,15 +1,20 @@
 // N "ranks" as threads of one test process: a Communicator per rank whose collectives
-// meet in shared memory, so that multi-rank saves run without forking or gloo.
-// Implements what the checkpoint library uses (Barrier, Broadcast, all-reduces,
-// all-gather); point-to-point returns Unimplemented.
-#ifndef CONVEYOR_TESTS_TRAINER_CHECKPOINT_IN_PROCESS_WORLD_H_
-#define CONVEYOR_TESTS_TRAINER_CHECKPOINT_IN_PROCESS_WORLD_H_
+// meet in shared memory, so that multi-rank code runs without forking or gloo.
+// Implements Barrier, Broadcast, the all-reduces, AllGather and BatchSendRecv;
+// ReduceScatterSum returns Unimplemented. Calls have no timeout: a rank that never
+// arrives hangs the test.
+#ifndef CONVEYOR_TESTS_UTIL_IN_PROCESS_WORLD_H_
+#define CONVEYOR_TESTS_UTIL_IN_PROCESS_WORLD_H_
 
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +38,12 @@ class InProcessWorld {
   // rank to arrive), then every rank leaves. The building block of the collectives.
   void Meet(int rank, void* buffer, const std::function<void(std::vector<void*>&)>& fn);
 
+  // Point-to-point, the building blocks of BatchSendRecv. Send copies the message into
+  // the (from, to) mailbox and returns; Receive waits for that mailbox's oldest message
+  // and fails when its size is not `n`. Messages of one direction match in send order.
+  void Send(int from, int to, const float* data, int64_t n);
+  absl::Status Receive(int from, int to, float* data, int64_t n);
+
  private:
   std::mutex mu_;
   std::condition_variable cv_;
@@ -40,10 +51,11 @@ class InProcessWorld {
   int arrived_ = 0;
   int leaving_ = 0;
   int64_t generation_ = 0;
+  std::map<std::pair<int, int>, std::deque<std::vector<float>>> mailboxes_;  // (from, to)
   std::vector<std::unique_ptr<Communicator>> comms_;
 };
 
 }  // namespace testing_util
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TESTS_TRAINER_CHECKPOINT_IN_PROCESS_WORLD_H_
+#endif  // CONVEYOR_TESTS_UTIL_IN_PROCESS_WORLD_H_

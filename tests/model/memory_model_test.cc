@@ -2,7 +2,7 @@
 // stashes, exactly, for every recompute setting, in fp32 and in (emulated) bf16; the
 // weights with their bf16 GEMM copies, exactly; and the peak activation bytes of real
 // pipeline runs, within 10%, for several schedules, with GPipe / 1F1B on the first
-// stage close to M / P as the seed says.
+// stage close to M / P (Narayanan et al., 2021, §2.2.1).
 #include "model/memory_model.h"
 
 #include <string>
@@ -19,7 +19,7 @@
 #include "tests/trainer/layout_runs.h"
 #include "trainer/config_validation.h"
 
-namespace conveyor::testing {
+namespace conveyor::testing_util {
 namespace {
 
 struct RecomputeCase {
@@ -189,7 +189,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PeakActivationTest,
                            return name;
                          });
 
-// The seed's claim: GPipe keeps all M micro-batches, 1F1B about P, on the first stage.
+// Narayanan et al., 2021, §2.2.1: GPipe keeps all M micro-batches, 1F1B about P, on the
+// first stage.
 TEST(PeakActivationTest, GpipeOverOneFOneBIsAboutMOverP) {
   const std::vector<int64_t> gpipe = MeasuredAndPredicted({"gpipe", 1, false}).first.activations;
   const std::vector<int64_t> one_f_one_b =
@@ -214,4 +215,4 @@ TEST(PeakActivationTest, FullRecomputationCutsPeakByThePredictedFactor) {
 }
 
 }  // namespace
-}  // namespace conveyor::testing
+}  // namespace conveyor::testing_util

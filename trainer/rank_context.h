@@ -1,0 +1,78 @@
+// One rank's place in the job and the groups it talks through, built once from the
+// ParallelState and the config, and handed by reference to every part of the rank's
+// training (updaters, checkpoints, the executor, evaluation), as Megatron hands one
+// process-group collection to every schedule. A group of one is a real group (a
+// SelfCommunicator), never null, so no caller asks whether a group exists.
+#ifndef CONVEYOR_TRAINER_RANK_CONTEXT_H_
+#define CONVEYOR_TRAINER_RANK_CONTEXT_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "parallel/communicator.h"
+#include "parallel/parallel_state.h"
+#include "parallel/pipeline/pipeline_place.h"
+#include "proto/config.pb.h"
+
+namespace conveyor {
+
+class RankContext {
+ public:
+  // `state` must outlive the context; `config` (resolved, the same layout as `state`)
+  // gives the schedule's stage layout, V, sequence parallelism and tied embeddings.
+  static absl::StatusOr<RankContext> Create(ParallelState& state, const Config& config);
+  // One process in the default place (P = V = 1, no sequence parallelism), owning its
+  // groups of one: what one-rank tests train in.
+  static RankContext SingleProcess();
+
+  RankContext(RankContext&&);
+  RankContext& operator=(RankContext&&);
+  ~RankContext();
+
+  Communicator& world() const { return *world_; }
+  Communicator& tp() const { return *tp_; }
+  Communicator& dp() const { return *dp_; }
+  Communicator& pp() const { return *pp_; }
+  Communicator& model_parallel() const { return *model_parallel_; }  // TP x PP
+  // Sums the copies of a tied word embedding held by the first and the last pipeline
+  // stage (loop layout, P > 1). A group of one elsewhere: an untied model, middle
+  // stages, and the V-shape, whose rank 0 holds both copies (GptStage sums them).
+  Communicator& tied_embedding() const { return *tied_embedding_; }
+
+  int dp_rank() const { return dp_rank_; }
+  int dp_size() const { return dp_size_; }
+  int tp_rank() const { return tp_->rank(); }
+  int tp_size() const { return tp_->size(); }
+  bool sequence_parallel() const { return sequence_parallel_; }
+  const pipeline::PipelinePlace& pipeline() const { return pipeline_; }
+
+ private:
+  // The groups of `state`, in the default pipeline place.
+  explicit RankContext(ParallelState& state);
+
+  std::unique_ptr<ParallelState> owned_state_;        // SingleProcess only
+  std::unique_ptr<Communicator> no_embedding_peers_;  // tied_embedding() when a group of one
+  Communicator* world_ = nullptr;
+  Communicator* tp_ = nullptr;
+  Communicator* dp_ = nullptr;
+  Communicator* pp_ = nullptr;
+  Communicator* model_parallel_ = nullptr;
+  Communicator* tied_embedding_ = nullptr;
+  int dp_rank_ = 0;
+  int dp_size_ = 1;
+  bool sequence_parallel_ = false;
+  pipeline::PipelinePlace pipeline_;
+};
+
+// The mean loss of a step (or of several) from this rank's sum over its
+// `micro_batches`: only the last stage computes losses, so the sum over the pipeline
+// gives every rank the loss (and all of them agree on skipping a NaN step), and the
+// sum over data parallelism completes the mean over micro_batches * DP. Every rank of
+// the pipeline and data-parallel groups must call.
+absl::StatusOr<double> MeanLossOverRanks(double local_sum, int64_t micro_batches,
+                                         const RankContext& context);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_RANK_CONTEXT_H_
