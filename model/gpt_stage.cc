@@ -80,12 +80,12 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
   }
   stash.layers.resize(model.num_local_layers());
   for (int64_t i = 0; i < model.num_local_layers(); ++i) {
-    Tensor in = x;
-    ASSIGN_OR_RETURN(x, model.layer(i).Forward(in, mb, &stash.layers[i]));
+    Tensor layer_input = x;
+    ASSIGN_OR_RETURN(x, model.layer(i).Forward(layer_input, mb, &stash.layers[i]));
     if (recompute_.Recomputes(i)) {
       // Keep the group's input only; BackwardInput reruns the forward.
       stash.layers[i] = LayerStash();
-      if (recompute_.KeepsCheckpoint(i)) stash.layers[i].x = in;
+      if (recompute_.KeepsCheckpoint(i)) stash.layers[i].x = layer_input;
     }
   }
   if (!has_head(chunk)) return ops().CastTo(x, DType::kFloat32);  // see FromBoundary

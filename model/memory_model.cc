@@ -8,6 +8,7 @@
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/schedule.h"
+#include "proto/config_choices.h"
 
 namespace conveyor {
 namespace {
@@ -152,10 +153,15 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
                    pipeline::ScheduleByName(p.pipeline_schedule()));
   const bool bf16 = config.precision().bf16();
-  const ActivationShape a{
-      config.training().micro_batch_size(), shape.seq,         tp,
-      p.sequence_parallel() && tp > 1,      bf16 ? 2 : kFloat, p.device() == "cuda"};
+  const ActivationShape a{config.training().micro_batch_size(),
+                          shape.seq,
+                          tp,
+                          p.sequence_parallel() && tp > 1,
+                          bf16 ? 2 : kFloat,
+                          ParseChoice<DeviceKind>(p.device()) == DeviceKind::kCuda};
   const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
+  const bool adam =
+      ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
   const int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
   const int64_t vocab_rows = shape.padded_vocab / tp;
@@ -197,7 +203,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     }
     m.weight_bytes = kFloat * m.parameters + (bf16 ? 2 * gemm_weights : 0);
     m.grad_bytes = kFloat * m.parameters;
-    const int64_t state = (config.optimizer().optimizer() == "adam" ? 2 : 1) * kFloat;
+    const int64_t state = (adam ? 2 : 1) * kFloat;  // AdamW: two moments; SGD: momentum
     if (p.use_distributed_optimizer()) {
       const int64_t shard = (m.parameters + dp - 1) / dp;
       m.grad_bytes += kFloat * (shard * dp + shard);       // flat buffer and shard gradient

@@ -1,5 +1,7 @@
 #include "model/model_shape.h"
 
+#include "proto/config_choices.h"
+
 namespace conveyor {
 
 ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab) {
@@ -14,9 +16,10 @@ ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab) {
   s.seq = m.seq_length();
   s.padded_vocab = padded_vocab;
   s.max_positions = m.max_position_embeddings();
-  s.rope = m.position_embedding_type() == "rope";
+  s.rope = ParseChoice<PositionEmbeddingType>(m.position_embedding_type()) ==
+           PositionEmbeddingType::kRope;
   s.rotary_base = m.rotary_base();
-  s.rms_norm = m.normalization() == "RMSNorm";
+  s.rms_norm = ParseChoice<Normalization>(m.normalization()) == Normalization::kRmsNorm;
   s.norm_epsilon = m.norm_epsilon();
   s.swiglu = m.swiglu();
   s.tied_embeddings = !m.untie_embeddings_and_output_weights();

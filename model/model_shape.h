@@ -35,8 +35,9 @@ struct ModelShape {
   int64_t fc1_width() const { return swiglu ? 2 * ffn_hidden : ffn_hidden; }
 };
 
-// `config` must be resolved (derived sizes filled in, see trainer/config_validation.h);
-// the padded vocabulary size depends on the tokenizer, so the caller supplies it.
+// `config` must be resolved (a ResolvedConfig's config(), trainer/resolved_config.h;
+// the model room cannot name that type); the padded vocabulary size depends on the
+// tokenizer, so the caller supplies it (ResolvedConfig::padded_vocab_size()).
 ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab);
 
 // Elements of the activation a pipeline stage sends to the next for one micro-batch of

@@ -66,12 +66,13 @@ Parameter* ParameterStore::Add(const std::string& name, std::vector<int64_t> glo
     local_shape[sharding.dim] = 0;
     for (const ShardRange& r : sharding.ranges) local_shape[sharding.dim] += r.length;
   }
-  Parameter p{name,
-              global_shape,
-              sharding,
-              Tensor::Zeros(local_shape, MemoryCategory::kWeights),
-              Tensor::Zeros(local_shape, MemoryCategory::kGrads),
-              weight_decay};
+  Parameter p;
+  p.name = name;
+  p.global_shape = global_shape;
+  p.sharding = sharding;
+  p.value = Tensor::Zeros(local_shape, MemoryCategory::kWeights);
+  p.grad = Tensor::Zeros(local_shape, MemoryCategory::kGrads);
+  p.weight_decay = weight_decay;
   float* v = p.value.data();
   const int64_t n = p.value.numel();
   switch (init.kind) {

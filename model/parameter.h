@@ -39,7 +39,7 @@ struct Parameter {
   Sharding sharding;
   Tensor value;       // the local part (fp32: the master weights on a bf16 backend)
   Tensor grad;        // fp32, accumulated over the micro-batches of a step
-  bool weight_decay;  // Megatron excludes biases and norm weights
+  bool weight_decay = false;  // Megatron excludes biases and norm weights
   // A GEMM reads this weight (see model/parameter_placement.h): on a backend whose
   // compute type is not fp32 it reads `compute`, value rounded to that type.
   bool gemm_operand = false;

@@ -1,5 +1,9 @@
 #include "model/recompute.h"
 
+#include <optional>
+
+#include "proto/config_choices.h"
+
 namespace conveyor {
 
 bool RecomputePolicy::Recomputes(int64_t index) const {
@@ -26,11 +30,14 @@ int64_t RecomputePolicy::GroupStart(int64_t index) const {
 RecomputePolicy RecomputePolicyFromConfig(const Config& config) {
   const RecomputeConfig& r = config.recompute();
   RecomputePolicy policy;
-  if (r.recompute_granularity() == "full") {
-    policy.full = r.recompute_method() == "block" ? RecomputePolicy::Full::kBlock
-                                                  : RecomputePolicy::Full::kUniform;
+  const std::optional<RecomputeGranularity> granularity =
+      ParseChoice<RecomputeGranularity>(r.recompute_granularity());
+  if (granularity == RecomputeGranularity::kFull) {
+    policy.full = ParseChoice<RecomputeMethod>(r.recompute_method()) == RecomputeMethod::kBlock
+                      ? RecomputePolicy::Full::kBlock
+                      : RecomputePolicy::Full::kUniform;
     policy.num_layers = r.recompute_num_layers();
-  } else if (r.recompute_granularity() == "selective") {
+  } else if (granularity == RecomputeGranularity::kSelective) {
     for (const std::string& module : r.recompute_modules()) {
       if (module == "core_attn") policy.selective.core_attn = true;
       if (module == "mlp") policy.selective.mlp = true;

@@ -41,7 +41,8 @@ struct RecomputePolicy {
   int64_t GroupStart(int64_t index) const;
 };
 
-// From a resolved config (--recompute-activations already folded into granularity).
+// From a resolved config (a ResolvedConfig's config(), trainer/resolved_config.h:
+// --recompute-activations already folded into granularity).
 RecomputePolicy RecomputePolicyFromConfig(const Config& config);
 
 }  // namespace conveyor

@@ -273,10 +273,10 @@ void TcpStoreClient::Post(const std::string& key, const std::string& value) {
   if (!failure_.ok()) return;
   const absl::Time deadline = absl::Now() + io_timeout_;
   const tcp_store::Op op = tcp_store::Op::kPost;
-  // Diagnostics only: a failure here surfaces at the next Set or Get.
+  // Diagnostics only: the failure Lost records surfaces at the next Set or Get.
   if (!tcp_store::WriteAll(fd_, &op, sizeof(op), deadline) ||
       !tcp_store::WriteBlob(fd_, key, deadline) || !tcp_store::WriteBlob(fd_, value, deadline)) {
-    Lost("post", key, io_timeout_);
+    Lost("post", key, io_timeout_).IgnoreError();
   }
 }
 

@@ -37,8 +37,9 @@ std::string BuiltInAttentionNote(const Config& config) {
 
 Backend CpuBackend() { return {&CpuOps::Get(), &CpuOptimizerOps::Get(), "CPU backend (fp32)"}; }
 
-absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank) {
-  if (config.parallel().device() != "cuda") {
+absl::StatusOr<Backend> StartBackend(const ResolvedConfig& resolved, int local_rank) {
+  const Config& config = resolved.config();
+  if (!resolved.on_gpu()) {
     if (!config.precision().bf16()) return CpuBackend();
     static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
     return Backend{emulated, &CpuOptimizerOps::Get(),

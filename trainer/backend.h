@@ -7,9 +7,9 @@
 
 #include "absl/status/statusor.h"
 #include "parallel/device_transport.h"
-#include "proto/config.pb.h"
 #include "runtime/ops.h"
 #include "runtime/optimizer_ops.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
@@ -32,7 +32,7 @@ Backend CpuBackend();
 // fp32, with NCCL as its transport; its objects live for the rest of the process. Fails,
 // naming the flag, when no CUDA device is usable. Start the backend before the
 // ParallelState: the groups' NCCL communicators need the selected GPU.
-absl::StatusOr<Backend> StartBackend(const Config& config, int local_rank);
+absl::StatusOr<Backend> StartBackend(const ResolvedConfig& resolved, int local_rank);
 
 // One line on the device memory the run used, e.g. "GPU memory: peak 23.1 GiB in
 // tensors, 24.0 GiB reserved; cudaMalloc 41 times for 120512 allocations"; empty on

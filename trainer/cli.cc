@@ -28,6 +28,7 @@
 #include "trainer/plan.h"
 #include "trainer/rank_training.h"
 #include "trainer/rehearsal.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 namespace {
@@ -64,8 +65,9 @@ int FinishRun(ParallelState& state, std::ostream& err, const std::string& who) {
 
 // One rank's whole run: groups, data, model, training. `env` is null for a job of
 // one process.
-int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
+int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ostream& out,
             std::ostream& err) {
+  const Config& config = resolved.config();
   const std::string who = env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank);
   // Ranks share the machine's cores (docs/design.md §9).
   const int local_ranks = env == nullptr ? 1 : config.parallel().nproc_per_node();
@@ -73,19 +75,17 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
       std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks));
   // The backend first: the groups move its tensors, through its transport.
   const absl::StatusOr<Backend> backend =
-      StartBackend(config, env == nullptr ? 0 : env->local_rank);
+      StartBackend(resolved, env == nullptr ? 0 : env->local_rank);
   if (!backend.ok()) {
     return RunFailure(err, who, backend.status());
   }
   absl::StatusOr<std::unique_ptr<ParallelState>> state =
       env == nullptr
           ? ParallelState::SingleProcess(backend->transport)
-          : ParallelState::Create(*env, config.parallel().tensor_model_parallel_size(),
-                                  config.parallel().pipeline_model_parallel_size(),
-                                  absl::Minutes(config.parallel().distributed_timeout_minutes()),
-                                  backend->transport, [&config](Communicator& world) {
-                                    return AgreeOnConfig(config, world);
-                                  });
+          : ParallelState::Create(
+                *env, resolved.tp(), resolved.pp(),
+                absl::Minutes(config.parallel().distributed_timeout_minutes()), backend->transport,
+                [&config](Communicator& world) { return AgreeOnConfig(config, world); });
   if (!state.ok()) {
     return RunFailure(err, who, state.status());
   }
@@ -94,7 +94,7 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
   }
   if (config.parallel().pipeline_rehearsal_ms() > 0) {
     absl::StatusOr<RehearsalResult> rehearsal =
-        RunRehearsal(config, **state, IsLoggingRank(**state) ? &out : nullptr);
+        RunRehearsal(resolved, **state, IsLoggingRank(**state) ? &out : nullptr);
     if (!rehearsal.ok()) {
       return RunFailure(err, who, rehearsal.status());
     }
@@ -124,7 +124,7 @@ int RunRank(const Config& config, const RankEnvironment* env, std::ostream& out,
                                             ": cannot open for writing"));
     }
   }
-  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, *data->train, {&out, metrics.get()},
+  absl::StatusOr<RankRun> run = TrainOnRank(resolved, **state, *data->train, {&out, metrics.get()},
                                             {data->valid.get(), data->test.get()}, *backend);
   if (!run.ok()) {
     return RunFailure(err, who, run.status());
@@ -177,18 +177,14 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   absl::StatusOr<std::optional<RankEnvironment>> env = RankEnvironmentFromEnv();
   if (!env.ok()) return UsageError(err, std::string(env.status().message()));
   const int world_size = WorldSizeFromEnvironment(*parsed);
-  absl::StatusOr<Config> resolved = ResolveConfig(*parsed, world_size);
+  // Resolved once (derived values and the tokenizer's vocabulary); everything below
+  // reads this.
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, world_size);
   if (!resolved.ok()) return UsageError(err, std::string(resolved.status().message()));
-  Config config = *resolved;
-  // A tokenizer fixes the vocabulary (--vocab-size only sizes mock and null-tokenized
-  // data): from here on the config's --vocab-size is the one the model and the data use.
-  if (absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = ResolveVocabulary(&config);
-      !tokenizer.ok()) {
-    return UsageError(err, std::string(tokenizer.status().message()));
-  }
+  const Config& config = resolved->config();
 
   const GpuInfo gpus = ProbeGpus();
-  const bool on_gpu = config.parallel().device() == "cuda";
+  const bool on_gpu = resolved->on_gpu();
   const bool first_rank = !env->has_value() || (*env)->rank == 0;
   if (first_rank) {
     out << "conveyor: " << DescribeBackend(gpus)
@@ -198,7 +194,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
         << "\n";
     out << FormatEffectiveConfig(config);
   }
-  const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+  const ModelShape shape = ModelShapeFromConfig(config, resolved->padded_vocab_size());
   // An external launcher's ranks; one launched process with --nproc-per-node > 1 forks
   // them itself (srun -n1 trainer --nproc-per-node 4).
   const bool launched_alone = env->has_value() && (*env)->world_size == 1 && world_size > 1;
@@ -206,21 +202,20 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const RanksOnHost on_host = RanksSharingThisHost(external, world_size);
   if (config.training().dry_run()) {
     if (!first_rank) return kExitOk;
-    absl::StatusOr<std::string> plan = FormatPlan(config, shape, world_size);
+    absl::StatusOr<std::string> plan = FormatPlan(*resolved, shape);
     if (!plan.ok()) return UsageError(err, std::string(plan.status().message()));
-    out << *plan << HostMemoryLine(config, shape, world_size, on_host);
+    out << *plan << HostMemoryLine(*resolved, shape, on_host);
     return kExitOk;
   }
   if (absl::Status writable = CheckOutputFiles(config); !writable.ok()) {
     return UsageError(err, std::string(writable.message()));
   }
-  if (absl::Status fits = CheckRunFitsHostMemory(config, shape, world_size, on_host);
-      !fits.ok()) {
+  if (absl::Status fits = CheckRunFitsHostMemory(*resolved, shape, on_host); !fits.ok()) {
     err << kProgram << ": error: " << fits.message() << "\n";
     return kExitFailure;
   }
-  if (external != nullptr) return RunRank(config, external, out, err);
-  if (world_size == 1) return RunRank(config, nullptr, out, err);
+  if (external != nullptr) return RunRank(*resolved, external, out, err);
+  if (world_size == 1) return RunRank(*resolved, nullptr, out, err);
   if (config.parallel().nnodes() > 1) {
     return UsageError(err,
                       "--nnodes > 1: start one trainer per rank with torchrun or srun "
@@ -232,7 +227,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   launch.ranks_handle_signals = config.checkpoint().exit_signal_handler();
   return LaunchLocalRanks(
       config.parallel().nproc_per_node(),
-      [&](const RankEnvironment& rank_env) { return RunRank(config, &rank_env, out, err); }, err,
+      [&](const RankEnvironment& rank_env) { return RunRank(*resolved, &rank_env, out, err); }, err,
       launch);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "google/protobuf/message.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/schedule.h"
+#include "proto/config_choices.h"
 #include "trainer/flags.h"
 
 namespace conveyor {
@@ -103,6 +105,57 @@ Derived Derive(const Config& c, int world_size) {
   return d;
 }
 
+// What tensor parallelism splits must divide evenly over TP.
+void CheckTensorParallelSplit(const Config& c, const Derived& d, Problems* out) {
+  if (d.tp <= 0) return;
+  const ModelConfig& m = c.model();
+  if (d.heads > 0 && d.heads % d.tp != 0) {
+    out->Add("--num-attention-heads ", d.heads,
+             " is not divisible by --tensor-model-parallel-size ", d.tp,
+             ": each tensor-parallel rank holds whole heads; choose a TP size dividing the "
+             "head count");
+  }
+  if (m.num_query_groups() > 0 && m.num_query_groups() % d.tp != 0) {
+    out->Add("--num-query-groups ", m.num_query_groups(),
+             " is not divisible by --tensor-model-parallel-size ", d.tp,
+             ": each tensor-parallel rank holds whole key/value groups; choose a TP size "
+             "dividing num-query-groups");
+  }
+  if (d.ffn > 0 && d.ffn % d.tp != 0) {
+    out->Add("--ffn-hidden-size ", d.ffn, m.ffn_hidden_size() == 0 ? " (4 * --hidden-size)" : "",
+             " is not divisible by --tensor-model-parallel-size ", d.tp,
+             ": the MLP is split by columns over TP; choose an ffn-hidden-size divisible by TP");
+  }
+  if (c.parallel().sequence_parallel() && d.tp > 1 && m.seq_length() > 0 &&
+      m.seq_length() % d.tp != 0) {
+    out->Add("--sequence-parallel needs --seq-length ", m.seq_length(),
+             " divisible by --tensor-model-parallel-size ", d.tp,
+             ": the sequence is split evenly over TP ranks");
+  }
+}
+
+// The position embedding's own rules.
+void CheckPositions(const Config& c, const Derived& d, Problems* out) {
+  const ModelConfig& m = c.model();
+  const std::optional<PositionEmbeddingType> positions =
+      ParseChoice<PositionEmbeddingType>(m.position_embedding_type());
+  if (positions == PositionEmbeddingType::kRope) {
+    if (d.kv_channels % 2 != 0) {
+      out->Add("--kv-channels ", d.kv_channels,
+               m.kv_channels() == 0 ? " (--hidden-size / --num-attention-heads)" : "",
+               " is odd: --position-embedding-type rope rotates pairs of channels; choose an "
+               "even head dimension");
+    }
+    out->PositiveReal("--rotary-base", m.rotary_base());
+  } else if (positions == PositionEmbeddingType::kLearnedAbsolute &&
+             m.max_position_embeddings() > 0 && m.max_position_embeddings() < m.seq_length()) {
+    out->Add("--max-position-embeddings ", m.max_position_embeddings(),
+             " is smaller than --seq-length ", m.seq_length(),
+             ": the learned position table needs a row per position; set "
+             "--max-position-embeddings >= seq-length, or 0 for seq-length");
+  }
+}
+
 void CheckModel(const Config& c, const Derived& d, Problems* out) {
   const ModelConfig& m = c.model();
   out->Positive("--num-layers", m.num_layers());
@@ -133,51 +186,13 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
              ": every key/value group serves the same number of heads; "
              "choose num-query-groups dividing num-attention-heads");
   }
-  if (d.tp > 0) {
-    if (d.heads > 0 && d.heads % d.tp != 0) {
-      out->Add("--num-attention-heads ", d.heads,
-               " is not divisible by --tensor-model-parallel-size ", d.tp,
-               ": each tensor-parallel rank holds whole heads; choose a TP size dividing the "
-               "head count");
-    }
-    if (m.num_query_groups() > 0 && m.num_query_groups() % d.tp != 0) {
-      out->Add("--num-query-groups ", m.num_query_groups(),
-               " is not divisible by --tensor-model-parallel-size ", d.tp,
-               ": each tensor-parallel rank holds whole key/value groups; choose a TP size "
-               "dividing num-query-groups");
-    }
-    if (d.ffn > 0 && d.ffn % d.tp != 0) {
-      out->Add("--ffn-hidden-size ", d.ffn, m.ffn_hidden_size() == 0 ? " (4 * --hidden-size)" : "",
-               " is not divisible by --tensor-model-parallel-size ", d.tp,
-               ": the MLP is split by columns over TP; choose an ffn-hidden-size divisible by TP");
-    }
-    if (c.parallel().sequence_parallel() && d.tp > 1 && m.seq_length() > 0 &&
-        m.seq_length() % d.tp != 0) {
-      out->Add("--sequence-parallel needs --seq-length ", m.seq_length(),
-               " divisible by --tensor-model-parallel-size ", d.tp,
-               ": the sequence is split evenly over TP ranks");
-    }
-  }
+  CheckTensorParallelSplit(c, d, out);
   if (m.ffn_hidden_size() == 0 && d.ffn > kInt32Max) {
     out->Add("--hidden-size ", m.hidden_size(),
              " is too large: the derived --ffn-hidden-size "
              "4 * hidden-size does not fit in int32; set a smaller hidden size");
   }
-  if (m.position_embedding_type() == "rope") {
-    if (d.kv_channels % 2 != 0) {
-      out->Add("--kv-channels ", d.kv_channels,
-               m.kv_channels() == 0 ? " (--hidden-size / --num-attention-heads)" : "",
-               " is odd: --position-embedding-type rope rotates pairs of channels; choose an "
-               "even head dimension");
-    }
-    out->PositiveReal("--rotary-base", m.rotary_base());
-  } else if (m.position_embedding_type() == "learned_absolute" && m.max_position_embeddings() > 0 &&
-             m.max_position_embeddings() < m.seq_length()) {
-    out->Add("--max-position-embeddings ", m.max_position_embeddings(),
-             " is smaller than --seq-length ", m.seq_length(),
-             ": the learned position table needs a row per position; set "
-             "--max-position-embeddings >= seq-length, or 0 for seq-length");
-  }
+  CheckPositions(c, d, out);
   out->HalfOpenUnit("--hidden-dropout", m.hidden_dropout());
   out->HalfOpenUnit("--attention-dropout", m.attention_dropout());
   out->PositiveReal("--norm-epsilon", m.norm_epsilon());
@@ -406,17 +421,20 @@ void CheckOptimizer(const Config& c, Problems* out) {
 void CheckRecompute(const Config& c, Problems* out) {
   const RecomputeConfig& r = c.recompute();
   out->NonNegative("--recompute-num-layers", r.recompute_num_layers());
-  if (r.recompute_activations() && r.recompute_granularity() == "full") {
+  if (r.recompute_activations() &&
+      ParseChoice<RecomputeGranularity>(r.recompute_granularity()) == RecomputeGranularity::kFull) {
     out->Add(
         "--recompute-activations and --recompute-granularity full contradict: "
         "--recompute-activations means selective; drop one of them");
     return;
   }
-  const std::string granularity =
-      r.recompute_activations() ? "selective" : r.recompute_granularity();
+  // Unset for a string that is no choice (CheckChoices reports it).
+  const std::optional<RecomputeGranularity> granularity =
+      r.recompute_activations() ? RecomputeGranularity::kSelective
+                                : ParseChoice<RecomputeGranularity>(r.recompute_granularity());
   const bool has_method = !r.recompute_method().empty();
   const bool has_layers = r.recompute_num_layers() != 0;
-  if (granularity == "full") {
+  if (granularity == RecomputeGranularity::kFull) {
     if (!has_method) {
       out->Add(
           "--recompute-method is missing: --recompute-granularity full needs "
@@ -435,13 +453,13 @@ void CheckRecompute(const Config& c, Problems* out) {
           "--recompute-modules only applies to --recompute-granularity selective: full "
           "recomputes whole layers; drop --recompute-modules");
     }
-  } else if (granularity == "selective") {
+  } else if (granularity == RecomputeGranularity::kSelective) {
     if (has_method || has_layers) {
       out->Add(has_method ? "--recompute-method" : "--recompute-num-layers",
                " is for --recompute-granularity full: selective recomputation takes neither "
                "--recompute-method nor --recompute-num-layers; drop them");
     }
-  } else if (granularity.empty()) {
+  } else if (granularity == RecomputeGranularity::kNone) {
     if (has_method || has_layers) {
       out->Add(has_method ? "--recompute-method" : "--recompute-num-layers",
                " has no effect without --recompute-granularity full: add it or drop the flag");
@@ -633,77 +651,93 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   return problems.Take();
 }
 
+namespace {
+
+// ResolveConfig's parts, each filling in one group's derived ("auto") values.
+void ResolveModel(const Derived& d, ModelConfig* m) {
+  m->set_ffn_hidden_size(static_cast<int32_t>(d.ffn));
+  m->set_num_query_groups(static_cast<int32_t>(d.query_groups));
+  m->set_kv_channels(static_cast<int32_t>(d.kv_channels));
+  if (m->max_position_embeddings() == 0) m->set_max_position_embeddings(m->seq_length());
+}
+
+void ResolveParallel(const Derived& d, ParallelConfig* p) {
+  if (p->num_layers_per_virtual_pipeline_stage() > 0) {
+    // Megatron's two spellings of V; keep one so the result validates again.
+    p->set_num_virtual_stages_per_pipeline_rank(
+        static_cast<int32_t>(d.split_layers / d.pp / p->num_layers_per_virtual_pipeline_stage()));
+    p->set_num_layers_per_virtual_pipeline_stage(0);
+  } else if (p->num_virtual_stages_per_pipeline_rank() == 0) {
+    p->set_num_virtual_stages_per_pipeline_rank(1);
+  }
+  if (p->pipeline_schedule().empty()) {
+    p->set_pipeline_schedule(p->num_virtual_stages_per_pipeline_rank() > 1 ? "interleaved-1f1b"
+                                                                           : "1f1b");
+  }
+}
+
+void ResolveBatchAndSchedule(const Derived& d, TrainingConfig* t, OptimizerConfig* o) {
+  const int64_t per_micro = int64_t{t->micro_batch_size()} * d.dp;
+  if (t->global_batch_size() > 0) {
+    t->set_num_micro_batches(static_cast<int32_t>(t->global_batch_size() / per_micro));
+  } else {
+    t->set_num_micro_batches(std::max(1, t->num_micro_batches()));
+    t->set_global_batch_size(static_cast<int32_t>(t->num_micro_batches() * per_micro));
+  }
+  if (t->train_samples() > 0) {
+    // Megatron: train-iters = train-samples // global batch; the schedule counts samples.
+    t->set_train_iters(static_cast<int32_t>(t->train_samples() / t->global_batch_size()));
+    if (o->lr_decay_samples() == 0) o->set_lr_decay_samples(t->train_samples());
+  } else if (o->lr_decay_iters() == 0) {
+    o->set_lr_decay_iters(t->train_iters());
+  }
+  if (o->lr_warmup_fraction() > 0) {
+    // Megatron: warmup = fraction * decay (iterations or samples). Clear the fraction so
+    // the resolved config does not set both exclusive flags.
+    if (t->train_samples() > 0) {
+      o->set_lr_warmup_samples(static_cast<int64_t>(o->lr_warmup_fraction() *
+                                                    static_cast<double>(o->lr_decay_samples())));
+    } else {
+      o->set_lr_warmup_iters(static_cast<int32_t>(o->lr_warmup_fraction() * o->lr_decay_iters()));
+    }
+    o->set_lr_warmup_fraction(0);
+  }
+}
+
+void ResolveRecompute(RecomputeConfig* r) {
+  if (r->recompute_activations()) {
+    r->set_recompute_granularity(std::string(ChoiceName(RecomputeGranularity::kSelective)));
+  }
+  if (ParseChoice<RecomputeGranularity>(r->recompute_granularity()) ==
+          RecomputeGranularity::kSelective &&
+      r->recompute_modules_size() == 0) {
+    r->add_recompute_modules("core_attn");  // Megatron's default module list
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
   const std::vector<std::string> problems = ValidateConfig(config, world_size);
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   const Derived d = Derive(config, world_size);
   Config out = config;
-
-  ModelConfig& m = *out.mutable_model();
-  m.set_ffn_hidden_size(static_cast<int32_t>(d.ffn));
-  m.set_num_query_groups(static_cast<int32_t>(d.query_groups));
-  m.set_kv_channels(static_cast<int32_t>(d.kv_channels));
-  if (m.max_position_embeddings() == 0) m.set_max_position_embeddings(m.seq_length());
-
-  ParallelConfig& p = *out.mutable_parallel();
-  if (p.num_layers_per_virtual_pipeline_stage() > 0) {
-    // Megatron's two spellings of V; keep one so the result validates again.
-    p.set_num_virtual_stages_per_pipeline_rank(
-        static_cast<int32_t>(d.split_layers / d.pp / p.num_layers_per_virtual_pipeline_stage()));
-    p.set_num_layers_per_virtual_pipeline_stage(0);
-  } else if (p.num_virtual_stages_per_pipeline_rank() == 0) {
-    p.set_num_virtual_stages_per_pipeline_rank(1);
-  }
-  if (p.pipeline_schedule().empty()) {
-    p.set_pipeline_schedule(p.num_virtual_stages_per_pipeline_rank() > 1 ? "interleaved-1f1b"
-                                                                         : "1f1b");
-  }
-
-  TrainingConfig& t = *out.mutable_training();
-  const int64_t per_micro = int64_t{t.micro_batch_size()} * d.dp;
-  if (t.global_batch_size() > 0) {
-    t.set_num_micro_batches(static_cast<int32_t>(t.global_batch_size() / per_micro));
-  } else {
-    t.set_num_micro_batches(std::max(1, t.num_micro_batches()));
-    t.set_global_batch_size(static_cast<int32_t>(t.num_micro_batches() * per_micro));
-  }
-
-  OptimizerConfig& o = *out.mutable_optimizer();
-  if (t.train_samples() > 0) {
-    // Megatron: train-iters = train-samples // global batch; the schedule counts samples.
-    t.set_train_iters(static_cast<int32_t>(t.train_samples() / t.global_batch_size()));
-    if (o.lr_decay_samples() == 0) o.set_lr_decay_samples(t.train_samples());
-  } else if (o.lr_decay_iters() == 0) {
-    o.set_lr_decay_iters(t.train_iters());
-  }
-  if (o.lr_warmup_fraction() > 0) {
-    // Megatron: warmup = fraction * decay (iterations or samples). Clear the fraction so
-    // the resolved config does not set both exclusive flags.
-    if (t.train_samples() > 0) {
-      o.set_lr_warmup_samples(
-          static_cast<int64_t>(o.lr_warmup_fraction() * static_cast<double>(o.lr_decay_samples())));
-    } else {
-      o.set_lr_warmup_iters(static_cast<int32_t>(o.lr_warmup_fraction() * o.lr_decay_iters()));
-    }
-    o.set_lr_warmup_fraction(0);
-  }
-
+  ResolveModel(d, out.mutable_model());
+  ResolveParallel(d, out.mutable_parallel());
+  ResolveBatchAndSchedule(d, out.mutable_training(), out.mutable_optimizer());
   // bf16 is how a GPU trains unless asked otherwise (--bf16=false); the CPU stays fp32.
-  if (!out.precision().has_bf16() && p.device() == "cuda") {
+  if (!out.precision().has_bf16() &&
+      ParseChoice<DeviceKind>(out.parallel().device()) == DeviceKind::kCuda) {
     out.mutable_precision()->set_bf16(true);
   }
-
-  RecomputeConfig& r = *out.mutable_recompute();
-  if (r.recompute_activations()) r.set_recompute_granularity("selective");
-  if (r.recompute_granularity() == "selective" && r.recompute_modules_size() == 0) {
-    r.add_recompute_modules("core_attn");  // Megatron's default module list
-  }
+  ResolveRecompute(out.mutable_recompute());
 
   // The schedule's own rules on V and M (zbv runs two chunks per rank, interleaving needs
   // M divisible by P, ...), checked with the flags rather than once the ranks have started.
-  const absl::StatusOr<pipeline::Plan> plan =
-      pipeline::MakePlan(p.pipeline_schedule(), static_cast<int>(d.pp),
-                         p.num_virtual_stages_per_pipeline_rank(), t.num_micro_batches());
+  const ParallelConfig& p = out.parallel();
+  const absl::StatusOr<pipeline::Plan> plan = pipeline::MakePlan(
+      p.pipeline_schedule(), static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
+      out.training().num_micro_batches());
   if (!plan.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", plan.status().message()));

@@ -36,6 +36,8 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size);
 // which is then cleared), pipeline_schedule, recompute_granularity and
 // recompute_modules. The result validates again and resolves to itself.
 // Returns InvalidArgumentError listing every problem (one per line) when invalid.
+// The run resolves through ResolvedConfig::Resolve (trainer/resolved_config.h), which
+// adds the tokenizer's vocabulary, the derived sizes and the choice enums.
 absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size);
 
 // Megatron's padded vocab: vocab_size rounded up to a multiple of

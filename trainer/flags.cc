@@ -144,98 +144,124 @@ absl::Status ParseReal(absl::string_view flag, const std::string& text, bool is_
   return absl::OkStatus();
 }
 
-// Parses text as the field's type and sets it (or appends it, for a list).
-absl::Status SetFromText(const FieldDescriptor& field, const std::string& text, Message* group) {
-  const std::string flag = FlagName(field);
+// SetFromText's cases, one per kind of field: parse `text` and set the field (or
+// append to it, for a list).
+absl::Status SetSigned(const FieldDescriptor& field, const std::string& text, Message* group) {
   const Reflection& r = *group->GetReflection();
   const bool add = field.is_repeated();
+  const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_INT32;
+  int64_t v = 0;
+  const absl::Status s =
+      is32 ? ParseInteger(FlagName(field), text, std::numeric_limits<int32_t>::min(),
+                          std::numeric_limits<int32_t>::max(), "int32", &v, nullptr)
+           : ParseInteger(FlagName(field), text, std::numeric_limits<int64_t>::min(),
+                          std::numeric_limits<int64_t>::max(), "int64", &v, nullptr);
+  if (!s.ok()) return s;
+  if (is32) {
+    add ? r.AddInt32(group, &field, static_cast<int32_t>(v))
+        : r.SetInt32(group, &field, static_cast<int32_t>(v));
+  } else {
+    add ? r.AddInt64(group, &field, v) : r.SetInt64(group, &field, v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetUnsigned(const FieldDescriptor& field, const std::string& text, Message* group) {
+  const Reflection& r = *group->GetReflection();
+  const bool add = field.is_repeated();
+  const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32;
+  uint64_t v = 0;
+  const absl::Status s = ParseInteger(
+      FlagName(field), text, 0,
+      is32 ? std::numeric_limits<uint32_t>::max() : std::numeric_limits<uint64_t>::max(),
+      is32 ? "uint32" : "uint64", nullptr, &v);
+  if (!s.ok()) return s;
+  if (is32) {
+    add ? r.AddUInt32(group, &field, static_cast<uint32_t>(v))
+        : r.SetUInt32(group, &field, static_cast<uint32_t>(v));
+  } else {
+    add ? r.AddUInt64(group, &field, v) : r.SetUInt64(group, &field, v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetReal(const FieldDescriptor& field, const std::string& text, Message* group) {
+  const Reflection& r = *group->GetReflection();
+  const bool add = field.is_repeated();
+  const bool is_float = field.cpp_type() == FieldDescriptor::CPPTYPE_FLOAT;
+  double v = 0;
+  const absl::Status s = ParseReal(FlagName(field), text, is_float, &v);
+  if (!s.ok()) return s;
+  if (is_float) {
+    add ? r.AddFloat(group, &field, static_cast<float>(v))
+        : r.SetFloat(group, &field, static_cast<float>(v));
+  } else {
+    add ? r.AddDouble(group, &field, v) : r.SetDouble(group, &field, v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetBool(const FieldDescriptor& field, const std::string& text, Message* group) {
+  bool v;
+  if (text == "true" || text == "1") {
+    v = true;
+  } else if (text == "false" || text == "0") {
+    v = false;
+  } else {
+    return WrongType(FlagName(field), "true, false, 1 or 0", text);
+  }
+  const Reflection& r = *group->GetReflection();
+  field.is_repeated() ? r.AddBool(group, &field, v) : r.SetBool(group, &field, v);
+  return absl::OkStatus();
+}
+
+absl::Status SetEnum(const FieldDescriptor& field, const std::string& text, Message* group) {
+  const EnumValueDescriptor* v = field.enum_type()->FindValueByName(text);
+  if (v == nullptr) {
+    std::vector<std::string> names;
+    for (int i = 0; i < field.enum_type()->value_count(); ++i) {
+      names.push_back(field.enum_type()->value(i)->name());
+    }
+    return WrongType(FlagName(field), absl::StrCat("one of ", DescribeChoices(names)), text);
+  }
+  const Reflection& r = *group->GetReflection();
+  field.is_repeated() ? r.AddEnum(group, &field, v) : r.SetEnum(group, &field, v);
+  return absl::OkStatus();
+}
+
+absl::Status SetString(const FieldDescriptor& field, const std::string& text, Message* group) {
+  const std::vector<std::string> choices = FieldChoices(field);
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end()) {
+    return WrongType(FlagName(field), absl::StrCat("one of ", DescribeChoices(choices)), text);
+  }
+  const Reflection& r = *group->GetReflection();
+  field.is_repeated() ? r.AddString(group, &field, text) : r.SetString(group, &field, text);
+  return absl::OkStatus();
+}
+
+// Parses text as the field's type and sets it (or appends it, for a list).
+absl::Status SetFromText(const FieldDescriptor& field, const std::string& text, Message* group) {
   switch (field.cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
-    case FieldDescriptor::CPPTYPE_INT64: {
-      const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_INT32;
-      int64_t v = 0;
-      const absl::Status s =
-          is32 ? ParseInteger(flag, text, std::numeric_limits<int32_t>::min(),
-                              std::numeric_limits<int32_t>::max(), "int32", &v, nullptr)
-               : ParseInteger(flag, text, std::numeric_limits<int64_t>::min(),
-                              std::numeric_limits<int64_t>::max(), "int64", &v, nullptr);
-      if (!s.ok()) return s;
-      if (is32) {
-        add ? r.AddInt32(group, &field, static_cast<int32_t>(v))
-            : r.SetInt32(group, &field, static_cast<int32_t>(v));
-      } else {
-        add ? r.AddInt64(group, &field, v) : r.SetInt64(group, &field, v);
-      }
-      return absl::OkStatus();
-    }
+    case FieldDescriptor::CPPTYPE_INT64:
+      return SetSigned(field, text, group);
     case FieldDescriptor::CPPTYPE_UINT32:
-    case FieldDescriptor::CPPTYPE_UINT64: {
-      const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32;
-      uint64_t v = 0;
-      const absl::Status s = ParseInteger(
-          flag, text, 0,
-          is32 ? std::numeric_limits<uint32_t>::max() : std::numeric_limits<uint64_t>::max(),
-          is32 ? "uint32" : "uint64", nullptr, &v);
-      if (!s.ok()) return s;
-      if (is32) {
-        add ? r.AddUInt32(group, &field, static_cast<uint32_t>(v))
-            : r.SetUInt32(group, &field, static_cast<uint32_t>(v));
-      } else {
-        add ? r.AddUInt64(group, &field, v) : r.SetUInt64(group, &field, v);
-      }
-      return absl::OkStatus();
-    }
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return SetUnsigned(field, text, group);
     case FieldDescriptor::CPPTYPE_FLOAT:
-    case FieldDescriptor::CPPTYPE_DOUBLE: {
-      const bool is_float = field.cpp_type() == FieldDescriptor::CPPTYPE_FLOAT;
-      double v = 0;
-      const absl::Status s = ParseReal(flag, text, is_float, &v);
-      if (!s.ok()) return s;
-      if (is_float) {
-        add ? r.AddFloat(group, &field, static_cast<float>(v))
-            : r.SetFloat(group, &field, static_cast<float>(v));
-      } else {
-        add ? r.AddDouble(group, &field, v) : r.SetDouble(group, &field, v);
-      }
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_BOOL: {
-      bool v;
-      if (text == "true" || text == "1") {
-        v = true;
-      } else if (text == "false" || text == "0") {
-        v = false;
-      } else {
-        return WrongType(flag, "true, false, 1 or 0", text);
-      }
-      add ? r.AddBool(group, &field, v) : r.SetBool(group, &field, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_ENUM: {
-      const EnumValueDescriptor* v = field.enum_type()->FindValueByName(text);
-      if (v == nullptr) {
-        std::vector<std::string> names;
-        for (int i = 0; i < field.enum_type()->value_count(); ++i) {
-          names.push_back(field.enum_type()->value(i)->name());
-        }
-        return WrongType(flag, absl::StrCat("one of ", DescribeChoices(names)), text);
-      }
-      add ? r.AddEnum(group, &field, v) : r.SetEnum(group, &field, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_STRING: {
-      const std::vector<std::string> choices = FieldChoices(field);
-      if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end()) {
-        return WrongType(flag, absl::StrCat("one of ", DescribeChoices(choices)), text);
-      }
-      add ? r.AddString(group, &field, text) : r.SetString(group, &field, text);
-      return absl::OkStatus();
-    }
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return SetReal(field, text, group);
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return SetBool(field, text, group);
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return SetEnum(field, text, group);
+    case FieldDescriptor::CPPTYPE_STRING:
+      return SetString(field, text, group);
     case FieldDescriptor::CPPTYPE_MESSAGE:
       break;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(flag, " cannot be set from the command line (message field); use --config"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      FlagName(field), " cannot be set from the command line (message field); use --config"));
 }
 
 class CollectErrors : public google::protobuf::io::ErrorCollector {
@@ -375,6 +401,127 @@ void AppendHelpEntry(absl::string_view flag_and_type, absl::string_view default_
   absl::StrAppend(out, "\n", line, "\n");
 }
 
+// One pass over the arguments, in order, into a Config that starts from the proto
+// defaults; every problem is collected, so that one run reports them all.
+class CommandLine {
+ public:
+  explicit CommandLine(const std::vector<std::string>& args) : args_(args) {}
+
+  absl::StatusOr<Config> Parse() {
+    const FieldDescriptor* previous_bool = nullptr;  // for "--swiglu false" hints
+    for (i_ = 0; i_ < args_.size(); ++i_) {
+      const std::string& arg = args_[i_];
+      const FieldDescriptor* bool_before = previous_bool;
+      previous_bool = nullptr;
+      if (arg == "--help" || arg == "-h") continue;
+      if (!absl::StartsWith(arg, "-") || IsNumberText(arg) || arg == "-") {
+        StrayArgument(arg, bool_before);
+        continue;
+      }
+      const size_t eq = arg.find('=');
+      const std::string name = arg.substr(0, eq);
+      std::optional<std::string> inline_value;
+      if (eq != std::string::npos) inline_value = arg.substr(eq + 1);
+      if (name == kConfigFlag) {
+        ConfigFile(inline_value);
+      } else {
+        previous_bool = Flag(name, inline_value);
+      }
+    }
+    if (!problems_.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems_, "\n"));
+    return config_;
+  }
+
+ private:
+  // Values never start with "--"; a single dash is fine ("-1", "-3e-4").
+  bool IsValue(size_t j) const { return j < args_.size() && !absl::StartsWith(args_[j], "--"); }
+
+  void StrayArgument(const std::string& arg, const FieldDescriptor* bool_before) {
+    if (bool_before != nullptr && IsBoolText(arg)) {
+      problems_.push_back(absl::StrCat(
+          "unexpected argument '", arg, "' after ", FlagName(*bool_before),
+          ": a boolean flag takes its value after '=', as in ", FlagName(*bool_before), "=", arg));
+    } else {
+      problems_.push_back(absl::StrCat("unexpected argument '", arg,
+                                       "': a value must follow its flag, as in --flag value"));
+    }
+  }
+
+  void ConfigFile(const std::optional<std::string>& inline_value) {
+    std::string path;
+    if (inline_value.has_value()) {
+      path = *inline_value;
+    } else if (IsValue(i_ + 1)) {
+      path = args_[++i_];
+    } else {
+      problems_.push_back(absl::StrCat(kConfigFlag, " is missing its value: pass ", kConfigFlag,
+                                       " FILE.textproto"));
+      return;
+    }
+    MergeConfigFile(path, &config_, &problems_);
+  }
+
+  // Applies one flag and its values; returns the field when it is a boolean set
+  // without a value (for the hint a following "false" gets).
+  const FieldDescriptor* Flag(const std::string& name,
+                              const std::optional<std::string>& inline_value) {
+    const FlagField* flag = absl::StartsWith(name, "--") ? FindFlag(name) : nullptr;
+    if (flag == nullptr) {
+      problems_.push_back(UnknownFlagMessage(name));
+      // Its values would otherwise be reported again as stray arguments.
+      if (!inline_value.has_value()) {
+        while (IsValue(i_ + 1)) ++i_;
+      }
+      return nullptr;
+    }
+    const FieldDescriptor& field = *flag->field;
+    Message* group = config_.GetReflection()->MutableMessage(&config_, flag->group);
+    if (field.is_repeated()) {
+      List(field, inline_value, group);
+      return nullptr;
+    }
+    if (field.cpp_type() == FieldDescriptor::CPPTYPE_BOOL && !inline_value.has_value()) {
+      group->GetReflection()->SetBool(group, &field, true);
+      return &field;
+    }
+    std::string value;
+    if (inline_value.has_value()) {
+      value = *inline_value;
+    } else if (IsValue(i_ + 1)) {
+      value = args_[++i_];
+    } else {
+      problems_.push_back(
+          absl::StrCat(name, " is missing its value: pass ", name, " ", TypeText(field)));
+      return nullptr;
+    }
+    Report(SetFromText(field, value, group));
+    return nullptr;
+  }
+
+  // Megatron's nargs='*': every value up to the next flag; each occurrence replaces
+  // the list (an empty one clears it, e.g. a list from --config).
+  void List(const FieldDescriptor& field, const std::optional<std::string>& inline_value,
+            Message* group) {
+    std::vector<std::string> values;
+    if (inline_value.has_value()) {
+      values.push_back(*inline_value);
+    } else {
+      while (IsValue(i_ + 1)) values.push_back(args_[++i_]);
+    }
+    group->GetReflection()->ClearField(group, &field);
+    for (const std::string& v : values) Report(SetFromText(field, v, group));
+  }
+
+  void Report(const absl::Status& s) {
+    if (!s.ok()) problems_.push_back(std::string(s.message()));
+  }
+
+  const std::vector<std::string>& args_;
+  size_t i_ = 0;
+  Config config_;  // proto2 defaults
+  std::vector<std::string> problems_;
+};
+
 }  // namespace
 
 const std::vector<FlagField>& AllFlagFields() {
@@ -410,95 +557,8 @@ std::string DescribeChoices(const std::vector<std::string>& values) {
 }
 
 absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args) {
-  Config config;  // proto2 defaults
-  std::vector<std::string> problems;
-  // Values never start with "--"; a single dash is fine ("-1", "-3e-4").
-  auto is_value = [&args](size_t j) { return j < args.size() && !absl::StartsWith(args[j], "--"); };
-  const FieldDescriptor* previous_bool = nullptr;  // for "--swiglu false" hints
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    const FieldDescriptor* bool_before = previous_bool;
-    previous_bool = nullptr;
-    if (arg == "--help" || arg == "-h") continue;
-    if (!absl::StartsWith(arg, "-") || IsNumberText(arg) || arg == "-") {
-      if (bool_before != nullptr && IsBoolText(arg)) {
-        problems.push_back(absl::StrCat("unexpected argument '", arg, "' after ",
-                                        FlagName(*bool_before),
-                                        ": a boolean flag takes its value after '=', as in ",
-                                        FlagName(*bool_before), "=", arg));
-      } else {
-        problems.push_back(absl::StrCat("unexpected argument '", arg,
-                                        "': a value must follow its flag, as in --flag value"));
-      }
-      continue;
-    }
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    std::optional<std::string> inline_value;
-    if (eq != std::string::npos) inline_value = arg.substr(eq + 1);
-
-    if (name == kConfigFlag) {
-      std::string path;
-      if (inline_value.has_value()) {
-        path = *inline_value;
-      } else if (is_value(i + 1)) {
-        path = args[++i];
-      } else {
-        problems.push_back(absl::StrCat(kConfigFlag, " is missing its value: pass ", kConfigFlag,
-                                        " FILE.textproto"));
-        continue;
-      }
-      MergeConfigFile(path, &config, &problems);
-      continue;
-    }
-
-    const FlagField* flag = absl::StartsWith(name, "--") ? FindFlag(name) : nullptr;
-    if (flag == nullptr) {
-      problems.push_back(UnknownFlagMessage(name));
-      // Its values would otherwise be reported again as stray arguments.
-      if (!inline_value.has_value()) {
-        while (is_value(i + 1)) ++i;
-      }
-      continue;
-    }
-    const FieldDescriptor& field = *flag->field;
-    Message* group = config.GetReflection()->MutableMessage(&config, flag->group);
-    if (field.is_repeated()) {
-      // Megatron's nargs='*': every value up to the next flag; each occurrence
-      // replaces the list (an empty one clears it, e.g. a list from --config).
-      std::vector<std::string> values;
-      if (inline_value.has_value()) {
-        values.push_back(*inline_value);
-      } else {
-        while (is_value(i + 1)) values.push_back(args[++i]);
-      }
-      group->GetReflection()->ClearField(group, &field);
-      for (const std::string& v : values) {
-        const absl::Status s = SetFromText(field, v, group);
-        if (!s.ok()) problems.push_back(std::string(s.message()));
-      }
-      continue;
-    }
-    if (field.cpp_type() == FieldDescriptor::CPPTYPE_BOOL && !inline_value.has_value()) {
-      group->GetReflection()->SetBool(group, &field, true);
-      previous_bool = &field;
-      continue;
-    }
-    std::string value;
-    if (inline_value.has_value()) {
-      value = *inline_value;
-    } else if (is_value(i + 1)) {
-      value = args[++i];
-    } else {
-      problems.push_back(
-          absl::StrCat(name, " is missing its value: pass ", name, " ", TypeText(field)));
-      continue;
-    }
-    const absl::Status s = SetFromText(field, value, group);
-    if (!s.ok()) problems.push_back(std::string(s.message()));
-  }
-  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
-  return config;
+  CommandLine line(args);
+  return line.Parse();
 }
 
 bool WantsHelp(const std::vector<std::string>& args) {

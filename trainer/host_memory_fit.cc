@@ -19,14 +19,16 @@ std::string RanksDescription(const RanksOnHost& ranks) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> PredictedHostBytes(const Config& config, const ModelShape& shape,
-                                           int world_size, const RanksOnHost& ranks) {
+absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved, const ModelShape& shape,
+                                           const RanksOnHost& ranks) {
+  const Config& config = resolved.config();
+  const int world_size = resolved.world_size();
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
   ASSIGN_OR_RETURN(const std::vector<RankMemory> per_stage,
                    PredictMemory(config, shape, bubble.simulation.timeline));
   // Megatron's order puts the pipeline rank slowest: global rank r is on stage
   // r / (TP x DP), and every rank of a stage holds what its TP rank 0, DP rank 0 holds.
-  const int ranks_per_stage = world_size / config.parallel().pipeline_model_parallel_size();
+  const int ranks_per_stage = world_size / resolved.pp();
   int64_t total = 0;
   const int end = std::min(world_size, ranks.first_rank + ranks.count);
   for (int r = std::max(0, ranks.first_rank); r < end; ++r) {
@@ -35,20 +37,20 @@ absl::StatusOr<int64_t> PredictedHostBytes(const Config& config, const ModelShap
   return total;
 }
 
-std::string HostMemoryLine(const Config& config, const ModelShape& shape, int world_size,
+std::string HostMemoryLine(const ResolvedConfig& resolved, const ModelShape& shape,
                            const RanksOnHost& ranks, const HostMemoryLimit& limit) {
-  if (config.parallel().device() == "cuda") return "";
-  const absl::StatusOr<int64_t> predicted = PredictedHostBytes(config, shape, world_size, ranks);
+  if (resolved.on_gpu()) return "";
+  const absl::StatusOr<int64_t> predicted = PredictedHostBytes(resolved, shape, ranks);
   if (!predicted.ok()) return "";  // the plan above has reported the same error
   return absl::StrFormat("plan: host memory of %s: %s predicted, %s usable (%s)\n",
                          RanksDescription(ranks), FormatMemorySize(*predicted),
                          FormatMemorySize(limit.bytes), limit.source);
 }
 
-absl::Status CheckRunFitsHostMemory(const Config& config, const ModelShape& shape, int world_size,
+absl::Status CheckRunFitsHostMemory(const ResolvedConfig& resolved, const ModelShape& shape,
                                     const RanksOnHost& ranks, const HostMemoryLimit& limit) {
-  if (config.parallel().device() == "cuda") return absl::OkStatus();
-  ASSIGN_OR_RETURN(const int64_t predicted, PredictedHostBytes(config, shape, world_size, ranks));
+  if (resolved.on_gpu()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const int64_t predicted, PredictedHostBytes(resolved, shape, ranks));
   if (predicted <= limit.bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
       "%s %s predicted to need %s of host memory at the peak (the memory model, as --dry-run "

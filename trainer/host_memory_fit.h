@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "model/model_shape.h"
-#include "proto/config.pb.h"
 #include "runtime/host_memory.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
@@ -24,20 +24,20 @@ struct RanksOnHost {
 };
 
 // The predicted peak bytes (model state and activations, memory_model.h) of the ranks
-// of `config` (resolved for `world_size`) that run on this host, summed.
-absl::StatusOr<int64_t> PredictedHostBytes(const Config& config, const ModelShape& shape,
-                                           int world_size, const RanksOnHost& ranks);
+// of `resolved` that run on this host, summed.
+absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved, const ModelShape& shape,
+                                           const RanksOnHost& ranks);
 
 // OK on the CUDA backend (model state lives on the GPUs) and when the prediction fits
 // `limit`; else ResourceExhausted naming both figures, where the limit comes from, and
 // the flags that make a step fit.
-absl::Status CheckRunFitsHostMemory(const Config& config, const ModelShape& shape, int world_size,
+absl::Status CheckRunFitsHostMemory(const ResolvedConfig& resolved, const ModelShape& shape,
                                     const RanksOnHost& ranks,
                                     const HostMemoryLimit& limit = HostMemoryAvailable());
 
 // --dry-run's line on this machine: "plan: host memory of the 4 ranks on this machine:
 // 1.2 GiB predicted, 15.5 GiB usable (physical memory)"; empty on the CUDA backend.
-std::string HostMemoryLine(const Config& config, const ModelShape& shape, int world_size,
+std::string HostMemoryLine(const ResolvedConfig& resolved, const ModelShape& shape,
                            const RanksOnHost& ranks,
                            const HostMemoryLimit& limit = HostMemoryAvailable());
 

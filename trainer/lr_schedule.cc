@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "proto/config_choices.h"
+
 namespace conveyor {
 
 LrSchedule::LrSchedule(const OptimizerConfig& optimizer, int64_t samples_per_step)
@@ -19,9 +21,9 @@ double LrSchedule::At(int64_t steps_taken) const {
     return config_.lr_warmup_init() +
            (peak - config_.lr_warmup_init()) * static_cast<double>(n) / warmup;
   }
-  const std::string& style = config_.lr_decay_style();
-  if (style == "constant") return peak;
-  if (style == "inverse-square-root") {
+  const LrDecayStyle style = ChoiceOr(config_.lr_decay_style(), LrDecayStyle::kLinear);
+  if (style == LrDecayStyle::kConstant) return peak;
+  if (style == LrDecayStyle::kInverseSquareRoot) {
     const double scale = std::sqrt(static_cast<double>(std::max<int64_t>(warmup, 1))) /
                          std::sqrt(static_cast<double>(std::max<int64_t>(n, 1)));
     return std::max(min, peak * scale);
@@ -29,7 +31,8 @@ double LrSchedule::At(int64_t steps_taken) const {
   if (n > decay) return min;
   const double ratio =
       decay > warmup ? static_cast<double>(n - warmup) / static_cast<double>(decay - warmup) : 1.0;
-  const double coeff = style == "cosine" ? 0.5 * (std::cos(M_PI * ratio) + 1.0) : 1.0 - ratio;
+  const double coeff =
+      style == LrDecayStyle::kCosine ? 0.5 * (std::cos(M_PI * ratio) + 1.0) : 1.0 - ratio;
   return min + coeff * (peak - min);
 }
 

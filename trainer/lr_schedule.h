@@ -20,8 +20,9 @@ namespace conveyor {
 
 class LrSchedule {
  public:
-  // `optimizer` must be resolved (lr_decay_iters and lr_warmup_iters filled in, or
-  // lr_decay_samples and lr_warmup_samples); `samples_per_step` is the global batch.
+  // `optimizer` is a ResolvedConfig's (trainer/resolved_config.h): lr_decay_iters and
+  // lr_warmup_iters filled in, or lr_decay_samples and lr_warmup_samples;
+  // `samples_per_step` is the global batch.
   explicit LrSchedule(const OptimizerConfig& optimizer, int64_t samples_per_step = 1);
 
   // Learning rate after `steps_taken` optimizer steps.

@@ -1,5 +1,7 @@
 #include "trainer/optimizer.h"
 
+#include "proto/config_choices.h"
+
 namespace conveyor {
 
 std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter*>& params) {
@@ -21,7 +23,7 @@ void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>&
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments,
                      const OptimizerOps* ops)
     : config_(config), segments_(std::move(segments)), ops_(ops) {
-  const bool adam = config_.optimizer() == "adam";
+  const bool adam = ParseChoice<OptimizerKind>(config_.optimizer()) == OptimizerKind::kAdam;
   auto state = [&](int64_t n) {
     return Tensor::Zeros({n}, MemoryCategory::kOptimizer, DType::kFloat32, ops_->device());
   };
@@ -37,7 +39,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment
 
 void Optimizer::Step(double lr) {
   ++steps_;
-  if (config_.optimizer() == "adam") {
+  if (ParseChoice<OptimizerKind>(config_.optimizer()) == OptimizerKind::kAdam) {
     const AdamWHyperParams hp{static_cast<float>(lr),
                               config_.adam_beta1(),
                               config_.adam_beta2(),

@@ -37,7 +37,7 @@ class ParameterUpdater {
 
   // Backward has finished these parameters' gradients for the step
   // (--overlap-grad-reduce may start reducing them).
-  virtual void GradientsReady(const std::vector<Parameter*>& params) {}
+  virtual void GradientsReady(const std::vector<Parameter*>& /*params*/) {}
   // Sums gradients over the ranks that share their parameters.
   virtual absl::Status ReduceGradients() = 0;
   // L2 norm of the whole model's gradient, the same on every rank.

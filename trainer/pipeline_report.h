@@ -25,7 +25,7 @@ struct BubblePrediction {
   pipeline::SimulationResult simulation;
 };
 
-// For the resolved config's schedule, P, V and M.
+// For the schedule, P, V and M of a ResolvedConfig's config() (trainer/resolved_config.h).
 absl::StatusOr<BubblePrediction> PredictBubble(const Config& config);
 
 // A rank's measured bubble over the steps it has seen: idle / wall-clock of the

@@ -24,14 +24,14 @@ std::string Bytes(double bytes) {
 
 }  // namespace
 
-absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& shape,
-                                       int world_size) {
+absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const ModelShape& shape) {
+  const Config& config = resolved.config();
   const ParallelConfig& p = config.parallel();
   const TrainingConfig& t = config.training();
-  const int tp = p.tensor_model_parallel_size(), pp = p.pipeline_model_parallel_size();
-  const int dp = world_size / (tp * pp);
-  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int M = t.num_micro_batches();
+  const int world_size = resolved.world_size();
+  const int tp = resolved.tp(), pp = resolved.pp(), dp = resolved.dp();
+  const int V = resolved.virtual_stages();
+  const int M = resolved.micro_batches();
   std::string out = RankMap(tp, pp, world_size);
   absl::StrAppendFormat(
       &out,
@@ -58,7 +58,7 @@ absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& s
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
                    PredictMemory(config, shape, bubble.simulation.timeline));
   const std::string backend =
-      absl::StrCat(config.parallel().device() == "cuda" ? "CUDA" : "CPU", " backend, ",
+      absl::StrCat(resolved.on_gpu() ? "CUDA" : "CPU", " backend, ",
                    config.precision().bf16() ? "bf16 activations and weight copies" : "fp32");
   absl::StrAppend(&out, "plan: memory per GPU (", backend,
                   "; TP rank 0, DP rank 0 of each stage)\n");

@@ -9,13 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "model/model_shape.h"
-#include "proto/config.pb.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
-// `config` must be resolved for `world_size` ranks.
-absl::StatusOr<std::string> FormatPlan(const Config& config, const ModelShape& shape,
-                                       int world_size);
+absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const ModelShape& shape);
 
 }  // namespace conveyor
 

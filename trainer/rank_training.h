@@ -15,6 +15,7 @@
 #include "proto/config.pb.h"
 #include "trainer/backend.h"
 #include "trainer/rank_context.h"
+#include "trainer/resolved_config.h"
 #include "trainer/training_loop.h"
 
 namespace conveyor {
@@ -25,14 +26,14 @@ struct RankRun {
   std::unique_ptr<GptStage> stage;     // this rank's trained part of the model
 };
 
-// This rank's part of the model, for `config` (resolved) and the rank's place, with its
+// This rank's part of the model, for `resolved` and the rank's place, with its
 // parameters on `backend`'s device.
-absl::StatusOr<RankRun> BuildRankModel(const Config& config, const RankContext& context,
+absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const RankContext& context,
                                        const Backend& backend);
 
-// `config` must be resolved; `state` describes the same layout as the config. Builds
-// the rank's context from them, once, for the model and the training loop.
-absl::StatusOr<RankRun> TrainOnRank(const Config& config, ParallelState& state,
+// `state` describes the same layout as the config. Builds the rank's context from
+// them, once, for the model and the training loop.
+absl::StatusOr<RankRun> TrainOnRank(const ResolvedConfig& resolved, ParallelState& state,
                                     const SampleSource& data, const TrainingOutputs& out,
                                     const EvaluationSplits& held_out = {},
                                     const Backend& backend = CpuBackend());

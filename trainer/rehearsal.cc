@@ -13,12 +13,13 @@
 
 namespace conveyor {
 
-absl::StatusOr<RehearsalResult> RunRehearsal(const Config& config, ParallelState& state,
+absl::StatusOr<RehearsalResult> RunRehearsal(const ResolvedConfig& resolved, ParallelState& state,
                                              std::ostream* log) {
+  const Config& config = resolved.config();
   const ParallelConfig& p = config.parallel();
   const int P = state.pp_size();
-  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int M = config.training().num_micro_batches();
+  const int V = resolved.virtual_stages();
+  const int M = resolved.micro_batches();
   const double unit = p.pipeline_rehearsal_ms() / 1e3;
   ASSIGN_OR_RETURN(const pipeline::Costs costs, ParsePipelineCosts(p.pipeline_costs()));
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,

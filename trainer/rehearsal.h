@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline/timeline.h"
-#include "proto/config.pb.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
@@ -22,9 +22,9 @@ struct RehearsalResult {
   std::vector<pipeline::TimedAction> last_step;
 };
 
-// `config` must be resolved. Runs --train-iters steps; writes the report to `log`
+// Runs --train-iters steps; writes the report to `log`
 // (may be null). Every rank of the job calls it.
-absl::StatusOr<RehearsalResult> RunRehearsal(const Config& config, ParallelState& state,
+absl::StatusOr<RehearsalResult> RunRehearsal(const ResolvedConfig& resolved, ParallelState& state,
                                              std::ostream* log);
 
 }  // namespace conveyor

@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "model/parameter_placement.h"
 #include "parallel/pipeline/schedule.h"
+#include "proto/config_choices.h"
 #include "runtime/memory_tracker.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
@@ -211,7 +212,7 @@ class TrainingRun {
     }
     ++result_.nan_iterations;
     ++interval_.nan_iterations;
-    if (t_.nan_policy() == "stop") {
+    if (ParseChoice<NanPolicy>(t_.nan_policy()) == NanPolicy::kStop) {
       return absl::InternalError(absl::StrFormat(
           "iteration %d: lm loss is %g and gradient norm is %g; stopping "
           "(--nan-policy stop). Lower --lr, raise --lr-warmup-iters or set --clip-grad; "
@@ -258,9 +259,7 @@ class TrainingRun {
 
   void FillInterval(const StepOutcome& step) {
     const double seconds_per_iteration = interval_seconds_ / interval_iterations_;
-    const int64_t world = static_cast<int64_t>(context_.dp_size()) *
-                          config_.parallel().tensor_model_parallel_size() *
-                          config_.parallel().pipeline_model_parallel_size();
+    const int64_t world = context_.world().size();  // TP x PP x DP
     interval_.iteration = iteration_;
     interval_.train_iters = t_.train_iters();
     interval_.consumed_samples = result_.consumed_samples;

@@ -42,8 +42,8 @@ struct TrainingOutputs {
   std::ostream* metrics = nullptr;  // JSON lines; may be null
 };
 
-// `config` must be resolved; `context` is this rank's place, which `stage` was built
-// for, and `optimizer_ops` the optimizer's arithmetic on the device of the stage's
+// `config` is a ResolvedConfig's config() (trainer/resolved_config.h); `context` is
+// this rank's place, which `stage` was built for, and `optimizer_ops` the optimizer's arithmetic on the device of the stage's
 // parameters. Runs `stage` on `data` up to --train-iters, from the --load checkpoint
 // if any (else from iteration 0, sample 0), saving under --save as the checkpoint
 // flags say; each step runs this rank's actions of --pipeline-schedule;

@@ -65,8 +65,8 @@ TEST_P(GptModelGradTest, LossScaleScalesGradients) {
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, GptModelGradTest,
                          ::testing::ValuesIn(testing_util::ShapeVariants()),
-                         [](const ::testing::TestParamInfo<ShapeVariant>& info) {
-                           return info.param.name;
+                         [](const ::testing::TestParamInfo<ShapeVariant>& test) {
+                           return test.param.name;
                          });
 
 }  // namespace

@@ -36,11 +36,18 @@ const Ops* OpsFor(bool bf16) {
   return bf16 ? static_cast<const Ops*>(emulated) : &CpuOps::Get();
 }
 
+// One rank, four layers.
+Layout FourLayers() {
+  Layout layout;
+  layout.layers = 4;
+  return layout;
+}
+
 class StashBytesTest : public ::testing::TestWithParam<RecomputeCase> {};
 
 TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   const RecomputeCase& rc = GetParam();
-  Config c = TinyConfig(Layout{.layers = 4});
+  Config c = TinyConfig(FourLayers());
   c.mutable_recompute()->set_recompute_granularity(rc.granularity);
   c.mutable_recompute()->set_recompute_method(rc.method);
   c.mutable_recompute()->set_recompute_num_layers(rc.num_layers);
@@ -83,12 +90,12 @@ INSTANTIATE_TEST_SUITE_P(
         RecomputeCase{
             "bf16_selective_all", "selective", "", 0, {"core_attn", "mlp", "layernorm"}, true},
         RecomputeCase{"bf16_full_uniform_1", "full", "uniform", 1, {}, true}),
-    [](const ::testing::TestParamInfo<RecomputeCase>& info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<RecomputeCase>& test) { return test.param.name; });
 
 // Model state is exact: fp32 weights, plus a bf16 copy of every GEMM weight under --bf16.
 TEST(ModelStateTest, WeightsWithTheirBf16CopiesAreExact) {
   for (const bool bf16 : {false, true}) {
-    Config c = TinyConfig(Layout{.layers = 4});
+    Config c = TinyConfig(FourLayers());
     c.mutable_precision()->set_bf16(bf16);
     absl::StatusOr<Config> config = ResolveConfig(c, 1);
     ASSERT_TRUE(config.ok()) << config.status();
@@ -180,9 +187,9 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PeakActivationTest,
                                            PeakCase{"zb-h1", 1, false}, PeakCase{"zb-h2", 1, false},
                                            PeakCase{"interleaved-1f1b", 2, false},
                                            PeakCase{"zbv", 2, false}),
-                         [](const ::testing::TestParamInfo<PeakCase>& info) {
+                         [](const ::testing::TestParamInfo<PeakCase>& test) {
                            std::string name =
-                               info.param.schedule + (info.param.full_recompute ? "_full" : "");
+                               test.param.schedule + (test.param.full_recompute ? "_full" : "");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

@@ -85,8 +85,8 @@ TEST(TransformerLayerTest, BackwardWeightEmptiesTheStash) {
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, TransformerLayerGradTest,
                          ::testing::ValuesIn(testing_util::ShapeVariants()),
-                         [](const ::testing::TestParamInfo<ShapeVariant>& info) {
-                           return info.param.name;
+                         [](const ::testing::TestParamInfo<ShapeVariant>& test) {
+                           return test.param.name;
                          });
 
 }  // namespace

@@ -25,8 +25,8 @@ namespace {
 
 INSTANTIATE_TEST_SUITE_P(ComputeDType, CudaBackendTest,
                          ::testing::Values(DType::kFloat32, DType::kBFloat16),
-                         [](const ::testing::TestParamInfo<DType>& info) {
-                           return std::string(DTypeName(info.param));
+                         [](const ::testing::TestParamInfo<DType>& test) {
+                           return std::string(DTypeName(test.param));
                          });
 
 // ---------------------------------------------------------------------------------------

@@ -69,13 +69,16 @@ Config TinyGpt(const std::string& device, bool bf16) {
 Config TinyGpt(const BackendCase& backend) { return TinyGpt(backend.device, backend.bf16); }
 
 RankRun TrainOn(const Config& config) {
-  absl::StatusOr<Backend> backend = StartBackend(config, /*local_rank=*/0);
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 1);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  if (!resolved.ok()) return {};
+  absl::StatusOr<Backend> backend = StartBackend(*resolved, /*local_rank=*/0);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return {};
   std::unique_ptr<ParallelState> state = ParallelState::SingleProcess(backend->transport);
   const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
                               config.model().seq_length());
-  absl::StatusOr<RankRun> run = TrainOnRank(config, *state, data, {}, {}, *backend);
+  absl::StatusOr<RankRun> run = TrainOnRank(*resolved, *state, data, {}, {}, *backend);
   EXPECT_TRUE(run.ok()) << run.status();
   return run.ok() ? std::move(*run) : RankRun();
 }

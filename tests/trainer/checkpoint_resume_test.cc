@@ -78,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
                                   return l;
                                 }(),
                                 false}),
-    [](const ::testing::TestParamInfo<ExactCase>& info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<ExactCase>& test) { return test.param.name; });
 
 void ExpectFollows(const LayoutRun& run, const LayoutRun& reference) {
   ASSERT_EQ(run.losses.size(), 10u);

@@ -65,8 +65,8 @@ std::vector<CudaLayoutCase> CudaLayouts() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CudaParallelTrainingTest, ::testing::ValuesIn(CudaLayouts()),
-                         [](const ::testing::TestParamInfo<CudaLayoutCase>& info) {
-                           return LayoutName(info.param.layout);
+                         [](const ::testing::TestParamInfo<CudaLayoutCase>& test) {
+                           return LayoutName(test.param.layout);
                          });
 
 }  // namespace

@@ -109,8 +109,8 @@ std::vector<Layout> RoutedLayouts() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DeviceRoutingTest, ::testing::ValuesIn(RoutedLayouts()),
-                         [](const ::testing::TestParamInfo<Layout>& info) {
-                           return LayoutName(info.param);
+                         [](const ::testing::TestParamInfo<Layout>& test) {
+                           return LayoutName(test.param);
                          });
 
 }  // namespace

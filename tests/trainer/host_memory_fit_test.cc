@@ -12,6 +12,7 @@
 #include "trainer/config_validation.h"
 #include "trainer/flags.h"
 #include "trainer/pipeline_report.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 namespace {
@@ -21,7 +22,7 @@ using ::testing::HasSubstr;
 
 // PP 2 x DP 2 of a small model: the stages hold different activations under 1F1B.
 struct PlannedRun {
-  Config config;
+  ResolvedConfig config;
   ModelShape shape;
   std::vector<RankMemory> stages;
 };
@@ -47,13 +48,14 @@ PlannedRun MakeRun(const std::vector<std::string>& extra = {}) {
   args.insert(args.end(), extra.begin(), extra.end());
   absl::StatusOr<Config> parsed = ParseFlags(args);
   EXPECT_TRUE(parsed.ok()) << parsed.status();
-  absl::StatusOr<Config> resolved = ResolveConfig(*parsed, 4);
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 4);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
-  PlannedRun run{*resolved, ModelShapeFromConfig(*resolved, PaddedVocabSize(*resolved)), {}};
-  absl::StatusOr<BubblePrediction> bubble = PredictBubble(run.config);
+  PlannedRun run{
+      *resolved, ModelShapeFromConfig(resolved->config(), resolved->padded_vocab_size()), {}};
+  absl::StatusOr<BubblePrediction> bubble = PredictBubble(run.config.config());
   EXPECT_TRUE(bubble.ok()) << bubble.status();
   absl::StatusOr<std::vector<RankMemory>> stages =
-      PredictMemory(run.config, run.shape, bubble->simulation.timeline);
+      PredictMemory(run.config.config(), run.shape, bubble->simulation.timeline);
   EXPECT_TRUE(stages.ok()) << stages.status();
   run.stages = *stages;
   return run;
@@ -65,18 +67,18 @@ TEST(HostMemoryFitTest, SumsTheStageOfEveryRankOnTheHost) {
   const int64_t first = run.stages[0].total_bytes(), last = run.stages[1].total_bytes();
   ASSERT_NE(first, last);  // 1F1B stashes more on the first stage
   // Ranks 0, 1 (DP 0 and 1) are stage 0; ranks 2, 3 stage 1.
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, 4, {0, 4}), 2 * first + 2 * last);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, 4, {0, 2}), 2 * first);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, 4, {2, 2}), 2 * last);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, 4, {1, 2}), first + last);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, 4, {3, 1}), last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {0, 4}), 2 * first + 2 * last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {0, 2}), 2 * first);
+  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {2, 2}), 2 * last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {1, 2}), first + last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {3, 1}), last);
 }
 
 TEST(HostMemoryFitTest, RefusesAPredictionAboveTheLimitNamingBoth) {
   const PlannedRun run = MakeRun();
-  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, 4, {0, 4});
+  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {0, 4});
   const HostMemoryLimit limit{predicted - 1, "the cgroup limit /sys/fs/cgroup/job/memory.max"};
-  const absl::Status refused = CheckRunFitsHostMemory(run.config, run.shape, 4, {0, 4}, limit);
+  const absl::Status refused = CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, limit);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.message(),
               AllOf(HasSubstr("the 4 ranks on this machine are predicted to need " +
@@ -85,24 +87,21 @@ TEST(HostMemoryFitTest, RefusesAPredictionAboveTheLimitNamingBoth) {
                               " (the cgroup limit /sys/fs/cgroup/job/memory.max)"),
                     HasSubstr("nothing was started"), HasSubstr("--recompute-granularity")));
   EXPECT_TRUE(
-      CheckRunFitsHostMemory(run.config, run.shape, 4, {0, 4}, {predicted, "physical memory"})
-          .ok());
+      CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, {predicted, "physical memory"}).ok());
 }
 
 TEST(HostMemoryFitTest, DryRunSaysWhatTheRanksOnThisMachineNeedAndMayUse) {
   const PlannedRun run = MakeRun();
-  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, 4, {2, 2});
-  EXPECT_EQ(
-      HostMemoryLine(run.config, run.shape, 4, {2, 2}, {int64_t{16} << 30, "physical memory"}),
-      "plan: host memory of the 2 ranks on this machine: " + FormatMemorySize(predicted) +
-          " predicted, 16.0 GiB usable (physical memory)\n");
+  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {2, 2});
+  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {2, 2}, {int64_t{16} << 30, "physical memory"}),
+            "plan: host memory of the 2 ranks on this machine: " + FormatMemorySize(predicted) +
+                " predicted, 16.0 GiB usable (physical memory)\n");
 }
 
 TEST(HostMemoryFitTest, TheGpuBackendKeepsItsModelOffTheHost) {
   const PlannedRun run = MakeRun({"--device", "cuda"});
-  EXPECT_TRUE(
-      CheckRunFitsHostMemory(run.config, run.shape, 4, {0, 4}, {1, "physical memory"}).ok());
-  EXPECT_EQ(HostMemoryLine(run.config, run.shape, 4, {0, 4}, {1, "physical memory"}), "");
+  EXPECT_TRUE(CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, {1, "physical memory"}).ok());
+  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {0, 4}, {1, "physical memory"}), "");
 }
 
 }  // namespace

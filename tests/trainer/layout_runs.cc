@@ -15,6 +15,7 @@
 #include "trainer/backend.h"
 #include "trainer/config_validation.h"
 #include "trainer/rank_training.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor::testing_util {
 namespace {
@@ -23,7 +24,13 @@ namespace {
 // parameter shards (data-parallel rank 0) as text.
 int RankMain(const Config& config, const std::string& dir, const RankEnvironment& env,
              const TransportFactory& make_transport) {
-  absl::StatusOr<Backend> backend = StartBackend(config, env.local_rank);
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, env.world_size);
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", env.rank,
+                 std::string(resolved.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<Backend> backend = StartBackend(*resolved, env.local_rank);
   if (!backend.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank,
                  std::string(backend.status().message()).c_str());
@@ -41,7 +48,7 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   }
   const MockSampleSource data(config.training().seed(), config.model().vocab_size(),
                               config.model().seq_length());
-  absl::StatusOr<RankRun> run = TrainOnRank(config, **state, data, {}, {}, *backend);
+  absl::StatusOr<RankRun> run = TrainOnRank(*resolved, **state, data, {}, {}, *backend);
   if (!run.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(run.status().message()).c_str());
     return 1;

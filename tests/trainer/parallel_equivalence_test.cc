@@ -96,8 +96,8 @@ std::vector<Layout> AllLayouts() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalenceTest, ::testing::ValuesIn(AllLayouts()),
-                         [](const ::testing::TestParamInfo<Layout>& info) {
-                           return LayoutName(info.param);
+                         [](const ::testing::TestParamInfo<Layout>& test) {
+                           return LayoutName(test.param);
                          });
 
 class Bf16EquivalenceTest : public ::testing::TestWithParam<Layout> {};
@@ -121,8 +121,8 @@ std::vector<Layout> Bf16Layouts() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Bf16EquivalenceTest, ::testing::ValuesIn(Bf16Layouts()),
-                         [](const ::testing::TestParamInfo<Layout>& info) {
-                           return LayoutName(info.param);
+                         [](const ::testing::TestParamInfo<Layout>& test) {
+                           return LayoutName(test.param);
                          });
 
 }  // namespace

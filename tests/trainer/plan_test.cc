@@ -47,10 +47,10 @@ std::string Plan(const std::vector<std::string>& extra) {
   args.insert(args.end(), extra.begin(), extra.end());
   absl::StatusOr<Config> parsed = ParseFlags(args);
   EXPECT_TRUE(parsed.ok()) << parsed.status();
-  absl::StatusOr<Config> config = ResolveConfig(*parsed, kTp * kPp);
+  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, kTp * kPp);
   EXPECT_TRUE(config.ok()) << config.status();
   absl::StatusOr<std::string> plan =
-      FormatPlan(*config, ModelShapeFromConfig(*config, PaddedVocabSize(*config)), kTp * kPp);
+      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *plan : "";
 }

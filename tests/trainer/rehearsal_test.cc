@@ -37,7 +37,7 @@ TEST_P(RehearsalTest, EachRankRunsItsScheduleInOrder) {
   c.mutable_parallel()->set_pipeline_schedule(GetParam().schedule);
   c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(GetParam().chunks);
   c.mutable_parallel()->set_pipeline_rehearsal_ms(1);
-  absl::StatusOr<Config> config = ResolveConfig(c, kRanks);
+  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(c, kRanks);
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<pipeline::Plan> plan =
       pipeline::MakePlan(GetParam().schedule, kRanks, GetParam().chunks, 8);
@@ -69,8 +69,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, RehearsalTest,
                          ::testing::Values(Case{"gpipe", 1}, Case{"1f1b", 1},
                                            Case{"interleaved-1f1b", 2}, Case{"zb-h1", 1},
                                            Case{"zb-h2", 1}, Case{"zbv", 2}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = info.param.schedule;
+                         [](const ::testing::TestParamInfo<Case>& test) {
+                           std::string name = test.param.schedule;
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

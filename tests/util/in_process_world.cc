@@ -31,8 +31,8 @@ class InProcessCommunicator : public Communicator {
     world_->Meet(rank_, &slot, [n](std::vector<void*>& all) {
       std::vector<float> gathered;
       for (void* p : all) {
-        const float* in = static_cast<Slot*>(p)->in;
-        gathered.insert(gathered.end(), in, in + n);
+        const float* from = static_cast<Slot*>(p)->in;
+        gathered.insert(gathered.end(), from, from + n);
       }
       for (void* p : all) std::copy(gathered.begin(), gathered.end(), static_cast<Slot*>(p)->out);
     });

@@ -8,6 +8,8 @@
 // and as TP rank 0 of 2 along columns (strided reads through a buffer). Numbers
 // include fsync but not the page cache's state: drop caches before loading for cold
 // reads. Ends non-zero if anything fails or a value comes back wrong.
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "parallel/self_communicator.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
@@ -28,28 +31,45 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int Run(const std::string& dir, double gib, int count) {
-  const int64_t total = static_cast<int64_t>(gib * (int64_t{1} << 30) / sizeof(float));
-  const int64_t cols = 4096, rows = std::max<int64_t>(1, total / count / cols);
-  const double gb = static_cast<double>(rows * cols * count) * sizeof(float) / 1e9;
-  std::vector<std::vector<float>> data(count, std::vector<float>(rows * cols));
+float ExpectedValue(int tensor, int64_t i) { return static_cast<float>((i * 7 + tensor) % 1000); }
+
+// `count` tensors of `rows` x `cols` fp32 values and the shard references a save reads.
+struct BenchmarkTensors {
+  int64_t rows = 0, cols = 4096;
+  double gb = 0;
+  std::vector<std::vector<float>> data;
   std::vector<TensorShardRef> shards;
-  for (int t = 0; t < count; ++t) {
-    for (int64_t i = 0; i < rows * cols; ++i) data[t][i] = static_cast<float>((i * 7 + t) % 1000);
-    shards.push_back({absl::StrCat("layers.", t, ".weight"),
-                      {rows, cols},
-                      ElementRange(0, rows * cols),
-                      data[t].data(),
-                      rows * cols});
+};
+
+BenchmarkTensors MakeTensors(double gib, int count) {
+  BenchmarkTensors t;
+  const int64_t total = static_cast<int64_t>(gib * (int64_t{1} << 30) / sizeof(float));
+  t.rows = std::max<int64_t>(1, total / count / t.cols);
+  const int64_t n = t.rows * t.cols;
+  t.gb = static_cast<double>(n * count) * sizeof(float) / 1e9;
+  t.data.assign(count, std::vector<float>(n));
+  for (int k = 0; k < count; ++k) {
+    for (int64_t i = 0; i < n; ++i) t.data[k][i] = ExpectedValue(k, i);
+    t.shards.push_back({absl::StrCat("layers.", k, ".weight"),
+                        {t.rows, t.cols},
+                        ElementRange(0, n),
+                        t.data[k].data(),
+                        n});
   }
-  RemoveTree(dir).IgnoreError();
+  return t;
+}
+
+struct SaveTimes {
+  double snapshot = 0, write = 0, commit = 0;
+};
+
+// Two saves: the first allocates its host buffer, the second reuses it, as
+// AsyncCheckpointSaver does from the second save on.
+absl::StatusOr<std::array<SaveTimes, 2>> SaveTwice(const std::string& dir,
+                                                   const std::vector<TensorShardRef>& shards) {
   SelfCommunicator world;
   CheckpointState state;
-  state.iteration = 1;
-
-  // Two saves: the first allocates its host buffer, the second reuses it, as
-  // AsyncCheckpointSaver does from the second save on.
-  double snapshot_s[2], write_s[2], commit_s[2];
+  std::array<SaveTimes, 2> times;
   std::unique_ptr<float[]> buffer;
   int64_t capacity = 0;
   for (int k = 0; k < 2; ++k) {
@@ -57,71 +77,91 @@ int Run(const std::string& dir, double gib, int count) {
     CheckpointWriter writer(dir);
     writer.AdoptBuffer(std::move(buffer), capacity);
     auto start = std::chrono::steady_clock::now();
-    absl::Status status = writer.Snapshot(state, shards, world, SnapshotMode::kCopy);
-    snapshot_s[k] = Seconds(start);
-    if (status.ok()) status = writer.Write();
-    write_s[k] = writer.write_stats().seconds;
+    RETURN_IF_ERROR(writer.Snapshot(state, shards, world, SnapshotMode::kCopy)) << "save failed";
+    times[k].snapshot = Seconds(start);
+    RETURN_IF_ERROR(writer.Write()) << "save failed";
+    times[k].write = writer.write_stats().seconds;
     start = std::chrono::steady_clock::now();
-    if (status.ok()) status = writer.Commit(world);
-    commit_s[k] = Seconds(start);
-    if (!status.ok()) {
-      std::fprintf(stderr, "save failed: %s\n", status.ToString().c_str());
-      return 1;
-    }
+    RETURN_IF_ERROR(writer.Commit(world)) << "save failed";
+    times[k].commit = Seconds(start);
     buffer = writer.TakeBuffer(&capacity);
   }
-  absl::Status status;
+  return times;
+}
 
-  for (auto& d : data) std::fill(d.begin(), d.end(), -1.0f);
-  auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<LoadedCheckpoint> ckpt = OpenCheckpoint(dir, std::nullopt);
-  const double open_s = Seconds(start);
-  LoadStats same;
-  if (ckpt.ok()) status = LoadTensors(*ckpt, shards, &same);
-  if (!ckpt.ok() || !status.ok()) {
-    std::fprintf(stderr, "load failed: %s %s\n", ckpt.status().ToString().c_str(),
-                 status.ToString().c_str());
-    return 1;
-  }
-  for (int t = 0; t < count; ++t) {
-    for (int64_t i = 0; i < rows * cols; i += 4099) {
-      if (data[t][i] != static_cast<float>((i * 7 + t) % 1000)) {
-        std::fprintf(stderr, "wrong value in tensor %d at %lld\n", t, static_cast<long long>(i));
-        return 1;
+// Every 4099th value of every tensor is back.
+absl::Status CheckValues(const BenchmarkTensors& t) {
+  for (size_t k = 0; k < t.data.size(); ++k) {
+    for (int64_t i = 0; i < t.rows * t.cols; i += 4099) {
+      if (t.data[k][i] != ExpectedValue(static_cast<int>(k), i)) {
+        return absl::DataLossError(absl::StrCat("wrong value in tensor ", k, " at ", i));
       }
     }
   }
-  // Resharded: the left half of the columns, as TP rank 0 of 2 on a row-parallel layer.
+  return absl::OkStatus();
+}
+
+struct LoadTimes {
+  double open = 0;
+  LoadStats same, resharded;
+};
+
+// Loads in the same layout (checking the values), then the left half of the columns,
+// as TP rank 0 of 2 on a row-parallel layer.
+absl::StatusOr<LoadTimes> LoadBack(const std::string& dir, BenchmarkTensors& t) {
+  for (auto& d : t.data) std::fill(d.begin(), d.end(), -1.0f);
+  LoadTimes times;
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(const LoadedCheckpoint ckpt, OpenCheckpoint(dir, std::nullopt),
+                   _ << "load failed");
+  times.open = Seconds(start);
+  RETURN_IF_ERROR(LoadTensors(ckpt, t.shards, &times.same)) << "load failed";
+  RETURN_IF_ERROR(CheckValues(t));
   std::vector<TensorShardRef> halves;
-  for (int t = 0; t < count; ++t) {
-    halves.push_back({shards[t].name,
-                      {rows, cols},
-                      {{0, cols / 2, rows, cols}},
-                      data[t].data(),
-                      rows * cols / 2});
+  for (size_t k = 0; k < t.shards.size(); ++k) {
+    halves.push_back({t.shards[k].name,
+                      {t.rows, t.cols},
+                      {{0, t.cols / 2, t.rows, t.cols}},
+                      t.data[k].data(),
+                      t.rows * t.cols / 2});
   }
-  LoadStats resharded;
-  status = LoadTensors(*ckpt, halves, &resharded);
-  if (!status.ok()) {
-    std::fprintf(stderr, "resharded load failed: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  std::printf("checkpoint of %.2f GB in %d tensors at %s\n", gb, count, dir.c_str());
+  RETURN_IF_ERROR(LoadTensors(ckpt, halves, &times.resharded)) << "resharded load failed";
+  return times;
+}
+
+void PrintReport(const std::string& dir, const BenchmarkTensors& t,
+                 const std::array<SaveTimes, 2>& saves, const LoadTimes& loads) {
+  const double gb = t.gb;
+  std::printf("checkpoint of %.2f GB in %zu tensors at %s\n", gb, t.shards.size(), dir.c_str());
   for (int k = 0; k < 2; ++k) {
     std::printf("  save %d: snapshot (%s)  %7.3f s  %6.2f GB/s\n", k + 1,
-                k == 0 ? "new buffer   " : "reused buffer", snapshot_s[k], gb / snapshot_s[k]);
-    std::printf("          write (crc32c, write, fsync)  %7.3f s  %6.2f GB/s\n", write_s[k],
-                gb / write_s[k]);
-    std::printf("          commit (manifest, renames)    %7.3f s\n", commit_s[k]);
+                k == 0 ? "new buffer   " : "reused buffer", saves[k].snapshot,
+                gb / saves[k].snapshot);
+    std::printf("          write (crc32c, write, fsync)  %7.3f s  %6.2f GB/s\n", saves[k].write,
+                gb / saves[k].write);
+    std::printf("          commit (manifest, renames)    %7.3f s\n", saves[k].commit);
   }
-  std::printf("  open (manifest, index, stat)          %7.3f s\n", open_s);
-  std::printf("  load, same layout                     %7.3f s  %6.2f GB/s\n", same.seconds,
-              same.bytes_read / 1e9 / same.seconds);
+  std::printf("  open (manifest, index, stat)          %7.3f s\n", loads.open);
+  std::printf("  load, same layout                     %7.3f s  %6.2f GB/s\n", loads.same.seconds,
+              loads.same.bytes_read / 1e9 / loads.same.seconds);
+  const LoadStats& half = loads.resharded;
   std::printf(
       "  load, TP2 column half                 %7.3f s  %6.2f GB/s read (%.2f GB for %.2f GB "
       "wanted)\n",
-      resharded.seconds, resharded.bytes_read / 1e9 / resharded.seconds, resharded.bytes_read / 1e9,
-      gb / 2);
+      half.seconds, half.bytes_read / 1e9 / half.seconds, half.bytes_read / 1e9, gb / 2);
+}
+
+int Run(const std::string& dir, double gib, int count) {
+  BenchmarkTensors tensors = MakeTensors(gib, count);
+  RemoveTree(dir).IgnoreError();
+  absl::StatusOr<std::array<SaveTimes, 2>> saves = SaveTwice(dir, tensors.shards);
+  absl::StatusOr<LoadTimes> loads =
+      saves.ok() ? LoadBack(dir, tensors) : absl::StatusOr<LoadTimes>(saves.status());
+  if (!loads.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(loads.status().message()).c_str());
+    return 1;
+  }
+  PrintReport(dir, tensors, *saves, *loads);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/config_choices.h"
 #include "trainer/checkpoint/index_runs.h"
 
 namespace conveyor {
@@ -143,11 +144,12 @@ std::vector<float> FromHf(const TensorPair& pair, const HfTensor& tensor, const 
 absl::Status CheckGpt2Architecture(const Config& config) {
   const ModelConfig& m = config.model();
   std::vector<std::string> problems;
-  if (m.position_embedding_type() != "learned_absolute") {
+  if (ParseChoice<PositionEmbeddingType>(m.position_embedding_type()) !=
+      PositionEmbeddingType::kLearnedAbsolute) {
     problems.push_back(absl::StrCat("--position-embedding-type is ", m.position_embedding_type(),
                                     "; GPT-2 uses learned_absolute positions"));
   }
-  if (m.normalization() != "LayerNorm") {
+  if (ParseChoice<Normalization>(m.normalization()) != Normalization::kLayerNorm) {
     problems.push_back(
         absl::StrCat("--normalization is ", m.normalization(), "; GPT-2 uses LayerNorm"));
   }

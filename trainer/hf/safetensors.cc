@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -159,101 +160,143 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   return opened;
 }
 
-absl::Status SafetensorsFile::ParseHeader() {
+namespace {
+
+// "safetensors file <path>: <parts>", the start of every header error.
+template <typename... Parts>
+absl::Status InvalidFile(const std::string& path, const Parts&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat("safetensors file ", path, ": ", parts...));
+}
+
+// The byte size of `shape` elements of `element_bytes` each, saturating at
+// int64's maximum instead of overflowing on a hostile shape (nullopt then).
+std::optional<int64_t> ShapeBytes(const std::vector<int64_t>& shape, int64_t element_bytes) {
+  int64_t bytes = element_bytes;
+  bool saturated = false;
+  for (const int64_t d : shape) {
+    if (d == 0) {
+      bytes = 0;  // an empty tensor, however large the other dimensions
+      saturated = false;
+    } else if (saturated || bytes > std::numeric_limits<int64_t>::max() / d) {
+      saturated = true;
+    } else {
+      bytes *= d;
+    }
+  }
+  return saturated ? std::nullopt : std::optional<int64_t>(bytes);
+}
+
+// One tensor's header entry; offsets relative to the data area of `data_bytes`.
+absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& key,
+                                            const JsonValue& value, int64_t data_bytes) {
+  auto bad = [&](auto&&... parts) { return InvalidFile(path, "tensor ", key, ": ", parts...); };
+  if (!value.is_object()) return bad("entry is not an object");
+  const JsonValue* dtype = value.Find("dtype");
+  const JsonValue* shape = value.Find("shape");
+  const JsonValue* offsets = value.Find("data_offsets");
+  if (dtype == nullptr || !dtype->is_string()) return bad("missing string \"dtype\"");
+  if (shape == nullptr || !shape->is_array()) return bad("missing array \"shape\"");
+  if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2) {
+    return bad("\"data_offsets\" must be an array [begin, end]");
+  }
+  SafetensorsEntry entry;
+  entry.dtype = dtype->str();
+  const int64_t element_bytes = DtypeBytes(entry.dtype);
+  if (element_bytes == 0) {
+    return bad("unknown dtype \"", entry.dtype,
+               "\" (known: BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, "
+               "U32, F32, F64, I64, U64)");
+  }
+  for (const JsonValue& dim : shape->array()) {
+    int64_t d = 0;
+    if (!AsCount(dim, &d)) return bad("shape entries must be non-negative integers");
+    entry.shape.push_back(d);
+  }
+  const std::optional<int64_t> bytes = ShapeBytes(entry.shape, element_bytes);
+  int64_t begin = 0, end = 0;
+  if (!AsCount((*offsets)[0], &begin) || !AsCount((*offsets)[1], &end) || begin > end) {
+    return bad("\"data_offsets\" must be non-negative integers with begin <= end");
+  }
+  if (end > data_bytes) {
+    return bad("data_offsets [", begin, ", ", end, "] run past the ", data_bytes,
+               " data bytes of the file: truncated or corrupt");
+  }
+  if (!bytes.has_value() || end - begin != *bytes) {
+    return bad("data_offsets [", begin, ", ", end, "] span ", end - begin, " bytes but shape ",
+               FormatShape(entry.shape), " of ", entry.dtype, " needs ",
+               bytes.has_value() ? absl::StrCat(*bytes) : std::string("more than the file holds"));
+  }
+  entry.begin = begin;
+  entry.end = end;
+  return entry;
+}
+
+}  // namespace
+
+absl::StatusOr<JsonValue> SafetensorsFile::ReadHeaderJson(int64_t* header_length) const {
   const std::string& name = file_.path();
-  auto invalid = [&](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat("safetensors file ", name, ": ", parts...));
-  };
   const int64_t file_size = file_.size();
   if (file_size < kLengthBytes) {
-    return invalid("only ", file_size,
-                   " bytes, too short for the 8-byte header length: not a safetensors "
-                   "file, or truncated");
+    return InvalidFile(name, "only ", file_size,
+                       " bytes, too short for the 8-byte header length: not a safetensors "
+                       "file, or truncated");
   }
   uint64_t length = 0;
   RETURN_IF_ERROR(file_.ReadAt(0, &length, kLengthBytes));
   if (length > uint64_t(file_size - kLengthBytes) || length > uint64_t(kMaxHeaderBytes)) {
-    return invalid("header length ", length, " (the first 8 bytes) exceeds the ",
-                   file_size - kLengthBytes,
-                   " bytes that follow it: not a safetensors file, or truncated");
+    return InvalidFile(name, "header length ", length, " (the first 8 bytes) exceeds the ",
+                       file_size - kLengthBytes,
+                       " bytes that follow it: not a safetensors file, or truncated");
   }
-  if (length < 2) return invalid("header length ", length, " is too short for a JSON object");
+  if (length < 2) {
+    return InvalidFile(name, "header length ", length, " is too short for a JSON object");
+  }
   std::string text(length, '\0');
   RETURN_IF_ERROR(file_.ReadAt(kLengthBytes, text.data(), int64_t(length)));
-  const absl::StatusOr<JsonValue> parsed = ParseJson(text);
-  if (!parsed.ok()) return invalid("header is not valid JSON: ", parsed.status().message());
-  if (!parsed->is_object()) return invalid("header is not a JSON object");
+  absl::StatusOr<JsonValue> parsed = ParseJson(text);
+  if (!parsed.ok()) {
+    return InvalidFile(name, "header is not valid JSON: ", parsed.status().message());
+  }
+  if (!parsed->is_object()) return InvalidFile(name, "header is not a JSON object");
+  *header_length = int64_t(length);
+  return parsed;
+}
 
-  const int64_t data_start = kLengthBytes + int64_t(length);
-  const int64_t data_bytes = file_size - data_start;
-  for (const auto& [key, value] : parsed->object()) {
+absl::Status SafetensorsFile::ParseHeader() {
+  const std::string& name = file_.path();
+  int64_t length = 0;
+  ASSIGN_OR_RETURN(const JsonValue header, ReadHeaderJson(&length));
+  const int64_t data_start = kLengthBytes + length;
+  const int64_t data_bytes = file_.size() - data_start;
+  for (const auto& [key, value] : header.object()) {
     if (key == kMetadataKey) {
-      if (!value.is_object()) return invalid("\"__metadata__\" is not an object");
+      if (!value.is_object()) return InvalidFile(name, "\"__metadata__\" is not an object");
       for (const auto& [meta_key, meta_value] : value.object()) {
         if (!meta_value.is_string()) {
-          return invalid("\"__metadata__\" entry \"", meta_key, "\" is not a string");
+          return InvalidFile(name, "\"__metadata__\" entry \"", meta_key, "\" is not a string");
         }
         metadata_[meta_key] = meta_value.str();
       }
       continue;
     }
-    auto bad = [&](auto&&... parts) { return invalid("tensor ", key, ": ", parts...); };
-    if (entries_.count(key) != 0) return bad("appears twice in the header");
-    if (!value.is_object()) return bad("entry is not an object");
-    const JsonValue* dtype = value.Find("dtype");
-    const JsonValue* shape = value.Find("shape");
-    const JsonValue* offsets = value.Find("data_offsets");
-    if (dtype == nullptr || !dtype->is_string()) return bad("missing string \"dtype\"");
-    if (shape == nullptr || !shape->is_array()) return bad("missing array \"shape\"");
-    if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2) {
-      return bad("\"data_offsets\" must be an array [begin, end]");
+    if (entries_.count(key) != 0) {
+      return InvalidFile(name, "tensor ", key, ": appears twice in the header");
     }
-    SafetensorsEntry entry;
-    entry.dtype = dtype->str();
-    const int64_t element_bytes = DtypeBytes(entry.dtype);
-    if (element_bytes == 0) {
-      return bad("unknown dtype \"", entry.dtype,
-                 "\" (known: BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, "
-                 "U32, F32, F64, I64, U64)");
-    }
-    // The byte size, saturating instead of overflowing on a hostile shape.
-    int64_t bytes = element_bytes;
-    bool saturated = false;
-    for (const JsonValue& dim : shape->array()) {
-      int64_t d = 0;
-      if (!AsCount(dim, &d)) return bad("shape entries must be non-negative integers");
-      entry.shape.push_back(d);
-      if (d == 0) {
-        bytes = 0;  // an empty tensor, however large the other dimensions
-        saturated = false;
-      } else if (saturated || bytes > std::numeric_limits<int64_t>::max() / d) {
-        saturated = true;
-      } else {
-        bytes *= d;
-      }
-    }
-    int64_t begin = 0, end = 0;
-    if (!AsCount((*offsets)[0], &begin) || !AsCount((*offsets)[1], &end) || begin > end) {
-      return bad("\"data_offsets\" must be non-negative integers with begin <= end");
-    }
-    if (end > data_bytes) {
-      return bad("data_offsets [", begin, ", ", end, "] run past the ", data_bytes,
-                 " data bytes of the file: truncated or corrupt");
-    }
-    if (saturated || end - begin != bytes) {
-      return bad("data_offsets [", begin, ", ", end, "] span ", end - begin, " bytes but shape ",
-                 FormatShape(entry.shape), " of ", entry.dtype, " needs ",
-                 saturated ? std::string("more than the file holds") : absl::StrCat(bytes));
-    }
-    entry.begin = data_start + begin;
-    entry.end = data_start + end;
+    ASSIGN_OR_RETURN(SafetensorsEntry entry, ParseEntry(name, key, value, data_bytes));
+    entry.begin += data_start;
+    entry.end += data_start;
     entries_.emplace(key, std::move(entry));
   }
+  return CheckDataTiling(data_start, length);
+}
 
+absl::Status SafetensorsFile::CheckDataTiling(int64_t data_start, int64_t header_length) const {
   // As the format requires, the tensors tile the data area exactly: in offset
   // order each starts where the one before it ends, the first at 0, the last at
   // the end of the file. A header length that is a few bytes off (the JSON
   // still parsing thanks to its padding) shifts every tensor, and shows here.
+  const std::string& name = file_.path();
+  const int64_t data_bytes = file_.size() - data_start;
   std::vector<std::pair<std::pair<int64_t, int64_t>, const std::string*>> by_offset;
   for (const auto& [key, entry] : entries_) {
     by_offset.push_back({{entry.begin - data_start, entry.end - data_start}, &key});
@@ -267,25 +310,25 @@ absl::Status SafetensorsFile::ParseHeader() {
     const auto [begin, end] = offsets;
     if (begin < covered) {
       const SafetensorsEntry& p = entries_.at(*previous);
-      return invalid("tensors ", *previous, " and ", *key, " overlap (data_offsets [",
-                     p.begin - data_start, ", ", p.end - data_start, "] and [", begin, ", ", end,
-                     "]): corrupt header");
+      return InvalidFile(name, "tensors ", *previous, " and ", *key, " overlap (data_offsets [",
+                         p.begin - data_start, ", ", p.end - data_start, "] and [", begin, ", ",
+                         end, "]): corrupt header");
     }
     if (begin > covered) {
-      return invalid("tensor ", *key, ": data_offsets [", begin, ", ", end, "] leave bytes [",
-                     covered, ", ", begin, ") of the data unused",
-                     previous == nullptr ? "" : absl::StrCat(" (after tensor ", *previous, ")"),
-                     ": the format requires the tensors to cover the data exactly; corrupt "
-                     "header");
+      return InvalidFile(
+          name, "tensor ", *key, ": data_offsets [", begin, ", ", end, "] leave bytes [", covered,
+          ", ", begin, ") of the data unused",
+          previous == nullptr ? "" : absl::StrCat(" (after tensor ", *previous, ")"),
+          ": the format requires the tensors to cover the data exactly; corrupt header");
     }
     covered = end;
     previous = key;
   }
   if (covered != data_bytes) {
-    return invalid(
-        "the tensors cover ", covered, " bytes of data",
+    return InvalidFile(
+        name, "the tensors cover ", covered, " bytes of data",
         previous == nullptr ? "" : absl::StrCat(" (the last is tensor ", *previous, ")"),
-        " but the file holds ", data_bytes, " after the ", length,
+        " but the file holds ", data_bytes, " after the ", header_length,
         "-byte header: the header length (the first 8 bytes) is off, or bytes were appended; "
         "corrupt file");
   }

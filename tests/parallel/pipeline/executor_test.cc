@@ -144,8 +144,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, ExecutorTest,
                                            // The V-shape: rank 1 hands stage 1's output to
                                            // stage 2 without a transfer.
                                            ScheduleCase{"zbv", 2, 4}),
-                         [](const ::testing::TestParamInfo<ScheduleCase>& info) {
-                           std::string name = info.param.schedule;
+                         [](const ::testing::TestParamInfo<ScheduleCase>& test) {
+                           std::string name = test.param.schedule;
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

@@ -175,8 +175,8 @@ INSTANTIATE_TEST_SUITE_P(
         std::make_pair(Layout{1, 1, false}, Layout{2, 3, true}),    // one rank -> dist-opt
         std::make_pair(Layout{2, 2, true}, Layout{4, 3, true}),     // dist-opt, uneven DP
         std::make_pair(Layout{2, 2, false}, Layout{2, 2, false})),  // same layout
-    [](const auto& info) {
-      return Describe(info.param.first) + "_to_" + Describe(info.param.second);
+    [](const auto& test) {
+      return Describe(test.param.first) + "_to_" + Describe(test.param.second);
     });
 
 TEST(ReshardManifestTest, RecordsAreCompactAndNameTheirWriters) {

@@ -1,0 +1,70 @@
+#include "proto/config_choices.h"
+
+#include <utility>
+
+namespace conveyor {
+namespace {
+
+template <typename Enum>
+struct Choices;
+
+#define CONVEYOR_CHOICES(Enum, ...)                                              \
+  template <>                                                                    \
+  struct Choices<Enum> {                                                         \
+    static constexpr std::pair<Enum, std::string_view> kTable[] = {__VA_ARGS__}; \
+  }
+
+CONVEYOR_CHOICES(PositionEmbeddingType,
+                 {PositionEmbeddingType::kLearnedAbsolute, "learned_absolute"},
+                 {PositionEmbeddingType::kRope, "rope"});
+CONVEYOR_CHOICES(Normalization, {Normalization::kLayerNorm, "LayerNorm"},
+                 {Normalization::kRmsNorm, "RMSNorm"});
+CONVEYOR_CHOICES(DeviceKind, {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"},
+                 {DeviceKind::kCuda, "cuda"});
+CONVEYOR_CHOICES(NanPolicy, {NanPolicy::kStop, "stop"}, {NanPolicy::kSkip, "skip"});
+CONVEYOR_CHOICES(OptimizerKind, {OptimizerKind::kAdam, "adam"}, {OptimizerKind::kSgd, "sgd"});
+CONVEYOR_CHOICES(LrDecayStyle, {LrDecayStyle::kConstant, "constant"},
+                 {LrDecayStyle::kLinear, "linear"}, {LrDecayStyle::kCosine, "cosine"},
+                 {LrDecayStyle::kInverseSquareRoot, "inverse-square-root"});
+CONVEYOR_CHOICES(RecomputeGranularity, {RecomputeGranularity::kNone, ""},
+                 {RecomputeGranularity::kFull, "full"},
+                 {RecomputeGranularity::kSelective, "selective"});
+CONVEYOR_CHOICES(RecomputeMethod, {RecomputeMethod::kNone, ""},
+                 {RecomputeMethod::kUniform, "uniform"}, {RecomputeMethod::kBlock, "block"});
+
+#undef CONVEYOR_CHOICES
+
+}  // namespace
+
+template <typename Enum>
+std::optional<Enum> ParseChoice(std::string_view text) {
+  for (const auto& [value, name] : Choices<Enum>::kTable) {
+    if (name == text) return value;
+  }
+  return std::nullopt;
+}
+
+template <typename Enum>
+std::string_view ChoiceName(Enum value) {
+  for (const auto& [v, name] : Choices<Enum>::kTable) {
+    if (v == value) return name;
+  }
+  return {};
+}
+
+#define CONVEYOR_INSTANTIATE(Enum)                                  \
+  template std::optional<Enum> ParseChoice<Enum>(std::string_view); \
+  template std::string_view ChoiceName<Enum>(Enum)
+
+CONVEYOR_INSTANTIATE(PositionEmbeddingType);
+CONVEYOR_INSTANTIATE(Normalization);
+CONVEYOR_INSTANTIATE(DeviceKind);
+CONVEYOR_INSTANTIATE(NanPolicy);
+CONVEYOR_INSTANTIATE(OptimizerKind);
+CONVEYOR_INSTANTIATE(LrDecayStyle);
+CONVEYOR_INSTANTIATE(RecomputeGranularity);
+CONVEYOR_INSTANTIATE(RecomputeMethod);
+
+#undef CONVEYOR_INSTANTIATE
+
+}  // namespace conveyor

@@ -1,0 +1,44 @@
+// The choice fields of conveyor.Config (string fields with a (choices) option) as
+// enums, for code that branches on them. The proto keeps the strings (flags, printed
+// config and checkpoint manifests are unchanged); this is the one mapping between the
+// two. tests/trainer/resolved_config_test.cc checks that every choice the proto
+// declares has its enum value.
+//
+// Not here: --pipeline-schedule, whose names are the schedule registry's keys
+// (pipeline::ScheduleByName), and --tokenizer-type, whose names the tokenizer factory
+// maps (data/tokenizer_factory.h).
+#ifndef CONVEYOR_PROTO_CONFIG_CHOICES_H_
+#define CONVEYOR_PROTO_CONFIG_CHOICES_H_
+
+#include <optional>
+#include <string_view>
+
+namespace conveyor {
+
+enum class PositionEmbeddingType { kLearnedAbsolute, kRope };  // --position-embedding-type
+enum class Normalization { kLayerNorm, kRmsNorm };             // --normalization
+enum class DeviceKind { kAuto, kCpu, kCuda };                  // --device
+enum class NanPolicy { kStop, kSkip };                         // --nan-policy
+enum class OptimizerKind { kAdam, kSgd };                      // --optimizer
+enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot };  // --lr-decay-style
+enum class RecomputeGranularity { kNone, kFull, kSelective };  // --recompute-granularity ("")
+enum class RecomputeMethod { kNone, kUniform, kBlock };        // --recompute-method ("")
+
+// The enum value of a choice string; nullopt for a string that is not one of the
+// field's choices (a config that has not been validated).
+template <typename Enum>
+std::optional<Enum> ParseChoice(std::string_view text);
+
+// The choice string of an enum value, as the proto spells it.
+template <typename Enum>
+std::string_view ChoiceName(Enum value);
+
+// For validated strings: the enum value, or `fallback` for a string that is no choice.
+template <typename Enum>
+Enum ChoiceOr(std::string_view text, Enum fallback) {
+  return ParseChoice<Enum>(text).value_or(fallback);
+}
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PROTO_CONFIG_CHOICES_H_
