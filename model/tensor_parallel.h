@@ -11,12 +11,15 @@
 //   row-parallel)
 //                   (without | with sequence parallelism)
 //
-// With one rank every call is the identity and no communicator is needed.
+// With one rank every call is the identity; the group is still a real one (of one).
 #ifndef CONVEYOR_MODEL_TENSOR_PARALLEL_H_
 #define CONVEYOR_MODEL_TENSOR_PARALLEL_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
 #include "parallel/communicator.h"
+#include "parallel/self_communicator.h"
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 
@@ -24,14 +27,16 @@ namespace conveyor {
 
 class TensorParallel {
  public:
-  TensorParallel() = default;  // one rank
+  // One rank, in a group of one it owns.
+  TensorParallel()
+      : own_group_(std::make_unique<SelfCommunicator>("tp[0]")), comm_(own_group_.get()) {}
   // `comm` is the tensor-parallel group and `ops` the model's backend (it widens bf16
   // for the communicators); both must outlive this object.
   TensorParallel(Communicator* comm, bool sequence_parallel, const Ops* ops)
       : comm_(comm), sequence_parallel_(sequence_parallel && comm->size() > 1), ops_(ops) {}
 
-  int rank() const { return comm_ == nullptr ? 0 : comm_->rank(); }
-  int size() const { return comm_ == nullptr ? 1 : comm_->size(); }
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
   bool sequence_parallel() const { return sequence_parallel_; }
   Communicator* comm() const { return comm_; }
 
@@ -51,6 +56,7 @@ class TensorParallel {
   // fp32 zeros shaped like `like`'s rows, on its device.
   static Tensor WideZeros(int64_t rows, const Tensor& like);
 
+  std::unique_ptr<Communicator> own_group_;  // the default constructor's group of one
   Communicator* comm_ = nullptr;
   bool sequence_parallel_ = false;
   const Ops* ops_ = nullptr;
