@@ -111,7 +111,7 @@ absl::Status WriteIndices(const GptIndices& indices, const std::string& descript
   };
   for (Item& item : items) {  // description last: it marks the set complete
     RETURN_IF_ERROR(item.bytes.status());
-    RETURN_IF_ERROR(WriteFileAtomically(*item.path, *item.bytes));
+    RETURN_IF_ERROR(WriteCacheFile(*item.path, *item.bytes));
   }
   return absl::OkStatus();
 }
@@ -146,7 +146,7 @@ GptIndexCacheFiles CacheFilesFor(const std::string& cache_dir, const GptIndexKey
           base + "shuffle_index.npy"};
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+absl::Status WriteCacheFile(const std::string& path, const std::string& bytes) {
   return WriteFileAtomically(path, bytes, absl::StrCat(path, ".tmp.", ::getpid()),
                              Durability::kDurable);
 }

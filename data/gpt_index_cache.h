@@ -66,7 +66,7 @@ absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> seque
 
 // Writes one file of the cache: base/atomic_file.h's WriteFileAtomically, durably, through
 // <path>.tmp.<pid> (rank 0 alone writes a cache).
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+absl::Status WriteCacheFile(const std::string& path, const std::string& bytes);
 
 }  // namespace conveyor
 

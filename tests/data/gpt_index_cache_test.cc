@@ -173,9 +173,9 @@ TEST_F(GptIndexCacheTest, LoadsTheCacheRatherThanRebuilding) {
   const GptIndexCacheFiles files = CacheFilesFor(options_.path, key_);
   std::vector<int64_t> shuffle = expected_["shuffle_index"]["data"].IntArray();
   std::swap(shuffle[0], shuffle[1]);
-  ASSERT_TRUE(WriteFileAtomically(files.shuffle_index,
-                                  *EncodeNpy("<u4", {int64_t(shuffle.size())}, shuffle))
-                  .ok());
+  ASSERT_TRUE(
+      WriteCacheFile(files.shuffle_index, *EncodeNpy("<u4", {int64_t(shuffle.size())}, shuffle))
+          .ok());
   auto loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, options_);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->shuffle_index, shuffle);
@@ -185,14 +185,14 @@ TEST_F(GptIndexCacheTest, CorruptCacheIsAnErrorNamingTheFile) {
   ASSERT_TRUE(BuildOrLoadGptIndices(lengths_, documents_, key_, options_).ok());
   const GptIndexCacheFiles files = CacheFilesFor(options_.path, key_);
   std::vector<int64_t> bad(40, 99);  // sample 99 does not exist
-  ASSERT_TRUE(WriteFileAtomically(files.shuffle_index, *EncodeNpy("<u4", {40}, bad)).ok());
+  ASSERT_TRUE(WriteCacheFile(files.shuffle_index, *EncodeNpy("<u4", {40}, bad)).ok());
   auto loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, options_);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(loaded.status().message(), HasSubstr(files.description));
   EXPECT_THAT(loaded.status().message(), HasSubstr("shuffle_index holds 99"));
 
-  ASSERT_TRUE(WriteFileAtomically(files.sample_index, "garbage").ok());
+  ASSERT_TRUE(WriteCacheFile(files.sample_index, "garbage").ok());
   loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, options_);
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(loaded.status().message(), HasSubstr(files.sample_index));
@@ -212,7 +212,7 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
   std::vector<int64_t> shuffle = expected_["shuffle_index"]["data"].IntArray();
   const std::vector<int64_t> good_shuffle = shuffle;
   shuffle[7] = shuffle[3];
-  ASSERT_TRUE(WriteFileAtomically(files.shuffle_index, *EncodeNpy("<u4", {40}, shuffle)).ok());
+  ASSERT_TRUE(WriteCacheFile(files.shuffle_index, *EncodeNpy("<u4", {40}, shuffle)).ok());
   auto loaded = load();
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
@@ -221,7 +221,7 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
       absl::StrCat("cached indices ", files.description, ": ", files.shuffle_index,
                    " is damaged: shuffle_index holds sample ", shuffle[3],
                    " twice (again at entry 7): it must be a permutation of the 40 samples", fix));
-  ASSERT_TRUE(WriteFileAtomically(files.shuffle_index, *EncodeNpy("<u4", {40}, good_shuffle)).ok());
+  ASSERT_TRUE(WriteCacheFile(files.shuffle_index, *EncodeNpy("<u4", {40}, good_shuffle)).ok());
   ASSERT_TRUE(load().ok());
 
   // Document 0 twice, document 1 once: every id is in range.
@@ -230,8 +230,7 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
   ASSERT_EQ(std::find(doc.begin(), doc.end(), 1) - doc.begin(), 8);
   doc[8] = 0;
   ASSERT_TRUE(
-      WriteFileAtomically(files.document_index, *EncodeNpy("<i4", {int64_t(doc.size())}, doc))
-          .ok());
+      WriteCacheFile(files.document_index, *EncodeNpy("<i4", {int64_t(doc.size())}, doc)).ok());
   loaded = load();
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(loaded.status().message(),
@@ -239,9 +238,9 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
                                      " is damaged: document_index entry 8 is document 0, which "
                                      "appears more often than its 2 epochs",
                                      fix)));
-  ASSERT_TRUE(WriteFileAtomically(files.document_index,
-                                  *EncodeNpy("<i4", {int64_t(good_doc.size())}, good_doc))
-                  .ok());
+  ASSERT_TRUE(
+      WriteCacheFile(files.document_index, *EncodeNpy("<i4", {int64_t(good_doc.size())}, good_doc))
+          .ok());
 
   // Sample 5 starts one token later: still inside its document, still in order.
   std::vector<int64_t> sample;
@@ -249,7 +248,7 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
     for (int64_t v : row.IntArray()) sample.push_back(v);
   }
   sample[2 * 5 + 1] += 1;
-  ASSERT_TRUE(WriteFileAtomically(files.sample_index, *EncodeNpy("<i4", {41, 2}, sample)).ok());
+  ASSERT_TRUE(WriteCacheFile(files.sample_index, *EncodeNpy("<i4", {41, 2}, sample)).ok());
   loaded = load();
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(loaded.status().message(),
