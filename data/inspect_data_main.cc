@@ -21,23 +21,38 @@
 #include "data/blend.h"
 #include "data/indexed_dataset.h"
 #include "data/training_data.h"
+#include "flags/proto_flags.h"
 #include "proto/config.pb.h"
+#include "proto/tools.pb.h"
 
 namespace conveyor {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: inspect_data --data-path [W1] PREFIX1 [[W2] PREFIX2 ...]\n"
-    "  [--split 969,30,1] [--seq-length 128] [--seed 1234]\n"
-    "  [--num-samples 4]    samples of the train split to print\n"
-    "  [--train-samples N]  samples the run requests (train-iters * global-batch-size);\n"
-    "                       the order depends on it, as in Megatron (default: --num-samples)\n"
-    "  [--data-cache-path DIR]  build (or load) the index cache a run will use\n"
-    "  [--decode --tokenizer-type GPT2BPETokenizer|NullTokenizer|ByteTokenizer\n"
-    "   [--vocab-file vocab.json --merge-file merges.txt] [--vocab-size N]]\n";
+constexpr char kUsageHead[] =
+    "usage: inspect_data --data-path [W1] PREFIX1 [[W2] PREFIX2 ...] [--flag VALUE | "
+    "--flag=VALUE]...\n"
+    "Boolean flags: --flag sets true, --flag=false clears.\n"
+    "\n";
+
+// The flags come from InspectDataOptions (proto/tools.proto).
+const FlagSpec& InspectDataFlags() {
+  static const auto* const spec = [] {
+    auto* sp = new FlagSpec();
+    sp->fields = CollectFlagFields(*tools::InspectDataOptions::descriptor(), /*grouped=*/false);
+    return sp;
+  }();
+  return *spec;
+}
+
+std::string UsageText() {
+  std::string out = kUsageHead;
+  for (const FlagField& f : InspectDataFlags().fields) AppendFieldHelp(*f.field, &out);
+  AppendHelpEntry("--help, -h", "", "Print this help and exit.", &out);
+  return out;
+}
 
 int Usage(const std::string& msg) {
-  std::fprintf(stderr, "inspect_data: %s\n%s", msg.c_str(), kUsage);
+  std::fprintf(stderr, "inspect_data: %s\n%s", msg.c_str(), UsageText().c_str());
   return 2;
 }
 
@@ -61,67 +76,38 @@ std::string Escape(const std::string& text) {
 }
 
 int Main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (WantsHelp(args)) {
+    std::fputs(UsageText().c_str(), stdout);
+    return 0;
+  }
+  tools::InspectDataOptions flags;
+  std::vector<std::string> problems = ParseFlagsInto(InspectDataFlags(), args, &flags);
+  if (!problems.empty()) return Usage(absl::StrJoin(problems, "\ninspect_data: "));
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  if (flags.seq_length() < 1 || flags.seq_length() > kInt32Max) {
+    return Usage("--seq-length needs a positive integer below 2^31");
+  }
+  if (flags.seed() < 0) return Usage("--seed needs a non-negative integer");
+  if (flags.num_samples() < 0) return Usage("--num-samples needs a non-negative integer");
+  if (flags.has_train_samples() && flags.train_samples() < 1) {
+    return Usage("--train-samples needs a positive integer");
+  }
+  if (flags.has_vocab_size() && (flags.vocab_size() < 1 || flags.vocab_size() > kInt32Max)) {
+    return Usage("--vocab-size needs a positive integer below 2^31");
+  }
   Config config;
   DataConfig& data = *config.mutable_data();
-  int64_t num_samples = 4, train_samples = -1, seed = 1234, seq_length = 128, vocab_size = 0;
-  bool decode = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    std::string v;
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    auto integer = [&](int64_t* out, int64_t min,
-                       int64_t max = std::numeric_limits<int64_t>::max()) {
-      return value(&v) && absl::SimpleAtoi(v, out) && *out >= min && *out <= max;
-    };
-    constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (flag == "--data-path") {
-      // Megatron's nargs='*': every value up to the next flag.
-      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
-        data.add_data_path(argv[++i]);
-      }
-      if (data.data_path_size() == 0) return Usage("--data-path needs a dataset prefix");
-    } else if (flag == "--split") {
-      if (!value(&v)) return Usage("--split needs a value such as 949,50,1");
-      data.set_split(v);
-    } else if (flag == "--seq-length") {
-      if (!integer(&seq_length, 1, kInt32Max)) {
-        return Usage("--seq-length needs a positive integer below 2^31");
-      }
-    } else if (flag == "--seed") {
-      if (!integer(&seed, 0)) return Usage("--seed needs a non-negative integer");
-    } else if (flag == "--num-samples") {
-      if (!integer(&num_samples, 0)) return Usage("--num-samples needs a non-negative integer");
-    } else if (flag == "--train-samples") {
-      if (!integer(&train_samples, 1)) return Usage("--train-samples needs a positive integer");
-    } else if (flag == "--data-cache-path") {
-      if (!value(&v)) return Usage("--data-cache-path needs a folder");
-      data.set_data_cache_path(v);
-    } else if (flag == "--decode") {
-      decode = true;
-    } else if (flag == "--tokenizer-type") {
-      if (!value(&v)) return Usage("--tokenizer-type needs a value");
-      data.set_tokenizer_type(v);
-    } else if (flag == "--vocab-file") {
-      if (!value(&v)) return Usage("--vocab-file needs a path");
-      data.set_vocab_file(v);
-    } else if (flag == "--merge-file") {
-      if (!value(&v)) return Usage("--merge-file needs a path");
-      data.set_merge_file(v);
-    } else if (flag == "--vocab-size") {
-      if (!integer(&vocab_size, 1, kInt32Max)) {
-        return Usage("--vocab-size needs a positive integer below 2^31");
-      }
-    } else {
-      return Usage("unknown flag " + flag);
-    }
-  }
+  data.mutable_data_path()->CopyFrom(flags.data_path());
+  data.set_split(flags.split());
+  data.set_data_cache_path(flags.data_cache_path());
+  data.set_tokenizer_type(flags.tokenizer_type());
+  data.set_vocab_file(flags.vocab_file());
+  data.set_merge_file(flags.merge_file());
+  const int64_t num_samples = flags.num_samples(), seed = flags.seed(),
+                seq_length = flags.seq_length(), vocab_size = flags.vocab_size();
+  const bool decode = flags.decode();
+  int64_t train_samples = flags.has_train_samples() ? flags.train_samples() : -1;
   if (data.data_path_size() == 0) return Usage("--data-path is required");
   if (decode && data.tokenizer_type().empty()) {
     return Usage("--decode needs --tokenizer-type (and its files)");

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,28 +24,17 @@
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/preprocess.h"
 #include "data/simple_tokenizers.h"
+#include "flags/proto_flags.h"
+#include "proto/tools.pb.h"
 
 namespace conveyor {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: preprocess --input FILE.jsonl --output-prefix PREFIX\n"
-    "  [--tokenizer-type GPT2BPETokenizer|NullTokenizer|ByteTokenizer]\n"
-    "  [--vocab-file vocab.json --merge-file merges.txt]  (GPT2BPETokenizer, the default)\n"
-    "  [--vocab-size N]               (NullTokenizer: ids below N; its eod is N)\n"
-    "  [--json-keys KEY...] [--append-eod] [--workers N]\n"
-    "  [--skip-bad-lines] [--log-interval DOCUMENTS]\n"
+constexpr char kUsageHead[] =
+    "usage: preprocess --input FILE.jsonl --output-prefix PREFIX [--flag VALUE | --flag=VALUE]...\n"
     "Writes PREFIX_<KEY>_document.bin/.idx for each key, as Megatron's\n"
-    "tools/preprocess_data.py does. A key's value is a string (one sequence) or a\n"
-    "list of strings (the document's sentences, one sequence each). A bad line\n"
-    "(not UTF-8, not a JSON object, a key missing) stops the run; --skip-bad-lines\n"
-    "reports and drops it instead. --log-interval is the number of documents\n"
-    "between progress lines (default 1000, as Megatron's).\n";
-
-constexpr const char* kFlagNames[] = {"--help",           "--input",        "--output-prefix",
-                                      "--tokenizer-type", "--vocab-file",   "--merge-file",
-                                      "--vocab-size",     "--json-keys",    "--append-eod",
-                                      "--workers",        "--log-interval", "--skip-bad-lines"};
+    "tools/preprocess_data.py does. Boolean flags: --flag sets true, --flag=false clears.\n"
+    "\n";
 
 constexpr char kWorkersInstead[] =
     "Megatron times runs with several worker counts; here, run with a few --workers values and "
@@ -92,25 +82,45 @@ const std::map<std::string, std::string, std::less<>>& MegatronOnlyFlags() {
   return *flags;
 }
 
-std::string UnknownFlagMessage(absl::string_view flag) {
+// Megatron's flags with no counterpart, and argparse's abbreviations (old scripts
+// pass --vocab for --vocab-file): name the flags meant instead of guessing.
+std::optional<std::string> KnownUnknownFlag(const std::string& arg, const std::string& wanted) {
   const auto& megatron_only = MegatronOnlyFlags();
-  if (auto it = megatron_only.find(flag); it != megatron_only.end()) {
-    return absl::StrCat("Megatron's ", flag, " has no counterpart here: ", it->second);
+  if (auto it = megatron_only.find(wanted); it != megatron_only.end()) {
+    return absl::StrCat("Megatron's ", arg, " has no counterpart here: ", it->second);
   }
-  // Megatron's argparse takes any unambiguous abbreviation (old scripts pass
-  // --vocab for --vocab-file); name the flags meant instead of guessing.
   std::vector<std::string> meant;
-  if (flag.size() > 2 && absl::StartsWith(flag, "--")) {
-    for (absl::string_view name : kFlagNames) {
-      if (absl::StartsWith(name, flag)) meant.emplace_back(name);
+  if (wanted.size() > 2) {
+    for (const FlagField& f :
+         CollectFlagFields(*tools::PreprocessOptions::descriptor(), /*grouped=*/false)) {
+      const std::string name = FlagName(*f.field);
+      if (absl::StartsWith(name, wanted)) meant.push_back(name);
     }
   }
   if (!meant.empty()) {
-    return absl::StrCat("unknown flag ", flag, ": did you mean ", absl::StrJoin(meant, " or "),
+    return absl::StrCat("unknown flag ", arg, ": did you mean ", absl::StrJoin(meant, " or "),
                         "? (Megatron's argparse takes abbreviations; preprocess takes whole flag "
                         "names)");
   }
-  return absl::StrCat("unknown flag ", flag);
+  return std::nullopt;
+}
+
+// The flags come from PreprocessOptions (proto/tools.proto).
+const FlagSpec& PreprocessFlags() {
+  static const auto* const spec = [] {
+    auto* sp = new FlagSpec();
+    sp->fields = CollectFlagFields(*tools::PreprocessOptions::descriptor(), /*grouped=*/false);
+    sp->unknown_flag = KnownUnknownFlag;
+    return sp;
+  }();
+  return *spec;
+}
+
+std::string Usage() {
+  std::string out = kUsageHead;
+  for (const FlagField& f : PreprocessFlags().fields) AppendFieldHelp(*f.field, &out);
+  AppendHelpEntry("--help, -h", "", "Print this help and exit.", &out);
+  return out;
 }
 
 struct Flags {
@@ -122,96 +132,67 @@ struct Flags {
   bool help = false;
 };
 
-absl::Status PositiveInteger(absl::string_view flag, const std::string& text, int64_t* out,
+absl::Status PositiveInteger(absl::string_view flag, int64_t value,
                              absl::string_view meaning = "") {
-  if (absl::SimpleAtoi(text, out) && *out > 0) return absl::OkStatus();
+  if (value > 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(flag, " needs a positive integer", meaning, ", got '", text, "'"));
+      absl::StrCat(flag, " needs a positive integer", meaning, ", got '", value, "'"));
 }
 
+// Parses with the shared parser, then checks preprocess's own rules.
 absl::Status ParseFlags(int argc, char** argv, Flags* flags) {
-  PreprocessOptions& options = flags->options;
-  bool keys_given = false;
-  for (int i = 1; i < argc; ++i) {
-    // argparse's --flag=value spelling is taken too.
-    std::string flag = argv[i];
-    std::optional<std::string> attached;
-    if (const size_t eq = flag.find('='); absl::StartsWith(flag, "--") && eq != flag.npos) {
-      attached = flag.substr(eq + 1);
-      flag.resize(eq);
-    }
-    auto value = [&](std::string* out) {
-      if (attached) {
-        *out = *attached;
-      } else if (i + 1 < argc) {
-        *out = argv[++i];
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-      }
-      return absl::OkStatus();
-    };
-    auto positive = [&](int64_t* out, absl::string_view meaning = "") {
-      std::string text;
-      absl::Status s = value(&text);
-      return s.ok() ? PositiveInteger(flag, text, out, meaning) : s;
-    };
-    absl::Status status;
-    if (attached && (flag == "--help" || flag == "--append-eod" || flag == "--skip-bad-lines")) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " takes no value"));
-    }
-    if (flag == "--help" || flag == "-h") {
-      flags->help = true;
-    } else if (flag == "--input") {
-      status = value(&options.input);
-    } else if (flag == "--output-prefix") {
-      status = value(&options.output_prefix);
-    } else if (flag == "--tokenizer-type") {
-      status = value(&flags->tokenizer_type);
-    } else if (flag == "--vocab-file") {
-      status = value(&flags->vocab_file);
-    } else if (flag == "--merge-file") {
-      status = value(&flags->merge_file);
-    } else if (flag == "--vocab-size") {
-      int64_t n = 0;
-      status = positive(&n, " (NullTokenizer's ids are below it)");
-      flags->vocab_size = n;
-    } else if (flag == "--json-keys") {
-      // Like Megatron's nargs='+': every following word up to the next flag.
-      options.json_keys.clear();
-      std::vector<std::string> words;
-      if (attached) words.push_back(*attached);
-      while (!attached && i + 1 < argc && !absl::StartsWith(argv[i + 1], "--")) {
-        words.push_back(argv[++i]);
-      }
-      for (const std::string& word : words) {
-        for (absl::string_view k : absl::StrSplit(word, ',', absl::SkipEmpty())) {
-          options.json_keys.emplace_back(k);
-        }
-      }
-      keys_given = true;
-    } else if (flag == "--append-eod") {
-      options.append_eod = true;
-    } else if (flag == "--skip-bad-lines") {
-      options.skip_bad_lines = true;
-    } else if (flag == "--workers") {
-      int64_t n = 0;
-      status = positive(&n);
-      options.workers = int(std::min<int64_t>(n, 1 << 16));
-    } else if (flag == "--log-interval") {
-      // Megatron divides the document count by it, so 0 fails there too.
-      status =
-          positive(&options.log_interval, " (documents between progress lines, as Megatron's)");
-    } else {
-      return absl::InvalidArgumentError(UnknownFlagMessage(flag));
-    }
-    if (!status.ok()) return status;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (WantsHelp(args)) {
+    flags->help = true;
+    return absl::OkStatus();
   }
-  if (flags->help) return absl::OkStatus();
+  tools::PreprocessOptions parsed;
+  std::set<const google::protobuf::FieldDescriptor*> given;
+  std::vector<std::string> problems = ParseFlagsInto(PreprocessFlags(), args, &parsed, &given);
+  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  const auto* d = tools::PreprocessOptions::descriptor();
+  auto was_given = [&](const char* name) { return given.count(d->FindFieldByName(name)) != 0; };
+  PreprocessOptions& options = flags->options;
+  options.input = parsed.input();
+  options.output_prefix = parsed.output_prefix();
+  flags->tokenizer_type = parsed.tokenizer_type();
+  flags->vocab_file = parsed.vocab_file();
+  flags->merge_file = parsed.merge_file();
+  if (was_given("vocab_size")) {
+    if (absl::Status s = PositiveInteger("--vocab-size", parsed.vocab_size(),
+                                         " (NullTokenizer's ids are below it)");
+        !s.ok()) {
+      return s;
+    }
+    flags->vocab_size = parsed.vocab_size();
+  }
+  if (was_given("json_keys")) {
+    // Like Megatron's nargs='+'; a word may also hold several keys, comma-separated.
+    options.json_keys.clear();
+    for (const std::string& word : parsed.json_keys()) {
+      for (absl::string_view k : absl::StrSplit(word, ',', absl::SkipEmpty())) {
+        options.json_keys.emplace_back(k);
+      }
+    }
+  }
+  options.append_eod = parsed.append_eod();
+  options.skip_bad_lines = parsed.skip_bad_lines();
+  if (was_given("workers")) {
+    if (absl::Status s = PositiveInteger("--workers", parsed.workers()); !s.ok()) return s;
+    options.workers = std::min(parsed.workers(), 1 << 16);
+  }
+  // Megatron divides the document count by it, so 0 fails there too.
+  if (absl::Status s = PositiveInteger("--log-interval", parsed.log_interval(),
+                                       " (documents between progress lines, as Megatron's)");
+      !s.ok()) {
+    return s;
+  }
+  options.log_interval = parsed.log_interval();
   if (options.input.empty()) return absl::InvalidArgumentError("--input is required");
   if (options.output_prefix.empty()) {
     return absl::InvalidArgumentError("--output-prefix is required");
   }
-  if (keys_given && options.json_keys.empty()) {
+  if (was_given("json_keys") && options.json_keys.empty()) {
     return absl::InvalidArgumentError("--json-keys needs at least one key");
   }
   return absl::OkStatus();
@@ -223,12 +204,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* flags) {
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Flags& flags) {
   const std::string& type = flags.tokenizer_type;
   const bool gpt2 = type == "GPT2BPETokenizer", null = type == "NullTokenizer";
-  if (!gpt2 && !null && type != "ByteTokenizer") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tokenizer-type ", type,
-                     " is not one preprocess has: pick GPT2BPETokenizer, NullTokenizer or "
-                     "ByteTokenizer"));
-  }
+  // The flag's (choices) have refused any other type.
   if (flags.vocab_size && !null) {
     return absl::InvalidArgumentError(
         absl::StrCat("--vocab-size is for NullTokenizer only: ", type, "'s vocabulary ",
@@ -265,7 +241,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Flags& flags) {
 }
 
 int UsageError(const absl::Status& status) {
-  std::fprintf(stderr, "preprocess: %s\n%s", std::string(status.message()).c_str(), kUsage);
+  // One "preprocess: " line per problem.
+  for (absl::string_view line : absl::StrSplit(status.message(), '\n')) {
+    std::fprintf(stderr, "preprocess: %s\n", std::string(line).c_str());
+  }
+  std::fputs(Usage().c_str(), stderr);
   return 2;
 }
 
@@ -286,7 +266,7 @@ int Main(int argc, char** argv) {
   flags.options.workers = std::max(1u, std::thread::hardware_concurrency());
   if (absl::Status s = ParseFlags(argc, argv, &flags); !s.ok()) return UsageError(s);
   if (flags.help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(Usage().c_str(), stdout);
     return 0;
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = MakeTokenizer(flags);

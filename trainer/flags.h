@@ -9,30 +9,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flags/proto_flags.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/config.pb.h"
 
 namespace conveyor {
 
-// One settable field of Config: the group field (e.g. Config.model) and the
-// setting inside that group (e.g. ModelConfig.num_layers).
-struct FlagField {
-  const google::protobuf::FieldDescriptor* group;
-  const google::protobuf::FieldDescriptor* field;
-};
-
-// Every settable field of Config, in declaration order (groups, then fields).
+// Every settable field of Config (FlagField, from flags/proto_flags.h, which also
+// declares FlagName, FieldChoices, DescribeChoices and WantsHelp), in declaration
+// order (groups, then fields).
 const std::vector<FlagField>& AllFlagFields();
-
-// Flag name of a field: "--" + field name with '_' -> '-'.
-std::string FlagName(const google::protobuf::FieldDescriptor& field);
-
-// The values a string field accepts, from its (choices) option; empty when the
-// field is unconstrained. An empty string can be one of the choices.
-std::vector<std::string> FieldChoices(const google::protobuf::FieldDescriptor& field);
-
-// Choices for messages: "LayerNorm, RMSNorm", with an empty choice shown as "".
-std::string DescribeChoices(const std::vector<std::string>& choices);
 
 // Parses args (argv without argv[0]) in order into a Config that starts from the
 // proto defaults. "--config FILE.textproto" merges a text-format Config file at that
@@ -40,9 +26,6 @@ std::string DescribeChoices(const std::vector<std::string>& choices);
 // skipped (see WantsHelp). Reports every problem at once in one
 // InvalidArgumentError, one problem per line, each naming the flag.
 absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args);
-
-// True when args contain --help or -h.
-bool WantsHelp(const std::vector<std::string>& args);
 
 // --help text: every flag grouped under its group_title, each with type/choices,
 // default and help text. Also documents --config and --help.

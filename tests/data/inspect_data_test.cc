@@ -64,6 +64,28 @@ TEST(InspectDataTest, SummaryAndSamplesMatchTheFixture) {
   }
 }
 
+// The shared parser takes --flag=value as well as --flag value, as the trainer does.
+TEST(InspectDataTest, TakesFlagEqualsValue) {
+  RunResult r = InspectData(absl::StrCat("--data-path=", Fixture(),
+                                         " --split=1,0,0 --seq-length=16 --seed=1234"
+                                         " --num-samples=2 --train-samples=40 --decode=false"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("train split: --split 1,0,0, --seq-length 16, --seed 1234, 40 "
+                               "samples requested, 40 built"));
+  EXPECT_THAT(r.out, HasSubstr("sample 1: "));
+}
+
+// --help lists the flags of InspectDataOptions (proto/tools.proto) with their help.
+TEST(InspectDataTest, HelpComesFromTheProto) {
+  RunResult r = InspectData("--help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("usage: inspect_data"));
+  EXPECT_THAT(r.out, HasSubstr("--seq-length INT  (default: 128)"));
+  EXPECT_THAT(r.out, HasSubstr("--tokenizer-type {\"\"|GPT2BPETokenizer|NullTokenizer|"
+                               "ByteTokenizer}"));
+  EXPECT_THAT(r.out, HasSubstr("Samples of the train split to print."));
+}
+
 TEST(InspectDataTest, DecodesWithTheGpt2Tokenizer) {
   const std::string gpt2 = SharedDataDir() + "/gpt2";
   RunResult r = InspectData(
@@ -113,11 +135,14 @@ TEST(InspectDataTest, TooManySamplesForMemoryIsAClearError) {
 
 TEST(InspectDataTest, UsageErrorsExitTwo) {
   for (const char* args : {"", "--bogus", "--data-path", "--data-path x --seq-length zero",
-                           "--data-path x --decode"}) {
+                           "--data-path x --decode", "--data-path x --seq-length=0",
+                           "--data-path x --tokenizer-type Bogus"}) {
     RunResult r = InspectData(args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_THAT(r.err, HasSubstr("usage: inspect_data")) << args;
   }
+  EXPECT_THAT(InspectData("--data-path x --seq-lenght 16").err,
+              HasSubstr("inspect_data: unknown flag --seq-lenght: did you mean --seq-length?"));
   RunResult missing = InspectData("--data-path /nonexistent/corpus");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr("/nonexistent/corpus.idx"));

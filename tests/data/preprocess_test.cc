@@ -451,7 +451,7 @@ TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
       {"--merge-file m.txt",
        "--merge-file is for GPT2BPETokenizer only: ByteTokenizer reads no "
        "files; drop --merge-file"},
-      {"--append-eod=1", "--append-eod takes no value"},
+      {"--append-eod=maybe", "--append-eod expects true, false, 1 or 0, got 'maybe'"},
   };
   for (const Case& c : cases) {
     std::string log;
@@ -459,6 +459,18 @@ TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
     ExpectContains(log, {c.message, "usage: preprocess"});
     EXPECT_FALSE(Exists(dir + "/out_text_document.bin")) << c.flags;
   }
+}
+
+// --help lists the flags of PreprocessOptions (proto/tools.proto) with their help.
+TEST(PreprocessBinaryTest, HelpComesFromTheProto) {
+  const std::string dir = FreshDir("preprocess");
+  std::string log;
+  EXPECT_EQ(RunPreprocess(dir, "--help", &log), 0) << log;
+  ExpectContains(log, {"usage: preprocess",
+                       "--tokenizer-type {GPT2BPETokenizer|NullTokenizer|ByteTokenizer}  "
+                       "(default: GPT2BPETokenizer)",
+                       "--log-interval INT  (default: 1000)", "--json-keys STRING ...",
+                       "--append-eod [=true|false]"});
 }
 
 TEST(PreprocessBinaryTest, VocabSizeIsRefusedWithGpt2) {

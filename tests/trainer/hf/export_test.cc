@@ -205,15 +205,18 @@ TEST(ExportCommandTest, UsageErrorsExitTwoAndListEveryProblem) {
   EXPECT_THAT(err.str(),
               AllOf(HasSubstr("--load is required"), HasSubstr("--output is required"),
                     HasSubstr("--format onnx is not supported"), HasSubstr("--ckpt-step"),
-                    HasSubstr("unknown argument --bogus"), HasSubstr("usage:")));
+                    HasSubstr("unknown flag --bogus"), HasSubstr("usage:")));
 
   std::ostringstream out2, err2;
   EXPECT_EQ(RunExportCommand({"--load"}, out2, err2), 2);
-  EXPECT_THAT(err2.str(), HasSubstr("--load needs a value"));
+  EXPECT_THAT(err2.str(), HasSubstr("--load is missing its value: pass --load STRING"));
 
   std::ostringstream out3, err3;
   EXPECT_EQ(RunExportCommand({"--help"}, out3, err3), 0);
   EXPECT_THAT(out3.str(), HasSubstr("usage:"));
+  // The flags' help comes from ExportOptions in proto/tools.proto.
+  EXPECT_THAT(out3.str(), AllOf(HasSubstr("--ckpt-step INT"), HasSubstr("--format STRING"),
+                                HasSubstr("Iteration to export")));
 }
 
 TEST(ExportCommandTest, FailuresExitOneWithTheReason) {
