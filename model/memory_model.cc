@@ -135,20 +135,20 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
   // of the MLP's activation is gone by then (it lives only inside fc2's backward through
   // GELU, or SwiGLU's block), and while it lived, less was held than here.
   const int64_t gathered = a.sequence_parallel ? 2 * full : 0;  // d_fc2_full, d_proj_full
-  return a.bytes * (local /* dy */ + local /* d_fc2 */ + z.tokens * z.fc1 /* d_fc1 */ +
-                    local /* d_ln2 */ + local /* d_x1 */ + local /* d_proj */ +
-                    z.tokens * z.heads * s.head_dim /* d_ctx */ + z.tokens * z.qkv /* d_qkv */ +
-                    local /* d_ln1 */ + local /* dx */ + gathered);
+  return a.bytes *
+         (local /* dy */ + local /* d_fc2 */ + z.tokens * z.fc1 /* d_fc1 */ + local /* d_ln2 */ +
+          local /* d_x1 */ + local /* d_proj */ + z.tokens * z.heads * s.head_dim /* d_ctx */ +
+          z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ + gathered);
 }
 
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
-                                                      const pipeline::Timeline& timeline) {
+                                                      const pipeline::Timeline& timeline,
+                                                      int data_parallel_size) {
   const ParallelConfig& p = config.parallel();
   const int tp = p.tensor_model_parallel_size();
   const int P = p.pipeline_model_parallel_size();
   const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int dp =
-      std::max(1, config.parallel().nproc_per_node() * config.parallel().nnodes() / (tp * P));
+  const int dp = std::max(1, data_parallel_size);
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
                    pipeline::ScheduleByName(p.pipeline_schedule()));

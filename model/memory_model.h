@@ -68,8 +68,11 @@ struct RankMemory {
 // One entry per pipeline rank (tensor- and data-parallel rank 0; the others match up
 // to rounding). `timeline` is the simulated run of the configured schedule (each
 // rank's actions in order), from which the stashes held at once follow.
+// `data_parallel_size` is the job's DP (ResolvedConfig::dp(); under an external
+// launcher the world size comes from its environment, not from the flags).
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
-                                                      const pipeline::Timeline& timeline);
+                                                      const pipeline::Timeline& timeline,
+                                                      int data_parallel_size);
 
 }  // namespace conveyor
 

@@ -56,7 +56,7 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   }
 
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
-                   PredictMemory(config, shape, bubble.simulation.timeline));
+                   PredictMemory(config, shape, bubble.simulation.timeline, resolved.dp()));
   const std::string backend =
       absl::StrCat(resolved.on_gpu() ? "CUDA" : "CPU", " backend, ",
                    config.precision().bf16() ? "bf16 activations and weight copies" : "fp32");

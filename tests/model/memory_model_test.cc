@@ -71,7 +71,8 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   const int64_t stashed = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations) - before;
   pipeline::Timeline one_forward;
   one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
-  absl::StatusOr<std::vector<RankMemory>> predicted = PredictMemory(*config, shape, one_forward);
+  absl::StatusOr<std::vector<RankMemory>> predicted =
+      PredictMemory(*config, shape, one_forward, /*data_parallel_size=*/1);
   ASSERT_TRUE(predicted.ok()) << predicted.status();
   EXPECT_EQ(stashed, predicted->front().stash_bytes_per_micro_batch);
   ASSERT_TRUE(stage.Backward(0, 0, Tensor()).ok());
@@ -106,7 +107,8 @@ TEST(ModelStateTest, WeightsWithTheirBf16CopiesAreExact) {
     const int64_t weights = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - before;
     pipeline::Timeline one_forward;
     one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
-    absl::StatusOr<std::vector<RankMemory>> predicted = PredictMemory(*config, shape, one_forward);
+    absl::StatusOr<std::vector<RankMemory>> predicted =
+        PredictMemory(*config, shape, one_forward, /*data_parallel_size=*/1);
     ASSERT_TRUE(predicted.ok()) << predicted.status();
     EXPECT_EQ(weights, predicted->front().weight_bytes) << (bf16 ? "bf16" : "fp32");
   }
@@ -153,7 +155,7 @@ std::pair<Peaks, Peaks> MeasuredAndPredicted(const PeakCase& pc) {
   absl::StatusOr<pipeline::SimulationResult> simulated = pipeline::Simulate(*plan);
   EXPECT_TRUE(simulated.ok()) << simulated.status();
   absl::StatusOr<std::vector<RankMemory>> memory =
-      PredictMemory(config, shape, simulated->timeline);
+      PredictMemory(config, shape, simulated->timeline, /*data_parallel_size=*/1);
   EXPECT_TRUE(memory.ok()) << memory.status();
   Peaks predicted, measured;
   for (const RankMemory& m : *memory) {

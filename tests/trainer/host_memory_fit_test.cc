@@ -55,7 +55,7 @@ PlannedRun MakeRun(const std::vector<std::string>& extra = {}) {
   absl::StatusOr<BubblePrediction> bubble = PredictBubble(run.config.config());
   EXPECT_TRUE(bubble.ok()) << bubble.status();
   absl::StatusOr<std::vector<RankMemory>> stages =
-      PredictMemory(run.config.config(), run.shape, bubble->simulation.timeline);
+      PredictMemory(run.config.config(), run.shape, bubble->simulation.timeline, run.config.dp());
   EXPECT_TRUE(stages.ok()) << stages.status();
   run.stages = *stages;
   return run;
@@ -96,6 +96,21 @@ TEST(HostMemoryFitTest, DryRunSaysWhatTheRanksOnThisMachineNeedAndMayUse) {
   EXPECT_EQ(HostMemoryLine(run.config, run.shape, {2, 2}, {int64_t{16} << 30, "physical memory"}),
             "plan: host memory of the 2 ranks on this machine: " + FormatMemorySize(predicted) +
                 " predicted, 16.0 GiB usable (physical memory)\n");
+}
+
+// Under an external launcher the world size comes from WORLD_SIZE, not from
+// --nproc-per-node: the prediction follows the resolved DP either way (it once took DP
+// from the flags alone, and predicted an unsharded optimizer on every srun rank).
+TEST(HostMemoryFitTest, TheDistributedOptimizerIsShardedOverTheResolvedDataParallelSize) {
+  const PlannedRun srun = MakeRun({"--use-distributed-optimizer"});
+  const PlannedRun forked = MakeRun({"--use-distributed-optimizer", "--nproc-per-node", "4"});
+  ASSERT_EQ(srun.config.dp(), 2);
+  EXPECT_EQ(srun.stages[0].optimizer_bytes, forked.stages[0].optimizer_bytes);
+  EXPECT_EQ(*PredictedHostBytes(srun.config, srun.shape, {0, 4}),
+            *PredictedHostBytes(forked.config, forked.shape, {0, 4}));
+  // Adam's two fp32 moments and the fp32 master copy, for half the stage's parameters.
+  const int64_t params = srun.stages[0].parameters;
+  EXPECT_EQ(srun.stages[0].optimizer_bytes, (params + 1) / 2 * 12);
 }
 
 TEST(HostMemoryFitTest, TheGpuBackendKeepsItsModelOffTheHost) {
