@@ -29,9 +29,10 @@ absl::Status WriteAll(int fd, absl::string_view contents, const std::string& pat
   return absl::OkStatus();
 }
 
-// Creates or truncates `path` and writes `contents` to it, fsynced when `durability`
-// says so. close() is checked too, as NFS may report a failed write-back (disk full,
-// quota) only there.
+}  // namespace
+
+// close() is checked too, as NFS may report a failed write-back (disk full, quota)
+// only there.
 absl::Status WriteFile(const std::string& path, absl::string_view contents, Durability durability) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
@@ -50,8 +51,6 @@ std::string FolderOf(const std::string& path) {
   if (slash == std::string::npos) return ".";
   return path.substr(0, slash == 0 ? 1 : slash);
 }
-
-}  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
                                  const std::string& temp_path, Durability durability) {

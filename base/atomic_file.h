@@ -33,6 +33,10 @@ enum class Durability {
   kDurable,
 };
 
+// Creates or truncates `path` and writes `contents` to it, fsynced when `durability`
+// says so (not atomic: a crash can leave it partly written).
+absl::Status WriteFile(const std::string& path, absl::string_view contents, Durability durability);
+
 // Writes `contents` to `temp_path` (created or truncated), then renames it to `path`.
 // `temp_path` must be in `path`'s folder (rename(2) does not cross file systems) and
 // unique among the writers that may write `path` at once. On failure `temp_path` is
@@ -42,6 +46,9 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 
 // fsync of a folder, so that names created or renamed in it survive a crash.
 absl::Status SyncDir(const std::string& path);
+
+// The folder that holds `path`: "." for a bare name, "/" for a name at the root.
+std::string FolderOf(const std::string& path);
 
 }  // namespace conveyor
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/atomic_file.h"
 #include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {
@@ -18,9 +19,7 @@ absl::Status CheckOutputFile(const std::string& flag, const std::string& path) {
         absl::StrFormat("%s %s is a folder; give the path of a file to write (e.g. %s/run.json)",
                         flag, path, path));
   }
-  const size_t slash = path.find_last_of('/');
-  const std::string folder =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string folder = FolderOf(path);
   if (!IsDirectory(folder)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s %s: the folder %s does not exist; create it (mkdir -p %s) or choose another path "

@@ -61,5 +61,12 @@ TEST(WriteFileAtomicallyTest, AMissingFolderIsNotFoundNamingTheTemporary) {
             absl::StrCat("cannot create ", path, ".tmp: No such file or directory"));
 }
 
+TEST(FolderOfTest, TheFolderThatHoldsAPath) {
+  EXPECT_EQ(FolderOf("run/metrics.jsonl"), "run");
+  EXPECT_EQ(FolderOf("/tmp/a/b"), "/tmp/a");
+  EXPECT_EQ(FolderOf("/trace.json"), "/");
+  EXPECT_EQ(FolderOf("trace.json"), ".");
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
 
 namespace conveyor {
 namespace {
@@ -166,11 +167,7 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
 }
 
 absl::Status WriteFileDurably(const std::string& path, const std::string& contents) {
-  absl::StatusOr<WritableFile> file = WritableFile::Create(path);
-  if (!file.ok()) return file.status();
-  absl::Status status = file->Append(contents.data(), contents.size());
-  if (!status.ok()) return status;
-  return file->SyncAndClose();
+  return WriteFile(path, contents, Durability::kDurable);
 }
 
 absl::Status MakeDirs(const std::string& path) {

@@ -149,8 +149,7 @@ absl::Status WriteSafetensors(const std::string& path, const HfTensorMap& tensor
     RemoveFile(temp).IgnoreError();  // best effort; the original error matters more
     return status;
   }
-  const size_t slash = path.rfind('/');
-  return SyncDir(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
+  return SyncDir(FolderOf(path));
 }
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
