@@ -17,10 +17,12 @@ struct LauncherVariables {
   const char* rank;
   const char* world_size;
   const char* local_rank;
+  const char* local_world_size;
 };
 
-constexpr LauncherVariables kTorchrun = {"RANK", "WORLD_SIZE", "LOCAL_RANK"};
-constexpr LauncherVariables kSlurm = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+constexpr LauncherVariables kTorchrun = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+constexpr LauncherVariables kSlurm = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                                      "SLURM_NTASKS_PER_NODE"};
 
 // Parses an integer variable into [min, max]. Unset leaves *out alone and returns
 // false; set but malformed is an error that names the variable and its value.
@@ -82,6 +84,8 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv(const EnvL
   }
   // A missing LOCAL_RANK is fine on one node per rank; it only picks the GPU.
   RETURN_IF_ERROR(ReadInt(getenv_fn, vars.local_rank, 0, kMaxInt, &env.local_rank).status());
+  RETURN_IF_ERROR(
+      ReadInt(getenv_fn, vars.local_world_size, 1, kMaxInt, &env.local_world_size).status());
 
   if (const char* addr = getenv_fn("MASTER_ADDR"); addr != nullptr) {
     env.master_addr = addr;

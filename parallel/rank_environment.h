@@ -18,7 +18,10 @@ using EnvLookup = std::function<const char*(const char*)>;
 struct RankEnvironment {
   int rank = 0;  // global rank, 0 <= rank < world_size
   int world_size = 1;
-  int local_rank = 0;       // index on this node; picks the GPU
+  int local_rank = 0;  // index on this node; picks the GPU
+  // Ranks on this node, when the launcher says (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE);
+  // 0 when it does not.
+  int local_world_size = 0;
   std::string master_addr;  // empty when not given
   int master_port = 0;      // 0 when not given
   // Where global rank 0 serves the TCP rendezvous store: CONVEYOR_STORE_PORT, else

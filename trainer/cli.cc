@@ -1,6 +1,5 @@
 #include "trainer/cli.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -8,7 +7,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "data/training_data.h"
@@ -141,17 +139,11 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
 }
 
 // The ranks of this job whose memory this machine holds: all of them for the built-in
-// launcher; under torchrun (LOCAL_WORLD_SIZE) or srun (SLURM_NTASKS_PER_NODE), this
-// rank's node, whose ranks are consecutive; else this process alone.
+// launcher; when an external launcher says how many ranks share the node, this rank's
+// node, whose ranks are consecutive; else this process alone.
 RanksOnHost RanksSharingThisHost(const RankEnvironment* env, int world_size) {
   if (env == nullptr) return {0, world_size};
-  for (const char* name : {"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"}) {
-    int count = 0;
-    const char* value = std::getenv(name);
-    if (value != nullptr && absl::SimpleAtoi(value, &count) && count > 0) {
-      return {env->rank - env->local_rank, count};
-    }
-  }
+  if (env->local_world_size > 0) return {env->rank - env->local_rank, env->local_world_size};
   return {env->rank, 1};
 }
 

@@ -105,6 +105,22 @@ TEST(RankEnvironmentTest, TheJobIsNamedByItsLauncher) {
   EXPECT_EQ((*Parse(vars))->job_id, "CONVEYOR_JOB_ID=mine");
 }
 
+TEST(RankEnvironmentTest, TheRanksOnANodeAreCountedAsTheLauncherSays) {
+  std::map<std::string, std::string> vars = {
+      {"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"CONVEYOR_RUN_DIR", "/r"}};
+  EXPECT_EQ((*Parse(vars))->local_world_size, 0);
+  vars["LOCAL_WORLD_SIZE"] = "4";
+  EXPECT_EQ((*Parse(vars))->local_world_size, 4);
+  vars["LOCAL_WORLD_SIZE"] = "four";
+  EXPECT_THAT(Parse(vars).status().message(),
+              HasSubstr("LOCAL_WORLD_SIZE=\"four\" is not an integer"));
+  const std::map<std::string, std::string> slurm = {{"SLURM_PROCID", "3"},
+                                                    {"SLURM_NTASKS", "8"},
+                                                    {"SLURM_NTASKS_PER_NODE", "2"},
+                                                    {"CONVEYOR_RUN_DIR", "/r"}};
+  EXPECT_EQ((*Parse(slurm))->local_world_size, 2);
+}
+
 TEST(RankEnvironmentTest, GlooBindsTheInterfaceNamedAsInPyTorch) {
   std::map<std::string, std::string> vars = {
       {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"CONVEYOR_RUN_DIR", "/r"}};
