@@ -20,8 +20,6 @@
 namespace conveyor {
 namespace {
 
-using google::protobuf::Descriptor;
-using google::protobuf::EnumValueDescriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
@@ -105,7 +103,8 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args) {
     };
     sp->file_flag = kConfigFlag;
     sp->file_value_name = "FILE.textproto";
-    sp->merge_file = [](const std::string& path, Message* root, std::vector<std::string>* problems) {
+    sp->merge_file = [](const std::string& path, Message* root,
+                        std::vector<std::string>* problems) {
       MergeConfigFile(path, static_cast<Config*>(root), problems);
     };
     return sp;

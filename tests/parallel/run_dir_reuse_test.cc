@@ -83,6 +83,19 @@ absl::StatusOr<std::string> JoinAs(const std::string& run_dir, int rank, int siz
   return (*joined)->dir();
 }
 
+// Every rank's launch directory, in rank order; stops at the first rank that could not
+// join (failing the test), so that a short result means a failure.
+std::vector<std::string> LaunchDirs(std::vector<std::future<absl::StatusOr<std::string>>>& ranks) {
+  std::vector<std::string> dirs;
+  for (auto& rank : ranks) {
+    absl::StatusOr<std::string> dir = rank.get();
+    EXPECT_TRUE(dir.ok()) << dir.status();
+    if (!dir.ok()) break;
+    dirs.push_back(*dir);
+  }
+  return dirs;
+}
+
 TEST(DirectoryRendezvousTest, EveryLaunchGetsAFreshDirectoryWhoeverStartsFirst) {
   const std::string run_dir = FreshDir("reuse_join");
   LeaveStaleFiles(run_dir);
@@ -94,12 +107,8 @@ TEST(DirectoryRendezvousTest, EveryLaunchGetsAFreshDirectoryWhoeverStartsFirst) 
       ranks.push_back(std::async(std::launch::async, JoinAs, run_dir, r, 3,
                                  r == 0 ? rank0_delay : absl::ZeroDuration(), absl::Seconds(20)));
     }
-    std::vector<std::string> dirs;
-    for (auto& rank : ranks) {
-      absl::StatusOr<std::string> dir = rank.get();
-      ASSERT_TRUE(dir.ok()) << dir.status();
-      dirs.push_back(*dir);
-    }
+    const std::vector<std::string> dirs = LaunchDirs(ranks);
+    ASSERT_EQ(dirs.size(), ranks.size());
     EXPECT_EQ(dirs[1], dirs[0]);
     EXPECT_EQ(dirs[2], dirs[0]);
     EXPECT_THAT(dirs[0], HasSubstr(run_dir + "/launch-"));
@@ -218,12 +227,8 @@ TEST(DirectoryRendezvousTest, TwoJobsSharingARunDirectoryMeetApart) {
   for (const std::string& job : jobs) {
     for (int r = 0; r < 2; ++r) ranks.push_back(join(r, job));
   }
-  std::vector<std::string> dirs;
-  for (auto& rank : ranks) {
-    absl::StatusOr<std::string> dir = rank.get();
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dirs.push_back(*dir);
-  }
+  const std::vector<std::string> dirs = LaunchDirs(ranks);
+  ASSERT_EQ(dirs.size(), ranks.size());
   EXPECT_EQ(dirs[1], dirs[0]);
   EXPECT_EQ(dirs[3], dirs[2]);
   EXPECT_NE(dirs[2], dirs[0]) << "the two jobs met";
