@@ -104,6 +104,10 @@ int Main(int argc, char** argv) {
   data.set_tokenizer_type(flags.tokenizer_type());
   data.set_vocab_file(flags.vocab_file());
   data.set_merge_file(flags.merge_file());
+  data.set_tokenizer_model(flags.tokenizer_model());
+  data.set_tiktoken_pattern(flags.tiktoken_pattern());
+  data.set_tiktoken_num_special_tokens(flags.tiktoken_num_special_tokens());
+  data.set_vocab_extra_ids(flags.vocab_extra_ids());
   const int64_t num_samples = flags.num_samples(), seed = flags.seed(),
                 seq_length = flags.seq_length(), vocab_size = flags.vocab_size();
   const bool decode = flags.decode();

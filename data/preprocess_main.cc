@@ -21,9 +21,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/preprocess.h"
 #include "data/simple_tokenizers.h"
+#include "data/tokenizer_factory.h"
 #include "flags/proto_flags.h"
 #include "proto/tools.pb.h"
 
@@ -68,16 +70,9 @@ const std::map<std::string, std::string, std::less<>>& MegatronOnlyFlags() {
       {"--workers-to-check", kWorkersInstead},
       {"--max-documents", kWorkersInstead},
       {"--performance-dir", kWorkersInstead},
-      {"--tokenizer-model",
-       "it names a SentencePiece, Hugging Face or tiktoken model, and preprocess has only "
-       "GPT2BPETokenizer (--vocab-file, --merge-file), NullTokenizer and ByteTokenizer. Drop "
-       "the flag and pick one of those with --tokenizer-type"},
       {"--dataset-impl",
        "older Megatron chose the file format with it (mmap, lazy, cached); the mmap .bin/.idx "
        "format, the only one Megatron writes today, is the only one here. Drop the flag"},
-      {"--vocab-extra-ids",
-       "it adds T5's sentinel tokens to the vocabulary, and the GPT tokenizers here have none. "
-       "Drop the flag"},
   };
   return *flags;
 }
@@ -129,6 +124,10 @@ struct Flags {
   std::string vocab_file;
   std::string merge_file;
   std::optional<int64_t> vocab_size;
+  std::string tokenizer_model;
+  std::optional<std::string> tiktoken_pattern;
+  std::optional<int> tiktoken_num_special_tokens;
+  std::optional<int> vocab_extra_ids;
   bool help = false;
 };
 
@@ -158,6 +157,18 @@ absl::Status ParseFlags(int argc, char** argv, Flags* flags) {
   flags->tokenizer_type = parsed.tokenizer_type();
   flags->vocab_file = parsed.vocab_file();
   flags->merge_file = parsed.merge_file();
+  flags->tokenizer_model = parsed.tokenizer_model();
+  if (was_given("tiktoken_pattern")) flags->tiktoken_pattern = parsed.tiktoken_pattern();
+  if (was_given("tiktoken_num_special_tokens")) {
+    flags->tiktoken_num_special_tokens = parsed.tiktoken_num_special_tokens();
+  }
+  if (was_given("vocab_extra_ids")) {
+    if (parsed.vocab_extra_ids() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--vocab-extra-ids needs a non-negative integer, got '", parsed.vocab_extra_ids(), "'"));
+    }
+    flags->vocab_extra_ids = parsed.vocab_extra_ids();
+  }
   if (was_given("vocab_size")) {
     if (absl::Status s = PositiveInteger("--vocab-size", parsed.vocab_size(),
                                          " (NullTokenizer's ids are below it)");
@@ -201,9 +212,62 @@ absl::Status ParseFlags(int argc, char** argv, Flags* flags) {
 // A tokenizer flag the chosen tokenizer does not read is refused: Megatron
 // ignores it, which hides mistakes such as a --vocab-size meant to change
 // GPT-2's vocabulary.
+absl::Status RefuseUnreadFlags(const Flags& flags) {
+  const std::string& type = flags.tokenizer_type;
+  auto refuse = [&](const char* flag, const char* reader) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " is for ", reader, " only, not ", type,
+                                                   "; drop ", flag));
+  };
+  if (type != "TikTokenizer") {
+    if (flags.tiktoken_pattern) return refuse("--tiktoken-pattern", "TikTokenizer");
+    if (flags.tiktoken_num_special_tokens) {
+      return refuse("--tiktoken-num-special-tokens", "TikTokenizer");
+    }
+  }
+  if (flags.vocab_extra_ids && type != "SentencePieceTokenizer") {
+    return refuse("--vocab-extra-ids", "SentencePieceTokenizer");
+  }
+  return absl::OkStatus();
+}
+
+// HuggingFaceTokenizer, the SentencePiece tokenizers and TikTokenizer: built
+// from --tokenizer-model by the factory the trainer uses.
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeModelFileTokenizer(const Flags& flags) {
+  const std::string& type = flags.tokenizer_type;
+  for (const auto& [flag, path] : {std::pair{"--vocab-file", &flags.vocab_file},
+                                   std::pair{"--merge-file", &flags.merge_file}}) {
+    if (!path->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " is for GPT2BPETokenizer only: ", type, " reads --tokenizer-model; drop ", flag));
+    }
+  }
+  if (flags.vocab_size && type != "TikTokenizer") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vocab-size is for NullTokenizer and TikTokenizer only: ", type,
+        "'s vocabulary is the one in --tokenizer-model; drop --vocab-size"));
+  }
+  RETURN_IF_ERROR(RefuseUnreadFlags(flags));
+  TokenizerSpec spec;
+  spec.type = type;
+  spec.tokenizer_model = flags.tokenizer_model;
+  spec.vocab_size = flags.vocab_size.value_or(0);
+  spec.tiktoken_pattern = flags.tiktoken_pattern.value_or("");
+  spec.tiktoken_num_special_tokens = flags.tiktoken_num_special_tokens.value_or(1000);
+  spec.vocab_extra_ids = flags.vocab_extra_ids.value_or(0);
+  return BuildTokenizer(spec);
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Flags& flags) {
+  RETURN_IF_ERROR(RefuseUnreadFlags(flags));
   const std::string& type = flags.tokenizer_type;
   const bool gpt2 = type == "GPT2BPETokenizer", null = type == "NullTokenizer";
+  if (!gpt2 && !null && type != "ByteTokenizer") return MakeModelFileTokenizer(flags);
+  if (!flags.tokenizer_model.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tokenizer-model is for the tokenizers read from a model file (HuggingFaceTokenizer, "
+        "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, TikTokenizer), not ",
+        type, "; drop --tokenizer-model"));
+  }
   // The flag's (choices) have refused any other type.
   if (flags.vocab_size && !null) {
     return absl::InvalidArgumentError(

@@ -4,9 +4,66 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "data/gpt2_bpe_tokenizer.h"
+#include "data/hf_tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data/simple_tokenizers.h"
+#include "data/tiktoken_tokenizer.h"
 
 namespace conveyor {
+namespace {
+
+constexpr int64_t kMegatronTiktokenVocabSize = 131072;  // 2**17, Megatron's fallback
+
+template <typename T>
+std::unique_ptr<Tokenizer> Upcast(std::unique_ptr<T> t) {
+  return std::unique_ptr<Tokenizer>(std::move(t));
+}
+
+// The tokenizers that read --tokenizer-model.
+absl::StatusOr<std::unique_ptr<Tokenizer>> BuildFromModelFile(const TokenizerSpec& spec) {
+  if (spec.tokenizer_model.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tokenizer-model is missing: --tokenizer-type ", spec.type, " needs ",
+        spec.type == "HuggingFaceTokenizer" ? "a tokenizer.json (or the folder holding it)"
+        : spec.type == "TikTokenizer"       ? "a rank file"
+                                            : "a SentencePiece tokenizer.model"));
+  }
+  if (spec.vocab_extra_ids != 0 && spec.type != "SentencePieceTokenizer") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vocab-extra-ids is for --tokenizer-type SentencePieceTokenizer only, not ", spec.type));
+  }
+  if (spec.type == "HuggingFaceTokenizer") {
+    ASSIGN_OR_RETURN(auto t, HfTokenizer::Load(spec.tokenizer_model), _ << "--tokenizer-model");
+    return Upcast(std::move(t));
+  }
+  if (spec.type == "TikTokenizer") {
+    if (spec.tiktoken_pattern.empty()) {
+      return absl::InvalidArgumentError(
+          "--tiktoken-pattern is missing: --tokenizer-type TikTokenizer needs v1 or v2");
+    }
+    TikTokenSpec tiktoken{spec.tokenizer_model, spec.tiktoken_pattern,
+                          spec.tiktoken_num_special_tokens,
+                          spec.vocab_size > 0 ? spec.vocab_size : kMegatronTiktokenVocabSize};
+    ASSIGN_OR_RETURN(auto t, TikTokenizer::Load(tiktoken), _ << "--tokenizer-model");
+    return Upcast(std::move(t));
+  }
+  using Flavor = SentencePieceTokenizer::Flavor;
+  const Flavor flavor = spec.type == "SentencePieceTokenizer"      ? Flavor::kMegatron
+                        : spec.type == "GPTSentencePieceTokenizer" ? Flavor::kGpt
+                                                                   : Flavor::kLlama2;
+  ASSIGN_OR_RETURN(auto t,
+                   SentencePieceTokenizer::Load(spec.tokenizer_model, flavor, spec.vocab_extra_ids),
+                   _ << "--tokenizer-model");
+  return Upcast(std::move(t));
+}
+
+bool ReadsModelFile(const std::string& type) {
+  return type == "HuggingFaceTokenizer" || type == "SentencePieceTokenizer" ||
+         type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer" ||
+         type == "TikTokenizer";
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& spec) {
   if (spec.type.empty()) return std::unique_ptr<Tokenizer>();
@@ -20,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
     ASSIGN_OR_RETURN(std::unique_ptr<Gpt2BpeTokenizer> t,
                      Gpt2BpeTokenizer::Load(spec.vocab_file, spec.merge_file),
                      _ << "--vocab-file/--merge-file");
-    return std::unique_ptr<Tokenizer>(std::move(t));
+    return Upcast(std::move(t));
   }
   if (spec.type == "NullTokenizer") {
     if (spec.vocab_size <= 0) {
@@ -28,14 +85,25 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
           absl::StrCat("--vocab-size ", spec.vocab_size,
                        " must be positive with --tokenizer-type NullTokenizer (ids are below it)"));
     }
-    return std::unique_ptr<Tokenizer>(std::make_unique<NullTokenizer>(spec.vocab_size));
+    return Upcast(std::make_unique<NullTokenizer>(spec.vocab_size));
   }
-  if (spec.type == "ByteTokenizer") {
-    return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
+  if (spec.type == "ByteTokenizer") return Upcast(std::make_unique<ByteTokenizer>());
+  if (ReadsModelFile(spec.type)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> t, BuildFromModelFile(spec));
+    // The model's embedding must have a row for every id the tokenizer makes.
+    if (spec.type != "TikTokenizer" && spec.vocab_size > 0 && t->vocab_size() > spec.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tokenizer-model ", spec.tokenizer_model, ": the vocabulary holds ", t->vocab_size(),
+          " tokens, more than --vocab-size ", spec.vocab_size,
+          "; raise --vocab-size to at least ", t->vocab_size(),
+          ", or pass --vocab-size 0 to take the tokenizer's"));
+    }
+    return t;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--tokenizer-type ", spec.type,
-                   " is not known: use GPT2BPETokenizer, NullTokenizer or ByteTokenizer"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--tokenizer-type ", spec.type,
+      " is not known: use GPT2BPETokenizer, NullTokenizer, ByteTokenizer, HuggingFaceTokenizer, "
+      "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer or TikTokenizer"));
 }
 
 }  // namespace conveyor

@@ -12,9 +12,19 @@
 namespace conveyor {
 
 struct TokenizerSpec {
-  std::string type;                    // GPT2BPETokenizer, NullTokenizer, ByteTokenizer or empty
+  // GPT2BPETokenizer, NullTokenizer, ByteTokenizer, HuggingFaceTokenizer,
+  // SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer,
+  // TikTokenizer, or empty.
+  std::string type;
   std::string vocab_file, merge_file;  // GPT2BPETokenizer
-  int64_t vocab_size = 0;              // NullTokenizer: ids below it (eod is vocab_size)
+  // NullTokenizer: ids below it (eod is vocab_size). TikTokenizer: the whole
+  // vocabulary, special tokens included (0: Megatron's default, 131072).
+  // Others: 0, or an upper bound the tokenizer's vocabulary must fit.
+  int64_t vocab_size = 0;
+  std::string tokenizer_model;  // the file (or folder) of the file-based tokenizers
+  std::string tiktoken_pattern;  // TikTokenizer: v1 or v2
+  int tiktoken_num_special_tokens = 1000;
+  int vocab_extra_ids = 0;  // SentencePieceTokenizer
 };
 
 // nullptr for an empty type (data tokenized elsewhere, or mock data). Errors

@@ -34,9 +34,16 @@ absl::StatusOr<std::optional<Blend>> OptionalBlend(
 absl::StatusOr<std::unique_ptr<Tokenizer>> ResolveVocabulary(Config* config) {
   const DataConfig& data = config->data();
   ModelConfig& model = *config->mutable_model();
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
-                   BuildTokenizer({data.tokenizer_type(), data.vocab_file(), data.merge_file(),
-                                   model.vocab_size()}));
+  TokenizerSpec spec;
+  spec.type = data.tokenizer_type();
+  spec.vocab_file = data.vocab_file();
+  spec.merge_file = data.merge_file();
+  spec.vocab_size = model.vocab_size();
+  spec.tokenizer_model = data.tokenizer_model();
+  spec.tiktoken_pattern = data.tiktoken_pattern();
+  spec.tiktoken_num_special_tokens = data.tiktoken_num_special_tokens();
+  spec.vocab_extra_ids = data.vocab_extra_ids();
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, BuildTokenizer(spec));
   if (tokenizer != nullptr) {
     model.set_vocab_size(int32_t(tokenizer->vocab_size()));
   } else if (model.vocab_size() <= 0) {

@@ -15,17 +15,20 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       tp_(tp != nullptr ? tp : &single_rank_),
       local_vocab_(shape.padded_vocab / tp_->size()),
       store_(seed),
-      rope_(shape.rope ? std::make_unique<RopeTable>(shape.seq, shape.head_dim, shape.rotary_base)
-                       : nullptr) {
+      rope_(shape.rope
+                ? std::make_unique<RopeTable>(shape.seq, shape.rotary_dims(), shape.rotary_base)
+                : nullptr) {
   const Sharding vocab_rows = Sharding::Block(0, shape.padded_vocab, tp_->size(), tp_->rank());
   // The last stage of a tied model holds its own copy of the word embedding; the same
   // name gives it the same initial values, and the embedding group keeps the copies
   // equal by summing their gradients.
   if (partition.has_embedding || (partition.has_head && shape.tied_embeddings)) {
     word_embedding_ =
-        store_.Add("embedding.word_embeddings.weight", {shape.padded_vocab, shape.hidden},
+        store_.Add(kWordEmbeddingName, {shape.padded_vocab, shape.hidden},
                    {InitKind::kNormal, shape.init_std}, true, vocab_rows);
   }
+  // The lookup and the tied head's GEMM both read the table in the compute type.
+  if (word_embedding_ != nullptr) word_embedding_->read_in_compute_type = true;
   if (partition.has_embedding && !shape.rope) {
     position_embedding_ =
         store_.Add("embedding.position_embeddings.weight", {shape.max_positions, shape.hidden},
@@ -49,7 +52,7 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       output_layer_ = store_.Add("output_layer.weight", {shape.padded_vocab, shape.hidden},
                                  {InitKind::kNormal, shape.init_std}, true, vocab_rows);
     }
-    (output_layer_ != nullptr ? output_layer_ : word_embedding_)->gemm_operand = true;
+    if (output_layer_ != nullptr) output_layer_->read_in_compute_type = true;
   }
 }
 
@@ -76,7 +79,7 @@ absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
                                                   EmbeddingStash* stash) const {
   stash->tokens.assign(tokens, tokens + mb.tokens());
   Tensor partial = ops_->NewActivation({mb.tokens(), shape_.hidden});
-  ops_->EmbeddingForward(word_embedding_->value, vocab_start(), stash->tokens, &partial);
+  ops_->EmbeddingForward(word_embedding_->compute_value(), vocab_start(), stash->tokens, &partial);
   ASSIGN_OR_RETURN(Tensor x, tp_->ExitForward(std::move(partial)));
   const int64_t local_rows = x.dim(0);
   if (position_embedding_ != nullptr) {
@@ -112,7 +115,7 @@ absl::StatusOr<float> GptModel::HeadForward(const MicroBatchContext& mb, const T
   ASSIGN_OR_RETURN(stash->final_out_full, tp_->EnterForward(final_out));
   stash->logits = ops_->NewActivation({rows, local_vocab_});
   ops_->Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f, stash->final_out_full,
-             output_weight()->gemm_value(), 0.0f, &stash->logits);
+             output_weight()->compute_value(), 0.0f, &stash->logits);
 
   std::vector<double> row_max(rows), sum_exp(rows), target(rows);
   ops_->RowMax(stash->logits, absl::MakeSpan(row_max));
@@ -142,7 +145,7 @@ absl::StatusOr<Tensor> GptModel::HeadBackward(const MicroBatchContext& mb, float
   const Tensor& d_logits = stash->logits;
   Parameter* weight = output_layer_ != nullptr ? output_layer_ : word_embedding_;
   Tensor d_out_partial = ops_->NewActivation({rows, shape_.hidden});
-  ops_->Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits, weight->gemm_value(),
+  ops_->Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits, weight->compute_value(),
              0.0f, &d_out_partial);
   ops_->Gemm(true, false, local_vocab_, shape_.hidden, rows, 1.0f, d_logits, stash->final_out_full,
              1.0f, &weight->grad);

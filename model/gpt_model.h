@@ -30,6 +30,9 @@
 
 namespace conveyor {
 
+// The word embedding's name; a tied model's head holds a copy under the same name.
+inline constexpr char kWordEmbeddingName[] = "embedding.word_embeddings.weight";
+
 // Which part of the model a rank holds.
 struct ModelPartition {
   int64_t first_layer = 0;

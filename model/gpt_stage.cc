@@ -88,7 +88,7 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
       if (recompute_.KeepsCheckpoint(i)) stash.layers[i].x = layer_input;
     }
   }
-  if (!has_head(chunk)) return ops().CastTo(x, DType::kFloat32);  // see FromBoundary
+  if (!has_head(chunk)) return ToBoundary(x);
   ASSIGN_OR_RETURN(const float loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
   loss_sum_ += loss;
   return Tensor();
@@ -132,7 +132,7 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk, Ten
     embedding_grads_[{micro_batch, chunk}] = std::move(dx);
     return Tensor();
   }
-  return ops().CastTo(dx, DType::kFloat32);  // see FromBoundary
+  return ToBoundary(dx);
 }
 
 Tensor GptStage::FromBoundary(const Tensor& received, int64_t rows) const {
@@ -183,24 +183,10 @@ void GptStage::LayerWeightDone(int chunk, int64_t layer) {
   }
 }
 
-void GptStage::SumLocalTiedCopies() {
-  if (!shape_.tied_embeddings) return;
-  Parameter* copies[2] = {nullptr, nullptr};
-  int found = 0;
-  for (auto& chunk : chunks_) {
-    Parameter* p = chunk->parameters().Find("embedding.word_embeddings.weight");
-    if (p != nullptr && found < 2) copies[found++] = p;
-  }
-  if (found < 2) return;
-  float* a = copies[0]->grad.data();
-  float* b = copies[1]->grad.data();
-  for (int64_t i = 0; i < copies[0]->grad.numel(); ++i) b[i] = a[i] = a[i] + b[i];
-}
-
 const Parameter* GptStage::TiedCopyInHead() const {
   if (!shape_.tied_embeddings || num_stages_ == 1) return nullptr;
   for (int c = 0; c < num_chunks(); ++c) {
-    if (has_head(c)) return chunks_[c]->parameters().Find("embedding.word_embeddings.weight");
+    if (has_head(c)) return chunks_[c]->parameters().Find(kWordEmbeddingName);
   }
   return nullptr;
 }

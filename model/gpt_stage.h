@@ -59,15 +59,15 @@ class GptStage : public pipeline::Stage {
   }
 
   int64_t BoundaryElements() const override;
+  // The compute dtype: activations and their gradients cross stages as the layers
+  // hold them (bf16 under --bf16).
+  DType BoundaryDType() const override { return ops().compute_dtype(); }
   Device device() const override { return ops().device(); }
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override;
   absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk, Tensor output_grad) override;
   absl::Status BackwardWeight(int micro_batch, int chunk) override;
   absl::StatusOr<Tensor> Backward(int micro_batch, int chunk, Tensor output_grad) override;
 
-  // When one rank holds both the embedding and the head of a tied model in different
-  // chunks, their two copies of the word embedding get the sum of both gradients.
-  void SumLocalTiedCopies();
   // The head's copy of a tied word embedding, when another chunk or rank holds the
   // embedding: the gradient norm must not count it twice.
   const Parameter* TiedCopyInHead() const;
@@ -81,11 +81,11 @@ class GptStage : public pipeline::Stage {
 
  private:
   int GlobalStage(int chunk) const;
-  // Activations and their gradients cross stage boundaries in fp32 (the communicators
-  // move fp32): a compute-type tensor is widened on the way out (Ops::CastTo) and
-  // rounded back here on the way in, which loses nothing; a received flat tensor also
-  // gets its [rows, hidden] shape back.
+  // A received flat tensor (of BoundaryDType) as a [rows, hidden] activation.
   Tensor FromBoundary(const Tensor& received, int64_t rows) const;
+  // What crosses to the neighbour stage: `t` in BoundaryDType (a gradient may come out
+  // of the layers in fp32).
+  Tensor ToBoundary(const Tensor& t) const { return ops().CastTo(t, BoundaryDType()); }
   // Full recomputation: reruns the forward of layer `index`'s group from its kept input
   // when B reaches a layer whose stash was dropped.
   absl::Status RebuildStash(const MicroBatchContext& mb, GptModel& model, int64_t index,

@@ -9,9 +9,9 @@ Linear::Linear(const Ops* ops, ParameterStore* store, const std::string& name, i
       parallelism_(parallelism),
       weight_(store->Add(name + ".weight", {out, in}, {InitKind::kNormal, init_std}, true, split)),
       bias_(nullptr) {
-  weight_->gemm_operand = true;
-  out_ = weight_->value.dim(0);
-  in_ = weight_->value.dim(1);
+  weight_->read_in_compute_type = true;
+  out_ = weight_->local_shape[0];
+  in_ = weight_->local_shape[1];
   if (bias) {
     const bool split_bias = parallelism == LinearParallelism::kColumn && !split.replicated();
     bias_ = store->Add(name + ".bias", {out}, {InitKind::kZeros}, false,
@@ -31,19 +31,19 @@ const Tensor* Linear::ForwardBias() const {
 }
 
 void Linear::Forward(const Tensor& x, Tensor* y) const {
-  ops_->LinearForward(x, weight_->gemm_value(), ForwardBias(), y);
+  ops_->LinearForward(x, weight_->compute_value(), ForwardBias(), y);
 }
 
 void Linear::ForwardGelu(const Tensor& x, Tensor* pre, Tensor* y) const {
-  ops_->LinearGeluForward(x, weight_->gemm_value(), ForwardBias(), pre, y);
+  ops_->LinearGeluForward(x, weight_->compute_value(), ForwardBias(), pre, y);
 }
 
 void Linear::BackwardInput(const Tensor& dy, Tensor* dx) const {
-  ops_->Gemm(false, false, dy.dim(0), in_, out_, 1.0f, dy, weight_->gemm_value(), 0.0f, dx);
+  ops_->Gemm(false, false, dy.dim(0), in_, out_, 1.0f, dy, weight_->compute_value(), 0.0f, dx);
 }
 
 void Linear::BackwardInputGelu(const Tensor& dy, const Tensor& pre, Tensor* dx) const {
-  ops_->LinearGeluBackwardInput(dy, weight_->gemm_value(), pre, dx);
+  ops_->LinearGeluBackwardInput(dy, weight_->compute_value(), pre, dx);
 }
 
 void Linear::BackwardWeight(const Tensor& x, const Tensor& dy) {

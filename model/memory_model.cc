@@ -4,6 +4,7 @@
 
 #include "absl/types/span.h"
 #include "base/status_macros.h"
+#include "model/bucket_layout.h"
 #include "model/layer_stash.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/action.h"
@@ -85,19 +86,76 @@ int64_t HeldBytes(absl::Span<const StashTensor> list, const ModelShape& s, const
   return bytes;
 }
 
-// The weights GEMMs read (a bf16 copy each under --bf16): qkv, proj, fc1, fc2.
-int64_t LayerGemmWeights(const ModelShape& s, int tp) {
-  return (s.qkv_width() / tp + s.fc1_width() / tp) * s.hidden +
-         s.hidden * (s.heads * s.head_dim / tp + s.ffn_hidden / tp);
+// A parameter as the model state sees it: its local elements and who reads it.
+struct ParameterExtent {
+  int64_t elements;
+  // Parameter::read_in_compute_type: a bf16 copy under --bf16, and bf16 values only
+  // under the distributed optimizer.
+  bool read_in_compute_type;
+};
+
+// A layer's parameters in the order the layer creates them (model/transformer_layer.cc).
+void AppendLayer(const ModelShape& s, int tp, std::vector<ParameterExtent>* out) {
+  auto norm = [&] {
+    out->push_back({s.hidden, false});
+    if (!s.rms_norm) out->push_back({s.hidden, false});
+  };
+  auto linear = [&](int64_t rows, int64_t columns, int64_t bias) {
+    out->push_back({rows * columns, true});
+    if (s.linear_bias) out->push_back({bias, false});
+  };
+  const int64_t qkv = s.qkv_width() / tp, fc1 = s.fc1_width() / tp;
+  norm();
+  linear(qkv, s.hidden, qkv);
+  linear(s.hidden, s.heads * s.head_dim / tp, s.hidden);
+  norm();
+  linear(fc1, s.hidden, fc1);
+  linear(s.hidden, s.ffn_hidden / tp, s.hidden);
 }
 
-int64_t LayerParameters(const ModelShape& s, int tp) {
-  const int64_t norm = s.rms_norm ? s.hidden : 2 * s.hidden;
-  const int64_t bias = s.linear_bias ? 1 : 0;
-  const int64_t qkv = s.qkv_width() / tp, fc1 = s.fc1_width() / tp;
-  const int64_t attn_out = s.heads * s.head_dim / tp, ffn = s.ffn_hidden / tp;
-  return 2 * norm + qkv * (s.hidden + bias) + s.hidden * attn_out + bias * s.hidden +
-         fc1 * (s.hidden + bias) + s.hidden * ffn + bias * s.hidden;
+// The model state's bytes of one rank, as the updaters lay it out
+// (trainer/replicated_updater.cc, trainer/distributed_optimizer.cc).
+struct ModelStateBytes {
+  int64_t weights = 0, grads = 0, optimizer = 0, padding = 0;
+};
+
+ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Config& config,
+                           int dp, int dp_rank) {
+  const bool bf16 = config.precision().bf16();
+  const bool adam =
+      ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
+  const int64_t state = (adam ? 2 : 1) * kFloat;  // AdamW: two moments; SGD: momentum
+  ModelStateBytes m;
+  if (!config.parallel().use_distributed_optimizer()) {
+    for (const ParameterExtent& p : params) {
+      m.weights += kFloat * p.elements + (bf16 && p.read_in_compute_type ? 2 * p.elements : 0);
+      m.grads += kFloat * p.elements;
+      m.optimizer += state * p.elements;
+    }
+    return m;
+  }
+  for (const bool bf16_values : {false, true}) {
+    // In buffer order: the model's order reversed.
+    std::vector<int64_t> sizes;
+    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+      if ((bf16 && it->read_in_compute_type) == bf16_values) sizes.push_back(it->elements);
+    }
+    if (sizes.empty()) continue;
+    const int64_t align = bf16_values ? 2 * dp : dp;
+    for (const BucketSpan& b :
+         LayOutBuckets(sizes, config.parallel().ddp_bucket_size(), align)) {
+      m.grads += kFloat * b.size;
+      m.padding += b.size - b.used;
+      m.optimizer += state * UsedInSlice(b, dp, dp_rank);
+      if (bf16_values) {
+        m.weights += 2 * b.size;
+        m.optimizer += kFloat * b.size / dp;  // the fp32 master of the owned slice
+      } else {
+        m.weights += kFloat * b.size;
+      }
+    }
+  }
+  return m;
 }
 
 }  // namespace
@@ -143,7 +201,8 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
 
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
                                                       const pipeline::Timeline& timeline,
-                                                      int data_parallel_size) {
+                                                      int data_parallel_size,
+                                                      int data_parallel_rank) {
   const ParallelConfig& p = config.parallel();
   const int tp = p.tensor_model_parallel_size();
   const int P = p.pipeline_model_parallel_size();
@@ -160,8 +219,6 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
                           bf16 ? 2 : kFloat,
                           ParseChoice<DeviceKind>(p.device()) == DeviceKind::kCuda};
   const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
-  const bool adam =
-      ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
   const int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
   const int64_t vocab_rows = shape.padded_vocab / tp;
@@ -174,44 +231,36 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     RankMemory m;
     m.pipeline_rank = r;
     std::vector<int64_t> chunk_stash_bytes(V, 0);
-    int64_t gemm_weights = 0;
+    std::vector<ParameterExtent> params;  // in the stage's order (GptStage::parameters)
     for (int c = 0; c < V; ++c) {
       const int stage = pipeline::GlobalStage(schedule.layout, P, r, c);
       const bool first = stage == 0, last = stage == P * V - 1;
       int64_t chunk_stash = 0;
+      // The chunk's parameters in model/gpt_model.cc's order.
+      if (first || (last && shape.tied_embeddings)) params.push_back({vocab_rows * shape.hidden, true});
+      if (first && !shape.rope) params.push_back({shape.max_positions * shape.hidden, false});
       for (int64_t i = 0; i < layers[stage]; ++i) {
-        m.parameters += LayerParameters(shape, tp);
-        gemm_weights += LayerGemmWeights(shape, tp);
+        AppendLayer(shape, tp, &params);
         int64_t layer = LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
                                         recompute.KeepsCheckpoint(i));
         if (deferred_weights) layer = std::max(layer, LayerAwaitingWeightBytes(shape, a));
         chunk_stash += layer;
       }
-      if (first) {
-        m.parameters += vocab_rows * shape.hidden;
-        if (!shape.rope) m.parameters += shape.max_positions * shape.hidden;
-      }
       if (last) {
-        m.parameters += shape.rms_norm ? shape.hidden : 2 * shape.hidden;
-        // Untied: the output layer; tied on another stage: the head's embedding copy.
-        if (!shape.tied_embeddings || !first) m.parameters += vocab_rows * shape.hidden;
-        gemm_weights += vocab_rows * shape.hidden;  // the output layer, or the tied embedding
+        params.push_back({shape.hidden, false});
+        if (!shape.rms_norm) params.push_back({shape.hidden, false});
+        if (!shape.tied_embeddings) params.push_back({vocab_rows * shape.hidden, true});
         chunk_stash += HeadStashBytes(shape, a);
       }
       m.stash_bytes_per_micro_batch += chunk_stash;
       chunk_stash_bytes[c] = chunk_stash;
     }
-    m.weight_bytes = kFloat * m.parameters + (bf16 ? 2 * gemm_weights : 0);
-    m.grad_bytes = kFloat * m.parameters;
-    const int64_t state = (adam ? 2 : 1) * kFloat;  // AdamW: two moments; SGD: momentum
-    if (p.use_distributed_optimizer()) {
-      const int64_t shard = (m.parameters + dp - 1) / dp;
-      m.grad_bytes += kFloat * (shard * dp + shard);       // flat buffer and shard gradient
-      m.optimizer_bytes = state * shard + kFloat * shard;  // state and master copy
-    } else {
-      if (dp > 1) m.grad_bytes += kFloat * m.parameters;  // DP buckets
-      m.optimizer_bytes = state * m.parameters;
-    }
+    for (const ParameterExtent& e : params) m.parameters += e.elements;
+    const ModelStateBytes state = ModelState(params, config, dp, data_parallel_rank);
+    m.weight_bytes = state.weights;
+    m.grad_bytes = state.grads;
+    m.optimizer_bytes = state.optimizer;
+    m.bucket_padding = state.padding;
     // Walk the rank's schedule: a (micro-batch, chunk) holds its chunk's stash from its
     // F until its W (or fused backward); the peak of the sum, then one layer's
     // backward working set.
@@ -239,6 +288,15 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     ranks.push_back(m);
   }
   return ranks;
+}
+
+double MegatronBytesPerParameter(const Config& config, int data_parallel_size) {
+  const bool bf16 = config.precision().bf16();
+  const bool adam =
+      ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
+  const double sharded = (bf16 ? kFloat : 0) + (adam ? 2 : 1) * kFloat;
+  const int shards = config.parallel().use_distributed_optimizer() ? data_parallel_size : 1;
+  return (bf16 ? 2 : kFloat) + kFloat + sharded / std::max(1, shards);
 }
 
 }  // namespace conveyor

@@ -1,11 +1,15 @@
 // The memory a rank holds, predicted from the configuration alone (docs/design.md §11:
 // Korthikanti et al., 2022's accounting made exact for this implementation), to compare
 // with what the allocator's categories measure:
-//  - model state: fp32 weights and gradients (4 + 4 bytes per parameter held), with
-//    --bf16 a bf16 copy of every GEMM weight (2 bytes), the optimizer's state (Adam 8,
-//    SGD 4; sharded 1/DP by the distributed optimizer, which also keeps a flat gradient
-//    buffer and an fp32 master copy of its shard), and the replicated optimizer's DP
-//    gradient buckets;
+//  - model state, as the updaters lay it out: without the distributed optimizer, fp32
+//    weights, gradients (one bucketed buffer, each gradient a view into it) and the
+//    optimizer's state (Adam 8 bytes, SGD 4), plus under --bf16 a bf16 copy of every
+//    GEMM weight and the embedding table: Megatron's 18 bytes per parameter with Adam
+//    under bf16, 16 in fp32. With it (trainer/distributed_optimizer.cc) values and
+//    gradients live in buckets padded to a multiple of DP, the state and (bf16) the
+//    fp32 master values sharded 1/DP: 6 + 12/DP under bf16 for the parameters read in
+//    bf16, 8 + 8/DP for the few read in fp32 (norms, biases, learned positions), and
+//    8 + 8/DP in fp32;
 //  - activations: the bytes one micro-batch leaves stashed per model chunk between its
 //    F and its B (what recomputation drops is not counted; under zero-bubble schedules,
 //    the larger of that and what waits between B and W), summed over the stashes the
@@ -57,6 +61,7 @@ struct RankMemory {
   int64_t weight_bytes = 0;
   int64_t grad_bytes = 0;  // gradients and gradient buffers
   int64_t optimizer_bytes = 0;
+  int64_t bucket_padding = 0;  // elements the distributed optimizer's buckets add
   int64_t stash_bytes_per_micro_batch = 0;  // summed over the rank's chunks
   int peak_stashed = 0;                     // (micro-batch, chunk) pairs, from the schedule
   int64_t activation_peak_bytes = 0;
@@ -69,10 +74,18 @@ struct RankMemory {
 // to rounding). `timeline` is the simulated run of the configured schedule (each
 // rank's actions in order), from which the stashes held at once follow.
 // `data_parallel_size` is the job's DP (ResolvedConfig::dp(); under an external
-// launcher the world size comes from its environment, not from the flags).
+// launcher the world size comes from its environment, not from the flags);
+// `data_parallel_rank` the DP rank predicted (its slices of the distributed
+// optimizer's buckets hold a different share of the padding).
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
                                                       const pipeline::Timeline& timeline,
-                                                      int data_parallel_size);
+                                                      int data_parallel_size,
+                                                      int data_parallel_rank = 0);
+
+// Megatron's model-state bytes per parameter for the same settings (its theoretical
+// memory: 18 with Adam under bf16, 6 + 12/DP with the distributed optimizer), in general
+// weight + fp32 gradient + (fp32 master under bf16 + optimizer state) / (DP if sharded).
+double MegatronBytesPerParameter(const Config& config, int data_parallel_size);
 
 }  // namespace conveyor
 

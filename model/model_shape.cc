@@ -19,11 +19,13 @@ ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab) {
   s.rope = ParseChoice<PositionEmbeddingType>(m.position_embedding_type()) ==
            PositionEmbeddingType::kRope;
   s.rotary_base = m.rotary_base();
+  s.rotary_percent = m.rotary_percent();
   s.rms_norm = ParseChoice<Normalization>(m.normalization()) == Normalization::kRmsNorm;
   s.norm_epsilon = m.norm_epsilon();
   s.swiglu = m.swiglu();
   s.tied_embeddings = !m.untie_embeddings_and_output_weights();
   s.linear_bias = !m.disable_bias_linear();
+  s.qkv_bias = m.add_qkv_bias();
   s.init_std = m.init_method_std();
   s.hidden_dropout = m.hidden_dropout();
   s.attention_dropout = m.attention_dropout();

@@ -21,11 +21,13 @@ struct ModelShape {
   int64_t max_positions = 32;
   bool rope = false;
   float rotary_base = 10000.0f;
+  float rotary_percent = 1.0f;  // of head_dim: rotary_dims() are rotated, the rest not
   bool rms_norm = false;
   float norm_epsilon = 1e-5f;
   bool swiglu = false;
   bool tied_embeddings = true;
   bool linear_bias = true;
+  bool qkv_bias = false;  // the qkv projection's bias even without linear_bias (Qwen2)
   float init_std = 0.02f;
   float hidden_dropout = 0.0f;
   float attention_dropout = 0.0f;
@@ -33,6 +35,11 @@ struct ModelShape {
   int64_t heads_per_group() const { return heads / query_groups; }
   int64_t qkv_width() const { return (heads + 2 * query_groups) * head_dim; }
   int64_t fc1_width() const { return swiglu ? 2 * ffn_hidden : ffn_hidden; }
+  bool has_qkv_bias() const { return linear_bias || qkv_bias; }
+  // Megatron's rotary dimension: int(kv_channels * rotary_percent).
+  int64_t rotary_dims() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim) * rotary_percent);
+  }
 };
 
 // `config` must be resolved (a ResolvedConfig's config(), trainer/resolved_config.h;

@@ -36,12 +36,18 @@ Sharding Sharding::Block(int dim, int64_t extent, int parts, int index) {
   return {dim, {{index * length, length}}};
 }
 
+int64_t Parameter::local_numel() const {
+  int64_t n = 1;
+  for (int64_t d : local_shape) n *= d;
+  return n;
+}
+
 std::vector<int64_t> GlobalIndices(const Parameter& p) {
   const std::vector<int64_t>& global = p.global_shape;
   std::vector<int64_t> out;
-  out.reserve(p.value.numel());
+  out.reserve(p.local_numel());
   if (p.sharding.replicated()) {
-    for (int64_t i = 0; i < p.value.numel(); ++i) out.push_back(i);
+    for (int64_t i = 0; i < p.local_numel(); ++i) out.push_back(i);
     return out;
   }
   // View the tensor as [outer, dim, inner] around the sharded dimension.
@@ -70,6 +76,7 @@ Parameter* ParameterStore::Add(const std::string& name, std::vector<int64_t> glo
   p.name = name;
   p.global_shape = global_shape;
   p.sharding = sharding;
+  p.local_shape = local_shape;
   p.value = Tensor::Zeros(local_shape, MemoryCategory::kWeights);
   p.grad = Tensor::Zeros(local_shape, MemoryCategory::kGrads);
   p.weight_decay = weight_decay;
@@ -109,7 +116,7 @@ void ParameterStore::ZeroGrads() {
 
 int64_t ParameterStore::NumElements() const {
   int64_t n = 0;
-  for (const Parameter& p : params_) n += p.value.numel();
+  for (const Parameter& p : params_) n += p.local_numel();
   return n;
 }
 

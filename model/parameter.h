@@ -37,15 +37,25 @@ struct Parameter {
   std::string name;  // e.g. "layers.3.mlp.fc1.weight": also the init stream's name
   std::vector<int64_t> global_shape;
   Sharding sharding;
-  Tensor value;       // the local part (fp32: the master weights on a bf16 backend)
-  Tensor grad;        // fp32, accumulated over the micro-batches of a step
+  std::vector<int64_t> local_shape;  // of the part this rank holds
+  // The local part in fp32 (the master weights on a bf16 backend). Empty when the
+  // distributed optimizer holds the fp32 values in its master shard instead (see
+  // read_in_compute_type).
+  Tensor value;
+  // fp32, accumulated over the micro-batches of a step: a view into the updater's
+  // gradient buffer once the updater exists (Megatron's main_grad).
+  Tensor grad;
   bool weight_decay = false;  // Megatron excludes biases and norm weights
-  // A GEMM reads this weight (see model/parameter_placement.h): on a backend whose
-  // compute type is not fp32 it reads `compute`, value rounded to that type.
-  bool gemm_operand = false;
-  Tensor compute;  // empty: GEMMs read value
+  // Every op reads this parameter in the compute type, through compute_value() (GEMM
+  // weights and the embedding table; see model/parameter_placement.h): on a backend whose
+  // compute type is not fp32 it reads `compute`, value rounded to that type. The
+  // distributed optimizer may then keep its fp32 values only in its master shard: 2 bytes
+  // of weights per parameter, as in Megatron. Norm weights and biases are read in fp32.
+  bool read_in_compute_type = false;
+  Tensor compute;  // empty: ops read value
 
-  const Tensor& gemm_value() const { return compute.empty() ? value : compute; }
+  const Tensor& compute_value() const { return compute.empty() ? value : compute; }
+  int64_t local_numel() const;
   // Replicated across tensor-parallel ranks, but each rank sees only its sequence
   // shard under --sequence-parallel, so its gradient must be summed over TP.
   bool sequence_parallel = false;

@@ -8,7 +8,7 @@ void PlaceParameters(const Ops& ops, const std::vector<Parameter*>& params) {
       p->value = p->value.To(ops.device(), MemoryCategory::kWeights);
       p->grad = p->grad.To(ops.device(), MemoryCategory::kGrads);
     }
-    if (p->gemm_operand && ops.compute_dtype() != DType::kFloat32) {
+    if (p->read_in_compute_type && ops.compute_dtype() != DType::kFloat32) {
       p->compute = Tensor::Zeros(p->value.shape(), MemoryCategory::kWeights, ops.compute_dtype(),
                                  ops.device());
     }
@@ -18,7 +18,8 @@ void PlaceParameters(const Ops& ops, const std::vector<Parameter*>& params) {
 
 void RefreshComputeCopies(const Ops& ops, const std::vector<Parameter*>& params) {
   for (Parameter* p : params) {
-    if (!p->compute.empty()) ops.Cast(p->value, &p->compute);
+    // A parameter without fp32 values gets its copy from the distributed optimizer.
+    if (!p->compute.empty() && !p->value.empty()) ops.Cast(p->value, &p->compute);
   }
 }
 

@@ -1,34 +1,32 @@
 #include "model/tensor_parallel.h"
 
+#include "base/status_macros.h"
+#include "parallel/tensor_buffer.h"
+
 namespace conveyor {
 
-// The communicators move fp32 (gloo has no bf16 sum), so a bf16 tensor travels widened
-// and is rounded back afterwards: a bf16 collective with fp32 accumulation.
-Tensor TensorParallel::WideZeros(int64_t rows, const Tensor& like) {
-  return Tensor::Zeros({rows, like.dim(1)}, like.category(), DType::kFloat32, like.device());
-}
+// Tensors travel in their own dtype: bf16 as bf16, summed in rank order with fp32
+// accumulation and one rounding (parallel/communicator.h), what the widened sum did.
 
-absl::Status TensorParallel::AllReduce(float* data, int64_t n) const {
+absl::Status TensorParallel::AllReduce(Tensor& t) const {
   if (size() == 1) return absl::OkStatus();
-  return comm_->AllReduceSum(data, n);
+  return comm_->AllReduceSum(TensorBuffer(t));
 }
 
 absl::StatusOr<Tensor> TensorParallel::GatherRows(const Tensor& shard) const {
   if (size() == 1) return shard;
-  const Tensor wide = ops_->CastTo(shard, DType::kFloat32);
-  Tensor full = WideZeros(shard.dim(0) * size(), shard);
-  absl::Status s = comm_->AllGather(wide.data(), wide.numel(), full.data());
-  if (!s.ok()) return s;
-  return ops_->CastTo(full, shard.dtype());
+  Tensor full = Tensor::Uninitialized({shard.dim(0) * size(), shard.dim(1)}, shard.category(),
+                                      shard.dtype(), shard.device());
+  RETURN_IF_ERROR(comm_->AllGather(TensorBuffer(shard), TensorBuffer(full)));
+  return full;
 }
 
 absl::StatusOr<Tensor> TensorParallel::ReduceScatterRows(const Tensor& full) const {
   if (size() == 1) return full;
-  const Tensor wide = ops_->CastTo(full, DType::kFloat32);
-  Tensor shard = WideZeros(full.dim(0) / size(), full);
-  absl::Status s = comm_->ReduceScatterSum(wide.data(), shard.numel(), shard.data());
-  if (!s.ok()) return s;
-  return ops_->CastTo(shard, full.dtype());
+  Tensor shard = Tensor::Uninitialized({full.dim(0) / size(), full.dim(1)}, full.category(),
+                                       full.dtype(), full.device());
+  RETURN_IF_ERROR(comm_->ReduceScatterSum(TensorBuffer(full), TensorBuffer(shard)));
+  return shard;
 }
 
 Tensor TensorParallel::ScatterRows(const Tensor& full) const {
@@ -47,10 +45,8 @@ absl::StatusOr<Tensor> TensorParallel::EnterForward(const Tensor& x) const {
 absl::StatusOr<Tensor> TensorParallel::EnterBackward(Tensor dx) const {
   if (size() == 1) return dx;
   if (sequence_parallel_) return ReduceScatterRows(dx);
-  Tensor wide = ops_->CastTo(dx, DType::kFloat32);
-  absl::Status s = AllReduce(wide.data(), wide.numel());
-  if (!s.ok()) return s;
-  return ops_->CastTo(wide, dx.dtype());
+  RETURN_IF_ERROR(AllReduce(dx));
+  return dx;
 }
 
 absl::StatusOr<Tensor> TensorParallel::ExitForward(Tensor y) const {

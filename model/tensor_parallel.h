@@ -20,7 +20,6 @@
 #include "absl/status/statusor.h"
 #include "parallel/communicator.h"
 #include "parallel/self_communicator.h"
-#include "runtime/ops.h"
 #include "runtime/tensor.h"
 
 namespace conveyor {
@@ -30,10 +29,10 @@ class TensorParallel {
   // One rank, in a group of one it owns.
   TensorParallel()
       : own_group_(std::make_unique<SelfCommunicator>("tp[0]")), comm_(own_group_.get()) {}
-  // `comm` is the tensor-parallel group and `ops` the model's backend (it widens bf16
-  // for the communicators); both must outlive this object.
-  TensorParallel(Communicator* comm, bool sequence_parallel, const Ops* ops)
-      : comm_(comm), sequence_parallel_(sequence_parallel && comm->size() > 1), ops_(ops) {}
+  // `comm` is the tensor-parallel group; it must outlive this object. Tensors cross it
+  // in their own dtype (bf16 as bf16).
+  TensorParallel(Communicator* comm, bool sequence_parallel)
+      : comm_(comm), sequence_parallel_(sequence_parallel && comm->size() > 1) {}
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
@@ -45,21 +44,17 @@ class TensorParallel {
   absl::StatusOr<Tensor> ExitForward(Tensor y) const;
   absl::StatusOr<Tensor> ExitBackward(const Tensor& dy) const;
 
-  // Sum over the group in place (vocab-parallel embedding and cross-entropy).
-  absl::Status AllReduce(float* data, int64_t n) const;
+  // Sum over the group in place (shares `t`'s storage: every copy of it sees the sum).
+  absl::Status AllReduce(Tensor& t) const;
   absl::StatusOr<Tensor> GatherRows(const Tensor& shard) const;
   absl::StatusOr<Tensor> ReduceScatterRows(const Tensor& full) const;
   // This rank's rows of a full [tokens, width] tensor (a copy).
   Tensor ScatterRows(const Tensor& full) const;
 
  private:
-  // fp32 zeros shaped like `like`'s rows, on its device.
-  static Tensor WideZeros(int64_t rows, const Tensor& like);
-
   std::unique_ptr<Communicator> own_group_;  // the default constructor's group of one
   Communicator* comm_ = nullptr;
   bool sequence_parallel_ = false;
-  const Ops* ops_ = nullptr;
 };
 
 }  // namespace conveyor

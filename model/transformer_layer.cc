@@ -42,7 +42,7 @@ TransformerLayer::TransformerLayer(const Ops* ops, ParameterStore* store, const 
       ln1_(ops, store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm, s.norm_epsilon,
            tp->sequence_parallel()),
       qkv_(ops, store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(),
-           s.linear_bias, s.init_std, LinearParallelism::kColumn,
+           s.has_qkv_bias(), s.init_std, LinearParallelism::kColumn,
            Sharding::Block(0, s.qkv_width(), tp->size(), tp->rank())),
       proj_(ops, store, LayerName(layer_index) + ".attention.proj", s.heads * s.head_dim, s.hidden,
             s.linear_bias, OutputProjectionStd(s), LinearParallelism::kRow,

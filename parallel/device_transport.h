@@ -2,8 +2,8 @@
 // device while the trainer's bookkeeping (losses, norms, votes, checkpoint outcomes)
 // stays in host memory, and both cross the same groups. A ParallelState built with a
 // transport therefore gives every group of two or more ranks two communicators, the
-// host one (gloo) and the transport's (NCCL), and routes each operation by where its
-// buffers live (RoutedCommunicator); one-rank groups copy through the transport.
+// host one (gloo) and the transport's (NCCL), and routes each operation by the memory
+// its buffers declare (RoutedCommunicator); one-rank groups copy through the transport.
 #ifndef CONVEYOR_PARALLEL_DEVICE_TRANSPORT_H_
 #define CONVEYOR_PARALLEL_DEVICE_TRANSPORT_H_
 
@@ -24,9 +24,6 @@ class DeviceTransport {
   virtual ~DeviceTransport() = default;
 
   virtual const std::string& name() const = 0;  // for messages, e.g. "nccl"
-
-  // True when `p` points into device memory, which only this transport can move.
-  virtual bool IsDeviceMemory(const void* p) const = 0;
 
   // Copies `bytes` between any two buffers, host or device; done when it returns.
   virtual void Copy(void* dst, const void* src, size_t bytes) const = 0;

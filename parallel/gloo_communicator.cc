@@ -263,104 +263,88 @@ absl::Status GlooCommunicator::Run(const char* op, bool collective, const std::v
   return broken_;
 }
 
-template <typename T, typename ReduceFn>
-absl::Status GlooCommunicator::Reduce(const char* op, const T* in, T* out, int64_t n,
-                                      bool scatter_only, ReduceFn reduce) {
+absl::Status GlooCommunicator::Reduce(const char* op, Reduction reduction, const ConstBuffer& in,
+                                      const Buffer& out, int64_t n, bool scatter_only) {
   RETURN_IF_ERROR(CheckUsable(op, n));
   const int s = size(), me = rank();
+  const int64_t element = static_cast<int64_t>(ElementSize(in.type));
+  const char* from = static_cast<const char*>(in.data);
+  char* to = static_cast<char*>(out.data);
   if (s == 1) {
-    if (in != out) std::memmove(out, in, n * sizeof(T));
+    if (from != to) std::memmove(to, from, n * element);
     return absl::OkStatus();
   }
   // Chunk r of `in`: equal slices for a reduce-scatter, a near-even split otherwise.
   auto chunk = [&](int r) { return scatter_only ? Chunk{r * n, n} : SplitChunk(n, s, r); };
   return Run(op, /*collective=*/true, {}, [&](int64_t seq, Transfers& t) {
     const Chunk mine = chunk(me);
+    const int64_t mine_bytes = mine.length * element;
     // Every rank's contribution to my chunk, in rank order; mine is copied in too,
     // because the result may overwrite it (in place) before it is added.
-    scratch_.resize(sizeof(T) * mine.length * s);
-    T* parts = reinterpret_cast<T*>(scratch_.data());
-    std::memcpy(parts + me * mine.length, in + mine.begin, mine.length * sizeof(T));
+    scratch_.resize(mine_bytes * s);
+    char* parts = scratch_.data();
+    std::memcpy(parts + me * mine_bytes, from + mine.begin * element, mine_bytes);
     for (int peer = 0; peer < s; ++peer) {
       if (peer == me) continue;
       const Chunk theirs = chunk(peer);
-      t.Send(in + theirs.begin, theirs.length * sizeof(T), peer, CollectiveSlot(seq, 0));
-      t.Recv(parts + peer * mine.length, mine.length * sizeof(T), peer, CollectiveSlot(seq, 0));
+      t.Send(from + theirs.begin * element, theirs.length * element, peer, CollectiveSlot(seq, 0));
+      t.Recv(parts + peer * mine_bytes, mine_bytes, peer, CollectiveSlot(seq, 0));
     }
     t.WaitAll();
-    // ((x0 + x1) + x2) + ...: the same order for every element on every rank.
-    T* result = scatter_only ? out : out + mine.begin;
-    std::memcpy(result, parts, mine.length * sizeof(T));
-    for (int r = 1; r < s; ++r) {
-      const T* part = parts + r * mine.length;
-      for (int64_t i = 0; i < mine.length; ++i) result[i] = reduce(result[i], part[i]);
-    }
+    char* result = scatter_only ? to : to + mine.begin * element;
+    ReduceInRankOrder(reduction, in.type, parts, s, mine.length, result);
     if (scatter_only) return;
     for (int peer = 0; peer < s; ++peer) {
       if (peer == me) continue;
       const Chunk theirs = chunk(peer);
-      t.Send(result, mine.length * sizeof(T), peer, CollectiveSlot(seq, 1));
-      t.Recv(out + theirs.begin, theirs.length * sizeof(T), peer, CollectiveSlot(seq, 1));
+      t.Send(result, mine_bytes, peer, CollectiveSlot(seq, 1));
+      t.Recv(to + theirs.begin * element, theirs.length * element, peer, CollectiveSlot(seq, 1));
     }
     t.WaitAll();
   });
 }
 
-absl::Status GlooCommunicator::AllReduceSum(float* data, int64_t n) {
-  return Reduce<float>("AllReduceSum", data, data, n, false,
-                       [](float a, float b) { return a + b; });
+absl::Status GlooCommunicator::DoAllReduceSum(const Buffer& data) {
+  return Reduce("AllReduceSum", Reduction::kSum, data, data, data.count, false);
 }
 
-absl::Status GlooCommunicator::AllReduceSum(double* data, int64_t n) {
-  return Reduce<double>("AllReduceSum", data, data, n, false,
-                        [](double a, double b) { return a + b; });
+absl::Status GlooCommunicator::DoAllReduceMax(const Buffer& data) {
+  return Reduce("AllReduceMax", Reduction::kMax, data, data, data.count, false);
 }
 
-absl::Status GlooCommunicator::AllReduceMax(double* data, int64_t n) {
-  // std::max would drop a NaN depending on its position; a NaN anywhere must win so
-  // that every rank sees the overflow and skips the step alike.
-  return Reduce<double>("AllReduceMax", data, data, n, false, [](double a, double b) {
-    return (a != a || b != b) ? a + b : std::max(a, b);
-  });
+absl::Status GlooCommunicator::DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) {
+  return Reduce("ReduceScatterSum", Reduction::kSum, in, out, out.count, true);
 }
 
-absl::Status GlooCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) {
-  return Reduce<float>("ReduceScatterSum", in, out, n_per_rank, true,
-                       [](float a, float b) { return a + b; });
-}
-
-absl::Status GlooCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
-  RETURN_IF_ERROR(CheckUsable("AllGather", n_per_rank));
+absl::Status GlooCommunicator::DoAllGather(const ConstBuffer& in, const Buffer& out) {
+  RETURN_IF_ERROR(CheckUsable("AllGather", in.count));
   const int s = size(), me = rank();
-  const size_t bytes = n_per_rank * sizeof(float);
-  float* mine = out + me * n_per_rank;
-  if (in != mine) std::memmove(mine, in, bytes);
+  const size_t bytes = in.bytes();
+  char* const gathered = static_cast<char*>(out.data);
+  char* const mine = gathered + me * bytes;
+  if (in.data != mine && bytes > 0) std::memmove(mine, in.data, bytes);
   if (s == 1) return absl::OkStatus();
   return Run("AllGather", true, {}, [&](int64_t seq, Transfers& t) {
     for (int peer = 0; peer < s; ++peer) {
       if (peer == me) continue;
       t.Send(mine, bytes, peer, CollectiveSlot(seq, 0));
-      t.Recv(out + peer * n_per_rank, bytes, peer, CollectiveSlot(seq, 0));
+      t.Recv(gathered + peer * bytes, bytes, peer, CollectiveSlot(seq, 0));
     }
     t.WaitAll();
   });
 }
 
-absl::Status GlooCommunicator::Broadcast(float* data, int64_t n, int root) {
-  RETURN_IF_ERROR(CheckUsable("Broadcast", n));
+absl::Status GlooCommunicator::DoBroadcast(const Buffer& data, int root) {
+  RETURN_IF_ERROR(CheckUsable("Broadcast", data.count));
   const int s = size(), me = rank();
-  if (root < 0 || root >= s) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Broadcast on %s: root %d is not a group rank in [0, %d)", DescribeGroup(group_), root, s));
-  }
   if (s == 1) return absl::OkStatus();
   return Run("Broadcast", true, {}, [&](int64_t seq, Transfers& t) {
     if (me == root) {
       for (int peer = 0; peer < s; ++peer) {
-        if (peer != me) t.Send(data, n * sizeof(float), peer, CollectiveSlot(seq, 0));
+        if (peer != me) t.Send(data.data, data.bytes(), peer, CollectiveSlot(seq, 0));
       }
     } else {
-      t.Recv(data, n * sizeof(float), root, CollectiveSlot(seq, 0));
+      t.Recv(data.data, data.bytes(), root, CollectiveSlot(seq, 0));
     }
     t.WaitAll();
   });
@@ -382,32 +366,27 @@ absl::Status GlooCommunicator::Barrier() {
   });
 }
 
-absl::Status GlooCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
+absl::Status GlooCommunicator::DoBatchSendRecv(const std::vector<P2POp>& ops) {
   RETURN_IF_ERROR(CheckUsable("BatchSendRecv", 0));
   std::set<int> peers;
   for (const P2POp& op : ops) {
-    if (op.peer < 0 || op.peer >= size() || op.peer == rank()) {
+    if (op.peer == rank()) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("BatchSendRecv on %s: peer %d must be another group rank in [0, %d) "
-                          "(this is rank %d)",
-                          DescribeGroup(group_), op.peer, size(), rank()));
-    }
-    if (op.n < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("BatchSendRecv on %s: negative element count %d for peer %d",
-                          DescribeGroup(group_), op.n, op.peer));
+          absl::StrFormat("BatchSendRecv on %s: peer %d is this rank; gloo sends only to the "
+                          "other group ranks",
+                          DescribeGroup(group_), op.peer));
     }
     peers.insert(op.peer);
   }
-  if (ops.empty()) return absl::OkStatus();
   return Run("BatchSendRecv", false, std::vector<int>(peers.begin(), peers.end()),
              [&](int64_t, Transfers& t) {
                for (const P2POp& op : ops) {
-                 const size_t bytes = op.n * sizeof(float);
+                 const size_t bytes = op.buffer.bytes();
                  if (op.is_send) {
-                   t.Send(op.data, bytes, op.peer, PointToPointSlot(sends_to_[op.peer]++));
+                   t.Send(op.buffer.data, bytes, op.peer, PointToPointSlot(sends_to_[op.peer]++));
                  } else {
-                   t.Recv(op.data, bytes, op.peer, PointToPointSlot(recvs_from_[op.peer]++));
+                   t.Recv(op.buffer.data, bytes, op.peer,
+                          PointToPointSlot(recvs_from_[op.peer]++));
                  }
                }
                t.WaitAll();

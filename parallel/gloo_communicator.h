@@ -5,7 +5,8 @@
 // The collectives are built from gloo's point-to-point primitives rather than gloo's
 // own algorithms, for two reasons. Determinism: every element is reduced by one owner
 // rank in rank order ((x0 + x1) + x2) + ... and then copied to all, so the bits do not
-// depend on which rank computes or on the ring position. Diagnostics: each transfer
+// depend on which rank computes or on the ring position (a bf16 sum accumulates in fp32
+// and rounds once; bf16 travels as 2 bytes an element). Diagnostics: each transfer
 // is waited with the group's deadline, and a timeout is reported with the ranks that
 // never arrived. A reduction moves the same bytes as a ring (each rank sends and
 // receives (size-1)/size of the buffer twice), in one step instead of size-1, which
@@ -23,6 +24,7 @@
 #include "parallel/communicator.h"
 #include "parallel/group.h"
 #include "parallel/progress_board.h"
+#include "parallel/rank_order_reduction.h"
 #include "parallel/rendezvous_point.h"
 
 namespace gloo {
@@ -58,14 +60,17 @@ class GlooCommunicator : public Communicator {
   const std::string& name() const override { return group_.name; }
   const GroupSpec& group() const { return group_; }
 
-  absl::Status AllReduceSum(float* data, int64_t n) override;
-  absl::Status AllReduceSum(double* data, int64_t n) override;
-  absl::Status AllReduceMax(double* data, int64_t n) override;
-  absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status Broadcast(float* data, int64_t n, int root) override;
+  // Host memory only: gloo reads and writes buffers with the CPU.
+  bool Reaches(MemoryKind where) const override { return where == MemoryKind::kHost; }
   absl::Status Barrier() override;
-  absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
+
+ protected:
+  absl::Status DoAllReduceSum(const Buffer& data) override;
+  absl::Status DoAllReduceMax(const Buffer& data) override;
+  absl::Status DoAllGather(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoBroadcast(const Buffer& data, int root) override;
+  absl::Status DoBatchSendRecv(const std::vector<P2POp>& ops) override;
 
  private:
   class Transfers;
@@ -73,12 +78,13 @@ class GlooCommunicator : public Communicator {
   GlooCommunicator(GroupSpec group, std::shared_ptr<gloo::Context> context,
                    std::unique_ptr<ProgressBoard> board, absl::Duration timeout);
 
-  // Reduce-scatter (each rank reduces its chunk of every rank's `data` in rank order)
-  // then, when `gather`, all-gather of the reduced chunks. Chunk r of an all-reduce
-  // is [n*r/size, n*(r+1)/size); a reduce-scatter passes equal chunks.
-  template <typename T, typename Reduce>
-  absl::Status Reduce(const char* op, const T* in, T* out, int64_t n_per_chunk_or_total,
-                      bool scatter_only, Reduce reduce);
+  // Reduce-scatter (each rank reduces its chunk of every rank's `in` in rank order,
+  // ReduceInRankOrder) then, unless `scatter_only`, all-gather of the reduced chunks
+  // into `out`. Chunk r of an all-reduce over `n` elements is [n*r/size, n*(r+1)/size);
+  // a reduce-scatter passes `n` elements per rank, equal chunks. Elements travel in
+  // their own type (a bf16 chunk is 2 bytes an element).
+  absl::Status Reduce(const char* op, Reduction reduction, const ConstBuffer& in,
+                      const Buffer& out, int64_t n, bool scatter_only);
 
   // Runs `body` as collective number ++seq_ (or as point-to-point with `peers`),
   // turning gloo exceptions into a Status and breaking the communicator on error.

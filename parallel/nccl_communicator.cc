@@ -43,6 +43,24 @@ bool WaitNotInProgress(ncclComm_t comm, absl::Time deadline, ncclResult_t* state
   }
 }
 
+ncclDataType_t NcclType(ScalarType type) {
+  switch (type) {
+    case ScalarType::kFloat32:
+      return ncclFloat32;
+    case ScalarType::kBFloat16:
+      return ncclBfloat16;
+    case ScalarType::kFloat64:
+      return ncclFloat64;
+    case ScalarType::kInt32:
+      return ncclInt32;
+    case ScalarType::kInt64:
+      return ncclInt64;
+    case ScalarType::kByte:
+      return ncclUint8;
+  }
+  return ncclUint8;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
@@ -212,40 +230,38 @@ absl::Status NcclCommunicator::Run(const char* op, bool collective, const std::v
   return broken_;
 }
 
-absl::Status NcclCommunicator::AllReduceSum(float* data, int64_t n) {
-  return Run("AllReduceSum", true, {}, n,
-             [&] { return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_); });
-}
-
-absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t n) {
-  return Run("AllReduceSum", true, {}, n,
-             [&] { return ncclAllReduce(data, data, n, ncclDouble, ncclSum, comm_, stream_); });
-}
-
-absl::Status NcclCommunicator::AllReduceMax(double* data, int64_t n) {
-  return Run("AllReduceMax", true, {}, n,
-             [&] { return ncclAllReduce(data, data, n, ncclDouble, ncclMax, comm_, stream_); });
-}
-
-absl::Status NcclCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
-  return Run("AllGather", true, {}, n_per_rank,
-             [&] { return ncclAllGather(in, out, n_per_rank, ncclFloat, comm_, stream_); });
-}
-
-absl::Status NcclCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) {
-  return Run("ReduceScatterSum", true, {}, n_per_rank, [&] {
-    return ncclReduceScatter(in, out, n_per_rank, ncclFloat, ncclSum, comm_, stream_);
+absl::Status NcclCommunicator::DoAllReduceSum(const Buffer& data) {
+  return Run("AllReduceSum", true, {}, data.count, [&] {
+    return ncclAllReduce(data.data, data.data, data.count, NcclType(data.type), ncclSum, comm_,
+                         stream_);
   });
 }
 
-absl::Status NcclCommunicator::Broadcast(float* data, int64_t n, int root) {
-  if (root < 0 || root >= size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Broadcast on %s: root %d is not a group rank in [0, %d)",
-                        DescribeGroup(group_), root, size()));
-  }
-  return Run("Broadcast", true, {}, n,
-             [&] { return ncclBroadcast(data, data, n, ncclFloat, root, comm_, stream_); });
+absl::Status NcclCommunicator::DoAllReduceMax(const Buffer& data) {
+  return Run("AllReduceMax", true, {}, data.count, [&] {
+    return ncclAllReduce(data.data, data.data, data.count, NcclType(data.type), ncclMax, comm_,
+                         stream_);
+  });
+}
+
+absl::Status NcclCommunicator::DoAllGather(const ConstBuffer& in, const Buffer& out) {
+  return Run("AllGather", true, {}, in.count, [&] {
+    return ncclAllGather(in.data, out.data, in.count, NcclType(in.type), comm_, stream_);
+  });
+}
+
+absl::Status NcclCommunicator::DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) {
+  return Run("ReduceScatterSum", true, {}, out.count, [&] {
+    return ncclReduceScatter(in.data, out.data, out.count, NcclType(in.type), ncclSum, comm_,
+                             stream_);
+  });
+}
+
+absl::Status NcclCommunicator::DoBroadcast(const Buffer& data, int root) {
+  return Run("Broadcast", true, {}, data.count, [&] {
+    return ncclBroadcast(data.data, data.data, data.count, NcclType(data.type), root, comm_,
+                         stream_);
+  });
 }
 
 absl::Status NcclCommunicator::Barrier() {
@@ -254,25 +270,17 @@ absl::Status NcclCommunicator::Barrier() {
   });
 }
 
-absl::Status NcclCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
+absl::Status NcclCommunicator::DoBatchSendRecv(const std::vector<P2POp>& ops) {
   std::set<int> peers;
-  for (const P2POp& op : ops) {
-    if (op.peer < 0 || op.peer >= size() || op.n < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "BatchSendRecv on %s: peer %d must be a group rank in [0, %d) and the count "
-          "(%d) non-negative",
-          DescribeGroup(group_), op.peer, size(), op.n));
-    }
-    peers.insert(op.peer);
-  }
-  if (ops.empty()) return absl::OkStatus();
+  for (const P2POp& op : ops) peers.insert(op.peer);
   return Run("BatchSendRecv", false, std::vector<int>(peers.begin(), peers.end()), 0, [&] {
     // One NCCL group: all posted together, so matched exchanges cannot deadlock.
     ncclResult_t r = ncclGroupStart();
     for (const P2POp& op : ops) {
       if (r != ncclSuccess && r != ncclInProgress) break;
-      r = op.is_send ? ncclSend(op.data, op.n, ncclFloat, op.peer, comm_, stream_)
-                     : ncclRecv(op.data, op.n, ncclFloat, op.peer, comm_, stream_);
+      const Buffer& b = op.buffer;
+      r = op.is_send ? ncclSend(b.data, b.count, NcclType(b.type), op.peer, comm_, stream_)
+                     : ncclRecv(b.data, b.count, NcclType(b.type), op.peer, comm_, stream_);
     }
     const ncclResult_t end = ncclGroupEnd();
     return (r != ncclSuccess && r != ncclInProgress) ? r : end;

@@ -46,14 +46,18 @@ class NcclCommunicator : public Communicator {
   int size() const override { return static_cast<int>(group_.global_ranks.size()); }
   const std::string& name() const override { return group_.name; }
 
-  absl::Status AllReduceSum(float* data, int64_t n) override;
-  absl::Status AllReduceSum(double* data, int64_t n) override;
-  absl::Status AllReduceMax(double* data, int64_t n) override;
-  absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status Broadcast(float* data, int64_t n, int root) override;
+  // Device memory only.
+  bool Reaches(MemoryKind where) const override { return where == MemoryKind::kDevice; }
   absl::Status Barrier() override;
-  absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
+
+ protected:
+  // Each element type goes as NCCL's own (bf16 as ncclBfloat16, summed by NCCL).
+  absl::Status DoAllReduceSum(const Buffer& data) override;
+  absl::Status DoAllReduceMax(const Buffer& data) override;
+  absl::Status DoAllGather(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoBroadcast(const Buffer& data, int root) override;
+  absl::Status DoBatchSendRecv(const std::vector<P2POp>& ops) override;
 
  private:
   NcclCommunicator(GroupSpec group, ncclComm* comm, int cuda_device,

@@ -7,16 +7,6 @@
 
 namespace conveyor {
 
-bool NcclTransport::IsDeviceMemory(const void* p) const {
-  if (p == nullptr) return false;
-  cudaPointerAttributes attributes;
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    cudaGetLastError();  // an unknown pointer is host memory; clear the recorded error
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
-}
-
 void NcclTransport::Copy(void* dst, const void* src, size_t bytes) const {
   // On this rank's device whatever thread calls (see NcclCommunicator): ordered after
   // the work queued on its legacy stream.

@@ -1,6 +1,5 @@
 // The DeviceTransport of the CUDA backend: NCCL communicators for device buffers, and
-// CUDA's unified addressing to tell device pointers from host ones and to copy
-// between any two.
+// CUDA's unified addressing to copy between any two buffers, host or device.
 #ifndef CONVEYOR_PARALLEL_NCCL_TRANSPORT_H_
 #define CONVEYOR_PARALLEL_NCCL_TRANSPORT_H_
 
@@ -16,8 +15,6 @@ class NcclTransport : public DeviceTransport {
   explicit NcclTransport(int cuda_device) : cuda_device_(cuda_device) {}
 
   const std::string& name() const override { return name_; }
-  // Device and managed allocations; host memory, pinned or not, is not.
-  bool IsDeviceMemory(const void* p) const override;
   void Copy(void* dst, const void* src, size_t bytes) const override;
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const GroupSpec& group,
                                                         const RendezvousPoint& meeting,

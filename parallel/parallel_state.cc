@@ -188,7 +188,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     ASSIGN_OR_RETURN(std::unique_ptr<Communicator> on_device,
                      transport->Connect(spec, **meeting, timeout));
     return std::unique_ptr<Communicator>(
-        std::make_unique<RoutedCommunicator>(std::move(gloo), std::move(on_device), transport));
+        std::make_unique<RoutedCommunicator>(std::move(gloo), std::move(on_device)));
   };
   const std::pair<GroupKind, std::unique_ptr<Communicator>*> groups[] = {
       {GroupKind::kWorld, &state->world_},

@@ -1,6 +1,6 @@
 // The communicator of a group with one member: collectives are copies or no-ops, so
 // a one-process run uses the same code paths as a multi-process one. Given a
-// DeviceTransport, the copies go through it, so buffers may be in device memory.
+// DeviceTransport, it also takes device buffers, and copies them through it.
 #ifndef CONVEYOR_PARALLEL_SELF_COMMUNICATOR_H_
 #define CONVEYOR_PARALLEL_SELF_COMMUNICATOR_H_
 
@@ -21,21 +21,25 @@ class SelfCommunicator : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   const std::string& name() const override { return name_; }
+  bool Reaches(MemoryKind where) const override {
+    return where == MemoryKind::kHost || transport_ != nullptr;
+  }
+  absl::Status Barrier() override { return absl::OkStatus(); }
 
-  absl::Status AllReduceSum(float* data, int64_t n) override;
-  absl::Status AllReduceSum(double* data, int64_t n) override;
-  absl::Status AllReduceMax(double* data, int64_t n) override;
-  absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status Broadcast(float* data, int64_t n, int root) override;
-  absl::Status Barrier() override;
-  // Only sends to and receives from rank 0 (itself) are valid; the k-th send is copied
-  // into the k-th receive, as messages in one direction match in order.
-  absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
+ protected:
+  absl::Status DoAllReduceSum(const Buffer&) override { return absl::OkStatus(); }
+  absl::Status DoAllReduceMax(const Buffer&) override { return absl::OkStatus(); }
+  absl::Status DoAllGather(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoBroadcast(const Buffer&, int) override { return absl::OkStatus(); }
+  // Only sends to and receives from rank 0 (itself); the k-th send is copied into the
+  // k-th receive, as messages in one direction match in order, and must agree with it
+  // in type and count.
+  absl::Status DoBatchSendRecv(const std::vector<P2POp>& ops) override;
 
  private:
-  // Copies n floats from `from` to `to` (a no-op when they are the same buffer).
-  void CopyFloats(const float* from, int64_t n, float* to) const;
+  // Copies `from` into `to` (same bytes; a no-op when they are the same buffer).
+  void Copy(const ConstBuffer& from, const Buffer& to) const;
 
   std::string name_;
   const DeviceTransport* transport_;

@@ -10,6 +10,7 @@
 #include "absl/types/span.h"
 #include "runtime/cpu/adamw.h"  // AdamWHyperParams, shared by every backend
 #include "runtime/device_memory.h"
+#include "runtime/dtype.h"
 
 namespace conveyor {
 
@@ -54,6 +55,9 @@ class OptimizerOps {
   // (runtime/cpu/adamw.h), each with its own weight decay (hp.weight_decay is not used).
   // A backend may update them all in one launch (multi-tensor apply).
   virtual void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const = 0;
+  // out[i] = ToBFloat16(in[i]) (runtime/dtype.h): the distributed optimizer's bf16
+  // parameters from its fp32 master shard.
+  virtual void RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const = 0;
   // d = g + wd * p; buf = first_step ? d : momentum * buf + d; p -= lr * buf.
   virtual void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
                    int64_t n) const = 0;

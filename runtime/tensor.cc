@@ -46,6 +46,20 @@ const float* Tensor::data() const {
   return static_cast<const float*>(storage_.get());
 }
 
+Tensor Tensor::View(int64_t offset, std::vector<int64_t> shape) const {
+  Tensor view;
+  view.numel_ = 1;
+  for (int64_t d : shape) view.numel_ *= d;
+  assert(offset >= 0 && offset + view.numel_ <= numel_);
+  view.shape_ = std::move(shape);
+  view.dtype_ = dtype_;
+  view.device_ = device_;
+  view.category_ = category_;
+  char* first = static_cast<char*>(storage_.get()) + offset * static_cast<int64_t>(SizeOf(dtype_));
+  view.storage_ = std::shared_ptr<void>(storage_, first);  // aliasing: shares ownership
+  return view;
+}
+
 Tensor Tensor::Clone(MemoryCategory category) const { return To(device_, category); }
 
 Tensor Tensor::To(Device device, MemoryCategory category) const {

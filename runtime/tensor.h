@@ -44,6 +44,11 @@ class Tensor {
   void* raw() { return storage_.get(); }
   const void* raw() const { return storage_.get(); }
 
+  // Elements [offset, offset + numel of `shape`) of this tensor, as a tensor of `shape`
+  // that shares its storage (and keeps it alive): no new bytes, none counted. This is how
+  // a parameter's gradient lives inside its data-parallel buffer (Megatron's main_grad).
+  Tensor View(int64_t offset, std::vector<int64_t> shape) const;
+
   // Deep copy on the same device, counted under `category`.
   Tensor Clone(MemoryCategory category) const;
   // Deep copy on `device` (the same bytes: no dtype conversion).

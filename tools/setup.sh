@@ -11,8 +11,13 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libgloo-dev          # CPU collectives
   libopenblas-dev      # CPU GEMM
-  libicu-dev           # Unicode classes for the GPT-2 tokenizer
+  libicu-dev           # Unicode classes for the GPT-2 tokenizer, normalisation forms
+  libpcre2-dev         # split patterns of tokenizer.json / tiktoken (lookahead: not RE2)
+  libsentencepiece-dev # SentencePiece tokenizers (tokenizer.model)
+  nlohmann-json3-dev   # reading tokenizer.json and rank files
   python3-pip          # fetches the cuDNN frontend headers (below) from PyPI
+  chromium             # headless: tests/trainer/plan_html_test.sh, README screenshots
+  python3-numpy        # tests/trainer/hf/make_tiny_hf_model.py: tiny Hugging Face models
 )
 
 missing=()
@@ -28,6 +33,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "setup: all system packages present"
+fi
+
+# TensorBoard (PyPI; Debian has no package) for its event reader in
+# tests/trainer/tensorboard_test.sh, installed for the python3 the tests run.
+if python3 -c 'import tensorboard' 2>/dev/null; then
+  echo "setup: python tensorboard present"
+else
+  echo "setup: installing the python tensorboard package (PyPI)"
+  # Debian's own python3 refuses pip installs without --break-system-packages (PEP 668).
+  python3 -m pip install --quiet --disable-pip-version-check tensorboard ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages tensorboard
 fi
 
 # nvcc is needed to compile the CUDA kernel library even on a machine without a GPU.

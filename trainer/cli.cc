@@ -7,8 +7,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "base/atomic_file.h"
 #include "data/training_data.h"
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
@@ -20,10 +22,13 @@
 #include "trainer/config_validation.h"
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
+#include "trainer/hf/export.h"
 #include "trainer/hf/export_command.h"
 #include "trainer/host_memory_fit.h"
+#include "trainer/megatron_flags_not_here.h"
 #include "trainer/output_files.h"
 #include "trainer/plan.h"
+#include "trainer/plan_html.h"
 #include "trainer/rank_training.h"
 #include "trainer/rehearsal.h"
 #include "trainer/resolved_config.h"
@@ -122,10 +127,23 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
                                             ": cannot open for writing"));
     }
   }
-  absl::StatusOr<RankRun> run = TrainOnRank(resolved, **state, *data->train, {&out, metrics.get()},
-                                            {data->valid.get(), data->test.get()}, *backend);
+  std::unique_ptr<tensorboard::MegatronScalars> tensorboard;
+  if (!config.logging().tensorboard_dir().empty() && IsLoggingRank(**state)) {
+    absl::StatusOr<std::unique_ptr<tensorboard::MegatronScalars>> started =
+        tensorboard::MegatronScalars::Start(config.logging());
+    if (!started.ok()) return RunFailure(err, who, started.status());
+    tensorboard = std::move(*started);
+  }
+  absl::StatusOr<RankRun> run =
+      TrainOnRank(resolved, **state, *data->train, {&out, metrics.get(), tensorboard.get()},
+                  {data->valid.get(), data->test.get()}, *backend);
   if (!run.ok()) {
     return RunFailure(err, who, run.status());
+  }
+  if (tensorboard != nullptr) {
+    absl::StatusOr<std::string> closed = tensorboard->Close();
+    if (!closed.ok()) return RunFailure(err, who, closed.status());
+    out << *closed << "\n";
   }
   if (IsLoggingRank(**state)) {
     const std::vector<double>& losses = run->result.losses;
@@ -157,8 +175,15 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << FlagHelp();
     return kExitOk;
   }
-  absl::StatusOr<Config> parsed = ParseFlags(args);
+  std::vector<std::string> ignored_megatron_flags;
+  absl::StatusOr<Config> parsed = ParseFlags(args, &ignored_megatron_flags);
   if (!parsed.ok()) return UsageError(err, std::string(parsed.status().message()));
+  // A Hugging Face model's config.json fixes the model flags before anything reads them.
+  if (!parsed->checkpoint().load_hf().empty()) {
+    if (absl::Status hf = ApplyHfConfig(parsed->checkpoint().load_hf(), &*parsed); !hf.ok()) {
+      return UsageError(err, std::string(hf.message()));
+    }
+  }
   // torchrun's or srun's environment and --nproc-per-node > 1 cannot both hold; said
   // first, as what else the environment lacks follows from it.
   if (absl::Status agree =
@@ -178,6 +203,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const GpuInfo gpus = ProbeGpus();
   const bool on_gpu = resolved->on_gpu();
   const bool first_rank = !env->has_value() || (*env)->rank == 0;
+  if (first_rank && !ignored_megatron_flags.empty()) {
+    err << kProgram << ": " << MegatronNoOpWarning(ignored_megatron_flags) << "\n";
+  }
   if (first_rank) {
     out << "conveyor: " << DescribeBackend(gpus)
         << (gpus.count > 0 && !on_gpu
@@ -197,6 +225,15 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     absl::StatusOr<std::string> plan = FormatPlan(*resolved, shape);
     if (!plan.ok()) return UsageError(err, std::string(plan.status().message()));
     out << *plan << HostMemoryLine(*resolved, shape, on_host);
+    if (const std::string& html = config.logging().plan_html(); !html.empty()) {
+      absl::StatusOr<std::string> page = PlanHtml(*resolved, shape);
+      if (!page.ok()) return UsageError(err, std::string(page.status().message()));
+      if (absl::Status written = WriteFile(html, *page, Durability::kVisible); !written.ok()) {
+        return UsageError(err, absl::StrCat("--plan-html: ", written.message(),
+                                            "; choose a writable path"));
+      }
+      out << "plan: page written to " << html << "\n";
+    }
     return kExitOk;
   }
   if (absl::Status writable = CheckOutputFiles(config); !writable.ok()) {

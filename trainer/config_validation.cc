@@ -147,6 +147,15 @@ void CheckPositions(const Config& c, const Derived& d, Problems* out) {
                "even head dimension");
     }
     out->PositiveReal("--rotary-base", m.rotary_base());
+    // Megatron's rotary dimension, int(kv_channels * rotary_percent).
+    const int64_t rotated = static_cast<int64_t>(d.kv_channels * double{m.rotary_percent()});
+    if (!(m.rotary_percent() > 0.0f && m.rotary_percent() <= 1.0f)) {
+      out->Add("--rotary-percent ", m.rotary_percent(), " must be in (0, 1]");
+    } else if (d.kv_channels % 2 == 0 && (rotated < 2 || rotated % 2 != 0)) {
+      out->Add("--rotary-percent ", m.rotary_percent(), " of --kv-channels ", d.kv_channels,
+               " rotates ", rotated,
+               " channels: RoPE rotates pairs, so choose a fraction giving an even number >= 2");
+    }
   } else if (positions == PositionEmbeddingType::kLearnedAbsolute &&
              m.max_position_embeddings() > 0 && m.max_position_embeddings() < m.seq_length()) {
     out->Add("--max-position-embeddings ", m.max_position_embeddings(),
@@ -614,6 +623,24 @@ bool ReadPositiveEnv(const EnvLookup& getenv_fn, const char* name, int* out) {
   return true;
 }
 
+// --profile: a non-empty window of iterations, ranks of the job.
+void CheckProfile(const LoggingConfig& l, int world_size, Problems* out) {
+  if (!l.profile()) return;
+  out->NonNegative("--profile-step-start", l.profile_step_start());
+  if (l.profile_step_end() <= l.profile_step_start()) {
+    out->Add("--profile-step-end ", l.profile_step_end(), " must exceed --profile-step-start ",
+             l.profile_step_start(), ": the profile covers the iterations after the start up to "
+             "the end; raise --profile-step-end");
+  }
+  for (int rank : l.profile_ranks()) {
+    if (rank < 0 || rank >= world_size) {
+      out->Add("--profile-ranks ", rank, " is not a rank of the world of ", world_size,
+               ": give ranks in [0, ", world_size, ")");
+    }
+  }
+  if (l.profile_file().empty()) out->Add("--profile needs --profile-file FILE");
+}
+
 }  // namespace
 
 int WorldSizeFromEnvironment(const Config& config, const EnvLookup& getenv_fn) {
@@ -642,6 +669,12 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   CheckData(config, &problems);
   CheckCheckpoint(config, &problems);
   problems.Positive("--log-interval", config.logging().log_interval());
+  problems.Positive("--tensorboard-log-interval", config.logging().tensorboard_log_interval());
+  problems.Positive("--tensorboard-queue-size", config.logging().tensorboard_queue_size());
+  if (!config.logging().plan_html().empty() && !config.training().dry_run()) {
+    problems.Add("--plan-html is written by --dry-run: add --dry-run (training writes no page)");
+  }
+  CheckProfile(config.logging(), world_size, &problems);
   if (config.precision().fp16()) {
     problems.Add(
         "--fp16 is not supported: fp16 training needs loss scaling, which Conveyor does not "

@@ -55,6 +55,9 @@ absl::Status EvaluateDuringTraining(const Config& config, const RankContext& con
     *out.log << FormatValidationLine(absl::StrCat("iteration ", iteration), loss) << std::endl;
   }
   if (out.metrics != nullptr) *out.metrics << FormatValidationJson(iteration, loss) << std::endl;
+  if (out.tensorboard != nullptr) {
+    out.tensorboard->Evaluation("validation", loss, iteration, result->consumed_samples);
+  }
   return absl::OkStatus();
 }
 
@@ -88,6 +91,9 @@ absl::Status EvaluateAfterTraining(const Config& config, const RankContext& cont
     }
     if (out.metrics != nullptr) {
       *out.metrics << FormatValidationJson(iteration, loss, split.json_key) << std::endl;
+    }
+    if (out.tensorboard != nullptr) {
+      out.tensorboard->Evaluation(split.name, loss, iteration, result->consumed_samples);
     }
   }
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -90,7 +91,8 @@ const std::vector<FlagField>& AllFlagFields() {
   return *fields;
 }
 
-absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args) {
+absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args,
+                                  std::vector<std::string>* ignored_megatron_flags) {
   static const auto* const spec = [] {
     auto* sp = new FlagSpec();
     sp->fields = AllFlagFields();
@@ -109,8 +111,10 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args) {
     };
     return sp;
   }();
+  MegatronNoOpSplit split = SplitMegatronNoOpFlags(args);
+  if (ignored_megatron_flags != nullptr) *ignored_megatron_flags = std::move(split.ignored);
   Config config;  // proto2 defaults
-  const std::vector<std::string> problems = ParseFlagsInto(*spec, args, &config);
+  const std::vector<std::string> problems = ParseFlagsInto(*spec, split.kept, &config);
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   return config;
 }

@@ -24,8 +24,11 @@ const std::vector<FlagField>& AllFlagFields();
 // proto defaults. "--config FILE.textproto" merges a text-format Config file at that
 // point (fields set in the file overwrite); later flags win. --help and -h are
 // skipped (see WantsHelp). Reports every problem at once in one
-// InvalidArgumentError, one problem per line, each naming the flag.
-absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args);
+// InvalidArgumentError, one problem per line, each naming the flag. Megatron flags
+// that change nothing here are dropped (trainer/megatron_flags_not_here.h) and, when
+// `ignored_megatron_flags` is set, listed there as given.
+absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args,
+                                  std::vector<std::string>* ignored_megatron_flags = nullptr);
 
 // --help text: every flag grouped under its group_title, each with type/choices,
 // default and help text. Also documents --config and --help.

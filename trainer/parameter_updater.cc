@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/status_macros.h"
+#include "model/gpt_model.h"
 
 namespace conveyor {
 
@@ -19,6 +20,17 @@ std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
 
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
                                    const RankContext& context) {
+  // One rank may hold both copies of a tied word embedding (the embedding and the head
+  // in different chunks): each gets the sum, before the sum over the embedding group.
+  std::vector<Parameter*> local_copies;
+  for (Parameter* p : params) {
+    if (p->name == kWordEmbeddingName) local_copies.push_back(p);
+  }
+  if (local_copies.size() == 2) {
+    float* a = local_copies[0]->grad.data();
+    float* b = local_copies[1]->grad.data();
+    for (int64_t i = 0; i < local_copies[0]->grad.numel(); ++i) b[i] = a[i] = a[i] + b[i];
+  }
   if (context.sequence_parallel() && context.tp_size() > 1) {
     for (Parameter* p : params) {
       if (p->sequence_parallel) {
@@ -28,7 +40,7 @@ absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
   }
   if (context.tied_embedding().size() > 1) {
     for (Parameter* p : params) {
-      if (p->name == "embedding.word_embeddings.weight") {
+      if (p->name == kWordEmbeddingName) {
         RETURN_IF_ERROR(context.tied_embedding().AllReduceSum(p->grad.data(), p->grad.numel()));
       }
     }
@@ -46,33 +58,6 @@ bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,
 absl::StatusOr<double> FinishNorm(double squares, const RankContext& context) {
   RETURN_IF_ERROR(context.model_parallel().AllReduceSum(&squares, 1));
   return std::sqrt(squares);
-}
-
-void PackGradients(const std::vector<Parameter*>& params, Tensor* flat) {
-  DeviceMemory& memory = MemoryOf(flat->device());
-  float* at = flat->data();
-  for (const Parameter* p : params) {
-    memory.Copy(at, p->grad.data(), p->grad.nbytes());
-    at += p->grad.numel();
-  }
-}
-
-void UnpackGradients(const Tensor& flat, const std::vector<Parameter*>& params) {
-  DeviceMemory& memory = MemoryOf(flat.device());
-  const float* at = flat.data();
-  for (Parameter* p : params) {
-    memory.Copy(p->grad.data(), at, p->grad.nbytes());
-    at += p->grad.numel();
-  }
-}
-
-void UnpackValues(const Tensor& flat, const std::vector<Parameter*>& params) {
-  DeviceMemory& memory = MemoryOf(flat.device());
-  const float* at = flat.data();
-  for (Parameter* p : params) {
-    memory.Copy(p->value.data(), at, p->value.nbytes());
-    at += p->value.numel();
-  }
 }
 
 }  // namespace conveyor

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "model/parameter.h"
 #include "proto/config.pb.h"
 #include "trainer/optimizer.h"
@@ -48,8 +49,19 @@ class ParameterUpdater {
 
   // The optimizer, for checkpoints: its state tensors and step count.
   virtual Optimizer& optimizer() = 0;
-  // After parameters were loaded from a checkpoint: refresh any copy of them.
-  virtual void ParametersLoaded() {}
+
+  // The fp32 values of a parameter whose `value` is empty (the distributed optimizer
+  // under --bf16 keeps them only in its master shard): `values` holds its local elements
+  // [offset, offset + values.numel()). Checkpoints read and write these instead.
+  struct MasterPiece {
+    const Parameter* owner;
+    int64_t offset;
+    Tensor values;
+  };
+  virtual absl::Span<MasterPiece> MasterPieces() { return {}; }
+  // After parameters (or master pieces) were loaded: make every copy of them current.
+  // Every rank calls it (it may communicate).
+  virtual absl::Status ParametersLoaded() { return absl::OkStatus(); }
 };
 
 // Picks the implementation by --use-distributed-optimizer. `context` and `ops`, which
@@ -70,12 +82,6 @@ bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,
                       const RankContext& context);
 // sqrt of the sum of `squares` over model parallelism (TP x PP).
 absl::StatusOr<double> FinishNorm(double squares, const RankContext& context);
-
-// The flat buffers both updaters reduce over: parameters' tensors laid end to end in
-// `params` order, on the parameters' device.
-void PackGradients(const std::vector<Parameter*>& params, Tensor* flat);
-void UnpackGradients(const Tensor& flat, const std::vector<Parameter*>& params);
-void UnpackValues(const Tensor& flat, const std::vector<Parameter*>& params);
 
 std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
                                                         const RankContext& context,

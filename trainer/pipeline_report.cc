@@ -53,7 +53,7 @@ void BubbleMeter::AddStep(const std::vector<pipeline::TimedAction>& step, double
 }
 
 absl::StatusOr<std::string> BubbleLine(const BubblePrediction& prediction, double measured,
-                                       Communicator& pp) {
+                                       Communicator& pp, std::vector<double>* all_measured) {
   const float mine = static_cast<float>(measured);
   std::vector<float> all(pp.size());
   RETURN_IF_ERROR(pp.AllGather(&mine, 1, all.data()));
@@ -62,6 +62,7 @@ absl::StatusOr<std::string> BubbleLine(const BubblePrediction& prediction, doubl
       "pipeline rank:",
       100 * prediction.formula, 100 * prediction.simulated);
   for (float f : all) absl::StrAppendFormat(&line, " %.1f", 100 * f);
+  if (all_measured != nullptr) all_measured->assign(all.begin(), all.end());
   return line;
 }
 

@@ -43,9 +43,10 @@ class BubbleMeter {
 
 // "pipeline bubble (%): predicted 30.4 (formula), 30.4 (simulated) | measured 31.0 29.2
 // ..." with every pipeline rank's measured bubble (gathered over `pp`, which every
-// pipeline rank must call with).
+// pipeline rank must call with); `all_measured`, if not null, receives them.
 absl::StatusOr<std::string> BubbleLine(const BubblePrediction& prediction, double measured,
-                                       Communicator& pp);
+                                       Communicator& pp,
+                                       std::vector<double>* all_measured = nullptr);
 
 // Writes `timeline` (this rank's actions, times in seconds on a clock every local rank
 // shares) so that rank 0 of `world` can merge all ranks into one Chrome trace at

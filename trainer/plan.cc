@@ -72,6 +72,18 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           Bytes(m.stash_bytes_per_micro_batch), Bytes(m.activation_peak_bytes),
                           Bytes(m.total_bytes()));
   }
+  absl::StrAppendFormat(&out,
+                        "plan: model state (weights, grads, optimizer) per parameter; Megatron's "
+                        "formula for these settings: %.2f bytes\n"
+                        "  pp  bytes/param  bucket padding (elements)\n",
+                        MegatronBytesPerParameter(config, resolved.dp()));
+  for (const RankMemory& m : memory) {
+    const double per_parameter =
+        static_cast<double>(m.weight_bytes + m.grad_bytes + m.optimizer_bytes) /
+        std::max<int64_t>(1, m.parameters);
+    absl::StrAppendFormat(&out, "  %2d  %11.2f  %d\n", m.pipeline_rank, per_parameter,
+                          m.bucket_padding);
+  }
 
   // Traffic of one step, per rank. Pipeline: every (micro-batch, stage boundary) moves
   // an activation forward and its gradient back (this rank's token shard under SP).

@@ -2,6 +2,7 @@
 
 #include "base/status_macros.h"
 #include "model/pipeline_split.h"
+#include "profiler/step_profiler.h"
 
 namespace conveyor {
 
@@ -14,8 +15,7 @@ absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const Ran
   const Config& config = resolved.config();
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   RankRun run;
-  run.tp =
-      std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel(), backend.ops);
+  run.tp = std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel());
   run.stage = std::make_unique<GptStage>(ModelShapeFromConfig(config, resolved.padded_vocab_size()),
                                          config.training().seed(), run.tp.get(), context.pipeline(),
                                          layers, RecomputePolicyFromConfig(config), backend.ops);
@@ -27,7 +27,14 @@ absl::StatusOr<RankRun> TrainOnRank(const ResolvedConfig& resolved, ParallelStat
                                     const EvaluationSplits& held_out, const Backend& backend) {
   const Config& config = resolved.config();
   ASSIGN_OR_RETURN(const RankContext context, RankContext::Create(state, config));
-  ASSIGN_OR_RETURN(RankRun run, BuildRankModel(resolved, context, backend));
+  Backend model_backend = backend;
+  std::unique_ptr<profiler::ProfilingOps> profiling_ops;
+  if (profiler::StepProfiler(config.logging(), context.world().rank()).enabled()) {
+    profiling_ops = std::make_unique<profiler::ProfilingOps>(backend.ops);
+    model_backend.ops = profiling_ops.get();
+  }
+  ASSIGN_OR_RETURN(RankRun run, BuildRankModel(resolved, context, model_backend));
+  run.profiling_ops = std::move(profiling_ops);
   const TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
   ASSIGN_OR_RETURN(run.result, Train(config, context, run.stage.get(), data, outputs, held_out,
                                      *backend.optimizer));

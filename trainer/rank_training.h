@@ -12,6 +12,7 @@
 #include "model/gpt_stage.h"
 #include "model/tensor_parallel.h"
 #include "parallel/parallel_state.h"
+#include "profiler/profiling_ops.h"
 #include "proto/config.pb.h"
 #include "trainer/backend.h"
 #include "trainer/rank_context.h"
@@ -21,6 +22,8 @@
 namespace conveyor {
 
 struct RankRun {
+  // --profile on this rank: the backend's ops, recorded; the model computes through them.
+  std::unique_ptr<profiler::ProfilingOps> profiling_ops;
   TrainingResult result;
   std::unique_ptr<TensorParallel> tp;  // the model refers to it
   std::unique_ptr<GptStage> stage;     // this rank's trained part of the model

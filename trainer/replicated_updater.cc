@@ -1,5 +1,6 @@
 // The DDP updater: every data-parallel rank holds all parameters and optimizer state;
-// gradients are summed over DP in buckets of at most --ddp-bucket-size elements.
+// gradients live in one buffer of buckets of at most --ddp-bucket-size elements
+// (trainer/parameter_buckets.h), each summed over DP in place.
 //
 // With --overlap-grad-reduce a bucket's all-reduce starts, on a communication thread,
 // as soon as backward has finished all its parameters (GradientsReady), while the
@@ -14,6 +15,7 @@
 
 #include "base/status_macros.h"
 #include "trainer/optimizer.h"
+#include "trainer/parameter_buckets.h"
 #include "trainer/parameter_updater.h"
 
 namespace conveyor {
@@ -27,28 +29,15 @@ class ReplicatedUpdater : public ParameterUpdater {
         clip_grad_(config.optimizer().clip_grad()),
         context_(context),
         params_(std::move(params)),
+        layout_(MakeBuckets(params_.all, config.parallel().ddp_bucket_size(), /*align=*/1)),
+        grads_(AdoptGradients(layout_, ops->device())),
         segments_(WholeParameterSegments(params_.all)),
         optimizer_(config.optimizer(), segments_, ops) {
     if (context_.dp_size() == 1) return;
     overlap_ = config.parallel().overlap_grad_reduce();
-    const int64_t bucket_elements = config.parallel().ddp_bucket_size();
-    std::vector<Parameter*> pending;
-    int64_t elements = 0;
-    auto close = [&] {
-      if (pending.empty()) return;
-      buckets_.push_back({pending, Tensor::Zeros({elements}, MemoryCategory::kGrads,
-                                                 DType::kFloat32, ops_->device())});
-      pending.clear();
-      elements = 0;
-    };
-    for (auto it = params_.all.rbegin(); it != params_.all.rend(); ++it) {
-      if (elements > 0 && elements + (*it)->grad.numel() > bucket_elements) close();
-      pending.push_back(*it);
-      elements += (*it)->grad.numel();
-    }
-    close();
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      for (Parameter* p : buckets_[b].params) bucket_of_[p] = b;
+    buckets_.resize(layout_.size());
+    for (size_t b = 0; b < layout_.size(); ++b) {
+      for (const BucketEntry& e : layout_[b].entries) bucket_of_[e.param] = b;
     }
     ResetBuckets();
     if (overlap_) worker_ = std::thread([this] { Communicate(); });
@@ -84,8 +73,8 @@ class ReplicatedUpdater : public ParameterUpdater {
       done_.wait(lock, [this] { return queue_.empty() && !busy_; });
     }
     RETURN_IF_ERROR(worker_status_);
-    for (Bucket& bucket : buckets_) {
-      if (!bucket.launched) RETURN_IF_ERROR(ReduceBucket(bucket));
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (!buckets_[b].launched) RETURN_IF_ERROR(ReduceBucket(b));
     }
     ResetBuckets();
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
@@ -113,25 +102,21 @@ class ReplicatedUpdater : public ParameterUpdater {
   Optimizer& optimizer() override { return optimizer_; }
 
  private:
-  struct Bucket {
-    std::vector<Parameter*> params;
-    Tensor flat;
+  // This step's progress of bucket b of layout_.
+  struct BucketProgress {
     int pending = 0;        // parameters backward has not finished this step
     bool launched = false;  // handed to the communication thread this step
   };
 
-  absl::Status ReduceBucket(Bucket& bucket) {
-    PackGradients(bucket.params, &bucket.flat);
-    RETURN_IF_ERROR(context_.dp().AllReduceSum(bucket.flat.data(), bucket.flat.numel()));
-    UnpackGradients(bucket.flat, bucket.params);
-    return absl::OkStatus();
+  absl::Status ReduceBucket(size_t b) {
+    return context_.dp().AllReduceSum(grads_.data() + layout_[b].start, layout_[b].size);
   }
 
   void ResetBuckets() {
     reported_.clear();
-    for (Bucket& bucket : buckets_) {
-      bucket.pending = static_cast<int>(bucket.params.size());
-      bucket.launched = false;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      buckets_[b].pending = static_cast<int>(layout_[b].entries.size());
+      buckets_[b].launched = false;
     }
   }
 
@@ -145,7 +130,7 @@ class ReplicatedUpdater : public ParameterUpdater {
       queue_.pop_front();
       busy_ = true;
       lock.unlock();
-      absl::Status status = worker_status_.ok() ? ReduceBucket(buckets_[b]) : worker_status_;
+      absl::Status status = worker_status_.ok() ? ReduceBucket(b) : worker_status_;
       lock.lock();
       if (!status.ok()) worker_status_ = status;
       busy_ = false;
@@ -157,9 +142,11 @@ class ReplicatedUpdater : public ParameterUpdater {
   double clip_grad_;
   const RankContext& context_;
   UpdatedParameters params_;
+  const std::vector<Bucket> layout_;
+  Tensor grads_;  // every parameter's gradient is a view into it (before segments_ point in)
   std::vector<OptimizerSegment> segments_;
   Optimizer optimizer_;
-  std::vector<Bucket> buckets_;
+  std::vector<BucketProgress> buckets_;  // by layout_ index
   std::map<const Parameter*, size_t> bucket_of_;
   std::set<const Parameter*> reported_;  // this step
   bool overlap_ = false;

@@ -5,7 +5,9 @@
 
 namespace conveyor {
 
-absl::StatusOr<std::string> StepTimers::Report(Communicator& world, int64_t iterations) {
+absl::StatusOr<std::string> StepTimers::Report(
+    Communicator& world, int64_t iterations,
+    std::vector<std::pair<std::string, double>>* max_seconds) {
   static constexpr const char* kNames[kNumPhases] = {"forward-backward", "grads-reduce",
                                                      "optimizer"};
   // One max-reduction gives both: max(x) and max(-x) = -min(x).
@@ -21,6 +23,7 @@ absl::StatusOr<std::string> StepTimers::Report(Communicator& world, int64_t iter
   for (int p = 0; p < kNumPhases; ++p) {
     absl::StrAppendFormat(&line, " %s (%.2f, %.2f)%s", kNames[p], -extremes[kNumPhases + p],
                           extremes[p], p + 1 < kNumPhases ? " |" : "");
+    if (max_seconds != nullptr) max_seconds->emplace_back(kNames[p], extremes[p] / 1e3);
   }
   return line;
 }

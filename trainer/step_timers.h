@@ -8,6 +8,8 @@
 #include <array>
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "parallel/communicator.h"
@@ -35,8 +37,11 @@ class StepTimers {
   };
 
   // Mean ms per iteration of each phase over `iterations`, min and max over `world`
-  // (every rank of it must call). Resets the sums.
-  absl::StatusOr<std::string> Report(Communicator& world, int64_t iterations);
+  // (every rank of it must call). Resets the sums. `max_seconds`, if not null,
+  // receives each phase's name and max in seconds (Megatron's TensorBoard timers).
+  absl::StatusOr<std::string> Report(
+      Communicator& world, int64_t iterations,
+      std::vector<std::pair<std::string, double>>* max_seconds = nullptr);
 
  private:
   std::array<double, kNumPhases> seconds_{};

@@ -66,13 +66,32 @@ bool TrainingCheckpoints::Writes(const Parameter& p) const {
   return !p.sharding.replicated() || context_.tp_rank() == 0;
 }
 
+std::vector<TrainingCheckpoints::LocalValues> TrainingCheckpoints::ValuesOfParameters(
+    HostStaging* staging, bool saving) {
+  std::vector<LocalValues> out;
+  for (Parameter* p : stage_->parameters()) {
+    if (p->value.empty()) continue;  // in the optimizer's master shard: below
+    out.push_back({p, 0, p->local_numel(), staging->HostData(&p->value, saving), false});
+  }
+  for (ParameterUpdater::MasterPiece& piece : updater_->MasterPieces()) {
+    out.push_back({piece.owner, piece.offset, piece.values.numel(),
+                   staging->HostData(&piece.values, saving), true});
+  }
+  return out;
+}
+
 std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStaging* staging) {
   const CheckpointConfig& c = config_.checkpoint();
   std::vector<TensorShardRef> refs;
-  for (Parameter* p : stage_->parameters()) {
-    if (!saving || (context_.dp_rank() == 0 && Writes(*p))) {
-      refs.push_back(ShardRefFor(*p, p->name, staging->HostData(&p->value, saving)));
+  for (LocalValues& values : ValuesOfParameters(staging, saving)) {
+    if (saving && (!Writes(*values.owner) || (!values.sharded_over_dp && context_.dp_rank() != 0))) {
+      continue;
     }
+    const Parameter& p = *values.owner;
+    refs.push_back({p.name, p.global_shape,
+                    SliceRuns(RunsForSharding(p.global_shape, p.sharding), values.offset,
+                              values.offset + values.n),
+                    values.data, values.n});
   }
   const bool optimizer = saving ? !c.no_save_optim() : !(c.no_load_optim() || c.finetune());
   if (!optimizer) return refs;
@@ -134,20 +153,21 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
 
 absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
   const std::string& dir = config_.checkpoint().load_hf();
-  ASSIGN_OR_RETURN(const GlobalTensorMap tensors, ReadHfGpt2(dir, config_));
+  ASSIGN_OR_RETURN(const GlobalTensorMap tensors, ReadHf(dir, config_));
   HostStaging staging;
   for (Parameter* p : stage_->parameters()) {
     auto it = tensors.find(p->name);
     if (it == tensors.end()) {
       return absl::NotFoundError(absl::StrFormat("--load-hf %s: no tensor for %s", dir, p->name));
     }
-    const std::vector<int64_t> global = GlobalIndices(*p);
-    float* value = staging.HostData(&p->value, /*download=*/false);
-    for (size_t i = 0; i < global.size(); ++i) value[i] = it->second[global[i]];
+  }
+  for (const LocalValues& values : ValuesOfParameters(&staging, /*saving=*/false)) {
+    const std::vector<int64_t> global = GlobalIndices(*values.owner);
+    const std::vector<float>& source = tensors.at(values.owner->name);
+    for (int64_t i = 0; i < values.n; ++i) values.data[i] = source[global[values.offset + i]];
   }
   staging.Upload();
-  updater_->ParametersLoaded();
-  if (log != nullptr) *log << "conveyor: loaded Hugging Face GPT-2 weights from " << dir << "\n";
+  if (log != nullptr) *log << "conveyor: loaded Hugging Face weights from " << dir << "\n";
   return absl::OkStatus();
 }
 
@@ -161,6 +181,8 @@ absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
   const absl::StatusOr<LoadedCheckpointId> loaded =
       outcome.ok() ? absl::StatusOr<LoadedCheckpointId>(outcome->loaded) : outcome.status();
   RETURN_IF_ERROR(AgreeOnLoadedCheckpoint(context_.world(), loaded, config_.checkpoint().load()));
+  // Every rank loaded: the copies of the parameters follow (a collective).
+  RETURN_IF_ERROR(updater_->ParametersLoaded());
   RETURN_IF_ERROR(AgreeAcrossRanks(context_.world(), PrepareSaveFolder(outcome->loaded, log),
                                    "prepare --save"));
   return outcome->resume;
@@ -196,7 +218,6 @@ absl::StatusOr<TrainingCheckpoints::LoadOutcome> TrainingCheckpoints::LoadHere(s
   if (absl::IsDataLoss(loaded)) return Unloadable(loaded, *survey, iteration);
   RETURN_IF_ERROR(loaded);
   staging.Upload();
-  updater_->ParametersLoaded();
   const CheckpointState state = checkpoint->State(context_.world().rank());
   if (!(c.no_load_optim() || c.finetune())) {
     updater_->optimizer().set_steps(state.optimizer_steps);

@@ -95,8 +95,19 @@ class TrainingCheckpoints {
   absl::Status CannotHoldCheckpoints(const absl::Status& error) const;
 
   // What a save writes or a load fills, through host copies of device tensors.
+  // A parameter's fp32 values on this rank, in host memory: all of its local elements,
+  // or a piece [offset, offset + n) of them held in the distributed optimizer's master
+  // shard (each DP rank its own pieces).
+  struct LocalValues {
+    const Parameter* owner;
+    int64_t offset;
+    int64_t n;
+    float* data;
+    bool sharded_over_dp;
+  };
+  std::vector<LocalValues> ValuesOfParameters(HostStaging* staging, bool saving);
   std::vector<TensorShardRef> Tensors(bool saving, HostStaging* staging);
-  // --load-hf: parameters from a Hugging Face GPT-2 directory.
+  // --load-hf: parameters from a Hugging Face model folder (trainer/hf/export.h).
   absl::Status LoadHuggingFace(std::ostream* log);
   // Refuses a checkpoint of another model, listing every differing setting.
   absl::Status CheckSameModel(const Config& saved, const std::string& directory) const;

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "model/parameter_placement.h"
 #include "parallel/pipeline/schedule.h"
+#include "profiler/recorder.h"
+#include "profiler/step_profiler.h"
 #include "proto/config_choices.h"
 #include "runtime/memory_tracker.h"
 #include "trainer/evaluation.h"
@@ -86,6 +89,7 @@ class TrainingRun {
         out_(out),
         held_out_(held_out),
         actions_(std::move(actions)),
+        optimizer_ops_(optimizer_ops),
         params_(stage->parameters()),
         updater_(MakeParameterUpdater(config, context, StageParameters(*stage, params_),
                                       &optimizer_ops)),
@@ -96,7 +100,8 @@ class TrainingRun {
         // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
         loss_scale_(1.0f / static_cast<float>(t_.num_micro_batches() * context.dp_size())),
         pipelined_(context.pipeline().num_stages() > 1),
-        checkpoints_(config, context, stage, updater_.get()) {}
+        checkpoints_(config, context, stage, updater_.get()),
+        profiler_(config.logging(), context.world().rank()) {}
 
   ~TrainingRun() { stage_->OnGradientsReady(0, nullptr); }  // the callback uses updater_
 
@@ -114,12 +119,15 @@ class TrainingRun {
     while (iteration_ < t_.train_iters()) {
       ++iteration_;
       const Clock::time_point start = Clock::now();
+      profiler_.BeforeStep(iteration_);
       ASSIGN_OR_RETURN(const StepOutcome step, Step());
+      profiler_.AfterStep(iteration_);
       interval_seconds_ += SecondsSince(start);
       ++interval_iterations_;
       if (iteration_ == resume.iteration + 1) {
         RETURN_IF_ERROR(ReportMemory());
       }
+      RETURN_IF_ERROR(LogIterationToTensorBoard(step));
       RETURN_IF_ERROR(LogIfDue(step));
       RETURN_IF_ERROR(EvaluateDuringTraining(config_, context_, stage_, held_out_.valid, iteration_,
                                              out_, &result_));
@@ -156,22 +164,25 @@ class TrainingRun {
   // optimizer step (or, for a NaN, the --nan-policy), and the step's records.
   absl::StatusOr<StepOutcome> Step() {
     StepOutcome step;
+    const profiler::Scope step_span("phase", absl::StrCat("iteration ", iteration_));
     {
       StepTimers::Scope phase(&timers_, StepTimers::kForwardBackward);
+      const profiler::Scope span("phase", "forward-backward");
       RETURN_IF_ERROR(ForwardBackward());
     }
     {
       StepTimers::Scope phase(&timers_, StepTimers::kGradsReduce);
+      const profiler::Scope span("phase", "grads-reduce");
       // First, as it waits for --overlap-grad-reduce's thread to leave the DP group
       // and the gradients alone. The sums below commute with it.
       RETURN_IF_ERROR(updater_->ReduceGradients());
-      stage_->SumLocalTiedCopies();
       ASSIGN_OR_RETURN(step.loss,
                        MeanLossOverRanks(stage_->loss_sum(), t_.num_micro_batches(), context_));
       ASSIGN_OR_RETURN(step.grad_norm, updater_->GradNorm());
     }
     {
       StepTimers::Scope phase(&timers_, StepTimers::kOptimizer);
+      const profiler::Scope span("phase", "optimizer");
       step.learning_rate = schedule_.ForIteration(iteration_);
       RETURN_IF_ERROR(UpdateOrSkip(step));
     }
@@ -225,6 +236,10 @@ class TrainingRun {
   }
 
   absl::Status ReportMemory() {
+    const MemoryTracker& tracker = MemoryTracker::Global();
+    result_.model_state = {tracker.live_bytes(MemoryCategory::kWeights),
+                           tracker.live_bytes(MemoryCategory::kGrads),
+                           tracker.live_bytes(MemoryCategory::kOptimizer)};
     ASSIGN_OR_RETURN(const std::string report, MemoryReport(iteration_, context_.world()));
     if (out_.log != nullptr) *out_.log << report << std::flush;  // seen at once in a log
     return absl::OkStatus();
@@ -237,11 +252,16 @@ class TrainingRun {
       return absl::OkStatus();
     }
     FillInterval(step);
-    ASSIGN_OR_RETURN(const std::string timer_line,
-                     timers_.Report(context_.world(), interval_iterations_));
+    tensorboard::IntervalFigures figures;
+    ASSIGN_OR_RETURN(
+        const std::string timer_line,
+        timers_.Report(context_.world(), interval_iterations_, &figures.timer_seconds));
     std::string bubble_line;
     if (pipelined_) {
-      ASSIGN_OR_RETURN(bubble_line, BubbleLine(prediction_, bubble_.fraction(), context_.pp()));
+      ASSIGN_OR_RETURN(bubble_line, BubbleLine(prediction_, bubble_.fraction(), context_.pp(),
+                                               &figures.bubble_measured));
+      figures.bubble_formula = prediction_.formula;
+      figures.bubble_simulated = prediction_.simulated;
       bubble_line += "\n";
       bubble_.Reset();
     }
@@ -251,10 +271,71 @@ class TrainingRun {
                 << bubble_line << std::flush;
     }
     if (out_.metrics != nullptr) *out_.metrics << FormatMetricsJson(interval_) << std::endl;
+    if (out_.tensorboard != nullptr) {
+      figures.iteration = iteration_;
+      figures.seconds_per_iteration = interval_.ms_per_iteration / 1e3;
+      figures.tflops_per_gpu = interval_.tflops_per_gpu;
+      figures.tokens_per_second = interval_.tokens_per_second;
+      figures.skipped_iterations = interval_.skipped_iterations;
+      figures.nan_iterations = interval_.nan_iterations;
+      out_.tensorboard->Interval(figures);
+    }
     interval_ = IntervalStats();
     interval_seconds_ = interval_loss_ = 0.0;
     interval_iterations_ = interval_good_iterations_ = 0;
     return absl::OkStatus();
+  }
+
+  // --tensorboard-dir: this iteration's figures, of which MegatronScalars keeps every
+  // --tensorboard-log-interval-th. The params norm is a collective, so every rank of a
+  // run that logs it computes it, not only the one that writes.
+  absl::Status LogIterationToTensorBoard(const StepOutcome& step) {
+    const LoggingConfig& logging = config_.logging();
+    if (logging.tensorboard_dir().empty() ||
+        iteration_ % logging.tensorboard_log_interval() != 0) {
+      return absl::OkStatus();
+    }
+    tensorboard::IterationFigures f;
+    if (logging.log_params_norm()) {
+      ASSIGN_OR_RETURN(f.params_norm, ParamsNorm());
+    }
+    if (out_.tensorboard == nullptr) return absl::OkStatus();
+    f.iteration = iteration_;
+    f.consumed_samples = result_.consumed_samples;
+    f.lm_loss = step.loss;
+    f.learning_rate = step.learning_rate;
+    f.grad_norm = step.grad_norm;
+    f.global_batch_size = t_.global_batch_size();
+    f.world_size = context_.world().size();
+    if (logging.log_memory_to_tensorboard()) {
+      const MemoryTracker& m = MemoryTracker::Global();
+      f.memory_bytes = {{"allocated", static_cast<double>(m.live_total())},
+                        {"max-allocated", static_cast<double>(m.peak_total())}};
+      for (int c = 0; c < kNumMemoryCategories; ++c) {
+        const auto category = static_cast<MemoryCategory>(c);
+        f.memory_bytes.emplace_back(MemoryCategoryName(category), m.live_bytes(category));
+      }
+    }
+    out_.tensorboard->Iteration(f);
+    return absl::OkStatus();
+  }
+
+  // --log-params-norm: the L2 norm of the whole model's parameters, each counted once
+  // (as the gradient norm counts them).
+  absl::StatusOr<double> ParamsNorm() const {
+    const UpdatedParameters stage_params = StageParameters(*stage_, params_);
+    std::vector<FloatArray> counted;
+    for (Parameter* p : params_) {
+      if (!CountsTowardNorm(*p, stage_params, context_)) continue;
+      if (p->value.numel() == 0) {
+        return absl::UnimplementedError(
+            "--log-params-norm: under --bf16 the distributed optimizer keeps the fp32 weights "
+            "only in its shards, which the norm does not read; drop --log-params-norm or "
+            "--use-distributed-optimizer");
+      }
+      counted.push_back({p->value.data(), p->value.numel()});
+    }
+    return FinishNorm(optimizer_ops_.SumOfSquares(counted), context_);
   }
 
   void FillInterval(const StepOutcome& step) {
@@ -310,6 +391,10 @@ class TrainingRun {
     if (!trace_file.empty()) {
       RETURN_IF_ERROR(WriteMergedTrace(trace_file, step_timeline_, context_.world()));
     }
+    RETURN_IF_ERROR(profiler_.Finish(
+        absl::StrFormat("rank %d (tp %d, pp %d, dp %d)", context_.world().rank(),
+                        context_.tp_rank(), context_.pipeline().rank, context_.dp_rank()),
+        context_.world()));
     return result_;
   }
 
@@ -321,6 +406,7 @@ class TrainingRun {
   const TrainingOutputs& out_;
   const EvaluationSplits& held_out_;
   const std::vector<pipeline::Action> actions_;  // this rank's, of --pipeline-schedule
+  const OptimizerOps& optimizer_ops_;
   const std::vector<Parameter*> params_;
   const std::unique_ptr<ParameterUpdater> updater_;
   const LrSchedule schedule_;
@@ -328,6 +414,7 @@ class TrainingRun {
   const float loss_scale_;
   const bool pipelined_;
   TrainingCheckpoints checkpoints_;
+  profiler::StepProfiler profiler_;
   BubblePrediction prediction_;
   BubbleMeter bubble_;
   std::vector<pipeline::TimedAction> step_timeline_;  // the last step's, for the trace

@@ -15,6 +15,7 @@
 #include "proto/config.pb.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
 #include "trainer/rank_context.h"
+#include "trainer/tensorboard/megatron_scalars.h"
 
 namespace conveyor {
 
@@ -29,6 +30,11 @@ struct TrainingResult {
   int64_t nan_iterations = 0;
   int64_t consumed_samples = 0;
   bool exited_early = false;  // an exit condition stopped the run before --train-iters
+  // This process's model-state bytes after the first step, as the allocator counts them
+  // (what the memory model predicts exactly).
+  struct ModelStateBytes {
+    int64_t weights = 0, grads = 0, optimizer = 0;
+  } model_state;
 };
 
 // The held-out splits a run evaluates on; either may be null.
@@ -40,6 +46,7 @@ struct EvaluationSplits {
 struct TrainingOutputs {
   std::ostream* log = nullptr;      // log lines and the memory report; may be null
   std::ostream* metrics = nullptr;  // JSON lines; may be null
+  tensorboard::MegatronScalars* tensorboard = nullptr;  // --tensorboard-dir; may be null
 };
 
 // `config` is a ResolvedConfig's config() (trainer/resolved_config.h); `context` is

@@ -5,7 +5,11 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
+#include "parallel/tensor_buffer.h"
+#include "profiler/recorder.h"
 
 namespace conveyor {
 namespace pipeline {
@@ -20,6 +24,14 @@ struct Mailboxes {
   std::map<Key, Tensor> forward_outputs;  // from F(mb, chunk), to send
   std::map<Key, Tensor> input_grads;      // from B(mb, chunk), to send
 };
+
+// --profile (profiler/recorder.h): a span per compute action and per batch of
+// transfers, named as ToString names the actions, only while recording.
+std::string SpanName(absl::Span<const Action> actions) {
+  if (!profiler::Recorder::Global().active()) return {};
+  return absl::StrJoin(actions, " ",
+                       [](std::string* out, const Action& a) { out->append(ToString(a)); });
+}
 
 Tensor Take(std::map<Key, Tensor>* box, const Key& key) {
   auto it = box->find(key);
@@ -68,6 +80,7 @@ class Executor {
   }
 
   absl::Status Compute(const Action& a) {
+    const profiler::Scope span("pipeline", SpanName({a}));
     const double begin = Now();
     const Key key{a.micro_batch, a.chunk};
     const int stage = place_.GlobalStage(a.chunk);
@@ -114,6 +127,8 @@ class Executor {
   }
 
   absl::Status Transfer(const std::vector<Action>& actions, size_t begin_index, size_t end_index) {
+    const profiler::Scope span("pipeline", SpanName(absl::MakeConstSpan(actions).subspan(
+                                               begin_index, end_index - begin_index)));
     const double begin = Now();
     std::vector<Communicator::P2POp> ops;
     std::vector<Tensor> keep_alive;
@@ -144,7 +159,7 @@ class Executor {
             "pipeline rank %d: %s has nothing to send (its compute did not run first)", place_.rank,
             ToString(a)));
       }
-      ops.push_back({IsSend(a.type), a.peer, t.data(), t.numel()});
+      ops.push_back({IsSend(a.type), a.peer, TensorBuffer(t)});
       keep_alive.push_back(std::move(t));
     }
     RETURN_IF_ERROR(pp_.BatchSendRecv(ops));
@@ -157,11 +172,11 @@ class Executor {
     return absl::OkStatus();
   }
 
-  // Room for one received activation or gradient, on the stage's device (fp32: the
-  // boundary's dtype whatever the compute type, see GptStage::FromBoundary).
+  // Room for one received activation or gradient, in the boundary's dtype on the
+  // stage's device; the transfer fills it whole.
   Tensor ReceiveBuffer() const {
-    return Tensor::Zeros({stage_.BoundaryElements()}, MemoryCategory::kActivations, DType::kFloat32,
-                         stage_.device());
+    return Tensor::Uninitialized({stage_.BoundaryElements()}, MemoryCategory::kActivations,
+                                 stage_.BoundaryDType(), stage_.device());
   }
 
   const PipelinePlace& place_;

@@ -20,6 +20,7 @@ class RehearsalStage : public Stage {
       : costs_(costs), seconds_per_unit_(seconds_per_unit), boundary_elements_(boundary_elements) {}
 
   int64_t BoundaryElements() const override { return boundary_elements_; }
+  DType BoundaryDType() const override { return DType::kFloat32; }
   Device device() const override { return Device::kCpu; }
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override;
   absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk, Tensor output_grad) override;

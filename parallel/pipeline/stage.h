@@ -21,6 +21,9 @@ class Stage {
   // Elements of the activation a chunk hands to the next stage for one micro-batch
   // (and of the gradient that comes back): what a receive must make room for.
   virtual int64_t BoundaryElements() const = 0;
+  // Their dtype: what Forward and BackwardInput return and what a receive holds, so
+  // that they travel in it (bf16 as 2 bytes an element).
+  virtual DType BoundaryDType() const = 0;
   // Where the stage computes: received activations and gradients are placed there.
   virtual Device device() const = 0;
 

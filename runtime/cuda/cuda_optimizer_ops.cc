@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/cuda/adamw_kernel.h"
+#include "runtime/cuda/cast_kernels.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/optimizer_kernels.h"
 
@@ -38,6 +39,10 @@ double CudaOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const
 
 void CudaOptimizerOps::Scale(double factor, float* x, int64_t n) const {
   CUDA_CHECK(LaunchScale(factor, x, n));
+}
+
+void CudaOptimizerOps::RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const {
+  CUDA_CHECK(LaunchFloatToBFloat16(in, out, n));
 }
 
 void CudaOptimizerOps::AdamW(const AdamWHyperParams& hp,

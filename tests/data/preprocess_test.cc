@@ -437,11 +437,15 @@ TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
        "documents keep the input order, Megatron's --partitions 1 output. Drop "
        "the flag and set --workers"},
       {"--keep-sequential-samples", "here documents always keep it. Drop the flag"},
-      {"--tokenizer-model m.model", "preprocess has only GPT2BPETokenizer"},
+      {"--tokenizer-model m.model",
+       "--tokenizer-model is for the tokenizers read from a model file (HuggingFaceTokenizer, "
+       "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, TikTokenizer), not "
+       "ByteTokenizer; drop --tokenizer-model"},
       {"--dataset-impl mmap",
        "the mmap .bin/.idx format, the only one Megatron writes today, is "
        "the only one here. Drop the flag"},
-      {"--vocab v.json", "unknown flag --vocab: did you mean --vocab-file or --vocab-size?"},
+      {"--vocab v.json",
+       "unknown flag --vocab: did you mean --vocab-file or --vocab-size or --vocab-extra-ids?"},
       {"--log-interval 0",
        "--log-interval needs a positive integer (documents between progress "
        "lines, as Megatron's), got '0'"},
@@ -467,7 +471,9 @@ TEST(PreprocessBinaryTest, HelpComesFromTheProto) {
   std::string log;
   EXPECT_EQ(RunPreprocess(dir, "--help", &log), 0) << log;
   ExpectContains(log, {"usage: preprocess",
-                       "--tokenizer-type {GPT2BPETokenizer|NullTokenizer|ByteTokenizer}  "
+                       "--tokenizer-type {GPT2BPETokenizer|NullTokenizer|ByteTokenizer|"
+                       "HuggingFaceTokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"
+                       "Llama2Tokenizer|TikTokenizer}  "
                        "(default: GPT2BPETokenizer)",
                        "--log-interval INT  (default: 1000)", "--json-keys STRING ...",
                        "--append-eod [=true|false]"});

@@ -8,10 +8,29 @@
 namespace conveyor {
 namespace testing_util {
 
+namespace {
+
+// The same bytes declared as host memory, which they are here.
+Buffer OnHost(Buffer b) {
+  b.where = MemoryKind::kHost;
+  return b;
+}
+ConstBuffer OnHost(ConstBuffer b) {
+  b.where = MemoryKind::kHost;
+  return b;
+}
+
+}  // namespace
+
 RecordingCommunicator::RecordingCommunicator(std::string name, int rank, int size,
                                              std::unique_ptr<Communicator> inner,
-                                             std::vector<std::string>* log)
-    : name_(std::move(name)), rank_(rank), size_(size), inner_(std::move(inner)), log_(log) {}
+                                             std::vector<std::string>* log, MemoryKind carries)
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(size),
+      inner_(std::move(inner)),
+      log_(log),
+      carries_(carries) {}
 
 template <typename Forward>
 absl::Status RecordingCommunicator::Record(const char* op, Forward forward) {
@@ -20,44 +39,38 @@ absl::Status RecordingCommunicator::Record(const char* op, Forward forward) {
   return std::exchange(fail_next_, absl::OkStatus());
 }
 
-absl::Status RecordingCommunicator::AllReduceSum(float* data, int64_t n) {
-  return Record("AllReduceSum", [&](Communicator& c) { return c.AllReduceSum(data, n); });
+absl::Status RecordingCommunicator::DoAllReduceSum(const Buffer& data) {
+  return Record("AllReduceSum", [&](Communicator& c) { return c.AllReduceSum(OnHost(data)); });
 }
 
-absl::Status RecordingCommunicator::AllReduceSum(double* data, int64_t n) {
-  return Record("AllReduceSum", [&](Communicator& c) { return c.AllReduceSum(data, n); });
+absl::Status RecordingCommunicator::DoAllReduceMax(const Buffer& data) {
+  return Record("AllReduceMax", [&](Communicator& c) { return c.AllReduceMax(OnHost(data)); });
 }
 
-absl::Status RecordingCommunicator::AllReduceMax(double* data, int64_t n) {
-  return Record("AllReduceMax", [&](Communicator& c) { return c.AllReduceMax(data, n); });
+absl::Status RecordingCommunicator::DoAllGather(const ConstBuffer& in, const Buffer& out) {
+  return Record("AllGather",
+                [&](Communicator& c) { return c.AllGather(OnHost(in), OnHost(out)); });
 }
 
-absl::Status RecordingCommunicator::AllGather(const float* in, int64_t n_per_rank, float* out) {
-  return Record("AllGather", [&](Communicator& c) { return c.AllGather(in, n_per_rank, out); });
-}
-
-absl::Status RecordingCommunicator::ReduceScatterSum(const float* in, int64_t n_per_rank,
-                                                     float* out) {
+absl::Status RecordingCommunicator::DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) {
   return Record("ReduceScatterSum",
-                [&](Communicator& c) { return c.ReduceScatterSum(in, n_per_rank, out); });
+                [&](Communicator& c) { return c.ReduceScatterSum(OnHost(in), OnHost(out)); });
 }
 
-absl::Status RecordingCommunicator::Broadcast(float* data, int64_t n, int root) {
-  return Record("Broadcast", [&](Communicator& c) { return c.Broadcast(data, n, root); });
+absl::Status RecordingCommunicator::DoBroadcast(const Buffer& data, int root) {
+  return Record("Broadcast", [&](Communicator& c) { return c.Broadcast(OnHost(data), root); });
 }
 
 absl::Status RecordingCommunicator::Barrier() {
   return Record("Barrier", [](Communicator& c) { return c.Barrier(); });
 }
 
-absl::Status RecordingCommunicator::BatchSendRecv(const std::vector<P2POp>& ops) {
-  return Record("BatchSendRecv", [&](Communicator& c) { return c.BatchSendRecv(ops); });
-}
-
-bool FakeDeviceTransport::IsDeviceMemory(const void* p) const {
-  if (is_device_memory_) return is_device_memory_(p);
-  const auto* f = static_cast<const float*>(p);
-  return f >= arena_.data() && f < arena_.data() + arena_.size();
+absl::Status RecordingCommunicator::DoBatchSendRecv(const std::vector<P2POp>& ops) {
+  return Record("BatchSendRecv", [&](Communicator& c) {
+    std::vector<P2POp> on_host;
+    for (const P2POp& op : ops) on_host.emplace_back(op.is_send, op.peer, OnHost(op.buffer));
+    return c.BatchSendRecv(on_host);
+  });
 }
 
 void FakeDeviceTransport::Copy(void* dst, const void* src, size_t bytes) const {
@@ -77,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> FakeDeviceTransport::Connect(
   if (!gloo.ok()) return gloo.status();
   return std::unique_ptr<Communicator>(std::make_unique<RecordingCommunicator>(
       group.name, group.rank, static_cast<int>(group.global_ranks.size()), *std::move(gloo),
-      &device_log_));
+      &device_log_, MemoryKind::kDevice));
 }
 
 }  // namespace testing_util

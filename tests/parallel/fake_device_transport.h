@@ -4,7 +4,6 @@
 #ifndef CONVEYOR_TESTS_PARALLEL_FAKE_DEVICE_TRANSPORT_H_
 #define CONVEYOR_TESTS_PARALLEL_FAKE_DEVICE_TRANSPORT_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,11 +15,13 @@ namespace conveyor {
 namespace testing_util {
 
 // Appends each operation's name to `log`, then forwards it to `inner`, or, without
-// one, answers OK (or the status set by FailNext) as rank `rank` of `size`.
+// one, answers OK (or the status set by FailNext) as rank `rank` of `size`. It moves
+// buffers in `carries`; when that is device memory, which here is host memory standing
+// in for it, the buffers are declared host memory to `inner` (gloo).
 class RecordingCommunicator : public Communicator {
  public:
   RecordingCommunicator(std::string name, int rank, int size, std::unique_ptr<Communicator> inner,
-                        std::vector<std::string>* log);
+                        std::vector<std::string>* log, MemoryKind carries);
 
   // The next operation answers `status` instead (communicators without `inner`).
   void FailNext(absl::Status status) { fail_next_ = std::move(status); }
@@ -28,15 +29,16 @@ class RecordingCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
-
-  absl::Status AllReduceSum(float* data, int64_t n) override;
-  absl::Status AllReduceSum(double* data, int64_t n) override;
-  absl::Status AllReduceMax(double* data, int64_t n) override;
-  absl::Status AllGather(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status ReduceScatterSum(const float* in, int64_t n_per_rank, float* out) override;
-  absl::Status Broadcast(float* data, int64_t n, int root) override;
+  bool Reaches(MemoryKind where) const override { return where == carries_; }
   absl::Status Barrier() override;
-  absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override;
+
+ protected:
+  absl::Status DoAllReduceSum(const Buffer& data) override;
+  absl::Status DoAllReduceMax(const Buffer& data) override;
+  absl::Status DoAllGather(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) override;
+  absl::Status DoBroadcast(const Buffer& data, int root) override;
+  absl::Status DoBatchSendRecv(const std::vector<P2POp>& ops) override;
 
  private:
   // Logs `op`; then `forward()` on `inner`, or the pending failure, or OK.
@@ -48,17 +50,17 @@ class RecordingCommunicator : public Communicator {
   int size_;
   std::unique_ptr<Communicator> inner_;
   std::vector<std::string>* log_;
+  MemoryKind carries_;
   absl::Status fail_next_;
 };
 
-// Device memory is the arena, or what `is_device_memory` says; copies are memcpy
-// (counted); Connect makes a gloo group named "<group>.device" at the rendezvous point,
+// "Device memory" is host memory: an arena of floats for tests to declare device
+// buffers in, or any buffer a caller declares so. Copies are memcpy (counted); Connect
+// makes a gloo group named "<group>.device" at the rendezvous point, its operations
 // recorded in device_log().
 class FakeDeviceTransport : public DeviceTransport {
  public:
-  explicit FakeDeviceTransport(size_t arena_floats) : arena_(arena_floats) {}
-  explicit FakeDeviceTransport(std::function<bool(const void*)> is_device_memory)
-      : is_device_memory_(std::move(is_device_memory)) {}
+  explicit FakeDeviceTransport(size_t arena_floats = 0) : arena_(arena_floats) {}
 
   float* arena() { return arena_.data(); }
   const std::vector<std::string>& device_log() const { return device_log_; }
@@ -66,7 +68,6 @@ class FakeDeviceTransport : public DeviceTransport {
   int connections() const { return connections_; }
 
   const std::string& name() const override { return name_; }
-  bool IsDeviceMemory(const void* p) const override;
   void Copy(void* dst, const void* src, size_t bytes) const override;
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const GroupSpec& group,
                                                         const RendezvousPoint& meeting,
@@ -75,7 +76,6 @@ class FakeDeviceTransport : public DeviceTransport {
  private:
   std::string name_ = "fake-device";
   std::vector<float> arena_;
-  std::function<bool(const void*)> is_device_memory_;
   mutable std::vector<std::string> device_log_;
   mutable int copies_ = 0;
   mutable int connections_ = 0;

@@ -16,6 +16,7 @@
 #include "parallel/directory_store.h"
 #include "parallel/group.h"
 #include "parallel/launcher.h"
+#include "runtime/dtype.h"
 #include "tests/parallel/gpu_count.h"
 #include "tests/parallel/multi_rank.h"
 
@@ -35,6 +36,11 @@ using testing_util::Fail;
     const cudaError_t _e = (expr);                                                              \
     if (_e != cudaSuccess) return Fail(env, absl::StrCat(#expr, ": ", cudaGetErrorString(_e))); \
   } while (0)
+
+template <typename T>
+Buffer OnDevice(T* data, int64_t n) {
+  return MakeBuffer(data, n, MemoryKind::kDevice);
+}
 
 int CheckNccl(const RankEnvironment& env) {
   GroupSpec spec;
@@ -56,7 +62,7 @@ int CheckNccl(const RankEnvironment& env) {
   // All-reduce of small integers: exact whatever the order.
   for (int64_t i = 0; i < s * k; ++i) host[i] = static_cast<float>((i % 7) + me);
   CHECK_CUDA(cudaMemcpy(d_in, host.data(), s * k * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK_OK(comm.AllReduceSum(d_in, s * k));
+  CHECK_OK(comm.AllReduceSum(OnDevice(d_in, s * k)));
   CHECK_CUDA(cudaMemcpy(back.data(), d_in, s * k * sizeof(float), cudaMemcpyDeviceToHost));
   for (int64_t i = 0; i < s * k; ++i) {
     if (back[i] != s * (i % 7) + s * (s - 1) / 2.0f) return Fail(env, "AllReduceSum wrong");
@@ -64,8 +70,8 @@ int CheckNccl(const RankEnvironment& env) {
   // Reduce-scatter then all-gather reproduces the all-reduce.
   for (int64_t i = 0; i < s * k; ++i) host[i] = static_cast<float>((i % 5) + me);
   CHECK_CUDA(cudaMemcpy(d_in, host.data(), s * k * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK_OK(comm.ReduceScatterSum(d_in, k, d_out + me * k));
-  CHECK_OK(comm.AllGather(d_out + me * k, k, d_out));
+  CHECK_OK(comm.ReduceScatterSum(OnDevice(d_in, s * k), OnDevice(d_out + me * k, k)));
+  CHECK_OK(comm.AllGather(OnDevice(d_out + me * k, k), OnDevice(d_out, s * k)));
   CHECK_CUDA(cudaMemcpy(back.data(), d_out, s * k * sizeof(float), cudaMemcpyDeviceToHost));
   for (int64_t i = 0; i < s * k; ++i) {
     if (back[i] != s * (i % 5) + s * (s - 1) / 2.0f) return Fail(env, "RS + AG wrong");
@@ -73,7 +79,7 @@ int CheckNccl(const RankEnvironment& env) {
   // Broadcast from the last rank.
   for (int64_t i = 0; i < k; ++i) host[i] = static_cast<float>(me * 1000 + i);
   CHECK_CUDA(cudaMemcpy(d_in, host.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK_OK(comm.Broadcast(d_in, k, s - 1));
+  CHECK_OK(comm.Broadcast(OnDevice(d_in, k), s - 1));
   CHECK_CUDA(cudaMemcpy(back.data(), d_in, k * sizeof(float), cudaMemcpyDeviceToHost));
   for (int64_t i = 0; i < k; ++i) {
     if (back[i] != (s - 1) * 1000 + i) return Fail(env, "Broadcast wrong");
@@ -83,16 +89,28 @@ int CheckNccl(const RankEnvironment& env) {
   CHECK_CUDA(cudaMalloc(&d_max, sizeof(double)));
   const double mine = me + 0.5;
   CHECK_CUDA(cudaMemcpy(d_max, &mine, sizeof(double), cudaMemcpyHostToDevice));
-  CHECK_OK(comm.AllReduceMax(d_max, 1));
+  CHECK_OK(comm.AllReduceMax(OnDevice(d_max, 1)));
   double max = 0;
   CHECK_CUDA(cudaMemcpy(&max, d_max, sizeof(double), cudaMemcpyDeviceToHost));
   if (max != s - 0.5) return Fail(env, "AllReduceMax wrong");
   const int next = (me + 1) % s, prev = (me + s - 1) % s;
   for (int64_t i = 0; i < k; ++i) host[i] = static_cast<float>(me);
   CHECK_CUDA(cudaMemcpy(d_in, host.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK_OK(comm.BatchSendRecv({{true, next, d_in, k}, {false, prev, d_out, k}}));
+  CHECK_OK(comm.BatchSendRecv({{true, next, OnDevice(d_in, k)}, {false, prev, OnDevice(d_out, k)}}));
   CHECK_CUDA(cudaMemcpy(back.data(), d_out, k * sizeof(float), cudaMemcpyDeviceToHost));
   if (back[0] != prev || back[k - 1] != prev) return Fail(env, "BatchSendRecv wrong");
+  // bf16 as bf16: an in-place reduce-scatter of small integers (exact in bf16's 8
+  // bits), then an in-place all-gather, on half the bytes of the fp32 buffers.
+  std::vector<BFloat16> half(s * k), half_back(s * k);
+  for (int64_t i = 0; i < s * k; ++i) half[i] = ToBFloat16(static_cast<float>((i % 3) + me));
+  CHECK_CUDA(cudaMemcpy(d_in, half.data(), s * k * 2, cudaMemcpyHostToDevice));
+  BFloat16* d_half = reinterpret_cast<BFloat16*>(d_in);
+  CHECK_OK(comm.ReduceScatterSum(OnDevice(d_half, s * k), OnDevice(d_half + me * k, k)));
+  CHECK_OK(comm.AllGather(OnDevice(d_half + me * k, k), OnDevice(d_half, s * k)));
+  CHECK_CUDA(cudaMemcpy(half_back.data(), d_in, s * k * 2, cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < s * k; ++i) {
+    if (ToFloat(half_back[i]) != s * (i % 3) + s * (s - 1) / 2.0f) return Fail(env, "bf16 wrong");
+  }
   CHECK_OK(comm.Barrier());
   cudaFree(d_in);
   cudaFree(d_out);

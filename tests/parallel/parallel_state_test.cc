@@ -108,7 +108,7 @@ int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {
     if (CheckGroup(env, comm, members, comm->name().c_str()) != 0) return 1;
     float* on_device = transport.arena();
     on_device[0] = static_cast<float>(env.rank);
-    const absl::Status s = comm->AllReduceSum(on_device, 1);
+    const absl::Status s = comm->AllReduceSum(MakeBuffer(on_device, 1, MemoryKind::kDevice));
     if (!s.ok()) return Fail(env, s.ToString());
     if (on_device[0] != std::accumulate(members.begin(), members.end(), 0)) {
       return Fail(env, absl::StrFormat("%s: device sum %g", comm->name(), on_device[0]));
@@ -123,7 +123,8 @@ int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {
                                 shared, transport.connections(), transport.device_log().size()));
   }
   float host[2] = {};
-  const absl::Status split = ps.tp().AllGather(host, 1, transport.arena());
+  const absl::Status split =
+      ps.tp().AllGather(MakeBuffer(host, 1), MakeBuffer(transport.arena(), 2, MemoryKind::kDevice));
   if (split.code() != absl::StatusCode::kInvalidArgument) {
     return Fail(env,
                 "an all-gather from host to device memory was not refused: " + split.ToString());
@@ -144,10 +145,16 @@ TEST(ParallelStateTest, SingleProcessCopiesThroughTheTransport) {
   float* dev = transport.arena();
   for (int i = 0; i < 4; ++i) dev[i] = i + 1.0f;
   // The distributed optimizer's shard exchange with one data-parallel rank.
-  EXPECT_TRUE(ps->dp().ReduceScatterSum(dev, 4, dev + 4).ok());
+  const auto device = [](float* p) { return MakeBuffer(p, 4, MemoryKind::kDevice); };
+  EXPECT_TRUE(ps->dp().ReduceScatterSum(device(dev), device(dev + 4)).ok());
   EXPECT_EQ(dev[7], 4.0f);
-  EXPECT_TRUE(ps->dp().AllGather(dev, 4, dev).ok());  // in place: nothing to copy
+  EXPECT_TRUE(ps->dp().AllGather(device(dev), device(dev)).ok());  // in place: nothing to copy
   EXPECT_EQ(transport.copies(), 1);
+  // Without a transport a one-rank group has no way to device memory.
+  SelfCommunicator host_only("dp[0]");
+  EXPECT_THAT(host_only.AllReduceSum(device(dev)).message(),
+              HasSubstr("declared in device memory, which this group's communicator does not "
+                        "move"));
 }
 
 // A free port a moment ago: rank 0 listens there.

@@ -36,6 +36,33 @@ TEST(TensorTest, CloneCopiesIntoItsCategory) {
   EXPECT_EQ(c.ShapeString(), "[3]");
 }
 
+TEST(TensorTest, ViewsShareStorageAndAddNoBytes) {
+  MemoryTracker& m = MemoryTracker::Global();
+  const int64_t base = m.live_bytes(MemoryCategory::kGrads);
+  Tensor view;
+  {
+    Tensor flat = Tensor::Zeros({10}, MemoryCategory::kGrads);
+    view = flat.View(4, {2, 3});
+    EXPECT_EQ(m.live_bytes(MemoryCategory::kGrads), base + 40);
+    view.data()[0] = 7.0f;
+    view.data()[5] = 9.0f;
+    EXPECT_EQ(flat.data()[4], 7.0f);
+    EXPECT_EQ(flat.data()[9], 9.0f);
+    EXPECT_EQ(view.ShapeString(), "[2, 3]");
+    EXPECT_EQ(view.category(), MemoryCategory::kGrads);
+  }
+  // The view keeps the whole buffer alive; the bytes go with the last holder.
+  EXPECT_EQ(m.live_bytes(MemoryCategory::kGrads), base + 40);
+  EXPECT_EQ(view.data()[5], 9.0f);
+  view = Tensor();
+  EXPECT_EQ(m.live_bytes(MemoryCategory::kGrads), base);
+
+  Tensor half = Tensor::Zeros({6}, MemoryCategory::kGrads, DType::kBFloat16);
+  const Tensor tail = half.View(2, {4});
+  EXPECT_EQ(static_cast<const char*>(tail.raw()) - static_cast<const char*>(half.raw()), 4);
+  EXPECT_EQ(tail.nbytes(), 8);
+}
+
 TEST(TensorTest, UninitializedHostTensorsReadAsNaN) {
   // So that an op reading an element before anything wrote it fails the CPU tests.
   Tensor fp32 = Tensor::Uninitialized({5}, MemoryCategory::kActivations);

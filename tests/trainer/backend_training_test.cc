@@ -130,7 +130,7 @@ TEST_P(BackendTrainingTest, Bf16WeightCopiesAreTheRoundedMasterWeights) {
   ASSERT_NE(run.stage, nullptr);
   int copies = 0;
   for (const Parameter* p : run.stage->parameters()) {
-    if (!p->gemm_operand) {
+    if (!p->read_in_compute_type) {
       EXPECT_TRUE(p->compute.empty()) << p->name;
       continue;
     }

@@ -170,12 +170,11 @@ TEST(FlagsTest, UnknownFlagSuggestsClosest) {
 }
 
 TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
-  EXPECT_EQ(Problem({"--tensorboard-dir", "/tmp/tb"}),
-            "Megatron's --tensorboard-dir has no counterpart here: Conveyor writes no "
-            "TensorBoard or Weights & Biases logs; --metrics-file FILE writes every log line's "
-            "figures as JSON lines; drop the flag");
+  EXPECT_EQ(Problem({"--eod-mask-loss"}),
+            "Megatron's --eod-mask-loss has no counterpart here: not implemented: every "
+            "token's loss counts, as in Megatron without the flag");
   EXPECT_THAT(Problem({"--eod_mask_loss"}), HasSubstr("not implemented: every token's loss"));
-  EXPECT_THAT(Problem({"--no-masked-softmax-fusion"}), HasSubstr("drop the flag"));
+  EXPECT_THAT(Problem({"--context-parallel-size", "2"}), HasSubstr("--sequence-parallel"));
   // Not "did you mean --max-position-embeddings?".
   EXPECT_THAT(Problem({"--no-position-embedding"}), HasSubstr("--position-embedding-type"));
 }

@@ -65,12 +65,17 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   }
   {
     std::ofstream f(absl::StrFormat("%s/memory.%d", dir, env.rank));
+    const TrainingResult::ModelStateBytes& state = run->result.model_state;
     f << MemoryTracker::Global().peak_bytes(MemoryCategory::kActivations) << " "
-      << MemoryTracker::Global().peak_total() << "\n";
+      << MemoryTracker::Global().peak_total() << " " << state.weights << " " << state.grads << " "
+      << state.optimizer << "\n";
   }
   if ((*state)->coords().dp == 0) {
     std::ofstream f(absl::StrFormat("%s/params.%d", dir, env.rank));
     for (Parameter* p : run->stage->parameters()) {
+      // Under --bf16 the distributed optimizer keeps some parameters' fp32 values only in
+      // its master shard, gone with the run: bf16 layouts compare curves only.
+      if (p->value.empty()) continue;
       const std::vector<int64_t> index = GlobalIndices(*p);
       for (size_t i = 0; i < index.size(); ++i) {
         f << p->name << " " << index[i] << " " << absl::StrFormat("%.9g", p->value.data()[i])
@@ -251,9 +256,11 @@ absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& nam
   for (int rank = 0; rank < world; ++rank) {
     std::ifstream memory(absl::StrFormat("%s/memory.%d", dir, rank));
     int64_t activations = -1, total = -1;
-    memory >> activations >> total;
+    TrainingResult::ModelStateBytes state{-1, -1, -1};
+    memory >> activations >> total >> state.weights >> state.grads >> state.optimizer;
     run.peak_activation_bytes.push_back(activations);
     run.peak_total_bytes.push_back(total);
+    run.model_state.push_back(state);
     std::ifstream device(absl::StrFormat("%s/device_operations.%d", dir, rank));
     int64_t operations = -1;
     if (device >> operations) run.device_operations.push_back(operations);

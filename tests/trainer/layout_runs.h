@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "proto/config.pb.h"
 #include "tests/parallel/fake_device_transport.h"
+#include "trainer/training_loop.h"
 
 namespace conveyor::testing_util {
 
@@ -56,6 +57,8 @@ struct LayoutRun {
   GlobalParams params;
   std::vector<int64_t> peak_activation_bytes;  // per global rank, measured
   std::vector<int64_t> peak_total_bytes;       // all categories together
+  // Per global rank, after the first step.
+  std::vector<TrainingResult::ModelStateBytes> model_state;
   // Per global rank, with a TransportFactory: operations its transport carried.
   std::vector<int64_t> device_operations;
 };

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "parallel/rank_order_reduction.h"
 
 namespace conveyor {
 namespace testing_util {
@@ -18,69 +19,90 @@ class InProcessCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return world_->size(); }
   const std::string& name() const override { return name_; }
-
-  absl::Status AllReduceSum(float* data, int64_t n) override { return Reduce(data, n, true); }
-  absl::Status AllReduceSum(double* data, int64_t n) override { return Reduce(data, n, true); }
-  absl::Status AllReduceMax(double* data, int64_t n) override { return Reduce(data, n, false); }
-  absl::Status AllGather(const float* in, int64_t n, float* out) override {
-    struct Slot {
-      const float* in;
-      float* out;
-    };
-    Slot slot{in, out};
-    world_->Meet(rank_, &slot, [n](std::vector<void*>& all) {
-      std::vector<float> gathered;
-      for (void* p : all) {
-        const float* from = static_cast<Slot*>(p)->in;
-        gathered.insert(gathered.end(), from, from + n);
-      }
-      for (void* p : all) std::copy(gathered.begin(), gathered.end(), static_cast<Slot*>(p)->out);
-    });
-    return absl::OkStatus();
-  }
-  absl::Status ReduceScatterSum(const float*, int64_t, float*) override {
-    return absl::UnimplementedError("ReduceScatterSum in InProcessWorld");
-  }
-  absl::Status Broadcast(float* data, int64_t n, int root) override {
-    world_->Meet(rank_, data, [n, root](std::vector<void*>& all) {
-      const float* src = static_cast<float*>(all[root]);
-      for (void* p : all) {
-        if (p != src) std::memcpy(p, src, n * sizeof(float));
-      }
-    });
-    return absl::OkStatus();
-  }
+  bool Reaches(MemoryKind where) const override { return where == MemoryKind::kHost; }
   absl::Status Barrier() override {
     world_->Meet(rank_, nullptr, [](std::vector<void*>&) {});
     return absl::OkStatus();
   }
+
+ protected:
+  absl::Status DoAllReduceSum(const Buffer& data) override {
+    return Reduce(Reduction::kSum, data, data, data.count);
+  }
+  absl::Status DoAllReduceMax(const Buffer& data) override {
+    return Reduce(Reduction::kMax, data, data, data.count);
+  }
+  absl::Status DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) override {
+    return Reduce(Reduction::kSum, in, out, out.count);
+  }
+  absl::Status DoAllGather(const ConstBuffer& in, const Buffer& out) override {
+    Slot slot{in, out};
+    world_->Meet(rank_, &slot, [](std::vector<void*>& all) {
+      std::vector<char> gathered;
+      for (void* p : all) {
+        const ConstBuffer& from = static_cast<Slot*>(p)->in;
+        const char* bytes = static_cast<const char*>(from.data);
+        gathered.insert(gathered.end(), bytes, bytes + from.bytes());
+      }
+      for (void* p : all) std::memcpy(static_cast<Slot*>(p)->out.data, gathered.data(), gathered.size());
+    });
+    return absl::OkStatus();
+  }
+  absl::Status DoBroadcast(const Buffer& data, int root) override {
+    Buffer mine = data;
+    world_->Meet(rank_, &mine, [root](std::vector<void*>& all) {
+      const Buffer& src = *static_cast<Buffer*>(all[root]);
+      for (void* p : all) {
+        const Buffer& dst = *static_cast<Buffer*>(p);
+        if (dst.data != src.data) std::memcpy(dst.data, src.data, src.bytes());
+      }
+    });
+    return absl::OkStatus();
+  }
   // Sends never wait, so posting every send before the first receive is the
   // deadlock-free order the interface promises.
-  absl::Status BatchSendRecv(const std::vector<P2POp>& ops) override {
+  absl::Status DoBatchSendRecv(const std::vector<P2POp>& ops) override {
     for (const P2POp& op : ops) {
-      if (op.peer < 0 || op.peer >= size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("BatchSendRecv in InProcessWorld: peer ", op.peer, " of ", size()));
-      }
-      if (op.is_send) world_->Send(rank_, op.peer, op.data, op.n);
+      if (op.is_send) world_->Send(rank_, op.peer, op.buffer.data, op.buffer.bytes());
     }
     for (const P2POp& op : ops) {
       if (op.is_send) continue;
-      if (absl::Status s = world_->Receive(op.peer, rank_, op.data, op.n); !s.ok()) return s;
+      if (absl::Status s = world_->Receive(op.peer, rank_, op.buffer.data, op.buffer.bytes());
+          !s.ok()) {
+        return s;
+      }
     }
     return absl::OkStatus();
   }
 
  private:
-  template <typename T>
-  absl::Status Reduce(T* data, int64_t n, bool sum) {
-    world_->Meet(rank_, data, [n, sum](std::vector<void*>& all) {
-      std::vector<T> acc(static_cast<T*>(all[0]), static_cast<T*>(all[0]) + n);
-      for (size_t r = 1; r < all.size(); ++r) {
-        const T* x = static_cast<T*>(all[r]);
-        for (int64_t i = 0; i < n; ++i) acc[i] = sum ? acc[i] + x[i] : std::max(acc[i], x[i]);
+  struct Slot {
+    ConstBuffer in;
+    Buffer out;
+  };
+
+  // Every rank's slot r of `in` (of `n` elements) reduced in rank order into rank r's
+  // `out`; an all-reduce is the case of one slot, which every rank receives.
+  absl::Status Reduce(Reduction op, const ConstBuffer& in, const Buffer& out, int64_t n) {
+    Slot slot{in, out};
+    world_->Meet(rank_, &slot, [op, n](std::vector<void*>& all) {
+      const int ranks = static_cast<int>(all.size());
+      const ConstBuffer& first = static_cast<Slot*>(all[0])->in;
+      const bool scatter = first.count != n;
+      const int64_t bytes = n * static_cast<int64_t>(ElementSize(first.type));
+      std::vector<std::vector<char>> results;
+      for (int slot_index = 0; slot_index < (scatter ? ranks : 1); ++slot_index) {
+        std::vector<char> parts;
+        for (void* p : all) {
+          const char* from = static_cast<const char*>(static_cast<Slot*>(p)->in.data);
+          parts.insert(parts.end(), from + slot_index * bytes, from + (slot_index + 1) * bytes);
+        }
+        results.emplace_back(bytes);
+        ReduceInRankOrder(op, first.type, parts.data(), ranks, n, results.back().data());
       }
-      for (void* p : all) std::copy(acc.begin(), acc.end(), static_cast<T*>(p));
+      for (int r = 0; r < ranks; ++r) {
+        std::memcpy(static_cast<Slot*>(all[r])->out.data, results[scatter ? r : 0].data(), bytes);
+      }
     });
     return absl::OkStatus();
   }
@@ -117,24 +139,25 @@ void InProcessWorld::Meet(int rank, void* buffer,
   if (--leaving_ == 0) cv_.notify_all();
 }
 
-void InProcessWorld::Send(int from, int to, const float* data, int64_t n) {
+void InProcessWorld::Send(int from, int to, const void* data, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  mailboxes_[{from, to}].emplace_back(data, data + n);
+  const char* begin = static_cast<const char*>(data);
+  mailboxes_[{from, to}].emplace_back(begin, begin + bytes);
   cv_.notify_all();
 }
 
-absl::Status InProcessWorld::Receive(int from, int to, float* data, int64_t n) {
+absl::Status InProcessWorld::Receive(int from, int to, void* data, int64_t bytes) {
   std::unique_lock<std::mutex> lock(mu_);
-  std::deque<std::vector<float>>& mailbox = mailboxes_[{from, to}];
+  std::deque<std::vector<char>>& mailbox = mailboxes_[{from, to}];
   cv_.wait(lock, [&] { return !mailbox.empty(); });
-  const std::vector<float> message = std::move(mailbox.front());
+  const std::vector<char> message = std::move(mailbox.front());
   mailbox.pop_front();
-  if (static_cast<int64_t>(message.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("InProcessWorld: rank ", to, " receives ", n,
-                                                   " elements from rank ", from, ", which sent ",
-                                                   message.size()));
+  if (static_cast<int64_t>(message.size()) != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("InProcessWorld: rank ", to, " receives ",
+                                                   bytes, " bytes from rank ", from,
+                                                   ", which sent ", message.size()));
   }
-  std::copy(message.begin(), message.end(), data);
+  std::copy(message.begin(), message.end(), static_cast<char*>(data));
   return absl::OkStatus();
 }
 

@@ -1,8 +1,8 @@
 // N "ranks" as threads of one test process: a Communicator per rank whose collectives
 // meet in shared memory, so that multi-rank code runs without forking or gloo.
-// Implements Barrier, Broadcast, the all-reduces, AllGather and BatchSendRecv;
-// ReduceScatterSum returns Unimplemented. Calls have no timeout: a rank that never
-// arrives hangs the test.
+// Implements every operation on host buffers, reducing in rank order as gloo does
+// (parallel/rank_order_reduction.h). Calls have no timeout: a rank that never arrives
+// hangs the test.
 #ifndef CONVEYOR_TESTS_UTIL_IN_PROCESS_WORLD_H_
 #define CONVEYOR_TESTS_UTIL_IN_PROCESS_WORLD_H_
 
@@ -40,9 +40,9 @@ class InProcessWorld {
 
   // Point-to-point, the building blocks of BatchSendRecv. Send copies the message into
   // the (from, to) mailbox and returns; Receive waits for that mailbox's oldest message
-  // and fails when its size is not `n`. Messages of one direction match in send order.
-  void Send(int from, int to, const float* data, int64_t n);
-  absl::Status Receive(int from, int to, float* data, int64_t n);
+  // and fails when its size is not `bytes`. Messages of one direction match in send order.
+  void Send(int from, int to, const void* data, int64_t bytes);
+  absl::Status Receive(int from, int to, void* data, int64_t bytes);
 
  private:
   std::mutex mu_;
@@ -51,7 +51,7 @@ class InProcessWorld {
   int arrived_ = 0;
   int leaving_ = 0;
   int64_t generation_ = 0;
-  std::map<std::pair<int, int>, std::deque<std::vector<float>>> mailboxes_;  // (from, to)
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> mailboxes_;  // (from, to)
   std::vector<std::unique_ptr<Communicator>> comms_;
 };
 

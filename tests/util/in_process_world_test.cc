@@ -84,7 +84,7 @@ TEST(InProcessWorldTest, ReceiveOfAnotherSizeFails) {
   });
   EXPECT_TRUE(statuses[0].ok()) << statuses[0];
   EXPECT_EQ(statuses[1].code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(statuses[1].message(), HasSubstr("receives 3 elements from rank 0, which sent 4"));
+  EXPECT_THAT(statuses[1].message(), HasSubstr("receives 12 bytes from rank 0, which sent 16"));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ std::vector<IndexRun> RunsForSharding(const std::vector<int64_t>& global_shape,
 }
 
 TensorShardRef ShardRefFor(const Parameter& p, const std::string& name, float* data) {
-  return {name, p.global_shape, RunsForSharding(p.global_shape, p.sharding), data, p.value.numel()};
+  return {name, p.global_shape, RunsForSharding(p.global_shape, p.sharding), data, p.local_numel()};
 }
 
 }  // namespace conveyor

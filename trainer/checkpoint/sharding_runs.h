@@ -20,7 +20,7 @@ std::vector<IndexRun> RunsForSharding(const std::vector<int64_t>& global_shape,
                                       const Sharding& sharding);
 
 // A parameter's value, or a tensor laid out like it (e.g. its replicated optimizer
-// state) under another name: `data` has p.value.numel() elements.
+// state) under another name: `data` has p.local_numel() elements.
 TensorShardRef ShardRefFor(const Parameter& p, const std::string& name, float* data);
 inline TensorShardRef ShardRefFor(Parameter& p) { return ShardRefFor(p, p.name, p.value.data()); }
 

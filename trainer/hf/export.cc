@@ -6,25 +6,25 @@
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
-#include "data/json_lite.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/config_validation.h"
 #include "trainer/hf/gpt2_config_json.h"
-#include "trainer/hf/safetensors.h"
+#include "trainer/hf/hf_architecture.h"
+#include "trainer/hf/llama_mapping.h"
 
 namespace conveyor {
 namespace {
 
 constexpr char kWordEmbedding[] = "embedding.word_embeddings.weight";
 
-// Every parameter of the checkpoint as a whole global tensor.
-absl::StatusOr<GlobalTensorMap> LoadGlobalParameters(const LoadedCheckpoint& checkpoint,
-                                                     const Gpt2Dims& dims) {
+// Every parameter of the checkpoint in `shapes` as a whole global tensor.
+absl::StatusOr<GlobalTensorMap> LoadGlobalParameters(
+    const LoadedCheckpoint& checkpoint, const std::map<std::string, std::vector<int64_t>>& shapes) {
   GlobalTensorMap tensors;
   std::vector<TensorShardRef> targets;
-  for (const auto& [name, shape] : GptParameterShapes(dims)) {
+  for (const auto& [name, shape] : shapes) {
     const TensorRecord* record = checkpoint.FindTensor(name);
     if (record == nullptr) {
       return absl::NotFoundError(
@@ -48,10 +48,44 @@ absl::StatusOr<GlobalTensorMap> LoadGlobalParameters(const LoadedCheckpoint& che
   return tensors;
 }
 
+absl::Status WriteJson(const std::string& dir, const char* name, const std::string& text) {
+  const std::string path = JoinPath(dir, name);
+  return WriteFileAtomically(path, text, path + ".tmp", Durability::kDurable);
+}
+
+// The HF tensors and config.json of the checkpoint's model.
+struct Converted {
+  HfTensorMap tensors;
+  std::string config_json;
+  bool generation_config = false;
+};
+
+absl::StatusOr<Converted> Convert(const LoadedCheckpoint& checkpoint, const Config& config,
+                                  const HfArchitecture& arch, const HfExportOptions& options,
+                                  int64_t padded_vocab) {
+  Converted out;
+  if (arch.family == HfFamily::kGpt2) {
+    ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, padded_vocab));
+    ASSIGN_OR_RETURN(const GlobalTensorMap parameters,
+                     LoadGlobalParameters(checkpoint, GptParameterShapes(dims)));
+    ASSIGN_OR_RETURN(out.tensors, ConveyorToHfGpt2(parameters, dims));
+    out.config_json = Gpt2ConfigJson(config, dims);
+    return out;
+  }
+  ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, padded_vocab));
+  ASSIGN_OR_RETURN(const GlobalTensorMap parameters,
+                   LoadGlobalParameters(checkpoint, LlamaParameterShapes(dims)));
+  ASSIGN_OR_RETURN(out.tensors, ConveyorToHfLlama(parameters, dims));
+  out.config_json = LlamaConfigJson(config, arch, options.ids);
+  out.generation_config = true;
+  return out;
+}
+
 }  // namespace
 
-absl::Status ExportHfGpt2(const std::string& load_dir, std::optional<int64_t> iteration,
-                          const std::string& out_dir, HfExportSummary* summary) {
+absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iteration,
+                      const std::string& out_dir, const HfExportOptions& options,
+                      HfExportSummary* summary) {
   ASSIGN_OR_RETURN(const LoadedCheckpoint checkpoint, OpenCheckpoint(load_dir, iteration));
   const Config config = checkpoint.State(0).config;
   const TensorRecord* embedding = checkpoint.FindTensor(kWordEmbedding);
@@ -60,50 +94,71 @@ absl::Status ExportHfGpt2(const std::string& load_dir, std::optional<int64_t> it
                                             " has no 2-D tensor ", kWordEmbedding,
                                             ": not a GPT model checkpoint"));
   }
-  ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, embedding->global_shape(0)),
-                   _ << "cannot export checkpoint " << checkpoint.directory() << " as hf-gpt2");
-  ASSIGN_OR_RETURN(const GlobalTensorMap parameters, LoadGlobalParameters(checkpoint, dims));
-  ASSIGN_OR_RETURN(const HfTensorMap hf, ConveyorToHfGpt2(parameters, dims));
+  if (options.gpt2_only) {
+    RETURN_IF_ERROR(CheckGpt2Architecture(config))
+        << "cannot export checkpoint " << checkpoint.directory() << " as hf-gpt2";
+  }
+  ASSIGN_OR_RETURN(const HfArchitecture* chosen,
+                   HfArchitectureForExport(config, options.architecture),
+                   _ << "checkpoint " << checkpoint.directory());
+  const HfArchitecture& arch = *chosen;
+  ASSIGN_OR_RETURN(const Converted converted,
+                   Convert(checkpoint, config, arch, options, embedding->global_shape(0)),
+                   _ << "cannot export checkpoint " << checkpoint.directory() << " as "
+                     << arch.class_name);
 
-  RETURN_IF_ERROR(MakeDirs(out_dir));
-  const std::string weights_path = JoinPath(out_dir, kHfWeightsFile);
-  // transformers refuses safetensors files without a "format" entry in the metadata.
-  RETURN_IF_ERROR(WriteSafetensors(weights_path, hf, {{"format", "pt"}}));
-  const std::string config_path = JoinPath(out_dir, kHfConfigFile);
-  RETURN_IF_ERROR(WriteFileAtomically(config_path, Gpt2ConfigJson(config, dims),
-                                      config_path + ".tmp", Durability::kDurable));
+  ASSIGN_OR_RETURN(const HfWeightFiles files,
+                   WriteHfWeights(out_dir, converted.tensors, options.max_shard_bytes));
+  if (!options.tokenizer_dir.empty()) {
+    RETURN_IF_ERROR(CopyTokenizerFiles(options.tokenizer_dir, out_dir).status());
+  }
+  if (converted.generation_config) {
+    RETURN_IF_ERROR(WriteJson(out_dir, kHfGenerationConfigFile, GenerationConfigJson(options.ids)));
+  }
+  RETURN_IF_ERROR(WriteJson(out_dir, kHfConfigFile, converted.config_json));
 
   if (summary != nullptr) {
+    summary->architecture = arch.class_name;
     summary->iteration = checkpoint.iteration();
-    summary->tensors = int64_t(hf.size());
+    summary->tensors = int64_t(converted.tensors.size());
     summary->parameters = 0;
-    for (const auto& [name, tensor] : hf) summary->parameters += int64_t(tensor.data.size());
-    ASSIGN_OR_RETURN(const ReadableFile written, ReadableFile::Open(weights_path));
-    summary->bytes = written.size();
+    for (const auto& [name, tensor] : converted.tensors) {
+      summary->parameters += int64_t(tensor.data.size());
+    }
+    summary->bytes = files.bytes;
+    summary->files = int64_t(files.files.size()) - (files.files.size() > 1 ? 1 : 0);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<GlobalTensorMap> ReadHfGpt2(const std::string& dir, const Config& config) {
-  const std::string config_path = JoinPath(dir, kHfConfigFile);
-  ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(config_path));
-  const absl::StatusOr<JsonValue> hf_config = ParseJson(text);
-  if (!hf_config.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(config_path, " is not valid JSON: ", hf_config.status().message()));
-  }
-  ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, PaddedVocabSize(config)),
-                   _ << "cannot load the GPT-2 model in " << dir);
-  RETURN_IF_ERROR(CheckGpt2ConfigJson(*hf_config, config_path, config, dims));
+absl::Status ApplyHfConfig(const std::string& dir, Config* config) {
+  ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
+  if (arch->family == HfFamily::kGpt2) return absl::OkStatus();
+  return ApplyLlamaConfigJson(hf, path, *arch, config);
+}
 
-  ASSIGN_OR_RETURN(const SafetensorsFile file,
-                   SafetensorsFile::Open(JoinPath(dir, kHfWeightsFile)));
-  HfTensorMap tensors;
-  for (const auto& [name, entry] : file.entries()) {
-    if (IsGpt2MaskBuffer(name)) continue;  // may even be stored as BOOL or U8
-    ASSIGN_OR_RETURN(tensors[name], file.Read(name));
+absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config) {
+  ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
+  if (arch->family == HfFamily::kGpt2) {
+    ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, PaddedVocabSize(config)),
+                     _ << "cannot load the GPT-2 model in " << dir);
+    RETURN_IF_ERROR(CheckGpt2ConfigJson(hf, path, config, dims));
+    // The mask buffers may even be stored as BOOL or U8: never read.
+    ASSIGN_OR_RETURN(const HfTensorMap tensors, ReadHfWeights(dir, IsGpt2MaskBuffer));
+    ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorGpt2(tensors, dims), _ << dir);
+    return converted;
   }
-  ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorGpt2(tensors, dims), _ << file.path());
+  // Every flag the file fixes must hold its value: applying it again changes nothing.
+  Config agreed = config;
+  RETURN_IF_ERROR(ApplyLlamaConfigJson(hf, path, *arch, &agreed));
+  ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
+                   _ << "cannot load the " << arch->class_name << " model in " << dir);
+  ASSIGN_OR_RETURN(const HfTensorMap tensors, ReadHfWeights(dir, IsLlamaBuffer));
+  ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorLlama(tensors, dims), _ << dir);
   return converted;
 }
 

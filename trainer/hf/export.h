@@ -1,6 +1,7 @@
-// Hugging Face GPT-2 directories (model.safetensors + config.json): exporting a
-// Conveyor checkpoint to one, and reading one back as Conveyor's global tensors
-// (for --load-hf).
+// Hugging Face model folders: exporting a Conveyor checkpoint to one, configuring a
+// run from one's config.json, and reading one's weights as Conveyor's global tensors
+// (for --load-hf). The architecture comes from hf_architecture.h's table: GPT-2
+// (gpt2_mapping.h) or the Llama family (llama_mapping.h).
 #ifndef CONVEYOR_TRAINER_HF_EXPORT_H_
 #define CONVEYOR_TRAINER_HF_EXPORT_H_
 
@@ -12,35 +13,51 @@
 #include "absl/status/statusor.h"
 #include "proto/config.pb.h"
 #include "trainer/hf/gpt2_mapping.h"
+#include "trainer/hf/hf_folder.h"
+#include "trainer/hf/llama_config_json.h"
 
 namespace conveyor {
 
-inline constexpr char kHfWeightsFile[] = "model.safetensors";
-inline constexpr char kHfConfigFile[] = "config.json";
+struct HfExportOptions {
+  bool gpt2_only = false;             // --format hf-gpt2: refuse other architectures
+  std::string architecture;           // class name to write; empty: from the model
+  std::string tokenizer_dir;          // tokenizer files to copy; empty: none
+  int64_t max_shard_bytes = 5000000000;
+  HfTokenIds ids;                     // Llama family; GPT-2 uses its last token
+};
 
 // What an export wrote, for the command's summary.
 struct HfExportSummary {
-  int64_t iteration = 0;   // of the checkpoint exported
-  int64_t tensors = 0;     // in model.safetensors
-  int64_t parameters = 0;  // elements in model.safetensors (padding rows excluded)
-  int64_t bytes = 0;       // size of model.safetensors
+  std::string architecture;  // "LlamaForCausalLM", ...
+  int64_t iteration = 0;     // of the checkpoint exported
+  int64_t tensors = 0;       // in the safetensors files
+  int64_t parameters = 0;    // elements in them (padding rows excluded)
+  int64_t bytes = 0;         // size of the safetensors files
+  int64_t files = 0;         // safetensors files (1, or the shards)
 };
 
 // Exports the checkpoint of `iteration` (latest when none) under `load_dir` into
 // `out_dir` (created if needed): the weights of the model whose config the checkpoint
-// stores, whatever layout saved it. Each file is written under a temporary name and
-// renamed, so an interrupted export never leaves a half-written file; config.json is
-// written last. Errors name the checkpoint, tensor or file: FailedPrecondition listing
-// every architecture mismatch when the model is not GPT-2's; the checkpoint
-// library's errors otherwise.
-absl::Status ExportHfGpt2(const std::string& load_dir, std::optional<int64_t> iteration,
-                          const std::string& out_dir, HfExportSummary* summary = nullptr);
+// stores, whatever layout saved it, config.json and (Llama family)
+// generation_config.json. Each file is written under a temporary name and renamed;
+// config.json last. Errors name the checkpoint, tensor or file: FailedPrecondition
+// listing every architecture mismatch when the model fits no supported architecture
+// (or not GPT-2's with gpt2_only); the checkpoint library's errors otherwise.
+absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iteration,
+                      const std::string& out_dir, const HfExportOptions& options,
+                      HfExportSummary* summary = nullptr);
 
-// Reads the GPT-2 directory `dir` as the model `config` describes: config.json must
-// agree with it (InvalidArgument listing the differences), and the weights come back
-// under Conveyor's names with Conveyor's shapes, the word embedding padded with zero
-// rows up to PaddedVocabSize(config).
-absl::StatusOr<GlobalTensorMap> ReadHfGpt2(const std::string& dir, const Config& config);
+// --load-hf DIR: sets the model flags that DIR/config.json fixes (Llama family; a
+// GPT-2 config.json is checked against the flags when the weights are read).
+// InvalidArgument listing every flag that contradicts the file and every feature the
+// file asks for that Conveyor lacks; the file's errors otherwise.
+absl::Status ApplyHfConfig(const std::string& dir, Config* config);
+
+// Reads the model folder `dir` as the resolved `config` describes it: config.json
+// must agree (InvalidArgument listing the differences), and the weights come back
+// under Conveyor's names with Conveyor's shapes, the vocabulary padded with zero rows
+// up to PaddedVocabSize(config).
+absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config);
 
 }  // namespace conveyor
 

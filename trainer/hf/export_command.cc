@@ -28,7 +28,9 @@ const FlagSpec& ExportFlags() {
 
 std::string Usage() {
   std::string out =
-      "usage: trainer export --load DIR [--ckpt-step N] --format hf-gpt2 --output DIR\n";
+      "usage: trainer export --load DIR [--ckpt-step N] --format hf|hf-gpt2 --output DIR "
+      "[--architecture CLASS] [--tokenizer-dir DIR] [--max-shard-bytes N] [--bos-token-id ID] "
+      "[--eos-token-id ID]\n";
   for (const FlagField& f : ExportFlags().fields) AppendFieldHelp(*f.field, &out);
   AppendHelpEntry("--help, -h", "", "Print this help and exit.", &out);
   return out;
@@ -52,9 +54,14 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
   if (options.load().empty()) problems.push_back("--load is required");
   if (options.format().empty()) problems.push_back("--format is required");
   if (options.output().empty()) problems.push_back("--output is required");
-  if (!options.format().empty() && options.format() != "hf-gpt2") {
+  if (!options.format().empty() && options.format() != "hf" && options.format() != "hf-gpt2") {
     problems.push_back(absl::StrCat("--format ", options.format(),
-                                    " is not supported; the supported format is hf-gpt2"));
+                                    " is not supported; the supported formats are hf (the "
+                                    "checkpoint's architecture) and hf-gpt2"));
+  }
+  if (options.max_shard_bytes() <= 0) {
+    problems.push_back(absl::StrCat("--max-shard-bytes must be positive, not ",
+                                    options.max_shard_bytes()));
   }
   std::optional<int64_t> step;
   if (options.has_ckpt_step()) {
@@ -69,15 +76,22 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
 
   const std::string& load = options.load();
   const std::string& output = options.output();
+  HfExportOptions export_options;
+  export_options.gpt2_only = options.format() == "hf-gpt2";
+  export_options.architecture = options.architecture();
+  export_options.tokenizer_dir = options.tokenizer_dir();
+  export_options.max_shard_bytes = options.max_shard_bytes();
+  export_options.ids = HfTokenIds{options.bos_token_id(), options.eos_token_id()};
   HfExportSummary summary;
-  const absl::Status status = ExportHfGpt2(load, step, output, &summary);
+  const absl::Status status = ExportHf(load, step, output, export_options, &summary);
   if (!status.ok()) {
     err << "trainer export: " << status.message() << "\n";
     return 1;
   }
-  out << "exported iteration " << summary.iteration << " of " << load << " to " << output
-      << " (hf-gpt2): " << summary.tensors << " tensors, " << summary.parameters << " parameters, "
-      << summary.bytes << " bytes in " << kHfWeightsFile << "\n";
+  out << "exported iteration " << summary.iteration << " of " << load << " to " << output << " ("
+      << summary.architecture << "): " << summary.tensors << " tensors, " << summary.parameters
+      << " parameters, " << summary.bytes << " bytes in " << summary.files
+      << " safetensors file" << (summary.files == 1 ? "" : "s") << "\n";
   return 0;
 }
 

@@ -1,6 +1,6 @@
 // `trainer export`: converts a Conveyor checkpoint to another framework's format.
 //
-//   trainer export --load DIR [--ckpt-step N] --format hf-gpt2 --output DIR
+//   trainer export --load DIR [--ckpt-step N] --format hf|hf-gpt2 --output DIR [...]
 #ifndef CONVEYOR_TRAINER_HF_EXPORT_COMMAND_H_
 #define CONVEYOR_TRAINER_HF_EXPORT_COMMAND_H_
 

@@ -37,6 +37,7 @@ class RecordingStage : public Stage {
   explicit RecordingStage(const PipelinePlace& place) : place_(place) {}
 
   int64_t BoundaryElements() const override { return kBoundary; }
+  DType BoundaryDType() const override { return DType::kFloat32; }
   Device device() const override { return Device::kCpu; }
 
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override {

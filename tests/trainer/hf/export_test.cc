@@ -31,6 +31,13 @@ using testing_util::PatternParameters;
 using testing_util::SmallGpt2Config;
 using testing_util::WithZeroPadding;
 
+// --format hf-gpt2.
+HfExportOptions Gpt2Only() {
+  HfExportOptions options;
+  options.gpt2_only = true;
+  return options;
+}
+
 Gpt2Dims DimsOf(const Config& config) {
   const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, PaddedVocabSize(config));
   EXPECT_TRUE(dims.ok()) << dims.status();
@@ -68,7 +75,7 @@ TEST(HfExportTest, ExportThenReadGivesBackTheWeights) {
 
   const std::string out = FreshDir("export") + "/gpt2";
   HfExportSummary summary;
-  const absl::Status exported = ExportHfGpt2(save, std::nullopt, out, &summary);
+  const absl::Status exported = ExportHf(save, std::nullopt, out, Gpt2Only(), &summary);
   ASSERT_TRUE(exported.ok()) << exported;
   EXPECT_EQ(summary.iteration, 7);
   EXPECT_EQ(summary.tensors, 4 + 12 * 2);
@@ -87,7 +94,7 @@ TEST(HfExportTest, ExportThenReadGivesBackTheWeights) {
   EXPECT_THAT(file->Find("transformer.wte.weight")->shape, ElementsAre(50, 8));
   EXPECT_THAT(file->Find("transformer.h.1.attn.c_attn.weight")->shape, ElementsAre(8, 24));
 
-  const absl::StatusOr<GlobalTensorMap> read = ReadHfGpt2(out, config);
+  const absl::StatusOr<GlobalTensorMap> read = ReadHf(out, config);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, WithZeroPadding(original, dims));
 }
@@ -104,9 +111,9 @@ TEST(HfExportTest, ExportsTheChosenIteration) {
 
   const std::string out = FreshDir("export_steps");
   HfExportSummary summary;
-  ASSERT_TRUE(ExportHfGpt2(save, 1, out, &summary).ok());
+  ASSERT_TRUE(ExportHf(save, 1, out, Gpt2Only(), &summary).ok());
   EXPECT_EQ(summary.iteration, 1);
-  const absl::StatusOr<GlobalTensorMap> read = ReadHfGpt2(out, config);
+  const absl::StatusOr<GlobalTensorMap> read = ReadHf(out, config);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, WithZeroPadding(first, dims));
 }
@@ -152,19 +159,19 @@ TEST(HfExportTest, ReadRefusesAModelOfAnotherShape) {
   const std::string save = FreshDir("save_shape");
   ASSERT_TRUE(SaveModel(save, config, 3, original, dims).ok());
   const std::string out = FreshDir("export_shape");
-  ASSERT_TRUE(ExportHfGpt2(save, std::nullopt, out).ok());
+  ASSERT_TRUE(ExportHf(save, std::nullopt, out, Gpt2Only()).ok());
 
   Config deeper = config;
   deeper.mutable_model()->set_num_layers(3);
-  const auto read = ReadHfGpt2(out, deeper);
+  const auto read = ReadHf(out, deeper);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(read.status().message(), AllOf(HasSubstr("config.json"), HasSubstr("n_layer")));
 
   Config rope = config;
   rope.mutable_model()->set_position_embedding_type("rope");
-  EXPECT_THAT(ReadHfGpt2(out, rope).status().message(), HasSubstr("--position-embedding-type"));
+  EXPECT_THAT(ReadHf(out, rope).status().message(), HasSubstr("--position-embedding-type"));
 
-  EXPECT_EQ(ReadHfGpt2(FreshDir("empty"), config).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadHf(FreshDir("empty"), config).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(HfExportTest, RefusesANonGpt2Checkpoint) {
@@ -175,7 +182,7 @@ TEST(HfExportTest, RefusesANonGpt2Checkpoint) {
   config.mutable_model()->set_swiglu(true);
   const std::string save = FreshDir("save_llama");
   ASSERT_TRUE(SaveModel(save, config, 5, tensors, dims).ok());
-  const absl::Status status = ExportHfGpt2(save, std::nullopt, FreshDir("export_llama"));
+  const absl::Status status = ExportHf(save, std::nullopt, FreshDir("export_llama"), Gpt2Only());
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), AllOf(HasSubstr(save), HasSubstr("--normalization is RMSNorm"),
                                       HasSubstr("--swiglu")));
@@ -194,7 +201,7 @@ TEST(ExportCommandTest, ExportsAndPrintsASummary) {
                        stdout_text, stderr_text),
       0)
       << stderr_text.str();
-  EXPECT_THAT(stdout_text.str(), AllOf(HasSubstr("iteration 4"), HasSubstr("28 tensors"),
+  EXPECT_THAT(stdout_text.str(), AllOf(HasSubstr("iteration 4"), HasSubstr("28 tensors"), HasSubstr("(GPT2LMHeadModel)"),
                                        HasSubstr("parameters"), HasSubstr("bytes")));
   EXPECT_TRUE(PathExists(out + "/config.json"));
 }

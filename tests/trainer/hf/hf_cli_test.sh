@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Hugging Face folders through the trainer binary, per Llama-family architecture: a
+# tiny random model (make_tiny_hf_model.py) loaded with --load-hf, trained under one
+# rank and under TP 2 x PP 2 (the same losses), trained with --lr 0 and exported with
+# `trainer export --format hf` (the original weights back, bit for bit; config.json
+# loaded by transformers where it is installed: transformers_check.py).
+set -uo pipefail
+trainer="$1"
+make_model="$2"
+check="$3"
+python="${CONVEYOR_PYTHON:-python3}"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+if ! "$python" -c "import numpy" 2>/dev/null; then
+  echo "SKIPPED: $python cannot import numpy, which make_tiny_hf_model.py needs"
+  exit 0
+fi
+
+losses() { sed -nE 's/.*lm loss: ([0-9.E+-]+).*/\1/p' "$1"; }
+common=(--mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --log-interval 1
+        --hidden-dropout 0 --attention-dropout 0 --eval-iters 0)
+
+for arch in llama mistral qwen2; do
+  in="$tmp/$arch-in"
+  "$python" "$make_model" "$in" --arch "$arch" --shard-bytes 60000 || fail "$arch: generator"
+  class=$(sed -nE 's/.*"(\w+ForCausalLM)".*/\1/p' "$in/config.json")
+  "$trainer" --load-hf "$in" "${common[@]}" --train-iters 3 --lr 1e-3 >"$tmp/$arch-1.log" 2>&1 ||
+    fail "$arch: one rank: $(tail -3 "$tmp/$arch-1.log")"
+  "$trainer" --load-hf "$in" "${common[@]}" --train-iters 3 --lr 1e-3 \
+    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --nproc-per-node 4 \
+    >"$tmp/$arch-4.log" 2>&1 || fail "$arch: TP2 x PP2: $(tail -3 "$tmp/$arch-4.log")"
+  mapfile -t one < <(losses "$tmp/$arch-1.log")
+  mapfile -t four < <(losses "$tmp/$arch-4.log")
+  [[ ${#one[@]} -eq 3 && ${#four[@]} -eq 3 ]] || fail "$arch: want 3 losses, got ${one[*]} / ${four[*]}"
+  for i in 0 1 2; do
+    awk -v a="${one[$i]:-0}" -v b="${four[$i]:-1}" 'BEGIN { d = a - b; exit !(d * d <= 1e-10 * a * a) }' ||
+      fail "$arch: iteration $((i + 1)) loss ${one[$i]:-} (one rank) vs ${four[$i]:-} (TP2 x PP2)"
+  done
+  # --lr 0: the weights stay the file's, so the export must give them back exactly.
+  "$trainer" --load-hf "$in" "${common[@]}" --train-iters 1 --lr 0 --save "$tmp/$arch-ckpt" \
+    >"$tmp/$arch-save.log" 2>&1 || fail "$arch: save: $(tail -3 "$tmp/$arch-save.log")"
+  "$trainer" export --load "$tmp/$arch-ckpt" --format hf --output "$tmp/$arch-out" \
+    --architecture "$class" --max-shard-bytes 60000 --bos-token-id 1 --eos-token-id 2 \
+    >"$tmp/$arch-export.log" 2>&1 ||
+    fail "$arch: export: $(cat "$tmp/$arch-export.log")"
+  "$python" "$check" "$in" "$tmp/$arch-out" || fail "$arch: transformers_check.py"
+done
+
+# A flag that contradicts config.json stops the run before anything starts.
+"$trainer" --load-hf "$tmp/llama-in" "${common[@]}" --num-layers 3 >"$tmp/bad.log" 2>&1
+[[ $? -eq 2 ]] || fail "a contradicting --num-layers should exit 2"
+grep -qF -- "--num-layers 3 contradicts num_hidden_layers = 2" "$tmp/bad.log" ||
+  fail "the contradiction is not named: $(cat "$tmp/bad.log")"
+
+((failures == 0)) && echo "PASS" || exit 1

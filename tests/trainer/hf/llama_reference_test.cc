@@ -1,0 +1,395 @@
+// Llama-family Hugging Face folders (LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM) against an independent implementation: tiny random models are
+// written in HF's layout by this test; the reference below computes HF's forward pass
+// (modeling_llama.py's formulas: separate q/k/v projections, rotate_half RoPE,
+// repeat_kv grouped attention, RMSNorm, SwiGLU MLP) in double precision straight from
+// the HF tensors. Conveyor imports the folder (--load-hf's path: config.json sets the
+// model flags) and its first-step loss and logits must match within 1e-5 relative;
+// an export of the imported model must give back the HF tensors bit for bit.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
+#include "data/json_lite.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/gpt_model.h"
+#include "model/model_shape.h"
+#include "parallel/self_communicator.h"
+#include "tests/util/test_dirs.h"
+#include "trainer/checkpoint/checkpoint_writer.h"
+#include "trainer/checkpoint/file_io.h"
+#include "trainer/checkpoint/index_runs.h"
+#include "trainer/flags.h"
+#include "trainer/hf/export.h"
+#include "trainer/hf/hf_folder.h"
+#include "trainer/hf/llama_mapping.h"
+#include "trainer/resolved_config.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing_util::FreshDir;
+
+constexpr int64_t kSeq = 8;
+
+// One tiny model per architecture, sized so that every mapping step matters: grouped
+// heads (4 query heads over 2 key/value heads), a vocabulary Conveyor pads (50 -> 128).
+struct TinyModel {
+  std::string architecture;  // class name
+  std::string model_type;
+  int64_t layers = 2, hidden = 16, heads = 4, kv_heads = 2, ffn = 24, vocab = 50;
+  double rope_theta = 10000.0;
+  double eps = 1e-6;
+  bool tied = false;
+  bool qkv_bias = false;
+  int64_t max_shard_bytes = 5000000000;  // small: the folder is written sharded
+  int64_t head_dim() const { return hidden / heads; }
+};
+
+std::vector<TinyModel> Models() {
+  TinyModel llama{"LlamaForCausalLM", "llama"};
+  TinyModel mistral{"MistralForCausalLM", "mistral"};
+  mistral.rope_theta = 1000000.0;
+  mistral.eps = 1e-5;
+  mistral.max_shard_bytes = 4096;  // several shards and an index
+  TinyModel qwen2{"Qwen2ForCausalLM", "qwen2"};
+  qwen2.tied = true;
+  qwen2.qkv_bias = true;
+  return {llama, mistral, qwen2};
+}
+
+std::string ConfigJson(const TinyModel& m) {
+  std::string json = absl::StrCat(
+      "{\"architectures\": [\"", m.architecture, "\"], \"model_type\": \"", m.model_type,
+      "\", \"num_hidden_layers\": ", m.layers, ", \"hidden_size\": ", m.hidden,
+      ", \"intermediate_size\": ", m.ffn, ", \"num_attention_heads\": ", m.heads,
+      ", \"num_key_value_heads\": ", m.kv_heads, ", \"vocab_size\": ", m.vocab,
+      ", \"max_position_embeddings\": 64, \"rope_theta\": ", m.rope_theta,
+      ", \"rms_norm_eps\": ", m.eps, ", \"hidden_act\": \"silu\", \"tie_word_embeddings\": ",
+      m.tied ? "true" : "false", ", \"rope_scaling\": null");
+  if (m.model_type == "mistral") absl::StrAppend(&json, ", \"sliding_window\": 4096");
+  if (m.model_type == "qwen2") {
+    absl::StrAppend(&json, ", \"use_sliding_window\": false, \"sliding_window\": 4");
+  }
+  return json + "}";
+}
+
+// Random HF weights (norm gains around 1, others ~ N(0, 0.3)).
+HfTensorMap RandomWeights(const TinyModel& m, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  HfTensorMap t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean) {
+    HfTensor& tensor = t[name];
+    tensor.shape = shape;
+    tensor.data.resize(NumElements(shape));
+    for (float& v : tensor.data) v = mean + normal(rng);
+  };
+  const int64_t q = m.heads * m.head_dim(), kv = m.kv_heads * m.head_dim();
+  add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0);
+  add("model.norm.weight", {m.hidden}, 1);
+  if (!m.tied) add("lm_head.weight", {m.vocab, m.hidden}, 0);
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string l = absl::StrCat("model.layers.", i, ".");
+    add(l + "input_layernorm.weight", {m.hidden}, 1);
+    add(l + "post_attention_layernorm.weight", {m.hidden}, 1);
+    add(l + "self_attn.q_proj.weight", {q, m.hidden}, 0);
+    add(l + "self_attn.k_proj.weight", {kv, m.hidden}, 0);
+    add(l + "self_attn.v_proj.weight", {kv, m.hidden}, 0);
+    if (m.qkv_bias) {
+      add(l + "self_attn.q_proj.bias", {q}, 0);
+      add(l + "self_attn.k_proj.bias", {kv}, 0);
+      add(l + "self_attn.v_proj.bias", {kv}, 0);
+    }
+    add(l + "self_attn.o_proj.weight", {m.hidden, q}, 0);
+    add(l + "mlp.gate_proj.weight", {m.ffn, m.hidden}, 0);
+    add(l + "mlp.up_proj.weight", {m.ffn, m.hidden}, 0);
+    add(l + "mlp.down_proj.weight", {m.hidden, m.ffn}, 0);
+  }
+  return t;
+}
+
+// ---- The reference: HF's forward pass in double, from the HF tensors. ----
+using Matrix = std::vector<std::vector<double>>;  // [rows][cols]
+
+// y = x W^T (+ b), W [out, in] row-major.
+Matrix Linear(const Matrix& x, const HfTensor& w, const HfTensor* b = nullptr) {
+  const int64_t out = w.shape[0], in = w.shape[1];
+  Matrix y(x.size(), std::vector<double>(out, 0.0));
+  for (size_t r = 0; r < x.size(); ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = b != nullptr ? b->data[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i) sum += x[r][i] * double{w.data[o * in + i]};
+      y[r][o] = sum;
+    }
+  }
+  return y;
+}
+
+// LlamaRMSNorm: x / sqrt(mean(x^2) + eps) * w.
+Matrix RmsNorm(const Matrix& x, const HfTensor& w, double eps) {
+  Matrix y = x;
+  for (auto& row : y) {
+    double ms = 0;
+    for (double v : row) ms += v * v;
+    const double scale = 1.0 / std::sqrt(ms / double(row.size()) + eps);
+    for (size_t i = 0; i < row.size(); ++i) row[i] *= scale * w.data[i];
+  }
+  return y;
+}
+
+// apply_rotary_pos_emb with rotate_half on head `h` of every row (position = row).
+void Rope(Matrix* x, int64_t h, int64_t d, double theta) {
+  for (size_t p = 0; p < x->size(); ++p) {
+    double* v = (*x)[p].data() + h * d;
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double angle = double(p) / std::pow(theta, double(2 * i) / double(d));
+      const double a = v[i], b = v[i + d / 2];
+      v[i] = a * std::cos(angle) - b * std::sin(angle);
+      v[i + d / 2] = b * std::cos(angle) + a * std::sin(angle);
+    }
+  }
+}
+
+struct Reference {
+  Matrix logits;  // [seq][vocab]
+  double loss;
+};
+
+Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
+                    const std::vector<int32_t>& labels) {
+  const int64_t s = int64_t(tokens.size()), d = m.head_dim();
+  auto w = [&](const std::string& name) -> const HfTensor& { return t.at(name); };
+  auto b = [&](const std::string& name) { return m.qkv_bias ? &t.at(name) : nullptr; };
+  Matrix x(s, std::vector<double>(m.hidden));
+  for (int64_t p = 0; p < s; ++p) {
+    for (int64_t i = 0; i < m.hidden; ++i) x[p][i] = w("model.embed_tokens.weight").data[tokens[p] * m.hidden + i];
+  }
+  for (int64_t layer = 0; layer < m.layers; ++layer) {
+    const std::string l = absl::StrCat("model.layers.", layer, ".");
+    const Matrix h = RmsNorm(x, w(l + "input_layernorm.weight"), m.eps);
+    Matrix q = Linear(h, w(l + "self_attn.q_proj.weight"), b(l + "self_attn.q_proj.bias"));
+    Matrix k = Linear(h, w(l + "self_attn.k_proj.weight"), b(l + "self_attn.k_proj.bias"));
+    const Matrix v = Linear(h, w(l + "self_attn.v_proj.weight"), b(l + "self_attn.v_proj.bias"));
+    for (int64_t head = 0; head < m.heads; ++head) Rope(&q, head, d, m.rope_theta);
+    for (int64_t head = 0; head < m.kv_heads; ++head) Rope(&k, head, d, m.rope_theta);
+    Matrix context(s, std::vector<double>(m.heads * d, 0.0));
+    for (int64_t head = 0; head < m.heads; ++head) {
+      const int64_t kv = head / (m.heads / m.kv_heads);  // repeat_kv
+      for (int64_t i = 0; i < s; ++i) {
+        std::vector<double> score(i + 1);
+        double top = -1e300;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += q[i][head * d + c] * k[j][kv * d + c];
+          score[j] = dot / std::sqrt(double(d));
+          top = std::max(top, score[j]);
+        }
+        double total = 0;
+        for (double& e : score) total += (e = std::exp(e - top));
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t c = 0; c < d; ++c) context[i][head * d + c] += score[j] / total * v[j][kv * d + c];
+        }
+      }
+    }
+    const Matrix attention = Linear(context, w(l + "self_attn.o_proj.weight"));
+    for (int64_t p = 0; p < s; ++p) {
+      for (int64_t i = 0; i < m.hidden; ++i) x[p][i] += attention[p][i];
+    }
+    const Matrix h2 = RmsNorm(x, w(l + "post_attention_layernorm.weight"), m.eps);
+    Matrix gate = Linear(h2, w(l + "mlp.gate_proj.weight"));
+    const Matrix up = Linear(h2, w(l + "mlp.up_proj.weight"));
+    for (int64_t p = 0; p < s; ++p) {
+      for (int64_t i = 0; i < m.ffn; ++i) gate[p][i] = gate[p][i] / (1 + std::exp(-gate[p][i])) * up[p][i];
+    }
+    const Matrix mlp = Linear(gate, w(l + "mlp.down_proj.weight"));
+    for (int64_t p = 0; p < s; ++p) {
+      for (int64_t i = 0; i < m.hidden; ++i) x[p][i] += mlp[p][i];
+    }
+  }
+  Reference ref;
+  ref.logits = Linear(RmsNorm(x, w("model.norm.weight"), m.eps),
+                      w(m.tied ? "model.embed_tokens.weight" : "lm_head.weight"));
+  ref.loss = 0;
+  for (int64_t p = 0; p < s; ++p) {
+    double top = -1e300, total = 0;
+    for (double z : ref.logits[p]) top = std::max(top, z);
+    for (double z : ref.logits[p]) total += std::exp(z - top);
+    ref.loss += (top + std::log(total) - ref.logits[p][labels[p]]) / double(s);
+  }
+  return ref;
+}
+
+// ---- Conveyor's side. ----
+
+// Writes the folder: config.json and the weights (sharded when the model says so).
+std::string WriteFolder(const TinyModel& m, const HfTensorMap& weights, const std::string& name) {
+  const std::string dir = FreshDir(name);
+  EXPECT_TRUE(WriteHfWeights(dir, weights, m.max_shard_bytes).ok());
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  EXPECT_TRUE(WriteFileAtomically(path, ConfigJson(m), path + ".tmp", Durability::kVisible).ok());
+  return dir;
+}
+
+// --load-hf's configuration: the flags a user gives, config.json the rest.
+absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir,
+                                         const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--load-hf", dir, "--mock-data", "--seq-length",
+                                   absl::StrCat(kSeq), "--hidden-dropout", "0",
+                                   "--attention-dropout", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  absl::StatusOr<Config> parsed = ParseFlags(args);
+  if (!parsed.ok()) return parsed.status();
+  if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
+  return ResolvedConfig::Resolve(*parsed, /*world_size=*/1);
+}
+
+class LlamaReferenceTest : public ::testing::TestWithParam<TinyModel> {};
+
+TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
+  const TinyModel m = GetParam();
+  const HfTensorMap weights = RandomWeights(m, 17);
+  const std::string dir = WriteFolder(m, weights, m.model_type);
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->config().model().num_query_groups(), m.kv_heads);
+  EXPECT_EQ(config->config().model().untie_embeddings_and_output_weights(), !m.tied);
+  const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+
+  const ModelShape shape = ModelShapeFromConfig(config->config(), config->padded_vocab_size());
+  GptModel model(shape, /*seed=*/1);
+  for (Parameter* p : model.parameters().parameters()) {
+    const std::vector<float>& value = imported->at(p->name);
+    ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;
+    std::copy(value.begin(), value.end(), p->value.data());
+  }
+  std::vector<int32_t> tokens(kSeq), labels(kSeq);
+  for (int64_t i = 0; i < kSeq; ++i) {
+    tokens[i] = int32_t((i * 13 + 5) % m.vocab);
+    labels[i] = int32_t((i * 7 + 2) % m.vocab);
+  }
+  const MicroBatchContext mb{1, 0, 1, kSeq, /*training=*/false};
+  GptStash stash;
+  const absl::StatusOr<float> loss = model.Forward(mb, tokens.data(), labels.data(), &stash);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+
+  const Reference ref = HfForward(m, weights, tokens, labels);
+  EXPECT_NEAR(*loss, ref.loss, 1e-5 * ref.loss);
+  const Tensor& logits = stash.head.logits;  // [tokens, padded vocabulary]
+  ASSERT_EQ(logits.dim(1), shape.padded_vocab);
+  double worst = 0;
+  for (int64_t p = 0; p < kSeq; ++p) {
+    for (int64_t v = 0; v < m.vocab; ++v) {
+      const double want = ref.logits[p][v];
+      const double got = logits.data()[p * shape.padded_vocab + v];
+      worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1.0));
+    }
+  }
+  EXPECT_LT(worst, 1e-5) << "largest relative logit error";
+  RecordProperty("largest_relative_logit_error", absl::StrCat(worst));
+  RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
+}
+
+// Saves the imported tensors as a one-rank checkpoint, exports it with --format hf,
+// and reads both the export's HF tensors and its re-import: bit-exact both ways.
+TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
+  const TinyModel m = GetParam();
+  const HfTensorMap weights = RandomWeights(m, 23);
+  const std::string dir = WriteFolder(m, weights, m.model_type + "_in");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+
+  CheckpointState state;
+  state.config = config->config();
+  state.iteration = 3;
+  const absl::StatusOr<LlamaDims> dims =
+      LlamaDimsFromConfig(config->config(), config->padded_vocab_size());
+  ASSERT_TRUE(dims.ok()) << dims.status();
+  const auto shapes = LlamaParameterShapes(*dims);
+  std::vector<TensorShardRef> shards;
+  for (auto& [name, data] : *imported) {
+    shards.push_back({name, shapes.at(name), ElementRange(0, int64_t(data.size())), data.data(),
+                      int64_t(data.size())});
+  }
+  SelfCommunicator world;
+  const std::string save = FreshDir(m.model_type + "_ckpt");
+  ASSERT_TRUE(SaveCheckpoint(save, state, shards, world).ok());
+
+  HfExportOptions options;
+  options.max_shard_bytes = m.max_shard_bytes;
+  options.ids = HfTokenIds{1, 2};
+  HfExportSummary summary;
+  const std::string out = FreshDir(m.model_type + "_out");
+  ASSERT_TRUE(ExportHf(save, std::nullopt, out, options, &summary).ok());
+  EXPECT_EQ(summary.architecture, m.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+  EXPECT_EQ(summary.tensors, int64_t(weights.size()));
+  EXPECT_EQ(PathExists(JoinPath(out, kHfIndexFile)), m.max_shard_bytes < 100000);
+
+  const absl::StatusOr<HfTensorMap> exported =
+      ReadHfWeights(out, [](const std::string&) { return false; });
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_EQ(exported->size(), weights.size());
+  for (const auto& [name, tensor] : weights) {
+    ASSERT_EQ(exported->count(name), 1) << name;
+    EXPECT_EQ(exported->at(name).shape, tensor.shape) << name;
+    EXPECT_TRUE(exported->at(name).data == tensor.data) << name << " differs";
+  }
+  const absl::StatusOr<GlobalTensorMap> reimported = ReadHf(out, config->config());
+  ASSERT_TRUE(reimported.ok()) << reimported.status();
+  EXPECT_TRUE(*reimported == *imported);
+
+  // The files transformers reads: sorted keys, the architecture, the token ids.
+  const absl::StatusOr<std::string> config_json = ReadSmallFile(JoinPath(out, kHfConfigFile));
+  ASSERT_TRUE(config_json.ok());
+  EXPECT_THAT(*config_json,
+              AllOf(HasSubstr(absl::StrCat("\"architectures\": [\n    \"", summary.architecture)),
+                    HasSubstr("\"num_key_value_heads\": 2,"), HasSubstr("\"bos_token_id\": 1,"),
+                    HasSubstr(absl::StrCat("\"tie_word_embeddings\": ", m.tied ? "true" : "false"))));
+  EXPECT_TRUE(PathExists(JoinPath(out, kHfGenerationConfigFile)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, LlamaReferenceTest, ::testing::ValuesIn(Models()),
+                         [](const ::testing::TestParamInfo<TinyModel>& info) {
+                           return info.param.model_type;
+                         });
+
+TEST(LlamaConfigTest, AFlagThatContradictsTheFileNamesBoth) {
+  const TinyModel m = Models()[0];
+  const std::string dir = WriteFolder(m, RandomWeights(m, 1), "contradiction");
+  const absl::StatusOr<ResolvedConfig> config =
+      ConfigFor(dir, {"--num-layers", "3", "--normalization", "LayerNorm", "--num-layers", "3"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              AllOf(HasSubstr("--num-layers 3 contradicts num_hidden_layers = 2 in"),
+                    HasSubstr("--normalization LayerNorm contradicts architectures")));
+  // Agreeing flags are fine.
+  EXPECT_TRUE(ConfigFor(dir, {"--num-layers", "2", "--swiglu"}).ok());
+}
+
+TEST(LlamaConfigTest, UnsupportedFeaturesAreNamed) {
+  const TinyModel m = Models()[1];  // Mistral
+  const std::string dir = FreshDir("unsupported");
+  std::string json = ConfigJson(m);
+  json.back() = ',';
+  json += " \"sliding_window\": 4, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}";
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  ASSERT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              AllOf(HasSubstr("rope_scaling of type \"llama3\" is not implemented"),
+                    HasSubstr("sliding_window = 4 is shorter than --seq-length 8")));
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Writes a tiny random Hugging Face model folder (config.json + safetensors).
+
+    make_tiny_hf_model.py OUT_DIR [--arch llama|mistral|qwen2] [--dtype F32|BF16|F16]
+                          [--layers 2] [--hidden 64] [--heads 4] [--kv-heads 2]
+                          [--ffn 128] [--vocab 256] [--seed 0] [--shard-bytes N]
+
+The layout is transformers' own (LlamaForCausalLM, MistralForCausalLM,
+Qwen2ForCausalLM: model.embed_tokens, model.layers.N.self_attn.{q,k,v,o}_proj,
+mlp.{gate,up,down}_proj, the two RMSNorms, model.norm, lm_head), written with NumPy
+only, so the README's walk-through and the tests need no torch. With --shard-bytes
+the weights are split into model-0000i-of-0000n.safetensors plus
+model.safetensors.index.json, as save_pretrained does for large models.
+"""
+import argparse
+import json
+import os
+import struct
+
+import numpy as np
+
+CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+
+def to_bytes(array, dtype):
+    """Row-major little-endian bytes of `array` (float32) in safetensors' `dtype`."""
+    a = np.ascontiguousarray(array, dtype="<f4")
+    if dtype == "F32":
+        return a.tobytes()
+    if dtype == "F16":
+        return a.astype("<f2").tobytes()
+    # BF16: the top 16 bits of the fp32 pattern, rounded to nearest even.
+    bits = a.view("<u4").astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype("<u2").tobytes()
+
+
+def write_safetensors(path, tensors, dtype):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        blob = to_bytes(tensors[name], dtype)
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def weights(args, rng):
+    d = args.hidden // args.heads
+    q, kv = args.heads * d, args.kv_heads * d
+    t = {"model.embed_tokens.weight": rng.normal(0, 0.3, (args.vocab, args.hidden)),
+         "model.norm.weight": 1 + rng.normal(0, 0.1, args.hidden),
+         "lm_head.weight": rng.normal(0, 0.3, (args.vocab, args.hidden))}
+    for i in range(args.layers):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = 1 + rng.normal(0, 0.1, args.hidden)
+        t[p + "post_attention_layernorm.weight"] = 1 + rng.normal(0, 0.1, args.hidden)
+        for name, rows in (("q", q), ("k", kv), ("v", kv)):
+            t[p + f"self_attn.{name}_proj.weight"] = rng.normal(0, 0.3, (rows, args.hidden))
+            if args.arch == "qwen2":
+                t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0, 0.3, rows)
+        t[p + "self_attn.o_proj.weight"] = rng.normal(0, 0.3, (args.hidden, q))
+        t[p + "mlp.gate_proj.weight"] = rng.normal(0, 0.3, (args.ffn, args.hidden))
+        t[p + "mlp.up_proj.weight"] = rng.normal(0, 0.3, (args.ffn, args.hidden))
+        t[p + "mlp.down_proj.weight"] = rng.normal(0, 0.3, (args.hidden, args.ffn))
+    return {k: v.astype(np.float32) for k, v in t.items()}
+
+
+def config(args):
+    c = {"architectures": [CLASSES[args.arch]], "model_type": args.arch,
+         "hidden_act": "silu", "hidden_size": args.hidden, "intermediate_size": args.ffn,
+         "num_attention_heads": args.heads, "num_key_value_heads": args.kv_heads,
+         "num_hidden_layers": args.layers, "vocab_size": args.vocab,
+         "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+         "rope_scaling": None, "tie_word_embeddings": False,
+         "torch_dtype": {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}[args.dtype]}
+    if args.arch == "mistral":
+        c["sliding_window"] = None
+    if args.arch == "qwen2":
+        c.update(use_sliding_window=False, sliding_window=4096)
+    return c
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--arch", choices=sorted(CLASSES), default="llama")
+    parser.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
+    for flag, default in (("layers", 2), ("hidden", 64), ("heads", 4), ("kv-heads", 2),
+                          ("ffn", 128), ("vocab", 256), ("seed", 0), ("shard-bytes", 0)):
+        parser.add_argument(f"--{flag}", type=int, default=default)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    tensors = weights(args, np.random.default_rng(args.seed))
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config(args), f, indent=2, sort_keys=True)
+        f.write("\n")
+    if args.shard_bytes <= 0:
+        write_safetensors(os.path.join(args.out, "model.safetensors"), tensors, args.dtype)
+        return
+    shards, size = [[]], 0
+    for name in sorted(tensors):
+        if shards[-1] and size + tensors[name].nbytes > args.shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(name)
+        size += tensors[name].nbytes
+    weight_map = {}
+    for i, names in enumerate(shards):
+        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        write_safetensors(os.path.join(args.out, file), {n: tensors[n] for n in names}, args.dtype)
+        weight_map.update({n: file for n in names})
+    with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": sum(t.nbytes for t in tensors.values())},
+                   "weight_map": weight_map}, f, indent=2, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# --tensorboard-dir end to end: a pipelined run's events read back with TensorBoard's
+# own reader and compared with the same run's --metrics-file and log, and a run killed
+# with SIGKILL mid-way whose events stay readable up to the last flush.
+set -uo pipefail
+trainer="$1"
+config="$2"
+check="$3"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+python3 -c 'import tensorboard' 2>/dev/null || {
+  echo "FAIL: the Python package 'tensorboard' is missing for $(command -v python3); run" \
+    "tools/setup.sh, which installs it"
+  exit 1
+}
+
+# Two pipeline stages (the bubble tags), every switch on; the validation at 4 and 8
+# and the final validation and test losses at 10.
+WORLD_SIZE_EXPECTED=2
+"$trainer" --config "$config" --nproc-per-node 2 --pipeline-model-parallel-size 2 \
+  --train-iters 10 --log-interval 1 --eval-interval 4 --eval-iters 2 \
+  --metrics-file "$tmp/full.jsonl" --tensorboard-dir "$tmp/full" \
+  --log-timers-to-tensorboard --log-memory-to-tensorboard --log-world-size-to-tensorboard \
+  --log-validation-ppl-to-tensorboard --log-params-norm >"$tmp/full.log" 2>&1 ||
+  fail "the full run exited non-zero: $(tail "$tmp/full.log")"
+grep -qF "conveyor: TensorBoard events in $tmp/full/events.out.tfevents." "$tmp/full.log" ||
+  fail "the log does not say where the events are"
+WORLD_SIZE_EXPECTED=$WORLD_SIZE_EXPECTED python3 "$check" full "$tmp/full" "$tmp/full.jsonl" \
+  "$tmp/full.log" || fail "the full run's events differ from its metrics (above)"
+
+# --tensorboard-log-interval 3: the per-iteration tags at 3, 6 and 9 only.
+"$trainer" --config "$config" --train-iters 9 --log-interval 9 --eval-iters 0 \
+  --tensorboard-dir "$tmp/every3" --tensorboard-log-interval 3 >"$tmp/every3.log" 2>&1 ||
+  fail "the interval run exited non-zero: $(tail "$tmp/every3.log")"
+steps=$(python3 - "$tmp/every3" <<'PY'
+import sys
+from tensorboard.backend.event_processing import event_accumulator
+acc = event_accumulator.EventAccumulator(sys.argv[1]); acc.Reload()
+print(" ".join(str(e.step) for e in acc.Scalars("lm loss")))
+PY
+)
+[[ "$steps" == "3 6 9" ]] || fail "--tensorboard-log-interval 3 logged lm loss at '$steps'"
+
+# SIGKILL once at least 3 iterations are readable: what was flushed stays readable.
+"$trainer" --config "$config" --train-iters 100000 --log-interval 1 --eval-iters 0 \
+  --metrics-file "$tmp/killed.jsonl" --tensorboard-dir "$tmp/killed" >"$tmp/killed.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  n=$(python3 "$check" steps "$tmp/killed" 2>/dev/null || echo 0)
+  ((n >= 3)) && break
+  sleep 0.2
+done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+python3 "$check" killed "$tmp/killed" "$tmp/killed.jsonl" 3 ||
+  fail "the killed run's events are not readable up to its last flush (above)"
+
+# A folder that cannot be created: a usage-style message naming the flag.
+touch "$tmp/a-file"
+"$trainer" --config "$config" --train-iters 10 --tensorboard-dir "$tmp/a-file/tb" >"$tmp/bad.log" 2>&1 &&
+  fail "a --tensorboard-dir under a file should fail"
+grep -qF -- "--tensorboard-dir $tmp/a-file/tb" "$tmp/bad.log" ||
+  fail "the failure does not name --tensorboard-dir: $(cat "$tmp/bad.log")"
+
+"$trainer" --config "$config" --tensorboard-dir "$tmp/x" --tensorboard-log-interval 0 \
+  >"$tmp/zero.log" 2>&1
+[[ $? -eq 2 ]] || fail "--tensorboard-log-interval 0 should be a usage error"
+grep -qF -- "--tensorboard-log-interval 0 must be positive" "$tmp/zero.log" ||
+  fail "--tensorboard-log-interval 0: $(cat "$tmp/zero.log")"
+"$trainer" --help | grep -qF -- "--tensorboard-dir" || fail "--help lacks --tensorboard-dir"
+
+((failures == 0)) && echo PASS
+exit $((failures > 0))

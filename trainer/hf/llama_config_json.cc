@@ -1,0 +1,268 @@
+#include "trainer/hf/llama_config_json.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "flags/proto_flags.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "trainer/hf/json_text.h"
+
+namespace conveyor {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Reflection;
+
+// A float as Python's json writes a float: "10000.0", "1e-05".
+std::string PythonFloat(double value) {
+  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e16) {
+    return absl::StrFormat("%.1f", value);
+  }
+  return JsonFloat(static_cast<float>(value));
+}
+
+std::string IdOrNull(int64_t id) { return id < 0 ? "null" : absl::StrCat(id); }
+
+// Sorted keys, two-space indent, as json.dumps(d, indent=2, sort_keys=True) + "\n".
+std::string SortedJsonObject(const std::map<std::string, std::string>& fields) {
+  std::vector<std::string> lines;
+  for (const auto& [key, value] : fields) lines.push_back(absl::StrCat("  ", JsonQuote(key), ": ", value));
+  return absl::StrCat("{\n", absl::StrJoin(lines, ",\n"), "\n}\n");
+}
+
+// Sets model flags from the file, collecting contradictions with flags already set.
+class ModelFlagsFromFile {
+ public:
+  ModelFlagsFromFile(const std::string& path, ModelConfig* model)
+      : path_(path), model_(model), reflection_(*model->GetReflection()) {}
+
+  // `field` (a ModelConfig field) takes `value`, which config.json's `key` says.
+  void Int(const char* field, const std::string& key, int64_t value) {
+    const FieldDescriptor* f = Field(field);
+    if (Given(f) && reflection_.GetInt32(*model_, f) != value) {
+      Contradiction(f, absl::StrCat(reflection_.GetInt32(*model_, f)), key, absl::StrCat(value));
+    } else {
+      reflection_.SetInt32(model_, f, static_cast<int32_t>(value));
+    }
+  }
+  void Float(const char* field, const std::string& key, double value) {
+    const FieldDescriptor* f = Field(field);
+    const float wanted = static_cast<float>(value);
+    if (Given(f) && reflection_.GetFloat(*model_, f) != wanted) {
+      Contradiction(f, JsonFloat(reflection_.GetFloat(*model_, f)), key, PythonFloat(value));
+    } else {
+      reflection_.SetFloat(model_, f, wanted);
+    }
+  }
+  void Bool(const char* field, const std::string& key, bool value, const std::string& says) {
+    const FieldDescriptor* f = Field(field);
+    if (Given(f) && reflection_.GetBool(*model_, f) != value) {
+      Contradiction(f, reflection_.GetBool(*model_, f) ? "true" : "false", key, says);
+    } else {
+      reflection_.SetBool(model_, f, value);
+    }
+  }
+  void String(const char* field, const std::string& key, const std::string& value) {
+    const FieldDescriptor* f = Field(field);
+    if (Given(f) && reflection_.GetString(*model_, f) != value) {
+      Contradiction(f, reflection_.GetString(*model_, f), key, value);
+    } else {
+      reflection_.SetString(model_, f, value);
+    }
+  }
+  void Unsupported(const std::string& what) { problems_.push_back(what); }
+
+  absl::Status Status() const {
+    if (problems_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--load-hf: ", path_, " cannot configure this model:\n  ", absl::StrJoin(problems_, "\n  ")));
+  }
+
+ private:
+  const FieldDescriptor* Field(const char* name) const {
+    return ModelConfig::descriptor()->FindFieldByName(name);
+  }
+  bool Given(const FieldDescriptor* f) const { return reflection_.HasField(*model_, f); }
+  void Contradiction(const FieldDescriptor* f, const std::string& flag_value,
+                     const std::string& key, const std::string& file_value) {
+    problems_.push_back(absl::StrCat(FlagName(*f), " ", flag_value, " contradicts ", key, " = ",
+                                     file_value, " in ", path_,
+                                     ": drop the flag (the file sets it) or load another model"));
+  }
+
+  const std::string& path_;
+  ModelConfig* model_;
+  const Reflection& reflection_;
+  std::vector<std::string> problems_;
+};
+
+// The integer at `key`, or `fallback` when the file has none (transformers' default).
+int64_t IntOr(const JsonValue& hf, const char* key, int64_t fallback) {
+  return hf[key].is_number() ? hf[key].integer() : fallback;
+}
+double NumberOr(const JsonValue& hf, const char* key, double fallback) {
+  return hf[key].is_number() ? hf[key].number() : fallback;
+}
+
+// rope_scaling's kind: {"rope_type": "llama3", ...} or, older, {"type": "linear"}.
+std::string RopeScalingType(const JsonValue& scaling) {
+  if (scaling["rope_type"].is_string()) return scaling["rope_type"].str();
+  if (scaling["type"].is_string()) return scaling["type"].str();
+  return "(no type)";
+}
+
+// RoPE's base period: transformers 5 writes {"rope_parameters": {"rope_theta": ...,
+// "rope_type": "default"}}, earlier versions "rope_theta" (and "rope_scaling").
+double RopeTheta(const JsonValue& hf) {
+  const JsonValue& parameters = hf["rope_parameters"];
+  if (parameters.is_object() && parameters["rope_theta"].is_number()) {
+    return parameters["rope_theta"].number();
+  }
+  return NumberOr(hf, "rope_theta", 10000.0);
+}
+
+void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t seq_length,
+                      ModelFlagsFromFile* flags) {
+  const JsonValue& scaling = hf["rope_scaling"];
+  if (!scaling.is_null() && !(scaling.is_string() && scaling.str().empty())) {
+    flags->Unsupported(absl::StrCat("rope_scaling of type \"", RopeScalingType(scaling),
+                                    "\" is not implemented: Conveyor's RoPE is unscaled"));
+  }
+  const JsonValue& parameters = hf["rope_parameters"];
+  if (parameters.is_object() && parameters["rope_type"].is_string() &&
+      parameters["rope_type"].str() != "default") {
+    flags->Unsupported(absl::StrCat("rope_parameters of rope_type \"",
+                                    parameters["rope_type"].str(),
+                                    "\" is not implemented: Conveyor's RoPE is unscaled"));
+  }
+  // Qwen2 has a switch; transformers 5 also lists each layer's attention kind.
+  bool window_used = arch.qkv_bias ? hf["use_sliding_window"].boolean() : true;
+  if (hf["layer_types"].is_array()) {
+    window_used = false;
+    for (const JsonValue& kind : hf["layer_types"].array()) {
+      window_used = window_used || kind.str() == "sliding_attention";
+    }
+  }
+  const JsonValue& window = hf["sliding_window"];
+  if (window_used && window.is_number() && window.integer() < seq_length) {
+    flags->Unsupported(absl::StrCat("sliding_window = ", window.integer(),
+                                    " is shorter than --seq-length ", seq_length,
+                                    ": sliding-window attention is not implemented (a window "
+                                    "at least --seq-length long is plain causal attention)"));
+  }
+  const JsonValue& act = hf["hidden_act"];
+  if (act.is_string() && act.str() != "silu") {
+    flags->Unsupported(absl::StrCat("hidden_act = \"", act.str(),
+                                     "\": Conveyor's gated MLP is SwiGLU (silu)"));
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (hf[key].boolean()) {
+      flags->Unsupported(absl::StrCat(key, " = true: Conveyor's Llama-family linears have no "
+                                      "biases (Qwen2's q/k/v biases excepted)"));
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
+                                  const HfArchitecture& arch, Config* config) {
+  if (!hf.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
+  ModelFlagsFromFile flags(path, config->mutable_model());
+  std::vector<std::string> missing;
+  for (const char* key : {"num_hidden_layers", "hidden_size", "intermediate_size",
+                          "num_attention_heads", "vocab_size"}) {
+    if (!hf[key].is_number()) missing.push_back(key);
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " lacks ", absl::StrJoin(missing, ", "),
+                                                   ": not a ", arch.class_name, " config"));
+  }
+  const int64_t heads = hf["num_attention_heads"].integer();
+  const int64_t hidden = hf["hidden_size"].integer();
+  flags.Int("num_layers", "num_hidden_layers", hf["num_hidden_layers"].integer());
+  flags.Int("hidden_size", "hidden_size", hidden);
+  flags.Int("ffn_hidden_size", "intermediate_size", hf["intermediate_size"].integer());
+  flags.Int("num_attention_heads", "num_attention_heads", heads);
+  flags.Int("num_query_groups", "num_key_value_heads", IntOr(hf, "num_key_value_heads", heads));
+  flags.Int("kv_channels", "head_dim", IntOr(hf, "head_dim", heads > 0 ? hidden / heads : 0));
+  flags.Int("vocab_size", "vocab_size", hf["vocab_size"].integer());
+  flags.Int("max_position_embeddings", "max_position_embeddings",
+            IntOr(hf, "max_position_embeddings", 2048));
+  flags.Float("rotary_base", "rope_theta", RopeTheta(hf));
+  flags.Float("norm_epsilon", "rms_norm_eps", NumberOr(hf, "rms_norm_eps", 1e-6));
+  const bool tied = hf["tie_word_embeddings"].boolean();  // false when absent, as in HF
+  flags.Bool("untie_embeddings_and_output_weights", "tie_word_embeddings", !tied,
+             tied ? "true" : "false");
+  const std::string architecture = absl::StrCat("architectures = [\"", arch.class_name, "\"]");
+  flags.String("position_embedding_type", architecture, "rope");
+  flags.String("normalization", architecture, "RMSNorm");
+  flags.Float("rotary_percent", architecture, 1.0);  // every channel rotates
+  flags.Bool("swiglu", architecture, true, "SwiGLU");
+  flags.Bool("disable_bias_linear", architecture, true, "bias-free linears");
+  flags.Bool("add_qkv_bias", architecture, arch.qkv_bias,
+             arch.qkv_bias ? "q/k/v biases" : "no q/k/v biases");
+  // Padding rows would add a logit of 0 to every softmax, so the imported model would
+  // not be the file's: no padding unless asked for (or the TP size does not divide
+  // the vocabulary).
+  if (!config->model().has_make_vocab_size_divisible_by()) {
+    config->mutable_model()->set_make_vocab_size_divisible_by(1);
+  }
+  CheckUnsupported(hf, arch, config->model().seq_length(), &flags);
+  return flags.Status();
+}
+
+std::string LlamaConfigJson(const Config& config, const HfArchitecture& arch,
+                            const HfTokenIds& ids) {
+  const ModelConfig& m = config.model();
+  std::map<std::string, std::string> fields = {
+      {"architectures", absl::StrCat("[\n    ", JsonQuote(arch.class_name), "\n  ]")},
+      {"model_type", JsonQuote(arch.model_type)},
+      {"attention_dropout", PythonFloat(m.attention_dropout())},
+      {"bos_token_id", IdOrNull(ids.bos)},
+      {"eos_token_id", IdOrNull(ids.eos)},
+      {"head_dim", absl::StrCat(m.kv_channels())},
+      {"hidden_act", "\"silu\""},
+      {"hidden_size", absl::StrCat(m.hidden_size())},
+      {"initializer_range", PythonFloat(m.init_method_std())},
+      {"intermediate_size", absl::StrCat(m.ffn_hidden_size())},
+      {"max_position_embeddings", absl::StrCat(m.max_position_embeddings())},
+      {"num_attention_heads", absl::StrCat(m.num_attention_heads())},
+      {"num_hidden_layers", absl::StrCat(m.num_layers())},
+      {"num_key_value_heads", absl::StrCat(m.num_query_groups())},
+      {"rms_norm_eps", PythonFloat(m.norm_epsilon())},
+      {"rope_scaling", "null"},
+      {"rope_theta", PythonFloat(m.rotary_base())},
+      {"tie_word_embeddings", m.untie_embeddings_and_output_weights() ? "false" : "true"},
+      {"torch_dtype", "\"float32\""},
+      {"use_cache", "true"},
+      {"vocab_size", absl::StrCat(m.vocab_size())},
+  };
+  const std::string model_type = arch.model_type;
+  if (model_type == "llama") {
+    fields["attention_bias"] = "false";
+    fields["mlp_bias"] = "false";
+    fields["pretraining_tp"] = "1";
+  } else if (model_type == "mistral") {
+    fields["sliding_window"] = "null";
+  } else if (model_type == "qwen2") {
+    fields["sliding_window"] = "null";
+    fields["use_sliding_window"] = "false";
+    fields["max_window_layers"] = absl::StrCat(m.num_layers());
+  }
+  return SortedJsonObject(fields);
+}
+
+std::string GenerationConfigJson(const HfTokenIds& ids) {
+  std::map<std::string, std::string> fields = {{"_from_model_config", "true"}};
+  if (ids.bos >= 0) fields["bos_token_id"] = absl::StrCat(ids.bos);
+  if (ids.eos >= 0) fields["eos_token_id"] = absl::StrCat(ids.eos);
+  return SortedJsonObject(fields);
+}
+
+}  // namespace conveyor

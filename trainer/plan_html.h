@@ -1,0 +1,28 @@
+// --dry-run --plan-html FILE: the plan as one self-contained HTML page (inline SVG and
+// script, nothing fetched), for a reader who wants to see the schedule rather than
+// read it: the simulated schedule's Gantt chart per pipeline rank (forward, backward,
+// weight gradient, idle shaded as the bubble), memory per pipeline rank as stacked
+// bars (weights, gradients, optimizer state, activations), and the batch arithmetic.
+// The figures are the --dry-run text's (trainer/plan.h), computed by the same
+// functions; the page carries them as one JSON block (<script id="plan-data">) that
+// its script draws from and that tools can read.
+#ifndef CONVEYOR_TRAINER_PLAN_HTML_H_
+#define CONVEYOR_TRAINER_PLAN_HTML_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/model_shape.h"
+#include "trainer/resolved_config.h"
+
+namespace conveyor {
+
+// The JSON block alone (also embedded in the page).
+absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const ModelShape& shape);
+
+// The whole page.
+absl::StatusOr<std::string> PlanHtml(const ResolvedConfig& resolved, const ModelShape& shape);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_PLAN_HTML_H_
