@@ -22,6 +22,13 @@ bool IsFolder(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// lstrip/rstrip of added tokens strip ASCII whitespace here; the library
+// strips any Unicode whitespace, which next to special tokens such as <mask>
+// is in practice ASCII.
+// Ids index a table, so they must be about as dense as a vocabulary is: a
+// stray huge id would otherwise allocate gigabytes.
+int64_t IdLimit(size_t entries) { return 2 * int64_t(entries) + 4096; }
+
 bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 // The eos string a folder's tokenizer_config.json names ("eos_token": "..."
@@ -89,11 +96,13 @@ absl::Status HfTokenizer::ParseModel(const nlohmann::json& model) {
       model["dropout"].get<double>() != 0) {
     return absl::UnimplementedError("BPE dropout is not supported (it makes encoding random)");
   }
-  for (const auto& [token, id] : model.at("vocab").items()) {
+  const nlohmann::json& vocab = model.at("vocab");
+  for (const auto& [token, id] : vocab.items()) {
     const int64_t i = id.get<int64_t>();
-    if (i < 0 || i > INT32_MAX) {
+    if (i < 0 || i >= IdLimit(vocab.size())) {
       return absl::InvalidArgumentError(absl::StrCat("model.vocab: id ", i, " of '", token,
-                                                     "' is not a valid token id"));
+                                                     "' is not in [0, ", IdLimit(vocab.size()),
+                                                     "): a vocabulary's ids must be close to dense"));
     }
     vocab_.emplace(token, int32_t(i));
     if (size_t(i) >= id_to_token_.size()) id_to_token_.resize(i + 1);
@@ -151,7 +160,8 @@ absl::Status HfTokenizer::ParseAddedTokens(const nlohmann::json& added) {
       return absl::UnimplementedError(
           absl::StrCat("added token '", token.content, "': single_word is not supported"));
     }
-    if (token.content.empty() || token.id < 0) {
+    if (token.content.empty() || token.id < 0 ||
+        token.id >= IdLimit(vocab_.size() + added.size())) {
       return absl::InvalidArgumentError(
           absl::StrCat("added token '", token.content, "' with id ", token.id, " is not valid"));
     }

@@ -234,13 +234,6 @@ absl::Status RefuseUnreadFlags(const Flags& flags) {
 // from --tokenizer-model by the factory the trainer uses.
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeModelFileTokenizer(const Flags& flags) {
   const std::string& type = flags.tokenizer_type;
-  for (const auto& [flag, path] : {std::pair{"--vocab-file", &flags.vocab_file},
-                                   std::pair{"--merge-file", &flags.merge_file}}) {
-    if (!path->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " is for GPT2BPETokenizer only: ", type, " reads --tokenizer-model; drop ", flag));
-    }
-  }
   if (flags.vocab_size && type != "TikTokenizer") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--vocab-size is for NullTokenizer and TikTokenizer only: ", type,
@@ -250,6 +243,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeModelFileTokenizer(const Flags& f
   TokenizerSpec spec;
   spec.type = type;
   spec.tokenizer_model = flags.tokenizer_model;
+  spec.vocab_file = flags.vocab_file;
+  spec.merge_file = flags.merge_file;
   spec.vocab_size = flags.vocab_size.value_or(0);
   spec.tiktoken_pattern = flags.tiktoken_pattern.value_or("");
   spec.tiktoken_num_special_tokens = flags.tiktoken_num_special_tokens.value_or(1000);

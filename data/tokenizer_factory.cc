@@ -1,5 +1,7 @@
 #include "data/tokenizer_factory.h"
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -27,10 +29,6 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildFromModelFile(const TokenizerSpe
         spec.type == "HuggingFaceTokenizer" ? "a tokenizer.json (or the folder holding it)"
         : spec.type == "TikTokenizer"       ? "a rank file"
                                             : "a SentencePiece tokenizer.model"));
-  }
-  if (spec.vocab_extra_ids != 0 && spec.type != "SentencePieceTokenizer") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--vocab-extra-ids is for --tokenizer-type SentencePieceTokenizer only, not ", spec.type));
   }
   if (spec.type == "HuggingFaceTokenizer") {
     ASSIGN_OR_RETURN(auto t, HfTokenizer::Load(spec.tokenizer_model), _ << "--tokenizer-model");
@@ -63,10 +61,36 @@ bool ReadsModelFile(const std::string& type) {
          type == "TikTokenizer";
 }
 
+// A file flag the chosen tokenizer does not read is refused: Megatron ignores
+// it, which hides a mistyped --tokenizer-type.
+absl::Status RefuseUnreadFiles(const TokenizerSpec& spec) {
+  const bool model_file = ReadsModelFile(spec.type);
+  if (!model_file && !spec.tokenizer_model.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tokenizer-model is for the tokenizers read from a model file (HuggingFaceTokenizer, "
+        "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, TikTokenizer), not ",
+        spec.type, "; drop --tokenizer-model"));
+  }
+  for (const auto& [flag, path] : {std::pair{"--vocab-file", &spec.vocab_file},
+                                   std::pair{"--merge-file", &spec.merge_file}}) {
+    if (model_file && !path->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " is for GPT2BPETokenizer only: ", spec.type, " reads --tokenizer-model; drop ",
+          flag));
+    }
+  }
+  if (spec.vocab_extra_ids != 0 && spec.type != "SentencePieceTokenizer") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vocab-extra-ids is for --tokenizer-type SentencePieceTokenizer only, not ", spec.type));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& spec) {
   if (spec.type.empty()) return std::unique_ptr<Tokenizer>();
+  RETURN_IF_ERROR(RefuseUnreadFiles(spec));
   if (spec.type == "GPT2BPETokenizer") {
     if (spec.vocab_file.empty() || spec.merge_file.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(

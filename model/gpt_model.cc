@@ -29,7 +29,7 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
   }
   // The lookup and the tied head's GEMM both read the table in the compute type.
   if (word_embedding_ != nullptr) word_embedding_->read_in_compute_type = true;
-  if (partition.has_embedding && !shape.rope) {
+  if (partition.has_embedding && shape.learned_positions()) {
     position_embedding_ =
         store_.Add("embedding.position_embeddings.weight", {shape.max_positions, shape.hidden},
                    {InitKind::kNormal, shape.init_std}, true);

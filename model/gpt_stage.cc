@@ -71,6 +71,7 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
   GptModel& model = *chunks_[chunk];
   GptStash& stash = stashes_[{micro_batch, chunk}];
   const int64_t rows = BoundaryElements() / shape_.hidden;
+  if (parameters_needed_) RETURN_IF_ERROR(parameters_needed_(outside_layers_[chunk]));
   Tensor x;
   if (has_embedding(chunk)) {
     ASSIGN_OR_RETURN(x, model.EmbeddingForward(mb, in->tokens.data(), &stash.embedding));
@@ -81,6 +82,7 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
   stash.layers.resize(model.num_local_layers());
   for (int64_t i = 0; i < model.num_local_layers(); ++i) {
     Tensor layer_input = x;
+    if (parameters_needed_) RETURN_IF_ERROR(parameters_needed_(model.layer(i).Parameters()));
     ASSIGN_OR_RETURN(x, model.layer(i).Forward(layer_input, mb, &stash.layers[i]));
     if (recompute_.Recomputes(i)) {
       // Keep the group's input only; BackwardInput reruns the forward.

@@ -50,6 +50,13 @@ class GptStage : public pipeline::Stage {
     gradients_ready_ = std::move(callback);
   }
 
+  // Called before a forward reads parameters (the chunk's embedding and head first, then
+  // each layer's): --overlap-param-gather waits there for their all-gather.
+  void OnParametersNeeded(
+      std::function<absl::Status(const std::vector<Parameter*>&)> callback) {
+    parameters_needed_ = std::move(callback);
+  }
+
   // Sum of the mean losses of the micro-batches this rank's last stage computed.
   double loss_sum() const { return loss_sum_; }
   // Drops what forward passes kept (after an evaluation, which runs no backward).
@@ -114,6 +121,7 @@ class GptStage : public pipeline::Stage {
 
   int micro_batches_per_step_ = 0;
   std::function<void(const std::vector<Parameter*>&)> gradients_ready_;
+  std::function<absl::Status(const std::vector<Parameter*>&)> parameters_needed_;
   std::map<int, int> weight_passes_;                     // per chunk: completed W passes this step
   std::vector<std::vector<Parameter*>> outside_layers_;  // per chunk: embedding, head
   float loss_scale_ = 1.0f;

@@ -100,17 +100,17 @@ void AppendLayer(const ModelShape& s, int tp, std::vector<ParameterExtent>* out)
     out->push_back({s.hidden, false});
     if (!s.rms_norm) out->push_back({s.hidden, false});
   };
-  auto linear = [&](int64_t rows, int64_t columns, int64_t bias) {
+  auto linear = [&](int64_t rows, int64_t columns, int64_t bias, bool has_bias) {
     out->push_back({rows * columns, true});
-    if (s.linear_bias) out->push_back({bias, false});
+    if (has_bias) out->push_back({bias, false});
   };
   const int64_t qkv = s.qkv_width() / tp, fc1 = s.fc1_width() / tp;
   norm();
-  linear(qkv, s.hidden, qkv);
-  linear(s.hidden, s.heads * s.head_dim / tp, s.hidden);
+  linear(qkv, s.hidden, qkv, s.has_qkv_bias());
+  linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
   norm();
-  linear(fc1, s.hidden, fc1);
-  linear(s.hidden, s.ffn_hidden / tp, s.hidden);
+  linear(fc1, s.hidden, fc1, s.linear_bias);
+  linear(s.hidden, s.ffn_hidden / tp, s.hidden, s.linear_bias);
 }
 
 // The model state's bytes of one rank, as the updaters lay it out
@@ -126,12 +126,21 @@ ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Con
       ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
   const int64_t state = (adam ? 2 : 1) * kFloat;  // AdamW: two moments; SGD: momentum
   ModelStateBytes m;
+  // --grad-reduce-in-bf16 rounds the bucket it reduces into a bf16 staging buffer.
+  const bool staged = config.parallel().grad_reduce_in_bf16() && dp > 1;
+  int64_t largest_bucket = 0;
   if (!config.parallel().use_distributed_optimizer()) {
+    std::vector<int64_t> sizes;
+    for (auto it = params.rbegin(); it != params.rend(); ++it) sizes.push_back(it->elements);
+    for (const BucketSpan& b : LayOutBuckets(sizes, config.parallel().ddp_bucket_size(), 1)) {
+      largest_bucket = std::max(largest_bucket, b.size);
+    }
     for (const ParameterExtent& p : params) {
       m.weights += kFloat * p.elements + (bf16 && p.read_in_compute_type ? 2 * p.elements : 0);
       m.grads += kFloat * p.elements;
       m.optimizer += state * p.elements;
     }
+    if (staged) m.grads += 2 * largest_bucket;
     return m;
   }
   for (const bool bf16_values : {false, true}) {
@@ -141,9 +150,8 @@ ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Con
       if ((bf16 && it->read_in_compute_type) == bf16_values) sizes.push_back(it->elements);
     }
     if (sizes.empty()) continue;
-    const int64_t align = bf16_values ? 2 * dp : dp;
-    for (const BucketSpan& b :
-         LayOutBuckets(sizes, config.parallel().ddp_bucket_size(), align)) {
+    for (const BucketSpan& b : LayOutBuckets(sizes, config.parallel().ddp_bucket_size(), dp)) {
+      largest_bucket = std::max(largest_bucket, b.size);
       m.grads += kFloat * b.size;
       m.padding += b.size - b.used;
       m.optimizer += state * UsedInSlice(b, dp, dp_rank);
@@ -155,6 +163,7 @@ ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Con
       }
     }
   }
+  if (staged) m.grads += 2 * largest_bucket;
   return m;
 }
 
@@ -238,7 +247,9 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       int64_t chunk_stash = 0;
       // The chunk's parameters in model/gpt_model.cc's order.
       if (first || (last && shape.tied_embeddings)) params.push_back({vocab_rows * shape.hidden, true});
-      if (first && !shape.rope) params.push_back({shape.max_positions * shape.hidden, false});
+      if (first && shape.learned_positions()) {
+        params.push_back({shape.max_positions * shape.hidden, false});
+      }
       for (int64_t i = 0; i < layers[stage]; ++i) {
         AppendLayer(shape, tp, &params);
         int64_t layer = LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),

@@ -16,8 +16,10 @@ ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab) {
   s.seq = m.seq_length();
   s.padded_vocab = padded_vocab;
   s.max_positions = m.max_position_embeddings();
-  s.rope = ParseChoice<PositionEmbeddingType>(m.position_embedding_type()) ==
-           PositionEmbeddingType::kRope;
+  const std::optional<PositionEmbeddingType> positions =
+      ParseChoice<PositionEmbeddingType>(m.position_embedding_type());
+  s.rope = positions == PositionEmbeddingType::kRope;
+  s.no_positions = positions == PositionEmbeddingType::kNone;
   s.rotary_base = m.rotary_base();
   s.rotary_percent = m.rotary_percent();
   s.rms_norm = ParseChoice<Normalization>(m.normalization()) == Normalization::kRmsNorm;

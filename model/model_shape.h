@@ -20,6 +20,7 @@ struct ModelShape {
   int64_t padded_vocab = 128;
   int64_t max_positions = 32;
   bool rope = false;
+  bool no_positions = false;  // --position-embedding-type none: neither RoPE nor a table
   float rotary_base = 10000.0f;
   float rotary_percent = 1.0f;  // of head_dim: rotary_dims() are rotated, the rest not
   bool rms_norm = false;
@@ -36,6 +37,7 @@ struct ModelShape {
   int64_t qkv_width() const { return (heads + 2 * query_groups) * head_dim; }
   int64_t fc1_width() const { return swiglu ? 2 * ffn_hidden : ffn_hidden; }
   bool has_qkv_bias() const { return linear_bias || qkv_bias; }
+  bool learned_positions() const { return !rope && !no_positions; }
   // Megatron's rotary dimension: int(kv_channels * rotary_percent).
   int64_t rotary_dims() const {
     return static_cast<int64_t>(static_cast<double>(head_dim) * rotary_percent);

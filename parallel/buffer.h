@@ -22,8 +22,8 @@ enum class ScalarType { kFloat32, kBFloat16, kFloat64, kInt32, kInt64, kByte };
 enum class MemoryKind { kHost, kDevice };
 
 size_t ElementSize(ScalarType type);
-absl::string_view ScalarTypeName(ScalarType type);  // "fp32", "bf16", ...
-absl::string_view MemoryKindName(MemoryKind where);   // "host memory", "device memory"
+absl::string_view ScalarTypeName(ScalarType type);   // "fp32", "bf16", ...
+absl::string_view MemoryKindName(MemoryKind where);  // "host memory", "device memory"
 
 // The element type of a C++ type: ScalarTypeOf<float>::value == kFloat32.
 template <typename T>

@@ -14,15 +14,15 @@ namespace conveyor {
 namespace {
 
 constexpr ScalarType kSummable[] = {ScalarType::kFloat32, ScalarType::kBFloat16,
-                                     ScalarType::kFloat64};
+                                    ScalarType::kFloat64};
 constexpr ScalarType kScatterSummable[] = {ScalarType::kFloat32, ScalarType::kBFloat16};
 constexpr ScalarType kMaxable[] = {ScalarType::kFloat64};
-constexpr ScalarType kAny[] = {ScalarType::kFloat32, ScalarType::kBFloat16,
-                                ScalarType::kFloat64, ScalarType::kInt32,
-                                ScalarType::kInt64,   ScalarType::kByte};
+constexpr ScalarType kAny[] = {ScalarType::kFloat32, ScalarType::kBFloat16, ScalarType::kFloat64,
+                               ScalarType::kInt32,   ScalarType::kInt64,    ScalarType::kByte};
 
 absl::Status Invalid(const Communicator& comm, const char* op, const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrFormat("%s on group %s: %s", op, comm.name(), problem));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s on group %s: %s", op, comm.name(), problem));
 }
 
 // What every operation asks of its buffers: counts not negative, an address wherever
@@ -33,7 +33,9 @@ absl::Status CheckBuffers(const Communicator& comm, const char* op,
                           absl::Span<const ConstBuffer> buffers) {
   int on_device = 0;
   for (const ConstBuffer& b : buffers) {
-    if (b.count < 0) return Invalid(comm, op, absl::StrFormat("negative element count %d", b.count));
+    if (b.count < 0) {
+      return Invalid(comm, op, absl::StrFormat("negative element count %d", b.count));
+    }
     if (b.count > 0 && b.data == nullptr) {
       return Invalid(comm, op, absl::StrFormat("a buffer of %d elements has no address", b.count));
     }
@@ -47,8 +49,7 @@ absl::Status CheckBuffers(const Communicator& comm, const char* op,
     if (same_type && b.type != buffers.front().type) {
       return Invalid(comm, op,
                      absl::StrFormat("its buffers hold %s and %s elements; give them one type",
-                                     ScalarTypeName(buffers.front().type),
-                                     ScalarTypeName(b.type)));
+                                     ScalarTypeName(buffers.front().type), ScalarTypeName(b.type)));
     }
     if (b.where == MemoryKind::kDevice) ++on_device;
   }
@@ -77,8 +78,8 @@ absl::Status CheckInPlace(const Communicator& comm, const char* op, const ConstB
   if (part.count == 0) return absl::OkStatus();
   const auto begin = [](const ConstBuffer& b) { return reinterpret_cast<uintptr_t>(b.data); };
   const uintptr_t slot_begin = begin(whole) + static_cast<uintptr_t>(slot * part.bytes());
-  const bool apart = begin(part) + part.bytes() <= begin(whole) ||
-                     begin(whole) + whole.bytes() <= begin(part);
+  const bool apart =
+      begin(part) + part.bytes() <= begin(whole) || begin(whole) + whole.bytes() <= begin(part);
   if (apart || begin(part) == slot_begin) return absl::OkStatus();
   return Invalid(comm, op,
                  absl::StrFormat("`%s` overlaps `%s` other than as its slot %d (this rank's, "
@@ -97,12 +98,14 @@ std::string SpanArgs(const Communicator& comm, int64_t bytes) {
 absl::Status Communicator::AllReduceSum(Buffer data) {
   RETURN_IF_ERROR(CheckBuffers(*this, "AllReduceSum", kSummable, true, {data}));
   const profiler::Scope span("comm", "AllReduceSum", SpanArgs(*this, data.bytes()));
+  Count(data.bytes());
   return DoAllReduceSum(data);
 }
 
 absl::Status Communicator::AllReduceMax(Buffer data) {
   RETURN_IF_ERROR(CheckBuffers(*this, "AllReduceMax", kMaxable, true, {data}));
   const profiler::Scope span("comm", "AllReduceMax", SpanArgs(*this, data.bytes()));
+  Count(data.bytes());
   return DoAllReduceMax(data);
 }
 
@@ -116,6 +119,7 @@ absl::Status Communicator::AllGather(ConstBuffer in, Buffer out) {
   }
   RETURN_IF_ERROR(CheckInPlace(*this, kOp, out, in, rank(), "in", "out"));
   const profiler::Scope span("comm", kOp, SpanArgs(*this, out.bytes()));
+  Count(in.bytes());
   return DoAllGather(in, out);
 }
 
@@ -129,6 +133,7 @@ absl::Status Communicator::ReduceScatterSum(ConstBuffer in, Buffer out) {
   }
   RETURN_IF_ERROR(CheckInPlace(*this, kOp, in, out, rank(), "out", "in"));
   const profiler::Scope span("comm", kOp, SpanArgs(*this, in.bytes()));
+  Count(in.bytes());
   return DoReduceScatterSum(in, out);
 }
 
@@ -139,6 +144,7 @@ absl::Status Communicator::Broadcast(Buffer data, int root) {
                    absl::StrFormat("root %d is not a group rank in [0, %d)", root, size()));
   }
   const profiler::Scope span("comm", "Broadcast", SpanArgs(*this, data.bytes()));
+  Count(data.bytes());
   return DoBroadcast(data, root);
 }
 
@@ -156,6 +162,9 @@ absl::Status Communicator::BatchSendRecv(const std::vector<P2POp>& ops) {
   int64_t bytes = 0;
   for (const ConstBuffer& b : buffers) bytes += b.bytes();
   const profiler::Scope span("comm", "BatchSendRecv", SpanArgs(*this, bytes));
+  int64_t sent = 0;
+  for (const P2POp& op : ops) sent += op.is_send ? op.buffer.bytes() : 0;
+  Count(sent);
   return DoBatchSendRecv(ops);
 }
 

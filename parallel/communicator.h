@@ -21,6 +21,7 @@
 #ifndef CONVEYOR_PARALLEL_COMMUNICATOR_H_
 #define CONVEYOR_PARALLEL_COMMUNICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,6 +73,13 @@ class Communicator {
   // match in the order they are posted. Any type; one batch keeps to one memory kind.
   absl::Status BatchSendRecv(const std::vector<P2POp>& ops);
 
+  // Bytes of the messages this rank has put into the group's operations so far (and
+  // that it checked): an all-reduce's or broadcast's buffer, an all-gather's `in`, a
+  // reduce-scatter's `in`, a batch's sends. What a transport moves is proportional to it
+  // (a ring all-reduce sends 2 (size - 1) / size of it), so it shows what the element
+  // type saves: a bf16 message counts half an fp32 one.
+  int64_t message_bytes() const { return message_bytes_.load(std::memory_order_relaxed); }
+
   // Host-memory shorthands for the bookkeeping the trainer keeps on the host (losses,
   // norms, votes, timers): fp32 or fp64 elements, `n` per rank.
   absl::Status AllReduceSum(float* data, int64_t n) { return AllReduceSum(MakeBuffer(data, n)); }
@@ -98,6 +106,12 @@ class Communicator {
   virtual absl::Status DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) = 0;
   virtual absl::Status DoBroadcast(const Buffer& data, int root) = 0;
   virtual absl::Status DoBatchSendRecv(const std::vector<P2POp>& ops) = 0;
+
+ private:
+  void Count(int64_t bytes) { message_bytes_.fetch_add(bytes, std::memory_order_relaxed); }
+
+  // Atomic: a log line may read it while the gradient-reduction thread adds to it.
+  std::atomic<int64_t> message_bytes_{0};
 };
 
 }  // namespace conveyor

@@ -385,8 +385,7 @@ absl::Status GlooCommunicator::DoBatchSendRecv(const std::vector<P2POp>& ops) {
                  if (op.is_send) {
                    t.Send(op.buffer.data, bytes, op.peer, PointToPointSlot(sends_to_[op.peer]++));
                  } else {
-                   t.Recv(op.buffer.data, bytes, op.peer,
-                          PointToPointSlot(recvs_from_[op.peer]++));
+                   t.Recv(op.buffer.data, bytes, op.peer, PointToPointSlot(recvs_from_[op.peer]++));
                  }
                }
                t.WaitAll();

@@ -83,8 +83,8 @@ class GlooCommunicator : public Communicator {
   // into `out`. Chunk r of an all-reduce over `n` elements is [n*r/size, n*(r+1)/size);
   // a reduce-scatter passes `n` elements per rank, equal chunks. Elements travel in
   // their own type (a bf16 chunk is 2 bytes an element).
-  absl::Status Reduce(const char* op, Reduction reduction, const ConstBuffer& in,
-                      const Buffer& out, int64_t n, bool scatter_only);
+  absl::Status Reduce(const char* op, Reduction reduction, const ConstBuffer& in, const Buffer& out,
+                      int64_t n, bool scatter_only);
 
   // Runs `body` as collective number ++seq_ (or as point-to-point with `peers`),
   // turning gloo exceptions into a Status and breaking the communicator on error.

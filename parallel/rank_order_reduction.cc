@@ -41,14 +41,13 @@ void Sum(const void* parts, int num_parts, int64_t n, void* out) {
 
 }  // namespace
 
-void ReduceInRankOrder(Reduction op, ScalarType type, const void* parts, int num_parts,
-                       int64_t n, void* out) {
+void ReduceInRankOrder(Reduction op, ScalarType type, const void* parts, int num_parts, int64_t n,
+                       void* out) {
   if (op == Reduction::kMax) {
     // std::max would drop a NaN depending on its position; a NaN anywhere must win so
     // that every rank sees the overflow and skips the step alike.
-    Reduce<double>(parts, num_parts, n, out, [](double a, double b) {
-      return (a != a || b != b) ? a + b : std::max(a, b);
-    });
+    Reduce<double>(parts, num_parts, n, out,
+                   [](double a, double b) { return (a != a || b != b) ? a + b : std::max(a, b); });
     return;
   }
   switch (type) {

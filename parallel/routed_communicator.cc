@@ -34,8 +34,7 @@ absl::Status RoutedCommunicator::Barrier() {
 
 absl::Status RoutedCommunicator::DoBatchSendRecv(const std::vector<P2POp>& ops) {
   // Communicator has checked that the batch keeps to one memory kind.
-  return Dispatch(ops.front().buffer.where,
-                  [&](Communicator& c) { return c.BatchSendRecv(ops); });
+  return Dispatch(ops.front().buffer.where, [&](Communicator& c) { return c.BatchSendRecv(ops); });
 }
 
 }  // namespace conveyor

@@ -23,7 +23,7 @@ struct Span {
   int thread = 0;        // Recorder::ThisThread() of the thread that ran it
   double start_us = 0;   // on the steady clock all local processes share (NowMicros)
   double end_us = 0;
-  std::string args;      // a JSON object's members ("\"bytes\": 4096"), or empty
+  std::string args;  // a JSON object's members ("\"bytes\": 4096"), or empty
 };
 
 class Recorder {

@@ -58,6 +58,8 @@ class OptimizerOps {
   // out[i] = ToBFloat16(in[i]) (runtime/dtype.h): the distributed optimizer's bf16
   // parameters from its fp32 master shard.
   virtual void RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const = 0;
+  // out[i] = ToFloat(in[i]) (exact): gradients reduced in bf16, back into fp32.
+  virtual void WidenFromBFloat16(const BFloat16* in, float* out, int64_t n) const = 0;
   // d = g + wd * p; buf = first_step ? d : momentum * buf + d; p -= lr * buf.
   virtual void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,
                    int64_t n) const = 0;

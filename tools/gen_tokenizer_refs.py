@@ -2,8 +2,8 @@
 """Writes the tokenizer fixtures and the reference ids the data tests read.
 
 Trains small tokenizers here with the libraries people use (Hugging Face
-`tokenizers`, `sentencepiece`) on local text (this repository's README and
-docs plus a few sentences in many scripts), writes them under
+`tokenizers`, `sentencepiece`) on local text (English prose and code, and
+sentences in many scripts, all kept in this file), writes them under
 tests/data/fixtures/tokenizers/, then encodes a hard test corpus with the
 reference libraries (`tokenizers`, `sentencepiece`, `tiktoken`) and writes the
 expected ids and decoded texts beside them. The tests read only the committed
@@ -92,13 +92,33 @@ CORPUS = [
 ]
 
 
+# English prose and code, so that the vocabularies hold common words and
+# programming tokens. Kept here rather than read from the repository's docs,
+# so that editing those does not change the fixtures.
+ENGLISH = [
+    "Conveyor trains GPT models the way Megatron-LM does: tensor, pipeline and data "
+    "parallelism, a distributed optimizer, and checkpoints that load on any layout.",
+    "The data pipeline reads indexed datasets: a .bin file holds the token ids of every "
+    "document, and a .idx file holds where each sequence starts and how long it is.",
+    "Preprocessing turns JSON lines into token ids with the tokenizer the model will use; "
+    "each worker tokenizes documents while the writer keeps their order.",
+    "A tokenizer splits text into pieces, then merges bytes or characters into the tokens "
+    "of its vocabulary, lowest rank first, until no known merge remains.",
+    "The learning rate warms up linearly, then decays along a cosine to its minimum; "
+    "gradients are clipped to a global norm of 1.0 before the optimizer step.",
+    "If the loss is not finite, the run stops and names the iteration, or skips the step "
+    "and counts it, as --nan-policy says.",
+    "It's what they'd do, isn't it? We'll see: you're right, I've checked, and she'll agree.",
+    "for (int i = 0; i < n; ++i) { sum += x[i] * w[i]; }  // dot product",
+    "def attention(q, k, v):\n    scores = q @ k.T / math.sqrt(q.shape[-1])\n    return softmax(scores) @ v",
+    "    if (!status.ok()) return status;\n\treturn absl::OkStatus();",
+    "Numbers: 0, 1, 2, 10, 42, 100, 1024, 65536, 3.14159, 2.71828, 1e-5, 0x7f, 2026-12-01.",
+    "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG. The quick brown fox jumps over the lazy dog.",
+]
+
+
 def training_text():
-    parts = []
-    for name in ["README.md", os.path.join("docs", "design.md")]:
-        with open(os.path.join(REPO, name), encoding="utf-8") as f:
-            parts.append(f.read())
-    parts += MULTILINGUAL * 20
-    return parts
+    return (ENGLISH + MULTILINGUAL) * 20
 
 
 SPECIALS_GPT2 = ["<|endoftext|>"]
@@ -187,8 +207,11 @@ def hf_fixture(name, tok, eod_token):
     cases = []
     for text in CORPUS:
         ids = tok.encode(text).ids
+        # The first half of the ids may end inside a character: lossy decoding.
+        half = ids[:len(ids) // 2]
         cases.append({"text": text, "ids": ids,
-                      "decoded": tok.decode(ids, skip_special_tokens=False)})
+                      "decoded": tok.decode(ids, skip_special_tokens=False),
+                      "half_ids": half, "half_decoded": tok.decode(half, skip_special_tokens=False)})
     write_json(os.path.join(folder, "expected.json"), {
         "generator": f"tokenizers {tokenizers.__version__}",
         "vocab_size": tok.get_vocab_size(with_added_tokens=True),
@@ -197,7 +220,7 @@ def hf_fixture(name, tok, eod_token):
     })
 
 
-def train_sentencepiece(name, model_type, byte_fallback, normalization):
+def train_sentencepiece(name, model_type, byte_fallback, normalization, vocab_size):
     folder = os.path.join(OUT, name)
     os.makedirs(folder, exist_ok=True)
     text_file = os.path.join(folder, "train.txt")
@@ -206,7 +229,7 @@ def train_sentencepiece(name, model_type, byte_fallback, normalization):
             f.write(part.replace("\r", "") + "\n")
     spm.SentencePieceTrainer.train(
         input=text_file, model_prefix=os.path.join(folder, "tokenizer"), model_type=model_type,
-        vocab_size=800, byte_fallback=byte_fallback, character_coverage=0.9995,
+        vocab_size=vocab_size, byte_fallback=byte_fallback, character_coverage=0.9995,
         normalization_rule_name=normalization, num_threads=1, minloglevel=2)
     os.remove(text_file)
     os.remove(os.path.join(folder, "tokenizer.vocab"))
@@ -310,6 +333,7 @@ def write_rank_file(source_tok):
     write_json(os.path.join(folder, "ranks.json"),
                [{"rank": i, "token_bytes": base64.b64encode(t).decode("ascii"),
                  "token_str": t.decode("utf-8", errors="replace")} for i, t in enumerate(ranks)])
+    return len(ranks)
 
 
 def tiktoken_fixture(pattern_name, num_special_tokens, vocab_size):
@@ -328,8 +352,11 @@ def tiktoken_fixture(pattern_name, num_special_tokens, vocab_size):
     cases = []
     for text in CORPUS:
         ids = enc.encode_ordinary(text)
+        half = ids[:len(ids) // 2]
         cases.append({"text": text, "ids": ids,
-                      "decoded": enc.decode_bytes(ids).decode("utf-8", errors="replace")})
+                      "decoded": enc.decode_bytes(ids).decode("utf-8", errors="replace"),
+                      "half_ids": half,
+                      "half_decoded": enc.decode_bytes(half).decode("utf-8", errors="replace")})
     write_json(os.path.join(OUT, "tiktoken", f"expected_{pattern_name}.json"), {
         "generator": f"tiktoken {tiktoken.__version__}",
         "pattern": pattern_name, "num_special_tokens": num_special_tokens,
@@ -352,13 +379,14 @@ def main():
     hf_fixture("hf_metaspace_bpe", sentencepiece_style_bpe(metaspace=True), "</s>")
     # T5 style (NFKC rules in the model) and Llama 2 style (no normalisation, byte fallback).
     sentencepiece_fixture("spm_unigram_nfkc",
-                          train_sentencepiece("spm_unigram_nfkc", "unigram", False, "nmt_nfkc"))
+                          train_sentencepiece("spm_unigram_nfkc", "unigram", False, "nmt_nfkc", 450))
     sentencepiece_fixture("spm_bpe_byte_fallback",
-                          train_sentencepiece("spm_bpe_byte_fallback", "bpe", True, "identity"))
+                          train_sentencepiece("spm_bpe_byte_fallback", "bpe", True, "identity", 800))
     sentencepiece_fixture("spm_mistral_v1", mistral_sentencepiece_model("spm_mistral_v1"))
-    write_rank_file(gpt2)
-    tiktoken_fixture("v2", num_special_tokens=10, vocab_size=1100)
-    tiktoken_fixture("v1", num_special_tokens=3, vocab_size=1150)
+    ranks = write_rank_file(gpt2)
+    # v2 cuts the last 100 ranks (Megatron keeps vocab_size - num_special_tokens); v1 keeps all.
+    tiktoken_fixture("v2", num_special_tokens=10, vocab_size=ranks + 10 - 100)
+    tiktoken_fixture("v1", num_special_tokens=3, vocab_size=ranks + 3)
     print("wrote", OUT)
 
 

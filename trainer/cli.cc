@@ -229,8 +229,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       absl::StatusOr<std::string> page = PlanHtml(*resolved, shape);
       if (!page.ok()) return UsageError(err, std::string(page.status().message()));
       if (absl::Status written = WriteFile(html, *page, Durability::kVisible); !written.ok()) {
-        return UsageError(err, absl::StrCat("--plan-html: ", written.message(),
-                                            "; choose a writable path"));
+        return UsageError(
+            err, absl::StrCat("--plan-html: ", written.message(), "; choose a writable path"));
       }
       out << "plan: page written to " << html << "\n";
     }

@@ -132,6 +132,10 @@ void CheckTensorParallelSplit(const Config& c, const Derived& d, Problems* out) 
              " divisible by --tensor-model-parallel-size ", d.tp,
              ": the sequence is split evenly over TP ranks");
   }
+  if (c.parallel().overlap_param_gather() && !c.parallel().use_distributed_optimizer()) {
+    out->Add("--overlap-param-gather needs --use-distributed-optimizer: only the distributed "
+             "optimizer gathers parameters after its step (as in Megatron)");
+  }
 }
 
 // The position embedding's own rules.
@@ -629,8 +633,9 @@ void CheckProfile(const LoggingConfig& l, int world_size, Problems* out) {
   out->NonNegative("--profile-step-start", l.profile_step_start());
   if (l.profile_step_end() <= l.profile_step_start()) {
     out->Add("--profile-step-end ", l.profile_step_end(), " must exceed --profile-step-start ",
-             l.profile_step_start(), ": the profile covers the iterations after the start up to "
-             "the end; raise --profile-step-end");
+             l.profile_step_start(),
+             ": the profile covers the iterations after the start up to the end; raise "
+             "--profile-step-end");
   }
   for (int rank : l.profile_ranks()) {
     if (rank < 0 || rank >= world_size) {

@@ -20,9 +20,21 @@
 //    each step. 2 + 4 + 12/DP bytes, Megatron's 6 + 12/DP.
 // A parameter that straddles slices is updated piecewise by the ranks that own its
 // pieces; its weight decay travels with each piece.
+//
+// Overlap, as Megatron's: --overlap-grad-reduce starts a bucket's reduce-scatter on a
+// communication thread once backward has finished its parameters (except buckets whose
+// gradients still take a sum over TP or the embedding group, which must come first);
+// --overlap-param-gather starts the all-gathers after the step, the first layers'
+// buckets first, and the next forward waits for a bucket only when it reads it.
 #include <algorithm>
+#include <map>
+#include <memory>
 
 #include "base/status_macros.h"
+#include "model/gpt_model.h"
+#include "parallel/tensor_buffer.h"
+#include "trainer/communication_thread.h"
+#include "trainer/gradient_reduction.h"
 #include "trainer/optimizer.h"
 #include "trainer/parameter_buckets.h"
 #include "trainer/parameter_updater.h"
@@ -37,7 +49,15 @@ struct ShardedGroup {
   Tensor grads;   // fp32, each parameter's grad a view into it
   Tensor values;  // fp32 (each value a view) or bf16 (each compute copy a view)
   Tensor master;  // bf16_values: fp32 values of the owned slices, bucket after bucket
+  std::vector<int64_t> master_starts;  // per bucket
 };
+
+// Whether a parameter's gradient takes a sum over TP or the embedding group before the
+// DP reduce-scatter (ReduceSharedGradients), so its bucket cannot be reduced early.
+bool TakesSharedSum(const Parameter& p, const RankContext& context) {
+  return (p.sequence_parallel && context.sequence_parallel() && context.tp_size() > 1) ||
+         p.name == kWordEmbeddingName;
+}
 
 class DistributedOptimizer : public ParameterUpdater {
  public:
@@ -60,20 +80,51 @@ class DistributedOptimizer : public ParameterUpdater {
     }
     segments_ = segments;
     optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments), ops_);
+
+    int64_t largest = 0;
+    std::vector<Bucket> all;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      for (size_t b = 0; b < groups_[g].buckets.size(); ++b) {
+        const Bucket& bucket = groups_[g].buckets[b];
+        bool early = true;
+        for (const BucketEntry& e : bucket.entries) {
+          bucket_of_[e.param] = all.size();
+          early = early && !TakesSharedSum(*e.param, context_);
+        }
+        buckets_.push_back({g, b, early});
+        all.push_back(bucket);
+        largest = std::max(largest, bucket.size);
+      }
+    }
+    readiness_ = std::make_unique<BucketReadiness>(all);
+    reduction_ = std::make_unique<GradientReduction>(
+        context_.dp(), *ops_, config.parallel().grad_reduce_in_bf16(), largest);
+    overlap_grad_reduce_ = config.parallel().overlap_grad_reduce() && dp() > 1;
+    overlap_param_gather_ = config.parallel().overlap_param_gather() && dp() > 1;
+    if (overlap_grad_reduce_ || overlap_param_gather_) {
+      overlap_ = std::make_unique<CommunicationThread>([this](size_t job) {
+        return job < buckets_.size() ? ReduceBucket(job) : GatherBucket(job - buckets_.size());
+      });
+    }
+  }
+
+  void GradientsReady(const std::vector<Parameter*>& ready) override {
+    if (!overlap_grad_reduce_) return;
+    for (const size_t k : readiness_->Complete(ready)) {
+      if (buckets_[k].early) overlap_->Launch(k);
+    }
   }
 
   absl::Status ReduceGradients() override {
+    if (overlap_ != nullptr) RETURN_IF_ERROR(overlap_->WaitAll());
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum; done first here, as the reduce-scatter leaves only the owned slices' sums.
     RETURN_IF_ERROR(ReduceSharedGradients(params_.all, context_));
-    for (ShardedGroup& group : groups_) {
-      for (const Bucket& bucket : group.buckets) {
-        float* first = group.grads.data() + bucket.start;
-        const int64_t slice = bucket.size / dp();
-        RETURN_IF_ERROR(
-            context_.dp().ReduceScatterSum(first, slice, first + context_.dp().rank() * slice));
-      }
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      if (overlap_ == nullptr || !overlap_->Launched(k)) RETURN_IF_ERROR(ReduceBucket(k));
     }
+    if (overlap_ != nullptr) overlap_->Forget();
+    readiness_->Reset();
     return absl::OkStatus();
   }
 
@@ -90,17 +141,71 @@ class DistributedOptimizer : public ParameterUpdater {
   absl::Status Step(double grad_norm, double lr) override {
     ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
     optimizer_->Step(lr);
-    return GatherValues();
+    if (!overlap_param_gather_) return GatherValues();
+    // The first layers' buckets first: buckets hold the parameters in reverse order.
+    for (size_t k = buckets_.size(); k-- > 0;) overlap_->Launch(buckets_.size() + k);
+    return absl::OkStatus();
+  }
+
+  absl::Status ParametersNeeded(const std::vector<Parameter*>& params) override {
+    if (!overlap_param_gather_) return absl::OkStatus();
+    for (const Parameter* p : params) {
+      auto it = bucket_of_.find(p);
+      if (it != bucket_of_.end()) RETURN_IF_ERROR(overlap_->Wait(buckets_.size() + it->second));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParametersCurrent() override {
+    return overlap_ != nullptr ? overlap_->WaitAll() : absl::OkStatus();
   }
 
   Optimizer& optimizer() override { return *optimizer_; }
 
   absl::Span<MasterPiece> MasterPieces() override { return absl::MakeSpan(master_pieces_); }
 
-  absl::Status ParametersLoaded() override { return GatherValues(); }
+  absl::Status ParametersLoaded() override {
+    RETURN_IF_ERROR(ParametersCurrent());
+    return GatherValues();
+  }
 
  private:
+  // A bucket of one of the groups, in the order of all groups' buckets.
+  struct BucketRef {
+    size_t group, index;
+    bool early;  // may be reduced before ReduceGradients (--overlap-grad-reduce)
+  };
+
   int dp() const { return context_.dp().size(); }
+  // The first element of this rank's slice of `bucket`.
+  int64_t Owned(const Bucket& bucket) const {
+    return bucket.start + context_.dp().rank() * (bucket.size / dp());
+  }
+
+  absl::Status ReduceBucket(size_t k) {
+    ShardedGroup& group = groups_[buckets_[k].group];
+    const Bucket& bucket = group.buckets[buckets_[k].index];
+    return reduction_->ReduceScatter(group.grads, bucket.start, bucket.size);
+  }
+
+  // Rounds the owned slice from the master (bf16 values), then gathers every rank's.
+  absl::Status GatherBucket(size_t k) {
+    ShardedGroup& group = groups_[buckets_[k].group];
+    const Bucket& bucket = group.buckets[buckets_[k].index];
+    const int64_t slice = bucket.size / dp();
+    const Buffer values = TensorBuffer(group.values);
+    if (group.bf16_values) {
+      ops_->RoundToBFloat16(group.master.data() + group.master_starts[buckets_[k].index],
+                            static_cast<BFloat16*>(values.Slice(Owned(bucket), slice).data), slice);
+    }
+    return context_.dp().AllGather(values.Slice(Owned(bucket), slice),
+                                   values.Slice(bucket.start, bucket.size));
+  }
+
+  absl::Status GatherValues() {
+    for (size_t k = 0; k < buckets_.size(); ++k) RETURN_IF_ERROR(GatherBucket(k));
+    return absl::OkStatus();
+  }
 
   // Lays out `members`' buffers, moves their gradients and values in, and appends the
   // owned slices' optimizer segments.
@@ -109,8 +214,7 @@ class DistributedOptimizer : public ParameterUpdater {
     const Device device = ops_->device();
     ShardedGroup g;
     g.bf16_values = bf16;
-    // bf16 slices of an even length travel as fp32 words (GatherValues).
-    g.buckets = MakeBuckets(members, bucket_elements, bf16 ? 2 * dp() : dp());
+    g.buckets = MakeBuckets(members, bucket_elements, dp());
     g.grads = AdoptGradients(g.buckets, device);
     if (bf16) {
       g.values = AdoptTensors(g.buckets, DType::kBFloat16, device,
@@ -123,8 +227,9 @@ class DistributedOptimizer : public ParameterUpdater {
     }
     int64_t master_start = 0;  // of the current bucket's slice
     for (const Bucket& bucket : g.buckets) {
+      g.master_starts.push_back(master_start);
       const int64_t slice = bucket.size / dp();
-      const int64_t owned = bucket.start + context_.dp().rank() * slice;
+      const int64_t owned = Owned(bucket);
       for (const BucketEntry& e : bucket.entries) {
         const int64_t lo = std::max(e.start, owned);
         const int64_t hi = std::min(e.start + e.param->local_numel(), owned + slice);
@@ -149,32 +254,6 @@ class DistributedOptimizer : public ParameterUpdater {
     return g;
   }
 
-  // Every rank's owned slices into every rank's values (bf16 ones first rounded from the
-  // master shard).
-  absl::Status GatherValues() {
-    for (ShardedGroup& group : groups_) {
-      int64_t master_start = 0;
-      for (const Bucket& bucket : group.buckets) {
-        const int64_t slice = bucket.size / dp();
-        const int64_t owned = bucket.start + context_.dp().rank() * slice;
-        if (group.bf16_values) {
-          auto* values = static_cast<BFloat16*>(group.values.raw());
-          ops_->RoundToBFloat16(group.master.data() + master_start, values + owned, slice);
-          // bf16 pairs travel as fp32 words: a gather only moves bytes, and every bf16
-          // bucket is padded to a multiple of 2 * DP, so a slice has whole pairs.
-          RETURN_IF_ERROR(context_.dp().AllGather(
-              reinterpret_cast<const float*>(values + owned), slice / 2,
-              reinterpret_cast<float*>(values + bucket.start)));
-        } else {
-          float* values = group.values.data();
-          RETURN_IF_ERROR(context_.dp().AllGather(values + owned, slice, values + bucket.start));
-        }
-        master_start += slice;
-      }
-    }
-    return absl::OkStatus();
-  }
-
   const OptimizerOps* ops_;
   double clip_grad_;
   const RankContext& context_;
@@ -184,6 +263,13 @@ class DistributedOptimizer : public ParameterUpdater {
   std::vector<bool> counts_toward_norm_;  // per segment
   std::vector<MasterPiece> master_pieces_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::vector<BucketRef> buckets_;  // all groups' buckets
+  std::map<const Parameter*, size_t> bucket_of_;  // index into buckets_
+  std::unique_ptr<BucketReadiness> readiness_;
+  std::unique_ptr<GradientReduction> reduction_;
+  bool overlap_grad_reduce_ = false, overlap_param_gather_ = false;
+  // Jobs: reduce-scatter bucket k (id k), all-gather bucket k (id buckets_.size() + k).
+  std::unique_ptr<CommunicationThread> overlap_;
 };
 
 }  // namespace

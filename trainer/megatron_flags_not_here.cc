@@ -89,10 +89,6 @@ const std::map<std::string, NoOp, std::less<>>& NoOps() {
       {"--manual-gc", {false, nullptr, kNoPython}},
       {"--manual-gc-interval", {true, nullptr, kNoPython}},
       {"--empty-unused-memory-level", {true, nullptr, kNoPython}},
-      {"--overlap-param-gather",
-       {false, nullptr,
-        "the distributed optimizer gathers the parameters after its step; overlapping the "
-        "gather would give the same values"}},
       {"--apply-layernorm-1p",
        {false, nullptr,
         "Megatron then stores each norm's gain g as g - 1 (zero-initialised); norm weights "
@@ -129,6 +125,9 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--dataloader-type",
        "Conveyor reads samples in Megatron's default (single) order, shuffled per epoch by "
        "--seed; drop the flag"},
+      {"--log-num-zeros-in-grad",
+       "not implemented: --tensorboard-dir logs the gradient norm (grad-norm), not the count "
+       "of zero gradients; drop the flag"},
       {"--loss-scale", kNoLossScaling},
       {"--initial-loss-scale", kNoLossScaling},
       {"--fp8-format", kNoFp8},
@@ -145,9 +144,6 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--decoupled-min-lr",
        "not implemented: the embedding and output layer learn at --lr like every other "
        "parameter"},
-      {"--grad-reduce-in-bf16",
-       "not implemented: Conveyor reduces gradients in fp32 (more precise, twice the bytes); "
-       "drop the flag"},
   };
   return *explanations;
 }

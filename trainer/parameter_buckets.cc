@@ -42,4 +42,27 @@ Tensor AdoptGradients(const std::vector<Bucket>& buckets, Device device) {
   return buffer;
 }
 
+BucketReadiness::BucketReadiness(const std::vector<Bucket>& buckets) {
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (const BucketEntry& e : buckets[b].entries) bucket_of_[e.param] = b;
+    sizes_.push_back(static_cast<int>(buckets[b].entries.size()));
+  }
+  Reset();
+}
+
+std::vector<size_t> BucketReadiness::Complete(const std::vector<Parameter*>& ready) {
+  std::vector<size_t> complete;
+  for (const Parameter* p : ready) {
+    auto it = bucket_of_.find(p);
+    if (it == bucket_of_.end() || !reported_.insert(p).second) continue;
+    if (--pending_[it->second] == 0) complete.push_back(it->second);
+  }
+  return complete;
+}
+
+void BucketReadiness::Reset() {
+  pending_ = sizes_;
+  reported_.clear();
+}
+
 }  // namespace conveyor

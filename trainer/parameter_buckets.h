@@ -8,6 +8,8 @@
 #define CONVEYOR_TRAINER_PARAMETER_BUCKETS_H_
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <vector>
 
 #include "model/parameter.h"
@@ -38,6 +40,22 @@ int64_t BufferElements(const std::vector<Bucket>& buckets);
 // An fp32 buffer for `buckets` on `device` (kGrads) holding every parameter's grad,
 // each replaced by a view into the buffer (its old storage freed); the padding is zero.
 Tensor AdoptGradients(const std::vector<Bucket>& buckets, Device device);
+
+// Which buckets backward has completed this step: a bucket is complete once every one
+// of its parameters was reported (ParameterUpdater::GradientsReady).
+class BucketReadiness {
+ public:
+  explicit BucketReadiness(const std::vector<Bucket>& buckets);
+  // The buckets that `ready` completes, each once per step.
+  std::vector<size_t> Complete(const std::vector<Parameter*>& ready);
+  void Reset();  // a new step
+
+ private:
+  std::map<const Parameter*, size_t> bucket_of_;
+  std::vector<int> sizes_;    // parameters per bucket
+  std::vector<int> pending_;  // not yet reported this step
+  std::set<const Parameter*> reported_;
+};
 
 // A buffer of `dtype` (kWeights) holding `tensor_of(param)` of every parameter, each
 // replaced by a view into the buffer; the padding is zero.

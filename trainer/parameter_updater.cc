@@ -5,6 +5,7 @@
 
 #include "base/status_macros.h"
 #include "model/gpt_model.h"
+#include "parallel/tensor_buffer.h"
 
 namespace conveyor {
 
@@ -34,14 +35,14 @@ absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
   if (context.sequence_parallel() && context.tp_size() > 1) {
     for (Parameter* p : params) {
       if (p->sequence_parallel) {
-        RETURN_IF_ERROR(context.tp().AllReduceSum(p->grad.data(), p->grad.numel()));
+        RETURN_IF_ERROR(context.tp().AllReduceSum(TensorBuffer(p->grad)));
       }
     }
   }
   if (context.tied_embedding().size() > 1) {
     for (Parameter* p : params) {
       if (p->name == kWordEmbeddingName) {
-        RETURN_IF_ERROR(context.tied_embedding().AllReduceSum(p->grad.data(), p->grad.numel()));
+        RETURN_IF_ERROR(context.tied_embedding().AllReduceSum(TensorBuffer(p->grad)));
       }
     }
   }

@@ -39,6 +39,13 @@ class ParameterUpdater {
   // Backward has finished these parameters' gradients for the step
   // (--overlap-grad-reduce may start reducing them).
   virtual void GradientsReady(const std::vector<Parameter*>& /*params*/) {}
+  // The next forward is about to read these parameters: under --overlap-param-gather,
+  // waits for their all-gather.
+  virtual absl::Status ParametersNeeded(const std::vector<Parameter*>& /*params*/) {
+    return absl::OkStatus();
+  }
+  // Waits until every parameter is current (before a checkpoint reads them).
+  virtual absl::Status ParametersCurrent() { return absl::OkStatus(); }
   // Sums gradients over the ranks that share their parameters.
   virtual absl::Status ReduceGradients() = 0;
   // L2 norm of the whole model's gradient, the same on every rank.

@@ -11,7 +11,7 @@
 #include "parallel/pipeline/gantt.h"
 #include "trainer/flops.h"
 #include "trainer/pipeline_report.h"
-#include "trainer/plan_html_page.h"
+#include "trainer/plan_page.h"
 
 namespace conveyor {
 namespace {
@@ -19,9 +19,8 @@ namespace {
 // A JSON string; the page embeds the JSON in a <script> element, so "</" is written
 // "<\/" (the same string to a JSON parser) lest it close the element.
 std::string JsonString(absl::string_view s) {
-  return absl::StrCat("\"",
-                      absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}, {"</", "<\\/"}}),
-                      "\"");
+  return absl::StrCat(
+      "\"", absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}, {"</", "<\\/"}}), "\"");
 }
 
 // What the Gantt chart colours an action by: F, B (input gradient, or the fused
@@ -64,14 +63,12 @@ std::string MemoryJson(const std::vector<RankMemory>& memory) {
         "\"optimizer_bytes\": %d, \"peak_stashed\": %d, \"stash_bytes_per_micro_batch\": %d, "
         "\"activation_bytes\": %d, \"total_bytes\": %d}",
         m.pipeline_rank, m.parameters, m.weight_bytes, m.grad_bytes, m.optimizer_bytes,
-        m.peak_stashed, m.stash_bytes_per_micro_batch, m.activation_peak_bytes,
-        m.total_bytes()));
+        m.peak_stashed, m.stash_bytes_per_micro_batch, m.activation_peak_bytes, m.total_bytes()));
   }
   return absl::StrCat("[", absl::StrJoin(rows, ",\n    "), "]");
 }
 
-}  // namespace
-
+// The page's data: the figures of the --dry-run text.
 absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const ModelShape& shape) {
   const Config& config = resolved.config();
   const ParallelConfig& p = config.parallel();
@@ -79,8 +76,8 @@ absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const Model
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
                    PredictMemory(config, shape, bubble.simulation.timeline, resolved.dp()));
-  const std::string backend = absl::StrCat(
-      resolved.on_gpu() ? "CUDA" : "CPU", " backend, ", config.precision().bf16() ? "bf16" : "fp32");
+  const std::string backend = absl::StrCat(resolved.on_gpu() ? "CUDA" : "CPU", " backend, ",
+                                           config.precision().bf16() ? "bf16" : "fp32");
   return absl::StrFormat(
       "{\n  \"batch\": {\"global_batch_size\": %d, \"micro_batches\": %d, \"data_parallel\": %d, "
       "\"micro_batch_size\": %d, \"seq_length\": %d, \"tokens_per_step\": %d, "
@@ -95,11 +92,13 @@ absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const Model
       t.global_batch_size(), resolved.micro_batches(), resolved.dp(), t.micro_batch_size(),
       shape.seq, int64_t{t.global_batch_size()} * shape.seq,
       MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12, shape.padded_vocab,
-      resolved.world_size(), resolved.tp(), resolved.pp(), resolved.dp(),
-      resolved.virtual_stages(), JsonString(p.pipeline_schedule()), JsonString(p.pipeline_costs()),
-      bubble.formula, bubble.simulated, bubble.simulation.makespan, JsonString(backend),
+      resolved.world_size(), resolved.tp(), resolved.pp(), resolved.dp(), resolved.virtual_stages(),
+      JsonString(p.pipeline_schedule()), JsonString(p.pipeline_costs()), bubble.formula,
+      bubble.simulated, bubble.simulation.makespan, JsonString(backend),
       TimelineJson(bubble.simulation.timeline), MemoryJson(memory));
 }
+
+}  // namespace
 
 absl::StatusOr<std::string> PlanHtml(const ResolvedConfig& resolved, const ModelShape& shape) {
   ASSIGN_OR_RETURN(const std::string json, PlanJson(resolved, shape));

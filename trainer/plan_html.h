@@ -1,11 +1,11 @@
-// --dry-run --plan-html FILE: the plan as one self-contained HTML page (inline SVG and
-// script, nothing fetched), for a reader who wants to see the schedule rather than
-// read it: the simulated schedule's Gantt chart per pipeline rank (forward, backward,
-// weight gradient, idle shaded as the bubble), memory per pipeline rank as stacked
-// bars (weights, gradients, optimizer state, activations), and the batch arithmetic.
-// The figures are the --dry-run text's (trainer/plan.h), computed by the same
-// functions; the page carries them as one JSON block (<script id="plan-data">) that
-// its script draws from and that tools can read.
+// --dry-run --plan-html FILE: the plan as one self-contained HTML page
+// (trainer/plan_page.html: inline SVG and script, nothing fetched), for a reader who wants to see
+// the schedule rather than read it: the simulated schedule's Gantt chart per pipeline rank
+// (forward, backward, weight gradient, idle shaded as the bubble), memory per pipeline rank as
+// stacked bars (weights, gradients, optimizer state, activations), and the batch arithmetic. The
+// figures are the --dry-run text's (trainer/plan.h), computed by the same functions; the page
+// carries them as one JSON block (<script id="plan-data">) that its script draws from and that
+// tools can read.
 #ifndef CONVEYOR_TRAINER_PLAN_HTML_H_
 #define CONVEYOR_TRAINER_PLAN_HTML_H_
 
@@ -17,10 +17,6 @@
 
 namespace conveyor {
 
-// The JSON block alone (also embedded in the page).
-absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const ModelShape& shape);
-
-// The whole page.
 absl::StatusOr<std::string> PlanHtml(const ResolvedConfig& resolved, const ModelShape& shape);
 
 }  // namespace conveyor

@@ -2,7 +2,7 @@
 
 #include "base/status_macros.h"
 #include "model/pipeline_split.h"
-#include "profiler/step_profiler.h"
+#include "trainer/profiler/step_profiler.h"
 
 namespace conveyor {
 

@@ -12,7 +12,7 @@
 #include "model/gpt_stage.h"
 #include "model/tensor_parallel.h"
 #include "parallel/parallel_state.h"
-#include "profiler/profiling_ops.h"
+#include "trainer/profiler/profiling_ops.h"
 #include "proto/config.pb.h"
 #include "trainer/backend.h"
 #include "trainer/rank_context.h"

@@ -130,6 +130,8 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
                                                  "swiglu",
                                                  "untie_embeddings_and_output_weights",
                                                  "disable_bias_linear",
+                                                 "add_qkv_bias",
+                                                 "rotary_percent",
                                                  "vocab_size"};
   const google::protobuf::Descriptor* d = ModelConfig::descriptor();
   std::vector<std::string> differences;
@@ -458,6 +460,7 @@ void TrainingCheckpoints::WarnIfGlobalBatchChanged(const CheckpointState& saved,
 }
 
 absl::Status TrainingCheckpoints::Save(const ResumePoint& point) {
+  RETURN_IF_ERROR(updater_->ParametersCurrent());  // --overlap-param-gather's gathers
   CheckpointState state;
   state.config = config_;
   state.iteration = point.iteration;

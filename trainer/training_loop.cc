@@ -10,16 +10,17 @@
 #include "model/parameter_placement.h"
 #include "parallel/pipeline/schedule.h"
 #include "profiler/recorder.h"
-#include "profiler/step_profiler.h"
 #include "proto/config_choices.h"
 #include "runtime/memory_tracker.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
 #include "trainer/flops.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/message_bytes.h"
 #include "trainer/parameter_updater.h"
 #include "trainer/pipeline_pass.h"
 #include "trainer/pipeline_report.h"
+#include "trainer/profiler/step_profiler.h"
 #include "trainer/step_timers.h"
 #include "trainer/training_checkpoints.h"
 #include "trainer/training_log.h"
@@ -101,9 +102,13 @@ class TrainingRun {
         loss_scale_(1.0f / static_cast<float>(t_.num_micro_batches() * context.dp_size())),
         pipelined_(context.pipeline().num_stages() > 1),
         checkpoints_(config, context, stage, updater_.get()),
-        profiler_(config.logging(), context.world().rank()) {}
+        profiler_(config.logging(), context.world().rank()),
+        message_bytes_(context) {}
 
-  ~TrainingRun() { stage_->OnGradientsReady(0, nullptr); }  // the callback uses updater_
+  ~TrainingRun() {  // the callbacks use updater_
+    stage_->OnGradientsReady(0, nullptr);
+    stage_->OnParametersNeeded(nullptr);
+  }
 
   absl::StatusOr<TrainingResult> Run() {
     if (pipelined_) {
@@ -116,6 +121,8 @@ class TrainingRun {
     if (iteration_ >= t_.train_iters()) return NothingToTrain();
     ExitConditions exit_conditions(config_.checkpoint());
     WatchGradients();
+    stage_->OnParametersNeeded(
+        [this](const std::vector<Parameter*>& p) { return updater_->ParametersNeeded(p); });
     while (iteration_ < t_.train_iters()) {
       ++iteration_;
       const Clock::time_point start = Clock::now();
@@ -256,6 +263,7 @@ class TrainingRun {
     ASSIGN_OR_RETURN(
         const std::string timer_line,
         timers_.Report(context_.world(), interval_iterations_, &figures.timer_seconds));
+    ASSIGN_OR_RETURN(const std::string messages_line, message_bytes_.Report(interval_iterations_));
     std::string bubble_line;
     if (pipelined_) {
       ASSIGN_OR_RETURN(bubble_line, BubbleLine(prediction_, bubble_.fraction(), context_.pp(),
@@ -268,6 +276,7 @@ class TrainingRun {
     if (out_.log != nullptr) {
       *out_.log << FormatLogLine(interval_) << "\n"
                 << timer_line << "\n"
+                << messages_line << "\n"
                 << bubble_line << std::flush;
     }
     if (out_.metrics != nullptr) *out_.metrics << FormatMetricsJson(interval_) << std::endl;
@@ -379,6 +388,8 @@ class TrainingRun {
 
   // The last save, the final evaluations of a completed run, and the trace.
   absl::StatusOr<TrainingResult> Finish() {
+    // What the run leaves (the stage's parameters, a final checkpoint) is current.
+    RETURN_IF_ERROR(updater_->ParametersCurrent());
     if (!config_.checkpoint().save().empty() && saved_iteration_ != iteration_) {
       RETURN_IF_ERROR(checkpoints_.Save({iteration_, result_.consumed_samples}));
     }
@@ -419,6 +430,7 @@ class TrainingRun {
   BubbleMeter bubble_;
   std::vector<pipeline::TimedAction> step_timeline_;  // the last step's, for the trace
   StepTimers timers_;
+  MessageBytes message_bytes_;
 
   TrainingResult result_;
   int64_t iteration_ = 0;        // the last completed (or, in a step, the current) one

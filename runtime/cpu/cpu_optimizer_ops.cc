@@ -25,6 +25,10 @@ void CpuOptimizerOps::RoundToBFloat16(const float* in, BFloat16* out, int64_t n)
   for (int64_t i = 0; i < n; ++i) out[i] = ToBFloat16(in[i]);
 }
 
+void CpuOptimizerOps::WidenFromBFloat16(const BFloat16* in, float* out, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) out[i] = ToFloat(in[i]);
+}
+
 void CpuOptimizerOps::AdamW(const AdamWHyperParams& hp,
                             absl::Span<const AdamWTensor> tensors) const {
   for (const AdamWTensor& t : tensors) {

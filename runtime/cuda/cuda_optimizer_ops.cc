@@ -45,6 +45,10 @@ void CudaOptimizerOps::RoundToBFloat16(const float* in, BFloat16* out, int64_t n
   CUDA_CHECK(LaunchFloatToBFloat16(in, out, n));
 }
 
+void CudaOptimizerOps::WidenFromBFloat16(const BFloat16* in, float* out, int64_t n) const {
+  CUDA_CHECK(LaunchBFloat16ToFloat(in, out, n));
+}
+
 void CudaOptimizerOps::AdamW(const AdamWHyperParams& hp,
                              absl::Span<const AdamWTensor> tensors) const {
   std::vector<AdamWDeviceTensor> table;

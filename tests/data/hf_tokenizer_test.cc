@@ -106,6 +106,13 @@ TEST(HfTokenizerErrorsTest, UnsupportedComponentsAreNamed) {
               HasSubstr("malformed"));
 }
 
+TEST(HfTokenizerErrorsTest, AStrayHugeIdIsRefusedBeforeAnyAllocation) {
+  const std::string path =
+      WriteFile(FreshDir("hf_huge_id"), "tokenizer.json",
+                R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2000000000}, "merges": []}})");
+  EXPECT_THAT(LoadError(path), HasSubstr("id 2000000000 of 'b' is not in [0, 4100)"));
+}
+
 TEST(HfTokenizerErrorsTest, InvalidUtf8TextIsRefusedWithItsOffset) {
   auto tok = HfTokenizer::Load(TokenizerFixture("hf_gpt2"));
   ASSERT_TRUE(tok.ok()) << tok.status();

@@ -82,7 +82,8 @@ TEST(InspectDataTest, HelpComesFromTheProto) {
   EXPECT_THAT(r.out, HasSubstr("usage: inspect_data"));
   EXPECT_THAT(r.out, HasSubstr("--seq-length INT  (default: 128)"));
   EXPECT_THAT(r.out, HasSubstr("--tokenizer-type {\"\"|GPT2BPETokenizer|NullTokenizer|"
-                               "ByteTokenizer}"));
+                               "ByteTokenizer|HuggingFaceTokenizer|SentencePieceTokenizer|"
+                               "GPTSentencePieceTokenizer|Llama2Tokenizer|TikTokenizer}"));
   EXPECT_THAT(r.out, HasSubstr("Samples of the train split to print."));
 }
 

@@ -44,6 +44,14 @@ int ExpectMatchesReference(const Tokenizer& tokenizer, const nlohmann::json& exp
       if (back.ok()) {
         EXPECT_EQ(*back, c.at("decoded").get<std::string>()) << "ids of text: " << text;
       }
+      if (c.contains("half_ids")) {
+        absl::StatusOr<std::string> half =
+            tokenizer.Detokenize(c.at("half_ids").get<std::vector<int32_t>>());
+        EXPECT_TRUE(half.ok()) << half.status();
+        if (half.ok()) {
+          EXPECT_EQ(*half, c.at("half_decoded").get<std::string>()) << "half of text: " << text;
+        }
+      }
     }
     ++checked;
   }

@@ -18,7 +18,9 @@ nlohmann::json ReadFixtureJson(const std::string& path);
 
 // Expects `tokenizer` to give each case of `expected` ("cases": [{"text",
 // <ids_key>, "decoded"}]) exactly its reference ids, and (when `decoded` is
-// set) to decode those ids to the reference text. Returns the cases checked.
+// set) to decode those ids to the reference text, and "half_ids" (which may
+// end inside a character) to "half_decoded" where given. Returns the cases
+// checked.
 int ExpectMatchesReference(const Tokenizer& tokenizer, const nlohmann::json& expected,
                            const std::string& ids_key = "ids", bool decoded = true);
 

@@ -4,6 +4,7 @@
 // the vocabulary size and eod from the tokenizer.
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -44,12 +45,13 @@ std::vector<PipelineCase> Cases() {
   spm.type = "GPTSentencePieceTokenizer";
   spm.tokenizer_model = TokenizerFixture("spm_mistral_v1/tokenizer.model");
   cases.push_back({"spm_mistral_v1", spm, "spm_mistral_v1/expected.json"});
+  const nlohmann::json v2 = ReadFixtureJson(TokenizerFixture("tiktoken/expected_v2.json"));
   TokenizerSpec tiktoken;
   tiktoken.type = "TikTokenizer";
   tiktoken.tokenizer_model = TokenizerFixture("tiktoken/ranks.json");
   tiktoken.tiktoken_pattern = "v2";
-  tiktoken.tiktoken_num_special_tokens = 10;
-  tiktoken.vocab_size = 1100;
+  tiktoken.tiktoken_num_special_tokens = v2.at("num_special_tokens").get<int>();
+  tiktoken.vocab_size = v2.at("vocab_size").get<int64_t>();
   cases.push_back({"tiktoken_v2", tiktoken, "tiktoken/expected_v2.json"});
   return cases;
 }
@@ -64,13 +66,36 @@ std::string Flags(const TokenizerSpec& spec) {
   return flags;
 }
 
-int RunPreprocess(const std::string& dir, const std::string& args, std::string* log) {
+// Runs data/`tool` with `args`; its exit status, and its output in `log`.
+int RunTool(const std::string& tool, const std::string& dir, const std::string& args,
+            std::string* log) {
   const std::string binary = std::string(std::getenv("TEST_SRCDIR")) + "/" +
-                             std::getenv("TEST_WORKSPACE") + "/data/preprocess";
+                             std::getenv("TEST_WORKSPACE") + "/data/" + tool;
   const int status = std::system((binary + " " + args + " > " + dir + "/log 2>&1").c_str());
   std::ifstream in(dir + "/log");
   log->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// inspect_data's escaping of a sample's text.
+std::string Escaped(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    } else {
+      out.push_back(char(c));
+    }
+  }
+  return out;
 }
 
 class PipelineTest : public ::testing::TestWithParam<PipelineCase> {};
@@ -93,7 +118,7 @@ TEST_P(PipelineTest, PreprocessWritesTheReferenceIdsAndTheyDecodeBack) {
     }
   }
   std::string log;
-  ASSERT_EQ(RunPreprocess(dir, "--input " + dir + "/corpus.jsonl --output-prefix " + dir +
+  ASSERT_EQ(RunTool("preprocess", dir, "--input " + dir + "/corpus.jsonl --output-prefix " + dir +
                                    "/out --workers 2 --append-eod " + Flags(c.spec),
                           &log),
             0)
@@ -111,6 +136,19 @@ TEST_P(PipelineTest, PreprocessWritesTheReferenceIdsAndTheyDecodeBack) {
     absl::StatusOr<std::string> text = (*tok)->Detokenize(ids);
     ASSERT_TRUE(text.ok()) << text.status();
     EXPECT_EQ(*text, documents[i]->at("decoded").get<std::string>());
+  }
+
+  // inspect_data --decode: one sample holding every token (seq-length + 1 of
+  // them) shows each document's reference text, escaped as inspect_data does.
+  ASSERT_EQ(RunTool("inspect_data", dir,
+                    "--data-path " + dir + "/out_text_document --split 1,0,0 --num-samples 1 " +
+                        "--seq-length " + std::to_string((*ds)->num_tokens() - 1) +
+                        " --decode --data-cache-path " + dir + "/cache " + Flags(c.spec),
+                    &log),
+            0)
+      << log;
+  for (const nlohmann::json* d : documents) {
+    EXPECT_THAT(log, HasSubstr(Escaped(d->at("decoded").get<std::string>())));
   }
 }
 

@@ -57,6 +57,15 @@ inline std::vector<ShapeVariant> ShapeVariants() {
   v.push_back({"dropout", s});
   s = TinyShape();
   s.rope = true;
+  s.rotary_percent = 0.5f;  // --rotary-percent: half of each head rotates
+  s.linear_bias = false;
+  s.qkv_bias = true;        // --add-qkv-bias (Qwen2)
+  v.push_back({"partial_rope_qkv_bias", s});
+  s = TinyShape();
+  s.no_positions = true;  // --position-embedding-type none
+  v.push_back({"no_positions", s});
+  s = TinyShape();
+  s.rope = true;
   s.rms_norm = true;
   s.swiglu = true;
   s.tied_embeddings = false;

@@ -27,7 +27,7 @@ class TransformerLayerGradTest : public ::testing::TestWithParam<ShapeVariant> {
 TEST_P(TransformerLayerGradTest, InputAndWeightGradientsMatchFiniteDifferences) {
   const ModelShape shape = GetParam().shape;
   ParameterStore store(/*seed=*/11);
-  RopeTable rope(shape.seq, shape.head_dim, shape.rotary_base);
+  RopeTable rope(shape.seq, shape.rotary_dims(), shape.rotary_base);
   const TensorParallel one_rank;
   TransformerLayer layer(&CpuOps::Get(), &store, shape, /*layer_index=*/1,
                          shape.rope ? &rope : nullptr,

@@ -48,8 +48,7 @@ absl::Status RecordingCommunicator::DoAllReduceMax(const Buffer& data) {
 }
 
 absl::Status RecordingCommunicator::DoAllGather(const ConstBuffer& in, const Buffer& out) {
-  return Record("AllGather",
-                [&](Communicator& c) { return c.AllGather(OnHost(in), OnHost(out)); });
+  return Record("AllGather", [&](Communicator& c) { return c.AllGather(OnHost(in), OnHost(out)); });
 }
 
 absl::Status RecordingCommunicator::DoReduceScatterSum(const ConstBuffer& in, const Buffer& out) {

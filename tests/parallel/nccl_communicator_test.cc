@@ -96,7 +96,8 @@ int CheckNccl(const RankEnvironment& env) {
   const int next = (me + 1) % s, prev = (me + s - 1) % s;
   for (int64_t i = 0; i < k; ++i) host[i] = static_cast<float>(me);
   CHECK_CUDA(cudaMemcpy(d_in, host.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK_OK(comm.BatchSendRecv({{true, next, OnDevice(d_in, k)}, {false, prev, OnDevice(d_out, k)}}));
+  CHECK_OK(
+      comm.BatchSendRecv({{true, next, OnDevice(d_in, k)}, {false, prev, OnDevice(d_out, k)}}));
   CHECK_CUDA(cudaMemcpy(back.data(), d_out, k * sizeof(float), cudaMemcpyDeviceToHost));
   if (back[0] != prev || back[k - 1] != prev) return Fail(env, "BatchSendRecv wrong");
   // bf16 as bf16: an in-place reduce-scatter of small integers (exact in bf16's 8

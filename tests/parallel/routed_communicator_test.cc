@@ -66,17 +66,16 @@ TEST_F(RoutedCommunicatorTest, EachOperationTakesTheSideItsBuffersDeclare) {
   EXPECT_TRUE(routed_->ReduceScatterSum(Device(m, 8), Device(m + 8, 4)).ok());
   EXPECT_TRUE(routed_->Broadcast(Device(m, 8), 1).ok());
   EXPECT_TRUE(routed_->Barrier().ok());  // orders ranks: always the host side
-  EXPECT_TRUE(
-      routed_->BatchSendRecv({{true, 1, Device(m, 8)}, {false, 1, Device(m + 8, 8)}}).ok());
+  EXPECT_TRUE(routed_->BatchSendRecv({{true, 1, Device(m, 8)}, {false, 1, Device(m + 8, 8)}}).ok());
   EXPECT_TRUE(routed_->BatchSendRecv({{true, 1, m, 8}}).ok());
   EXPECT_TRUE(routed_->BatchSendRecv({}).ok());  // nothing to carry: neither side
   EXPECT_TRUE(routed_->AllReduceSum(Device(static_cast<float*>(nullptr), 0)).ok());
 
-  EXPECT_THAT(host_log_, ElementsAre("AllReduceSum", "AllReduceSum", "AllGather", "Barrier",
-                                     "BatchSendRecv"));
-  EXPECT_THAT(device_log_, ElementsAre("AllReduceSum", "AllReduceSum", "AllReduceMax",
-                                       "AllGather", "ReduceScatterSum", "Broadcast",
-                                       "BatchSendRecv", "AllReduceSum"));
+  EXPECT_THAT(host_log_,
+              ElementsAre("AllReduceSum", "AllReduceSum", "AllGather", "Barrier", "BatchSendRecv"));
+  EXPECT_THAT(device_log_,
+              ElementsAre("AllReduceSum", "AllReduceSum", "AllReduceMax", "AllGather",
+                          "ReduceScatterSum", "Broadcast", "BatchSendRecv", "AllReduceSum"));
 }
 
 TEST_F(RoutedCommunicatorTest, RefusesAnOperationSplitBetweenHostAndDevice) {
@@ -94,8 +93,7 @@ TEST_F(RoutedCommunicatorTest, RefusesAnOperationSplitBetweenHostAndDevice) {
 
 TEST_F(RoutedCommunicatorTest, TheFirstErrorOfEitherSideBreaksTheGroup) {
   device_->FailNext(absl::DeadlineExceededError("AllReduceSum on tp[0,1] timed out"));
-  EXPECT_EQ(routed_->AllReduceSum(Device(memory_, 8)).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(routed_->AllReduceSum(Device(memory_, 8)).code(), absl::StatusCode::kDeadlineExceeded);
   const absl::Status later = routed_->AllReduceSum(memory_, 8);
   EXPECT_EQ(later.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(later.message(), HasSubstr("timed out"));

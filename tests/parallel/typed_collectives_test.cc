@@ -99,10 +99,10 @@ bool GuardIntact(const std::vector<uint16_t>& b, int64_t n) {
   return true;
 }
 
-#define RETURN_IF_NOT_OK(expr)                                                           \
-  do {                                                                                   \
-    const absl::Status _s = (expr);                                                      \
-    if (!_s.ok()) return absl::StrCat(#expr, ": ", _s.ToString());                       \
+#define RETURN_IF_NOT_OK(expr)                                     \
+  do {                                                             \
+    const absl::Status _s = (expr);                                \
+    if (!_s.ok()) return absl::StrCat(#expr, ": ", _s.ToString()); \
   } while (0)
 #define EXPECT_OR_RETURN(cond, message) \
   do {                                  \
@@ -224,8 +224,8 @@ std::string CheckRefusals(Communicator& comm) {
        "`out` overlaps `in` other than as its slot"},
       {comm.AllReduceSum(MakeBuffer(f.data(), 4, MemoryKind::kDevice)),
        "declared in device memory, which this group's communicator does not move"},
-      {comm.BatchSendRecv({{true, 0, MakeBuffer(f.data(), 1, MemoryKind::kDevice)},
-                           {false, 0, f.data() + 1, 1}}),
+      {comm.BatchSendRecv(
+           {{true, 0, MakeBuffer(f.data(), 1, MemoryKind::kDevice)}, {false, 0, f.data() + 1, 1}}),
        "1 of its 2 buffers are declared in device memory"},
       {comm.AllReduceSum(Buffer(nullptr, 3, ScalarType::kFloat32, MemoryKind::kHost)),
        "a buffer of 3 elements has no address"},
@@ -290,6 +290,26 @@ TEST(SelfTypedCollectivesTest, CopiesEveryTypeAndRefusesAlike) {
   std::string bits;
   EXPECT_EQ(CheckTypedCollectives(self, &bits), "");
   EXPECT_EQ(CheckRefusals(self), "");
+}
+
+// What a rank puts into operations, in bytes of their element type; refused operations
+// put in nothing.
+TEST(MessageBytesTest, CountsEachMessageInItsType) {
+  SelfCommunicator self("dp[0]");
+  std::vector<uint16_t> half = Bf16Buffer(10, 0);
+  std::vector<float> floats(10, 1.0f), received(3);
+  EXPECT_TRUE(self.AllReduceSum(Bf16(half, 10)).ok());
+  EXPECT_EQ(self.message_bytes(), 20);
+  EXPECT_TRUE(self.AllReduceSum(floats.data(), 10).ok());
+  EXPECT_EQ(self.message_bytes(), 60);
+  EXPECT_TRUE(self.AllGather(Bf16(half, 4), Bf16(half, 4)).ok());  // in place
+  EXPECT_TRUE(self.ReduceScatterSum(floats.data(), 2, floats.data()).ok());
+  EXPECT_EQ(self.message_bytes(), 60 + 8 + 8);
+  EXPECT_TRUE(
+      self.BatchSendRecv({{true, 0, floats.data(), 3}, {false, 0, received.data(), 3}}).ok());
+  EXPECT_EQ(self.message_bytes(), 76 + 12);  // the send only
+  EXPECT_FALSE(self.AllReduceMax(MakeBuffer(floats.data(), 10)).ok());
+  EXPECT_EQ(self.message_bytes(), 88);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Checkpoints end to end: a run stopped after 10 iterations and resumed for 10 more
 // equals 20 uninterrupted iterations bit for bit (same layout; sync and async saves;
-// replicated and distributed optimizer), and a checkpoint saved under one layout
+// replicated and distributed optimizer, the latter also under bf16), and a checkpoint saved under one layout
 // resumes under others (TP, PP with virtual stages, DP and the optimizer's sharding
 // all change) to follow the uninterrupted run within the equivalence tolerance.
 #include <cmath>
@@ -65,12 +65,21 @@ TEST_P(ResumeIsExactTest, TenSaveTenEqualsTwenty) {
 
 Layout DistributedDp2() { return TpDp(1, 2, false, true); }
 
+// Under --bf16 the distributed optimizer holds the fp32 values of the parameters read in
+// bf16 only in its master shard: each DP rank saves and loads its own pieces.
+Layout DistributedBf16Dp2() {
+  Layout l = DistributedDp2();
+  l.bf16 = true;
+  return l;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ResumeIsExactTest,
     ::testing::Values(ExactCase{"one_rank_sync", Layout{}, false},
                       ExactCase{"one_rank_async", Layout{}, true},
                       ExactCase{"dp2_distributed_sync", DistributedDp2(), false},
                       ExactCase{"dp2_distributed_async", DistributedDp2(), true},
+                      ExactCase{"dp2_distributed_bf16_sync", DistributedBf16Dp2(), false},
                       ExactCase{"tp2_pp2_sync",
                                 [] {
                                   Layout l = Pipeline(2, "1f1b", 1, 2);
@@ -115,6 +124,30 @@ TEST(CheckpointReshardingTest, ResumesUnderOtherLayouts) {
   absl::StatusOr<LayoutRun> on_one = SecondHalf(one, save, "reshard_one");
   ASSERT_TRUE(on_one.ok()) << on_one.status();
   ExpectFollows(*on_one, *reference);
+}
+
+// The bf16 master pieces saved by DP 2 reshard: resumed under DP 4 (other pieces) and
+// under one rank with the replicated optimizer (whole fp32 values), both follow the
+// uninterrupted DP 2 run to bf16 precision (the equivalence test's tolerance).
+TEST(CheckpointReshardingTest, Bf16MasterShardsResumeUnderOtherDataParallelSizes) {
+  const Layout saving = DistributedBf16Dp2();
+  absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(saving), "bf16_reference");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string save = FreshDir("bf16_reshard_ckpt");
+  ASSERT_TRUE(FirstHalf(saving, save, false, "bf16_reshard_first").ok());
+  Layout dp4 = saving;
+  dp4.dp = 4;
+  Layout one;
+  one.bf16 = true;
+  for (const Layout& resumed : {dp4, one}) {
+    absl::StatusOr<LayoutRun> run = SecondHalf(resumed, save, "bf16_reshard_" + LayoutName(resumed));
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(run->losses.size(), 10u);
+    for (size_t i = 0; i < 10; ++i) {
+      EXPECT_NEAR(run->losses[i], reference->losses[10 + i], 1e-2 * reference->losses[10 + i])
+          << LayoutName(resumed) << ", iteration " << 11 + i;
+    }
+  }
 }
 
 }  // namespace

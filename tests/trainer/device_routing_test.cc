@@ -33,8 +33,7 @@ TEST_P(DeviceRoutingTest, HostTensorsStayOnTheHostSideAndNothingChanges) {
   EXPECT_EQ(routed->losses, gloo_only->losses);
   EXPECT_EQ(routed->grad_norms, gloo_only->grad_norms);
   EXPECT_EQ(routed->params, gloo_only->params);
-  EXPECT_EQ(routed->device_operations,
-            std::vector<int64_t>(config.parallel().nproc_per_node(), 0));
+  EXPECT_EQ(routed->device_operations, std::vector<int64_t>(config.parallel().nproc_per_node(), 0));
 }
 
 std::vector<Layout> RoutedLayouts() {

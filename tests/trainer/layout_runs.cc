@@ -126,6 +126,8 @@ std::string LayoutName(const Layout& l) {
   if (l.untied) name += "_untied";
   if (l.account_for_embedding) name += "_embedding_counted";
   if (l.overlap_grad_reduce) name += "_overlap";
+  if (l.overlap_param_gather) name += "_param_gather";
+  if (l.grad_reduce_in_bf16) name += "_bf16_reduce";
   if (l.llama) name += "_llama";
   if (l.bf16) name += "_bf16";
   if (l.device != "cpu") name += "_" + l.device;
@@ -173,8 +175,12 @@ Config TinyConfig(const Layout& l) {
   }
   c.mutable_parallel()->set_account_for_embedding_in_pipeline_split(l.account_for_embedding);
   c.mutable_parallel()->set_overlap_grad_reduce(l.overlap_grad_reduce);
-  // Small buckets, so that overlapped reduction starts several during backward.
-  if (l.overlap_grad_reduce) c.mutable_parallel()->set_ddp_bucket_size(2000);
+  c.mutable_parallel()->set_overlap_param_gather(l.overlap_param_gather);
+  c.mutable_parallel()->set_grad_reduce_in_bf16(l.grad_reduce_in_bf16);
+  // Small buckets, so that overlapped communication runs several during compute.
+  if (l.overlap_grad_reduce || l.overlap_param_gather) {
+    c.mutable_parallel()->set_ddp_bucket_size(2000);
+  }
   c.mutable_parallel()->set_sequence_parallel(l.sequence_parallel);
   c.mutable_parallel()->set_use_distributed_optimizer(l.distributed_optimizer);
   c.mutable_precision()->set_bf16(l.bf16);

@@ -31,6 +31,8 @@ struct Layout {
   bool untied = false;
   bool account_for_embedding = false;
   bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;  // with the distributed optimizer
+  bool grad_reduce_in_bf16 = false;
   // A Llama-like model: RoPE, RMSNorm, SwiGLU, 2 query groups for 4 heads, untied
   // output layer, no biases.
   bool llama = false;

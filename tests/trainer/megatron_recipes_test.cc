@@ -128,8 +128,6 @@ Recipe Llama3_8b() {
         "a separate learning rate for the embedding and output layer changes the update; "
         "not implemented"},
        {"--decoupled-min-lr", 1, "goes with --decoupled-lr"},
-       {"--grad-reduce-in-bf16", 0,
-        "reducing gradients in bf16 changes their values; Conveyor reduces in fp32"},
        {"--fp8-format", 1, "fp8 training is not implemented (bf16 or fp32)"},
        {"--fp8-amax-history-len", 1, "fp8 training is not implemented"},
        {"--fp8-amax-compute-algo", 1, "fp8 training is not implemented"},
@@ -137,7 +135,7 @@ Recipe Llama3_8b() {
       {},
       {"--use-mcore-models", "--attention-backend fused", "--apply-layernorm-1p",
        "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc",
-       "--empty-unused-memory-level 1", "--context-parallel-size 1", "--overlap-param-gather",
+       "--empty-unused-memory-level 1", "--context-parallel-size 1",
        "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--num-workers 1",
        "--log-throughput", "--ckpt-format torch_dist"}};
 }

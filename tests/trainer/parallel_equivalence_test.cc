@@ -100,6 +100,31 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalenceTest, ::testing::ValuesIn(A
                            return LayoutName(test.param);
                          });
 
+// Overlapping the distributed optimizer's communication with compute moves the same
+// bytes at other times: the run is bit-identical to the same layout without overlap.
+TEST(OverlapTest, OverlappedDistributedOptimizerIsBitIdentical) {
+  for (const bool bf16 : {false, true}) {
+    Layout plain = Pipeline(2, "1f1b", 1, 2);
+    plain.dp = 2;
+    plain.distributed_optimizer = true;
+    plain.bf16 = bf16;
+    plain.overlap_grad_reduce = true;  // the same buckets (2000 elements) in both runs
+    Layout overlapped = plain;
+    overlapped.overlap_param_gather = true;
+    Layout serial = plain;
+    serial.overlap_grad_reduce = false;
+    absl::StatusOr<LayoutRun> reference = RunLayout(TinyConfig(overlapped), LayoutName(overlapped));
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    Config serial_config = TinyConfig(serial);
+    serial_config.mutable_parallel()->set_ddp_bucket_size(2000);
+    absl::StatusOr<LayoutRun> run = RunLayout(serial_config, LayoutName(serial) + "_serial");
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->losses, reference->losses) << LayoutName(overlapped);
+    EXPECT_EQ(run->grad_norms, reference->grad_norms) << LayoutName(overlapped);
+    EXPECT_EQ(run->params, reference->params) << LayoutName(overlapped);
+  }
+}
+
 class Bf16EquivalenceTest : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Bf16EquivalenceTest, FollowsOneRankToBf16Precision) {
@@ -117,7 +142,13 @@ std::vector<Layout> Bf16Layouts() {
   Layout tp_pp = Pipeline(2, "zb-h1", 1, 2);
   tp_pp.tp = 2;
   for (Layout* l : {&tp_dp, &tp_pp}) l->bf16 = true;
-  return {tp_dp, tp_pp};
+  // fp32 training whose gradients travel and are summed as bf16.
+  Layout bf16_reduce = TpDp(1, 2, false, false);
+  bf16_reduce.grad_reduce_in_bf16 = true;
+  Layout bf16_reduce_distributed = TpDp(2, 2, true, true);
+  bf16_reduce_distributed.grad_reduce_in_bf16 = true;
+  bf16_reduce_distributed.overlap_grad_reduce = true;
+  return {tp_dp, tp_pp, bf16_reduce, bf16_reduce_distributed};
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Bf16EquivalenceTest, ::testing::ValuesIn(Bf16Layouts()),

@@ -30,6 +30,23 @@ grep -qF "conveyor: TensorBoard events in $tmp/full/events.out.tfevents." "$tmp/
 WORLD_SIZE_EXPECTED=$WORLD_SIZE_EXPECTED python3 "$check" full "$tmp/full" "$tmp/full.jsonl" \
   "$tmp/full.log" || fail "the full run's events differ from its metrics (above)"
 
+# params-norm counts every parameter once over the pipeline stages: one rank training
+# the same model (layouts give the same parameters) logs the same norms.
+"$trainer" --config "$config" --train-iters 10 --log-interval 10 --eval-iters 0 \
+  --tensorboard-dir "$tmp/one-rank" --log-params-norm >"$tmp/one-rank.log" 2>&1 ||
+  fail "the one-rank run exited non-zero: $(tail "$tmp/one-rank.log")"
+python3 - "$tmp/full" "$tmp/one-rank" <<'PY' || fail "params-norm differs between layouts (above)"
+import math, sys
+from tensorboard.backend.event_processing import event_accumulator
+def norms(logdir):
+    acc = event_accumulator.EventAccumulator(logdir); acc.Reload()
+    return {e.step: e.value for e in acc.Scalars("params-norm")}
+pp2, one = norms(sys.argv[1]), norms(sys.argv[2])
+bad = [(s, pp2.get(s), v) for s, v in one.items() if not math.isclose(pp2.get(s, 0), v, rel_tol=1e-5)]
+print("params-norm (step, PP 2, one rank) where they differ:", bad) if bad else None
+sys.exit(1 if bad or len(one) != 10 else 0)
+PY
+
 # --tensorboard-log-interval 3: the per-iteration tags at 3, 6 and 9 only.
 "$trainer" --config "$config" --train-iters 9 --log-interval 9 --eval-iters 0 \
   --tensorboard-dir "$tmp/every3" --tensorboard-log-interval 3 >"$tmp/every3.log" 2>&1 ||
@@ -69,7 +86,11 @@ grep -qF -- "--tensorboard-dir $tmp/a-file/tb" "$tmp/bad.log" ||
 [[ $? -eq 2 ]] || fail "--tensorboard-log-interval 0 should be a usage error"
 grep -qF -- "--tensorboard-log-interval 0 must be positive" "$tmp/zero.log" ||
   fail "--tensorboard-log-interval 0: $(cat "$tmp/zero.log")"
-"$trainer" --help | grep -qF -- "--tensorboard-dir" || fail "--help lacks --tensorboard-dir"
+"$trainer" --help >"$tmp/help" 2>&1
+for flag in --tensorboard-dir --tensorboard-log-interval --tensorboard-queue-size --profile \
+  --profile-step-start --profile-ranks --plan-html; do
+  grep -qF -- "$flag" "$tmp/help" || fail "--help lacks $flag"
+done
 
 ((failures == 0)) && echo PASS
 exit $((failures > 0))

@@ -44,7 +44,8 @@ class InProcessCommunicator : public Communicator {
         const char* bytes = static_cast<const char*>(from.data);
         gathered.insert(gathered.end(), bytes, bytes + from.bytes());
       }
-      for (void* p : all) std::memcpy(static_cast<Slot*>(p)->out.data, gathered.data(), gathered.size());
+      for (void* p : all)
+        std::memcpy(static_cast<Slot*>(p)->out.data, gathered.data(), gathered.size());
     });
     return absl::OkStatus();
   }
@@ -153,9 +154,9 @@ absl::Status InProcessWorld::Receive(int from, int to, void* data, int64_t bytes
   const std::vector<char> message = std::move(mailbox.front());
   mailbox.pop_front();
   if (static_cast<int64_t>(message.size()) != bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("InProcessWorld: rank ", to, " receives ",
-                                                   bytes, " bytes from rank ", from,
-                                                   ", which sent ", message.size()));
+    return absl::InvalidArgumentError(absl::StrCat("InProcessWorld: rank ", to, " receives ", bytes,
+                                                   " bytes from rank ", from, ", which sent ",
+                                                   message.size()));
   }
   std::copy(message.begin(), message.end(), static_cast<char*>(data));
   return absl::OkStatus();

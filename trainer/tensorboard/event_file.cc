@@ -13,8 +13,7 @@ namespace conveyor::tensorboard {
 namespace {
 
 double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string HostName() {
@@ -27,8 +26,8 @@ std::string HostName() {
 absl::StatusOr<std::unique_ptr<EventFile>> EventFile::Create(const std::string& dir) {
   if (absl::Status made = MakeDirs(dir); !made.ok()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "--tensorboard-dir %s: %s; choose a folder this process can create and write",
-        dir, made.message()));
+        "--tensorboard-dir %s: %s; choose a folder this process can create and write", dir,
+        made.message()));
   }
   const double now = NowSeconds();
   std::unique_ptr<EventFile> file(new EventFile(absl::StrFormat(

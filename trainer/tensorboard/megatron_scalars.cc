@@ -10,8 +10,9 @@ namespace conveyor::tensorboard {
 
 absl::StatusOr<std::unique_ptr<MegatronScalars>> MegatronScalars::Start(
     const LoggingConfig& logging) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ScalarWriter> writer,
-                   ScalarWriter::Start(logging.tensorboard_dir(), logging.tensorboard_queue_size()));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ScalarWriter> writer,
+      ScalarWriter::Start(logging.tensorboard_dir(), logging.tensorboard_queue_size()));
   return std::make_unique<MegatronScalars>(logging, std::move(writer));
 }
 
@@ -79,8 +80,7 @@ void MegatronScalars::Evaluation(const std::string& split, double loss, int64_t 
   AddBoth(tag, loss, iteration, consumed_samples);
   if (logging_.log_validation_ppl_to_tensorboard()) {
     // Megatron's perplexity: exp(min(loss, 20)), which keeps a diverged loss finite.
-    AddBoth(absl::StrCat(tag, " ppl"), std::exp(std::min(loss, 20.0)), iteration,
-            consumed_samples);
+    AddBoth(absl::StrCat(tag, " ppl"), std::exp(std::min(loss, 20.0)), iteration, consumed_samples);
   }
 }
 

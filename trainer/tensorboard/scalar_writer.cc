@@ -23,8 +23,7 @@ ScalarWriter::~ScalarWriter() { Close().IgnoreError(); }
 void ScalarWriter::Add(const std::string& tag, double value, int64_t step) {
   Event event;
   event.set_wall_time(
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   event.set_step(step);
   Summary::Value* v = event.mutable_summary()->add_value();
   v->set_tag(tag);

@@ -20,31 +20,43 @@ namespace {
 constexpr int64_t kBoundary = 6;
 
 // What global stage `stage` hands on for `micro_batch`: its activation, and (negated)
-// the gradient it hands back.
-float Activation(int stage, int micro_batch) { return 100.0f * (stage + 1) + micro_batch; }
+// the gradient it hands back. Small integers, exact in bf16 too.
+float Activation(int stage, int micro_batch) { return 10.0f * (stage + 1) + micro_batch; }
 
-Tensor Filled(float value) {
-  Tensor t = Tensor::Zeros({kBoundary}, MemoryCategory::kActivations);
-  for (int64_t i = 0; i < kBoundary; ++i) t.data()[i] = value;
+Tensor Filled(float value, DType dtype) {
+  Tensor t = Tensor::Zeros({kBoundary}, MemoryCategory::kActivations, dtype);
+  for (int64_t i = 0; i < kBoundary; ++i) {
+    if (dtype == DType::kBFloat16) {
+      static_cast<BFloat16*>(t.raw())[i] = ToBFloat16(value);
+    } else {
+      t.data()[i] = value;
+    }
+  }
   return t;
 }
 
-// Records each call as "F3c1 <- 201": the action, and what arrived (the first element
+float Element(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::kBFloat16 ? ToFloat(static_cast<const BFloat16*>(t.raw())[i])
+                                       : t.data()[i];
+}
+
+// Records each call as "F3c1 <- 21": the action, and what arrived (the first element
 // of a tensor whose elements are all equal, "mixed" when they are not, "none" for an
-// empty one).
+// empty one, "wrong dtype" for one not of the boundary's dtype).
 class RecordingStage : public Stage {
  public:
-  explicit RecordingStage(const PipelinePlace& place) : place_(place) {}
+  explicit RecordingStage(const PipelinePlace& place, DType dtype = DType::kFloat32)
+      : place_(place), dtype_(dtype) {}
 
   int64_t BoundaryElements() const override { return kBoundary; }
-  DType BoundaryDType() const override { return DType::kFloat32; }
+  DType BoundaryDType() const override { return dtype_; }
   Device device() const override { return Device::kCpu; }
 
   absl::StatusOr<Tensor> Forward(int micro_batch, int chunk, Tensor input) override {
     Record(pipeline::Forward(micro_batch, chunk), input);
     const int stage = place_.GlobalStage(chunk);
     if (stage == place_.num_stages() - 1) return Tensor();
-    return Filled(Activation(stage, micro_batch));
+    return Filled(Activation(stage, micro_batch), dtype_);
   }
   absl::StatusOr<Tensor> BackwardInput(int micro_batch, int chunk, Tensor output_grad) override {
     Record(pipeline::BackwardInput(micro_batch, chunk), output_grad);
@@ -64,20 +76,22 @@ class RecordingStage : public Stage {
  private:
   Tensor InputGradient(int micro_batch, int chunk) const {
     const int stage = place_.GlobalStage(chunk);
-    return stage == 0 ? Tensor() : Filled(-Activation(stage, micro_batch));
+    return stage == 0 ? Tensor() : Filled(-Activation(stage, micro_batch), dtype_);
   }
   void Record(const Action& action, const Tensor& received) {
     std::string what = "none";
     if (!received.empty()) {
-      what = absl::StrCat(received.data()[0]);
+      what = absl::StrCat(Element(received, 0));
       for (int64_t i = 0; i < received.numel(); ++i) {
-        if (received.data()[i] != received.data()[0]) what = "mixed";
+        if (Element(received, i) != Element(received, 0)) what = "mixed";
       }
+      if (received.dtype() != dtype_) what = "wrong dtype";
     }
     calls_.push_back(absl::StrCat(ToString(action), " <- ", what));
   }
 
   PipelinePlace place_;
+  DType dtype_;
   std::vector<std::string> calls_;
 };
 
@@ -105,6 +119,7 @@ struct ScheduleCase {
   std::string schedule;
   int V;
   int M;
+  DType dtype = DType::kFloat32;  // of the boundary tensors: what travels
 };
 
 class ExecutorTest : public ::testing::TestWithParam<ScheduleCase> {};
@@ -119,7 +134,7 @@ TEST_P(ExecutorTest, RunsActionsInOrderAndPassesEveryBoundaryTensor) {
   std::vector<PipelinePlace> places;
   std::vector<RecordingStage> stages;
   for (int r = 0; r < kRanks; ++r) places.push_back({plan->layout, kRanks, c.V, r});
-  for (int r = 0; r < kRanks; ++r) stages.emplace_back(places[r]);
+  for (int r = 0; r < kRanks; ++r) stages.emplace_back(places[r], c.dtype);
   std::vector<std::vector<TimedAction>> timelines(kRanks);
   testing_util::InProcessWorld world(kRanks);
   const std::vector<absl::Status> statuses = world.Run([&](int r, Communicator& pp) {
@@ -144,9 +159,14 @@ INSTANTIATE_TEST_SUITE_P(Schedules, ExecutorTest,
                                            ScheduleCase{"zb-h1", 1, 3},
                                            // The V-shape: rank 1 hands stage 1's output to
                                            // stage 2 without a transfer.
-                                           ScheduleCase{"zbv", 2, 4}),
+                                           ScheduleCase{"zbv", 2, 4},
+                                           // bf16 messages travel as bf16 (the receiver's
+                                           // buffer has 2 bytes an element).
+                                           ScheduleCase{"1f1b", 1, 3, DType::kBFloat16},
+                                           ScheduleCase{"zbv", 2, 4, DType::kBFloat16}),
                          [](const ::testing::TestParamInfo<ScheduleCase>& test) {
                            std::string name = test.param.schedule;
+                           if (test.param.dtype == DType::kBFloat16) name += "_bf16";
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

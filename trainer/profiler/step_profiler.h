@@ -8,8 +8,8 @@
 //     > pipeline action (F0, BW0, W0, or a batch of transfers "sF0>1 rB0<1")
 //       > op (Gemm, ...) or communication (AllReduceSum, with bytes and group),
 // and any other thread that communicates (the --overlap-grad-reduce thread).
-#ifndef CONVEYOR_PROFILER_STEP_PROFILER_H_
-#define CONVEYOR_PROFILER_STEP_PROFILER_H_
+#ifndef CONVEYOR_TRAINER_PROFILER_STEP_PROFILER_H_
+#define CONVEYOR_TRAINER_PROFILER_STEP_PROFILER_H_
 
 #include <cstdint>
 #include <string>
@@ -45,4 +45,4 @@ class StepProfiler {
 
 }  // namespace conveyor::profiler
 
-#endif  // CONVEYOR_PROFILER_STEP_PROFILER_H_
+#endif  // CONVEYOR_TRAINER_PROFILER_STEP_PROFILER_H_

@@ -3,8 +3,8 @@
 // the wrapped Ops whole (a fused op stays one span, its parts inside the backend are
 // not split out). On a GPU the span is the op's launch on the host; the NVTX range
 // with the same name lets Nsight Systems tie it to the kernels it launched.
-#ifndef CONVEYOR_PROFILER_PROFILING_OPS_H_
-#define CONVEYOR_PROFILER_PROFILING_OPS_H_
+#ifndef CONVEYOR_TRAINER_PROFILER_PROFILING_OPS_H_
+#define CONVEYOR_TRAINER_PROFILER_PROFILING_OPS_H_
 
 #include "runtime/ops.h"
 
@@ -39,8 +39,8 @@ class ProfilingOps : public Ops {
                    float eps, Tensor* y, Tensor* mean, Tensor* rstd) const override;
   void NormBackwardInput(NormKind kind, const Tensor& dy, const Tensor& x, const Tensor& gamma,
                          const Tensor& mean, const Tensor& rstd, Tensor* dx) const override;
-  void NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                          const Tensor& rstd, Tensor* dgamma, Tensor* dbeta) const override;
+  void NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                          Tensor* dgamma, Tensor* dbeta) const override;
   void GeluForward(const Tensor& x, Tensor* y) const override;
   void GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
   void SwigluForward(const Tensor& x, Tensor* y) const override;
@@ -52,8 +52,7 @@ class ProfilingOps : public Ops {
   void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape, bool inverse,
                             Tensor* qkv) const override;
   void AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
-                        const AttentionDropout& dropout, Tensor* saved,
-                        Tensor* ctx) const override;
+                        const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const override;
   void AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
                          const Tensor& ctx, const Tensor& dctx, float scale,
                          const AttentionDropout& dropout, Tensor* dqkv) const override;
@@ -62,9 +61,9 @@ class ProfilingOps : public Ops {
   void EmbeddingBackwardWeight(const Tensor& dout, int64_t vocab_start,
                                absl::Span<const int32_t> ids, Tensor* dtable) const override;
   void RowMax(const Tensor& logits, absl::Span<double> row_max) const override;
-  void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
-                       int64_t vocab_start, absl::Span<const double> row_max,
-                       absl::Span<double> sum_exp, absl::Span<double> target) const override;
+  void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels, int64_t vocab_start,
+                       absl::Span<const double> row_max, absl::Span<double> sum_exp,
+                       absl::Span<double> target) const override;
   void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
                             int64_t vocab_start, float scale, Tensor* logits) const override;
 
@@ -74,4 +73,4 @@ class ProfilingOps : public Ops {
 
 }  // namespace conveyor::profiler
 
-#endif  // CONVEYOR_PROFILER_PROFILING_OPS_H_
+#endif  // CONVEYOR_TRAINER_PROFILER_PROFILING_OPS_H_

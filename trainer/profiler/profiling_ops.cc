@@ -1,4 +1,4 @@
-#include "profiler/profiling_ops.h"
+#include "trainer/profiler/profiling_ops.h"
 
 #include "absl/strings/str_format.h"
 #include "profiler/recorder.h"

@@ -1,4 +1,4 @@
-#include "profiler/step_profiler.h"
+#include "trainer/profiler/step_profiler.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -28,18 +28,17 @@ std::string EventJson(const Span& s, int pid) {
 
 std::string NameJson(const char* what, int pid, int tid, const std::string& name) {
   return absl::StrFormat(
-      "{\"name\": \"%s\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": %s}}",
-      what, pid, tid, JsonString(name));
+      "{\"name\": \"%s\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": %s}}", what,
+      pid, tid, JsonString(name));
 }
 
 }  // namespace
 
 StepProfiler::StepProfiler(const LoggingConfig& logging, int world_rank)
     : logging_(logging),
-      enabled_(logging.profile() &&
-               (logging.profile_ranks().empty() ||
-                std::count(logging.profile_ranks().begin(), logging.profile_ranks().end(),
-                           world_rank) > 0)) {}
+      enabled_(logging.profile() && (logging.profile_ranks().empty() ||
+                                     std::count(logging.profile_ranks().begin(),
+                                                logging.profile_ranks().end(), world_rank) > 0)) {}
 
 bool StepProfiler::profiling(int64_t iteration) const {
   return enabled_ && iteration > logging_.profile_step_start() &&

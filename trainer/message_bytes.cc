@@ -1,0 +1,30 @@
+#include "trainer/message_bytes.h"
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+
+namespace conveyor {
+
+std::array<int64_t, MessageBytes::kGroups> MessageBytes::Totals() const {
+  return {context_.tp().message_bytes(), context_.dp().message_bytes(),
+          context_.pp().message_bytes()};
+}
+
+absl::StatusOr<std::string> MessageBytes::Report(int64_t iterations) {
+  static constexpr const char* kNames[kGroups] = {"tp", "dp", "pp"};
+  const std::array<int64_t, kGroups> now = Totals();
+  std::array<double, kGroups> per_iteration;
+  for (int g = 0; g < kGroups; ++g) {
+    per_iteration[g] = static_cast<double>(now[g] - last_[g]) / static_cast<double>(iterations);
+  }
+  last_ = now;
+  RETURN_IF_ERROR(context_.world().AllReduceMax(per_iteration.data(), kGroups));
+  std::string line = "    messages per iteration, max across ranks (MB):";
+  for (int g = 0; g < kGroups; ++g) {
+    absl::StrAppendFormat(&line, " %s %.3f%s", kNames[g], per_iteration[g] / 1e6,
+                          g + 1 < kGroups ? " |" : "");
+  }
+  return line;
+}
+
+}  // namespace conveyor
