@@ -172,20 +172,22 @@ absl::StatusOr<std::unique_ptr<HfDecoder>> ParseHfDecoder(const nlohmann::json& 
   } else if (type == "Replace") {
     ASSIGN_OR_RETURN(std::unique_ptr<Pcre2Regex> pattern, ParseHfPattern(spec.at("pattern")),
                      _ << "decoder Replace");
-    decoder = std::make_unique<ReplaceDecoder>(std::move(pattern),
-                                               spec.at("content").get<std::string>());
+    decoder =
+        std::make_unique<ReplaceDecoder>(std::move(pattern), spec.at("content").get<std::string>());
   } else if (type == "ByteFallback") {
     decoder = std::make_unique<ByteFallbackDecoder>();
   } else if (type == "Fuse") {
     decoder = std::make_unique<FuseDecoder>();
   } else if (type == "Strip") {
-    decoder = std::make_unique<StripDecoder>(spec.at("content").get<std::string>(),
-                                             spec.at("start").get<int>(), spec.at("stop").get<int>());
+    decoder =
+        std::make_unique<StripDecoder>(spec.at("content").get<std::string>(),
+                                       spec.at("start").get<int>(), spec.at("stop").get<int>());
   } else if (type == "Metaspace") {
     const bool prepends = spec.contains("prepend_scheme")
                               ? spec.at("prepend_scheme").get<std::string>() != "never"
                               : spec.value("add_prefix_space", true);
-    decoder = std::make_unique<MetaspaceDecoder>(spec.at("replacement").get<std::string>(), prepends);
+    decoder =
+        std::make_unique<MetaspaceDecoder>(spec.at("replacement").get<std::string>(), prepends);
   } else if (type == "Sequence") {
     std::vector<std::unique_ptr<HfDecoder>> steps;
     for (const nlohmann::json& step : spec.at("decoders")) {

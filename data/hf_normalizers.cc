@@ -28,7 +28,8 @@ class UnicodeFormNormalizer : public HfNormalizer {
     status = U_ZERO_ERROR;
     const icu::UnicodeString out = form_->normalize(in, status);
     if (U_FAILURE(status)) {
-      return absl::InternalError(absl::StrCat("Unicode normalisation failed: ", u_errorName(status)));
+      return absl::InternalError(
+          absl::StrCat("Unicode normalisation failed: ", u_errorName(status)));
     }
     text->clear();
     out.toUTF8String(*text);
@@ -122,7 +123,8 @@ absl::StatusOr<std::unique_ptr<HfNormalizer>> ParseHfNormalizer(const nlohmann::
     ASSIGN_OR_RETURN(const icu::Normalizer2* form, IcuForm(type));
     return std::unique_ptr<HfNormalizer>(std::make_unique<UnicodeFormNormalizer>(form));
   }
-  if (type == "Lowercase") return std::unique_ptr<HfNormalizer>(std::make_unique<LowercaseNormalizer>());
+  if (type == "Lowercase")
+    return std::unique_ptr<HfNormalizer>(std::make_unique<LowercaseNormalizer>());
   if (type == "Prepend") {
     return std::unique_ptr<HfNormalizer>(
         std::make_unique<PrependNormalizer>(spec.at("prepend").get<std::string>()));

@@ -157,8 +157,7 @@ class ByteLevelPreTokenizer : public HfPreTokenizer {
 class MetaspacePreTokenizer : public HfPreTokenizer {
  public:
   enum class Prepend { kAlways, kNever, kFirst };
-  MetaspacePreTokenizer(std::string replacement, Prepend prepend,
-                        std::unique_ptr<Pcre2Regex> split)
+  MetaspacePreTokenizer(std::string replacement, Prepend prepend, std::unique_ptr<Pcre2Regex> split)
       : replacement_(std::move(replacement)), prepend_(prepend), split_(std::move(split)) {}
   absl::Status PreTokenize(std::vector<TextPiece>* pieces) const override {
     for (TextPiece& p : *pieces) {
@@ -171,7 +170,8 @@ class MetaspacePreTokenizer : public HfPreTokenizer {
           replaced.push_back(c);
         }
       }
-      const bool prepend = prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && p.at_start);
+      const bool prepend =
+          prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && p.at_start);
       if (prepend && !absl::StartsWith(replaced, replacement_)) replaced.insert(0, replacement_);
       p.text = std::move(replaced);
     }
@@ -261,7 +261,8 @@ absl::StatusOr<std::unique_ptr<HfPreTokenizer>> ParseHfPreTokenizer(const nlohma
       ASSIGN_OR_RETURN(std::unique_ptr<HfPreTokenizer> s, ParseHfPreTokenizer(step));
       if (s != nullptr) steps.push_back(std::move(s));
     }
-    return std::unique_ptr<HfPreTokenizer>(std::make_unique<SequencePreTokenizer>(std::move(steps)));
+    return std::unique_ptr<HfPreTokenizer>(
+        std::make_unique<SequencePreTokenizer>(std::move(steps)));
   }
   return absl::UnimplementedError(absl::StrCat(
       "pre-tokenizer type '", type,

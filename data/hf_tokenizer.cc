@@ -65,7 +65,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
       }
       RETURN_IF_ERROR(tok->ParseModel(spec.at("model")));
       RETURN_IF_ERROR(tok->ParseAddedTokens(spec.value("added_tokens", nlohmann::json::array())));
-      ASSIGN_OR_RETURN(tok->normalizer_, ParseHfNormalizer(spec.value("normalizer", nlohmann::json())));
+      ASSIGN_OR_RETURN(tok->normalizer_,
+                       ParseHfNormalizer(spec.value("normalizer", nlohmann::json())));
       ASSIGN_OR_RETURN(tok->pre_tokenizer_,
                        ParseHfPreTokenizer(spec.value("pre_tokenizer", nlohmann::json())));
       ASSIGN_OR_RETURN(tok->decoder_, ParseHfDecoder(spec.value("decoder", nlohmann::json())));
@@ -83,9 +84,10 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
 absl::Status HfTokenizer::ParseModel(const nlohmann::json& model) {
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") {
-    return absl::UnimplementedError(absl::StrCat(
-        "model type '", type, "' is not supported: only BPE models (byte-level or "
-        "SentencePiece-style) are; WordPiece and Unigram files cannot be used"));
+    return absl::UnimplementedError(
+        absl::StrCat("model type '", type,
+                     "' is not supported: only BPE models (byte-level or "
+                     "SentencePiece-style) are; WordPiece and Unigram files cannot be used"));
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && !model[key].is_null() && !model[key].get<std::string>().empty()) {
@@ -100,9 +102,9 @@ absl::Status HfTokenizer::ParseModel(const nlohmann::json& model) {
   for (const auto& [token, id] : vocab.items()) {
     const int64_t i = id.get<int64_t>();
     if (i < 0 || i >= IdLimit(vocab.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("model.vocab: id ", i, " of '", token,
-                                                     "' is not in [0, ", IdLimit(vocab.size()),
-                                                     "): a vocabulary's ids must be close to dense"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.vocab: id ", i, " of '", token, "' is not in [0, ",
+                       IdLimit(vocab.size()), "): a vocabulary's ids must be close to dense"));
     }
     vocab_.emplace(token, int32_t(i));
     if (size_t(i) >= id_to_token_.size()) id_to_token_.resize(i + 1);
@@ -144,8 +146,8 @@ absl::Status HfTokenizer::ParseModel(const nlohmann::json& model) {
     }
     auto l = vocab_.find(left), r = vocab_.find(right), result = vocab_.find(left + right);
     if (l == vocab_.end() || r == vocab_.end() || result == vocab_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("model.merges[", rank, "] '", left, " ",
-                                                     right, "' names a token not in the vocabulary"));
+      return absl::InvalidArgumentError(absl::StrCat("model.merges[", rank, "] '", left, " ", right,
+                                                     "' names a token not in the vocabulary"));
     }
     merges_.Add(l->second, r->second, rank++, result->second);
   }
@@ -190,13 +192,14 @@ absl::Status HfTokenizer::ParsePostProcessor(const nlohmann::json& spec) {
   const std::string type = spec.at("type").get<std::string>();
   if (type == "ByteLevel") return absl::OkStatus();  // it only trims offsets
   if (type == "Sequence") {
-    for (const nlohmann::json& step : spec.at("processors")) RETURN_IF_ERROR(ParsePostProcessor(step));
+    for (const nlohmann::json& step : spec.at("processors"))
+      RETURN_IF_ERROR(ParsePostProcessor(step));
     return absl::OkStatus();
   }
   if (type != "TemplateProcessing") {
-    return absl::UnimplementedError(absl::StrCat(
-        "post-processor type '", type,
-        "' is not supported (supported: TemplateProcessing, ByteLevel, Sequence)"));
+    return absl::UnimplementedError(
+        absl::StrCat("post-processor type '", type,
+                     "' is not supported (supported: TemplateProcessing, ByteLevel, Sequence)"));
   }
   // The "single" template: special tokens around the sequence $A.
   std::vector<int32_t> prefix, suffix;
@@ -330,8 +333,7 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::Tokenize(absl::string_view tex
     stretch_start = pos = end;
   }
   if (stretch_start < text.size()) {
-    RETURN_IF_ERROR(
-        EncodeStretch(text.substr(stretch_start), stretch_start == 0, &ids));
+    RETURN_IF_ERROR(EncodeStretch(text.substr(stretch_start), stretch_start == 0, &ids));
   }
   ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
@@ -342,8 +344,8 @@ absl::StatusOr<std::string> HfTokenizer::Detokenize(absl::Span<const int32_t> id
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
     if (id < 0 || size_t(id) >= id_to_token_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": id ", id,
-                                                     " is outside the vocabulary of ", vocab_size_));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": id ", id, " is outside the vocabulary of ", vocab_size_));
     }
     tokens.push_back(id_to_token_[id]);
   }

@@ -81,7 +81,7 @@ class HfTokenizer : public Tokenizer {
   // tries only the few that can start at a position.
   std::array<std::vector<int>, 256> added_by_first_byte_;
 
-  std::vector<std::string> id_to_token_;  // model vocabulary and added tokens
+  std::vector<std::string> id_to_token_;          // model vocabulary and added tokens
   std::vector<int32_t> prefix_ids_, suffix_ids_;  // the post-processor's template
   int64_t vocab_size_ = 0;
   int32_t eod_ = -1;

@@ -39,7 +39,7 @@ struct MatchState {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Pcre2Regex>> Pcre2Regex::Compile(const std::string& pattern,
-                                                                 bool literal) {
+                                                                bool literal) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   // PCRE2 refuses UCP (Unicode classes) together with LITERAL, which needs none.
@@ -47,8 +47,8 @@ absl::StatusOr<std::unique_ptr<Pcre2Regex>> Pcre2Regex::Compile(const std::strin
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    options, &error, &offset, nullptr);
   if (code == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("pattern '", pattern, "' does not compile: ",
-                                                   Pcre2Message(error), " at offset ", offset));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pattern '", pattern, "' does not compile: ", Pcre2Message(error), " at offset ", offset));
   }
   // Without JIT (an unsupported CPU) matching still works, only slower.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -65,8 +65,8 @@ absl::StatusOr<std::vector<std::pair<size_t, size_t>>> Pcre2Regex::FindAll(
   std::vector<std::pair<size_t, size_t>> matches;
   size_t pos = 0;
   while (pos <= text.size()) {
-    const int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, state.data,
-                               state.context);
+    const int rc =
+        pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, state.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     // rc == 0: the match data holds fewer groups than the pattern; group 0 is set.
     if (rc < 0) {

@@ -39,7 +39,8 @@ std::string Env(const char* name) {
 // (bazel-bin/data/preprocess), or in its runfiles (tests, the trainer).
 std::vector<std::string> ShimPaths() {
   std::vector<std::string> paths;
-  if (!Env("CONVEYOR_SENTENCEPIECE_SHIM").empty()) paths.push_back(Env("CONVEYOR_SENTENCEPIECE_SHIM"));
+  if (!Env("CONVEYOR_SENTENCEPIECE_SHIM").empty())
+    paths.push_back(Env("CONVEYOR_SENTENCEPIECE_SHIM"));
   const std::string in_workspace = std::string("/conveyor/data/") + kShimName;
   char exe[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -73,11 +74,11 @@ absl::StatusOr<const SentencePieceShim*> OpenShim() {
     tried.push_back(absl::StrCat(path, " (", ::dlerror(), ")"));
   }
   if (handle == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the SentencePiece tokenizers need ", kShimName,
-        " (bazel build //data:libconveyor_sentencepiece.so; tools/setup.sh installs "
-        "libsentencepiece-dev); set CONVEYOR_SENTENCEPIECE_SHIM to its path. Tried: ",
-        absl::StrJoin(tried, "; ")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the SentencePiece tokenizers need ", kShimName,
+                     " (bazel build //data:libconveyor_sentencepiece.so; tools/setup.sh installs "
+                     "libsentencepiece-dev); set CONVEYOR_SENTENCEPIECE_SHIM to its path. Tried: ",
+                     absl::StrJoin(tried, "; ")));
   }
   auto shim = std::make_unique<SentencePieceShim>();
   RETURN_IF_ERROR(Bind(handle, "conveyor_spm_load", &shim->load));
@@ -133,7 +134,8 @@ absl::StatusOr<std::string> SentencePieceModel::Decode(const std::vector<int>& i
   size_t size = 0;
   char* error = nullptr;
   if (!shim_->decode(processor_, ids.data(), ids.size(), &text, &size, &error)) {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": decoding failed: ", TakeString(error)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": decoding failed: ", TakeString(error)));
   }
   std::string out(text, size);
   std::free(text);

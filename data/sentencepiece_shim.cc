@@ -51,8 +51,8 @@ void conveyor_spm_free(void* processor) {
 }
 
 // *ids (malloc'd, *n of them) on success; *error (malloc'd) on failure.
-int conveyor_spm_encode(const void* processor, const char* text, size_t size, int** ids,
-                        size_t* n, char** error) {
+int conveyor_spm_encode(const void* processor, const char* text, size_t size, int** ids, size_t* n,
+                        char** error) {
   std::vector<int> out;
   const auto* p = static_cast<const sentencepiece::SentencePieceProcessor*>(processor);
   if (Failed(p->Encode(std::string_view(text, size), &out), error)) return 0;
@@ -63,8 +63,8 @@ int conveyor_spm_encode(const void* processor, const char* text, size_t size, in
 }
 
 // *text (malloc'd, *size bytes) on success; *error (malloc'd) on failure.
-int conveyor_spm_decode(const void* processor, const int* ids, size_t n, char** text,
-                        size_t* size, char** error) {
+int conveyor_spm_decode(const void* processor, const int* ids, size_t n, char** text, size_t* size,
+                        char** error) {
   std::string out;
   const auto* p = static_cast<const sentencepiece::SentencePieceProcessor*>(processor);
   if (Failed(p->Decode(std::vector<int>(ids, ids + n), &out), error)) return 0;

@@ -67,7 +67,8 @@ absl::Status SentencePieceTokenizer::EncodePlain(absl::string_view text,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Tokenize(absl::string_view text) const {
+absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Tokenize(
+    absl::string_view text) const {
   RETURN_IF_ERROR(CheckUtf8(text)) << path_;
   std::vector<int32_t> ids;
   if (flavor_ == Flavor::kLlama2) ids.push_back(model_->bos_id());
@@ -97,7 +98,8 @@ absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Tokenize(absl::stri
   return ids;
 }
 
-absl::StatusOr<std::string> SentencePieceTokenizer::Detokenize(absl::Span<const int32_t> ids) const {
+absl::StatusOr<std::string> SentencePieceTokenizer::Detokenize(
+    absl::Span<const int32_t> ids) const {
   std::string text;
   std::vector<int> run;
   auto flush = [&]() -> absl::Status {

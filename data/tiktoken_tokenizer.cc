@@ -35,8 +35,8 @@ absl::StatusOr<std::vector<std::string>> ReadRanks(const std::string& path) {
           absl::StrCat(path, ": token of rank ", rank, " is not non-empty base64"));
     }
     if (rank != int64_t(tokens.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": entry ", tokens.size(),
-                                                     " has rank ", rank, "; ranks must count up from 0"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": entry ", tokens.size(), " has rank ",
+                                                     rank, "; ranks must count up from 0"));
     }
     tokens.push_back(std::move(bytes));
     return absl::OkStatus();
@@ -49,15 +49,17 @@ absl::StatusOr<std::vector<std::string>> ReadRanks(const std::string& path) {
     const nlohmann::json* list = &json;
     if (json.is_object() && json.contains("vocab")) list = &json["vocab"];  // Tekken
     if (!list->is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": not a rank file (a JSON list of {\"rank\", \"token_bytes\"}, or Tekken's "
-                "object with a \"vocab\" list)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path,
+                       ": not a rank file (a JSON list of {\"rank\", \"token_bytes\"}, or Tekken's "
+                       "object with a \"vocab\" list)"));
     }
     for (const nlohmann::json& entry : *list) {
       if (!entry.is_object() || !entry.contains("rank") || !entry["rank"].is_number_integer() ||
           !entry.contains("token_bytes") || !entry["token_bytes"].is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": entry ", tokens.size(), " lacks an integer \"rank\" or a \"token_bytes\" string"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": entry ", tokens.size(),
+                         " lacks an integer \"rank\" or a \"token_bytes\" string"));
       }
       RETURN_IF_ERROR(add(entry["token_bytes"].get<std::string>(), entry["rank"].get<int64_t>()));
     }
@@ -86,10 +88,12 @@ absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::Load(const TikTokenS
     return absl::InvalidArgumentError(
         absl::StrCat("--tiktoken-pattern '", spec.pattern, "' is not v1 or v2 (Megatron's)"));
   }
-  ASSIGN_OR_RETURN(tok->pattern_, Pcre2Regex::Compile(spec.pattern == "v1" ? kPatternV1 : kPatternV2));
+  ASSIGN_OR_RETURN(tok->pattern_,
+                   Pcre2Regex::Compile(spec.pattern == "v1" ? kPatternV1 : kPatternV2));
   // Megatron's special tokens: <unk> <s> </s>, then fillers.
   std::vector<std::string> specials = {"<unk>", "<s>", "</s>"};
-  if (spec.num_special_tokens < int(specials.size()) || spec.num_special_tokens >= spec.vocab_size) {
+  if (spec.num_special_tokens < int(specials.size()) ||
+      spec.num_special_tokens >= spec.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tiktoken-num-special-tokens ", spec.num_special_tokens, " must be at least ",
         specials.size(), " (<unk> <s> </s>) and below --vocab-size ", spec.vocab_size));
@@ -113,8 +117,9 @@ absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::Load(const TikTokenS
   ranks.resize(inner);
   for (int b = 0; b < 256 && b < inner; ++b) {
     if (ranks[b] != std::string(1, char(b))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec.rank_file, ": rank ", b, " must be the single byte ", b, " (ranks 0-255 are the bytes)"));
+      return absl::InvalidArgumentError(absl::StrCat(spec.rank_file, ": rank ", b,
+                                                     " must be the single byte ", b,
+                                                     " (ranks 0-255 are the bytes)"));
     }
   }
   for (int32_t r = 0; r < int32_t(ranks.size()); ++r) {

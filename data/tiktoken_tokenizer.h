@@ -49,7 +49,7 @@ class TikTokenizer : public Tokenizer {
   std::string path_;
   std::unique_ptr<Pcre2Regex> pattern_;
   int32_t num_special_ = 0;
-  std::vector<std::string> id_to_bytes_;  // specials' text, then each rank's bytes
+  std::vector<std::string> id_to_bytes_;               // specials' text, then each rank's bytes
   absl::flat_hash_map<std::string, int32_t> encoder_;  // bytes -> id
   BpeMerges merges_;
   int64_t vocab_size_ = 0;

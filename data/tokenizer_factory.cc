@@ -57,8 +57,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildFromModelFile(const TokenizerSpe
 
 bool ReadsModelFile(const std::string& type) {
   return type == "HuggingFaceTokenizer" || type == "SentencePieceTokenizer" ||
-         type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer" ||
-         type == "TikTokenizer";
+         type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer" || type == "TikTokenizer";
 }
 
 // A file flag the chosen tokenizer does not read is refused: Megatron ignores
@@ -71,12 +70,12 @@ absl::Status RefuseUnreadFiles(const TokenizerSpec& spec) {
         "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, TikTokenizer), not ",
         spec.type, "; drop --tokenizer-model"));
   }
-  for (const auto& [flag, path] : {std::pair{"--vocab-file", &spec.vocab_file},
-                                   std::pair{"--merge-file", &spec.merge_file}}) {
+  for (const auto& [flag, path] :
+       {std::pair{"--vocab-file", &spec.vocab_file}, std::pair{"--merge-file", &spec.merge_file}}) {
     if (model_file && !path->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " is for GPT2BPETokenizer only: ", spec.type, " reads --tokenizer-model; drop ",
-          flag));
+      return absl::InvalidArgumentError(absl::StrCat(flag,
+                                                     " is for GPT2BPETokenizer only: ", spec.type,
+                                                     " reads --tokenizer-model; drop ", flag));
     }
   }
   if (spec.vocab_extra_ids != 0 && spec.type != "SentencePieceTokenizer") {
@@ -118,9 +117,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
     if (spec.type != "TikTokenizer" && spec.vocab_size > 0 && t->vocab_size() > spec.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--tokenizer-model ", spec.tokenizer_model, ": the vocabulary holds ", t->vocab_size(),
-          " tokens, more than --vocab-size ", spec.vocab_size,
-          "; raise --vocab-size to at least ", t->vocab_size(),
-          ", or pass --vocab-size 0 to take the tokenizer's"));
+          " tokens, more than --vocab-size ", spec.vocab_size, "; raise --vocab-size to at least ",
+          t->vocab_size(), ", or pass --vocab-size 0 to take the tokenizer's"));
     }
     return t;
   }

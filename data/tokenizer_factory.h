@@ -21,7 +21,7 @@ struct TokenizerSpec {
   // vocabulary, special tokens included (0: Megatron's default, 131072).
   // Others: 0, or an upper bound the tokenizer's vocabulary must fit.
   int64_t vocab_size = 0;
-  std::string tokenizer_model;  // the file (or folder) of the file-based tokenizers
+  std::string tokenizer_model;   // the file (or folder) of the file-based tokenizers
   std::string tiktoken_pattern;  // TikTokenizer: v1 or v2
   int tiktoken_num_special_tokens = 1000;
   int vocab_extra_ids = 0;  // SentencePieceTokenizer

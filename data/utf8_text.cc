@@ -46,10 +46,10 @@ absl::Status CheckUtf8(absl::string_view text) {
   while (i < text.size()) {
     const size_t n = WellFormedLength(text, i, &maximal);
     if (n == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "text is not valid UTF-8 (ill-formed byte 0x",
-          absl::Hex(static_cast<unsigned char>(text[i]), absl::kZeroPad2), " at byte offset ", i,
-          "); convert it to UTF-8 first"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("text is not valid UTF-8 (ill-formed byte 0x",
+                       absl::Hex(static_cast<unsigned char>(text[i]), absl::kZeroPad2),
+                       " at byte offset ", i, "); convert it to UTF-8 first"));
     }
     i += n;
   }

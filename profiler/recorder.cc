@@ -30,8 +30,10 @@ void Recorder::Add(Span span) {
 }
 
 std::vector<Span> Recorder::Take() {
+  std::vector<Span> taken;
   std::lock_guard<std::mutex> lock(mutex_);
-  return std::move(spans_);
+  taken.swap(spans_);
+  return taken;
 }
 
 int Recorder::ThisThread() {
@@ -43,13 +45,6 @@ int Recorder::ThisThread() {
     return n;
   }();
   return number;
-}
-
-void Recorder::NameThisThread(const std::string& name) {
-  const int n = ThisThread();
-  ThreadRegistry& threads = Threads();
-  std::lock_guard<std::mutex> lock(threads.mutex);
-  threads.names[n] = name;
 }
 
 std::vector<std::string> Recorder::ThreadNames() const {

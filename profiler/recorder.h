@@ -38,10 +38,9 @@ class Recorder {
   // The spans recorded so far, which the recorder forgets.
   std::vector<Span> Take();
 
-  // A small number per thread (0 for the first thread to ask, then 1, 2, ...) and its
-  // name for the trace ("main", or as NameThisThread set it).
+  // A small number per thread (0 for the first thread to ask, the training thread,
+  // then 1, 2, ...) and the threads' names for the trace ("main", "thread 1", ...).
   static int ThisThread();
-  static void NameThisThread(const std::string& name);
   std::vector<std::string> ThreadNames() const;
 
   // Microseconds on the steady clock (CLOCK_MONOTONIC: shared by the processes of

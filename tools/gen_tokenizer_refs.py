@@ -163,15 +163,16 @@ def byte_level_bpe(specials, split_pattern=None, add_prefix_space=False, nfc=Fal
     return tok
 
 
-def sentencepiece_style_bpe(metaspace):
+def sentencepiece_style_bpe(metaspace, prepend_scheme="first", split=False):
     """Llama 2 / Mistral tokenizer.json: BPE over '▁'-marked text, byte fallback."""
     byte_tokens = ["<0x%02X>" % b for b in range(256)]
     tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
     if metaspace:
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first",
-                                                     split=False)
-        tok.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁", prepend_scheme="first",
-                                                            split=False),
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend_scheme,
+                                                     split=split)
+        tok.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁",
+                                                            prepend_scheme=prepend_scheme,
+                                                            split=split),
                                          decoders.ByteFallback(), decoders.Fuse()])
     else:
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
@@ -187,6 +188,28 @@ def sentencepiece_style_bpe(metaspace):
     tok = Tokenizer.from_str(json.dumps(spec))
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    return tok
+
+
+def other_components_bpe():
+    """The remaining normalizers and pre-tokenizers in one file: NFKC, Lowercase, Split
+    with a String pattern and each behaviour (Gemma splits on " " MergedWithPrevious),
+    invert, Digits; character BPE with an unknown token and no byte fallback."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=False))
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase(),
+                                           normalizers.Replace(tokenizers.Regex(r"\s+"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(" ", behavior="merged_with_previous"),
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.Split(tokenizers.Regex(r"\p{P}+"), behavior="contiguous"),
+        pre_tokenizers.Split(tokenizers.Regex(r"[\p{L}\p{M}]+"), behavior="merged_with_next",
+                             invert=True),
+        pre_tokenizers.Split(tokenizers.Regex(r"\p{Cc}"), behavior="removed"),
+    ])
+    tok.decoder = decoders.Fuse()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<unk>", "</s>"],
+                                  show_progress=False, limit_alphabet=200)
+    tok.train_from_iterator(training_text(), trainer)
     return tok
 
 
@@ -377,6 +400,9 @@ def main():
                "<|endoftext|>")
     hf_fixture("hf_llama2_spm_bpe", sentencepiece_style_bpe(metaspace=False), "</s>")
     hf_fixture("hf_metaspace_bpe", sentencepiece_style_bpe(metaspace=True), "</s>")
+    hf_fixture("hf_metaspace_split_bpe",
+               sentencepiece_style_bpe(metaspace=True, prepend_scheme="always", split=True), "</s>")
+    hf_fixture("hf_other_components", other_components_bpe(), "</s>")
     # T5 style (NFKC rules in the model) and Llama 2 style (no normalisation, byte fallback).
     sentencepiece_fixture("spm_unigram_nfkc",
                           train_sentencepiece("spm_unigram_nfkc", "unigram", False, "nmt_nfkc", 450))

@@ -128,7 +128,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
     }
   }
   std::unique_ptr<tensorboard::MegatronScalars> tensorboard;
-  if (!config.logging().tensorboard_dir().empty() && IsLoggingRank(**state)) {
+  if (!config.logging().tensorboard_dir().empty() && IsTensorBoardRank(**state)) {
     absl::StatusOr<std::unique_ptr<tensorboard::MegatronScalars>> started =
         tensorboard::MegatronScalars::Start(config.logging());
     if (!started.ok()) return RunFailure(err, who, started.status());
@@ -141,7 +141,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
     return RunFailure(err, who, run.status());
   }
   if (tensorboard != nullptr) {
-    absl::StatusOr<std::string> closed = tensorboard->Close();
+    absl::StatusOr<std::string> closed = tensorboard->Close((**state).rank());
     if (!closed.ok()) return RunFailure(err, who, closed.status());
     out << *closed << "\n";
   }

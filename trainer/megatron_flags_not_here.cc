@@ -23,8 +23,9 @@ constexpr char kOneDatasetFormat[] =
 constexpr char kNoLossScaling[] =
     "loss scaling is for fp16, which Conveyor does not train; bf16 (--bf16) needs none; drop "
     "the flag";
-constexpr char kNoPython[] = "Conveyor is not a Python process: there is no garbage collector "
-                             "or caching allocator to tune";
+constexpr char kNoPython[] =
+    "Conveyor is not a Python process: there is no garbage collector "
+    "or caching allocator to tune";
 constexpr char kNoFp8[] = "not implemented: Conveyor trains in bf16 (--bf16) or fp32";
 constexpr char kDense[] =
     "not implemented: Conveyor trains dense GPT models (no mixture of experts)";
@@ -69,12 +70,12 @@ const std::map<std::string, NoOp, std::less<>>& NoOps() {
       {"--dataset-impl", {true, nullptr, kOneDatasetFormat}},
       {"--no-mmap-bin-files", {false, nullptr, kOneDatasetFormat}},
       {"--num-workers",
-       {true, nullptr, "Conveyor builds its batches in the trainer itself, with no worker "
-                       "processes"}},
+       {true, nullptr,
+        "Conveyor builds its batches in the trainer itself, with no worker "
+        "processes"}},
       {"--no-create-attention-mask-in-dataloader",
        {false, nullptr, "the causal mask is never materialised"}},
-      {"--dataloader-type",
-       {true, "single", "Conveyor reads samples in Megatron's single order"}},
+      {"--dataloader-type", {true, "single", "Conveyor reads samples in Megatron's single order"}},
       {"--ckpt-format",
        {true, nullptr,
         "Conveyor writes one format, which reshards to any layout (trainer/checkpoint/FORMAT.md)"}},
@@ -97,7 +98,8 @@ const std::map<std::string, NoOp, std::less<>>& NoOps() {
        {false, nullptr,
         "every token's loss counts here (no --eod-mask-loss), so every micro-batch holds the "
         "same number of tokens and the per-token mean equals the mean of micro-batch means"}},
-      {"--context-parallel-size", {true, "1", "one context-parallel rank is no context parallelism"}},
+      {"--context-parallel-size",
+       {true, "1", "one context-parallel rank is no context parallelism"}},
       {"--expert-model-parallel-size",
        {true, "1", "one expert-parallel rank is no expert parallelism"}},
   };
@@ -196,14 +198,14 @@ MegatronNoOpSplit SplitMegatronNoOpFlags(const std::vector<std::string>& args) {
     } else if (no_op.takes_value && i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
       value = args[i + 1];
     }
-    if (no_op.only_value != nullptr && !(value.has_value() && SameValue(*value, no_op.only_value))) {
+    if (no_op.only_value != nullptr &&
+        !(value.has_value() && SameValue(*value, no_op.only_value))) {
       split.kept.push_back(arg);  // the parser refuses it, with the reason
       continue;
     }
     if (value.has_value() && eq == std::string::npos) ++i;
-    split.ignored.push_back(value.has_value() && eq == std::string::npos
-                                ? absl::StrCat(arg, " ", *value)
-                                : arg);
+    split.ignored.push_back(
+        value.has_value() && eq == std::string::npos ? absl::StrCat(arg, " ", *value) : arg);
   }
   return split;
 }

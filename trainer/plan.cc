@@ -85,20 +85,29 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           m.bucket_padding);
   }
 
-  // Traffic of one step, per rank. Pipeline: every (micro-batch, stage boundary) moves
-  // an activation forward and its gradient back (this rank's token shard under SP).
-  // DP: a ring all-reduce moves 2 (DP-1)/DP of the gradients (reduce-scatter alone,
-  // (DP-1)/DP, with the distributed optimizer, plus the same again for the parameter
-  // all-gather). TP: per layer and micro-batch, 2 all-reduces forward and 2 backward of
-  // the activations (under SP, all-gathers and reduce-scatters that move as much).
+  // Traffic of one step, per rank, in the dtypes messages travel in (activations bf16
+  // under --bf16). Pipeline: every (micro-batch, stage boundary) moves an activation
+  // forward and its gradient back (this rank's token shard under SP). DP: a ring
+  // all-reduce moves 2 (DP-1)/DP of the gradients (bf16 under --grad-reduce-in-bf16);
+  // with the distributed optimizer a reduce-scatter, (DP-1)/DP of the gradients, and the
+  // parameter all-gather, (DP-1)/DP of the value buffers. TP: per layer and micro-batch,
+  // 2 all-reduces forward and 2 backward of the activations (under SP, all-gathers and
+  // reduce-scatters that move as much).
+  const RankMemory& first = memory.front();
+  const double element = config.precision().bf16() ? 2.0 : 4.0;
   const int64_t tokens = int64_t{t.micro_batch_size()} * shape.seq;
   const double message =
-      4.0 * PipelineMessageElements(tokens, shape.hidden, tp, p.sequence_parallel());
+      element * PipelineMessageElements(tokens, shape.hidden, tp, p.sequence_parallel());
   const double pipeline_bytes = pp > 1 ? 2.0 * M * message * V : 0.0;
-  const double grads = 4.0 * memory.front().parameters;
-  const double dp_bytes = dp > 1 ? 2.0 * (dp - 1) / dp * grads : 0.0;
+  const double grads = (p.grad_reduce_in_bf16() ? 2.0 : 4.0) *
+                       static_cast<double>(first.parameters + first.bucket_padding);
+  const double share = static_cast<double>(dp - 1) / dp;
+  const double dp_bytes =
+      dp == 1 ? 0.0
+      : p.use_distributed_optimizer() ? share * (grads + static_cast<double>(first.weight_bytes))
+                                      : 2.0 * share * grads;
   const int64_t local_layers = shape.num_layers / pp;
-  const double activation = 4.0 * tokens * shape.hidden;
+  const double activation = element * tokens * shape.hidden;
   const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * activation : 0.0;
   absl::StrAppendFormat(&out,
                         "plan: traffic per step and rank: pipeline %s, data-parallel %s, "

@@ -10,6 +10,10 @@ bool IsLoggingRank(const ParallelState& state) {
   return state.is_last_stage() && state.coords().tp == 0 && state.coords().dp == 0;
 }
 
+bool IsTensorBoardRank(const ParallelState& state) {
+  return state.rank() == state.world_size() - 1;
+}
+
 absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const RankContext& context,
                                        const Backend& backend) {
   const Config& config = resolved.config();
@@ -35,7 +39,8 @@ absl::StatusOr<RankRun> TrainOnRank(const ResolvedConfig& resolved, ParallelStat
   }
   ASSIGN_OR_RETURN(RankRun run, BuildRankModel(resolved, context, model_backend));
   run.profiling_ops = std::move(profiling_ops);
-  const TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
+  TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
+  outputs.tensorboard = out.tensorboard;  // made on IsTensorBoardRank only
   ASSIGN_OR_RETURN(run.result, Train(config, context, run.stage.get(), data, outputs, held_out,
                                      *backend.optimizer));
   return run;

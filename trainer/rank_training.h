@@ -43,6 +43,9 @@ absl::StatusOr<RankRun> TrainOnRank(const ResolvedConfig& resolved, ParallelStat
 
 // Whether `state`'s rank is the one that logs.
 bool IsLoggingRank(const ParallelState& state);
+// Whether it writes --tensorboard-dir: the last rank, as in Megatron (its figures are
+// the logging rank's; its memory is its own).
+bool IsTensorBoardRank(const ParallelState& state);
 
 }  // namespace conveyor
 

@@ -35,7 +35,8 @@ TEST_P(HfReferenceTest, EveryTextGetsTheLibrarysIdsAndDecodesAsItDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Files, HfReferenceTest,
                          ::testing::Values("hf_gpt2", "hf_neox_prefix_space", "hf_llama3",
-                                           "hf_qwen2", "hf_llama2_spm_bpe", "hf_metaspace_bpe"));
+                                           "hf_qwen2", "hf_llama2_spm_bpe", "hf_metaspace_bpe",
+                                           "hf_metaspace_split_bpe", "hf_other_components"));
 
 TEST(HfTokenizerTest, LoadsTheFileItselfAsWellAsItsFolder) {
   absl::StatusOr<std::unique_ptr<HfTokenizer>> tok =
@@ -88,16 +89,14 @@ TEST(HfTokenizerErrorsTest, UnsupportedComponentsAreNamed) {
   EXPECT_THAT(LoadError(WriteFile(dir, "wordpiece.json",
                                   R"({"model": {"type": "WordPiece", "vocab": {}}})")),
               HasSubstr("model type 'WordPiece' is not supported"));
-  EXPECT_THAT(
-      LoadError(WriteFile(dir, "bert_pre.json",
-                          R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+  EXPECT_THAT(LoadError(WriteFile(dir, "bert_pre.json",
+                                  R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
                               "pre_tokenizer": {"type": "BertPreTokenizer"}})")),
-      HasSubstr("pre-tokenizer type 'BertPreTokenizer' is not supported"));
-  EXPECT_THAT(
-      LoadError(WriteFile(dir, "nmt.json",
-                          R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+              HasSubstr("pre-tokenizer type 'BertPreTokenizer' is not supported"));
+  EXPECT_THAT(LoadError(WriteFile(dir, "nmt.json",
+                                  R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
                               "normalizer": {"type": "Nmt"}})")),
-      HasSubstr("normalizer type 'Nmt' is not supported"));
+              HasSubstr("normalizer type 'Nmt' is not supported"));
   EXPECT_THAT(LoadError(WriteFile(dir, "no_model.json", R"({"version": "1.0"})")),
               HasSubstr("not a Hugging Face tokenizer.json"));
   EXPECT_THAT(LoadError(WriteFile(dir, "bad_type.json",

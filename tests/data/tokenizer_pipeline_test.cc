@@ -57,7 +57,8 @@ std::vector<PipelineCase> Cases() {
 }
 
 std::string Flags(const TokenizerSpec& spec) {
-  std::string flags = "--tokenizer-type " + spec.type + " --tokenizer-model " + spec.tokenizer_model;
+  std::string flags =
+      "--tokenizer-type " + spec.type + " --tokenizer-model " + spec.tokenizer_model;
   if (spec.type == "TikTokenizer") {
     flags += " --tiktoken-pattern " + spec.tiktoken_pattern + " --tiktoken-num-special-tokens " +
              std::to_string(spec.tiktoken_num_special_tokens) + " --vocab-size " +
@@ -118,9 +119,10 @@ TEST_P(PipelineTest, PreprocessWritesTheReferenceIdsAndTheyDecodeBack) {
     }
   }
   std::string log;
-  ASSERT_EQ(RunTool("preprocess", dir, "--input " + dir + "/corpus.jsonl --output-prefix " + dir +
-                                   "/out --workers 2 --append-eod " + Flags(c.spec),
-                          &log),
+  ASSERT_EQ(RunTool("preprocess", dir,
+                    "--input " + dir + "/corpus.jsonl --output-prefix " + dir +
+                        "/out --workers 2 --append-eod " + Flags(c.spec),
+                    &log),
             0)
       << log;
   auto ds = IndexedDataset::Open(dir + "/out_text_document");

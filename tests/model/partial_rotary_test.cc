@@ -46,8 +46,8 @@ TEST(PartialRotaryTest, RotatesTheLeadingChannelsOnly) {
             want = c < rotated / 2 ? x1 * std::cos(angle) - x2 * std::sin(angle)
                                    : x2 * std::cos(angle) + x1 * std::sin(angle);
           }
-          EXPECT_NEAR(qkv.data()[head + c], want, 1e-6) << "position " << p << " group " << g
-                                                         << " head " << h << " channel " << c;
+          EXPECT_NEAR(qkv.data()[head + c], want, 1e-6)
+              << "position " << p << " group " << g << " head " << h << " channel " << c;
         }
       }
     }

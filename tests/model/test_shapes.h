@@ -59,7 +59,7 @@ inline std::vector<ShapeVariant> ShapeVariants() {
   s.rope = true;
   s.rotary_percent = 0.5f;  // --rotary-percent: half of each head rotates
   s.linear_bias = false;
-  s.qkv_bias = true;        // --add-qkv-bias (Qwen2)
+  s.qkv_bias = true;  // --add-qkv-bias (Qwen2)
   v.push_back({"partial_rope_qkv_bias", s});
   s = TinyShape();
   s.no_positions = true;  // --position-embedding-type none

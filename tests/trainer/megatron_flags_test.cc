@@ -1,7 +1,5 @@
 // Megatron flags with no field here: the no-ops are dropped and listed, the
 // math-changing ones refused with their reason (trainer/megatron_flags_not_here.h).
-#include "trainer/megatron_flags_not_here.h"
-
 #include <string>
 #include <vector>
 
@@ -9,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
 #include "trainer/flags.h"
+#include "trainer/megatron_flags_not_here.h"
 
 namespace conveyor {
 namespace {
@@ -37,10 +36,11 @@ TEST(MegatronNoOpFlagsTest, AStoreTrueNoOpTakesNoValue) {
 }
 
 TEST(MegatronNoOpFlagsTest, ANoOpAtOneValueOnlyIsRefusedAtOthers) {
-  const MegatronNoOpSplit split = SplitMegatronNoOpFlags(
-      {"--context-parallel-size", "2", "--expert-model-parallel-size=1.0", "--dataloader-type",
-       "cyclic"});
-  EXPECT_THAT(split.kept, ElementsAre("--context-parallel-size", "2", "--dataloader-type", "cyclic"));
+  const MegatronNoOpSplit split =
+      SplitMegatronNoOpFlags({"--context-parallel-size", "2", "--expert-model-parallel-size=1.0",
+                              "--dataloader-type", "cyclic"});
+  EXPECT_THAT(split.kept,
+              ElementsAre("--context-parallel-size", "2", "--dataloader-type", "cyclic"));
   EXPECT_THAT(split.ignored, ElementsAre("--expert-model-parallel-size=1.0"));
   const absl::StatusOr<Config> parsed = ParseFlags(split.kept);
   ASSERT_FALSE(parsed.ok());
@@ -58,9 +58,9 @@ TEST(MegatronNoOpFlagsTest, ParseFlagsAcceptsThemAndReportsThem) {
                  &ignored);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->model().num_layers(), 3);
-  EXPECT_THAT(ignored, ElementsAre("--wandb-project p", "--log-throughput",
-                                   "--accumulate-allreduce-grads-in-fp32",
-                                   "--attention-softmax-in-fp32"));
+  EXPECT_THAT(ignored,
+              ElementsAre("--wandb-project p", "--log-throughput",
+                          "--accumulate-allreduce-grads-in-fp32", "--attention-softmax-in-fp32"));
   EXPECT_EQ(MegatronNoOpWarning(ignored),
             "warning: Megatron flags that change nothing here were ignored (README: Megatron "
             "flags): --wandb-project p, --log-throughput, "

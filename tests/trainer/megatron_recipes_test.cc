@@ -58,11 +58,11 @@ Recipe Gpt3_175b() {
        "--num-layers", "96", "--hidden-size", "12288", "--num-attention-heads", "96",
        "--seq-length", "2048", "--max-position-embeddings", "2048", "--attention-backend", "auto",
        // TRAINING_ARGS
-       "--micro-batch-size", "1", "--global-batch-size", "1536", "--rampup-batch-size", "16",
-       "16", "5859375", "--train-iters", "500000", "--weight-decay", "0.1", "--adam-beta1", "0.9",
-       "--adam-beta2", "0.95", "--init-method-std", "0.006", "--clip-grad", "1.0", "--fp16",
-       "--lr", "6.0e-5", "--lr-decay-style", "cosine", "--min-lr", "6.0e-6",
-       "--lr-warmup-fraction", ".001", "--lr-decay-iters", "430000",
+       "--micro-batch-size", "1", "--global-batch-size", "1536", "--rampup-batch-size", "16", "16",
+       "5859375", "--train-iters", "500000", "--weight-decay", "0.1", "--adam-beta1", "0.9",
+       "--adam-beta2", "0.95", "--init-method-std", "0.006", "--clip-grad", "1.0", "--fp16", "--lr",
+       "6.0e-5", "--lr-decay-style", "cosine", "--min-lr", "6.0e-6", "--lr-warmup-fraction", ".001",
+       "--lr-decay-iters", "430000",
        // MODEL_PARALLEL_ARGS
        "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "16",
        // DATA_ARGS
@@ -74,8 +74,7 @@ Recipe Gpt3_175b() {
        "--tokenizer-type", "GPT2BPETokenizer",
        // EVAL_AND_LOGGING_ARGS
        "--log-interval", "100", "--save-interval", "10000", "--eval-interval", "1000", "--save",
-       "/ckpt/gpt3", "--load", "/ckpt/gpt3", "--eval-iters", "10", "--tensorboard-dir",
-       "/tb/gpt3"},
+       "/ckpt/gpt3", "--load", "/ckpt/gpt3", "--eval-iters", "10", "--tensorboard-dir", "/tb/gpt3"},
       {{"--rampup-batch-size", 3,
         "the global-batch ramp is priority 4 of issue 18 and not done yet"}},
       {{"--fp16", 0,
@@ -91,8 +90,8 @@ Recipe Llama3_8b() {
       8,
       {// MODEL_ARGS
        "--use-mcore-models", "--num-layers", "32", "--hidden-size", "4096", "--ffn-hidden-size",
-       "14336", "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups",
-       "8", "--kv-channels", "128", "--seq-length", "8192", "--max-position-embeddings", "8192",
+       "14336", "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "8",
+       "--kv-channels", "128", "--seq-length", "8192", "--max-position-embeddings", "8192",
        "--position-embedding-type", "rope", "--rotary-base", "1000000", "--rotary-percent", "1.0",
        "--attention-dropout", "0.0", "--hidden-dropout", "0.0", "--swiglu", "--init-method-std",
        "0.0134", "--attention-backend", "fused", "--apply-layernorm-1p",
@@ -101,16 +100,15 @@ Recipe Llama3_8b() {
        "--micro-batch-size", "1", "--global-batch-size", "128", "--train-samples", "1953125000",
        "--lr-decay-samples", "1949218748", "--lr-warmup-samples", "3906252", "--lr", "0.00015",
        "--min-lr", "0.00001", "--decoupled-lr", "5.0e-4", "--decoupled-min-lr", "4.5e-5",
-       "--lr-decay-style", "cosine", "--clip-grad", "1.0", "--weight-decay", "0.1",
-       "--adam-beta1", "0.9", "--adam-beta2", "0.95", "--bf16", "--grad-reduce-in-bf16",
+       "--lr-decay-style", "cosine", "--clip-grad", "1.0", "--weight-decay", "0.1", "--adam-beta1",
+       "0.9", "--adam-beta2", "0.95", "--bf16", "--grad-reduce-in-bf16",
        "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc",
        "--empty-unused-memory-level", "1", "--exit-duration-in-mins", "235",
        // DTYPE_ARGS (DTYPE=fp8)
-       "--fp8-format", "hybrid", "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo",
-       "max", "--fp8-param-gather",
+       "--fp8-format", "hybrid", "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max",
+       "--fp8-param-gather",
        // MODEL_PARALLEL_ARGS
-       "--tensor-model-parallel-size", "1", "--context-parallel-size", "1",
-       "--sequence-parallel",
+       "--tensor-model-parallel-size", "1", "--context-parallel-size", "1", "--sequence-parallel",
        // DDP_ARGS
        "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
        // DATA_ARGS_LIST (the MOCK branch; the script's "--split '99,1,0'" passes the
@@ -120,10 +118,9 @@ Recipe Llama3_8b() {
        "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--num-workers", "1",
        // EVAL_AND_LOGGING_ARGS
        "--log-interval", "1", "--eval-iters", "32", "--eval-interval", "100", "--save-interval",
-       "1000", "--log-throughput", "--profile", "--profile-step-start", "4",
-       "--profile-step-end", "6", "--ckpt-format", "torch_dist", "--distributed-timeout-minutes",
-       "60", "--save", "/ckpt/llama3", "--load", "/ckpt/llama3", "--tensorboard-dir",
-       "/tb/llama3"},
+       "1000", "--log-throughput", "--profile", "--profile-step-start", "4", "--profile-step-end",
+       "6", "--ckpt-format", "torch_dist", "--distributed-timeout-minutes", "60", "--save",
+       "/ckpt/llama3", "--load", "/ckpt/llama3", "--tensorboard-dir", "/tb/llama3"},
       {{"--decoupled-lr", 1,
         "a separate learning rate for the embedding and output layer changes the update; "
         "not implemented"},

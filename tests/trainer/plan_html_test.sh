@@ -16,9 +16,11 @@ if [[ -z "$chromium" ]]; then
   exit 1
 fi
 
-# TP 2 x PP 2 with an interleaved schedule (V 2), and zero-bubble (W actions) on PP 4.
+# TP 2 x PP 2; DP 2 with the distributed optimizer; an interleaved schedule (V 2);
+# zero-bubble (W actions) on PP 4.
 cases=(
   "--nproc-per-node 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-micro-batches 4"
+  "--nproc-per-node 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer --num-micro-batches 2"
   "--nproc-per-node 4 --pipeline-model-parallel-size 2 --num-layers 4 --num-virtual-stages-per-pipeline-rank 2 --num-micro-batches 4"
   "--nproc-per-node 4 --pipeline-model-parallel-size 4 --num-layers 4 --pipeline-schedule zb-h1 --num-micro-batches 8"
 )

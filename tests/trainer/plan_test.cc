@@ -11,6 +11,7 @@
 #include "model/model_shape.h"
 #include "trainer/config_validation.h"
 #include "trainer/flags.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 namespace {
@@ -67,6 +68,43 @@ TEST(PlanTest, PipelineTrafficMovesWholeActivations) {
 
 TEST(PlanTest, PipelineTrafficUnderSequenceParallelismMovesTheTokenShard) {
   EXPECT_THAT(Plan({"--sequence-parallel"}), HasSubstr(PipelineTraffic(kSeq / kTp)));  // 2.00
+}
+
+TEST(PlanTest, Bf16ActivationsTravelAsBf16) {
+  const double bytes = 1.0 * kMicroBatch * kSeq * kHidden * 2 * 2 * kM * kV;
+  EXPECT_THAT(Plan({"--bf16"}), HasSubstr(absl::StrFormat("pipeline %.2f MiB,", bytes / (1 << 20))));
+}
+
+// One layer of hidden 64 on DP 2 ranks: N parameters, counted here.
+std::string DataParallelTraffic(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--mock-data", "--vocab-size", "256", "--num-layers", "1",
+                                   "--hidden-size", "64", "--num-attention-heads", "2",
+                                   "--seq-length", "16", "--micro-batch-size", "1",
+                                   "--nproc-per-node", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  absl::StatusOr<Config> parsed = ParseFlags(args);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, 2);
+  EXPECT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::string> plan =
+      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  const std::string text = plan.ok() ? *plan : "";
+  const size_t at = text.find("data-parallel ");
+  return at == std::string::npos ? "" : text.substr(at, text.find(',', at) - at);
+}
+
+TEST(PlanTest, DataParallelTrafficFollowsTheOptimizerAndTheGradientType) {
+  const int64_t h = 64;
+  // Word and position tables, two LayerNorms, QKV, projection and MLP with biases, final norm.
+  const int64_t n = 256 * h + 16 * h + 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) +
+                    (4 * h * h + 4 * h) + (4 * h * h + h) + 2 * h;
+  auto mib = [](double bytes) { return absl::StrFormat("data-parallel %.2f MiB", bytes / (1 << 20)); };
+  // A ring all-reduce: 2 (DP-1)/DP of the fp32 gradients.
+  EXPECT_EQ(DataParallelTraffic({}), mib(4.0 * n));
+  EXPECT_EQ(DataParallelTraffic({"--grad-reduce-in-bf16"}), mib(2.0 * n));
+  // Reduce-scatter and all-gather, (DP-1)/DP each: fp32 gradients and values.
+  EXPECT_EQ(DataParallelTraffic({"--use-distributed-optimizer"}), mib(0.5 * 4 * n + 0.5 * 4 * n));
 }
 
 }  // namespace

@@ -16,21 +16,23 @@ python3 -c 'import tensorboard' 2>/dev/null || {
   exit 1
 }
 
-# Two pipeline stages (the bubble tags), every switch on; the validation at 4 and 8
-# and the final validation and test losses at 10.
-WORLD_SIZE_EXPECTED=2
-"$trainer" --config "$config" --nproc-per-node 2 --pipeline-model-parallel-size 2 \
+# TP 2 x PP 2 (the bubble tags; the last rank, 3, writes, as in Megatron, not rank 2
+# which writes the log), every switch on; the validation at 4 and 8 and the final
+# validation and test losses at 10.
+WORLD_SIZE_EXPECTED=4
+"$trainer" --config "$config" --nproc-per-node 4 --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 \
   --train-iters 10 --log-interval 1 --eval-interval 4 --eval-iters 2 \
   --metrics-file "$tmp/full.jsonl" --tensorboard-dir "$tmp/full" \
   --log-timers-to-tensorboard --log-memory-to-tensorboard --log-world-size-to-tensorboard \
   --log-validation-ppl-to-tensorboard --log-params-norm >"$tmp/full.log" 2>&1 ||
   fail "the full run exited non-zero: $(tail "$tmp/full.log")"
-grep -qF "conveyor: TensorBoard events in $tmp/full/events.out.tfevents." "$tmp/full.log" ||
-  fail "the log does not say where the events are"
+grep -qF "conveyor: rank 3 wrote TensorBoard events to $tmp/full/events.out.tfevents." \
+  "$tmp/full.log" || fail "the log does not say that rank 3 wrote the events, and where"
 WORLD_SIZE_EXPECTED=$WORLD_SIZE_EXPECTED python3 "$check" full "$tmp/full" "$tmp/full.jsonl" \
   "$tmp/full.log" || fail "the full run's events differ from its metrics (above)"
 
-# params-norm counts every parameter once over the pipeline stages: one rank training
+# params-norm counts every parameter once over TP and PP: one rank training
 # the same model (layouts give the same parameters) logs the same norms.
 "$trainer" --config "$config" --train-iters 10 --log-interval 10 --eval-iters 0 \
   --tensorboard-dir "$tmp/one-rank" --log-params-norm >"$tmp/one-rank.log" 2>&1 ||

@@ -102,10 +102,10 @@ absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iterat
                    HfArchitectureForExport(config, options.architecture),
                    _ << "checkpoint " << checkpoint.directory());
   const HfArchitecture& arch = *chosen;
-  ASSIGN_OR_RETURN(const Converted converted,
-                   Convert(checkpoint, config, arch, options, embedding->global_shape(0)),
-                   _ << "cannot export checkpoint " << checkpoint.directory() << " as "
-                     << arch.class_name);
+  ASSIGN_OR_RETURN(
+      const Converted converted,
+      Convert(checkpoint, config, arch, options, embedding->global_shape(0)),
+      _ << "cannot export checkpoint " << checkpoint.directory() << " as " << arch.class_name);
 
   ASSIGN_OR_RETURN(const HfWeightFiles files,
                    WriteHfWeights(out_dir, converted.tensors, options.max_shard_bytes));

@@ -19,11 +19,11 @@
 namespace conveyor {
 
 struct HfExportOptions {
-  bool gpt2_only = false;             // --format hf-gpt2: refuse other architectures
-  std::string architecture;           // class name to write; empty: from the model
-  std::string tokenizer_dir;          // tokenizer files to copy; empty: none
+  bool gpt2_only = false;     // --format hf-gpt2: refuse other architectures
+  std::string architecture;   // class name to write; empty: from the model
+  std::string tokenizer_dir;  // tokenizer files to copy; empty: none
   int64_t max_shard_bytes = 5000000000;
-  HfTokenIds ids;                     // Llama family; GPT-2 uses its last token
+  HfTokenIds ids;  // Llama family; GPT-2 uses its last token
 };
 
 // What an export wrote, for the command's summary.

@@ -60,8 +60,8 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
                                     "checkpoint's architecture) and hf-gpt2"));
   }
   if (options.max_shard_bytes() <= 0) {
-    problems.push_back(absl::StrCat("--max-shard-bytes must be positive, not ",
-                                    options.max_shard_bytes()));
+    problems.push_back(
+        absl::StrCat("--max-shard-bytes must be positive, not ", options.max_shard_bytes()));
   }
   std::optional<int64_t> step;
   if (options.has_ckpt_step()) {
@@ -90,8 +90,8 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   out << "exported iteration " << summary.iteration << " of " << load << " to " << output << " ("
       << summary.architecture << "): " << summary.tensors << " tensors, " << summary.parameters
-      << " parameters, " << summary.bytes << " bytes in " << summary.files
-      << " safetensors file" << (summary.files == 1 ? "" : "s") << "\n";
+      << " parameters, " << summary.bytes << " bytes in " << summary.files << " safetensors file"
+      << (summary.files == 1 ? "" : "s") << "\n";
   return 0;
 }
 

@@ -43,9 +43,9 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const JsonValue& hf_confi
   const std::string named = classes.is_array() && classes.size() > 0
                                 ? absl::StrCat("architectures [\"", classes[0].str(), "\"]")
                                 : absl::StrCat("model_type \"", model_type.str(), "\"");
-  return absl::InvalidArgumentError(absl::StrCat(path, " names ", named,
-                                                 ", which Conveyor cannot load; supported: ",
-                                                 SupportedHfArchitectures()));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, " names ", named,
+                   ", which Conveyor cannot load; supported: ", SupportedHfArchitectures()));
 }
 
 absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& config,
@@ -58,18 +58,18 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
   const HfArchitecture* wanted = nullptr;
   for (const HfArchitecture& a : Architectures()) wanted = requested == a.class_name ? &a : wanted;
   if (wanted == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--architecture ", requested,
-                                                   " is not one of ", SupportedHfArchitectures()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--architecture ", requested, " is not one of ", SupportedHfArchitectures()));
   }
   if ((wanted->family == HfFamily::kGpt2) != gpt2 ||
       (wanted->family == HfFamily::kLlama && wanted->qkv_bias != qkv_bias)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--architecture ", requested, " cannot hold this model (",
-        gpt2 ? "GPT-2's architecture"
-             : qkv_bias ? "a Llama-family model with q/k/v biases: Qwen2ForCausalLM"
-                        : "a Llama-family model without q/k/v biases: LlamaForCausalLM or "
-                          "MistralForCausalLM",
-        ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--architecture ", requested, " cannot hold this model (",
+                     gpt2       ? "GPT-2's architecture"
+                     : qkv_bias ? "a Llama-family model with q/k/v biases: Qwen2ForCausalLM"
+                                : "a Llama-family model without q/k/v biases: LlamaForCausalLM or "
+                                  "MistralForCausalLM",
+                     ")"));
   }
   return wanted;
 }

@@ -98,8 +98,8 @@ absl::StatusOr<HfTensorMap> ReadHfWeights(const std::string& dir,
     RETURN_IF_ERROR(ReadFileTensors(JoinPath(dir, file), &names, skip, &tensors));
     for (const std::string& name : names) {
       if (tensors.count(name) == 0 && !skip(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(index_path, " maps ", name, " to ", file,
-                                                       ", which has no such tensor"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(index_path, " maps ", name, " to ", file, ", which has no such tensor"));
       }
     }
   }
@@ -137,10 +137,10 @@ absl::StatusOr<HfWeightFiles> WriteHfWeights(const std::string& dir, const HfTen
     }
   }
   // As transformers writes it: sorted keys, two-space indent; total_size counts data.
-  RETURN_IF_ERROR(WriteText(
-      JoinPath(dir, kHfIndexFile),
-      absl::StrCat("{\n  \"metadata\": {\n    \"total_size\": ", total,
-                   "\n  },\n  \"weight_map\": {\n", absl::StrJoin(map_lines, ",\n"), "\n  }\n}\n")));
+  RETURN_IF_ERROR(WriteText(JoinPath(dir, kHfIndexFile),
+                            absl::StrCat("{\n  \"metadata\": {\n    \"total_size\": ", total,
+                                         "\n  },\n  \"weight_map\": {\n",
+                                         absl::StrJoin(map_lines, ",\n"), "\n  }\n}\n")));
   written.files.push_back(kHfIndexFile);
   RETURN_IF_ERROR(RemoveIfPresent(JoinPath(dir, kHfWeightsFile)));
   return written;
@@ -158,9 +158,10 @@ absl::StatusOr<std::vector<std::string>> CopyTokenizerFiles(const std::string& f
     copied.push_back(name);
   }
   if (copied.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "--tokenizer-dir ", from, " holds no tokenizer file (tokenizer.json, "
-        "tokenizer_config.json, tokenizer.model, special_tokens_map.json, vocab.json, merges.txt)"));
+    return absl::NotFoundError(absl::StrCat("--tokenizer-dir ", from,
+                                            " holds no tokenizer file (tokenizer.json, "
+                                            "tokenizer_config.json, tokenizer.model, "
+                                            "special_tokens_map.json, vocab.json, merges.txt)"));
   }
   return copied;
 }

@@ -31,7 +31,8 @@ std::string IdOrNull(int64_t id) { return id < 0 ? "null" : absl::StrCat(id); }
 // Sorted keys, two-space indent, as json.dumps(d, indent=2, sort_keys=True) + "\n".
 std::string SortedJsonObject(const std::map<std::string, std::string>& fields) {
   std::vector<std::string> lines;
-  for (const auto& [key, value] : fields) lines.push_back(absl::StrCat("  ", JsonQuote(key), ": ", value));
+  for (const auto& [key, value] : fields)
+    lines.push_back(absl::StrCat("  ", JsonQuote(key), ": ", value));
   return absl::StrCat("{\n", absl::StrJoin(lines, ",\n"), "\n}\n");
 }
 
@@ -79,8 +80,9 @@ class ModelFlagsFromFile {
 
   absl::Status Status() const {
     if (problems_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--load-hf: ", path_, " cannot configure this model:\n  ", absl::StrJoin(problems_, "\n  ")));
+    return absl::InvalidArgumentError(absl::StrCat("--load-hf: ", path_,
+                                                   " cannot configure this model:\n  ",
+                                                   absl::StrJoin(problems_, "\n  ")));
   }
 
  private:
@@ -157,12 +159,13 @@ void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t s
   }
   const JsonValue& act = hf["hidden_act"];
   if (act.is_string() && act.str() != "silu") {
-    flags->Unsupported(absl::StrCat("hidden_act = \"", act.str(),
-                                     "\": Conveyor's gated MLP is SwiGLU (silu)"));
+    flags->Unsupported(
+        absl::StrCat("hidden_act = \"", act.str(), "\": Conveyor's gated MLP is SwiGLU (silu)"));
   }
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (hf[key].boolean()) {
-      flags->Unsupported(absl::StrCat(key, " = true: Conveyor's Llama-family linears have no "
+      flags->Unsupported(absl::StrCat(key,
+                                      " = true: Conveyor's Llama-family linears have no "
                                       "biases (Qwen2's q/k/v biases excepted)"));
     }
   }
@@ -172,7 +175,8 @@ void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t s
 
 absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
                                   const HfArchitecture& arch, Config* config) {
-  if (!hf.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
+  if (!hf.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   ModelFlagsFromFile flags(path, config->mutable_model());
   std::vector<std::string> missing;
   for (const char* key : {"num_hidden_layers", "hidden_size", "intermediate_size",

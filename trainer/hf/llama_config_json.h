@@ -19,10 +19,10 @@ namespace conveyor {
 // dimension, rope theta, norm epsilon, tied embeddings, vocabulary, positions, and
 // the architecture's switches (rope, RMSNorm, SwiGLU, no linear biases, q/k/v biases
 // for Qwen2), and --make-vocab-size-divisible-by 1 unless given (so that Conveyor's
-// vocabulary is the file's, unpadded where the TP size divides it). A flag already set (by the command line or --config) to another value
-// is a contradiction; a feature the file asks for that Conveyor lacks (rope_scaling,
-// a sliding window shorter than --seq-length, attention or MLP biases, another
-// activation) is unsupported. InvalidArgument lists every one of both, naming the
+// vocabulary is the file's, unpadded where the TP size divides it). A flag already set (by the
+// command line or --config) to another value is a contradiction; a feature the file asks for that
+// Conveyor lacks (rope_scaling, a sliding window shorter than --seq-length, attention or MLP
+// biases, another activation) is unsupported. InvalidArgument lists every one of both, naming the
 // flag and the config.json key.
 absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
                                   const HfArchitecture& architecture, Config* config);

@@ -15,10 +15,10 @@ namespace {
 
 // How a Conveyor tensor's rows come from its HF pieces.
 enum class Rows {
-  kSame,       // one piece, row for row
-  kVocab,      // one piece of `vocab` rows; Conveyor's further rows are padding
-  kGroupedQkv, // pieces q, k, v, interleaved per key/value group
-  kGateUp,     // pieces gate, up, one after the other
+  kSame,        // one piece, row for row
+  kVocab,       // one piece of `vocab` rows; Conveyor's further rows are padding
+  kGroupedQkv,  // pieces q, k, v, interleaved per key/value group
+  kGateUp,      // pieces gate, up, one after the other
 };
 
 struct TensorPair {
@@ -32,37 +32,61 @@ struct TensorPair {
 std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
   const int64_t q = d.heads * d.head_dim, kv = d.groups * d.head_dim, qkv = q + 2 * kv;
   std::vector<TensorPair> pairs = {
-      {"embedding.word_embeddings.weight", {d.padded_vocab, d.hidden}, Rows::kVocab,
-       {"model.embed_tokens.weight"}, {{d.vocab, d.hidden}}},
+      {"embedding.word_embeddings.weight",
+       {d.padded_vocab, d.hidden},
+       Rows::kVocab,
+       {"model.embed_tokens.weight"},
+       {{d.vocab, d.hidden}}},
       {"final_norm.weight", {d.hidden}, Rows::kSame, {"model.norm.weight"}, {{d.hidden}}},
   };
   if (!d.tied) {
-    pairs.push_back({"output_layer.weight", {d.padded_vocab, d.hidden}, Rows::kVocab,
-                     {"lm_head.weight"}, {{d.vocab, d.hidden}}});
+    pairs.push_back({"output_layer.weight",
+                     {d.padded_vocab, d.hidden},
+                     Rows::kVocab,
+                     {"lm_head.weight"},
+                     {{d.vocab, d.hidden}}});
   }
   for (int64_t i = 0; i < d.num_layers; ++i) {
     const std::string c = absl::StrCat("layers.", i, ".");
     const std::string h = absl::StrCat("model.layers.", i, ".");
     const std::string attn = h + "self_attn.";
-    pairs.push_back({c + "input_norm.weight", {d.hidden}, Rows::kSame,
-                     {h + "input_layernorm.weight"}, {{d.hidden}}});
-    pairs.push_back({c + "attention.qkv.weight", {qkv, d.hidden}, Rows::kGroupedQkv,
+    pairs.push_back({c + "input_norm.weight",
+                     {d.hidden},
+                     Rows::kSame,
+                     {h + "input_layernorm.weight"},
+                     {{d.hidden}}});
+    pairs.push_back({c + "attention.qkv.weight",
+                     {qkv, d.hidden},
+                     Rows::kGroupedQkv,
                      {attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"},
                      {{q, d.hidden}, {kv, d.hidden}, {kv, d.hidden}}});
     if (d.qkv_bias) {
-      pairs.push_back({c + "attention.qkv.bias", {qkv}, Rows::kGroupedQkv,
+      pairs.push_back({c + "attention.qkv.bias",
+                       {qkv},
+                       Rows::kGroupedQkv,
                        {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"},
                        {{q}, {kv}, {kv}}});
     }
-    pairs.push_back({c + "attention.proj.weight", {d.hidden, q}, Rows::kSame,
-                     {attn + "o_proj.weight"}, {{d.hidden, q}}});
-    pairs.push_back({c + "post_attention_norm.weight", {d.hidden}, Rows::kSame,
-                     {h + "post_attention_layernorm.weight"}, {{d.hidden}}});
-    pairs.push_back({c + "mlp.fc1.weight", {2 * d.ffn, d.hidden}, Rows::kGateUp,
+    pairs.push_back({c + "attention.proj.weight",
+                     {d.hidden, q},
+                     Rows::kSame,
+                     {attn + "o_proj.weight"},
+                     {{d.hidden, q}}});
+    pairs.push_back({c + "post_attention_norm.weight",
+                     {d.hidden},
+                     Rows::kSame,
+                     {h + "post_attention_layernorm.weight"},
+                     {{d.hidden}}});
+    pairs.push_back({c + "mlp.fc1.weight",
+                     {2 * d.ffn, d.hidden},
+                     Rows::kGateUp,
                      {h + "mlp.gate_proj.weight", h + "mlp.up_proj.weight"},
                      {{d.ffn, d.hidden}, {d.ffn, d.hidden}}});
-    pairs.push_back({c + "mlp.fc2.weight", {d.hidden, d.ffn}, Rows::kSame,
-                     {h + "mlp.down_proj.weight"}, {{d.hidden, d.ffn}}});
+    pairs.push_back({c + "mlp.fc2.weight",
+                     {d.hidden, d.ffn},
+                     Rows::kSame,
+                     {h + "mlp.down_proj.weight"},
+                     {{d.hidden, d.ffn}}});
   }
   return pairs;
 }
@@ -126,8 +150,8 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
     problems.push_back("--vocab-size is unset; the Hugging Face config needs the real size");
   }
   if (!problems.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the model is not a Llama-family model:\n  ", absl::StrJoin(problems, "\n  ")));
+    return absl::FailedPreconditionError(absl::StrCat("the model is not a Llama-family model:\n  ",
+                                                      absl::StrJoin(problems, "\n  ")));
   }
   LlamaDims d;
   d.num_layers = m.num_layers();
@@ -162,7 +186,8 @@ absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
   for (const TensorPair& pair : LlamaPairs(dims)) {
     const auto it = tensors.find(pair.conveyor);
     if (it == tensors.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("export: the model has no tensor ", pair.conveyor));
+      return absl::InvalidArgumentError(
+          absl::StrCat("export: the model has no tensor ", pair.conveyor));
     }
     const std::vector<float>& data = it->second;
     if (int64_t(data.size()) != NumElements(pair.conveyor_shape)) {
@@ -210,7 +235,8 @@ absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors,
     for (size_t p = 0; p < pair.hf.size(); ++p) {
       const auto it = tensors.find(pair.hf[p]);
       if (it == tensors.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("import: tensor ", pair.hf[p], " is missing"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("import: tensor ", pair.hf[p], " is missing"));
       }
       if (it->second.shape != pair.hf_shapes[p]) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -16,9 +16,10 @@ absl::StatusOr<std::unique_ptr<MegatronScalars>> MegatronScalars::Start(
   return std::make_unique<MegatronScalars>(logging, std::move(writer));
 }
 
-absl::StatusOr<std::string> MegatronScalars::Close() {
+absl::StatusOr<std::string> MegatronScalars::Close(int rank) {
   RETURN_IF_ERROR(writer_->Close());
-  std::string line = absl::StrCat("conveyor: TensorBoard events in ", writer_->path());
+  std::string line =
+      absl::StrCat("conveyor: rank ", rank, " wrote TensorBoard events to ", writer_->path());
   if (writer_->dropped() > 0) {
     absl::StrAppend(&line, " (", writer_->dropped(),
                     " scalars dropped: the disk fell behind the queue; raise "

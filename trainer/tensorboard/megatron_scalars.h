@@ -71,9 +71,9 @@ class MegatronScalars {
   void Evaluation(const std::string& split, double loss, int64_t iteration,
                   int64_t consumed_samples);
 
-  // Writes what is queued (ScalarWriter::Close); then one line for the log: where
-  // the events are, and how many scalars were dropped, if any.
-  absl::StatusOr<std::string> Close();
+  // Writes what is queued (ScalarWriter::Close); then one line for the log: which
+  // rank (`rank`) wrote the events where, and how many scalars were dropped, if any.
+  absl::StatusOr<std::string> Close(int rank);
 
  private:
   // `value` under `tag` at `iteration` and under "<tag> vs samples" at `samples`.

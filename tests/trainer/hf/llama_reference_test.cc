@@ -72,8 +72,9 @@ std::string ConfigJson(const TinyModel& m) {
       ", \"intermediate_size\": ", m.ffn, ", \"num_attention_heads\": ", m.heads,
       ", \"num_key_value_heads\": ", m.kv_heads, ", \"vocab_size\": ", m.vocab,
       ", \"max_position_embeddings\": 64, \"rope_theta\": ", m.rope_theta,
-      ", \"rms_norm_eps\": ", m.eps, ", \"hidden_act\": \"silu\", \"tie_word_embeddings\": ",
-      m.tied ? "true" : "false", ", \"rope_scaling\": null");
+      ", \"rms_norm_eps\": ", m.eps,
+      ", \"hidden_act\": \"silu\", \"tie_word_embeddings\": ", m.tied ? "true" : "false",
+      ", \"rope_scaling\": null");
   if (m.model_type == "mistral") absl::StrAppend(&json, ", \"sliding_window\": 4096");
   if (m.model_type == "qwen2") {
     absl::StrAppend(&json, ", \"use_sliding_window\": false, \"sliding_window\": 4");
@@ -170,7 +171,8 @@ Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<
   auto b = [&](const std::string& name) { return m.qkv_bias ? &t.at(name) : nullptr; };
   Matrix x(s, std::vector<double>(m.hidden));
   for (int64_t p = 0; p < s; ++p) {
-    for (int64_t i = 0; i < m.hidden; ++i) x[p][i] = w("model.embed_tokens.weight").data[tokens[p] * m.hidden + i];
+    for (int64_t i = 0; i < m.hidden; ++i)
+      x[p][i] = w("model.embed_tokens.weight").data[tokens[p] * m.hidden + i];
   }
   for (int64_t layer = 0; layer < m.layers; ++layer) {
     const std::string l = absl::StrCat("model.layers.", layer, ".");
@@ -195,7 +197,8 @@ Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<
         double total = 0;
         for (double& e : score) total += (e = std::exp(e - top));
         for (int64_t j = 0; j <= i; ++j) {
-          for (int64_t c = 0; c < d; ++c) context[i][head * d + c] += score[j] / total * v[j][kv * d + c];
+          for (int64_t c = 0; c < d; ++c)
+            context[i][head * d + c] += score[j] / total * v[j][kv * d + c];
         }
       }
     }
@@ -207,7 +210,8 @@ Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<
     Matrix gate = Linear(h2, w(l + "mlp.gate_proj.weight"));
     const Matrix up = Linear(h2, w(l + "mlp.up_proj.weight"));
     for (int64_t p = 0; p < s; ++p) {
-      for (int64_t i = 0; i < m.ffn; ++i) gate[p][i] = gate[p][i] / (1 + std::exp(-gate[p][i])) * up[p][i];
+      for (int64_t i = 0; i < m.ffn; ++i)
+        gate[p][i] = gate[p][i] / (1 + std::exp(-gate[p][i])) * up[p][i];
     }
     const Matrix mlp = Linear(gate, w(l + "mlp.down_proj.weight"));
     for (int64_t p = 0; p < s; ++p) {
@@ -241,9 +245,15 @@ std::string WriteFolder(const TinyModel& m, const HfTensorMap& weights, const st
 // --load-hf's configuration: the flags a user gives, config.json the rest.
 absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir,
                                          const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"--load-hf", dir, "--mock-data", "--seq-length",
-                                   absl::StrCat(kSeq), "--hidden-dropout", "0",
-                                   "--attention-dropout", "0"};
+  std::vector<std::string> args = {"--load-hf",
+                                   dir,
+                                   "--mock-data",
+                                   "--seq-length",
+                                   absl::StrCat(kSeq),
+                                   "--hidden-dropout",
+                                   "0",
+                                   "--attention-dropout",
+                                   "0"};
   args.insert(args.end(), extra.begin(), extra.end());
   absl::StatusOr<Config> parsed = ParseFlags(args);
   if (!parsed.ok()) return parsed.status();
@@ -351,10 +361,11 @@ TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
   // The files transformers reads: sorted keys, the architecture, the token ids.
   const absl::StatusOr<std::string> config_json = ReadSmallFile(JoinPath(out, kHfConfigFile));
   ASSERT_TRUE(config_json.ok());
-  EXPECT_THAT(*config_json,
-              AllOf(HasSubstr(absl::StrCat("\"architectures\": [\n    \"", summary.architecture)),
-                    HasSubstr("\"num_key_value_heads\": 2,"), HasSubstr("\"bos_token_id\": 1,"),
-                    HasSubstr(absl::StrCat("\"tie_word_embeddings\": ", m.tied ? "true" : "false"))));
+  EXPECT_THAT(
+      *config_json,
+      AllOf(HasSubstr(absl::StrCat("\"architectures\": [\n    \"", summary.architecture)),
+            HasSubstr("\"num_key_value_heads\": 2,"), HasSubstr("\"bos_token_id\": 1,"),
+            HasSubstr(absl::StrCat("\"tie_word_embeddings\": ", m.tied ? "true" : "false"))));
   EXPECT_TRUE(PathExists(JoinPath(out, kHfGenerationConfigFile)));
 }
 
