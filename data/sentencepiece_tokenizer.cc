@@ -1,11 +1,51 @@
 #include "data/sentencepiece_tokenizer.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "data/mapped_file.h"
+#include "data/sentencepiece_model_fields.pb.h"
 #include "data/utf8_text.h"
 
 namespace conveyor {
+namespace {
+
+constexpr char kMeta[] = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
+
+// Whether encoding `text` equals encoding its words one by one, a word being
+// a run of spaces and what follows up to the next space after a non-space.
+// SentencePiece encodes the normalized text, here "▁" + the text with spaces
+// as "▁" (identity rules, a dummy prefix, no whitespace removal); if no piece
+// holds "▁" after another character, no piece crosses the start of such a
+// word, and BPE merges and unigram segmentation, being local, give each word
+// the ids it gets alone. Encoding word " w" alone as "w" gives "▁w" through
+// the dummy prefix, which is its normalized form.
+bool EncodesByWords(const std::string& model_file) {
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(model_file);
+  spm::ModelFields model;
+  if (!file.ok() || (*file)->data() == nullptr ||
+      !model.ParseFromArray((*file)->data(), int((*file)->size()))) {
+    return false;
+  }
+  const spm::ModelNormalizerSpec& n = model.normalizer_spec();
+  if (!n.precompiled_charsmap().empty() || !n.normalization_rule_tsv().empty() ||
+      !n.add_dummy_prefix() || n.remove_extra_whitespaces() || !n.escape_whitespaces() ||
+      model.trainer_spec().treat_whitespace_as_suffix()) {
+    return false;
+  }
+  for (const spm::ModelPiece& p : model.pieces()) {
+    // User-defined pieces are matched whole before the model, across spaces.
+    if (p.type() == spm::ModelPiece::USER_DEFINED) return false;
+    const size_t meta = p.piece().find(kMeta, 1);
+    for (size_t at = meta; at != std::string::npos; at = p.piece().find(kMeta, at + 3)) {
+      if (at < 3 || p.piece().compare(at - 3, 3, kMeta) != 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(
     const std::string& model_file, Flavor flavor, int vocab_extra_ids) {
@@ -15,6 +55,7 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   ASSIGN_OR_RETURN(tok->model_, SentencePieceModel::Load(model_file));
   const SentencePieceModel& model = *tok->model_;
   tok->vocab_size_ = model.size();
+  tok->by_words_ = EncodesByWords(model_file);
   if (flavor != Flavor::kMegatron) {
     if (vocab_extra_ids != 0) {
       return absl::InvalidArgumentError(
@@ -62,7 +103,29 @@ void SentencePieceTokenizer::AddSpecial(const std::string& token) {
 
 absl::Status SentencePieceTokenizer::EncodePlain(absl::string_view text,
                                                  std::vector<int32_t>* ids) const {
-  ASSIGN_OR_RETURN(std::vector<int> piece_ids, model_->Encode(text));
+  if (!by_words_) return EncodeWord(text, /*first=*/true, ids);
+  // Words start at a space that follows neither a space nor "▁" and is not
+  // the last character (a word " " alone could not be encoded as "▁").
+  size_t start = 0;
+  for (size_t i = 1; i + 1 < text.size(); ++i) {
+    if (text[i] != ' ' || text[i - 1] == ' ' || absl::EndsWith(text.substr(0, i), kMeta)) {
+      continue;
+    }
+    RETURN_IF_ERROR(EncodeWord(text.substr(start, i - start), start == 0, ids));
+    start = i;
+  }
+  return EncodeWord(text.substr(start), start == 0, ids);
+}
+
+absl::Status SentencePieceTokenizer::EncodeWord(absl::string_view word, bool first,
+                                                std::vector<int32_t>* ids) const {
+  // A later word " w" is encoded as "w" (its space becomes the dummy prefix).
+  // Cache keys of later words start with a space; the first word is cached
+  // only when it does not, so that the two never share a key.
+  const bool cached = by_words_ && !(first && absl::StartsWith(word, " "));
+  if (cached && cache_.Lookup(word, ids)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<int> piece_ids, model_->Encode(first ? word : word.substr(1)));
+  if (cached) cache_.Insert(word, std::vector<int32_t>(piece_ids.begin(), piece_ids.end()));
   ids->insert(ids->end(), piece_ids.begin(), piece_ids.end());
   return absl::OkStatus();
 }

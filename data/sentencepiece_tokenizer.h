@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "data/sentencepiece_model.h"
 #include "data/tokenizer.h"
+#include "data/word_cache.h"
 
 namespace conveyor {
 
@@ -44,6 +45,8 @@ class SentencePieceTokenizer : public Tokenizer {
   // Adds Megatron's special token `token` (a new id when the model lacks it).
   void AddSpecial(const std::string& token);
   absl::Status EncodePlain(absl::string_view text, std::vector<int32_t>* ids) const;
+  // The ids of one word (see EncodePlain), through the cache.
+  absl::Status EncodeWord(absl::string_view word, bool first, std::vector<int32_t>* ids) const;
 
   std::string path_;
   Flavor flavor_ = Flavor::kGpt;
@@ -55,6 +58,9 @@ class SentencePieceTokenizer : public Tokenizer {
   std::vector<std::string> added_pieces_;  // ids from model_->size() on
   int64_t vocab_size_ = 0;
   int32_t eod_ = -1;
+  // The model allows encoding word by word (sentencepiece_tokenizer.cc).
+  bool by_words_ = false;
+  mutable WordCache cache_;
 };
 
 }  // namespace conveyor

@@ -4,7 +4,8 @@
 # ranks, data- and tensor-parallel, in fp32 and bf16. Prints tokens/s, the gradient-sync
 # time (grads-reduce, max across ranks) and the megabytes each rank puts into its
 # tensor- and data-parallel groups per iteration (max across ranks; bf16 tensors travel
-# as bf16), averaged over the last 6 of 12 iterations.
+# as bf16), averaged over the last 6 of 12 iterations; then the distributed optimizer and
+# --grad-reduce-in-bf16 on DP 2.
 # Ranks share this machine's cores, so this measures the parallel machinery's cost,
 # not a speed-up.
 set -euo pipefail
@@ -43,3 +44,10 @@ run "TP2 DP2" --nproc-per-node 4 --tensor-model-parallel-size 2
 run "DP 2 bf16" --nproc-per-node 2 --bf16
 run "TP 2 bf16" --nproc-per-node 2 --tensor-model-parallel-size 2 --bf16
 run "TP2 DP2 bf16" --nproc-per-node 4 --tensor-model-parallel-size 2 --bf16
+# The distributed optimizer and the data-parallel gradient type (bytes: reduce-scatter of
+# the fp32 or bf16 gradients plus all-gather of the fp32 or bf16 values).
+run "DP 2 dist" --nproc-per-node 2 --use-distributed-optimizer
+run "DP 2 dist bf16" --nproc-per-node 2 --use-distributed-optimizer --bf16
+run "DP 2 bf16-red" --nproc-per-node 2 --grad-reduce-in-bf16
+run "DP 2 dist bf16 ovl" --nproc-per-node 2 --use-distributed-optimizer --bf16 \
+  --grad-reduce-in-bf16 --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 500000

@@ -253,7 +253,9 @@ def train_sentencepiece(name, model_type, byte_fallback, normalization, vocab_si
     spm.SentencePieceTrainer.train(
         input=text_file, model_prefix=os.path.join(folder, "tokenizer"), model_type=model_type,
         vocab_size=vocab_size, byte_fallback=byte_fallback, character_coverage=0.9995,
-        normalization_rule_name=normalization, num_threads=1, minloglevel=2)
+        normalization_rule_name=normalization, num_threads=1, minloglevel=2,
+        # Llama 2 keeps whitespace as it is (identity rules only strip nothing then).
+        remove_extra_whitespaces=normalization != "identity")
     os.remove(text_file)
     os.remove(os.path.join(folder, "tokenizer.vocab"))
     return os.path.join(folder, "tokenizer.model")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -155,7 +156,9 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
 
 absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
   const std::string& dir = config_.checkpoint().load_hf();
-  ASSIGN_OR_RETURN(const GlobalTensorMap tensors, ReadHf(dir, config_));
+  std::set<std::string> held;  // this rank reads only the tensors of its stage
+  for (const Parameter* p : stage_->parameters()) held.insert(p->name);
+  ASSIGN_OR_RETURN(const GlobalTensorMap tensors, ReadHf(dir, config_, &held));
   HostStaging staging;
   for (Parameter* p : stage_->parameters()) {
     auto it = tensors.find(p->name);

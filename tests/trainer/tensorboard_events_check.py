@@ -4,6 +4,9 @@ against the run's --metrics-file and log (tests/trainer/tensorboard_test.sh).
   tensorboard_events_check.py full LOGDIR METRICS LOG
       every tag a run with all --log-*-to-tensorboard switches writes, each value
       equal to the metrics file's (or the log line's) figure at the same step;
+  tensorboard_events_check.py bubble LOGDIR LOG
+      a pipelined run whose last rank writes the log too: every bubble tag equal to
+      the log's bubble lines;
   tensorboard_events_check.py killed LOGDIR METRICS MIN_STEPS
       a run killed mid-way: the events read without error and hold lm loss for
       iterations 1..k (k >= MIN_STEPS), equal to the metrics file's.
@@ -92,12 +95,30 @@ def check_full(logdir, metrics_path, log_path):
         expect_series(scalars, tag + " vs samples", samples(key))
     expect_series(scalars, "samples vs steps",
                   {r["iteration"]: r["consumed_samples"] for r in train})
-    expect_series(scalars, "throughput", it("tflops_per_gpu"))
-    expect_series(scalars, "tokens-per-second", it("tokens_per_second"))
+    # The timed figures are the writing rank's own clock (the last rank; the metrics
+    # file is the logging rank's), so they are checked through what they imply, which
+    # holds on every rank: tokens per second x seconds per iteration = tokens per step,
+    # TFLOP/s per GPU x seconds = the metrics file's TFLOP per GPU per iteration.
+    seconds = scalars.get("iteration-time", {})
+    tokens = scalars.get("tokens-per-second", {})
+    tflops = scalars.get("throughput", {})
+    for r in train:
+        i = r["iteration"]
+        if i not in seconds or i not in tokens or i not in tflops:
+            fail(f"iteration {i} lacks iteration-time, tokens-per-second or throughput")
+            continue
+        per_step = r["tokens_per_second"] * r["ms_per_iteration"] / 1e3
+        if not close(tokens[i] * seconds[i], per_step, 1e-5):
+            fail(f"at {i}: tokens-per-second x iteration-time = {tokens[i] * seconds[i]}, "
+                 f"want {per_step} tokens per step")
+        work = r["tflops_per_gpu"] * r["ms_per_iteration"] / 1e3
+        if not close(tflops[i] * seconds[i], work, 1e-5):
+            fail(f"at {i}: throughput x iteration-time = {tflops[i] * seconds[i]}, want {work}")
+    for tag in ["iteration-time", "tokens-per-second", "throughput"]:
+        if sorted(scalars.get(tag, {})) != sorted(r["iteration"] for r in train):
+            fail(f"'{tag}' steps {sorted(scalars.get(tag, {}))}")
     expect_series(scalars, "skipped-iterations", it("skipped_iterations"))
     expect_series(scalars, "nan-iterations", it("nan_iterations"))
-    expect_series(scalars, "iteration-time",
-                  {r["iteration"]: r["ms_per_iteration"] / 1e3 for r in train})
     world = int(os.environ["WORLD_SIZE_EXPECTED"])
     expect_series(scalars, "world-size", {r["iteration"]: world for r in train})
     # consumed_samples at an evaluation: the training record of the same iteration.
@@ -127,15 +148,10 @@ def check_full(logdir, metrics_path, log_path):
             ms = float(re.search(re.escape(name) + r" \(([0-9.]+), ([0-9.]+)\)", line).group(2))
             if i not in got or abs(got[i] * 1e3 - ms) > 0.005 + 1e-9:
                 fail(f"'{name}-time' at {i} is {got.get(i)} s, the log says max {ms} ms")
-    for i, (formula, simulated, measured) in zip(iterations, bubble_lines):
-        pairs = [("pipeline-bubble predicted (formula)", float(formula)),
-                 ("pipeline-bubble predicted (simulated)", float(simulated))]
-        pairs += [(f"pipeline-bubble measured/pp-rank-{r}", float(m))
-                  for r, m in enumerate(measured.split())]
-        for tag, percent in pairs:
-            got = scalars.get(tag, {}).get(i)
-            if got is None or abs(100 * got - percent) > 0.05 + 1e-6:
-                fail(f"'{tag}' at {i} is {got}, the log says {percent}%")
+    # The measured bubbles are gathered over the writing rank's pipeline group (TP rank
+    # 1's here), the log's over the logging rank's (TP rank 0's): fractions, one per
+    # stage. check_bubble compares them exactly where the two ranks are one.
+    check_bubble_lines(scalars, iterations, bubble_lines, measured_exact=False)
     # Activations are freed by the end of a step, when the live bytes are read.
     for tag, low in [("mem-allocated-bytes", 1), ("mem-max-allocated-bytes", 1),
                      ("mem-weights-bytes", 1), ("mem-activations-bytes", 0), ("params-norm", 1e-3)]:
@@ -151,6 +167,41 @@ def check_full(logdir, metrics_path, log_path):
         peak = scalars.get("mem-max-allocated-bytes", {}).get(i, 0)
         if live > peak:
             fail(f"at {i} mem-allocated-bytes {live} > mem-max-allocated-bytes {peak}")
+
+
+def check_bubble_lines(scalars, iterations, bubble_lines, measured_exact):
+    for i, (formula, simulated, measured) in zip(iterations, bubble_lines):
+        pairs = [("pipeline-bubble predicted (formula)", float(formula)),
+                 ("pipeline-bubble predicted (simulated)", float(simulated))]
+        measured_pairs = [(f"pipeline-bubble measured/pp-rank-{r}", float(m))
+                          for r, m in enumerate(measured.split())]
+        for tag, percent in pairs + (measured_pairs if measured_exact else []):
+            got = scalars.get(tag, {}).get(i)
+            if got is None or abs(100 * got - percent) > 0.05 + 1e-6:
+                fail(f"'{tag}' at {i} is {got}, the log says {percent}%")
+        for tag, _ in measured_pairs:
+            got = scalars.get(tag, {}).get(i)
+            if got is None or not 0 <= got < 1:
+                fail(f"'{tag}' at {i} is {got}, not a fraction")
+
+
+def check_bubble(logdir, log_path):
+    """A run whose log and events come from one rank: every bubble tag equals the log."""
+    scalars, _ = load(logdir)
+    lines, iteration = [], None
+    with open(log_path) as f:
+        for line in f:
+            m = re.match(r" iteration +(\d+)/", line)
+            iteration = int(m.group(1)) if m else iteration
+            m = re.search(r"pipeline bubble \(%\): predicted ([0-9.]+) \(formula\), ([0-9.]+) "
+                          r"\(simulated\) \| measured per pipeline rank:(.*)", line)
+            if m and iteration is not None:
+                lines.append((iteration, *m.groups()))
+    if not lines:
+        sys.exit("FAIL: no log line with its bubble line in " + log_path)
+    check_bubble_lines(scalars, [i for i, *_ in lines], [rest for _, *rest in lines],
+                       measured_exact=True)
+    print(f"bubble: {len(lines)} log intervals match")
 
 
 def check_killed(logdir, metrics_path, min_steps):
@@ -170,6 +221,8 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "full":
         check_full(*sys.argv[2:5])
+    elif mode == "bubble":
+        check_bubble(sys.argv[2], sys.argv[3])
     elif mode == "killed":
         check_killed(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif mode == "steps":  # how many lm loss steps are readable now (for polling)

@@ -49,10 +49,13 @@ print("params-norm (step, PP 2, one rank) where they differ:", bad) if bad else 
 sys.exit(1 if bad or len(one) != 10 else 0)
 PY
 
-# --tensorboard-log-interval 3: the per-iteration tags at 3, 6 and 9 only.
-"$trainer" --config "$config" --train-iters 9 --log-interval 9 --eval-iters 0 \
+# --tensorboard-log-interval 3: the per-iteration tags at 3, 6 and 9 only. On PP 2
+# alone the last rank writes the log too: the measured bubbles equal the log's.
+"$trainer" --config "$config" --nproc-per-node 2 --pipeline-model-parallel-size 2 \
+  --train-iters 9 --log-interval 3 --eval-iters 0 \
   --tensorboard-dir "$tmp/every3" --tensorboard-log-interval 3 >"$tmp/every3.log" 2>&1 ||
   fail "the interval run exited non-zero: $(tail "$tmp/every3.log")"
+python3 "$check" bubble "$tmp/every3" "$tmp/every3.log" || fail "the bubble tags (above)"
 steps=$(python3 - "$tmp/every3" <<'PY'
 import sys
 from tensorboard.backend.event_processing import event_accumulator

@@ -139,7 +139,8 @@ absl::Status ApplyHfConfig(const std::string& dir, Config* config) {
   return ApplyLlamaConfigJson(hf, path, *arch, config);
 }
 
-absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config) {
+absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config,
+                                       const std::set<std::string>* wanted) {
   ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
   const std::string path = JoinPath(dir, kHfConfigFile);
   ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
@@ -157,8 +158,15 @@ absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& con
   RETURN_IF_ERROR(ApplyLlamaConfigJson(hf, path, *arch, &agreed));
   ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
                    _ << "cannot load the " << arch->class_name << " model in " << dir);
-  ASSIGN_OR_RETURN(const HfTensorMap tensors, ReadHfWeights(dir, IsLlamaBuffer));
-  ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorLlama(tensors, dims), _ << dir);
+  // Known tensors this rank does not need are never read; unknown ones are, to be
+  // reported.
+  const std::set<std::string> known = LlamaHfSources(dims, nullptr);
+  const std::set<std::string> needed = LlamaHfSources(dims, wanted);
+  ASSIGN_OR_RETURN(const HfTensorMap tensors, ReadHfWeights(dir, [&](const std::string& name) {
+                     return IsLlamaBuffer(name) ||
+                            (known.count(name) > 0 && needed.count(name) == 0);
+                   }));
+  ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorLlama(tensors, dims, wanted), _ << dir);
   return converted;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -56,8 +57,12 @@ absl::Status ApplyHfConfig(const std::string& dir, Config* config);
 // Reads the model folder `dir` as the resolved `config` describes it: config.json
 // must agree (InvalidArgument listing the differences), and the weights come back
 // under Conveyor's names with Conveyor's shapes, the vocabulary padded with zero rows
-// up to PaddedVocabSize(config).
-absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config);
+// up to PaddedVocabSize(config). `wanted` (Llama family): only those Conveyor tensors,
+// reading only the HF tensors that hold them, so a pipeline stage reads its own
+// layers; null: all. (Every tensor read is read whole, even when a tensor-parallel
+// rank keeps a slice.)
+absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config,
+                                       const std::set<std::string>* wanted = nullptr);
 
 }  // namespace conveyor
 

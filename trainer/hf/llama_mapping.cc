@@ -213,11 +213,20 @@ absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
   return out;
 }
 
-absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors,
-                                                  const LlamaDims& dims) {
+std::set<std::string> LlamaHfSources(const LlamaDims& dims, const std::set<std::string>* wanted) {
+  std::set<std::string> sources;
+  for (const TensorPair& pair : LlamaPairs(dims)) {
+    if (wanted == nullptr || wanted->count(pair.conveyor) > 0) {
+      sources.insert(pair.hf.begin(), pair.hf.end());
+    }
+  }
+  return sources;
+}
+
+absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors, const LlamaDims& dims,
+                                                  const std::set<std::string>* wanted) {
   const std::vector<TensorPair> pairs = LlamaPairs(dims);
-  std::set<std::string> known;
-  for (const TensorPair& pair : pairs) known.insert(pair.hf.begin(), pair.hf.end());
+  const std::set<std::string> known = LlamaHfSources(dims, nullptr);
   std::vector<std::string> unexpected;
   for (const auto& [name, tensor] : tensors) {
     const bool tied_head = dims.tied && name == "lm_head.weight";
@@ -231,6 +240,7 @@ absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors,
   }
   GlobalTensorMap out;
   for (const TensorPair& pair : pairs) {
+    if (wanted != nullptr && wanted->count(pair.conveyor) == 0) continue;
     std::vector<const HfTensor*> pieces;
     for (size_t p = 0; p < pair.hf.size(); ++p) {
       const auto it = tensors.find(pair.hf[p]);
@@ -257,8 +267,9 @@ absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors,
     }
   }
   const auto head = tensors.find("lm_head.weight");
-  if (dims.tied && head != tensors.end() &&
-      head->second.data != tensors.at("model.embed_tokens.weight").data) {
+  const auto embedding = tensors.find("model.embed_tokens.weight");
+  if (dims.tied && head != tensors.end() && embedding != tensors.end() &&
+      head->second.data != embedding->second.data) {
     return absl::InvalidArgumentError(
         "import: lm_head.weight differs from model.embed_tokens.weight but config.json says "
         "tie_word_embeddings = true");

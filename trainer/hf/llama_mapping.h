@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,11 +63,16 @@ std::map<std::string, std::vector<int64_t>> LlamaParameterShapes(const LlamaDims
 absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
                                               const LlamaDims& dims);
 
-// HF -> Conveyor. Ignores rotary_emb.inv_freq buffers (older saves) and, for a tied
-// model, lm_head.weight when it equals the embedding. InvalidArgument naming the
-// tensor for a missing, unexpected or wrongly shaped one.
-absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors,
-                                                  const LlamaDims& dims);
+// The HF tensors that hold the Conveyor tensors named in `wanted` (every one when
+// null): what a rank holding only those must read.
+std::set<std::string> LlamaHfSources(const LlamaDims& dims, const std::set<std::string>* wanted);
+
+// HF -> Conveyor, for the Conveyor tensors named in `wanted` (every one when null;
+// `tensors` then needs only their LlamaHfSources). Ignores rotary_emb.inv_freq buffers
+// (older saves) and, for a tied model, lm_head.weight when it equals the embedding.
+// InvalidArgument naming the tensor for a missing, unexpected or wrongly shaped one.
+absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors, const LlamaDims& dims,
+                                                  const std::set<std::string>* wanted = nullptr);
 
 // Whether a tensor name in an HF file is a buffer, not a weight (never loaded).
 bool IsLlamaBuffer(const std::string& hf_name);

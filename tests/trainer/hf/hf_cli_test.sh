@@ -2,8 +2,9 @@
 # Hugging Face folders through the trainer binary, per Llama-family architecture: a
 # tiny random model (make_tiny_hf_model.py) loaded with --load-hf, trained under one
 # rank and under TP 2 x PP 2 (the same losses), trained with --lr 0 and exported with
-# `trainer export --format hf` (the original weights back, bit for bit; config.json
-# loaded by transformers where it is installed: transformers_check.py).
+# `trainer export --format hf` (the original weights, stored as fp32, bf16 or fp16,
+# back bit for bit; config.json loaded by transformers where it is installed:
+# transformers_check.py; CONVEYOR_PYTHON names the interpreter, python3 by default).
 set -uo pipefail
 trainer="$1"
 make_model="$2"
@@ -22,9 +23,12 @@ losses() { sed -nE 's/.*lm loss: ([0-9.E+-]+).*/\1/p' "$1"; }
 common=(--mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --log-interval 1
         --hidden-dropout 0 --attention-dropout 0 --eval-iters 0)
 
+# One weight dtype each: the export (fp32) holds the widened values exactly.
+declare -A dtype=([llama]=F32 [mistral]=F16 [qwen2]=BF16)
 for arch in llama mistral qwen2; do
   in="$tmp/$arch-in"
-  "$python" "$make_model" "$in" --arch "$arch" --shard-bytes 60000 || fail "$arch: generator"
+  "$python" "$make_model" "$in" --arch "$arch" --dtype "${dtype[$arch]}" --shard-bytes 60000 ||
+    fail "$arch: generator"
   class=$(sed -nE 's/.*"(\w+ForCausalLM)".*/\1/p' "$in/config.json")
   "$trainer" --load-hf "$in" "${common[@]}" --train-iters 3 --lr 1e-3 >"$tmp/$arch-1.log" 2>&1 ||
     fail "$arch: one rank: $(tail -3 "$tmp/$arch-1.log")"

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
 #include "parallel/self_communicator.h"
+#include "tests/trainer/hf/hf_reference.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"
@@ -35,7 +37,15 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing_util::AddInto;
+using testing_util::CausalAttention;
 using testing_util::FreshDir;
+using testing_util::Linear;
+using testing_util::LogitsAndLoss;
+using testing_util::Matrix;
+using testing_util::Reference;
+using testing_util::RmsNorm;
+using testing_util::Rows;
 
 constexpr int64_t kSeq = 8;
 
@@ -117,34 +127,7 @@ HfTensorMap RandomWeights(const TinyModel& m, uint32_t seed) {
   return t;
 }
 
-// ---- The reference: HF's forward pass in double, from the HF tensors. ----
-using Matrix = std::vector<std::vector<double>>;  // [rows][cols]
-
-// y = x W^T (+ b), W [out, in] row-major.
-Matrix Linear(const Matrix& x, const HfTensor& w, const HfTensor* b = nullptr) {
-  const int64_t out = w.shape[0], in = w.shape[1];
-  Matrix y(x.size(), std::vector<double>(out, 0.0));
-  for (size_t r = 0; r < x.size(); ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      double sum = b != nullptr ? b->data[o] : 0.0;
-      for (int64_t i = 0; i < in; ++i) sum += x[r][i] * double{w.data[o * in + i]};
-      y[r][o] = sum;
-    }
-  }
-  return y;
-}
-
-// LlamaRMSNorm: x / sqrt(mean(x^2) + eps) * w.
-Matrix RmsNorm(const Matrix& x, const HfTensor& w, double eps) {
-  Matrix y = x;
-  for (auto& row : y) {
-    double ms = 0;
-    for (double v : row) ms += v * v;
-    const double scale = 1.0 / std::sqrt(ms / double(row.size()) + eps);
-    for (size_t i = 0; i < row.size(); ++i) row[i] *= scale * w.data[i];
-  }
-  return y;
-}
+// ---- The reference: modeling_llama.py's forward pass in double, from the HF tensors. ----
 
 // apply_rotary_pos_emb with rotate_half on head `h` of every row (position = row).
 void Rope(Matrix* x, int64_t h, int64_t d, double theta) {
@@ -159,21 +142,12 @@ void Rope(Matrix* x, int64_t h, int64_t d, double theta) {
   }
 }
 
-struct Reference {
-  Matrix logits;  // [seq][vocab]
-  double loss;
-};
-
 Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
                     const std::vector<int32_t>& labels) {
-  const int64_t s = int64_t(tokens.size()), d = m.head_dim();
+  const int64_t d = m.head_dim();
   auto w = [&](const std::string& name) -> const HfTensor& { return t.at(name); };
   auto b = [&](const std::string& name) { return m.qkv_bias ? &t.at(name) : nullptr; };
-  Matrix x(s, std::vector<double>(m.hidden));
-  for (int64_t p = 0; p < s; ++p) {
-    for (int64_t i = 0; i < m.hidden; ++i)
-      x[p][i] = w("model.embed_tokens.weight").data[tokens[p] * m.hidden + i];
-  }
+  Matrix x = Rows(w("model.embed_tokens.weight"), tokens);
   for (int64_t layer = 0; layer < m.layers; ++layer) {
     const std::string l = absl::StrCat("model.layers.", layer, ".");
     const Matrix h = RmsNorm(x, w(l + "input_layernorm.weight"), m.eps);
@@ -182,53 +156,21 @@ Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<
     const Matrix v = Linear(h, w(l + "self_attn.v_proj.weight"), b(l + "self_attn.v_proj.bias"));
     for (int64_t head = 0; head < m.heads; ++head) Rope(&q, head, d, m.rope_theta);
     for (int64_t head = 0; head < m.kv_heads; ++head) Rope(&k, head, d, m.rope_theta);
-    Matrix context(s, std::vector<double>(m.heads * d, 0.0));
-    for (int64_t head = 0; head < m.heads; ++head) {
-      const int64_t kv = head / (m.heads / m.kv_heads);  // repeat_kv
-      for (int64_t i = 0; i < s; ++i) {
-        std::vector<double> score(i + 1);
-        double top = -1e300;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t c = 0; c < d; ++c) dot += q[i][head * d + c] * k[j][kv * d + c];
-          score[j] = dot / std::sqrt(double(d));
-          top = std::max(top, score[j]);
-        }
-        double total = 0;
-        for (double& e : score) total += (e = std::exp(e - top));
-        for (int64_t j = 0; j <= i; ++j) {
-          for (int64_t c = 0; c < d; ++c)
-            context[i][head * d + c] += score[j] / total * v[j][kv * d + c];
-        }
-      }
-    }
-    const Matrix attention = Linear(context, w(l + "self_attn.o_proj.weight"));
-    for (int64_t p = 0; p < s; ++p) {
-      for (int64_t i = 0; i < m.hidden; ++i) x[p][i] += attention[p][i];
-    }
+    AddInto(
+        Linear(CausalAttention(q, k, v, m.heads, m.kv_heads, d), w(l + "self_attn.o_proj.weight")),
+        &x);
     const Matrix h2 = RmsNorm(x, w(l + "post_attention_layernorm.weight"), m.eps);
     Matrix gate = Linear(h2, w(l + "mlp.gate_proj.weight"));
     const Matrix up = Linear(h2, w(l + "mlp.up_proj.weight"));
-    for (int64_t p = 0; p < s; ++p) {
-      for (int64_t i = 0; i < m.ffn; ++i)
-        gate[p][i] = gate[p][i] / (1 + std::exp(-gate[p][i])) * up[p][i];
+    for (size_t p = 0; p < gate.size(); ++p) {
+      for (int64_t i = 0; i < m.ffn; ++i) {
+        gate[p][i] = gate[p][i] / (1 + std::exp(-gate[p][i])) * up[p][i];  // silu(gate) * up
+      }
     }
-    const Matrix mlp = Linear(gate, w(l + "mlp.down_proj.weight"));
-    for (int64_t p = 0; p < s; ++p) {
-      for (int64_t i = 0; i < m.hidden; ++i) x[p][i] += mlp[p][i];
-    }
+    AddInto(Linear(gate, w(l + "mlp.down_proj.weight")), &x);
   }
-  Reference ref;
-  ref.logits = Linear(RmsNorm(x, w("model.norm.weight"), m.eps),
-                      w(m.tied ? "model.embed_tokens.weight" : "lm_head.weight"));
-  ref.loss = 0;
-  for (int64_t p = 0; p < s; ++p) {
-    double top = -1e300, total = 0;
-    for (double z : ref.logits[p]) top = std::max(top, z);
-    for (double z : ref.logits[p]) total += std::exp(z - top);
-    ref.loss += (top + std::log(total) - ref.logits[p][labels[p]]) / double(s);
-  }
-  return ref;
+  return LogitsAndLoss(RmsNorm(x, w("model.norm.weight"), m.eps),
+                       w(m.tied ? "model.embed_tokens.weight" : "lm_head.weight"), labels);
 }
 
 // ---- Conveyor's side. ----
@@ -367,6 +309,21 @@ TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
             HasSubstr("\"num_key_value_heads\": 2,"), HasSubstr("\"bos_token_id\": 1,"),
             HasSubstr(absl::StrCat("\"tie_word_embeddings\": ", m.tied ? "true" : "false"))));
   EXPECT_TRUE(PathExists(JoinPath(out, kHfGenerationConfigFile)));
+}
+
+// A pipeline stage reads only its tensors: the same values as a whole read.
+TEST_P(LlamaReferenceTest, ReadsOnlyTheWantedTensors) {
+  const TinyModel m = GetParam();
+  const std::string dir = WriteFolder(m, RandomWeights(m, 5), m.model_type + "_part");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const absl::StatusOr<GlobalTensorMap> all = ReadHf(dir, config->config());
+  ASSERT_TRUE(all.ok()) << all.status();
+  const std::set<std::string> wanted = {"layers.1.attention.qkv.weight", "final_norm.weight"};
+  const absl::StatusOr<GlobalTensorMap> part = ReadHf(dir, config->config(), &wanted);
+  ASSERT_TRUE(part.ok()) << part.status();
+  ASSERT_EQ(part->size(), wanted.size());
+  for (const std::string& name : wanted) EXPECT_TRUE(part->at(name) == all->at(name)) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LlamaReferenceTest, ::testing::ValuesIn(Models()),
