@@ -7,6 +7,9 @@
 //                              are matched in text first; eod is <EOD>.
 //   GPTSentencePieceTokenizer  the model alone; eod is its eos.
 //   Llama2Tokenizer            the model with its bos before each text; eod is eos.
+//
+// Models that allow it are encoded word by word through a cache of each
+// word's ids (encodes_by_words()), with exactly the ids of whole-text encoding.
 #ifndef CONVEYOR_DATA_SENTENCEPIECE_TOKENIZER_H_
 #define CONVEYOR_DATA_SENTENCEPIECE_TOKENIZER_H_
 
@@ -39,6 +42,10 @@ class SentencePieceTokenizer : public Tokenizer {
   absl::StatusOr<std::string> Detokenize(absl::Span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }
   int32_t eod() const override { return eod_; }
+  // Whether the model lets text be encoded word by word, each word's ids
+  // cached (identity normalisation without whitespace removal, as Llama 2
+  // and Mistral models; see EncodesByWords in the .cc).
+  bool encodes_by_words() const { return by_words_; }
 
  private:
   SentencePieceTokenizer() = default;

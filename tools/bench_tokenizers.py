@@ -5,6 +5,9 @@
                                            WORK_DIR/hf_llama3/tokenizer.json
     bench_tokenizers.py ref KIND MODEL THREADS JSONL [tiktoken options]
                                            prints "<tokens> <seconds>" for one library
+    bench_tokenizers.py compare KIND MODEL PREFIX JSONL [tiktoken options]
+                                           compares every document of PREFIX_text_document
+                                           (preprocess's output) with the library's ids
 
 Only the encoding is timed (the texts are read before the clock starts), with
 the library's own batch API and thread count: Hugging Face `tokenizers`
@@ -62,41 +65,73 @@ def make_corpus(work):
     tok.save(os.path.join(work, "hf_llama3", "tokenizer.json"))
 
 
-def reference(kind, model, threads, jsonl, extra):
-    with open(jsonl, encoding="utf-8") as f:
-        texts = [json.loads(line)["text"] for line in f]
+def encoder(kind, model, threads, extra):
+    """A function from a list of texts to their lists of ids, as the library encodes."""
     if kind == "hf":
         os.environ["RAYON_NUM_THREADS"] = str(threads)
         from tokenizers import Tokenizer
         tok = Tokenizer.from_file(model)
-        start = time.perf_counter()
-        tokens = sum(len(e.ids) for e in tok.encode_batch(texts))
-    elif kind == "spm":
+        return lambda texts: [e.ids for e in tok.encode_batch(texts)]
+    if kind == "spm":
         import sentencepiece as spm
         sp = spm.SentencePieceProcessor(model_file=model)
-        start = time.perf_counter()
-        tokens = sum(len(ids) for ids in sp.encode(texts, num_threads=threads))
-    else:
-        import tiktoken
-        import gen_tokenizer_refs as refs
-        pattern, num_special, vocab_size = extra[0], int(extra[1]), int(extra[2])
-        with open(model, encoding="utf-8") as f:
-            spec = json.load(f)
-        entries = spec["vocab"] if isinstance(spec, dict) else spec
-        ranks = {base64.b64decode(e["token_bytes"]): e["rank"] + num_special
-                 for e in entries[:vocab_size - num_special]}
-        specials = ["<unk>", "<s>", "</s>"] + [f"<SPECIAL_{i}>" for i in range(3, num_special)]
-        enc = tiktoken.Encoding(name="bench",
-                                pat_str=refs.TIKTOKEN_V1 if pattern == "v1" else refs.TIKTOKEN_V2,
-                                mergeable_ranks=ranks,
-                                special_tokens={t: i for i, t in enumerate(specials)})
-        start = time.perf_counter()
-        tokens = sum(len(ids) for ids in enc.encode_ordinary_batch(texts, num_threads=threads))
+        return lambda texts: sp.encode(texts, num_threads=threads)
+    import tiktoken
+    import gen_tokenizer_refs as refs
+    pattern, num_special, vocab_size = extra[0], int(extra[1]), int(extra[2])
+    with open(model, encoding="utf-8") as f:
+        spec = json.load(f)
+    entries = spec["vocab"] if isinstance(spec, dict) else spec
+    ranks = {base64.b64decode(e["token_bytes"]): e["rank"] + num_special
+             for e in entries[:vocab_size - num_special]}
+    specials = ["<unk>", "<s>", "</s>"] + [f"<SPECIAL_{i}>" for i in range(3, num_special)]
+    enc = tiktoken.Encoding(name="bench",
+                            pat_str=refs.TIKTOKEN_V1 if pattern == "v1" else refs.TIKTOKEN_V2,
+                            mergeable_ranks=ranks,
+                            special_tokens={t: i for i, t in enumerate(specials)})
+    return lambda texts: enc.encode_ordinary_batch(texts, num_threads=threads)
+
+
+def read_texts(jsonl):
+    with open(jsonl, encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
+def reference(kind, model, threads, jsonl, extra):
+    texts = read_texts(jsonl)
+    encode = encoder(kind, model, threads, extra)
+    start = time.perf_counter()
+    tokens = sum(len(ids) for ids in encode(texts))
     print(tokens, time.perf_counter() - start)
+
+
+def compare(kind, model, prefix, jsonl, extra):
+    """Megatron's .idx: magic, version, dtype code, sequence and document counts, then
+    the int32 sizes and int64 byte offsets of the sequences (one per document here)."""
+    import numpy as np
+    idx = open(prefix + ".idx", "rb").read()
+    assert idx[:9] == b"MMIDIDX\x00\x00", "not a Megatron .idx"
+    code = idx[17]
+    n = int.from_bytes(idx[18:26], "little")
+    sizes = np.frombuffer(idx, np.int32, n, 34)
+    offsets = np.frombuffer(idx, np.int64, n, 34 + 4 * n)
+    dtype = {1: np.uint8, 4: np.int32, 8: np.uint16}[code]
+    data = np.fromfile(prefix + ".bin", dtype)
+    texts = read_texts(jsonl)
+    want = encoder(kind, model, 2, extra)(texts)
+    assert n == len(texts), f"{n} sequences for {len(texts)} documents"
+    width = np.dtype(dtype).itemsize
+    bad = [i for i in range(n)
+           if data[offsets[i] // width: offsets[i] // width + sizes[i]].tolist() != list(want[i])]
+    print(f"{len(texts)} documents, {len(bad)} with other ids than the library's"
+          + (f" (first: {bad[0]})" if bad else ""))
+    sys.exit(1 if bad else 0)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "corpus":
         make_corpus(sys.argv[2])
+    elif sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:])
     else:
         reference(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6:])

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tokenizer throughput: Conveyor's preprocess (tokens/s on its done: line: JSON
 # parsing, tokenizing and writing .bin/.idx) against the reference library alone
-# (encoding only, its batch API), on the same ~12 MB JSON-lines corpus of local
-# text with the same number of threads. Prints a markdown table for the README.
+# (encoding only, its batch API), on the same ~10 MB JSON-lines corpus of local
+# text with the same number of threads. Prints a markdown table for the README;
+# stops if any document's ids differ from the library's.
 #
 #   tools/bench_tokenizers.sh [THREADS...]     (default: 1 and nproc)
 #
@@ -47,6 +48,12 @@ for run in "${runs[@]}"; do
     if [[ "$our_tokens" != "$ref_tokens" ]]; then
       echo "bench_tokenizers: $name: $our_tokens tokens here, $ref_tokens from $kind: not the same ids" >&2
       exit 1
+    fi
+    if [[ "$n" == "${threads[0]}" ]]; then
+      # Once per tokenizer: every document's ids against the library's (exits 1 if any differs).
+      # shellcheck disable=SC2086
+      python3 tools/bench_tokenizers.py compare "$kind" "$model" "$work/out_text_document" \
+        "$corpus" $extra | sed "s/^/compare $name: /" >&2
     fi
     library=$(case $kind in hf) echo tokenizers ;; spm) echo sentencepiece ;; *) echo tiktoken ;; esac)
     echo "| $name | $n | $ours | $library | $ref | $our_tokens / $ref_tokens |"

@@ -17,7 +17,6 @@ PACKAGES=(
   nlohmann-json3-dev   # reading tokenizer.json and rank files
   python3-pip          # fetches the cuDNN frontend headers (below) from PyPI
   chromium             # headless: tests/trainer/plan_html_test.sh, README screenshots
-  python3-numpy        # tests/trainer/hf/make_tiny_hf_model.py: tiny Hugging Face models
 )
 
 missing=()
@@ -44,6 +43,17 @@ else
   # Debian's own python3 refuses pip installs without --break-system-packages (PEP 668).
   python3 -m pip install --quiet --disable-pip-version-check tensorboard ||
     python3 -m pip install --quiet --disable-pip-version-check --break-system-packages tensorboard
+fi
+
+# transformers (PyPI, with NumPy) for tests/trainer/hf/hf_cli_test.sh: NumPy writes the
+# tiny Hugging Face models, transformers loads the exports' config files. (Its model
+# loader needs torch, which the test skips without: too large to install here.)
+if python3 -c 'import transformers, numpy' 2>/dev/null; then
+  echo "setup: python transformers present"
+else
+  echo "setup: installing the python transformers package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check transformers ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages transformers
 fi
 
 # nvcc is needed to compile the CUDA kernel library even on a machine without a GPU.

@@ -146,6 +146,12 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--decoupled-min-lr",
        "not implemented: the embedding and output layer learn at --lr like every other "
        "parameter"},
+      {"--qk-layernorm",
+       "not implemented: queries and keys enter attention without their own norm; drop the "
+       "flag only if the model was not trained with it"},
+      {"--use-rope-scaling",
+       "not implemented: Conveyor's RoPE is unscaled (Llama 3.1's frequency scaling changes "
+       "the positions' angles)"},
   };
   return *explanations;
 }

@@ -70,6 +70,19 @@ INSTANTIATE_TEST_SUITE_P(Models, SpmReferenceTest,
                          ::testing::Values("spm_unigram_nfkc", "spm_bpe_byte_fallback",
                                            "spm_mistral_v1"));
 
+TEST(SentencePieceTokenizerTest, WordByWordEncodingIsUsedOnlyWhereTheModelAllowsIt) {
+  // Identity rules without whitespace removal: the reference tests above then
+  // check the word-by-word path; NFKC rules remove extra spaces: whole texts.
+  for (const auto& [model, by_words] :
+       {std::pair{"spm_mistral_v1", true}, std::pair{"spm_bpe_byte_fallback", true},
+        std::pair{"spm_unigram_nfkc", false}}) {
+    auto tok = SentencePieceTokenizer::Load(
+        TokenizerFixture(std::string(model) + "/tokenizer.model"), Flavor::kGpt, 0);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    EXPECT_EQ((*tok)->encodes_by_words(), by_words) << model;
+  }
+}
+
 TEST(SentencePieceTokenizerTest, MegatronDetokenizeSpellsSpecialTokensWithSpaces) {
   auto tok = SentencePieceTokenizer::Load(TokenizerFixture("spm_mistral_v1/tokenizer.model"),
                                           Flavor::kMegatron, 0);

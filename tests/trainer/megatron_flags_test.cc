@@ -83,6 +83,7 @@ TEST(MegatronNoOpFlagsTest, TheIssuesNoOpsHaveReasons) {
     EXPECT_FALSE(reason->empty()) << flag;
   }
   EXPECT_EQ(MegatronNoOpReason("--eod-mask-loss"), std::nullopt);
+  EXPECT_THAT(*MegatronFlagNotHere("--qk-layernorm"), HasSubstr("not implemented"));
   EXPECT_EQ(MegatronNoOpReason("--num-layers"), std::nullopt);
 }
 

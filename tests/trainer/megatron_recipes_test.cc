@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,7 +21,6 @@ namespace conveyor {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
 // A flag of the recipe that Conveyor refuses, with the values it takes and why this
