@@ -24,6 +24,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
+sys.dont_write_bytecode = True  # importing gen_tokenizer_refs must leave no __pycache__ in tools/
 
 
 def make_corpus(work):

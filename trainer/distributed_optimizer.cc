@@ -128,15 +128,9 @@ class DistributedOptimizer : public ParameterUpdater {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<double> GradNorm() override {
-    std::vector<FloatArray> counted;
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      if (counts_toward_norm_[i]) counted.push_back({segments_[i].grad, segments_[i].n});
-    }
-    double squares = ops_->SumOfSquares(counted);
-    RETURN_IF_ERROR(context_.dp().AllReduceSum(&squares, 1));  // the slices' squares
-    return FinishNorm(squares, context_);
-  }
+  absl::StatusOr<double> GradNorm() override { return Norm(&OptimizerSegment::grad); }
+  // From the owned slices' fp32 values (the master, under bf16).
+  absl::StatusOr<double> ParamsNorm() override { return Norm(&OptimizerSegment::param); }
 
   absl::Status Step(double grad_norm, double lr) override {
     ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
@@ -177,6 +171,18 @@ class DistributedOptimizer : public ParameterUpdater {
   };
 
   int dp() const { return context_.dp().size(); }
+
+  // The norm of the owned slices' `array`s, summed over DP and model parallelism.
+  template <typename Array>
+  absl::StatusOr<double> Norm(Array OptimizerSegment::*array) {
+    std::vector<FloatArray> counted;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      if (counts_toward_norm_[i]) counted.push_back({segments_[i].*array, segments_[i].n});
+    }
+    double squares = ops_->SumOfSquares(counted);
+    RETURN_IF_ERROR(context_.dp().AllReduceSum(&squares, 1));  // the slices' squares
+    return FinishNorm(squares, context_);
+  }
   // The first element of this rank's slice of `bucket`.
   int64_t Owned(const Bucket& bucket) const {
     return bucket.start + context_.dp().rank() * (bucket.size / dp());

@@ -112,6 +112,9 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
        "not implemented: pass the model flags again (--load checks them against the "
        "checkpoint's shapes)"},
       {"--rampup-batch-size", "not implemented: the global batch is fixed for the whole run"},
+      {"--tiktoken-special-tokens",
+       "not implemented: TikTokenizer's special tokens are Megatron's defaults (<unk> <s> </s>, "
+       "then <SPECIAL_i> up to --tiktoken-num-special-tokens); drop the flag"},
       {"--eod-mask-loss",
        "not implemented: every token's loss counts, as in Megatron without the flag"},
       {"--reset-position-ids",

@@ -50,6 +50,9 @@ class ParameterUpdater {
   virtual absl::Status ReduceGradients() = 0;
   // L2 norm of the whole model's gradient, the same on every rank.
   virtual absl::StatusOr<double> GradNorm() = 0;
+  // L2 norm of the whole model's fp32 parameters, counted as the gradient norm counts
+  // them (--log-params-norm).
+  virtual absl::StatusOr<double> ParamsNorm() = 0;
   // Clips by `grad_norm` to --clip-grad, applies one optimizer step with `lr`, and
   // leaves every rank's parameters current.
   virtual absl::Status Step(double grad_norm, double lr) = 0;

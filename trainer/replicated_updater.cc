@@ -64,16 +64,8 @@ class ReplicatedUpdater : public ParameterUpdater {
     return ReduceSharedGradients(params_.all, context_);
   }
 
-  absl::StatusOr<double> GradNorm() override {
-    std::vector<FloatArray> counted;
-    for (Parameter* p : params_.all) {
-      if (CountsTowardNorm(*p, params_, context_)) {
-        counted.push_back({p->grad.data(), p->grad.numel()});
-      }
-    }
-    // Gradients are already equal across DP: only model parallelism splits them.
-    return FinishNorm(ops_->SumOfSquares(counted), context_);
-  }
+  absl::StatusOr<double> GradNorm() override { return Norm(&Parameter::grad); }
+  absl::StatusOr<double> ParamsNorm() override { return Norm(&Parameter::value); }
 
   absl::Status Step(double grad_norm, double lr) override {
     ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
@@ -84,6 +76,18 @@ class ReplicatedUpdater : public ParameterUpdater {
   Optimizer& optimizer() override { return optimizer_; }
 
  private:
+  // The norm of every parameter's `tensor`, each counted once.
+  absl::StatusOr<double> Norm(Tensor Parameter::*tensor) {
+    std::vector<FloatArray> counted;
+    for (Parameter* p : params_.all) {
+      if (CountsTowardNorm(*p, params_, context_)) {
+        counted.push_back({(p->*tensor).data(), (p->*tensor).numel()});
+      }
+    }
+    // Equal across DP (gradients after the reduction): only model parallelism splits them.
+    return FinishNorm(ops_->SumOfSquares(counted), context_);
+  }
+
   absl::Status ReduceBucket(size_t b) {
     return reduction_.AllReduce(grads_, buckets_[b].start, buckets_[b].size);
   }

@@ -306,7 +306,7 @@ class TrainingRun {
     }
     tensorboard::IterationFigures f;
     if (logging.log_params_norm()) {
-      ASSIGN_OR_RETURN(f.params_norm, ParamsNorm());
+      ASSIGN_OR_RETURN(f.params_norm, updater_->ParamsNorm());
     }
     if (out_.tensorboard == nullptr) return absl::OkStatus();
     f.iteration = iteration_;
@@ -327,24 +327,6 @@ class TrainingRun {
     }
     out_.tensorboard->Iteration(f);
     return absl::OkStatus();
-  }
-
-  // --log-params-norm: the L2 norm of the whole model's parameters, each counted once
-  // (as the gradient norm counts them).
-  absl::StatusOr<double> ParamsNorm() const {
-    const UpdatedParameters stage_params = StageParameters(*stage_, params_);
-    std::vector<FloatArray> counted;
-    for (Parameter* p : params_) {
-      if (!CountsTowardNorm(*p, stage_params, context_)) continue;
-      if (p->value.numel() == 0) {
-        return absl::UnimplementedError(
-            "--log-params-norm: under --bf16 the distributed optimizer keeps the fp32 weights "
-            "only in its shards, which the norm does not read; drop --log-params-norm or "
-            "--use-distributed-optimizer");
-      }
-      counted.push_back({p->value.data(), p->value.numel()});
-    }
-    return FinishNorm(optimizer_ops_.SumOfSquares(counted), context_);
   }
 
   void FillInterval(const StepOutcome& step) {

@@ -33,7 +33,26 @@ TEST_F(OptimizerTest, GlobalNormCoversEveryParameter) {
         MakeParameterUpdater(config, one_rank, {store_.parameters(), {}}, &CpuOptimizerOps::Get());
     ASSERT_TRUE(u->ReduceGradients().ok());
     EXPECT_DOUBLE_EQ(*u->GradNorm(), 5.0);
+    EXPECT_DOUBLE_EQ(*u->ParamsNorm(), std::sqrt(3.0));  // w = (1, 1), b = 1
   }
+}
+
+// Under bf16 the distributed optimizer keeps a GEMM weight's fp32 values only in its
+// master shard: the parameter norm reads them there.
+TEST_F(OptimizerTest, ParamsNormReadsTheBf16MasterShard) {
+  weight_->read_in_compute_type = true;
+  weight_->compute = Tensor::Zeros({2}, MemoryCategory::kWeights, DType::kBFloat16);
+  weight_->value.data()[1] = 2.0f;
+  Config config;
+  config.mutable_parallel()->set_use_distributed_optimizer(true);
+  const RankContext one_rank = RankContext::SingleProcess();
+  std::unique_ptr<ParameterUpdater> u =
+      MakeParameterUpdater(config, one_rank, {store_.parameters(), {}}, &CpuOptimizerOps::Get());
+  EXPECT_TRUE(weight_->value.empty());
+  EXPECT_DOUBLE_EQ(*u->ParamsNorm(), std::sqrt(1.0 + 4.0 + 1.0));
+  // The bf16 copy is the master rounded, after the gather that follows a load.
+  ASSERT_TRUE(u->ParametersLoaded().ok());
+  EXPECT_EQ(ToFloat(static_cast<const BFloat16*>(weight_->compute.raw())[1]), 2.0f);
 }
 
 TEST_F(OptimizerTest, ClippingScalesToMaxNormOnlyWhenAbove) {
