@@ -22,13 +22,13 @@ bool IsFolder(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// lstrip/rstrip of added tokens strip ASCII whitespace here; the library
-// strips any Unicode whitespace, which next to special tokens such as <mask>
-// is in practice ASCII.
 // Ids index a table, so they must be about as dense as a vocabulary is: a
 // stray huge id would otherwise allocate gigabytes.
 int64_t IdLimit(size_t entries) { return 2 * int64_t(entries) + 4096; }
 
+// lstrip/rstrip of added tokens strip ASCII whitespace here; the library
+// strips any Unicode whitespace, which next to special tokens such as <mask>
+// is in practice ASCII.
 bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 // The eos string a folder's tokenizer_config.json names ("eos_token": "..."
@@ -77,7 +77,11 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
     }
   }();
   if (!status.ok()) return StatusBuilder(status) << file;
-  RETURN_IF_ERROR(tok->ResolveEod(folder ? path : ""));
+  // tokenizer_config.json sits beside tokenizer.json in a model folder.
+  const size_t slash = file.rfind('/');
+  RETURN_IF_ERROR(tok->ResolveEod(folder                       ? path
+                                  : slash == std::string::npos ? std::string(".")
+                                                               : file.substr(0, slash)));
   return tok;
 }
 

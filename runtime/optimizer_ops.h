@@ -55,6 +55,8 @@ class OptimizerOps {
   // (runtime/cpu/adamw.h), each with its own weight decay (hp.weight_decay is not used).
   // A backend may update them all in one launch (multi-tensor apply).
   virtual void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const = 0;
+  // y[i] += x[i] (a tied embedding's two local copies summing their gradients).
+  virtual void Add(const float* x, float* y, int64_t n) const = 0;
   // out[i] = ToBFloat16(in[i]) (runtime/dtype.h): the distributed optimizer's bf16
   // parameters from its fp32 master shard.
   virtual void RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const = 0;

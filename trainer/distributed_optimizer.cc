@@ -119,7 +119,7 @@ class DistributedOptimizer : public ParameterUpdater {
     if (overlap_ != nullptr) RETURN_IF_ERROR(overlap_->WaitAll());
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum; done first here, as the reduce-scatter leaves only the owned slices' sums.
-    RETURN_IF_ERROR(ReduceSharedGradients(params_.all, context_));
+    RETURN_IF_ERROR(ReduceSharedGradients(params_.all, context_, *ops_));
     for (size_t k = 0; k < buckets_.size(); ++k) {
       if (overlap_ == nullptr || !overlap_->Launched(k)) RETURN_IF_ERROR(ReduceBucket(k));
     }

@@ -20,7 +20,7 @@ std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
 }
 
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
-                                   const RankContext& context) {
+                                   const RankContext& context, const OptimizerOps& ops) {
   // One rank may hold both copies of a tied word embedding (the embedding and the head
   // in different chunks): each gets the sum, before the sum over the embedding group.
   std::vector<Parameter*> local_copies;
@@ -28,9 +28,10 @@ absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
     if (p->name == kWordEmbeddingName) local_copies.push_back(p);
   }
   if (local_copies.size() == 2) {
-    float* a = local_copies[0]->grad.data();
-    float* b = local_copies[1]->grad.data();
-    for (int64_t i = 0; i < local_copies[0]->grad.numel(); ++i) b[i] = a[i] = a[i] + b[i];
+    Tensor& a = local_copies[0]->grad;
+    Tensor& b = local_copies[1]->grad;
+    ops.Add(a.data(), b.data(), b.numel());
+    a.CopyFrom(b);
   }
   if (context.sequence_parallel() && context.tp_size() > 1) {
     for (Parameter* p : params) {

@@ -82,10 +82,11 @@ std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
                                                        const OptimizerOps* ops);
 
 // Shared by both implementations.
-// Sums the gradients of sequence-parallel parameters over TP (under SP), and the
-// tied embedding's copies over the tied-embedding group.
+// Sums the gradients of sequence-parallel parameters over TP (under SP), and the tied
+// embedding's copies: those one rank holds both of (with `ops`, on their device), then
+// over the tied-embedding group.
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
-                                   const RankContext& context);
+                                   const RankContext& context, const OptimizerOps& ops);
 // Whether a parameter's squares count toward the norm on this rank: replicated-over-
 // TP parameters count on TP rank 0 only, excluded copies never.
 bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,

@@ -61,7 +61,7 @@ class ReplicatedUpdater : public ParameterUpdater {
     }
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum, so they may come after it.
-    return ReduceSharedGradients(params_.all, context_);
+    return ReduceSharedGradients(params_.all, context_, *ops_);
   }
 
   absl::StatusOr<double> GradNorm() override { return Norm(&Parameter::grad); }

@@ -21,6 +21,10 @@ void CpuOptimizerOps::Scale(double factor, float* x, int64_t n) const {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * factor);
 }
 
+void CpuOptimizerOps::Add(const float* x, float* y, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
 void CpuOptimizerOps::RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const {
   for (int64_t i = 0; i < n; ++i) out[i] = ToBFloat16(in[i]);
 }

@@ -6,6 +6,7 @@
 
 #include "runtime/cuda/adamw_kernel.h"
 #include "runtime/cuda/cast_kernels.h"
+#include "runtime/cuda/elementwise_kernels.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/optimizer_kernels.h"
 
@@ -39,6 +40,10 @@ double CudaOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const
 
 void CudaOptimizerOps::Scale(double factor, float* x, int64_t n) const {
   CUDA_CHECK(LaunchScale(factor, x, n));
+}
+
+void CudaOptimizerOps::Add(const float* x, float* y, int64_t n) const {
+  cuda::LaunchAdd(DType::kFloat32, x, y, n);
 }
 
 void CudaOptimizerOps::RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const {

@@ -20,6 +20,7 @@ class CudaOptimizerOps : public OptimizerOps {
   void Scale(double factor, float* x, int64_t n) const override;
   // All tensors in one launch (multi-tensor apply).
   void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const override;
+  void Add(const float* x, float* y, int64_t n) const override;
   void RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const override;
   void WidenFromBFloat16(const BFloat16* in, float* out, int64_t n) const override;
   void Sgd(const SgdHyperParams& hp, const float* grad, float* param, float* momentum_buf,

@@ -44,6 +44,25 @@ TEST(HfTokenizerTest, LoadsTheFileItselfAsWellAsItsFolder) {
   ASSERT_TRUE(tok.ok()) << tok.status();
 }
 
+TEST(HfTokenizerTest, EodIsTheEosTokenOfTokenizerConfigJson) {
+  // Qwen2 instruct models end documents with <|im_end|>, named only there.
+  const std::string dir = FreshDir("hf_eos");
+  std::ifstream in(TokenizerFixture("hf_qwen2/tokenizer.json"));
+  std::ofstream(dir + "/tokenizer.json") << in.rdbuf();
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"eos_token": {"content": "<|im_end|>"}})";
+  const nlohmann::json spec = ReadFixtureJson(dir + "/tokenizer.json");
+  int32_t im_end = -1;
+  for (const nlohmann::json& t : spec.at("added_tokens")) {
+    if (t.at("content") == "<|im_end|>") im_end = t.at("id").get<int32_t>();
+  }
+  ASSERT_GE(im_end, 0);
+  for (const std::string& path : {dir, dir + "/tokenizer.json"}) {
+    auto tok = HfTokenizer::Load(path);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    EXPECT_EQ((*tok)->eod(), im_end) << path;
+  }
+}
+
 TEST(HfTokenizerTest, RoundTripsTheCorpusExactly) {
   // Byte-level BPE without a prefix space or template loses nothing.
   const std::string folder = TokenizerFixture("hf_qwen2");

@@ -1,5 +1,5 @@
-// CudaOptimizerOps against CpuOptimizerOps on random data: the scale, the SGD step and
-// the multi-tensor AdamW step bit for bit (the kernels round each fp32 operation like the CPU), the
+// CudaOptimizerOps against CpuOptimizerOps on random data: the scale, the add, the bf16
+// rounding and widening, the SGD step and the multi-tensor AdamW step bit for bit (the kernels round each fp32 operation like the CPU), the
 // sum of squares to double rounding. Needs a GPU; without one every test skips.
 #include "runtime/cuda/cuda_optimizer_ops.h"
 
@@ -86,6 +86,26 @@ TEST_F(CudaOptimizerOpsTest, ScaleIsBitExact) {
     CpuOptimizerOps::Get().Scale(0.3712345678, cpu.data(), n);
     gpu.Scale(0.3712345678, dev.data(), n);
     ExpectBitEqual(cpu, dev, "scale");
+  }
+}
+
+TEST_F(CudaOptimizerOpsTest, AddAndBf16RoundTripAreBitExact) {
+  const CudaOptimizerOps gpu;
+  for (int64_t n : kSizes) {
+    Tensor x = RandomHost(n, 4), y = RandomHost(n, 5);
+    Tensor x_dev = OnGpu(x), y_dev = OnGpu(y);
+    CpuOptimizerOps::Get().Add(x.data(), y.data(), n);
+    gpu.Add(x_dev.data(), y_dev.data(), n);
+    ExpectBitEqual(y, y_dev, "add");
+    // Round to bf16 and widen back: the distributed optimizer's bf16 values and the
+    // bf16 gradient reduction.
+    Tensor half = Tensor::Zeros({n}, MemoryCategory::kOther, DType::kBFloat16);
+    Tensor half_dev = OnGpu(half);
+    CpuOptimizerOps::Get().RoundToBFloat16(y.data(), static_cast<BFloat16*>(half.raw()), n);
+    gpu.RoundToBFloat16(y_dev.data(), static_cast<BFloat16*>(half_dev.raw()), n);
+    CpuOptimizerOps::Get().WidenFromBFloat16(static_cast<const BFloat16*>(half.raw()), x.data(), n);
+    gpu.WidenFromBFloat16(static_cast<const BFloat16*>(half_dev.raw()), x_dev.data(), n);
+    ExpectBitEqual(x, x_dev, "bf16 round trip");
   }
 }
 
