@@ -98,14 +98,14 @@ std::string SpanArgs(const Communicator& comm, int64_t bytes) {
 absl::Status Communicator::AllReduceSum(Buffer data) {
   RETURN_IF_ERROR(CheckBuffers(*this, "AllReduceSum", kSummable, true, {data}));
   const profiler::Scope span("comm", "AllReduceSum", SpanArgs(*this, data.bytes()));
-  Count(data.bytes());
+  Count(2 * data.bytes() * (size() - 1) / size());
   return DoAllReduceSum(data);
 }
 
 absl::Status Communicator::AllReduceMax(Buffer data) {
   RETURN_IF_ERROR(CheckBuffers(*this, "AllReduceMax", kMaxable, true, {data}));
   const profiler::Scope span("comm", "AllReduceMax", SpanArgs(*this, data.bytes()));
-  Count(data.bytes());
+  Count(2 * data.bytes() * (size() - 1) / size());
   return DoAllReduceMax(data);
 }
 
@@ -119,7 +119,7 @@ absl::Status Communicator::AllGather(ConstBuffer in, Buffer out) {
   }
   RETURN_IF_ERROR(CheckInPlace(*this, kOp, out, in, rank(), "in", "out"));
   const profiler::Scope span("comm", kOp, SpanArgs(*this, out.bytes()));
-  Count(in.bytes());
+  Count(in.bytes() * (size() - 1));
   return DoAllGather(in, out);
 }
 
@@ -133,7 +133,7 @@ absl::Status Communicator::ReduceScatterSum(ConstBuffer in, Buffer out) {
   }
   RETURN_IF_ERROR(CheckInPlace(*this, kOp, in, out, rank(), "out", "in"));
   const profiler::Scope span("comm", kOp, SpanArgs(*this, in.bytes()));
-  Count(in.bytes());
+  Count(in.bytes() * (size() - 1) / size());
   return DoReduceScatterSum(in, out);
 }
 
@@ -144,7 +144,7 @@ absl::Status Communicator::Broadcast(Buffer data, int root) {
                    absl::StrFormat("root %d is not a group rank in [0, %d)", root, size()));
   }
   const profiler::Scope span("comm", "Broadcast", SpanArgs(*this, data.bytes()));
-  Count(data.bytes());
+  if (rank() == root) Count(data.bytes() * (size() - 1));
   return DoBroadcast(data, root);
 }
 

@@ -73,11 +73,12 @@ class Communicator {
   // match in the order they are posted. Any type; one batch keeps to one memory kind.
   absl::Status BatchSendRecv(const std::vector<P2POp>& ops);
 
-  // Bytes of the messages this rank has put into the group's operations so far (and
-  // that it checked): an all-reduce's or broadcast's buffer, an all-gather's `in`, a
-  // reduce-scatter's `in`, a batch's sends. What a transport moves is proportional to it
-  // (a ring all-reduce sends 2 (size - 1) / size of it), so it shows what the element
-  // type saves: a bf16 message counts half an fp32 one.
+  // Bytes this rank has sent in the group's operations so far (those it accepted), as
+  // a bandwidth-optimal algorithm sends them, which gloo's and NCCL's ring do: an
+  // all-reduce 2 (size - 1) / size of its buffer, a reduce-scatter (size - 1) / size of
+  // its `in`, an all-gather its `in` to size - 1 ranks, a broadcast's root its buffer
+  // to size - 1 ranks, a batch its sends. In the messages' element types: a bf16
+  // message counts half an fp32 one.
   int64_t message_bytes() const { return message_bytes_.load(std::memory_order_relaxed); }
 
   // Host-memory shorthands for the bookkeeping the trainer keeps on the host (losses,

@@ -84,8 +84,9 @@ TEST(TensorParallelTest, Bf16TravelsAsBf16AndSumsRoundOnce) {
       EXPECT_EQ(scattered[r][i],
                 Bits(RoundToBf16(Value(0, r * half + i) + Value(1, r * half + i))));
     }
-    // 2 bytes an element: the gather's shard, the all-reduce's and reduce-scatter's rows.
-    EXPECT_EQ(bytes[r], 2 * (half + 2 * kRows * kWidth));
+    // 2 bytes an element, as a ring sends them over 2 ranks: the gather's shard to the
+    // other rank, half the all-reduce's rows twice, half the reduce-scatter's rows.
+    EXPECT_EQ(bytes[r], 2 * (half + kRows * kWidth + kRows * kWidth / 2));
   }
 }
 

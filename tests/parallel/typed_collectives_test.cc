@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "base/status_macros.h"
 #include "parallel/communicator.h"
 #include "parallel/launcher.h"
 #include "parallel/self_communicator.h"
@@ -292,24 +293,38 @@ TEST(SelfTypedCollectivesTest, CopiesEveryTypeAndRefusesAlike) {
   EXPECT_EQ(CheckRefusals(self), "");
 }
 
-// What a rank puts into operations, in bytes of their element type; refused operations
-// put in nothing.
-TEST(MessageBytesTest, CountsEachMessageInItsType) {
+// What a rank sends, in bytes of the messages' element types, as a ring sends them;
+// refused operations send nothing. A single rank's collectives send nothing.
+TEST(MessageBytesTest, CountsWhatARingSendsInTheMessagesTypes) {
   SelfCommunicator self("dp[0]");
-  std::vector<uint16_t> half = Bf16Buffer(10, 0);
-  std::vector<float> floats(10, 1.0f), received(3);
-  EXPECT_TRUE(self.AllReduceSum(Bf16(half, 10)).ok());
-  EXPECT_EQ(self.message_bytes(), 20);
-  EXPECT_TRUE(self.AllReduceSum(floats.data(), 10).ok());
-  EXPECT_EQ(self.message_bytes(), 60);
+  std::vector<uint16_t> half = Bf16Buffer(12, 0);
+  std::vector<float> floats(12, 1.0f), received(3);
+  EXPECT_TRUE(self.AllReduceSum(Bf16(half, 12)).ok());
   EXPECT_TRUE(self.AllGather(Bf16(half, 4), Bf16(half, 4)).ok());  // in place
-  EXPECT_TRUE(self.ReduceScatterSum(floats.data(), 2, floats.data()).ok());
-  EXPECT_EQ(self.message_bytes(), 60 + 8 + 8);
+  EXPECT_EQ(self.message_bytes(), 0);
   EXPECT_TRUE(
       self.BatchSendRecv({{true, 0, floats.data(), 3}, {false, 0, received.data(), 3}}).ok());
-  EXPECT_EQ(self.message_bytes(), 76 + 12);  // the send only
+  EXPECT_EQ(self.message_bytes(), 12);  // the send only
   EXPECT_FALSE(self.AllReduceMax(MakeBuffer(floats.data(), 10)).ok());
-  EXPECT_EQ(self.message_bytes(), 88);
+  EXPECT_EQ(self.message_bytes(), 12);
+
+  testing_util::InProcessWorld world(3);
+  std::vector<int64_t> sent(3);
+  const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) -> absl::Status {
+    std::vector<uint16_t> bf16 = Bf16Buffer(12, rank);
+    std::vector<float> fp32(12, 1.0f);
+    RETURN_IF_ERROR(comm.AllReduceSum(Bf16(bf16, 12)));  // 2 * 24 * 2/3 = 32
+    RETURN_IF_ERROR(comm.AllReduceSum(fp32.data(), 12));  // 2 * 48 * 2/3 = 64
+    RETURN_IF_ERROR(comm.ReduceScatterSum(fp32.data(), 4, fp32.data() + 4 * rank));  // 32
+    const Buffer all = Bf16(bf16, 12);
+    RETURN_IF_ERROR(comm.AllGather(all.Slice(4 * rank, 4), all));  // 8 to 2 ranks = 16
+    sent[rank] = comm.message_bytes();
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    EXPECT_EQ(sent[r], 32 + 64 + 32 + 16) << "rank " << r;
+  }
 }
 
 }  // namespace
