@@ -49,6 +49,8 @@ class OptimizerOps {
   // (the gradient norm's squares). A backend may reduce them all in one launch and bring
   // the result to the host once.
   virtual double SumOfSquares(absl::Span<const FloatArray> arrays) const = 0;
+  // The number of elements equal to zero over `arrays` (--log-num-zeros-in-grad).
+  virtual int64_t CountZeros(absl::Span<const FloatArray> arrays) const = 0;
   // x[i] = float(x[i] * factor), the product taken in double (Megatron's clipping).
   virtual void Scale(double factor, float* x, int64_t n) const = 0;
   // One in-place AdamW step over every tensor, in torch.optim.AdamW's order

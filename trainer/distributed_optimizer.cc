@@ -128,9 +128,22 @@ class DistributedOptimizer : public ParameterUpdater {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<double> GradNorm() override { return Norm(&OptimizerSegment::grad); }
+  absl::StatusOr<double> GradNorm() override {
+    ASSIGN_OR_RETURN(const double squares,
+                     SumOverDataParallel(ops_->SumOfSquares(Counted(&OptimizerSegment::grad))));
+    return FinishNorm(squares, context_);
+  }
   // From the owned slices' fp32 values (the master, under bf16).
-  absl::StatusOr<double> ParamsNorm() override { return Norm(&OptimizerSegment::param); }
+  absl::StatusOr<double> ParamsNorm() override {
+    ASSIGN_OR_RETURN(const double squares,
+                     SumOverDataParallel(ops_->SumOfSquares(Counted(&OptimizerSegment::param))));
+    return FinishNorm(squares, context_);
+  }
+  absl::StatusOr<int64_t> GradZeros() override {
+    ASSIGN_OR_RETURN(const double zeros,
+                     SumOverDataParallel(ops_->CountZeros(Counted(&OptimizerSegment::grad))));
+    return FinishCount(static_cast<int64_t>(zeros), context_);
+  }
 
   absl::Status Step(double grad_norm, double lr) override {
     ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
@@ -172,16 +185,20 @@ class DistributedOptimizer : public ParameterUpdater {
 
   int dp() const { return context_.dp().size(); }
 
-  // The norm of the owned slices' `array`s, summed over DP and model parallelism.
+  // The owned slices' `array`s that count toward norms.
   template <typename Array>
-  absl::StatusOr<double> Norm(Array OptimizerSegment::*array) {
+  std::vector<FloatArray> Counted(Array OptimizerSegment::*array) const {
     std::vector<FloatArray> counted;
     for (size_t i = 0; i < segments_.size(); ++i) {
       if (counts_toward_norm_[i]) counted.push_back({segments_[i].*array, segments_[i].n});
     }
-    double squares = ops_->SumOfSquares(counted);
-    RETURN_IF_ERROR(context_.dp().AllReduceSum(&squares, 1));  // the slices' squares
-    return FinishNorm(squares, context_);
+    return counted;
+  }
+
+  // The slices' sum over DP.
+  absl::StatusOr<double> SumOverDataParallel(double local) {
+    RETURN_IF_ERROR(context_.dp().AllReduceSum(&local, 1));
+    return local;
   }
   // The first element of this rank's slice of `bucket`.
   int64_t Owned(const Bucket& bucket) const {

@@ -130,9 +130,6 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--dataloader-type",
        "Conveyor reads samples in Megatron's default (single) order, shuffled per epoch by "
        "--seed; drop the flag"},
-      {"--log-num-zeros-in-grad",
-       "not implemented: --tensorboard-dir logs the gradient norm (grad-norm), not the count "
-       "of zero gradients; drop the flag"},
       {"--loss-scale", kNoLossScaling},
       {"--initial-loss-scale", kNoLossScaling},
       {"--fp8-format", kNoFp8},

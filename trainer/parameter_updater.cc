@@ -57,6 +57,12 @@ bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,
          params.norm_excluded.end();
 }
 
+absl::StatusOr<int64_t> FinishCount(int64_t count, const RankContext& context) {
+  double total = static_cast<double>(count);  // exact below 2^53
+  RETURN_IF_ERROR(context.model_parallel().AllReduceSum(&total, 1));
+  return static_cast<int64_t>(total);
+}
+
 absl::StatusOr<double> FinishNorm(double squares, const RankContext& context) {
   RETURN_IF_ERROR(context.model_parallel().AllReduceSum(&squares, 1));
   return std::sqrt(squares);

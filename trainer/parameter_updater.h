@@ -53,6 +53,9 @@ class ParameterUpdater {
   // L2 norm of the whole model's fp32 parameters, counted as the gradient norm counts
   // them (--log-params-norm).
   virtual absl::StatusOr<double> ParamsNorm() = 0;
+  // Gradient elements equal to zero in the whole model, counted as the norm counts them
+  // (--log-num-zeros-in-grad), after ReduceGradients.
+  virtual absl::StatusOr<int64_t> GradZeros() = 0;
   // Clips by `grad_norm` to --clip-grad, applies one optimizer step with `lr`, and
   // leaves every rank's parameters current.
   virtual absl::Status Step(double grad_norm, double lr) = 0;
@@ -93,6 +96,8 @@ bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,
                       const RankContext& context);
 // sqrt of the sum of `squares` over model parallelism (TP x PP).
 absl::StatusOr<double> FinishNorm(double squares, const RankContext& context);
+// The sum of `count` over model parallelism (TP x PP).
+absl::StatusOr<int64_t> FinishCount(int64_t count, const RankContext& context);
 
 std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
                                                         const RankContext& context,

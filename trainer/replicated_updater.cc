@@ -64,8 +64,16 @@ class ReplicatedUpdater : public ParameterUpdater {
     return ReduceSharedGradients(params_.all, context_, *ops_);
   }
 
-  absl::StatusOr<double> GradNorm() override { return Norm(&Parameter::grad); }
-  absl::StatusOr<double> ParamsNorm() override { return Norm(&Parameter::value); }
+  // Equal across DP (gradients after the reduction): only model parallelism splits them.
+  absl::StatusOr<double> GradNorm() override {
+    return FinishNorm(ops_->SumOfSquares(Counted(&Parameter::grad)), context_);
+  }
+  absl::StatusOr<double> ParamsNorm() override {
+    return FinishNorm(ops_->SumOfSquares(Counted(&Parameter::value)), context_);
+  }
+  absl::StatusOr<int64_t> GradZeros() override {
+    return FinishCount(ops_->CountZeros(Counted(&Parameter::grad)), context_);
+  }
 
   absl::Status Step(double grad_norm, double lr) override {
     ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
@@ -76,16 +84,15 @@ class ReplicatedUpdater : public ParameterUpdater {
   Optimizer& optimizer() override { return optimizer_; }
 
  private:
-  // The norm of every parameter's `tensor`, each counted once.
-  absl::StatusOr<double> Norm(Tensor Parameter::*tensor) {
+  // Every parameter's `tensor`, each parameter counted once.
+  std::vector<FloatArray> Counted(Tensor Parameter::*tensor) {
     std::vector<FloatArray> counted;
     for (Parameter* p : params_.all) {
       if (CountsTowardNorm(*p, params_, context_)) {
         counted.push_back({(p->*tensor).data(), (p->*tensor).numel()});
       }
     }
-    // Equal across DP (gradients after the reduction): only model parallelism splits them.
-    return FinishNorm(ops_->SumOfSquares(counted), context_);
+    return counted;
   }
 
   absl::Status ReduceBucket(size_t b) {

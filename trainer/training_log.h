@@ -4,6 +4,7 @@
 #define CONVEYOR_TRAINER_TRAINING_LOG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -22,6 +23,7 @@ struct IntervalStats {
   int64_t global_batch_size = 0;
   double lm_loss = 0.0;            // mean over the interval's non-skipped iterations
   double grad_norm = 0.0;          // of the last iteration
+  std::optional<int64_t> num_zeros;  // of the last iteration, with --log-num-zeros-in-grad
   int64_t skipped_iterations = 0;  // in this interval
   int64_t nan_iterations = 0;      // in this interval
 };

@@ -72,6 +72,7 @@ UpdatedParameters StageParameters(const GptStage& stage, std::vector<Parameter*>
 struct StepOutcome {
   double loss = 0.0;  // mean over micro-batches and DP ranks
   double grad_norm = 0.0;
+  std::optional<int64_t> num_zeros;  // --log-num-zeros-in-grad
   double learning_rate = 0.0;
 };
 
@@ -186,6 +187,9 @@ class TrainingRun {
       ASSIGN_OR_RETURN(step.loss,
                        MeanLossOverRanks(stage_->loss_sum(), t_.num_micro_batches(), context_));
       ASSIGN_OR_RETURN(step.grad_norm, updater_->GradNorm());
+      if (config_.logging().log_num_zeros_in_grad()) {
+        ASSIGN_OR_RETURN(step.num_zeros, updater_->GradZeros());
+      }
     }
     {
       StepTimers::Scope phase(&timers_, StepTimers::kOptimizer);
@@ -314,6 +318,7 @@ class TrainingRun {
     f.lm_loss = step.loss;
     f.learning_rate = step.learning_rate;
     f.grad_norm = step.grad_norm;
+    f.num_zeros = step.num_zeros;
     f.global_batch_size = t_.global_batch_size();
     f.world_size = context_.world().size();
     if (logging.log_memory_to_tensorboard()) {
@@ -344,6 +349,7 @@ class TrainingRun {
     interval_.lm_loss =
         interval_good_iterations_ > 0 ? interval_loss_ / interval_good_iterations_ : NAN;
     interval_.grad_norm = step.grad_norm;
+    interval_.num_zeros = step.num_zeros;
   }
 
   absl::Status SaveIfDue() {

@@ -17,6 +17,14 @@ double CpuOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const 
   return total;
 }
 
+int64_t CpuOptimizerOps::CountZeros(absl::Span<const FloatArray> arrays) const {
+  int64_t zeros = 0;
+  for (const FloatArray& a : arrays) {
+    for (int64_t i = 0; i < a.n; ++i) zeros += a.data[i] == 0.0f ? 1 : 0;
+  }
+  return zeros;
+}
+
 void CpuOptimizerOps::Scale(double factor, float* x, int64_t n) const {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * factor);
 }

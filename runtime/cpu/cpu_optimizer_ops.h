@@ -14,6 +14,7 @@ class CpuOptimizerOps : public OptimizerOps {
 
   Device device() const override { return Device::kCpu; }
   double SumOfSquares(absl::Span<const FloatArray> arrays) const override;
+  int64_t CountZeros(absl::Span<const FloatArray> arrays) const override;
   void Scale(double factor, float* x, int64_t n) const override;
   void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const override;
   void Add(const float* x, float* y, int64_t n) const override;

@@ -38,6 +38,15 @@ double CudaOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const
   return total;
 }
 
+int64_t CudaOptimizerOps::CountZeros(absl::Span<const FloatArray> arrays) const {
+  auto* count = static_cast<unsigned long long*>(partials_.Reserve(sizeof(unsigned long long)));
+  CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(*count), nullptr));
+  for (const FloatArray& a : arrays) CUDA_CHECK(LaunchCountZeros(a.data, a.n, count));
+  unsigned long long host = 0;
+  CUDA_CHECK(cudaMemcpy(&host, count, sizeof(host), cudaMemcpyDeviceToHost));
+  return static_cast<int64_t>(host);
+}
+
 void CudaOptimizerOps::Scale(double factor, float* x, int64_t n) const {
   CUDA_CHECK(LaunchScale(factor, x, n));
 }

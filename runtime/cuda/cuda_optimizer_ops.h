@@ -17,6 +17,7 @@ class CudaOptimizerOps : public OptimizerOps {
   // Every array in one launch; waits for the device once (the norm decides the step on
   // the host).
   double SumOfSquares(absl::Span<const FloatArray> arrays) const override;
+  int64_t CountZeros(absl::Span<const FloatArray> arrays) const override;
   void Scale(double factor, float* x, int64_t n) const override;
   // All tensors in one launch (multi-tensor apply).
   void AdamW(const AdamWHyperParams& hp, absl::Span<const AdamWTensor> tensors) const override;

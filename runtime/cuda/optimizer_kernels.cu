@@ -36,6 +36,17 @@ __global__ void SumsOfSquaresKernel(const SquaresArray* __restrict__ table, int 
   if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
 }
 
+__global__ void CountZerosKernel(const float* __restrict__ x, int64_t n,
+                                 unsigned long long* count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  unsigned long long mine = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    mine += x[i] == 0.0f ? 1 : 0;
+  }
+  if (mine > 0) atomicAdd(count, mine);  // a count: the order of additions does not matter
+}
+
 __global__ void ScaleKernel(double factor, float* __restrict__ x, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -68,6 +79,15 @@ cudaError_t LaunchSumsOfSquares(const SquaresArray* table, int count, int64_t bl
   if (count == 0 || blocks == 0) return cudaSuccess;
   SumsOfSquaresKernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(table, count,
                                                                                   partials);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCountZeros(const float* x, int64_t n, unsigned long long* count,
+                             cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  CountZerosKernel<<<static_cast<unsigned int>(BlocksFor(n, kMaxBlocks)), kThreads, 0, stream>>>(
+      x, n, count);
   return cudaGetLastError();
 }
 

@@ -35,6 +35,10 @@ struct SquaresArray {
 cudaError_t LaunchSumsOfSquares(const SquaresArray* table, int count, int64_t blocks,
                                 double* partials, cudaStream_t stream = nullptr);
 
+// *count += the number of i < n with x[i] == 0 (either sign), on the device.
+cudaError_t LaunchCountZeros(const float* x, int64_t n, unsigned long long* count,
+                             cudaStream_t stream = nullptr);
+
 // x[i] = float(double(x[i]) * factor).
 cudaError_t LaunchScale(double factor, float* x, int64_t n, cudaStream_t stream = nullptr);
 

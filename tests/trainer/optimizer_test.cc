@@ -34,6 +34,7 @@ TEST_F(OptimizerTest, GlobalNormCoversEveryParameter) {
     ASSERT_TRUE(u->ReduceGradients().ok());
     EXPECT_DOUBLE_EQ(*u->GradNorm(), 5.0);
     EXPECT_DOUBLE_EQ(*u->ParamsNorm(), std::sqrt(3.0));  // w = (1, 1), b = 1
+    EXPECT_EQ(*u->GradZeros(), 1);                        // w's second gradient
   }
 }
 

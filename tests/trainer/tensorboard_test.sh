@@ -49,6 +49,34 @@ print("params-norm (step, PP 2, one rank) where they differ:", bad) if bad else 
 sys.exit(1 if bad or len(one) != 10 else 0)
 PY
 
+# --log-num-zeros-in-grad: with an untied output layer, the input embedding rows of
+# tokens absent from a step have exactly zero gradient whatever the layout, so one rank
+# and TP 2 count the same zeros (and some; an element whose rounding lands on 0 in one
+# layout only may add one), in the log line, the metrics and the events.
+for layout in one tp2; do
+  extra=()
+  [[ $layout == tp2 ]] && extra=(--nproc-per-node 2 --tensor-model-parallel-size 2)
+  "$trainer" --config "$config" --untie-embeddings-and-output-weights --train-iters 4 --lr-warmup-iters 1 \
+    --log-interval 1 --eval-iters 0 --log-num-zeros-in-grad "${extra[@]}" \
+    --metrics-file "$tmp/zeros-$layout.jsonl" --tensorboard-dir "$tmp/zeros-$layout" \
+    >"$tmp/zeros-$layout.log" 2>&1 || fail "the $layout zeros run exited non-zero"
+  grep -o 'num zeros: [0-9.]*' "$tmp/zeros-$layout.log" >"$tmp/zeros-$layout.txt"
+done
+[[ $(wc -l <"$tmp/zeros-one.txt") == 4 ]] || fail "no 'num zeros' in 4 log lines: $(cat "$tmp/zeros-one.txt")"
+grep -q 'num zeros: 0.0' "$tmp/zeros-one.txt" && fail "a step with no zero gradient: $(cat "$tmp/zeros-one.txt")"
+paste "$tmp/zeros-one.txt" "$tmp/zeros-tp2.txt" |
+  awk '{d = $3 - $6; if (d < 0) d = -d; if (d > 0.001 * $3) bad = 1} END {exit bad}' ||
+  fail "zeros differ between one rank and TP 2: $(paste "$tmp/zeros-one.txt" "$tmp/zeros-tp2.txt")"
+python3 - "$tmp/zeros-tp2" "$tmp/zeros-tp2.jsonl" <<'PY' || fail "num-zeros events differ from the metrics (above)"
+import json, sys
+from tensorboard.backend.event_processing import event_accumulator
+acc = event_accumulator.EventAccumulator(sys.argv[1]); acc.Reload()
+events = {e.step: e.value for e in acc.Scalars("num-zeros")}
+metrics = {r["iteration"]: r["num_zeros"] for r in map(json.loads, open(sys.argv[2])) if "num_zeros" in r}
+print("num-zeros events", events, "metrics", metrics) if events != metrics else None
+sys.exit(0 if events == metrics and len(events) == 4 else 1)
+PY
+
 # --tensorboard-log-interval 3: the per-iteration tags at 3, 6 and 9 only. On PP 2
 # alone the last rank writes the log too: the measured bubbles equal the log's.
 "$trainer" --config "$config" --nproc-per-node 2 --pipeline-model-parallel-size 2 \

@@ -46,6 +46,7 @@ void MegatronScalars::Iteration(const IterationFigures& f) {
     AddBoth("world-size", f.world_size, i, samples);
   }
   AddBoth("grad-norm", f.grad_norm, i, samples);
+  if (f.num_zeros.has_value()) AddBoth("num-zeros", static_cast<double>(*f.num_zeros), i, samples);
   if (f.params_norm.has_value()) AddBoth("params-norm", *f.params_norm, i, samples);
   for (const auto& [name, bytes] : f.memory_bytes) {
     writer_->Add(absl::StrCat("mem-", name, "-bytes"), bytes, i);

@@ -35,6 +35,7 @@ struct IterationFigures {
   int64_t global_batch_size = 0;
   int world_size = 0;
   std::optional<double> params_norm;  // with --log-params-norm
+  std::optional<int64_t> num_zeros;   // with --log-num-zeros-in-grad
   // With --log-memory-to-tensorboard: (name, bytes) such as ("allocated", 1.2e9),
   // logged as "mem-<name>-bytes".
   std::vector<std::pair<std::string, double>> memory_bytes;
