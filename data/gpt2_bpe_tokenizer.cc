@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "data/byte_level.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/json_lite.h"
 #include "data/mapped_file.h"
@@ -20,20 +21,6 @@ constexpr size_t kMaxCacheEntries = 1 << 20;
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   return std::string(file->data(), file->size());
-}
-
-// GPT-2's reversible byte -> character map: printable Latin-1 bytes stand for
-// themselves, the others (controls, space, ...) move to U+0100 onwards, so
-// that every token is a printable string.
-std::array<uint32_t, 256> ByteStandIns() {
-  std::array<uint32_t, 256> map{};
-  std::array<bool, 256> printable{};
-  for (int b = '!'; b <= '~'; ++b) printable[b] = true;
-  for (int b = 0xA1; b <= 0xAC; ++b) printable[b] = true;
-  for (int b = 0xAE; b <= 0xFF; ++b) printable[b] = true;
-  uint32_t next = 256;
-  for (int b = 0; b < 256; ++b) map[b] = printable[b] ? uint32_t(b) : next++;
-  return map;
 }
 
 // Splits a UTF-8 string into its characters.
@@ -55,11 +42,6 @@ std::vector<std::string> Utf8Chars(absl::string_view s) {
 absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
     const std::string& vocab_file, const std::string& merges_file) {
   auto tok = std::unique_ptr<Gpt2BpeTokenizer>(new Gpt2BpeTokenizer());
-  const std::array<uint32_t, 256> stand_ins = ByteStandIns();
-  for (int b = 0; b < 256; ++b) {
-    AppendUtf8(stand_ins[b], &tok->byte_to_char_[b]);
-    tok->char_to_byte_[stand_ins[b]] = uint8_t(b);
-  }
 
   ASSIGN_OR_RETURN(std::string vocab_text, ReadFile(vocab_file));
   absl::StatusOr<JsonValue> vocab = ParseJson(vocab_text);
@@ -151,7 +133,7 @@ std::vector<int32_t> Gpt2BpeTokenizer::Bpe(absl::string_view word) const {
 void Gpt2BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* out) const {
   std::string mapped;
   mapped.reserve(word.size() * 2);
-  for (char c : word) mapped += byte_to_char_[static_cast<unsigned char>(c)];
+  AppendByteLevelChars(word, &mapped);
   {
     absl::MutexLock lock(&cache_mu_);
     auto it = cache_.find(mapped);
@@ -181,22 +163,10 @@ absl::StatusOr<std::string> Gpt2BpeTokenizer::Detokenize(absl::Span<const int32_
       return absl::InvalidArgumentError(absl::StrCat(
           "GPT-2 tokenizer: id ", id, " is outside the vocabulary of ", decoder_.size()));
     }
+    std::string byte;
     for (const std::string& c : Utf8Chars(decoder_[id])) {
-      // Decode the stand-in's code point back to its byte.
-      uint32_t cp = 0;
-      const unsigned char b0 = static_cast<unsigned char>(c[0]);
-      if (c.size() == 1)
-        cp = b0;
-      else if (c.size() == 2)
-        cp = ((b0 & 0x1F) << 6) | (c[1] & 0x3F);
-      else
-        cp = 0xFFFFFFFF;
-      auto it = char_to_byte_.find(cp);
-      if (it != char_to_byte_.end()) {
-        text.push_back(char(it->second));
-      } else {
-        text += c;  // special tokens such as <|endoftext|> are plain text
-      }
+      // A stand-in decodes to its byte; any other character stays as it is.
+      text += ByteLevelBytes(c, &byte) ? byte : c;
     }
   }
   return text;

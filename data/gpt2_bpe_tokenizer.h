@@ -4,7 +4,6 @@
 #ifndef CONVEYOR_DATA_GPT2_BPE_TOKENIZER_H_
 #define CONVEYOR_DATA_GPT2_BPE_TOKENIZER_H_
 
-#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,8 +36,6 @@ class Gpt2BpeTokenizer : public Tokenizer {
   absl::flat_hash_map<std::string, int32_t> encoder_;
   std::vector<std::string> decoder_;                   // id -> token (byte stand-ins, UTF-8)
   absl::flat_hash_map<std::string, int> merge_ranks_;  // "left right" -> rank
-  std::array<std::string, 256> byte_to_char_;          // byte -> stand-in, UTF-8
-  absl::flat_hash_map<uint32_t, uint8_t> char_to_byte_;
   int32_t eod_ = -1;
 
   // Words repeat heavily in real text; caching their BPE is the main speedup.

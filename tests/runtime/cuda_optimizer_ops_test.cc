@@ -1,5 +1,5 @@
 // CudaOptimizerOps against CpuOptimizerOps on random data: the scale, the add, the bf16
-// rounding and widening, the SGD step and the multi-tensor AdamW step bit for bit (the kernels round each fp32 operation like the CPU), the
+// rounding and widening, the count of zeros, the SGD step and the multi-tensor AdamW step bit for bit (the kernels round each fp32 operation like the CPU), the
 // sum of squares to double rounding. Needs a GPU; without one every test skips.
 #include "runtime/cuda/cuda_optimizer_ops.h"
 
@@ -107,6 +107,21 @@ TEST_F(CudaOptimizerOpsTest, AddAndBf16RoundTripAreBitExact) {
     gpu.WidenFromBFloat16(static_cast<const BFloat16*>(half_dev.raw()), x_dev.data(), n);
     ExpectBitEqual(x, x_dev, "bf16 round trip");
   }
+}
+
+TEST_F(CudaOptimizerOpsTest, CountZerosCountsEveryArray) {
+  const CudaOptimizerOps gpu;
+  std::vector<Tensor> host, device;
+  std::vector<FloatArray> on_host, on_device;
+  for (int64_t n : kSizes) {
+    Tensor t = RandomHost(n, 6);
+    for (int64_t i = 0; i < n; i += 3) t.data()[i] = (i % 2 == 0) ? 0.0f : -0.0f;
+    host.push_back(t);
+    device.push_back(OnGpu(t));
+    on_host.push_back({host.back().data(), n});
+    on_device.push_back({device.back().data(), n});
+  }
+  EXPECT_EQ(gpu.CountZeros(on_device), CpuOptimizerOps::Get().CountZeros(on_host));
 }
 
 TEST_F(CudaOptimizerOpsTest, SgdStepsAreBitExact) {
