@@ -9,20 +9,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh >&2
-targets=(//trainer:trainer //tests/runtime:cuda_ops_test //tests/runtime:cuda_memory_test
+executables=(//trainer:trainer //tests/runtime:cuda_ops_test //tests/runtime:cuda_memory_test
   //tests/runtime:cuda_optimizer_ops_test //tests/runtime:cuda_backend_test
   //tests/runtime:cuda_attention_test
   //tests/trainer:backend_training_test //tests/trainer:cuda_parallel_training_test
   //tests/parallel:nccl_communicator_test)
-bazel build -c opt --config=static "${targets[@]}" >&2
+bazel build -c opt --config=static "${executables[@]}" //data:libconveyor_sentencepiece.so >&2
 bin=$(bazel info -c opt --config=static bazel-bin 2>/dev/null)
 
 rm -rf device_bundle device_bundle.tar.xz
 mkdir -p device_bundle/bin device_bundle/lib
-for target in "${targets[@]}"; do
+for target in "${executables[@]}"; do
   path=${target#//}
   cp "$bin/${path/://}" device_bundle/bin/
 done
+# The SentencePiece tokenizers open this shim at run time from beside the executable
+# (data/sentencepiece_model.cc); its own libsentencepiece comes with the libraries below.
+cp "$bin/data/libconveyor_sentencepiece.so" device_bundle/bin/
 cp configs/gpt-tiny.textproto configs/gpt2-124m.textproto configs/gpt-1.3b.textproto \
   tools/device_check.sh tools/bench_pytorch.py tools/device_summary.py device_bundle/
 # Every shared library the binaries load, except the C library's own and CUDA's.
