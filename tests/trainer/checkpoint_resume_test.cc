@@ -80,6 +80,15 @@ INSTANTIATE_TEST_SUITE_P(
                       ExactCase{"dp2_distributed_sync", DistributedDp2(), false},
                       ExactCase{"dp2_distributed_async", DistributedDp2(), true},
                       ExactCase{"dp2_distributed_bf16_sync", DistributedBf16Dp2(), false},
+                      // The save waits for the step's overlapped gathers.
+                      ExactCase{"dp2_distributed_bf16_overlap_async",
+                                [] {
+                                  Layout l = DistributedBf16Dp2();
+                                  l.overlap_grad_reduce = true;
+                                  l.overlap_param_gather = true;
+                                  return l;
+                                }(),
+                                true},
                       ExactCase{"tp2_pp2_sync",
                                 [] {
                                   Layout l = Pipeline(2, "1f1b", 1, 2);
