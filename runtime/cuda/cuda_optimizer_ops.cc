@@ -12,7 +12,16 @@
 
 namespace conveyor {
 
+CudaOptimizerOps::CudaOptimizerOps() { CUDA_CHECK(cudaGetDevice(&device_)); }
+
+void CudaOptimizerOps::MakeCurrent() const {
+  int current = -1;
+  CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device_) CUDA_CHECK(cudaSetDevice(device_));
+}
+
 double CudaOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const {
+  MakeCurrent();
   std::vector<SquaresArray> table;
   int64_t blocks = 0;
   for (const FloatArray& a : arrays) {
@@ -39,6 +48,7 @@ double CudaOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const
 }
 
 int64_t CudaOptimizerOps::CountZeros(absl::Span<const FloatArray> arrays) const {
+  MakeCurrent();
   auto* count = static_cast<unsigned long long*>(partials_.Reserve(sizeof(unsigned long long)));
   CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(*count), nullptr));
   for (const FloatArray& a : arrays) CUDA_CHECK(LaunchCountZeros(a.data, a.n, count));
@@ -48,23 +58,28 @@ int64_t CudaOptimizerOps::CountZeros(absl::Span<const FloatArray> arrays) const 
 }
 
 void CudaOptimizerOps::Scale(double factor, float* x, int64_t n) const {
+  MakeCurrent();
   CUDA_CHECK(LaunchScale(factor, x, n));
 }
 
 void CudaOptimizerOps::Add(const float* x, float* y, int64_t n) const {
+  MakeCurrent();
   cuda::LaunchAdd(DType::kFloat32, x, y, n);
 }
 
 void CudaOptimizerOps::RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const {
+  MakeCurrent();
   CUDA_CHECK(LaunchFloatToBFloat16(in, out, n));
 }
 
 void CudaOptimizerOps::WidenFromBFloat16(const BFloat16* in, float* out, int64_t n) const {
+  MakeCurrent();
   CUDA_CHECK(LaunchBFloat16ToFloat(in, out, n));
 }
 
 void CudaOptimizerOps::AdamW(const AdamWHyperParams& hp,
                              absl::Span<const AdamWTensor> tensors) const {
+  MakeCurrent();
   std::vector<AdamWDeviceTensor> table;
   int64_t blocks = 0;
   for (const AdamWTensor& t : tensors) {
@@ -82,6 +97,7 @@ void CudaOptimizerOps::AdamW(const AdamWHyperParams& hp,
 
 void CudaOptimizerOps::Sgd(const SgdHyperParams& hp, const float* grad, float* param,
                            float* momentum_buf, int64_t n) const {
+  MakeCurrent();
   CUDA_CHECK(LaunchSgdStep(hp.lr, hp.momentum, hp.weight_decay, hp.first_step, grad, param,
                            momentum_buf, n));
 }

@@ -11,7 +11,10 @@ namespace conveyor {
 
 class CudaOptimizerOps : public OptimizerOps {
  public:
-  // Needs a usable, selected device (see CudaOps) when used.
+  // Runs on the device current when constructed (after the rank selected its GPU), and
+  // makes it current on the calling thread first: the data-parallel communication thread
+  // (trainer/communication_thread.h) rounds and widens buckets through it.
+  CudaOptimizerOps();
 
   Device device() const override { return Device::kCuda; }
   // Every array in one launch; waits for the device once (the norm decides the step on
@@ -28,6 +31,9 @@ class CudaOptimizerOps : public OptimizerOps {
            int64_t n) const override;
 
  private:
+  void MakeCurrent() const;
+
+  int device_ = 0;
   mutable cuda::StagingBuffer squares_table_;  // the SquaresArray table of a norm
   mutable cuda::StagingBuffer partials_;       // its per-block partial sums
   mutable cuda::StagingBuffer adam_table_;     // the step's AdamWDeviceTensor table
