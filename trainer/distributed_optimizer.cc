@@ -133,8 +133,10 @@ class DistributedOptimizer : public ParameterUpdater {
                      SumOverDataParallel(ops_->SumOfSquares(Counted(&OptimizerSegment::grad))));
     return FinishNorm(squares, context_);
   }
-  // From the owned slices' fp32 values (the master, under bf16).
+  // From the owned slices' fp32 values (the master, under bf16). Its DP sum waits for
+  // --overlap-param-gather's gathers, which use the DP group on the other thread.
   absl::StatusOr<double> ParamsNorm() override {
+    RETURN_IF_ERROR(ParametersCurrent());
     ASSIGN_OR_RETURN(const double squares,
                      SumOverDataParallel(ops_->SumOfSquares(Counted(&OptimizerSegment::param))));
     return FinishNorm(squares, context_);
