@@ -65,10 +65,10 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   }
   {
     std::ofstream f(absl::StrFormat("%s/memory.%d", dir, env.rank));
-    const TrainingResult::ModelStateBytes& state = run->result.model_state;
+    const TrainingResult::ModelStateBytes& model_state = run->result.model_state;
     f << MemoryTracker::Global().peak_bytes(MemoryCategory::kActivations) << " "
-      << MemoryTracker::Global().peak_total() << " " << state.weights << " " << state.grads << " "
-      << state.optimizer << "\n";
+      << MemoryTracker::Global().peak_total() << " " << model_state.weights << " "
+      << model_state.grads << " " << model_state.optimizer << "\n";
   }
   if ((*state)->coords().dp == 0) {
     std::ofstream f(absl::StrFormat("%s/params.%d", dir, env.rank));

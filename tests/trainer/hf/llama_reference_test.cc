@@ -327,8 +327,8 @@ TEST_P(LlamaReferenceTest, ReadsOnlyTheWantedTensors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LlamaReferenceTest, ::testing::ValuesIn(Models()),
-                         [](const ::testing::TestParamInfo<TinyModel>& info) {
-                           return info.param.model_type;
+                         [](const ::testing::TestParamInfo<TinyModel>& test) {
+                           return test.param.model_type;
                          });
 
 TEST(LlamaConfigTest, AFlagThatContradictsTheFileNamesBoth) {
