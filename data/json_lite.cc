@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "data/utf8_text.h"
 
 namespace conveyor {
 
@@ -31,68 +32,6 @@ std::vector<int64_t> JsonValue::IntArray() const {
   out.reserve(array_.size());
   for (const JsonValue& v : array_) out.push_back(v.integer());
   return out;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(char(cp));
-  } else if (cp < 0x800) {
-    out->push_back(char(0xC0 | (cp >> 6)));
-    out->push_back(char(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(char(0xE0 | (cp >> 12)));
-    out->push_back(char(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(char(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(char(0xF0 | (cp >> 18)));
-    out->push_back(char(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(char(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(char(0x80 | (cp & 0x3F)));
-  }
-}
-
-int Utf8SequenceLength(absl::string_view text) {
-  if (text.empty()) return 0;
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return 1;
-  // The lead byte fixes the length and the range of the second byte (Unicode's
-  // table 3-7); that range is what excludes overlong forms (E0, F0),
-  // surrogates (ED) and code points past U+10FFFF (F4).
-  int length = 0;
-  unsigned char low = 0x80, high = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;
-    if (lead == 0xED) high = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;
-    if (lead == 0xF4) high = 0x8F;
-  } else {
-    return 0;
-  }
-  if (text.size() < size_t(length) || byte(1) < low || byte(1) > high) return 0;
-  for (int i = 2; i < length; ++i) {
-    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
-  }
-  return length;
-}
-
-size_t FindInvalidUtf8(absl::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const int length = Utf8SequenceLength(text.substr(i));
-    if (length == 0) return i;
-    i += length;
-  }
-  return absl::string_view::npos;
 }
 
 namespace {
@@ -359,7 +298,7 @@ class JsonParser {
         case 'u': {
           uint32_t cp = 0;
           RETURN_IF_ERROR(ParseEscapedCodePoint(&cp));
-          AppendUtf8(cp, out);
+          AppendCodePoint(cp, out);
           break;
         }
         default:

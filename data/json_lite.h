@@ -68,17 +68,6 @@ absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 // The byte-order mark some editors write at the start of UTF-8 files.
 inline constexpr absl::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
-// Length (1-4) of the well-formed UTF-8 sequence that starts `text`, or 0 when
-// none does. Well-formed as Python's strict decoder has it: no overlong forms,
-// no surrogates, nothing above U+10FFFF, no truncated sequence.
-int Utf8SequenceLength(absl::string_view text);
-
-// Offset of the first byte of `text` that is not part of well-formed UTF-8, or
-// absl::string_view::npos when all of it is.
-size_t FindInvalidUtf8(absl::string_view text);
-
-// Appends code point `cp` to `out` as UTF-8.
-void AppendUtf8(uint32_t cp, std::string* out);
 
 }  // namespace conveyor
 

@@ -20,6 +20,7 @@
 #include "base/status_macros.h"
 #include "data/indexed_dataset_builder.h"
 #include "data/json_lite.h"
+#include "data/utf8_text.h"
 
 namespace conveyor {
 namespace {

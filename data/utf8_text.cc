@@ -41,19 +41,28 @@ size_t WellFormedLength(absl::string_view s, size_t i, size_t* maximal) {
 
 }  // namespace
 
-absl::Status CheckUtf8(absl::string_view text) {
+int Utf8SequenceLength(absl::string_view text) {
+  size_t maximal;
+  return text.empty() ? 0 : static_cast<int>(WellFormedLength(text, 0, &maximal));
+}
+
+size_t FindInvalidUtf8(absl::string_view text) {
   size_t i = 0, maximal = 0;
   while (i < text.size()) {
     const size_t n = WellFormedLength(text, i, &maximal);
-    if (n == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("text is not valid UTF-8 (ill-formed byte 0x",
-                       absl::Hex(static_cast<unsigned char>(text[i]), absl::kZeroPad2),
-                       " at byte offset ", i, "); convert it to UTF-8 first"));
-    }
+    if (n == 0) return i;
     i += n;
   }
-  return absl::OkStatus();
+  return absl::string_view::npos;
+}
+
+absl::Status CheckUtf8(absl::string_view text) {
+  const size_t i = FindInvalidUtf8(text);
+  if (i == absl::string_view::npos) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("text is not valid UTF-8 (ill-formed byte 0x",
+                   absl::Hex(static_cast<unsigned char>(text[i]), absl::kZeroPad2),
+                   " at byte offset ", i, "); convert it to UTF-8 first"));
 }
 
 size_t Utf8CharLength(absl::string_view text, size_t i) {

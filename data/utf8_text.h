@@ -1,15 +1,25 @@
-// UTF-8 helpers the tokenizers share: validation with the offending offset,
-// character lengths, and the lossy conversion decoders apply to byte output.
+// UTF-8 helpers the data tools share: validation with the offending offset,
+// character lengths, encoding, and the lossy conversion decoders apply to byte output.
 #ifndef CONVEYOR_DATA_UTF8_TEXT_H_
 #define CONVEYOR_DATA_UTF8_TEXT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace conveyor {
+
+// Length (1-4) of the well-formed UTF-8 sequence that starts `text`, or 0 when
+// none does. Well-formed as Python's strict decoder has it: no overlong forms,
+// no surrogates, nothing above U+10FFFF, no truncated sequence.
+int Utf8SequenceLength(absl::string_view text);
+
+// Offset of the first byte of `text` that is not part of well-formed UTF-8, or
+// absl::string_view::npos when all of it is.
+size_t FindInvalidUtf8(absl::string_view text);
 
 // InvalidArgument naming the byte offset of the first ill-formed sequence
 // (overlong forms, surrogates and code points above U+10FFFF included).

@@ -1,4 +1,5 @@
 #include "data/json_lite.h"
+#include "data/utf8_text.h"
 
 #include <cmath>
 #include <string>
