@@ -27,7 +27,6 @@
 // --overlap-param-gather starts the all-gathers after the step, the first layers'
 // buckets first, and the next forward waits for a bucket only when it reads it.
 #include <algorithm>
-#include <map>
 #include <memory>
 
 #include "base/status_macros.h"
@@ -78,7 +77,6 @@ class DistributedOptimizer : public ParameterUpdater {
       if (members.empty()) continue;
       groups_.push_back(MakeGroup(members, bf16, bucket_elements, &segments));
     }
-    segments_ = segments;
     optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments), ops_);
 
     int64_t largest = 0;
@@ -88,7 +86,6 @@ class DistributedOptimizer : public ParameterUpdater {
         const Bucket& bucket = groups_[g].buckets[b];
         bool early = true;
         for (const BucketEntry& e : bucket.entries) {
-          bucket_of_[e.param] = all.size();
           early = early && !TakesSharedSum(*e.param, context_);
         }
         buckets_.push_back({g, b, early});
@@ -148,7 +145,7 @@ class DistributedOptimizer : public ParameterUpdater {
   }
 
   absl::Status Step(double grad_norm, double lr) override {
-    ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
+    ClipGradients(*ops_, optimizer_->segments(), grad_norm, clip_grad_);
     optimizer_->Step(lr);
     if (!overlap_param_gather_) return GatherValues();
     // The first layers' buckets first: buckets hold the parameters in reverse order.
@@ -159,8 +156,8 @@ class DistributedOptimizer : public ParameterUpdater {
   absl::Status ParametersNeeded(const std::vector<Parameter*>& params) override {
     if (!overlap_param_gather_) return absl::OkStatus();
     for (const Parameter* p : params) {
-      auto it = bucket_of_.find(p);
-      if (it != bucket_of_.end()) RETURN_IF_ERROR(overlap_->Wait(buckets_.size() + it->second));
+      const int64_t k = readiness_->BucketOf(p);
+      if (k >= 0) RETURN_IF_ERROR(overlap_->Wait(buckets_.size() + k));
     }
     return absl::OkStatus();
   }
@@ -191,8 +188,9 @@ class DistributedOptimizer : public ParameterUpdater {
   template <typename Array>
   std::vector<FloatArray> Counted(Array OptimizerSegment::*array) const {
     std::vector<FloatArray> counted;
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      if (counts_toward_norm_[i]) counted.push_back({segments_[i].*array, segments_[i].n});
+    const std::vector<OptimizerSegment>& segments = optimizer_->segments();
+    for (size_t i = 0; i < segments.size(); ++i) {
+      if (counts_toward_norm_[i]) counted.push_back({segments[i].*array, segments[i].n});
     }
     return counted;
   }
@@ -284,12 +282,10 @@ class DistributedOptimizer : public ParameterUpdater {
   const RankContext& context_;
   UpdatedParameters params_;
   std::vector<ShardedGroup> groups_;
-  std::vector<OptimizerSegment> segments_;
   std::vector<bool> counts_toward_norm_;  // per segment
   std::vector<MasterPiece> master_pieces_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<BucketRef> buckets_;  // all groups' buckets
-  std::map<const Parameter*, size_t> bucket_of_;  // index into buckets_
   std::unique_ptr<BucketReadiness> readiness_;
   std::unique_ptr<GradientReduction> reduction_;
   bool overlap_grad_reduce_ = false, overlap_param_gather_ = false;

@@ -60,6 +60,11 @@ std::vector<size_t> BucketReadiness::Complete(const std::vector<Parameter*>& rea
   return complete;
 }
 
+int64_t BucketReadiness::BucketOf(const Parameter* p) const {
+  auto it = bucket_of_.find(p);
+  return it == bucket_of_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
 void BucketReadiness::Reset() {
   pending_ = sizes_;
   reported_.clear();

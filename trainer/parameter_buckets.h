@@ -48,6 +48,8 @@ class BucketReadiness {
   explicit BucketReadiness(const std::vector<Bucket>& buckets);
   // The buckets that `ready` completes, each once per step.
   std::vector<size_t> Complete(const std::vector<Parameter*>& ready);
+  // The index of the bucket holding `p`, or -1.
+  int64_t BucketOf(const Parameter* p) const;
   void Reset();  // a new step
 
  private:

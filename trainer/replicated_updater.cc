@@ -35,8 +35,7 @@ class ReplicatedUpdater : public ParameterUpdater {
         params_(std::move(params)),
         buckets_(MakeBuckets(params_.all, config.parallel().ddp_bucket_size(), /*align=*/1)),
         grads_(AdoptGradients(buckets_, ops->device())),
-        segments_(WholeParameterSegments(params_.all)),
-        optimizer_(config.optimizer(), segments_, ops),
+        optimizer_(config.optimizer(), WholeParameterSegments(params_.all), ops),
         reduction_(context.dp(), *ops, config.parallel().grad_reduce_in_bf16(),
                    LargestBucket(buckets_)),
         readiness_(buckets_) {
@@ -76,7 +75,7 @@ class ReplicatedUpdater : public ParameterUpdater {
   }
 
   absl::Status Step(double grad_norm, double lr) override {
-    ClipGradients(*ops_, segments_, grad_norm, clip_grad_);
+    ClipGradients(*ops_, optimizer_.segments(), grad_norm, clip_grad_);
     optimizer_.Step(lr);
     return absl::OkStatus();
   }
@@ -104,8 +103,7 @@ class ReplicatedUpdater : public ParameterUpdater {
   const RankContext& context_;
   UpdatedParameters params_;
   const std::vector<Bucket> buckets_;
-  Tensor grads_;  // every parameter's gradient is a view into it (before segments_ point in)
-  std::vector<OptimizerSegment> segments_;
+  Tensor grads_;  // every parameter's gradient is a view into it (before optimizer_ points in)
   Optimizer optimizer_;
   GradientReduction reduction_;
   BucketReadiness readiness_;
