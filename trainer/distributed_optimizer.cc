@@ -30,7 +30,6 @@
 #include <memory>
 
 #include "base/status_macros.h"
-#include "model/gpt_model.h"
 #include "parallel/tensor_buffer.h"
 #include "trainer/communication_thread.h"
 #include "trainer/gradient_reduction.h"
@@ -50,13 +49,6 @@ struct ShardedGroup {
   Tensor master;  // bf16_values: fp32 values of the owned slices, bucket after bucket
   std::vector<int64_t> master_starts;  // per bucket
 };
-
-// Whether a parameter's gradient takes a sum over TP or the embedding group before the
-// DP reduce-scatter (ReduceSharedGradients), so its bucket cannot be reduced early.
-bool TakesSharedSum(const Parameter& p, const RankContext& context) {
-  return (p.sequence_parallel && context.sequence_parallel() && context.tp_size() > 1) ||
-         p.name == kWordEmbeddingName;
-}
 
 class DistributedOptimizer : public ParameterUpdater {
  public:

@@ -19,6 +19,11 @@ std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
   return MakeReplicatedUpdater(config, context, std::move(params), ops);
 }
 
+bool TakesSharedSum(const Parameter& p, const RankContext& context) {
+  return (p.sequence_parallel && context.sequence_parallel() && context.tp_size() > 1) ||
+         p.name == kWordEmbeddingName;  // the tied copies' sums, local and over the group
+}
+
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
                                    const RankContext& context, const OptimizerOps& ops) {
   // One rank may hold both copies of a tied word embedding (the embedding and the head

@@ -90,6 +90,9 @@ std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
 // over the tied-embedding group.
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
                                    const RankContext& context, const OptimizerOps& ops);
+// Whether ReduceSharedGradients may change this parameter's gradient: the distributed
+// optimizer cannot reduce-scatter its bucket before that sum (--overlap-grad-reduce).
+bool TakesSharedSum(const Parameter& p, const RankContext& context);
 // Whether a parameter's squares count toward the norm on this rank: replicated-over-
 // TP parameters count on TP rank 0 only, excluded copies never.
 bool CountsTowardNorm(const Parameter& p, const UpdatedParameters& params,
