@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/status_macros.h"
+#include "model/context_shard.h"
 #include "runtime/cpu/cpu_ops.h"
 
 namespace conveyor {
@@ -69,24 +70,28 @@ int64_t GptModel::FirstLocalRow(int64_t local_rows) const {
   return tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
 }
 
-uint64_t GptModel::EmbeddingDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const {
-  return static_cast<uint64_t>((mb.first_sample * mb.seq + FirstLocalRow(local_rows)) *
-                               shape_.hidden);
+void GptModel::EmbeddingDropout(const MicroBatchContext& mb, Tensor* x) const {
+  const int64_t first = FirstLocalRow(x->dim(0));
+  for (const RowRun& run : RowRuns(mb, first, x->dim(0))) {
+    Tensor rows = RunRows(*x, run, first);
+    ops_->Dropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
+                  DropoutIndex(mb, run, shape_.hidden), rows, &rows);
+  }
 }
 
 absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
                                                   const int32_t* tokens,
                                                   EmbeddingStash* stash) const {
-  stash->tokens.assign(tokens, tokens + mb.tokens());
+  stash->tokens = LocalRows(mb, absl::MakeConstSpan(tokens, mb.batch * mb.seq));
   Tensor partial = ops_->NewActivation({mb.tokens(), shape_.hidden});
   ops_->EmbeddingForward(word_embedding_->compute_value(), vocab_start(), stash->tokens, &partial);
   ASSIGN_OR_RETURN(Tensor x, tp_->ExitForward(std::move(partial)));
   const int64_t local_rows = x.dim(0);
   if (position_embedding_ != nullptr) {
-    ops_->AddPositionRows(position_embedding_->value, FirstLocalRow(local_rows), mb.seq, &x);
+    ops_->AddPositionRows(position_embedding_->value,
+                          RowPositions(mb, FirstLocalRow(local_rows), local_rows), &x);
   }
-  ops_->Dropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                EmbeddingDropoutIndex(mb, local_rows), x, &x);
+  EmbeddingDropout(mb, &x);
   return x;
 }
 
@@ -94,10 +99,10 @@ absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb, const Tens
                                          EmbeddingStash* stash) {
   const int64_t local_rows = d_embedding.dim(0);
   Tensor d = d_embedding.Clone(MemoryCategory::kActivations);
-  ops_->Dropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                EmbeddingDropoutIndex(mb, local_rows), d, &d);
+  EmbeddingDropout(mb, &d);
   if (position_embedding_ != nullptr) {
-    ops_->AccumulatePositionGrad(d, FirstLocalRow(local_rows), mb.seq, &position_embedding_->grad);
+    ops_->AccumulatePositionGrad(d, RowPositions(mb, FirstLocalRow(local_rows), local_rows),
+                                 &position_embedding_->grad);
   }
   ASSIGN_OR_RETURN(Tensor d_full, tp_->ExitBackward(d));
   ops_->EmbeddingBackwardWeight(d_full, vocab_start(), stash->tokens, &word_embedding_->grad);
@@ -105,10 +110,13 @@ absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb, const Tens
   return absl::OkStatus();
 }
 
-absl::StatusOr<float> GptModel::HeadForward(const MicroBatchContext& mb, const Tensor& x,
-                                            const int32_t* labels, HeadStash* stash) const {
+absl::StatusOr<MaskedLoss> GptModel::HeadForward(const MicroBatchContext& mb, const Tensor& x,
+                                                 const int32_t* labels, HeadStash* stash) const {
   const int64_t rows = mb.tokens();
-  stash->labels.assign(labels, labels + rows);
+  stash->labels = LocalRows(mb, absl::MakeConstSpan(labels, mb.batch * mb.seq));
+  if (mb.documents != nullptr) {
+    stash->loss_mask = LocalRows(mb, absl::MakeConstSpan(mb.documents->loss_mask));
+  }
   stash->final_in = x;
   Tensor final_out = ops_->NewActivation(x.shape());
   stash->final_norm = final_norm_->Forward(x, &final_out);
@@ -127,21 +135,35 @@ absl::StatusOr<float> GptModel::HeadForward(const MicroBatchContext& mb, const T
     RETURN_IF_ERROR(tp_->comm()->AllReduceSum(target.data(), rows));
   }
   stash->logsumexp = Tensor::Zeros({rows}, MemoryCategory::kActivations);
-  double loss_sum = 0.0;
+  MaskedLoss loss;
   for (int64_t r = 0; r < rows; ++r) {
     const double lse = row_max[r] + std::log(sum_exp[r]);
     stash->logsumexp.data()[r] = static_cast<float>(lse);
-    loss_sum += lse - target[r];
+    if (!stash->loss_mask.empty() && stash->loss_mask[r] == 0.0f) continue;
+    loss.sum += lse - target[r];
+    ++loss.tokens;
   }
-  return static_cast<float>(loss_sum / static_cast<double>(rows));
+  // The gradient's weights count the micro-batch's unmasked tokens on every
+  // context-parallel rank, not just this rank's.
+  stash->loss_tokens = UnmaskedTokens(mb);
+  return loss;
 }
 
-absl::StatusOr<Tensor> GptModel::HeadBackward(const MicroBatchContext& mb, float loss_scale,
-                                              HeadStash* stash) {
+int64_t GptModel::UnmaskedTokens(const MicroBatchContext& mb) {
+  if (mb.documents == nullptr || mb.documents->loss_mask.empty()) return mb.batch * mb.seq;
+  int64_t tokens = 0;
+  for (const float m : mb.documents->loss_mask) tokens += m != 0.0f ? 1 : 0;
+  return tokens;
+}
+
+absl::StatusOr<Tensor> GptModel::HeadBackward(const MicroBatchContext& mb,
+                                              const LossWeighting& weighting, HeadStash* stash) {
   const int64_t rows = mb.tokens();
-  // d(loss_scale * mean loss)/d(loss_t) = loss_scale / rows.
+  // Masked tokens get no gradient; the others weigh TokenWeight (loss_scale / unmasked
+  // tokens for a mean).
   ops_->CrossEntropyBackward(stash->labels, absl::MakeConstSpan(stash->logsumexp.data(), rows),
-                             vocab_start(), loss_scale / static_cast<float>(rows), &stash->logits);
+                             vocab_start(), weighting.TokenWeight(stash->loss_tokens),
+                             stash->loss_mask, &stash->logits);
   const Tensor& d_logits = stash->logits;
   Parameter* weight = output_layer_ != nullptr ? output_layer_ : word_embedding_;
   Tensor d_out_partial = ops_->NewActivation({rows, shape_.hidden});
@@ -164,11 +186,13 @@ absl::StatusOr<float> GptModel::Forward(const MicroBatchContext& mb, const int32
   for (size_t i = 0; i < layers_.size(); ++i) {
     ASSIGN_OR_RETURN(x, layers_[i].Forward(x, mb, &stash->layers[i]));
   }
-  return HeadForward(mb, x, labels, &stash->head);
+  ASSIGN_OR_RETURN(const MaskedLoss loss, HeadForward(mb, x, labels, &stash->head));
+  return static_cast<float>(loss.Mean());
 }
 
 absl::Status GptModel::Backward(const MicroBatchContext& mb, float loss_scale, GptStash* stash) {
-  ASSIGN_OR_RETURN(Tensor dx, HeadBackward(mb, loss_scale, &stash->head));
+  ASSIGN_OR_RETURN(Tensor dx, HeadBackward(mb, LossWeighting{loss_scale}, &stash->head));
+  SetAuxLossScale(loss_scale);
   for (size_t i = layers_.size(); i-- > 0;) {
     ASSIGN_OR_RETURN(dx, layers_[i].BackwardInput(dx, mb, &stash->layers[i]));
     layers_[i].BackwardWeight(&stash->layers[i]);

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/linear.h"
+#include "model/masked_loss.h"
 #include "model/micro_batch.h"
 #include "model/model_shape.h"
 #include "model/norm_layer.h"
@@ -47,6 +48,8 @@ struct EmbeddingStash {
 
 struct HeadStash {
   std::vector<int32_t> labels;
+  std::vector<float> loss_mask;  // empty: every token's loss counts
+  int64_t loss_tokens = 0;       // tokens the mask keeps
   Tensor final_in, final_out_full, logits, logsumexp;  // logits become their gradient
   NormStats final_norm;
 };
@@ -74,16 +77,23 @@ class GptModel {
 
   int64_t num_local_layers() const { return static_cast<int64_t>(layers_.size()); }
   TransformerLayer& layer(int64_t local_index) { return layers_[local_index]; }
+  // The weight of the mixture-of-experts auxiliary losses in the gradient, per layer
+  // (TransformerLayer::SetAuxLossScale).
+  void SetAuxLossScale(float scale) {
+    for (TransformerLayer& layer : layers_) layer.SetAuxLossScale(scale);
+  }
 
-  // Mean cross-entropy over the micro-batch's tokens.
-  absl::StatusOr<float> HeadForward(const MicroBatchContext& mb, const Tensor& x,
-                                    const int32_t* labels, HeadStash* stash) const;
-  // Gradient of loss_scale * loss with respect to the head's input; accumulates the
-  // head's weight gradients.
-  absl::StatusOr<Tensor> HeadBackward(const MicroBatchContext& mb, float loss_scale,
+  // The cross-entropy of the micro-batch's tokens that its loss mask keeps
+  // (mb.documents' --eod-mask-loss mask; every token without one).
+  absl::StatusOr<MaskedLoss> HeadForward(const MicroBatchContext& mb, const Tensor& x,
+                                         const int32_t* labels, HeadStash* stash) const;
+  // Gradient of the loss weighted by `weighting` with respect to the head's input;
+  // accumulates the head's weight gradients.
+  absl::StatusOr<Tensor> HeadBackward(const MicroBatchContext& mb, const LossWeighting& weighting,
                                       HeadStash* stash);
 
-  // The whole partition for one micro-batch (first and last stage in one: no pipeline).
+  // The whole partition for one micro-batch (first and last stage in one: no pipeline);
+  // the loss is MaskedLoss::Mean().
   absl::StatusOr<float> Forward(const MicroBatchContext& mb, const int32_t* tokens,
                                 const int32_t* labels, GptStash* stash);
   // Adds d(loss_scale * loss)/d(parameters) into the gradients and empties the stash.
@@ -98,7 +108,11 @@ class GptModel {
   CounterRng EmbeddingDropoutRng(int64_t iteration) const;
   // This rank's first row of the micro-batch's tokens (its sequence shard under SP).
   int64_t FirstLocalRow(int64_t local_rows) const;
-  uint64_t EmbeddingDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
+  // The embedding's dropout on this rank's rows, in place, each masked by its row in
+  // the micro-batch.
+  void EmbeddingDropout(const MicroBatchContext& mb, Tensor* x) const;
+  // The micro-batch's tokens that count in its loss, over all its samples' positions.
+  static int64_t UnmaskedTokens(const MicroBatchContext& mb);
   int64_t vocab_start() const { return tp_->rank() * local_vocab_; }
   const Parameter* output_weight() const;
 

@@ -44,12 +44,19 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
 
 int GptStage::GlobalStage(int chunk) const { return place_.GlobalStage(chunk); }
 
-void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch, float loss_scale) {
+void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
+                         const LossWeighting& weighting) {
   feed_ = std::move(feed);
   boundary_elements_ = PipelineMessageElements(tokens_per_micro_batch, shape_.hidden, tp_->size(),
                                                tp_->sequence_parallel());
-  loss_scale_ = loss_scale;
-  loss_sum_ = 0.0;
+  weighting_ = weighting;
+  // Megatron scales the auxiliary losses' gradients to 1 / (M * DP) either way: under
+  // --calculate-per-token-loss by the micro-batch's tokens over the global batch's.
+  const float aux_loss_scale =
+      weighting.per_token ? weighting.scale * static_cast<float>(tokens_per_micro_batch)
+                          : weighting.scale;
+  for (auto& chunk : chunks_) chunk->SetAuxLossScale(aux_loss_scale);
+  loss_ = MaskedLoss();
   inputs_.clear();
   weight_passes_.clear();
 }
@@ -91,8 +98,8 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
     }
   }
   if (!has_head(chunk)) return ToBoundary(x);
-  ASSIGN_OR_RETURN(const float loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
-  loss_sum_ += loss;
+  ASSIGN_OR_RETURN(const MaskedLoss loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
+  loss_ += loss;
   return Tensor();
 }
 
@@ -115,7 +122,7 @@ absl::StatusOr<Tensor> GptStage::BackwardThrough(int micro_batch, int chunk, Ten
   GptStash& stash = stashes_[{micro_batch, chunk}];
   Tensor dx;
   if (has_head(chunk)) {
-    ASSIGN_OR_RETURN(dx, model.HeadBackward(mb, loss_scale_, &stash.head));
+    ASSIGN_OR_RETURN(dx, model.HeadBackward(mb, weighting_, &stash.head));
   } else {
     dx = FromBoundary(output_grad, BoundaryElements() / shape_.hidden);
   }

@@ -13,6 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "model/gpt_model.h"
+#include "model/masked_loss.h"
+#include "model/micro_batch.h"
 #include "parallel/pipeline/pipeline_place.h"
 #include "parallel/pipeline/stage.h"
 
@@ -20,9 +22,11 @@ namespace conveyor {
 
 // One micro-batch as the first and last stages need it.
 struct MicroBatchInput {
-  MicroBatchContext context;
+  MicroBatchContext context;  // context.documents points into `documents`
   std::vector<int32_t> tokens;
   std::vector<int32_t> labels;
+  // Held by pointer, so that context.documents stays valid as the input moves.
+  std::shared_ptr<const DocumentMasks> documents;
 };
 using MicroBatchFeed = std::function<absl::StatusOr<MicroBatchInput>(int micro_batch)>;
 
@@ -38,8 +42,10 @@ class GptStage : public pipeline::Stage {
   const Ops& ops() const { return chunks_.front()->ops(); }
 
   // Starts a step: where micro-batches come from, their size in tokens, and the
-  // weight of each micro-batch's loss in the gradient (1 / (M * DP)).
-  void BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch, float loss_scale);
+  // weight of each micro-batch's loss in the gradient (1 / (M * DP) of its mean, or
+  // its sum over the global batch's unmasked tokens under --calculate-per-token-loss).
+  void BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
+                 const LossWeighting& weighting);
   // Called with parameters whose gradients are complete for the step: each layer's
   // after its W for the last of the step's `micro_batches` micro-batches, and the
   // chunk's embedding and head with the chunk's last W. --overlap-grad-reduce starts
@@ -57,8 +63,8 @@ class GptStage : public pipeline::Stage {
     parameters_needed_ = std::move(callback);
   }
 
-  // Sum of the mean losses of the micro-batches this rank's last stage computed.
-  double loss_sum() const { return loss_sum_; }
+  // The masked losses of the micro-batches this rank's last stage computed, summed.
+  const MaskedLoss& loss() const { return loss_; }
   // Drops what forward passes kept (after an evaluation, which runs no backward).
   void DiscardStashes() {
     stashes_.clear();
@@ -124,8 +130,8 @@ class GptStage : public pipeline::Stage {
   std::function<absl::Status(const std::vector<Parameter*>&)> parameters_needed_;
   std::map<int, int> weight_passes_;                     // per chunk: completed W passes this step
   std::vector<std::vector<Parameter*>> outside_layers_;  // per chunk: embedding, head
-  float loss_scale_ = 1.0f;
-  double loss_sum_ = 0.0;
+  LossWeighting weighting_;
+  MaskedLoss loss_;
 };
 
 }  // namespace conveyor

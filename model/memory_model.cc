@@ -21,6 +21,7 @@ struct Sizes {
   int64_t local_tokens;   // outside the TP region (T / TP under SP)
   int64_t heads;          // held by this TP rank
   int64_t qkv, fc1, ffn;  // local widths
+  int64_t qk_heads;       // query and key heads normalised per token (--qk-layernorm)
 };
 
 Sizes SizesOf(const ModelShape& s, const ActivationShape& a) {
@@ -31,18 +32,28 @@ Sizes SizesOf(const ModelShape& s, const ActivationShape& a) {
   z.qkv = s.qkv_width() / a.tp;
   z.fc1 = s.fc1_width() / a.tp;
   z.ffn = s.ffn_hidden / a.tp;
+  z.qk_heads = s.qk_layernorm ? (s.heads + s.query_groups) / a.tp : 0;
   return z;
 }
 
-// What attention keeps for its backward: fp32 probabilities, or (fused) each row's fp32
-// log-sum-exp.
+// What attention keeps for its backward: each row's fp32 log-sum-exp.
 int64_t AttentionSavedBytes(const Sizes& z, const ActivationShape& a) {
-  const int64_t rows = a.micro_batch * z.heads * a.seq;
-  return kFloat * (a.fused_attention ? rows : rows * a.seq);
+  return kFloat * a.micro_batch * z.heads * a.seq;
 }
 
-// Two norms' mean and rstd per local token, fp32.
-int64_t NormStatsBytes(const Sizes& z) { return kFloat * 4 * z.local_tokens; }
+// Ring attention's blocks during a layer's backward (model/ring_attention.cc): the held
+// and the arriving key/value block, and their fp32 gradient accumulators.
+int64_t RingAttentionBytes(const ModelShape& s, const ActivationShape& a) {
+  if (a.cp == 1) return 0;
+  const int64_t block = a.micro_batch * a.seq * 2 * (s.query_groups / a.tp) * s.head_dim;
+  return 2 * block * a.bytes + 2 * block * kFloat;
+}
+
+// Two norms' mean and rstd per local token, and the query and key heads' per token,
+// fp32.
+int64_t NormStatsBytes(const Sizes& z) {
+  return kFloat * 4 * z.local_tokens + kFloat * 2 * z.qk_heads * z.tokens;
+}
 
 int64_t StashTensorBytes(const StashTensor& t, const ModelShape& s, const ActivationShape& a,
                          const Sizes& z) {
@@ -64,6 +75,9 @@ int64_t StashTensorBytes(const StashTensor& t, const ModelShape& s, const Activa
       break;
     case StashColumns::kFfn:
       columns = z.ffn;
+      break;
+    case StashColumns::kQkHeads:
+      columns = z.qk_heads * s.head_dim;
       break;
   }
   return a.bytes * (t.rows == StashRows::kShard ? z.local_tokens : z.tokens) * columns;
@@ -96,19 +110,23 @@ struct ParameterExtent {
 
 // A layer's parameters in the order the layer creates them (model/transformer_layer.cc).
 void AppendLayer(const ModelShape& s, int tp, std::vector<ParameterExtent>* out) {
-  auto norm = [&] {
-    out->push_back({s.hidden, false});
-    if (!s.rms_norm) out->push_back({s.hidden, false});
+  auto norm = [&](int64_t width) {
+    out->push_back({width, false});
+    if (!s.rms_norm) out->push_back({width, false});
   };
   auto linear = [&](int64_t rows, int64_t columns, int64_t bias, bool has_bias) {
     out->push_back({rows * columns, true});
     if (has_bias) out->push_back({bias, false});
   };
   const int64_t qkv = s.qkv_width() / tp, fc1 = s.fc1_width() / tp;
-  norm();
+  norm(s.hidden);
   linear(qkv, s.hidden, qkv, s.has_qkv_bias());
+  if (s.qk_layernorm) {  // the query heads' norm, then the key heads'
+    norm(s.head_dim);
+    norm(s.head_dim);
+  }
   linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
-  norm();
+  norm(s.hidden);
   linear(fc1, s.hidden, fc1, s.linear_bias);
   linear(s.hidden, s.ffn_hidden / tp, s.hidden, s.linear_bias);
 }
@@ -203,9 +221,11 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
   // GELU, or SwiGLU's block), and while it lived, less was held than here.
   const int64_t gathered = a.sequence_parallel ? 2 * full : 0;  // d_fc2_full, d_proj_full
   return a.bytes *
-         (local /* dy */ + local /* d_fc2 */ + z.tokens * z.fc1 /* d_fc1 */ + local /* d_ln2 */ +
-          local /* d_x1 */ + local /* d_proj */ + z.tokens * z.heads * s.head_dim /* d_ctx */ +
-          z.tokens * z.qkv /* d_qkv */ + local /* d_ln1 */ + local /* dx */ + gathered);
+             (local /* dy */ + local /* d_fc2 */ + z.tokens * z.fc1 /* d_fc1 */ +
+              local /* d_ln2 */ + local /* d_x1 */ + local /* d_proj */ +
+              z.tokens * z.heads * s.head_dim /* d_ctx */ + z.tokens * z.qkv /* d_qkv */ +
+              local /* d_ln1 */ + local /* dx */ + gathered) +
+         RingAttentionBytes(s, a);
 }
 
 absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
@@ -221,12 +241,13 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
                    pipeline::ScheduleByName(p.pipeline_schedule()));
   const bool bf16 = config.precision().bf16();
+  const int cp = std::max(1, p.context_parallel_size());
   const ActivationShape a{config.training().micro_batch_size(),
-                          shape.seq,
+                          shape.seq / cp,
                           tp,
                           p.sequence_parallel() && tp > 1,
                           bf16 ? 2 : kFloat,
-                          ParseChoice<DeviceKind>(p.device()) == DeviceKind::kCuda};
+                          cp};
   const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
   const int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
@@ -239,12 +260,14 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
   for (int r = 0; r < P; ++r) {
     RankMemory m;
     m.pipeline_rank = r;
-    std::vector<int64_t> chunk_stash_bytes(V, 0);
+    // Per chunk: what a micro-batch holds from F to B, and (zero-bubble schedules) from
+    // B to W.
+    std::vector<int64_t> chunk_stash_bytes(V, 0), chunk_awaiting_bytes(V, 0);
     std::vector<ParameterExtent> params;  // in the stage's order (GptStage::parameters)
     for (int c = 0; c < V; ++c) {
       const int stage = pipeline::GlobalStage(schedule.layout, P, r, c);
       const bool first = stage == 0, last = stage == P * V - 1;
-      int64_t chunk_stash = 0;
+      int64_t chunk_stash = 0, chunk_awaiting = 0;
       // The chunk's parameters in model/gpt_model.cc's order.
       if (first || (last && shape.tied_embeddings)) params.push_back({vocab_rows * shape.hidden, true});
       if (first && shape.learned_positions()) {
@@ -252,10 +275,9 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       }
       for (int64_t i = 0; i < layers[stage]; ++i) {
         AppendLayer(shape, tp, &params);
-        int64_t layer = LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
-                                        recompute.KeepsCheckpoint(i));
-        if (deferred_weights) layer = std::max(layer, LayerAwaitingWeightBytes(shape, a));
-        chunk_stash += layer;
+        chunk_stash += LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
+                                       recompute.KeepsCheckpoint(i));
+        if (deferred_weights) chunk_awaiting += LayerAwaitingWeightBytes(shape, a);
       }
       if (last) {
         params.push_back({shape.hidden, false});
@@ -263,31 +285,44 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
         if (!shape.tied_embeddings) params.push_back({vocab_rows * shape.hidden, true});
         chunk_stash += HeadStashBytes(shape, a);
       }
-      m.stash_bytes_per_micro_batch += chunk_stash;
+      m.stash_bytes_per_micro_batch += std::max(chunk_stash, chunk_awaiting);
       chunk_stash_bytes[c] = chunk_stash;
+      chunk_awaiting_bytes[c] = chunk_awaiting;
     }
     for (const ParameterExtent& e : params) m.parameters += e.elements;
-    const ModelStateBytes state = ModelState(params, config, dp, data_parallel_rank);
+    // The ranks holding the same parameters are DP x CP: the distributed optimizer's shards.
+    const ModelStateBytes state = ModelState(params, config, dp * cp, data_parallel_rank);
     m.weight_bytes = state.weights;
     m.grad_bytes = state.grads;
     m.optimizer_bytes = state.optimizer;
     m.bucket_padding = state.padding;
     // Walk the rank's schedule: a (micro-batch, chunk) holds its chunk's stash from its
-    // F until its W (or fused backward); the peak of the sum, then one layer's
-    // backward working set.
+    // F until its B, then (split backward) what W needs until its W; the peak of the
+    // sum, then one layer's backward working set.
     int64_t held = 0, peak = 0;
     int count = 0;
     for (const pipeline::TimedAction& t : timeline.ranks[r]) {
-      const pipeline::ActionType type = t.action.type;
-      if (type == pipeline::ActionType::kForward) {
-        held += chunk_stash_bytes[t.action.chunk];
-        peak = std::max(peak, held);
-        m.peak_stashed = std::max(m.peak_stashed, ++count);
-      } else if (type == pipeline::ActionType::kBackwardWeight ||
-                 type == pipeline::ActionType::kBackward) {
-        held -= chunk_stash_bytes[t.action.chunk];
-        --count;
+      const int c = t.action.chunk;
+      switch (t.action.type) {
+        case pipeline::ActionType::kForward:
+          held += chunk_stash_bytes[c];
+          m.peak_stashed = std::max(m.peak_stashed, ++count);
+          break;
+        case pipeline::ActionType::kBackwardInput:
+          held += chunk_awaiting_bytes[c] - chunk_stash_bytes[c];
+          break;
+        case pipeline::ActionType::kBackwardWeight:
+          held -= chunk_awaiting_bytes[c];
+          --count;
+          break;
+        case pipeline::ActionType::kBackward:
+          held -= chunk_stash_bytes[c];
+          --count;
+          break;
+        default:
+          break;
       }
+      peak = std::max(peak, held);
     }
     // Backward rebuilds one layer: all of it under full recomputation, the dropped
     // parts under selective recomputation.
@@ -306,7 +341,9 @@ double MegatronBytesPerParameter(const Config& config, int data_parallel_size) {
   const bool adam =
       ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
   const double sharded = (bf16 ? kFloat : 0) + (adam ? 2 : 1) * kFloat;
-  const int shards = config.parallel().use_distributed_optimizer() ? data_parallel_size : 1;
+  const int shards = config.parallel().use_distributed_optimizer()
+                         ? data_parallel_size * std::max(1, config.parallel().context_parallel_size())
+                         : 1;
   return (bf16 ? 2 : kFloat) + kFloat + sharded / std::max(1, shards);
 }
 

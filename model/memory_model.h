@@ -16,8 +16,10 @@
 //    schedule holds at once at its peak, plus one layer's working set during backward
 //    and what its backward rebuilds (the whole layer under full recomputation, the
 //    dropped parts under selective). Activations take 2 bytes under --bf16, 4 otherwise;
-//    norm statistics 4. Attention keeps fp32 probabilities [b, h, s, s] on the CPU and
-//    each row's fp32 log-sum-exp [b, h, s] on the CUDA backend (fused attention).
+//    norm statistics 4. Attention keeps each row's fp32 log-sum-exp [b, h, s] (both
+//    backends compute it flash-attention style). Under context parallelism a rank holds
+//    seq / CP tokens of each sample, and one layer's backward also holds ring attention's
+//    key/value blocks in flight (two, and two fp32 gradient accumulators).
 // On the CPU's emulated bf16 the prediction leaves out the fp32 copies an op makes of
 // its operands while it runs (runtime/bf16_emulation_ops.h).
 #ifndef CONVEYOR_MODEL_MEMORY_MODEL_H_
@@ -36,11 +38,11 @@ namespace conveyor {
 
 struct ActivationShape {
   int64_t micro_batch = 1;
-  int64_t seq = 1;
+  int64_t seq = 1;  // tokens per sample on this rank: --seq-length / CP
   int tp = 1;
   bool sequence_parallel = false;
-  int64_t bytes = 4;             // per activation element: 4 fp32, 2 bf16
-  bool fused_attention = false;  // keeps row log-sum-exps instead of probabilities
+  int64_t bytes = 4;  // per activation element: 4 fp32, 2 bf16
+  int cp = 1;         // context-parallel ranks (ring attention's buffers)
 };
 
 // Bytes one micro-batch leaves in a layer's stash after its forward.

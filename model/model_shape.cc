@@ -1,5 +1,6 @@
 #include "model/model_shape.h"
 
+#include "model/moe_shape.h"
 #include "proto/config_choices.h"
 
 namespace conveyor {
@@ -28,6 +29,8 @@ ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab) {
   s.tied_embeddings = !m.untie_embeddings_and_output_weights();
   s.linear_bias = !m.disable_bias_linear();
   s.qkv_bias = m.add_qkv_bias();
+  s.qk_layernorm = m.qk_layernorm();
+  s.moe = MoeShapeFromConfig(m);
   s.init_std = m.init_method_std();
   s.hidden_dropout = m.hidden_dropout();
   s.attention_dropout = m.attention_dropout();

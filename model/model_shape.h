@@ -3,8 +3,10 @@
 #ifndef CONVEYOR_MODEL_MODEL_SHAPE_H_
 #define CONVEYOR_MODEL_MODEL_SHAPE_H_
 
+#include <cmath>
 #include <cstdint>
 
+#include "model/moe_shape.h"
 #include "proto/config.pb.h"
 
 namespace conveyor {
@@ -29,11 +31,20 @@ struct ModelShape {
   bool tied_embeddings = true;
   bool linear_bias = true;
   bool qkv_bias = false;  // the qkv projection's bias even without linear_bias (Qwen2)
+  bool qk_layernorm = false;  // a norm over each query and key head before RoPE
   float init_std = 0.02f;
   float hidden_dropout = 0.0f;
   float attention_dropout = 0.0f;
 
+  MoeShape moe;  // mixture of experts (--num-experts); moe.experts() == 0: dense
+
   int64_t heads_per_group() const { return heads / query_groups; }
+  // Megatron's scaled init of the output projections (attention's and the MLPs' last
+  // linear), std / sqrt(2 * num_layers): keeps the residual stream's variance from growing
+  // with depth.
+  float output_init_std() const {
+    return init_std / std::sqrt(2.0f * static_cast<float>(num_layers));
+  }
   int64_t qkv_width() const { return (heads + 2 * query_groups) * head_dim; }
   int64_t fc1_width() const { return swiglu ? 2 * ffn_hidden : ffn_hidden; }
   bool has_qkv_bias() const { return linear_bias || qkv_bias; }

@@ -59,6 +59,9 @@ struct Parameter {
   // Replicated across tensor-parallel ranks, but each rank sees only its sequence
   // shard under --sequence-parallel, so its gradient must be summed over TP.
   bool sequence_parallel = false;
+  // Replicated across tensor-parallel ranks, but each rank's gradient covers only the
+  // attention heads it holds (--qk-layernorm's norms), so it is summed over TP always.
+  bool partial_over_heads = false;
 };
 
 enum class InitKind { kNormal, kZeros, kOnes };

@@ -2,8 +2,12 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status_macros.h"
+#include "model/context_shard.h"
+#include "model/ring_attention.h"
 
 namespace conveyor {
 namespace {
@@ -19,10 +23,29 @@ Sharding Fc1Sharding(const ModelShape& s, const TensorParallel& tp) {
   return {0, {{start, slice}, {s.ffn_hidden + start, slice}}};
 }
 
-float OutputProjectionStd(const ModelShape& s) {
-  // Megatron's scaled init, std / sqrt(2 * num_layers), keeps the residual stream's
-  // variance from growing with depth.
-  return s.init_std / std::sqrt(2.0f * static_cast<float>(s.num_layers));
+// --qk-layernorm's norm of one kind of head: head_dim wide, one gamma (and beta) shared
+// by all heads of that kind; its gradient is a sum over every head, so over the TP
+// ranks, which hold different heads.
+std::optional<NormLayer> HeadNorm(const Ops* ops, ParameterStore* store, const ModelShape& s,
+                                  const std::string& name) {
+  if (!s.qk_layernorm) return std::nullopt;
+  std::optional<NormLayer> norm(std::in_place, ops, store, name, s.head_dim, s.rms_norm,
+                                s.norm_epsilon);
+  std::vector<Parameter*> params;
+  norm->AppendParameters(&params);
+  for (Parameter* p : params) p->partial_over_heads = true;
+  return norm;
+}
+
+// A [rows * groups, (heads_per_group + 1) * head_dim] buffer of query and key heads as
+// two matrices: every group's query heads, then every group's key head.
+struct QkHeads {
+  Tensor queries, keys;
+};
+QkHeads SplitQkHeads(const Tensor& buffer, int64_t group_rows, const ModelShape& s) {
+  const int64_t query_width = s.heads_per_group() * s.head_dim;
+  return {buffer.View(0, {group_rows, query_width}),
+          buffer.View(group_rows * query_width, {group_rows, s.head_dim})};
 }
 
 }  // namespace
@@ -44,16 +67,25 @@ TransformerLayer::TransformerLayer(const Ops* ops, ParameterStore* store, const 
       qkv_(ops, store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(),
            s.has_qkv_bias(), s.init_std, LinearParallelism::kColumn,
            Sharding::Block(0, s.qkv_width(), tp->size(), tp->rank())),
+      q_norm_(HeadNorm(ops, store, s, LayerName(layer_index) + ".attention.q_norm")),
+      k_norm_(HeadNorm(ops, store, s, LayerName(layer_index) + ".attention.k_norm")),
       proj_(ops, store, LayerName(layer_index) + ".attention.proj", s.heads * s.head_dim, s.hidden,
-            s.linear_bias, OutputProjectionStd(s), LinearParallelism::kRow,
+            s.linear_bias, s.output_init_std(), LinearParallelism::kRow,
             Sharding::Block(1, s.heads * s.head_dim, tp->size(), tp->rank())),
       ln2_(ops, store, LayerName(layer_index) + ".post_attention_norm", s.hidden, s.rms_norm,
-           s.norm_epsilon, tp->sequence_parallel()),
-      fc1_(ops, store, LayerName(layer_index) + ".mlp.fc1", s.hidden, s.fc1_width(), s.linear_bias,
-           s.init_std, LinearParallelism::kColumn, Fc1Sharding(s, *tp)),
-      fc2_(ops, store, LayerName(layer_index) + ".mlp.fc2", s.ffn_hidden, s.hidden, s.linear_bias,
-           OutputProjectionStd(s), LinearParallelism::kRow,
-           Sharding::Block(1, s.ffn_hidden, tp->size(), tp->rank())) {}
+           s.norm_epsilon, tp->sequence_parallel()) {
+  const std::string mlp = LayerName(layer_index) + ".mlp";
+  if (s.moe.IsMoeLayer(layer_index)) {
+    // Validation keeps MoE to one tensor-parallel rank (no expert parallelism yet).
+    moe_ = std::make_unique<MoeLayer>(ops, store, mlp, s);
+    return;
+  }
+  fc1_.emplace(ops, store, mlp + ".fc1", s.hidden, s.fc1_width(), s.linear_bias, s.init_std,
+               LinearParallelism::kColumn, Fc1Sharding(s, *tp));
+  fc2_.emplace(ops, store, mlp + ".fc2", s.ffn_hidden, s.hidden, s.linear_bias,
+               s.output_init_std(), LinearParallelism::kRow,
+               Sharding::Block(1, s.ffn_hidden, tp->size(), tp->rank()));
+}
 
 CounterRng TransformerLayer::DropoutRng(DropoutSite site, int64_t iteration) const {
   uint64_t stream = MixStream(StreamId("dropout"), static_cast<uint64_t>(layer_index_));
@@ -61,26 +93,86 @@ CounterRng TransformerLayer::DropoutRng(DropoutSite site, int64_t iteration) con
   return CounterRng(seed_, MixStream(stream, static_cast<uint64_t>(iteration)));
 }
 
-uint64_t TransformerLayer::HiddenDropoutIndex(const MicroBatchContext& mb,
-                                              int64_t local_rows) const {
-  const int64_t first_row = tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
-  return static_cast<uint64_t>((mb.first_sample * mb.seq + first_row) * shape_.hidden);
+void TransformerLayer::HiddenDropout(const MicroBatchContext& mb, DropoutSite site,
+                                     const Tensor& in, Tensor* out) const {
+  const int64_t first = tp_->sequence_parallel() ? tp_->rank() * in.dim(0) : 0;
+  for (const RowRun& run : RowRuns(mb, first, in.dim(0))) {
+    Tensor out_rows = RunRows(*out, run, first);
+    ops_->Dropout(DropoutRng(site, mb.iteration), mb.Dropout(shape_.hidden_dropout),
+                  DropoutIndex(mb, run, shape_.hidden), RunRows(in, run, first), &out_rows);
+  }
+}
+
+void TransformerLayer::BiasDropoutAdd(const Linear* linear, const MicroBatchContext& mb,
+                                      DropoutSite site, const Tensor& residual, Tensor* y) const {
+  const int64_t first = tp_->sequence_parallel() ? tp_->rank() * y->dim(0) : 0;
+  for (const RowRun& run : RowRuns(mb, first, y->dim(0))) {
+    Tensor y_rows = RunRows(*y, run, first);
+    const CounterRng rng = DropoutRng(site, mb.iteration);
+    const float p = mb.Dropout(shape_.hidden_dropout);
+    const uint64_t index = DropoutIndex(mb, run, shape_.hidden);
+    const Tensor residual_rows = RunRows(residual, run, first);
+    if (linear != nullptr) {
+      linear->BiasDropoutAdd(rng, p, index, residual_rows, &y_rows);
+    } else {
+      ops_->BiasDropoutAdd(nullptr, rng, p, index, residual_rows, &y_rows);
+    }
+  }
 }
 
 void TransformerLayer::ApplyRopeToQueriesAndKeys(const MicroBatchContext& mb, bool inverse,
                                                  Tensor* qkv) const {
-  if (rope_ != nullptr) ops_->RotateQueriesAndKeys(*rope_, AttentionShapeOf(mb), inverse, qkv);
+  if (rope_ == nullptr) return;
+  // qkv holds the micro-batch's whole sequence (gathered under sequence parallelism).
+  ops_->RotateQueriesAndKeys(*rope_, AttentionShapeOf(mb), RowPositions(mb, 0, qkv->dim(0)),
+                             inverse, qkv);
+}
+
+void TransformerLayer::NormQueriesAndKeys(Tensor* qkv, LayerStash* stash) const {
+  if (!q_norm_.has_value()) return;
+  // qkv's groups as rows: [query heads | key head | value head] each.
+  const int64_t group_rows = qkv->dim(0) * local_groups_;
+  const int64_t query_width = shape_.heads_per_group() * shape_.head_dim;
+  Tensor groups = qkv->View(0, {group_rows, query_width + 2 * shape_.head_dim});
+  stash->qk_in =
+      ops_->NewActivation({qkv->dim(0), local_groups_ * (query_width + shape_.head_dim)});
+  QkHeads in = SplitQkHeads(stash->qk_in, group_rows, shape_);
+  QkHeads out = SplitQkHeads(ops_->NewActivation(stash->qk_in.shape()), group_rows, shape_);
+  ops_->CopyColumns(groups, 0, query_width, &in.queries, 0);
+  ops_->CopyColumns(groups, query_width, shape_.head_dim, &in.keys, 0);
+  stash->q_norm = q_norm_->Forward(in.queries, &out.queries);
+  stash->k_norm = k_norm_->Forward(in.keys, &out.keys);
+  ops_->CopyColumns(out.queries, 0, query_width, &groups, 0);
+  ops_->CopyColumns(out.keys, 0, shape_.head_dim, &groups, query_width);
+}
+
+void TransformerLayer::NormQueriesAndKeysBackward(Tensor* d_qkv, LayerStash* stash) const {
+  if (!q_norm_.has_value()) return;
+  const int64_t group_rows = d_qkv->dim(0) * local_groups_;
+  const int64_t query_width = shape_.heads_per_group() * shape_.head_dim;
+  Tensor groups = d_qkv->View(0, {group_rows, query_width + 2 * shape_.head_dim});
+  stash->d_qk = ops_->NewActivation(stash->qk_in.shape());
+  QkHeads d_out = SplitQkHeads(stash->d_qk, group_rows, shape_);
+  const QkHeads in = SplitQkHeads(stash->qk_in, group_rows, shape_);
+  QkHeads d_in = SplitQkHeads(ops_->NewActivation(stash->qk_in.shape()), group_rows, shape_);
+  ops_->CopyColumns(groups, 0, query_width, &d_out.queries, 0);
+  ops_->CopyColumns(groups, query_width, shape_.head_dim, &d_out.keys, 0);
+  q_norm_->BackwardInput(d_out.queries, in.queries, stash->q_norm, &d_in.queries);
+  k_norm_->BackwardInput(d_out.keys, in.keys, stash->k_norm, &d_in.keys);
+  ops_->CopyColumns(d_in.queries, 0, query_width, &groups, 0);
+  ops_->CopyColumns(d_in.keys, 0, shape_.head_dim, &groups, query_width);
 }
 
 AttentionShape TransformerLayer::AttentionShapeOf(const MicroBatchContext& mb) const {
-  return {mb.batch, mb.seq, local_groups_, shape_.heads_per_group(), shape_.head_dim};
+  return {mb.batch, mb.local_seq(), local_groups_, shape_.heads_per_group(), shape_.head_dim};
 }
 
 AttentionDropout TransformerLayer::AttentionDropoutOf(const MicroBatchContext& mb,
                                                       const CounterRng* rng) const {
   // This rank's heads start at tp_rank * local_heads among all heads.
-  return {rng, mb.Dropout(shape_.attention_dropout), mb.first_sample,
-          tp_->rank() * local_groups_ * shape_.heads_per_group(), shape_.heads};
+  return {rng,          mb.Dropout(shape_.attention_dropout),
+          mb.first_sample, tp_->rank() * local_groups_ * shape_.heads_per_group(),
+          shape_.heads, /*sample_length=*/mb.seq};
 }
 
 float TransformerLayer::AttentionScale() const {
@@ -95,55 +187,114 @@ absl::Status TransformerLayer::NormsOut(const NormLayer& norm, const Tensor& in,
   return absl::OkStatus();
 }
 
-void TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv,
-                                     Tensor* attention, Tensor* ctx) const {
+namespace {
+
+// --reset-attention-mask's document starts of the whole sample held here.
+AttentionMask DocumentMaskOf(const MicroBatchContext& mb) {
+  AttentionMask mask;
+  if (mb.documents != nullptr) mask.document_start = mb.documents->document_start;
+  return mask;
+}
+
+}  // namespace
+
+absl::Status TransformerLayer::AttentionCore(const MicroBatchContext& mb, const Tensor& qkv,
+                                             Tensor* attention, Tensor* ctx) const {
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   *ctx = ops_->NewActivation({mb.tokens(), local_heads * shape_.head_dim});
+  if (mb.cp_size() > 1) {
+    return RingAttentionForward(*ops_, mb, AttentionShapeOf(mb), qkv, AttentionScale(),
+                                AttentionDropoutOf(mb, &probs_rng), attention, ctx);
+  }
   ops_->AttentionForward(AttentionShapeOf(mb), qkv, AttentionScale(),
-                         AttentionDropoutOf(mb, &probs_rng), attention, ctx);
+                         AttentionDropoutOf(mb, &probs_rng), DocumentMaskOf(mb), attention, ctx);
+  return absl::OkStatus();
+}
+
+absl::Status TransformerLayer::AttentionCoreBackward(const MicroBatchContext& mb,
+                                                     const Tensor& d_ctx,
+                                                     LayerStash* stash) const {
+  const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
+  stash->d_qkv = ops_->NewActivation({mb.tokens(), qkv_.local_out()});
+  if (mb.cp_size() > 1) {
+    return RingAttentionBackward(*ops_, mb, AttentionShapeOf(mb), stash->qkv, stash->attention,
+                                 stash->ctx, d_ctx, AttentionScale(),
+                                 AttentionDropoutOf(mb, &probs_rng), &stash->d_qkv);
+  }
+  ops_->AttentionBackward(AttentionShapeOf(mb), stash->qkv, stash->attention, stash->ctx, d_ctx,
+                          AttentionScale(), AttentionDropoutOf(mb, &probs_rng),
+                          DocumentMaskOf(mb), &stash->d_qkv);
+  return absl::OkStatus();
 }
 
 void TransformerLayer::MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const {
   const int64_t rows = ln2_full.dim(0);
-  *fc1_out = ops_->NewActivation({rows, fc1_.local_out()});
+  *fc1_out = ops_->NewActivation({rows, fc1_->local_out()});
   *act = ops_->NewActivation({rows, local_ffn_});
   if (shape_.swiglu) {
-    fc1_.Forward(ln2_full, fc1_out);
+    fc1_->Forward(ln2_full, fc1_out);
     ops_->SwigluForward(*fc1_out, act);
   } else {
-    fc1_.ForwardGelu(ln2_full, fc1_out, act);
+    fc1_->ForwardGelu(ln2_full, fc1_out, act);
   }
+}
+
+absl::StatusOr<Tensor> TransformerLayer::MlpForward(const MicroBatchContext& mb,
+                                                    LayerStash* stash) const {
+  if (moe_ != nullptr) {
+    stash->moe = std::make_shared<MoeStash>();
+    return moe_->Forward(stash->ln2_full, mb, stash->moe.get());
+  }
+  MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
+  Tensor fc2_partial = ops_->NewActivation({mb.tokens(), shape_.hidden});
+  fc2_->Forward(stash->act, &fc2_partial);
+  return tp_->ExitForward(std::move(fc2_partial));
+}
+
+absl::Status TransformerLayer::MlpBackwardInput(const Tensor& d_out, LayerStash* stash) const {
+  if (moe_ != nullptr) {
+    stash->d_ln2 = moe_->BackwardInput(d_out, aux_loss_scale_, stash->moe.get());
+    return absl::OkStatus();
+  }
+  const int64_t rows = stash->ln2_full.dim(0);
+  ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_out));
+  stash->d_fc1 = ops_->NewActivation({rows, fc1_->local_out()});
+  if (shape_.swiglu) {
+    Tensor d_act = ops_->NewActivation({rows, local_ffn_});
+    fc2_->BackwardInput(stash->d_fc2_full, &d_act);
+    ops_->SwigluBackward(stash->fc1_out, d_act, &stash->d_fc1);
+  } else {
+    fc2_->BackwardInputGelu(stash->d_fc2_full, stash->fc1_out, &stash->d_fc1);
+  }
+  Tensor d_ln2_partial = ops_->NewActivation({rows, shape_.hidden});
+  fc1_->BackwardInput(stash->d_fc1, &d_ln2_partial);
+  ASSIGN_OR_RETURN(stash->d_ln2, tp_->EnterBackward(std::move(d_ln2_partial)));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBatchContext& mb,
                                                  LayerStash* stash) const {
   const int64_t rows = mb.tokens();
-  const int64_t local_rows = x.dim(0);
-  const uint64_t hidden_index = HiddenDropoutIndex(mb, local_rows);
   stash->x = x;
 
   // Attention block.
   RETURN_IF_ERROR(NormsOut(ln1_, x, &stash->ln1_out, &stash->ln1_full, &stash->ln1));
   stash->qkv = ops_->NewActivation({rows, qkv_.local_out()});
   qkv_.Forward(stash->ln1_full, &stash->qkv);
+  NormQueriesAndKeys(&stash->qkv, stash);
   ApplyRopeToQueriesAndKeys(mb, /*inverse=*/false, &stash->qkv);
-  AttentionCore(mb, stash->qkv, &stash->attention, &stash->ctx);
+  RETURN_IF_ERROR(AttentionCore(mb, stash->qkv, &stash->attention, &stash->ctx));
 
   Tensor proj_partial = ops_->NewActivation({rows, shape_.hidden});
   proj_.Forward(stash->ctx, &proj_partial);
   ASSIGN_OR_RETURN(stash->x1, tp_->ExitForward(std::move(proj_partial)));
-  proj_.BiasDropoutAdd(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                       mb.Dropout(shape_.hidden_dropout), hidden_index, x, &stash->x1);
+  BiasDropoutAdd(&proj_, mb, DropoutSite::kAttentionOut, x, &stash->x1);
 
   // MLP block.
   RETURN_IF_ERROR(NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
-  MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
-  Tensor fc2_partial = ops_->NewActivation({rows, shape_.hidden});
-  fc2_.Forward(stash->act, &fc2_partial);
-  ASSIGN_OR_RETURN(Tensor out, tp_->ExitForward(std::move(fc2_partial)));
-  fc2_.BiasDropoutAdd(DropoutRng(DropoutSite::kMlpOut, mb.iteration),
-                      mb.Dropout(shape_.hidden_dropout), hidden_index, stash->x1, &out);
+  ASSIGN_OR_RETURN(Tensor out, MlpForward(mb, stash));
+  BiasDropoutAdd(fc2_.has_value() ? &*fc2_ : nullptr, mb, DropoutSite::kMlpOut, stash->x1, &out);
 
   // Selective recomputation: keep only what is expensive to recompute.
   for (const StashTensor& t : kForwardStash) {
@@ -158,10 +309,10 @@ absl::Status TransformerLayer::RecomputeDropped(const MicroBatchContext& mb,
     RETURN_IF_ERROR(NormsOut(ln1_, stash->x, &stash->ln1_out, &stash->ln1_full, &stash->ln1));
     RETURN_IF_ERROR(NormsOut(ln2_, stash->x1, &stash->ln2_out, &stash->ln2_full, &stash->ln2));
   }
-  if (selective_.mlp) MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
+  if (selective_.mlp && moe_ == nullptr) MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
   if (selective_.core_attn) {
     Tensor ctx;  // already kept; recomputed alongside the probabilities and dropped
-    AttentionCore(mb, stash->qkv, &stash->attention, &ctx);
+    RETURN_IF_ERROR(AttentionCore(mb, stash->qkv, &stash->attention, &ctx));
   }
   return absl::OkStatus();
 }
@@ -172,41 +323,25 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   const int64_t rows = mb.tokens();
   const int64_t local_rows = dy.dim(0);
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
-  const uint64_t hidden_index = HiddenDropoutIndex(mb, local_rows);
   RETURN_IF_ERROR(RecomputeDropped(mb, stash));
 
   // MLP block.
   Tensor d_fc2 = ops_->NewActivation({local_rows, shape_.hidden});
-  ops_->Dropout(DropoutRng(DropoutSite::kMlpOut, mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                hidden_index, dy, &d_fc2);
-  ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_fc2));
-  stash->d_fc1 = ops_->NewActivation({rows, fc1_.local_out()});
-  if (shape_.swiglu) {
-    Tensor d_act = ops_->NewActivation({rows, local_ffn_});
-    fc2_.BackwardInput(stash->d_fc2_full, &d_act);
-    ops_->SwigluBackward(stash->fc1_out, d_act, &stash->d_fc1);
-  } else {
-    fc2_.BackwardInputGelu(stash->d_fc2_full, stash->fc1_out, &stash->d_fc1);
-  }
-  Tensor d_ln2_partial = ops_->NewActivation({rows, shape_.hidden});
-  fc1_.BackwardInput(stash->d_fc1, &d_ln2_partial);
-  ASSIGN_OR_RETURN(stash->d_ln2, tp_->EnterBackward(std::move(d_ln2_partial)));
+  HiddenDropout(mb, DropoutSite::kMlpOut, dy, &d_fc2);
+  RETURN_IF_ERROR(MlpBackwardInput(d_fc2, stash));
   Tensor d_x1 = ops_->NewActivation({local_rows, shape_.hidden});
   ln2_.BackwardInput(stash->d_ln2, stash->x1, stash->ln2, &d_x1);
   ops_->Add(dy, &d_x1);  // residual
 
   // Attention block.
   Tensor d_proj = ops_->NewActivation({local_rows, shape_.hidden});
-  ops_->Dropout(DropoutRng(DropoutSite::kAttentionOut, mb.iteration),
-                mb.Dropout(shape_.hidden_dropout), hidden_index, d_x1, &d_proj);
+  HiddenDropout(mb, DropoutSite::kAttentionOut, d_x1, &d_proj);
   ASSIGN_OR_RETURN(stash->d_proj_full, tp_->ExitBackward(d_proj));
   Tensor d_ctx = ops_->NewActivation({rows, local_heads * shape_.head_dim});
   proj_.BackwardInput(stash->d_proj_full, &d_ctx);
-  const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  stash->d_qkv = ops_->NewActivation({rows, qkv_.local_out()});
-  ops_->AttentionBackward(AttentionShapeOf(mb), stash->qkv, stash->attention, stash->ctx, d_ctx,
-                          AttentionScale(), AttentionDropoutOf(mb, &probs_rng), &stash->d_qkv);
+  RETURN_IF_ERROR(AttentionCoreBackward(mb, d_ctx, stash));
   ApplyRopeToQueriesAndKeys(mb, /*inverse=*/true, &stash->d_qkv);
+  NormQueriesAndKeysBackward(&stash->d_qkv, stash);
   Tensor d_ln1_partial = ops_->NewActivation({rows, shape_.hidden});
   qkv_.BackwardInput(stash->d_qkv, &d_ln1_partial);
   ASSIGN_OR_RETURN(stash->d_ln1, tp_->EnterBackward(std::move(d_ln1_partial)));
@@ -225,18 +360,41 @@ std::vector<Parameter*> TransformerLayer::Parameters() const {
   std::vector<Parameter*> params;
   ln1_.AppendParameters(&params);
   qkv_.AppendParameters(&params);
+  if (q_norm_.has_value()) {
+    q_norm_->AppendParameters(&params);
+    k_norm_->AppendParameters(&params);
+  }
   proj_.AppendParameters(&params);
   ln2_.AppendParameters(&params);
-  fc1_.AppendParameters(&params);
-  fc2_.AppendParameters(&params);
+  if (moe_ != nullptr) {
+    moe_->AppendParameters(&params);
+  } else {
+    fc1_->AppendParameters(&params);
+    fc2_->AppendParameters(&params);
+  }
   return params;
 }
 
+void TransformerLayer::MlpBackwardWeight(LayerStash* stash) {
+  if (moe_ != nullptr) {
+    moe_->BackwardWeight(stash->moe.get());
+    return;
+  }
+  fc2_->BackwardWeight(stash->act, stash->d_fc2_full);
+  fc1_->BackwardWeight(stash->ln2_full, stash->d_fc1);
+}
+
 void TransformerLayer::BackwardWeight(LayerStash* stash) {
-  fc2_.BackwardWeight(stash->act, stash->d_fc2_full);
-  fc1_.BackwardWeight(stash->ln2_full, stash->d_fc1);
+  MlpBackwardWeight(stash);
   ln2_.BackwardWeight(stash->d_ln2, stash->x1, stash->ln2);
   proj_.BackwardWeight(stash->ctx, stash->d_proj_full);
+  if (q_norm_.has_value()) {
+    const int64_t group_rows = stash->qk_in.dim(0) * local_groups_;
+    const QkHeads d_out = SplitQkHeads(stash->d_qk, group_rows, shape_);
+    const QkHeads in = SplitQkHeads(stash->qk_in, group_rows, shape_);
+    q_norm_->BackwardWeight(d_out.queries, in.queries, stash->q_norm);
+    k_norm_->BackwardWeight(d_out.keys, in.keys, stash->k_norm);
+  }
   qkv_.BackwardWeight(stash->ln1_full, stash->d_qkv);
   ln1_.BackwardWeight(stash->d_ln1, stash->x, stash->ln1);
   *stash = LayerStash();

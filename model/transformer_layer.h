@@ -1,6 +1,7 @@
 // One pre-norm GPT transformer layer, as Megatron builds it:
-//   x1  = x + dropout(proj(attention(rope(qkv(norm1(x))))))
+//   x1  = x + dropout(proj(attention(rope(qk_norm(qkv(norm1(x)))))))
 //   out = x1 + dropout(fc2(act(fc1(norm2(x1)))))
+// (qk_norm: --qk-layernorm's per-head norm of the queries and keys, else nothing)
 // with forward, backward-input (B) and backward-weight (W) as separate calls, so that a
 // pipeline schedule can run W later than B (zero-bubble). What backward needs lives in
 // a LayerStash per micro-batch (model/layer_stash.h); dropout masks are regenerated, not
@@ -13,12 +14,15 @@
 #define CONVEYOR_MODEL_TRANSFORMER_LAYER_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "model/layer_stash.h"
 #include "model/linear.h"
 #include "model/micro_batch.h"
 #include "model/model_shape.h"
+#include "model/moe_layer.h"
 #include "model/norm_layer.h"
 #include "model/parameter.h"
 #include "model/recompute.h"
@@ -47,12 +51,30 @@ class TransformerLayer {
   // The layer's parameters (this rank's shards).
   std::vector<Parameter*> Parameters() const;
 
+  // The weight of the micro-batches' losses in the step's gradient (1 / (M * DP)), at
+  // which a mixture-of-experts layer's auxiliary losses enter the gradient (Megatron's
+  // MoEAuxLossAutoScaler); 1 until set.
+  void SetAuxLossScale(float scale) { aux_loss_scale_ = scale; }
+  // The mixture of experts in place of the dense MLP, or null.
+  MoeLayer* moe() { return moe_.get(); }
+  int64_t layer_index() const { return layer_index_; }
+
  private:
   enum class DropoutSite { kAttentionOut, kMlpOut, kAttentionProbs };
   CounterRng DropoutRng(DropoutSite site, int64_t iteration) const;
-  // Global index of the first hidden element this rank holds outside the TP region.
-  uint64_t HiddenDropoutIndex(const MicroBatchContext& mb, int64_t local_rows) const;
+  // Hidden dropout on the rows this rank holds outside the TP region (under sequence
+  // parallelism, its shard), each masked by its row in the micro-batch; and the
+  // bias-dropout-add of `linear`'s output, the same way.
+  void HiddenDropout(const MicroBatchContext& mb, DropoutSite site, const Tensor& in,
+                     Tensor* out) const;
+  // (`linear` null: no bias, the mixture of experts' output.)
+  void BiasDropoutAdd(const Linear* linear, const MicroBatchContext& mb, DropoutSite site,
+                      const Tensor& residual, Tensor* y) const;
   void ApplyRopeToQueriesAndKeys(const MicroBatchContext& mb, bool inverse, Tensor* qkv) const;
+  // --qk-layernorm: normalises each query and key head of qkv in place, stashing the
+  // heads' inputs; backward maps d_qkv's query and key columns back through the norms.
+  void NormQueriesAndKeys(Tensor* qkv, LayerStash* stash) const;
+  void NormQueriesAndKeysBackward(Tensor* d_qkv, LayerStash* stash) const;
   AttentionShape AttentionShapeOf(const MicroBatchContext& mb) const;
   // `rng` draws the probabilities' dropout mask; it must outlive the result.
   AttentionDropout AttentionDropoutOf(const MicroBatchContext& mb, const CounterRng* rng) const;
@@ -60,9 +82,16 @@ class TransformerLayer {
   // The pieces forward computes and selective recomputation repeats.
   absl::Status NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out, Tensor* full,
                         NormStats* stats) const;
-  void AttentionCore(const MicroBatchContext& mb, const Tensor& qkv, Tensor* attention,
-                     Tensor* ctx) const;
+  absl::Status AttentionCore(const MicroBatchContext& mb, const Tensor& qkv, Tensor* attention,
+                             Tensor* ctx) const;
+  absl::Status AttentionCoreBackward(const MicroBatchContext& mb, const Tensor& d_ctx,
+                                     LayerStash* stash) const;
   void MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* act) const;
+  // The MLP block, dense or a mixture of experts: its output before the bias-dropout-add,
+  // and its input gradient d_ln2 (stashed) from the gradient after the dropout.
+  absl::StatusOr<Tensor> MlpForward(const MicroBatchContext& mb, LayerStash* stash) const;
+  absl::Status MlpBackwardInput(const Tensor& d_out, LayerStash* stash) const;
+  void MlpBackwardWeight(LayerStash* stash);
   // Rebuilds what forward dropped under selective recomputation.
   absl::Status RecomputeDropped(const MicroBatchContext& mb, LayerStash* stash) const;
 
@@ -77,10 +106,12 @@ class TransformerLayer {
   int64_t local_ffn_;
   NormLayer ln1_;
   Linear qkv_;
+  std::optional<NormLayer> q_norm_, k_norm_;  // --qk-layernorm only
   Linear proj_;
   NormLayer ln2_;
-  Linear fc1_;
-  Linear fc2_;
+  std::optional<Linear> fc1_, fc2_;  // the dense MLP
+  std::unique_ptr<MoeLayer> moe_;     // or a mixture of experts (--num-experts)
+  float aux_loss_scale_ = 1.0f;
 };
 
 }  // namespace conveyor

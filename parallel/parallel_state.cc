@@ -114,6 +114,8 @@ ParallelState::~ParallelState() { CloseGroups(); }
 
 void ParallelState::CloseGroups() {
   // Communicators first: they use the device.
+  dp_cp_.reset();
+  cp_.reset();
   embedding_.reset();
   model_parallel_.reset();
   pp_.reset();
@@ -130,14 +132,16 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTranspor
   state->pp_ = std::make_unique<SelfCommunicator>("pp[0]", transport);
   state->model_parallel_ = std::make_unique<SelfCommunicator>("mp[0]", transport);
   state->embedding_ = std::make_unique<SelfCommunicator>("embd[0]", transport);
+  state->cp_ = std::make_unique<SelfCommunicator>("cp[0]", transport);
+  state->dp_cp_ = std::make_unique<SelfCommunicator>("dp-cp[0]", transport);
   return state;
 }
 
 absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
     const DeviceTransport* transport,
-    const std::function<absl::Status(Communicator& world)>& check_world) {
-  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size));
+    const std::function<absl::Status(Communicator& world)>& check_world, int cp) {
+  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size, cp));
   if (env.rank < 0 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
@@ -146,6 +150,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     std::unique_ptr<ParallelState> single = SingleProcess(transport);
     single->tp_size_ = tp;
     single->pp_size_ = pp;
+    single->cp_size_ = cp;
     return single;
   }
   std::unique_ptr<ParallelState> state(new ParallelState());
@@ -162,7 +167,8 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   state->world_size_ = env.world_size;
   state->tp_size_ = tp;
   state->pp_size_ = pp;
-  state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size);
+  state->cp_size_ = cp;
+  state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size, cp);
 
   ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
                    CreateGlooDevice(GlooHostname(env), env.gloo_interface));
@@ -172,7 +178,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   // the group's members, so no two ranks can wait on each other in different groups.
   auto make = [&](GroupKind kind) -> absl::StatusOr<std::unique_ptr<Communicator>> {
     GroupSpec spec;
-    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size);
+    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size, cp);
     if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
     spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
     spec.rank =
@@ -197,6 +203,8 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
       {GroupKind::kPipeline, &state->pp_},
       {GroupKind::kModel, &state->model_parallel_},
       {GroupKind::kEmbedding, &state->embedding_},
+      {GroupKind::kContext, &state->cp_},
+      {GroupKind::kDataContext, &state->dp_cp_},
   };
   for (const auto& [kind, slot] : groups) {
     ASSIGN_OR_RETURN(

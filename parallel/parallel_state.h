@@ -1,5 +1,6 @@
 // The process groups of one rank (Megatron's parallel_state): world, tensor, data,
-// pipeline, embedding and model-parallel communicators, built once at start-up.
+// pipeline, embedding, model-parallel, context-parallel and data x context
+// communicators, built once at start-up.
 #ifndef CONVEYOR_PARALLEL_PARALLEL_STATE_H_
 #define CONVEYOR_PARALLEL_PARALLEL_STATE_H_
 
@@ -25,7 +26,7 @@ class ParallelState {
   // buffers.
   static std::unique_ptr<ParallelState> SingleProcess(const DeviceTransport* transport = nullptr);
 
-  // Every rank calls this with the same tp, pp, timeout and kind of transport.
+  // Every rank calls this with the same tp, pp, cp, timeout and kind of transport.
   // Groups of size 1 are SelfCommunicators; the others are gloo groups that
   // rendezvous in env.run_dir and bound every operation by `timeout`
   // (--distributed-timeout-minutes), paired with a `transport` communicator for device
@@ -44,7 +45,8 @@ class ParallelState {
   static absl::StatusOr<std::unique_ptr<ParallelState>> Create(
       const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
       const DeviceTransport* transport = nullptr,
-      const std::function<absl::Status(Communicator& world)>& check_world = nullptr);
+      const std::function<absl::Status(Communicator& world)>& check_world = nullptr,
+      int cp = 1);
 
   ~ParallelState();
 
@@ -67,13 +69,18 @@ class ParallelState {
   Communicator& model_parallel() { return *model_parallel_; }
   // nullptr unless this rank is on the first or last pipeline stage.
   Communicator* embedding() { return embedding_.get(); }
+  // The context-parallel ring, and data x context (where gradients are reduced: Megatron's
+  // data-parallel group with_context_parallel).
+  Communicator& cp() { return *cp_; }
+  Communicator& dp_cp() { return *dp_cp_; }
 
   const RankCoords& coords() const { return coords_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   int tp_size() const { return tp_size_; }
   int pp_size() const { return pp_size_; }
-  int dp_size() const { return world_size_ / (tp_size_ * pp_size_); }
+  int cp_size() const { return cp_size_; }
+  int dp_size() const { return world_size_ / (tp_size_ * cp_size_ * pp_size_); }
   bool is_first_stage() const { return coords_.pp == 0; }
   bool is_last_stage() const { return coords_.pp == pp_size_ - 1; }
 
@@ -86,6 +93,7 @@ class ParallelState {
   int world_size_ = 1;
   int tp_size_ = 1;
   int pp_size_ = 1;
+  int cp_size_ = 1;
   RankCoords coords_;
   // Global rank 0's TCP rendezvous store, when the ranks meet there: it outlives the
   // communicators, whose progress boards post to it.
@@ -93,7 +101,7 @@ class ParallelState {
   // This launch's subdirectory of env.run_dir; empty when the ranks met at a TCP store.
   std::string launch_dir_;
   std::shared_ptr<void> device_;  // the gloo TCP device the groups share
-  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_;
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_, cp_, dp_cp_;
 };
 
 }  // namespace conveyor

@@ -7,35 +7,36 @@
 
 namespace conveyor {
 
-absl::Status ValidateLayout(int tp, int pp, int world) {
-  if (tp < 1 || pp < 1 || world < 1) {
+absl::Status ValidateLayout(int tp, int pp, int world, int cp) {
+  if (tp < 1 || pp < 1 || cp < 1 || world < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--tensor-model-parallel-size (%d), --pipeline-model-parallel-size (%d) and the "
-        "world size (%d) must all be at least 1",
-        tp, pp, world));
+        "--tensor-model-parallel-size (%d), --pipeline-model-parallel-size (%d), "
+        "--context-parallel-size (%d) and the world size (%d) must all be at least 1",
+        tp, pp, cp, world));
   }
-  if (world % (tp * pp) != 0) {
+  if (world % (tp * cp * pp) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "world size %d is not divisible by --tensor-model-parallel-size (%d) x "
-        "--pipeline-model-parallel-size (%d) = %d; choose sizes whose product divides "
-        "the number of ranks",
-        world, tp, pp, tp * pp));
+        "--context-parallel-size (%d) x --pipeline-model-parallel-size (%d) = %d; choose "
+        "sizes whose product divides the number of ranks",
+        world, tp, cp, pp, tp * cp * pp));
   }
   return absl::OkStatus();
 }
 
-RankCoords CoordsOf(int rank, int tp, int pp, int world) {
-  const int dp = world / (tp * pp);
+RankCoords CoordsOf(int rank, int tp, int pp, int world, int cp) {
+  const int dp = world / (tp * cp * pp);
   RankCoords c;
   c.tp = rank % tp;
-  c.dp = (rank / tp) % dp;
-  c.pp = rank / (tp * dp);
+  c.cp = (rank / tp) % cp;
+  c.dp = (rank / (tp * cp)) % dp;
+  c.pp = rank / (tp * cp * dp);
   return c;
 }
 
-int RankOf(const RankCoords& c, int tp, int pp, int world) {
-  const int dp = world / (tp * pp);
-  return c.pp * (tp * dp) + c.dp * tp + c.tp;
+int RankOf(const RankCoords& c, int tp, int pp, int world, int cp) {
+  const int dp = world / (tp * cp * pp);
+  return ((c.pp * dp + c.dp) * cp + c.cp) * tp + c.tp;
 }
 
 const char* GroupKindName(GroupKind kind) {
@@ -52,48 +53,62 @@ const char* GroupKindName(GroupKind kind) {
       return "embd";
     case GroupKind::kModel:
       return "mp";
+    case GroupKind::kContext:
+      return "cp";
+    case GroupKind::kDataContext:
+      return "dp-cp";
   }
   return "?";
 }
 
-std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world) {
-  const int dp = world / (tp * pp);
-  const RankCoords me = CoordsOf(rank, tp, pp, world);
+std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp) {
+  const int dp = world / (tp * cp * pp);
+  const RankCoords me = CoordsOf(rank, tp, pp, world, cp);
   std::vector<int> ranks;
-  auto add = [&](int t, int d, int p) { ranks.push_back(RankOf({t, d, p}, tp, pp, world)); };
+  auto add = [&](int t, int d, int p, int c) {
+    ranks.push_back(RankOf({t, d, p, c}, tp, pp, world, cp));
+  };
   switch (kind) {
     case GroupKind::kWorld:
       for (int r = 0; r < world; ++r) ranks.push_back(r);
       break;
     case GroupKind::kTensor:
-      for (int t = 0; t < tp; ++t) add(t, me.dp, me.pp);
+      for (int t = 0; t < tp; ++t) add(t, me.dp, me.pp, me.cp);
       break;
     case GroupKind::kData:
-      for (int d = 0; d < dp; ++d) add(me.tp, d, me.pp);
+      for (int d = 0; d < dp; ++d) add(me.tp, d, me.pp, me.cp);
       break;
     case GroupKind::kPipeline:
-      for (int p = 0; p < pp; ++p) add(me.tp, me.dp, p);
+      for (int p = 0; p < pp; ++p) add(me.tp, me.dp, p, me.cp);
       break;
     case GroupKind::kEmbedding:
       // Megatron: [first, last] of the pipeline group; the rank alone when PP = 1.
       if (me.pp == 0 || me.pp == pp - 1) {
-        add(me.tp, me.dp, 0);
-        if (pp > 1) add(me.tp, me.dp, pp - 1);
+        add(me.tp, me.dp, 0, me.cp);
+        if (pp > 1) add(me.tp, me.dp, pp - 1, me.cp);
       }
       break;
     case GroupKind::kModel:
       for (int p = 0; p < pp; ++p) {
-        for (int t = 0; t < tp; ++t) add(t, me.dp, p);
+        for (int t = 0; t < tp; ++t) add(t, me.dp, p, me.cp);
+      }
+      break;
+    case GroupKind::kContext:
+      for (int c = 0; c < cp; ++c) add(me.tp, me.dp, me.pp, c);
+      break;
+    case GroupKind::kDataContext:  // rank order: cp fastest
+      for (int d = 0; d < dp; ++d) {
+        for (int c = 0; c < cp; ++c) add(me.tp, d, me.pp, c);
       }
       break;
   }
   return ranks;
 }
 
-std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world) {
+std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp) {
   std::vector<std::vector<int>> groups;
   for (int r = 0; r < world; ++r) {
-    std::vector<int> group = GroupOf(kind, r, tp, pp, world);
+    std::vector<int> group = GroupOf(kind, r, tp, pp, world, cp);
     if (group.empty() || std::find(groups.begin(), groups.end(), group) != groups.end()) {
       continue;
     }
@@ -102,18 +117,30 @@ std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int worl
   return groups;
 }
 
-std::string RankMap(int tp, int pp, int world) {
-  if (absl::Status s = ValidateLayout(tp, pp, world); !s.ok()) {
+std::string RankMap(int tp, int pp, int world, int cp) {
+  if (absl::Status s = ValidateLayout(tp, pp, world, cp); !s.ok()) {
     return absl::StrCat("rank map: ", s.message(), "\n");
   }
-  const int dp = world / (tp * pp);
-  std::string text = absl::StrFormat(
-      "rank map: world %d = TP %d x PP %d x DP %d (rank = pp*%d + dp*%d + tp)\n"
-      "rank  tp  pp  dp\n",
-      world, tp, pp, dp, tp * dp, tp);
+  const int dp = world / (tp * cp * pp);
+  std::string text;
+  if (cp == 1) {
+    text = absl::StrFormat(
+        "rank map: world %d = TP %d x PP %d x DP %d (rank = pp*%d + dp*%d + tp)\n"
+        "rank  tp  pp  dp\n",
+        world, tp, pp, dp, tp * dp, tp);
+  } else {
+    text = absl::StrFormat(
+        "rank map: world %d = TP %d x CP %d x PP %d x DP %d (rank = pp*%d + dp*%d + cp*%d + "
+        "tp)\nrank  tp  cp  pp  dp\n",
+        world, tp, cp, pp, dp, tp * cp * dp, tp * cp, tp);
+  }
   for (int r = 0; r < world; ++r) {
-    const RankCoords c = CoordsOf(r, tp, pp, world);
-    absl::StrAppendFormat(&text, "%4d %3d %3d %3d\n", r, c.tp, c.pp, c.dp);
+    const RankCoords c = CoordsOf(r, tp, pp, world, cp);
+    if (cp == 1) {
+      absl::StrAppendFormat(&text, "%4d %3d %3d %3d\n", r, c.tp, c.pp, c.dp);
+    } else {
+      absl::StrAppendFormat(&text, "%4d %3d %3d %3d %3d\n", r, c.tp, c.cp, c.pp, c.dp);
+    }
   }
   return text;
 }

@@ -1,7 +1,9 @@
-// Megatron's rank order: TP fastest, then DP, then PP,
-//   rank = pp * (TP * DP) + dp * TP + tp,
-// so TP ranks are adjacent (one node, fastest links) and pipeline stages are
-// furthest apart. Pure arithmetic; ParallelState builds communicators from it.
+// Megatron's rank order (tp-cp-dp-pp): TP fastest, then CP, then DP, then PP,
+//   rank = pp * (TP * CP * DP) + dp * (TP * CP) + cp * TP + tp,
+// so TP ranks are adjacent (one node, fastest links), context-parallel ranks (which
+// pass keys and values around a ring every layer) next, and pipeline stages are
+// furthest apart. Pure arithmetic; ParallelState builds communicators from it. `cp`
+// (--context-parallel-size) defaults to 1.
 #ifndef CONVEYOR_PARALLEL_RANK_LAYOUT_H_
 #define CONVEYOR_PARALLEL_RANK_LAYOUT_H_
 
@@ -16,15 +18,16 @@ struct RankCoords {
   int tp = 0;
   int dp = 0;
   int pp = 0;
+  int cp = 0;
 };
 
-// OK when tp >= 1, pp >= 1 and tp * pp divides world; otherwise the error names
-// --tensor-model-parallel-size / --pipeline-model-parallel-size and the world size.
-absl::Status ValidateLayout(int tp, int pp, int world);
+// OK when tp, cp, pp >= 1 and tp * cp * pp divides world; otherwise the error names
+// the size flags and the world size.
+absl::Status ValidateLayout(int tp, int pp, int world, int cp = 1);
 
-// Requires ValidateLayout(tp, pp, world).ok() and 0 <= rank < world.
-RankCoords CoordsOf(int rank, int tp, int pp, int world);
-int RankOf(const RankCoords& coords, int tp, int pp, int world);
+// Requires ValidateLayout(tp, pp, world, cp).ok() and 0 <= rank < world.
+RankCoords CoordsOf(int rank, int tp, int pp, int world, int cp = 1);
+int RankOf(const RankCoords& coords, int tp, int pp, int world, int cp = 1);
 
 enum class GroupKind {
   kWorld,
@@ -32,26 +35,30 @@ enum class GroupKind {
   kData,       // same tp and pp
   kPipeline,   // same tp and dp
   kEmbedding,  // first and last stage of a pipeline group (tied embeddings)
-  kModel,      // tensor x pipeline: same dp
+  kModel,      // tensor x pipeline: same dp and cp
+  kContext,    // same tp, dp and pp: the ring of context parallelism
+  kDataContext,  // same tp and pp: data x context, where gradients are reduced
 };
 
-// Short names used in group names: "world", "tp", "dp", "pp", "embd", "mp".
+// Short names used in group names: "world", "tp", "dp", "pp", "embd", "mp", "cp",
+// "dp-cp".
 const char* GroupKindName(GroupKind kind);
 
 // Every group of `kind` in the job, each in group-rank order, ordered by their
 // smallest rank; the same lists as Megatron's initialize_model_parallel.
-std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world);
+std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp = 1);
 
 // The group of `kind` that holds `rank`; empty when `rank` is in none (embedding
 // groups hold only the first and last stages).
-std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world);
+std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp = 1);
 
 // A table from rank to (tp, pp, dp) for --dry-run, one line per rank, e.g.
 //   rank map: world 4 = TP 2 x PP 1 x DP 2 (rank = pp*4 + dp*2 + tp)
 //   rank  tp  pp  dp
 //      0   0   0   0
 // An invalid layout gives one line with the error.
-std::string RankMap(int tp, int pp, int world);
+// With CP > 1 the table has a cp column.
+std::string RankMap(int tp, int pp, int world, int cp = 1);
 
 }  // namespace conveyor
 

@@ -31,6 +31,15 @@ CONVEYOR_CHOICES(RecomputeGranularity, {RecomputeGranularity::kNone, ""},
                  {RecomputeGranularity::kSelective, "selective"});
 CONVEYOR_CHOICES(RecomputeMethod, {RecomputeMethod::kNone, ""},
                  {RecomputeMethod::kUniform, "uniform"}, {RecomputeMethod::kBlock, "block"});
+CONVEYOR_CHOICES(MoeRouterScoreFunction, {MoeRouterScoreFunction::kSoftmax, "softmax"},
+                 {MoeRouterScoreFunction::kSigmoid, "sigmoid"});
+CONVEYOR_CHOICES(MoeLoadBalancingType, {MoeLoadBalancingType::kAuxLoss, "aux_loss"},
+                 {MoeLoadBalancingType::kSeqAuxLoss, "seq_aux_loss"},
+                 {MoeLoadBalancingType::kNone, "none"});
+CONVEYOR_CHOICES(MoeTokenDropPolicy, {MoeTokenDropPolicy::kProbs, "probs"},
+                 {MoeTokenDropPolicy::kPosition, "position"});
+CONVEYOR_CHOICES(MoeTokenDispatcherType, {MoeTokenDispatcherType::kAllgather, "allgather"},
+                 {MoeTokenDispatcherType::kAlltoall, "alltoall"});
 
 #undef CONVEYOR_CHOICES
 
@@ -64,6 +73,10 @@ CONVEYOR_INSTANTIATE(OptimizerKind);
 CONVEYOR_INSTANTIATE(LrDecayStyle);
 CONVEYOR_INSTANTIATE(RecomputeGranularity);
 CONVEYOR_INSTANTIATE(RecomputeMethod);
+CONVEYOR_INSTANTIATE(MoeRouterScoreFunction);
+CONVEYOR_INSTANTIATE(MoeLoadBalancingType);
+CONVEYOR_INSTANTIATE(MoeTokenDropPolicy);
+CONVEYOR_INSTANTIATE(MoeTokenDispatcherType);
 
 #undef CONVEYOR_INSTANTIATE
 

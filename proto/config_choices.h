@@ -23,6 +23,12 @@ enum class OptimizerKind { kAdam, kSgd };                      // --optimizer
 enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot };  // --lr-decay-style
 enum class RecomputeGranularity { kNone, kFull, kSelective };  // --recompute-granularity ("")
 enum class RecomputeMethod { kNone, kUniform, kBlock };        // --recompute-method ("")
+// --moe-router-score-function, --moe-router-load-balancing-type, --moe-token-drop-policy,
+// --moe-token-dispatcher-type
+enum class MoeRouterScoreFunction { kSoftmax, kSigmoid };
+enum class MoeLoadBalancingType { kAuxLoss, kSeqAuxLoss, kNone };
+enum class MoeTokenDropPolicy { kProbs, kPosition };
+enum class MoeTokenDispatcherType { kAllgather, kAlltoall };
 
 // The enum value of a choice string; nullopt for a string that is not one of the
 // field's choices (a config that has not been validated).

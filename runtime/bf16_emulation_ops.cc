@@ -38,14 +38,15 @@ void Bf16EmulationOps::Add(const Tensor& x, Tensor* y) const {
   Into(y, true, [&](Tensor* w) { fp32_.Add(Wide(x), w); });
 }
 
-void Bf16EmulationOps::AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+void Bf16EmulationOps::AddPositionRows(const Tensor& table, absl::Span<const int32_t> positions,
                                        Tensor* x) const {
-  Into(x, true, [&](Tensor* w) { fp32_.AddPositionRows(Wide(table), first_row, seq, w); });
+  Into(x, true, [&](Tensor* w) { fp32_.AddPositionRows(Wide(table), positions, w); });
 }
 
-void Bf16EmulationOps::AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+void Bf16EmulationOps::AccumulatePositionGrad(const Tensor& dx,
+                                              absl::Span<const int32_t> positions,
                                               Tensor* dtable) const {
-  Into(dtable, true, [&](Tensor* w) { fp32_.AccumulatePositionGrad(Wide(dx), first_row, seq, w); });
+  Into(dtable, true, [&](Tensor* w) { fp32_.AccumulatePositionGrad(Wide(dx), positions, w); });
 }
 
 void Bf16EmulationOps::NormForward(NormKind kind, const Tensor& x, const Tensor& gamma,
@@ -94,24 +95,64 @@ void Bf16EmulationOps::Dropout(const CounterRng& rng, float p, uint64_t first_in
   Into(out, false, [&](Tensor* w) { fp32_.Dropout(rng, p, first_index, wide_in, w); });
 }
 
+void Bf16EmulationOps::CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
+                                   int64_t dst_col) const {
+  fp32_.CopyColumns(src, src_col, width, dst, dst_col);  // moves bytes of any dtype
+}
+
 void Bf16EmulationOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
-                                            bool inverse, Tensor* qkv) const {
-  Into(qkv, true, [&](Tensor* w) { fp32_.RotateQueriesAndKeys(table, shape, inverse, w); });
+                                            absl::Span<const int32_t> positions, bool inverse,
+                                            Tensor* qkv) const {
+  Into(qkv, true,
+       [&](Tensor* w) { fp32_.RotateQueriesAndKeys(table, shape, positions, inverse, w); });
 }
 
 void Bf16EmulationOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
-                                        const AttentionDropout& dropout, Tensor* saved,
-                                        Tensor* ctx) const {
-  Into(ctx, false,
-       [&](Tensor* w) { fp32_.AttentionForward(shape, Wide(qkv), scale, dropout, saved, w); });
+                                        const AttentionDropout& dropout, const AttentionMask& mask,
+                                        Tensor* saved, Tensor* ctx) const {
+  Into(ctx, false, [&](Tensor* w) {
+    fp32_.AttentionForward(shape, Wide(qkv), scale, dropout, mask, saved, w);
+  });
 }
 
 void Bf16EmulationOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv,
                                          const Tensor& saved, const Tensor& ctx, const Tensor& dctx,
                                          float scale, const AttentionDropout& dropout,
-                                         Tensor* dqkv) const {
+                                         const AttentionMask& mask, Tensor* dqkv) const {
   Into(dqkv, false, [&](Tensor* w) {
-    fp32_.AttentionBackward(shape, Wide(qkv), saved, Wide(ctx), Wide(dctx), scale, dropout, w);
+    fp32_.AttentionBackward(shape, Wide(qkv), saved, Wide(ctx), Wide(dctx), scale, dropout, mask,
+                            w);
+  });
+}
+
+void Bf16EmulationOps::PackKeysValues(const AttentionShape& shape, const Tensor& qkv,
+                                      Tensor* kv) const {
+  Into(kv, false, [&](Tensor* w) { fp32_.PackKeysValues(shape, Wide(qkv), w); });
+}
+
+void Bf16EmulationOps::AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv,
+                                       Tensor* dqkv) const {
+  Into(dqkv, true, [&](Tensor* w) { fp32_.AddKeyValueGrad(shape, dkv, w); });
+}
+
+void Bf16EmulationOps::AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
+                                             const AttentionMask& mask, const Tensor& qkv,
+                                             const Tensor& kv, float scale,
+                                             const AttentionDropout& dropout, bool first,
+                                             Tensor* ctx, Tensor* lse) const {
+  fp32_.AttentionBlockForward(shape, key_rows, mask, Wide(qkv), Wide(kv), scale, dropout, first,
+                              ctx, lse);
+}
+
+void Bf16EmulationOps::AttentionBlockBackward(const AttentionShape& shape, int64_t key_rows,
+                                              const AttentionMask& mask, const Tensor& qkv,
+                                              const Tensor& kv, const Tensor& ctx,
+                                              const Tensor& lse, const Tensor& dctx, float scale,
+                                              const AttentionDropout& dropout, Tensor* dqkv,
+                                              Tensor* dkv) const {
+  Into(dqkv, true, [&](Tensor* w) {
+    fp32_.AttentionBlockBackward(shape, key_rows, mask, Wide(qkv), Wide(kv), Wide(ctx), lse,
+                                 Wide(dctx), scale, dropout, w, dkv);
   });
 }
 
@@ -139,9 +180,29 @@ void Bf16EmulationOps::SumExpAndTarget(const Tensor& logits, absl::Span<const in
 
 void Bf16EmulationOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                             absl::Span<const float> logsumexp, int64_t vocab_start,
-                                            float scale, Tensor* logits) const {
-  Into(logits, true,
-       [&](Tensor* w) { fp32_.CrossEntropyBackward(labels, logsumexp, vocab_start, scale, w); });
+                                            float scale, absl::Span<const float> loss_mask,
+                                            Tensor* logits) const {
+  Into(logits, true, [&](Tensor* w) {
+    fp32_.CrossEntropyBackward(labels, logsumexp, vocab_start, scale, loss_mask, w);
+  });
 }
 
+
+void Bf16EmulationOps::PermuteTokens(const Tensor& x, absl::Span<const int32_t> token_of_row,
+                                     absl::Span<const float> row_weight, Tensor* out) const {
+  Into(out, false, [&](Tensor* w) { fp32_.PermuteTokens(Wide(x), token_of_row, row_weight, w); });
+}
+
+void Bf16EmulationOps::UnpermuteTokens(const Tensor& permuted,
+                                       absl::Span<const int32_t> row_of_slot,
+                                       absl::Span<const float> slot_weight, Tensor* out) const {
+  Into(out, false,
+       [&](Tensor* w) { fp32_.UnpermuteTokens(Wide(permuted), row_of_slot, slot_weight, w); });
+}
+
+void Bf16EmulationOps::SlotDots(const Tensor& dy, const Tensor& permuted,
+                                absl::Span<const int32_t> row_of_slot,
+                                absl::Span<float> out) const {
+  fp32_.SlotDots(Wide(dy), Wide(permuted), row_of_slot, out);
+}
 }  // namespace conveyor

@@ -26,15 +26,19 @@ struct AttentionShape {
   int64_t qkv_width() const { return groups * (heads_per_group + 2) * head_dim; }
 };
 
-// Attention dropout element (sample, head, i, j) has global index
-//   ((first_sample + sample) * total_heads + first_head + head) * seq^2 + i * seq + j,
-// so tensor-parallel ranks (holding heads [first_head, ...)) draw the single-rank mask.
+// Attention dropout element (sample, head, i, j), i and j the query's and the key's
+// positions in the sample, has global index
+//   ((first_sample + sample) * total_heads + first_head + head) * L^2 + i * L + j,
+// L = sample_length (0: the shape's seq, the whole sample held here), so tensor- and
+// context-parallel ranks (holding heads [first_head, ...) and some of the positions)
+// draw the single-rank mask.
 struct AttentionDropout {
   const CounterRng* rng = nullptr;  // null or p == 0: no dropout
   float p = 0.0f;
   int64_t first_sample = 0;
   int64_t first_head = 0;
   int64_t total_heads = 0;
+  int64_t sample_length = 0;
 };
 
 // cos and sin of every (position, pair) angle of rotary position embedding,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "runtime/attention_mask.h"
 #include "runtime/device_memory.h"
 #include "runtime/dtype.h"
 #include "runtime/op_params.h"
@@ -106,11 +107,12 @@ class Ops {
   // y += x, elementwise.
   virtual void Add(const Tensor& x, Tensor* y) const = 0;
 
-  // Learned positions: x[r, :] += table[(first_row + r) % seq, :], and the gradient
-  // dtable[(first_row + r) % seq, :] += dx[r, :] (dtable fp32).
-  virtual void AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+  // Learned positions: x[r, :] += table[positions[r], :], and the gradient
+  // dtable[positions[r], :] += dx[r, :] (dtable fp32), rows added in increasing r.
+  // positions: one per row of x / dx (host), each below the table's rows.
+  virtual void AddPositionRows(const Tensor& table, absl::Span<const int32_t> positions,
                                Tensor* x) const = 0;
-  virtual void AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+  virtual void AccumulatePositionGrad(const Tensor& dx, absl::Span<const int32_t> positions,
                                       Tensor* dtable) const = 0;
 
   // LayerNorm / RMSNorm over rows of width gamma.numel() (see cpu/norm.h for the math).
@@ -145,22 +147,57 @@ class Ops {
     Add(residual, y);
   }
 
-  // Rotates the query and key heads of every token of qkv ([batch * seq, qkv_width], token
-  // t at position t % seq) by RoPE; inverse rotates back (for gradients).
-  virtual void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
-                                    bool inverse, Tensor* qkv) const = 0;
+  // Copies `width` columns between row-major matrices of one element type with the same
+  // rows: dst[r, dst_col + j] = src[r, src_col + j] for j < width, each tensor a matrix
+  // of its last dimension's width. Moves query and key heads out of the fused qkv and
+  // back (--qk-layernorm); a bare copy, so no rounding.
+  virtual void CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
+                           int64_t dst_col) const = 0;
 
-  // Causal grouped-query attention (see cpu/attention.h for the math). Forward allocates
-  // `saved`, what backward needs besides qkv (the probabilities on the CPU; each row's
-  // log-sum-exp on a fused kernel), and writes ctx [batch * seq, heads * head_dim].
+  // Rotates the query and key heads of every token of qkv ([rows, qkv_width], row r at
+  // position positions[r], a host array of one position per row, each below the
+  // table's) by RoPE; inverse rotates back (for gradients).
+  virtual void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
+                                    absl::Span<const int32_t> positions, bool inverse,
+                                    Tensor* qkv) const = 0;
+
+  // Causal grouped-query attention over the whole sample held here (see cpu/attention.h
+  // for the math; `mask` with empty positions: document masking at most). Forward
+  // allocates `saved`, what backward needs besides qkv and ctx (each row's fp32
+  // log-sum-exp, [batch, heads, seq]), and writes ctx [batch * seq, heads * head_dim].
   // Backward overwrites dqkv [batch * seq, qkv_width].
   virtual void AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
-                                const AttentionDropout& dropout, Tensor* saved,
-                                Tensor* ctx) const = 0;
+                                const AttentionDropout& dropout, const AttentionMask& mask,
+                                Tensor* saved, Tensor* ctx) const = 0;
   virtual void AttentionBackward(const AttentionShape& shape, const Tensor& qkv,
                                  const Tensor& saved, const Tensor& ctx, const Tensor& dctx,
                                  float scale, const AttentionDropout& dropout,
-                                 Tensor* dqkv) const = 0;
+                                 const AttentionMask& mask, Tensor* dqkv) const = 0;
+
+  // Ring attention (context parallelism): the keys arrive in blocks from other ranks.
+  // PackKeysValues writes kv [batch * seq, groups * 2 * head_dim] (compute type) from
+  // qkv's key and value heads; AddKeyValueGrad adds such a block's gradient (fp32) back
+  // into dqkv's.
+  virtual void PackKeysValues(const AttentionShape& shape, const Tensor& qkv,
+                              Tensor* kv) const = 0;
+  virtual void AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv,
+                               Tensor* dqkv) const = 0;
+  // qkv's queries against a block kv of `key_rows` keys per sample (mask positions by
+  // global position), merged into the running ctx (fp32 [batch * seq, heads *
+  // head_dim]: the blocks' sum is not rounded between them) and lse (fp32 [batch, heads,
+  // seq]); `first` overwrites them. Backward, from the final ctx (compute type) and lse:
+  // dqkv's query heads += dQ (its key and value heads untouched), dkv (fp32) += (dK, dV).
+  virtual void AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
+                                     const AttentionMask& mask, const Tensor& qkv,
+                                     const Tensor& kv, float scale,
+                                     const AttentionDropout& dropout, bool first, Tensor* ctx,
+                                     Tensor* lse) const = 0;
+  virtual void AttentionBlockBackward(const AttentionShape& shape, int64_t key_rows,
+                                      const AttentionMask& mask, const Tensor& qkv,
+                                      const Tensor& kv, const Tensor& ctx, const Tensor& lse,
+                                      const Tensor& dctx, float scale,
+                                      const AttentionDropout& dropout, Tensor* dqkv,
+                                      Tensor* dkv) const = 0;
 
   // Vocabulary-parallel embedding: this rank holds table rows [vocab_start, vocab_start +
   // table rows). out[t] = table[ids[t] - vocab_start] for ids in range, else 0; the weight
@@ -173,14 +210,30 @@ class Ops {
   // Vocabulary-parallel cross-entropy over logits [rows, local vocab] (cpu/cross_entropy.h):
   // the row maxima, then sum_exp[t] = sum_v exp(z[t, v] - row_max[t]) and the target
   // logit (0 when the label is not in this rank's range), then the gradient written over
-  // the logits: scale * (softmax - onehot).
+  // the logits: scale * mask[t] * (softmax - onehot), mask the host loss mask (empty:
+  // every row counts).
   virtual void RowMax(const Tensor& logits, absl::Span<double> row_max) const = 0;
   virtual void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
                                int64_t vocab_start, absl::Span<const double> row_max,
                                absl::Span<double> sum_exp, absl::Span<double> target) const = 0;
   virtual void CrossEntropyBackward(absl::Span<const int32_t> labels,
                                     absl::Span<const float> logsumexp, int64_t vocab_start,
-                                    float scale, Tensor* logits) const = 0;
+                                    float scale, absl::Span<const float> loss_mask,
+                                    Tensor* logits) const = 0;
+
+  // Mixture of experts, one rank (see cpu/moe_tokens.h for the math): tokens [tokens,
+  // width] permuted into expert order (out [rows, width]; token_of_row -1 gives a zero
+  // padding row; row_weight empty means 1), combined back per token with the slots'
+  // weights (out [tokens, width], written; row_of_slot [tokens * topk], -1 for a dropped
+  // slot; slot_weight empty means 1), and the dot products of each token's output
+  // gradient with its slots' rows (the routing weights' gradient, a host array). Index
+  // and weight arrays are host arrays on every backend.
+  virtual void PermuteTokens(const Tensor& x, absl::Span<const int32_t> token_of_row,
+                             absl::Span<const float> row_weight, Tensor* out) const = 0;
+  virtual void UnpermuteTokens(const Tensor& permuted, absl::Span<const int32_t> row_of_slot,
+                               absl::Span<const float> slot_weight, Tensor* out) const = 0;
+  virtual void SlotDots(const Tensor& dy, const Tensor& permuted,
+                        absl::Span<const int32_t> row_of_slot, absl::Span<float> out) const = 0;
 };
 
 }  // namespace conveyor

@@ -46,6 +46,11 @@ absl::StatusOr<Backend> StartBackend(const ResolvedConfig& resolved, int local_r
                    "CPU backend, bf16 emulated (--bf16: bf16 activations and weight copies, "
                    "fp32 arithmetic, master weights and gradients)"};
   }
+  if (config.model().num_experts() > 0) {
+    return absl::FailedPreconditionError(
+        "--num-experts: mixture of experts has no CUDA kernels yet (token permutation, "
+        "runtime/cuda); run it with --device cpu");
+  }
   const GpuInfo gpus = ProbeGpus();
   if (gpus.count == 0) {
     return absl::FailedPreconditionError("--device cuda: no usable CUDA device (" + gpus.error +

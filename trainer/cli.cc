@@ -88,7 +88,8 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
           : ParallelState::Create(
                 *env, resolved.tp(), resolved.pp(),
                 absl::Minutes(config.parallel().distributed_timeout_minutes()), backend->transport,
-                [&config](Communicator& world) { return AgreeOnConfig(config, world); });
+                [&config](Communicator& world) { return AgreeOnConfig(config, world); },
+                resolved.cp());
   if (!state.ok()) {
     return RunFailure(err, who, state.status());
   }

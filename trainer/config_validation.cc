@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,9 @@
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/schedule.h"
 #include "proto/config_choices.h"
+#include "trainer/batch_rampup.h"
 #include "trainer/flags.h"
+#include "trainer/moe_validation.h"
 
 namespace conveyor {
 namespace {
@@ -73,6 +76,7 @@ struct Derived {
   int64_t ffn = 0;
   int64_t tp = 0;
   int64_t pp = 0;
+  int64_t cp = 0;
   int64_t dp = 0;
   int64_t split_layers = 0;  // layers plus embedding/loss when they count in the split
   bool uneven = false;
@@ -97,8 +101,10 @@ Derived Derive(const Config& c, int world_size) {
   d.ffn = m.ffn_hidden_size() > 0 ? m.ffn_hidden_size() : 4 * int64_t{std::max(0, m.hidden_size())};
   d.tp = std::max(0, p.tensor_model_parallel_size());
   d.pp = std::max(0, p.pipeline_model_parallel_size());
-  if (world_size > 0 && d.tp > 0 && d.pp > 0 && world_size % (d.tp * d.pp) == 0) {
-    d.dp = world_size / (d.tp * d.pp);
+  d.cp = std::max(0, p.context_parallel_size());
+  if (world_size > 0 && d.tp > 0 && d.pp > 0 && d.cp > 0 &&
+      world_size % (d.tp * d.cp * d.pp) == 0) {
+    d.dp = world_size / (d.tp * d.cp * d.pp);
   }
   d.uneven = IsUnevenSplit(p);
   d.split_layers = SplitSlots(c);
@@ -126,9 +132,10 @@ void CheckTensorParallelSplit(const Config& c, const Derived& d, Problems* out) 
              " is not divisible by --tensor-model-parallel-size ", d.tp,
              ": the MLP is split by columns over TP; choose an ffn-hidden-size divisible by TP");
   }
-  if (c.parallel().sequence_parallel() && d.tp > 1 && m.seq_length() > 0 &&
-      m.seq_length() % d.tp != 0) {
+  if (c.parallel().sequence_parallel() && d.tp > 1 && d.cp > 0 && m.seq_length() > 0 &&
+      (m.seq_length() / d.cp) % d.tp != 0) {
     out->Add("--sequence-parallel needs --seq-length ", m.seq_length(),
+             d.cp > 1 ? absl::StrCat(" / --context-parallel-size ", d.cp) : "",
              " divisible by --tensor-model-parallel-size ", d.tp,
              ": the sequence is split evenly over TP ranks");
   }
@@ -285,10 +292,29 @@ void CheckPipelineSplit(const Config& c, const Derived& d, int64_t virtual_stage
   if (!layers.ok()) out->Add(layers.status().message());
 }
 
+// Context parallelism cuts each sample into 2 * CP equal chunks (Megatron's load
+// balancing); its ring attention runs on the CPU backend only so far.
+void CheckContextParallel(const Config& c, const Derived& d, Problems* out) {
+  if (d.cp <= 1) return;
+  const int64_t seq = c.model().seq_length();
+  if (seq > 0 && seq % (2 * d.cp) != 0) {
+    out->Add("--context-parallel-size ", d.cp, " needs --seq-length ", seq,
+             " divisible by 2 * CP = ", 2 * d.cp,
+             ": each sample is cut into 2 * CP equal chunks, rank r holding chunks r and "
+             "2CP-1-r; choose a sequence length that is a multiple of ", 2 * d.cp);
+  }
+  if (ParseChoice<DeviceKind>(c.parallel().device()) == DeviceKind::kCuda) {
+    out->Add("--context-parallel-size ", d.cp,
+             " with --device cuda: ring attention has no CUDA kernels yet; run context "
+             "parallelism with --device cpu, or use --context-parallel-size 1");
+  }
+}
+
 void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* out) {
   const ParallelConfig& p = c.parallel();
   out->Positive("--tensor-model-parallel-size", p.tensor_model_parallel_size());
   out->Positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size());
+  out->Positive("--context-parallel-size", p.context_parallel_size());
   out->Positive("--nproc-per-node", p.nproc_per_node());
   out->Positive("--nnodes", p.nnodes());
   out->Positive("--ddp-bucket-size", p.ddp_bucket_size());
@@ -298,22 +324,26 @@ void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* 
     out->Add("--nproc-per-node / --nnodes: the world size ", world_size,
              " must be positive: set WORLD_SIZE or SLURM_NTASKS to a positive integer, or unset "
              "them and use --nproc-per-node and --nnodes");
-  } else if (d.tp > 0 && d.pp > 0 && world_size % (d.tp * d.pp) != 0) {
-    out->Add("--tensor-model-parallel-size ", d.tp, " * --pipeline-model-parallel-size ", d.pp,
-             " = ", d.tp * d.pp, " does not divide the world size ", world_size,
+  } else if (d.tp > 0 && d.pp > 0 && d.cp > 0 && world_size % (d.tp * d.cp * d.pp) != 0) {
+    const std::string cp_text =
+        d.cp > 1 ? absl::StrCat(" * --context-parallel-size ", d.cp) : std::string();
+    out->Add("--tensor-model-parallel-size ", d.tp, cp_text, " * --pipeline-model-parallel-size ",
+             d.pp, " = ", d.tp * d.cp * d.pp, " does not divide the world size ", world_size,
              " (--nproc-per-node ", p.nproc_per_node(), " * --nnodes ", p.nnodes(),
-             ", or WORLD_SIZE/SLURM_NTASKS): choose TP * PP dividing the number of ranks, or "
-             "run a multiple of ",
-             d.tp * d.pp, " ranks");
+             ", or WORLD_SIZE/SLURM_NTASKS): choose TP * ", d.cp > 1 ? "CP * " : "",
+             "PP dividing the number of ranks, or run a multiple of ", d.tp * d.cp * d.pp,
+             " ranks");
   }
+  CheckContextParallel(c, d, out);
   CheckPipelineSplit(c, d, CheckVirtualPipeline(c, d, out), out);
 }
 
-// --train-samples, Megatron's other way to say how long to train: whole global batches,
-// and --train-iters unset (or 0, which clears a --config file's) or agreeing.
+// --train-samples, Megatron's other way to say how long to train: whole global batches
+// (after --rampup-batch-size's steps), and --train-iters unset (or 0, which clears a
+// --config file's) or agreeing.
 void CheckTrainSamples(const TrainingConfig& t, int64_t global_batch, Problems* out) {
-  const int64_t iterations = t.train_samples() / global_batch;
-  if (iterations == 0) {
+  const int64_t iterations = BatchRampup(t, global_batch).TrainIters(t.train_samples());
+  if (iterations <= 0) {
     out->Add("--train-samples ", t.train_samples(), " is less than one global batch (",
              global_batch, " samples): train on at least ", global_batch, " samples");
   } else if (iterations > kInt32Max) {
@@ -337,7 +367,7 @@ void CheckBatch(const Config& c, const Derived& d, Problems* out) {
   if (d.dp <= 0 || t.micro_batch_size() <= 0) return;
   const int64_t per_micro = int64_t{t.micro_batch_size()} * d.dp;
   const std::string dp_text =
-      absl::StrCat("DP ", d.dp, " (world size / (TP ", d.tp, " * PP ", d.pp, "))");
+      absl::StrCat("DP ", d.dp, " (world size / (TP ", d.tp, d.cp > 1 ? absl::StrCat(" * CP ", d.cp) : "", " * PP ", d.pp, "))");
   if (t.global_batch_size() > 0 && t.global_batch_size() % per_micro != 0) {
     out->Add("--global-batch-size ", t.global_batch_size(),
              " is not divisible by --micro-batch-size ", t.micro_batch_size(), " * ", dp_text,
@@ -354,11 +384,14 @@ void CheckBatch(const Config& c, const Derived& d, Problems* out) {
     out->Add("--num-micro-batches ", t.num_micro_batches(), " * --micro-batch-size ",
              t.micro_batch_size(), " * ", dp_text,
              " overflows --global-batch-size (int32): use fewer or smaller micro-batches");
-  } else if (t.train_samples() > 0) {
+  } else {
     const int64_t global_batch = t.global_batch_size() > 0
                                      ? t.global_batch_size()
                                      : std::max(1, t.num_micro_batches()) * per_micro;
-    CheckTrainSamples(t, global_batch, out);
+    for (const std::string& problem : RampupProblems(t, global_batch, per_micro)) {
+      out->Add(problem);
+    }
+    if (t.train_samples() > 0) CheckTrainSamples(t, global_batch, out);
   }
 }
 
@@ -686,6 +719,7 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
         "implement; use --bf16 (same memory and speed, no loss scaling needed)");
   }
   CheckChoices(config, &problems);
+  for (const std::string& line : MoeProblems(config)) problems.Add(line);
   return problems.Take();
 }
 
@@ -697,6 +731,7 @@ void ResolveModel(const Derived& d, ModelConfig* m) {
   m->set_num_query_groups(static_cast<int32_t>(d.query_groups));
   m->set_kv_channels(static_cast<int32_t>(d.kv_channels));
   if (m->max_position_embeddings() == 0) m->set_max_position_embeddings(m->seq_length());
+  if (m->moe_ffn_hidden_size() == 0) m->set_moe_ffn_hidden_size(static_cast<int32_t>(d.ffn));
 }
 
 void ResolveParallel(const Derived& d, ParallelConfig* p) {
@@ -723,8 +758,9 @@ void ResolveBatchAndSchedule(const Derived& d, TrainingConfig* t, OptimizerConfi
     t->set_global_batch_size(static_cast<int32_t>(t->num_micro_batches() * per_micro));
   }
   if (t->train_samples() > 0) {
-    // Megatron: train-iters = train-samples // global batch; the schedule counts samples.
-    t->set_train_iters(static_cast<int32_t>(t->train_samples() / t->global_batch_size()));
+    // Megatron: train-iters = train-samples // global batch (after the ramp's steps); the
+    // schedule counts samples.
+    t->set_train_iters(static_cast<int32_t>(BatchRampup(*t).TrainIters(t->train_samples())));
     if (o->lr_decay_samples() == 0) o->set_lr_decay_samples(t->train_samples());
   } else if (o->lr_decay_iters() == 0) {
     o->set_lr_decay_iters(t->train_iters());
@@ -772,13 +808,23 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
 
   // The schedule's own rules on V and M (zbv runs two chunks per rank, interleaving needs
   // M divisible by P, ...), checked with the flags rather than once the ranks have started.
+  // So are the smaller micro-batch counts of --rampup-batch-size's steps.
   const ParallelConfig& p = out.parallel();
-  const absl::StatusOr<pipeline::Plan> plan = pipeline::MakePlan(
-      p.pipeline_schedule(), static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
-      out.training().num_micro_batches());
-  if (!plan.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", plan.status().message()));
+  std::set<int64_t> batches = {out.training().global_batch_size()};
+  for (const int64_t batch : BatchRampup(out.training()).RampSteps()) batches.insert(batch);
+  for (const int64_t batch : batches) {
+    const int64_t micro_batches = batch / (int64_t{out.training().micro_batch_size()} * d.dp);
+    const absl::StatusOr<pipeline::Plan> plan = pipeline::MakePlan(
+        p.pipeline_schedule(), static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
+        static_cast<int>(micro_batches));
+    if (!plan.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", plan.status().message(),
+                       batch == out.training().global_batch_size()
+                           ? ""
+                           : absl::StrCat(" (at --rampup-batch-size's global batch ", batch, ", ",
+                                          micro_batches, " micro-batches)")));
+    }
   }
   return out;
 }

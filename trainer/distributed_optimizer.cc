@@ -87,9 +87,9 @@ class DistributedOptimizer : public ParameterUpdater {
     }
     readiness_ = std::make_unique<BucketReadiness>(all);
     reduction_ = std::make_unique<GradientReduction>(
-        context_.dp(), *ops_, config.parallel().grad_reduce_in_bf16(), largest);
-    overlap_grad_reduce_ = config.parallel().overlap_grad_reduce() && dp() > 1;
-    overlap_param_gather_ = config.parallel().overlap_param_gather() && dp() > 1;
+        context_.dp_cp(), *ops_, config.parallel().grad_reduce_in_bf16(), largest);
+    overlap_grad_reduce_ = config.parallel().overlap_grad_reduce() && shards() > 1;
+    overlap_param_gather_ = config.parallel().overlap_param_gather() && shards() > 1;
     if (overlap_grad_reduce_ || overlap_param_gather_) {
       overlap_ = std::make_unique<CommunicationThread>([this](size_t job) {
         return job < buckets_.size() ? ReduceBucket(job) : GatherBucket(job - buckets_.size());
@@ -174,7 +174,8 @@ class DistributedOptimizer : public ParameterUpdater {
     bool early;  // may be reduced before ReduceGradients (--overlap-grad-reduce)
   };
 
-  int dp() const { return context_.dp().size(); }
+  // The ranks holding the same parameters (DP x CP): each owns one slice per bucket.
+  int shards() const { return context_.dp_cp().size(); }
 
   // The owned slices' `array`s that count toward norms.
   template <typename Array>
@@ -189,12 +190,12 @@ class DistributedOptimizer : public ParameterUpdater {
 
   // The slices' sum over DP.
   absl::StatusOr<double> SumOverDataParallel(double local) {
-    RETURN_IF_ERROR(context_.dp().AllReduceSum(&local, 1));
+    RETURN_IF_ERROR(context_.dp_cp().AllReduceSum(&local, 1));
     return local;
   }
   // The first element of this rank's slice of `bucket`.
   int64_t Owned(const Bucket& bucket) const {
-    return bucket.start + context_.dp().rank() * (bucket.size / dp());
+    return bucket.start + context_.dp_cp().rank() * (bucket.size / shards());
   }
 
   absl::Status ReduceBucket(size_t k) {
@@ -207,13 +208,13 @@ class DistributedOptimizer : public ParameterUpdater {
   absl::Status GatherBucket(size_t k) {
     ShardedGroup& group = groups_[buckets_[k].group];
     const Bucket& bucket = group.buckets[buckets_[k].index];
-    const int64_t slice = bucket.size / dp();
+    const int64_t slice = bucket.size / shards();
     const Buffer values = TensorBuffer(group.values);
     if (group.bf16_values) {
       ops_->RoundToBFloat16(group.master.data() + group.master_starts[buckets_[k].index],
                             static_cast<BFloat16*>(values.Slice(Owned(bucket), slice).data), slice);
     }
-    return context_.dp().AllGather(values.Slice(Owned(bucket), slice),
+    return context_.dp_cp().AllGather(values.Slice(Owned(bucket), slice),
                                    values.Slice(bucket.start, bucket.size));
   }
 
@@ -229,12 +230,12 @@ class DistributedOptimizer : public ParameterUpdater {
     const Device device = ops_->device();
     ShardedGroup g;
     g.bf16_values = bf16;
-    g.buckets = MakeBuckets(members, bucket_elements, dp());
+    g.buckets = MakeBuckets(members, bucket_elements, shards());
     g.grads = AdoptGradients(g.buckets, device);
     if (bf16) {
       g.values = AdoptTensors(g.buckets, DType::kBFloat16, device,
                               [](Parameter& p) -> Tensor& { return p.compute; });
-      g.master = Tensor::Zeros({BufferElements(g.buckets) / dp()}, MemoryCategory::kOptimizer,
+      g.master = Tensor::Zeros({BufferElements(g.buckets) / shards()}, MemoryCategory::kOptimizer,
                                DType::kFloat32, device);
     } else {
       g.values = AdoptTensors(g.buckets, DType::kFloat32, device,
@@ -243,7 +244,7 @@ class DistributedOptimizer : public ParameterUpdater {
     int64_t master_start = 0;  // of the current bucket's slice
     for (const Bucket& bucket : g.buckets) {
       g.master_starts.push_back(master_start);
-      const int64_t slice = bucket.size / dp();
+      const int64_t slice = bucket.size / shards();
       const int64_t owned = Owned(bucket);
       for (const BucketEntry& e : bucket.entries) {
         const int64_t lo = std::max(e.start, owned);

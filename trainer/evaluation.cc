@@ -17,16 +17,15 @@ absl::StatusOr<double> Evaluate(const Config& config, const RankContext& context
   const TrainingConfig& t = config.training();
   const std::vector<pipeline::Action> actions =
       pipeline::ForwardOnlyActions(context.pipeline(), t.num_micro_batches());
-  double loss_sum = 0.0;
+  MaskedLoss loss;
   for (int64_t step = 0; step < config.data().eval_iters(); ++step) {
     const PassInput input{&split, first_sample + step * t.global_batch_size()};
-    RETURN_IF_ERROR(RunPipelinePass(config, context, actions, input, /*loss_scale=*/1.0f, stage,
+    RETURN_IF_ERROR(RunPipelinePass(config, context, actions, input, LossWeighting(), stage,
                                     /*timeline=*/nullptr));
     stage->DiscardStashes();
-    loss_sum += stage->loss_sum();
+    loss += stage->loss();
   }
-  return MeanLossOverRanks(loss_sum, config.data().eval_iters() * int64_t{t.num_micro_batches()},
-                           context);
+  return MeanLossOverRanks(loss, context);
 }
 
 int64_t EvaluationFirstSample(const Config& config, int64_t evaluation) {

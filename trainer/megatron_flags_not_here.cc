@@ -27,8 +27,9 @@ constexpr char kNoPython[] =
     "Conveyor is not a Python process: there is no garbage collector "
     "or caching allocator to tune";
 constexpr char kNoFp8[] = "not implemented: Conveyor trains in bf16 (--bf16) or fp32";
-constexpr char kDense[] =
-    "not implemented: Conveyor trains dense GPT models (no mixture of experts)";
+constexpr char kOneExpertRank[] =
+    "not implemented yet: mixtures of experts (--num-experts) run on one expert-parallel "
+    "rank";
 
 // A Megatron flag that changes nothing here.
 struct NoOp {
@@ -94,12 +95,6 @@ const std::map<std::string, NoOp, std::less<>>& NoOps() {
        {false, nullptr,
         "Megatron then stores each norm's gain g as g - 1 (zero-initialised); norm weights "
         "take no weight decay, there and here, so storing g itself trains identically"}},
-      {"--calculate-per-token-loss",
-       {false, nullptr,
-        "every token's loss counts here (no --eod-mask-loss), so every micro-batch holds the "
-        "same number of tokens and the per-token mean equals the mean of micro-batch means"}},
-      {"--context-parallel-size",
-       {true, "1", "one context-parallel rank is no context parallelism"}},
       {"--expert-model-parallel-size",
        {true, "1", "one expert-parallel rank is no expert parallelism"}},
   };
@@ -111,18 +106,9 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--use-checkpoint-args",
        "not implemented: pass the model flags again (--load checks them against the "
        "checkpoint's shapes)"},
-      {"--rampup-batch-size", "not implemented: the global batch is fixed for the whole run"},
       {"--tiktoken-special-tokens",
        "not implemented: TikTokenizer's special tokens are Megatron's defaults (<unk> <s> </s>, "
        "then <SPECIAL_i> up to --tiktoken-num-special-tokens); drop the flag"},
-      {"--eod-mask-loss",
-       "not implemented: every token's loss counts, as in Megatron without the flag"},
-      {"--reset-position-ids",
-       "not implemented: positions run over the whole sequence, as in Megatron without the "
-       "flag"},
-      {"--reset-attention-mask",
-       "not implemented: attention spans documents within a sequence, as in Megatron "
-       "without the flag"},
       {"--no-position-embedding",
        "positions come from --position-embedding-type alone: rope keeps no learned table "
        "(what Megatron's --position-embedding-type rope --no-position-embedding means); drop "
@@ -136,19 +122,13 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--fp8-amax-history-len", kNoFp8},
       {"--fp8-amax-compute-algo", kNoFp8},
       {"--fp8-param-gather", kNoFp8},
-      {"--num-experts", kDense},
-      {"--expert-model-parallel-size", kDense},
-      {"--context-parallel-size",
-       "not implemented: split long sequences with --sequence-parallel (over TP) instead"},
+      {"--expert-model-parallel-size", kOneExpertRank},
       {"--decoupled-lr",
        "not implemented: the embedding and output layer learn at --lr like every other "
        "parameter"},
       {"--decoupled-min-lr",
        "not implemented: the embedding and output layer learn at --lr like every other "
        "parameter"},
-      {"--qk-layernorm",
-       "not implemented: queries and keys enter attention without their own norm; drop the "
-       "flag only if the model was not trained with it"},
       {"--use-rope-scaling",
        "not implemented: Conveyor's RoPE is unscaled (Llama 3.1's frequency scaling changes "
        "the positions' angles)"},

@@ -19,8 +19,18 @@ std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
   return MakeReplicatedUpdater(config, context, std::move(params), ops);
 }
 
+namespace {
+
+// Whether this rank's gradient of `p` is one part of a sum over the TP group.
+bool PartialOverTp(const Parameter& p, const RankContext& context) {
+  return context.tp_size() > 1 &&
+         ((p.sequence_parallel && context.sequence_parallel()) || p.partial_over_heads);
+}
+
+}  // namespace
+
 bool TakesSharedSum(const Parameter& p, const RankContext& context) {
-  return (p.sequence_parallel && context.sequence_parallel() && context.tp_size() > 1) ||
+  return PartialOverTp(p, context) ||
          p.name == kWordEmbeddingName;  // the tied copies' sums, local and over the group
 }
 
@@ -38,11 +48,9 @@ absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,
     ops.Add(a.data(), b.data(), b.numel());
     a.CopyFrom(b);
   }
-  if (context.sequence_parallel() && context.tp_size() > 1) {
-    for (Parameter* p : params) {
-      if (p->sequence_parallel) {
-        RETURN_IF_ERROR(context.tp().AllReduceSum(TensorBuffer(p->grad)));
-      }
+  for (Parameter* p : params) {
+    if (PartialOverTp(*p, context)) {
+      RETURN_IF_ERROR(context.tp().AllReduceSum(TensorBuffer(p->grad)));
     }
   }
   if (context.tied_embedding().size() > 1) {

@@ -85,7 +85,8 @@ std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
                                                        const OptimizerOps* ops);
 
 // Shared by both implementations.
-// Sums the gradients of sequence-parallel parameters over TP (under SP), and the tied
+// Sums the gradients of sequence-parallel parameters over TP (under SP) and of
+// --qk-layernorm's norms (each TP rank holds other heads), and the tied
 // embedding's copies: those one rank holds both of (with `ops`, on their device), then
 // over the tied-embedding group.
 absl::Status ReduceSharedGradients(const std::vector<Parameter*>& params,

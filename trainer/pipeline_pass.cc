@@ -1,20 +1,31 @@
 #include "trainer/pipeline_pass.h"
 
+#include <utility>
+
 #include "parallel/pipeline/executor.h"
+#include "trainer/document_masking.h"
 #include "trainer/micro_batch_feed.h"
 
 namespace conveyor {
 
 absl::Status RunPipelinePass(const Config& config, const RankContext& context,
                              const std::vector<pipeline::Action>& actions, const PassInput& input,
-                             float loss_scale, GptStage* stage,
+                             const LossWeighting& weighting, GptStage* stage,
                              std::vector<pipeline::TimedAction>* timeline) {
   const int64_t micro = config.training().micro_batch_size();
   const int64_t seq = config.model().seq_length();
-  stage->BeginStep(
+  MicroBatchFeed samples =
       MakeMicroBatchFeed(*input.source, input.iteration, input.first_sample, input.training, micro,
-                         seq, context.dp_rank(), context.dp_size()),
-      micro * seq, loss_scale);
+                         seq, context.dp_rank(), context.dp_size(), DocumentMaskingOf(config));
+  // Every context-parallel rank reads the same samples; the model keeps its chunks.
+  Communicator* ring = &context.cp();
+  MicroBatchFeed feed = [samples = std::move(samples),
+                         ring](int micro_batch) -> absl::StatusOr<MicroBatchInput> {
+    absl::StatusOr<MicroBatchInput> in = samples(micro_batch);
+    if (in.ok()) in->context.context_parallel = ring;
+    return in;
+  };
+  stage->BeginStep(std::move(feed), micro * seq / ring->size(), weighting);
   return pipeline::RunActions(actions, context.pipeline(), context.pp(), *stage, timeline);
 }
 

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "data/sample_source.h"
 #include "model/gpt_stage.h"
+#include "model/masked_loss.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/timeline.h"
 #include "proto/config.pb.h"
@@ -28,11 +29,12 @@ struct PassInput {
   int64_t iteration = 0;  // training only
 };
 
-// Each micro-batch's loss weighs `loss_scale` in the gradient. `timeline` as in
-// pipeline::RunActions (may be null).
+// Each micro-batch's loss weighs as `weighting` says in the gradient; the micro-batches
+// carry the document masks the config asks for. `timeline` as in pipeline::RunActions
+// (may be null).
 absl::Status RunPipelinePass(const Config& config, const RankContext& context,
                              const std::vector<pipeline::Action>& actions, const PassInput& input,
-                             float loss_scale, GptStage* stage,
+                             const LossWeighting& weighting, GptStage* stage,
                              std::vector<pipeline::TimedAction>* timeline);
 
 }  // namespace conveyor

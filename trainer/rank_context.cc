@@ -12,6 +12,8 @@ RankContext::RankContext(ParallelState& state)
       tp_(&state.tp()),
       dp_(&state.dp()),
       pp_(&state.pp()),
+      cp_(&state.cp()),
+      dp_cp_(&state.dp_cp()),
       model_parallel_(&state.model_parallel()),
       tied_embedding_(no_embedding_peers_.get()),
       dp_rank_(state.coords().dp),
@@ -46,11 +48,13 @@ RankContext RankContext::SingleProcess() {
   return context;
 }
 
-absl::StatusOr<double> MeanLossOverRanks(double local_sum, int64_t micro_batches,
-                                         const RankContext& context) {
-  RETURN_IF_ERROR(context.pp().AllReduceSum(&local_sum, 1));
-  RETURN_IF_ERROR(context.dp().AllReduceSum(&local_sum, 1));
-  return local_sum / static_cast<double>(micro_batches * context.dp_size());
+absl::StatusOr<double> MeanLossOverRanks(const MaskedLoss& local, const RankContext& context) {
+  // Token counts are exact in a double up to 2^53.
+  double sums[2] = {local.sum, static_cast<double>(local.tokens)};
+  RETURN_IF_ERROR(context.pp().AllReduceSum(sums, 2));
+  RETURN_IF_ERROR(context.cp().AllReduceSum(sums, 2));  // each CP rank has its tokens' share
+  RETURN_IF_ERROR(context.dp().AllReduceSum(sums, 2));
+  return MaskedLoss{sums[0], static_cast<int64_t>(sums[1])}.Mean();
 }
 
 }  // namespace conveyor

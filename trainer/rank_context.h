@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "model/masked_loss.h"
 #include "parallel/communicator.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline/pipeline_place.h"
@@ -35,6 +36,11 @@ class RankContext {
   Communicator& dp() const { return *dp_; }
   Communicator& pp() const { return *pp_; }
   Communicator& model_parallel() const { return *model_parallel_; }  // TP x PP
+  // Context parallelism's ring (the ranks sharing each sample's tokens), and data x
+  // context: the ranks holding the same parameters, over which gradients are reduced,
+  // the distributed optimizer shards and checkpoints write each parameter once.
+  Communicator& cp() const { return *cp_; }
+  Communicator& dp_cp() const { return *dp_cp_; }
   // Sums the copies of a tied word embedding held by the first and the last pipeline
   // stage (loop layout, P > 1). A group of one elsewhere: an untied model, middle
   // stages, and the V-shape, whose rank 0 holds both copies (GptStage sums them).
@@ -57,6 +63,8 @@ class RankContext {
   Communicator* tp_ = nullptr;
   Communicator* dp_ = nullptr;
   Communicator* pp_ = nullptr;
+  Communicator* cp_ = nullptr;
+  Communicator* dp_cp_ = nullptr;
   Communicator* model_parallel_ = nullptr;
   Communicator* tied_embedding_ = nullptr;
   int dp_rank_ = 0;
@@ -65,13 +73,15 @@ class RankContext {
   pipeline::PipelinePlace pipeline_;
 };
 
-// The mean loss of a step (or of several) from this rank's sum over its
-// `micro_batches`: only the last stage computes losses, so the sum over the pipeline
-// gives every rank the loss (and all of them agree on skipping a NaN step), and the
-// sum over data parallelism completes the mean over micro_batches * DP. Every rank of
-// the pipeline and data-parallel groups must call.
-absl::StatusOr<double> MeanLossOverRanks(double local_sum, int64_t micro_batches,
-                                         const RankContext& context);
+// The loss of a step (or of several) as Megatron reports its lm loss: the masked loss
+// sum over the global batch divided by its unmasked tokens (training.py sums both
+// over micro-batches and data-parallel ranks; without a loss mask this is the mean of
+// the micro-batches' means). Only the last stage computes losses, so the sum over the
+// pipeline gives every rank the loss (and all of them agree on skipping a NaN step).
+// A batch whose tokens are all masked reports 0 (MaskedLoss::Mean). Under context
+// parallelism each CP rank holds its tokens' share, summed too. Every rank of the
+// pipeline, context- and data-parallel groups must call.
+absl::StatusOr<double> MeanLossOverRanks(const MaskedLoss& local, const RankContext& context);
 
 }  // namespace conveyor
 

@@ -7,7 +7,8 @@
 namespace conveyor {
 
 bool IsLoggingRank(const ParallelState& state) {
-  return state.is_last_stage() && state.coords().tp == 0 && state.coords().dp == 0;
+  return state.is_last_stage() && state.coords().tp == 0 && state.coords().dp == 0 &&
+         state.coords().cp == 0;
 }
 
 bool IsTensorBoardRank(const ParallelState& state) {

@@ -36,10 +36,10 @@ class ReplicatedUpdater : public ParameterUpdater {
         buckets_(MakeBuckets(params_.all, config.parallel().ddp_bucket_size(), /*align=*/1)),
         grads_(AdoptGradients(buckets_, ops->device())),
         optimizer_(config.optimizer(), WholeParameterSegments(params_.all), ops),
-        reduction_(context.dp(), *ops, config.parallel().grad_reduce_in_bf16(),
+        reduction_(context.dp_cp(), *ops, config.parallel().grad_reduce_in_bf16(),
                    LargestBucket(buckets_)),
         readiness_(buckets_) {
-    if (context_.dp_size() > 1 && config.parallel().overlap_grad_reduce()) {
+    if (context_.dp_cp().size() > 1 && config.parallel().overlap_grad_reduce()) {
       overlap_ = std::make_unique<CommunicationThread>([this](size_t b) { return ReduceBucket(b); });
     }
   }
@@ -50,7 +50,7 @@ class ReplicatedUpdater : public ParameterUpdater {
   }
 
   absl::Status ReduceGradients() override {
-    if (context_.dp_size() > 1) {
+    if (context_.dp_cp().size() > 1) {
       if (overlap_ != nullptr) RETURN_IF_ERROR(overlap_->WaitAll());
       for (size_t b = 0; b < buckets_.size(); ++b) {
         if (overlap_ == nullptr || !overlap_->Launched(b)) RETURN_IF_ERROR(ReduceBucket(b));

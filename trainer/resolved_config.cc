@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "data/training_data.h"
 #include "trainer/config_validation.h"
+#include "trainer/document_masking.h"
 
 namespace conveyor {
 namespace {
@@ -30,13 +31,15 @@ absl::StatusOr<ResolvedConfig> ResolvedConfig::Resolve(const Config& config, int
   ASSIGN_OR_RETURN(r.config_, ResolveConfig(config, world_size));
   // A tokenizer fixes the vocabulary (--vocab-size only sizes mock and null-tokenized
   // data): from here on the config's --vocab-size is the one the model and the data use.
-  RETURN_IF_ERROR(ResolveVocabulary(&r.config_).status());
+  ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer, ResolveVocabulary(&r.config_));
+  RETURN_IF_ERROR(ResolveEodToken(tokenizer.get(), &r.config_));
 
   const Config& c = r.config_;
   r.world_size_ = world_size;
   r.tp_ = c.parallel().tensor_model_parallel_size();
   r.pp_ = c.parallel().pipeline_model_parallel_size();
-  r.dp_ = world_size / (r.tp_ * r.pp_);  // validated: TP * PP divides the world size
+  r.cp_ = c.parallel().context_parallel_size();
+  r.dp_ = world_size / (r.tp_ * r.cp_ * r.pp_);  // validated: TP * CP * PP divides the world
   r.virtual_stages_ = std::max(1, c.parallel().num_virtual_stages_per_pipeline_rank());
   r.micro_batches_ = c.training().num_micro_batches();
   r.padded_vocab_size_ = PaddedVocabSize(c);

@@ -25,10 +25,11 @@ class ResolvedConfig {
   // checkpoint manifests, and what code reads plain fields from.
   const Config& config() const { return config_; }
 
-  // Derived sizes. world = TP * PP * DP.
+  // Derived sizes. world = TP * CP * PP * DP.
   int world_size() const { return world_size_; }
   int tp() const { return tp_; }
   int pp() const { return pp_; }
+  int cp() const { return cp_; }
   int dp() const { return dp_; }
   int virtual_stages() const { return virtual_stages_; }  // V, chunks per pipeline rank
   int micro_batches() const { return micro_batches_; }    // M per step on each DP rank
@@ -49,7 +50,7 @@ class ResolvedConfig {
   ResolvedConfig() = default;
 
   Config config_;
-  int world_size_ = 1, tp_ = 1, pp_ = 1, dp_ = 1, virtual_stages_ = 1, micro_batches_ = 1;
+  int world_size_ = 1, tp_ = 1, pp_ = 1, cp_ = 1, dp_ = 1, virtual_stages_ = 1, micro_batches_ = 1;
   int64_t padded_vocab_size_ = 0;
   DeviceKind device_ = DeviceKind::kAuto;
   NanPolicy nan_policy_ = NanPolicy::kStop;

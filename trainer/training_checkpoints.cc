@@ -85,7 +85,7 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStagin
   const CheckpointConfig& c = config_.checkpoint();
   std::vector<TensorShardRef> refs;
   for (LocalValues& values : ValuesOfParameters(staging, saving)) {
-    if (saving && (!Writes(*values.owner) || (!values.sharded_over_dp && context_.dp_rank() != 0))) {
+    if (saving && (!Writes(*values.owner) || (!values.sharded_over_dp && context_.dp_cp().rank() != 0))) {
       continue;
     }
     const Parameter& p = *values.owner;
@@ -102,7 +102,7 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStagin
   Optimizer& opt = updater_->optimizer();
   for (size_t i = 0; i < opt.segments().size(); ++i) {
     const OptimizerSegment& s = opt.segments()[i];
-    if (saving && (!Writes(*s.owner) || (!dp_shards && context_.dp_rank() != 0))) continue;
+    if (saving && (!Writes(*s.owner) || (!dp_shards && context_.dp_cp().rank() != 0))) continue;
     const std::vector<IndexRun> runs = SliceRuns(
         RunsForSharding(s.owner->global_shape, s.owner->sharding), s.offset, s.offset + s.n);
     refs.push_back({"optimizer.exp_avg/" + s.owner->name, s.owner->global_shape, runs,
@@ -132,6 +132,7 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
                                                  "untie_embeddings_and_output_weights",
                                                  "disable_bias_linear",
                                                  "add_qkv_bias",
+                                                 "qk_layernorm",
                                                  "rotary_percent",
                                                  "vocab_size"};
   const google::protobuf::Descriptor* d = ModelConfig::descriptor();
@@ -325,7 +326,7 @@ bool TrainingCheckpoints::WritesCheckpoints() const {
   const CheckpointConfig& c = config_.checkpoint();
   // Rank 0 commits; DP rank 0 of each (TP, PP) position writes parameters; with the
   // distributed optimizer every rank writes its slice of the optimizer state.
-  return context_.world().rank() == 0 || context_.dp_rank() == 0 ||
+  return context_.world().rank() == 0 || context_.dp_cp().rank() == 0 ||
          (config_.parallel().use_distributed_optimizer() && !c.no_save_optim());
 }
 

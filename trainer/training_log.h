@@ -11,6 +11,16 @@
 
 namespace conveyor {
 
+// A mixture of experts' figures (trainer/moe_metrics.h): of one step, or averaged over
+// an interval's.
+struct MoeStepFigures {
+  double load_balancing_loss = 0.0;  // without --moe-aux-loss-coeff
+  double z_loss = 0.0;               // without --moe-z-loss-coeff
+  int64_t min_tokens_per_expert = 0;
+  int64_t max_tokens_per_expert = 0;
+  int64_t dropped_tokens = 0;
+};
+
 // Averages over the iterations since the previous report.
 struct IntervalStats {
   int64_t iteration = 0;
@@ -26,6 +36,8 @@ struct IntervalStats {
   std::optional<int64_t> num_zeros;  // of the last iteration, with --log-num-zeros-in-grad
   int64_t skipped_iterations = 0;  // in this interval
   int64_t nan_iterations = 0;      // in this interval
+  // --num-experts: the losses averaged over the interval, the load of its last iteration.
+  std::optional<MoeStepFigures> moe;
 };
 
 std::string FormatLogLine(const IntervalStats& stats);

@@ -1,5 +1,6 @@
 #include "trainer/training_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -7,16 +8,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "model/moe_shape.h"
 #include "model/parameter_placement.h"
 #include "parallel/pipeline/schedule.h"
 #include "profiler/recorder.h"
 #include "proto/config_choices.h"
 #include "runtime/memory_tracker.h"
+#include "trainer/document_masking.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
 #include "trainer/flops.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/message_bytes.h"
+#include "trainer/micro_batch_feed.h"
+#include "trainer/moe_metrics.h"
 #include "trainer/parameter_updater.h"
 #include "trainer/pipeline_pass.h"
 #include "trainer/pipeline_report.h"
@@ -74,6 +79,7 @@ struct StepOutcome {
   double grad_norm = 0.0;
   std::optional<int64_t> num_zeros;  // --log-num-zeros-in-grad
   double learning_rate = 0.0;
+  std::optional<MoeStepFigures> moe;  // --num-experts
 };
 
 // One call of Train: what every step uses, and what the steps add up.
@@ -101,6 +107,7 @@ class TrainingRun {
         // The step's loss is the mean over all M * DP micro-batches: each contributes
         // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
         loss_scale_(1.0f / static_cast<float>(t_.num_micro_batches() * context.dp_size())),
+        masking_(DocumentMaskingOf(config)),
         pipelined_(context.pipeline().num_stages() > 1),
         checkpoints_(config, context, stage, updater_.get()),
         profiler_(config.logging(), context.world().rank()),
@@ -185,7 +192,13 @@ class TrainingRun {
       // and the gradients alone. The sums below commute with it.
       RETURN_IF_ERROR(updater_->ReduceGradients());
       ASSIGN_OR_RETURN(step.loss,
-                       MeanLossOverRanks(stage_->loss_sum(), t_.num_micro_batches(), context_));
+                       MeanLossOverRanks(stage_->loss(), context_));
+      ASSIGN_OR_RETURN(step.moe, GatherMoeStepFigures(stage_, MoeShapeFromConfig(config_.model()),
+                                                      config_.model().num_layers(), context_));
+      if (step.moe.has_value()) {
+        interval_moe_losses_[0] += step.moe->load_balancing_loss;
+        interval_moe_losses_[1] += step.moe->z_loss;
+      }
       ASSIGN_OR_RETURN(step.grad_norm, updater_->GradNorm());
       if (config_.logging().log_num_zeros_in_grad()) {
         ASSIGN_OR_RETURN(step.num_zeros, updater_->GradZeros());
@@ -203,15 +216,30 @@ class TrainingRun {
     return step;
   }
 
+  // How each micro-batch's loss weighs in this step's gradient: 1 / (M * DP) of its
+  // mean, or, under --calculate-per-token-loss, its sum over the global batch's
+  // unmasked tokens (Megatron scales the summed gradients by that count after
+  // backward; scaling each token's gradient by it before the DP sum is the same).
+  absl::StatusOr<LossWeighting> StepLossWeighting() const {
+    if (!t_.calculate_per_token_loss()) return LossWeighting{loss_scale_};
+    ASSIGN_OR_RETURN(const int64_t tokens,
+                     CountLossTokens(data_, result_.consumed_samples, t_.global_batch_size(),
+                                     config_.model().seq_length(), masking_));
+    // Megatron clamps the count to 1 as well.
+    return LossWeighting{1.0f / static_cast<float>(std::max<int64_t>(tokens, 1)),
+                         /*per_token=*/true};
+  }
+
   // This rank's actions of the schedule over the step's global batch, timed for the
   // bubble and the trace.
   absl::Status ForwardBackward() {
     for (Parameter* p : params_) p->grad.SetZero();
     step_timeline_.clear();
     const PassInput input{&data_, result_.consumed_samples, /*training=*/true, iteration_};
+    ASSIGN_OR_RETURN(const LossWeighting weighting, StepLossWeighting());
     const Clock::time_point start = Clock::now();
     RETURN_IF_ERROR(
-        RunPipelinePass(config_, context_, actions_, input, loss_scale_, stage_, &step_timeline_));
+        RunPipelinePass(config_, context_, actions_, input, weighting, stage_, &step_timeline_));
     bubble_.AddStep(step_timeline_, SecondsSince(start));
     // On a clock all local ranks share, for the merged trace.
     const double origin = std::chrono::duration<double>(start.time_since_epoch()).count();
@@ -296,6 +324,7 @@ class TrainingRun {
     interval_ = IntervalStats();
     interval_seconds_ = interval_loss_ = 0.0;
     interval_iterations_ = interval_good_iterations_ = 0;
+    interval_moe_losses_[0] = interval_moe_losses_[1] = 0.0;
     return absl::OkStatus();
   }
 
@@ -350,6 +379,11 @@ class TrainingRun {
         interval_good_iterations_ > 0 ? interval_loss_ / interval_good_iterations_ : NAN;
     interval_.grad_norm = step.grad_norm;
     interval_.num_zeros = step.num_zeros;
+    interval_.moe = step.moe;
+    if (interval_.moe.has_value()) {
+      interval_.moe->load_balancing_loss = interval_moe_losses_[0] / interval_iterations_;
+      interval_.moe->z_loss = interval_moe_losses_[1] / interval_iterations_;
+    }
   }
 
   absl::Status SaveIfDue() {
@@ -411,6 +445,7 @@ class TrainingRun {
   const LrSchedule schedule_;
   const double flops_per_iteration_;
   const float loss_scale_;
+  const DocumentMasking masking_;
   const bool pipelined_;
   TrainingCheckpoints checkpoints_;
   profiler::StepProfiler profiler_;
@@ -429,6 +464,7 @@ class TrainingRun {
   double interval_loss_ = 0.0;  // over the iterations that were not skipped
   int64_t interval_iterations_ = 0;
   int64_t interval_good_iterations_ = 0;
+  double interval_moe_losses_[2] = {0.0, 0.0};  // load balancing, z: sums over iterations
 };
 
 }  // namespace

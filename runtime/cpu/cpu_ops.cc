@@ -1,6 +1,7 @@
 #include "runtime/cpu/cpu_ops.h"
 
 #include <cassert>
+#include <cstring>
 
 #include "runtime/cpu/activation.h"
 #include "runtime/cpu/attention.h"
@@ -8,6 +9,7 @@
 #include "runtime/cpu/dropout.h"
 #include "runtime/cpu/embedding.h"
 #include "runtime/cpu/gemm.h"
+#include "runtime/cpu/moe_tokens.h"
 #include "runtime/cpu/norm.h"
 #include "runtime/cpu/rope.h"
 
@@ -69,23 +71,20 @@ void CpuOps::Add(const Tensor& x, Tensor* y) const {
   for (int64_t i = 0; i < x.numel(); ++i) py[i] += px[i];
 }
 
-void CpuOps::AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq, Tensor* x) const {
+void CpuOps::AddPositionRows(const Tensor& table, absl::Span<const int32_t> positions,
+                             Tensor* x) const {
   const int64_t width = table.dim(1);
   for (int64_t r = 0; r < Rows(*x, width); ++r) {
-    const float* pos = table.data() + ((first_row + r) % seq) * width;
+    const float* pos = table.data() + int64_t{positions[r]} * width;
     float* row = x->data() + r * width;
     for (int64_t i = 0; i < width; ++i) row[i] += pos[i];
   }
 }
 
-void CpuOps::AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+void CpuOps::AccumulatePositionGrad(const Tensor& dx, absl::Span<const int32_t> positions,
                                     Tensor* dtable) const {
-  const int64_t width = dtable->dim(1);
-  for (int64_t r = 0; r < Rows(dx, width); ++r) {
-    float* pos = dtable->data() + ((first_row + r) % seq) * width;
-    const float* row = dx.data() + r * width;
-    for (int64_t i = 0; i < width; ++i) pos[i] += row[i];
-  }
+  // The position table's gradient is an embedding gradient with positions for ids.
+  EmbeddingBackwardWeight(dx, /*vocab_start=*/0, positions, dtable);
 }
 
 void CpuOps::NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
@@ -133,30 +132,73 @@ void CpuOps::Dropout(const CounterRng& rng, float p, uint64_t first_index, const
   cpu::ApplyDropout(rng, p, first_index, in.numel(), in.data(), out->data());
 }
 
-void CpuOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape, bool inverse,
+void CpuOps::CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
+                         int64_t dst_col) const {
+  assert(src.dtype() == dst->dtype());
+  const int64_t src_width = src.shape().back(), dst_width = dst->shape().back();
+  const int64_t rows = Rows(src, src_width);
+  assert(rows == Rows(*dst, dst_width) && src_col + width <= src_width &&
+         dst_col + width <= dst_width);
+  const size_t element = SizeOf(src.dtype());
+  const char* from = static_cast<const char*>(src.raw()) + src_col * element;
+  char* to = static_cast<char*>(dst->raw()) + dst_col * element;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(to + r * dst_width * element, from + r * src_width * element, width * element);
+  }
+}
+
+void CpuOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
+                                  absl::Span<const int32_t> positions, bool inverse,
                                   Tensor* qkv) const {
   const int64_t width = shape.qkv_width();
   const int64_t group_width = (shape.heads_per_group + 2) * shape.head_dim;
   for (int64_t t = 0; t < Rows(*qkv, width); ++t) {
     for (int64_t g = 0; g < shape.groups; ++g) {
       // The group's query heads and its key head are adjacent: rotate them together.
-      cpu::ApplyRope(table, t % shape.seq, shape.heads_per_group + 1, shape.head_dim, inverse,
+      cpu::ApplyRope(table, positions[t], shape.heads_per_group + 1, shape.head_dim, inverse,
                      qkv->data() + t * width + g * group_width);
     }
   }
 }
 
 void CpuOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
-                              const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const {
-  *saved = NewFloatActivation({shape.batch, shape.heads(), shape.seq, shape.seq});
-  cpu::AttentionForward(shape, qkv.data(), scale, dropout, saved->data(), ctx->data());
+                              const AttentionDropout& dropout, const AttentionMask& mask,
+                              Tensor* saved, Tensor* ctx) const {
+  *saved = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
+  cpu::AttentionForward(shape, mask, qkv.data(), scale, dropout, saved->data(), ctx->data());
 }
 
 void CpuOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
-                               const Tensor& /*ctx*/, const Tensor& dctx, float scale,
-                               const AttentionDropout& dropout, Tensor* dqkv) const {
-  cpu::AttentionBackward(shape, qkv.data(), saved.data(), dctx.data(), scale, dropout,
-                         dqkv->data());
+                               const Tensor& ctx, const Tensor& dctx, float scale,
+                               const AttentionDropout& dropout, const AttentionMask& mask,
+                               Tensor* dqkv) const {
+  cpu::AttentionBackward(shape, mask, qkv.data(), saved.data(), ctx.data(), dctx.data(), scale,
+                         dropout, dqkv->data());
+}
+
+void CpuOps::PackKeysValues(const AttentionShape& shape, const Tensor& qkv, Tensor* kv) const {
+  cpu::PackKeysValues(shape, qkv.data(), kv->data());
+}
+
+void CpuOps::AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv, Tensor* dqkv) const {
+  cpu::AddKeyValueGrad(shape, dkv.data(), dqkv->data());
+}
+
+void CpuOps::AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
+                                   const AttentionMask& mask, const Tensor& qkv, const Tensor& kv,
+                                   float scale, const AttentionDropout& dropout, bool first,
+                                   Tensor* ctx, Tensor* lse) const {
+  cpu::AttentionBlockForward(shape, key_rows, mask, qkv.data(), kv.data(), scale, dropout, first,
+                             ctx->data(), lse->data());
+}
+
+void CpuOps::AttentionBlockBackward(const AttentionShape& shape, int64_t key_rows,
+                                    const AttentionMask& mask, const Tensor& qkv, const Tensor& kv,
+                                    const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
+                                    float scale, const AttentionDropout& dropout, Tensor* dqkv,
+                                    Tensor* dkv) const {
+  cpu::AttentionBlockBackward(shape, key_rows, mask, qkv.data(), kv.data(), ctx.data(), lse.data(),
+                              dctx.data(), scale, dropout, dqkv->data(), dkv->data());
 }
 
 void CpuOps::EmbeddingForward(const Tensor& table, int64_t vocab_start,
@@ -184,9 +226,33 @@ void CpuOps::SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> lab
 
 void CpuOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                   absl::Span<const float> logsumexp, int64_t vocab_start,
-                                  float scale, Tensor* logits) const {
+                                  float scale, absl::Span<const float> loss_mask,
+                                  Tensor* logits) const {
   cpu::CrossEntropyBackward(labels.data(), logsumexp.data(), logits->dim(0), logits->dim(1),
-                            vocab_start, scale, logits->data());
+                            vocab_start, scale, loss_mask.empty() ? nullptr : loss_mask.data(),
+                            logits->data());
 }
 
+
+void CpuOps::PermuteTokens(const Tensor& x, absl::Span<const int32_t> token_of_row,
+                           absl::Span<const float> row_weight, Tensor* out) const {
+  cpu::PermuteTokens(x.data(), x.dim(1), token_of_row.data(),
+                     row_weight.empty() ? nullptr : row_weight.data(),
+                     static_cast<int64_t>(token_of_row.size()), out->data());
+}
+
+void CpuOps::UnpermuteTokens(const Tensor& permuted, absl::Span<const int32_t> row_of_slot,
+                             absl::Span<const float> slot_weight, Tensor* out) const {
+  const int64_t tokens = out->dim(0);
+  cpu::UnpermuteTokens(permuted.data(), out->dim(1), row_of_slot.data(),
+                       slot_weight.empty() ? nullptr : slot_weight.data(), tokens,
+                       static_cast<int64_t>(row_of_slot.size()) / tokens, out->data());
+}
+
+void CpuOps::SlotDots(const Tensor& dy, const Tensor& permuted,
+                      absl::Span<const int32_t> row_of_slot, absl::Span<float> out) const {
+  const int64_t tokens = dy.dim(0);
+  cpu::SlotDots(dy.data(), permuted.data(), dy.dim(1), row_of_slot.data(), tokens,
+                static_cast<int64_t>(row_of_slot.size()) / tokens, out.data());
+}
 }  // namespace conveyor

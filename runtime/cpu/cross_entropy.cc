@@ -28,12 +28,14 @@ void SumExpAndTarget(const float* logits, const int32_t* labels, int64_t rows, i
 }
 
 void CrossEntropyBackward(const int32_t* labels, const float* logsumexp, int64_t rows,
-                          int64_t vocab, int64_t vocab_start, float scale, float* logits) {
+                          int64_t vocab, int64_t vocab_start, float scale,
+                          const float* loss_mask, float* logits) {
   for (int64_t r = 0; r < rows; ++r) {
     float* z = logits + r * vocab;
-    for (int64_t v = 0; v < vocab; ++v) z[v] = scale * std::exp(z[v] - logsumexp[r]);
+    const float row_scale = loss_mask != nullptr ? scale * loss_mask[r] : scale;
+    for (int64_t v = 0; v < vocab; ++v) z[v] = row_scale * std::exp(z[v] - logsumexp[r]);
     const int64_t local = labels[r] - vocab_start;
-    if (local >= 0 && local < vocab) z[local] -= scale;
+    if (local >= 0 && local < vocab) z[local] -= row_scale;
   }
 }
 

@@ -4,7 +4,7 @@
 //   m_t    = max over the whole vocabulary     (local RowMax, then max over ranks)
 //   S_t    = sum_v exp(z_t[v] - m_t)           (local SumExp, then sum over ranks)
 //   loss_t = m_t + log(S_t) - z_t[label_t]     (the target logit lives on one rank)
-//   dz_t   = scale * (softmax(z_t) - onehot(label_t)),  softmax = exp(z - logsumexp)
+//   dz_t   = scale * mask_t * (softmax(z_t) - onehot(label_t)),  softmax = exp(z - logsumexp)
 // Backward rebuilds the softmax from the logits in place, so no second
 // [tokens, vocab] matrix is stored.
 #ifndef CONVEYOR_RUNTIME_CPU_CROSS_ENTROPY_H_
@@ -21,9 +21,11 @@ void RowMax(const float* logits, int64_t rows, int64_t vocab, double* row_max);
 void SumExpAndTarget(const float* logits, const int32_t* labels, int64_t rows, int64_t vocab,
                      int64_t vocab_start, const double* row_max, double* sum_exp, double* target);
 
-// Overwrites logits with their gradient; `scale` is d(total loss)/d(loss_t).
+// Overwrites logits with their gradient; `scale` * loss_mask[t] is d(total loss)/d(loss_t)
+// (loss_mask null: 1 for every row).
 void CrossEntropyBackward(const int32_t* labels, const float* logsumexp, int64_t rows,
-                          int64_t vocab, int64_t vocab_start, float scale, float* logits);
+                          int64_t vocab, int64_t vocab_start, float scale,
+                          const float* loss_mask, float* logits);
 
 }  // namespace conveyor::cpu
 

@@ -39,6 +39,13 @@ struct Geometry {
   int64_t head_dim;
   int64_t ld;      // qkv row width
   int64_t ld_ctx;  // ctx row width = heads * head_dim
+  // Document masking: row i of sample b sees keys from document_start[b * seq + i] on
+  // (null: from 0).
+  const int32_t* document_start;
+
+  __device__ bool Visible(int64_t b, int64_t i, int64_t j) const {
+    return j <= i && (document_start == nullptr || j >= document_start[b * seq + i]);
+  }
 
   __device__ int64_t GroupStart(int64_t g) const { return g * (heads_per_group + 2) * head_dim; }
   __device__ int64_t QueryOffset(int64_t h) const {
@@ -129,9 +136,10 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int64_t i = q_start + il;
       if (i >= seq || k_start > i) continue;  // warp-uniform
       const int64_t j = k_start + lane;
-      const bool valid = j <= i;
+      const bool valid = geo.Visible(b, i, j);
       const float s = valid ? scale * Dot(q_s + il * d, k_s + lane * kd, d) : -INFINITY;
-      const float m_new = MaxOp{}(m[rr], WarpAllReduce(s, MaxOp{}));  // lane 0 is valid
+      const float m_new = MaxOp{}(m[rr], WarpAllReduce(s, MaxOp{}));
+      if (m_new == -INFINITY) continue;  // nothing visible yet (document masking)
       const float p = valid ? expf(s - m_new) : 0.0f;
       const float correction = expf(m[rr] - m_new);  // 0 on the first tile (m = -inf)
       l[rr] = l[rr] * correction + WarpAllReduce(p, SumOp{});
@@ -233,7 +241,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (i >= seq || k_start > i) continue;  // warp-uniform
       const int64_t j = k_start + lane;
       float ds = 0.0f;
-      if (j <= i) {
+      if (geo.Visible(b, i, j)) {
         const float p = expf(scale * Dot(q_s + il * d, k_s + lane * kd, d) - row_lse[rr]);
         float dp = Dot(do_s + il * d, v_s + lane * kd, d);
         if (drop.enabled) dp *= drop.Mask(drop.RowBase(b, h, i, seq), j);
@@ -319,7 +327,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (j >= seq) continue;  // warp-uniform
         const int64_t i = q_start + lane;
         float p_used = 0.0f, ds = 0.0f;
-        if (i < seq && j <= i) {
+        if (i < seq && geo.Visible(b, i, j)) {
           const float p = expf(scale * Dot(q_s + lane * kd, k_s + jl * d, d) - lse_s[lane]);
           float dp = Dot(do_s + lane * kd, v_s + jl * d, d);
           p_used = p;
@@ -364,8 +372,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-Geometry GeometryOf(const AttentionShape& s) {
-  return {s.seq, s.heads(), s.heads_per_group, s.head_dim, s.qkv_width(), s.heads() * s.head_dim};
+Geometry GeometryOf(const AttentionShape& s, const int32_t* document_start) {
+  return {s.seq,         s.heads(), s.heads_per_group, s.head_dim, s.qkv_width(),
+          s.heads() * s.head_dim, document_start};
 }
 
 Dropout DropoutOf(const AttentionDropoutArgs& a) {
@@ -406,10 +415,11 @@ void CheckShape(const AttentionShape& s) {
 }  // namespace
 
 void LaunchAttentionForward(DType dtype, const AttentionShape& shape, const void* qkv, float scale,
-                            const AttentionDropoutArgs& dropout, float* lse, void* ctx) {
+                            const AttentionDropoutArgs& dropout, const int32_t* document_start,
+                            float* lse, void* ctx) {
   CheckShape(shape);
   if (shape.batch <= 0 || shape.seq <= 0 || shape.heads() <= 0) return;
-  const Geometry geo = GeometryOf(shape);
+  const Geometry geo = GeometryOf(shape, document_start);
   const Dropout drop = DropoutOf(dropout);
   const int d = static_cast<int>(shape.head_dim);
   const size_t smem = sizeof(float) * (kTile * d + 2 * kTile * (d + 1));
@@ -429,10 +439,11 @@ void LaunchAttentionForward(DType dtype, const AttentionShape& shape, const void
 
 void LaunchAttentionBackward(DType dtype, const AttentionShape& shape, const void* qkv,
                              const float* lse, const void* ctx, const void* dctx, float scale,
-                             const AttentionDropoutArgs& dropout, float* row_dot, void* dqkv) {
+                             const AttentionDropoutArgs& dropout, const int32_t* document_start,
+                             float* row_dot, void* dqkv) {
   CheckShape(shape);
   if (shape.batch <= 0 || shape.seq <= 0 || shape.heads() <= 0) return;
-  const Geometry geo = GeometryOf(shape);
+  const Geometry geo = GeometryOf(shape, document_start);
   const Dropout drop = DropoutOf(dropout);
   const int d = static_cast<int>(shape.head_dim);
   const unsigned tiles = static_cast<unsigned>((shape.seq + kTile - 1) / kTile);

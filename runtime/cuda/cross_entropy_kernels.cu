@@ -47,20 +47,23 @@ __global__ void SumExpAndTargetKernel(const T* __restrict__ logits,
   }
 }
 
-// dz[r, v] = scale softmax(z)[r, v] - scale onehot(label)[v],  softmax = exp(z - lse[r]),
-// written over z in place (rounded once to the logits' dtype).
+// dz[r, v] = s softmax(z)[r, v] - s onehot(label)[v],  softmax = exp(z - lse[r]),
+// s = scale * loss_mask[r] (1 without a mask), written over z in place (rounded once
+// to the logits' dtype).
 template <typename T>
 __global__ void CrossEntropyBackwardKernel(const int32_t* __restrict__ labels,
-                                           const float* __restrict__ logsumexp, int64_t rows,
+                                           const float* __restrict__ logsumexp,
+                                           const float* __restrict__ loss_mask, int64_t rows,
                                            int64_t vocab, int64_t vocab_start, float scale,
                                            T* __restrict__ logits) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     T* z = logits + r * vocab;
     const float lse = logsumexp[r];
+    const float s = loss_mask != nullptr ? scale * loss_mask[r] : scale;
     const int64_t local = static_cast<int64_t>(labels[r]) - vocab_start;
     for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-      float g = scale * expf(Load(&z[v]) - lse);
-      if (v == local) g -= scale;
+      float g = s * expf(Load(&z[v]) - lse);
+      if (v == local) g -= s;
       Store(&z[v], g);
     }
   }
@@ -91,13 +94,13 @@ void LaunchSumExpAndTarget(DType dtype, const void* logits, const int32_t* label
 }
 
 void LaunchCrossEntropyBackward(DType dtype, const int32_t* labels, const float* logsumexp,
-                                int64_t rows, int64_t vocab, int64_t vocab_start, float scale,
-                                void* logits) {
+                                const float* loss_mask, int64_t rows, int64_t vocab,
+                                int64_t vocab_start, float scale, void* logits) {
   if (rows <= 0 || vocab <= 0) return;
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
     CrossEntropyBackwardKernel<<<LoopBlocks(rows), kRowThreads>>>(
-        labels, logsumexp, rows, vocab, vocab_start, scale, static_cast<T*>(logits));
+        labels, logsumexp, loss_mask, rows, vocab, vocab_start, scale, static_cast<T*>(logits));
   });
   CUDA_CHECK_LAUNCH("CrossEntropyBackwardKernel");
 }

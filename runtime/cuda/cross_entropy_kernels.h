@@ -21,10 +21,11 @@ void LaunchSumExpAndTarget(DType dtype, const void* logits, const int32_t* label
                            int64_t vocab, int64_t vocab_start, const float* row_max,
                            double* sum_exp, double* target);
 
-// logits[r, v] = scale exp(z - logsumexp[r]) - scale [v == labels[r] - vocab_start].
+// logits[r, v] = s_r exp(z - logsumexp[r]) - s_r [v == labels[r] - vocab_start], with
+// s_r = scale * loss_mask[r] (loss_mask: device [rows], or null for all ones).
 void LaunchCrossEntropyBackward(DType dtype, const int32_t* labels, const float* logsumexp,
-                                int64_t rows, int64_t vocab, int64_t vocab_start, float scale,
-                                void* logits);
+                                const float* loss_mask, int64_t rows, int64_t vocab,
+                                int64_t vocab_start, float scale, void* logits);
 
 }  // namespace conveyor::cuda
 

@@ -279,30 +279,26 @@ void CudaOps::Add(const Tensor& x, Tensor* y) const {
   Finish("Add");
 }
 
-void CudaOps::AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+void CudaOps::AddPositionRows(const Tensor& table, absl::Span<const int32_t> positions,
                               Tensor* x) const {
-  RequireDevice("AddPositionRows", "table", table);
-  RequireDevice("AddPositionRows", "x", *x);
-  REQUIRE(table.rank() == 2 && seq > 0 && table.dim(0) >= seq, "AddPositionRows",
-          absl::StrCat(Describe("table", table), ": needs [>= seq, width] with seq ", seq));
+  const char* op = "AddPositionRows";
+  RequireDevice(op, "table", table);
+  RequireDevice(op, "x", *x);
+  REQUIRE(table.rank() == 2, op, Describe("table", table) + ": must be [positions, width]");
   const int64_t width = table.dim(1);
-  const int64_t rows = RowsOf("AddPositionRows", "x", *x, width);
-  cuda::LaunchAddPositionRows(x->dtype(), table.dtype(), table.raw(), first_row, seq, rows, width,
-                              x->raw());
-  Finish("AddPositionRows");
+  const int64_t rows = RowsOf(op, "x", *x, width);
+  REQUIRE(static_cast<int64_t>(positions.size()) == rows, op,
+          absl::StrCat(positions.size(), " positions for ", rows, " rows"));
+  const int32_t* device_positions = ints_.Upload(positions.data(), rows);
+  cuda::LaunchAddPositionRows(x->dtype(), table.dtype(), table.raw(), device_positions, rows,
+                              width, x->raw());
+  Finish(op);
 }
 
-void CudaOps::AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+void CudaOps::AccumulatePositionGrad(const Tensor& dx, absl::Span<const int32_t> positions,
                                      Tensor* dtable) const {
-  RequireDevice("AccumulatePositionGrad", "dx", dx);
-  RequireFloat("AccumulatePositionGrad", "dtable", *dtable);
-  REQUIRE(dtable->rank() == 2 && seq > 0 && dtable->dim(0) >= seq, "AccumulatePositionGrad",
-          absl::StrCat(Describe("dtable", *dtable), ": needs [>= seq, width] with seq ", seq));
-  const int64_t width = dtable->dim(1);
-  const int64_t rows = RowsOf("AccumulatePositionGrad", "dx", dx, width);
-  cuda::LaunchAccumulatePositionGrad(dx.dtype(), dx.raw(), first_row, seq, rows, width,
-                                     dtable->data());
-  Finish("AccumulatePositionGrad");
+  // The position table's gradient is an embedding gradient with positions for ids.
+  EmbeddingBackwardWeight(dx, /*vocab_start=*/0, positions, dtable);
 }
 
 void CudaOps::NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
@@ -462,20 +458,44 @@ const float* CudaOps::DeviceRopeTable(const RopeTable& table) const {
   return static_cast<const float*>(rope_.Reserve(0));
 }
 
+void CudaOps::CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
+                          int64_t dst_col) const {
+  const char* op = "CopyColumns";
+  RequireDevice(op, "src", src);
+  RequireSameType(op, "dst", *dst, "src", src);
+  const int64_t src_width = src.shape().back(), dst_width = dst->shape().back();
+  const int64_t rows = RowsOf(op, "src", src, src_width);
+  REQUIRE(RowsOf(op, "dst", *dst, dst_width) == rows && src_col + width <= src_width &&
+              dst_col + width <= dst_width,
+          op,
+          absl::StrCat("columns [", src_col, ", +", width, ") of ", Describe("src", src), " into [",
+                       dst_col, ", +", width, ") of ", Describe("dst", *dst)));
+  if (rows == 0 || width == 0) return;
+  const size_t element = SizeOf(src.dtype());
+  CUDA_CHECK(
+      cudaMemcpy2DAsync(static_cast<char*>(dst->raw()) + dst_col * element, dst_width * element,
+                        static_cast<const char*>(src.raw()) + src_col * element,
+                        src_width * element, width * element, rows, cudaMemcpyDeviceToDevice, 0));
+  Finish(op);
+}
+
 void CudaOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
-                                   bool inverse, Tensor* qkv) const {
+                                   absl::Span<const int32_t> positions, bool inverse,
+                                   Tensor* qkv) const {
   const char* op = "RotateQueriesAndKeys";
   RequireDevice(op, "qkv", *qkv);
   REQUIRE(2 * table.half <= shape.head_dim && table.half > 0, op,
           absl::StrCat("RoPE table of ", 2 * table.half, " rotated dims for head_dim ",
                        shape.head_dim));
-  REQUIRE(table.cos.size() == table.sin.size() &&
-              static_cast<int64_t>(table.cos.size()) >= shape.seq * table.half,
-          op, absl::StrCat("RoPE table shorter than seq ", shape.seq));
+  REQUIRE(table.cos.size() == table.sin.size(), op, "RoPE cos and sin tables differ in size");
   const int64_t tokens = RowsOf(op, "qkv", *qkv, shape.qkv_width());
+  REQUIRE(static_cast<int64_t>(positions.size()) == tokens, op,
+          absl::StrCat(positions.size(), " positions for ", tokens, " rows"));
   const float* device_table = DeviceRopeTable(table);
+  const int32_t* device_positions = ints_.Upload(positions.data(), tokens);
   cuda::LaunchRotateQueriesAndKeys(qkv->dtype(), device_table, device_table + table.cos.size(),
-                                   table.half, shape, inverse, tokens, qkv->raw());
+                                   table.half, shape, device_positions, inverse, tokens,
+                                   qkv->raw());
   Finish(op);
 }
 
@@ -506,13 +526,30 @@ void RequireAttentionShape(const char* op, const AttentionShape& s) {
 
 // cuDNN's kernels are bf16 (fp32 runs compare tightly with the CPU, on the built-in
 // kernels) and draw their own dropout mask, not the CPU's Philox one.
-bool CudaOps::MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout) const {
+// The document mask goes to the built-in kernels too.
+bool CudaOps::MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout,
+                                   const AttentionMask& mask) const {
   const bool has_dropout = dropout.rng != nullptr && dropout.p > 0.0f;
-  return cudnn_attention_ != nullptr && qkv.dtype() == DType::kBFloat16 && !has_dropout;
+  return cudnn_attention_ != nullptr && qkv.dtype() == DType::kBFloat16 && !has_dropout &&
+         mask.document_start.empty();
+}
+
+const int32_t* CudaOps::DeviceDocumentStarts(const char* op, const AttentionShape& shape,
+                                             const AttentionMask& mask) const {
+  REQUIRE(mask.query_positions.empty() && mask.key_positions.empty(), op,
+          "positions are for the block ops (ring attention); the whole-sample attention "
+          "numbers its rows itself");
+  if (mask.document_start.empty()) return nullptr;
+  REQUIRE(static_cast<int64_t>(mask.document_start.size()) == shape.batch * shape.seq, op,
+          absl::StrCat("document_start holds ", mask.document_start.size(),
+                       " rows for batch * seq = ", shape.batch * shape.seq));
+  return document_starts_.Upload(mask.document_start.data(),
+                                 static_cast<int64_t>(mask.document_start.size()));
 }
 
 void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
-                               const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const {
+                               const AttentionDropout& dropout, const AttentionMask& mask,
+                               Tensor* saved, Tensor* ctx) const {
   const char* op = "AttentionForward";
   RequireAttentionShape(op, shape);
   RequireDevice(op, "qkv", qkv);
@@ -520,13 +557,14 @@ void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, f
   RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
   RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
   const cuda::AttentionDropoutArgs drop = DropoutArgsOf(op, dropout);
+  const int32_t* document_start = DeviceDocumentStarts(op, shape, mask);
   *saved = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
-  if (MayUseCudnnAttention(qkv, dropout) &&
+  if (MayUseCudnnAttention(qkv, dropout, mask) &&
       cudnn_attention_->Forward(shape, qkv.raw(), scale, saved->data(), ctx->raw())) {
     ++attention_paths_.cudnn_forward;
   } else {
-    cuda::LaunchAttentionForward(qkv.dtype(), shape, qkv.raw(), scale, drop, saved->data(),
-                                 ctx->raw());
+    cuda::LaunchAttentionForward(qkv.dtype(), shape, qkv.raw(), scale, drop, document_start,
+                                 saved->data(), ctx->raw());
     ++attention_paths_.builtin_forward;
   }
   Finish(op);
@@ -534,7 +572,8 @@ void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, f
 
 void CudaOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
                                 const Tensor& ctx, const Tensor& dctx, float scale,
-                                const AttentionDropout& dropout, Tensor* dqkv) const {
+                                const AttentionDropout& dropout, const AttentionMask& mask,
+                                Tensor* dqkv) const {
   const char* op = "AttentionBackward";
   RequireAttentionShape(op, shape);
   RequireDevice(op, "qkv", qkv);
@@ -551,19 +590,48 @@ void CudaOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, 
                        ": expected the [batch, heads, seq] log-sum-exp of "
                        "CudaOps::AttentionForward"));
   const cuda::AttentionDropoutArgs drop = DropoutArgsOf(op, dropout);
-  if (MayUseCudnnAttention(qkv, dropout) &&
+  const int32_t* document_start = DeviceDocumentStarts(op, shape, mask);
+  if (MayUseCudnnAttention(qkv, dropout, mask) &&
       cudnn_attention_->Backward(shape, qkv.raw(), saved.data(), ctx.raw(), dctx.raw(), scale,
                                  dqkv->raw())) {
     ++attention_paths_.cudnn_backward;
   } else {
     Tensor row_dot = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
     cuda::LaunchAttentionBackward(qkv.dtype(), shape, qkv.raw(), saved.data(), ctx.raw(),
-                                  dctx.raw(), scale, drop, row_dot.data(), dqkv->raw());
+                                  dctx.raw(), scale, drop, document_start, row_dot.data(),
+                                  dqkv->raw());
     // row_dot goes back to the caching allocator before the kernels end: safe, since any
     // reuse is queued behind them on stream 0.
     ++attention_paths_.builtin_backward;
   }
   Finish(op);
+}
+
+// Ring attention's block ops have no CUDA kernels yet: validation refuses
+// --context-parallel-size > 1 with --device cuda, so these are never reached in a run.
+constexpr char kNoRingAttention[] =
+    "ring attention (--context-parallel-size > 1) has no CUDA kernels yet; run it with "
+    "--device cpu";
+
+void CudaOps::PackKeysValues(const AttentionShape&, const Tensor&, Tensor*) const {
+  Misuse("PackKeysValues", kNoRingAttention);
+}
+
+void CudaOps::AddKeyValueGrad(const AttentionShape&, const Tensor&, Tensor*) const {
+  Misuse("AddKeyValueGrad", kNoRingAttention);
+}
+
+void CudaOps::AttentionBlockForward(const AttentionShape&, int64_t, const AttentionMask&,
+                                    const Tensor&, const Tensor&, float, const AttentionDropout&,
+                                    bool, Tensor*, Tensor*) const {
+  Misuse("AttentionBlockForward", kNoRingAttention);
+}
+
+void CudaOps::AttentionBlockBackward(const AttentionShape&, int64_t, const AttentionMask&,
+                                     const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                     const Tensor&, float, const AttentionDropout&, Tensor*,
+                                     Tensor*) const {
+  Misuse("AttentionBlockBackward", kNoRingAttention);
 }
 
 void CudaOps::EmbeddingForward(const Tensor& table, int64_t vocab_start,
@@ -638,7 +706,8 @@ void CudaOps::SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> la
 
 void CudaOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                    absl::Span<const float> logsumexp, int64_t vocab_start,
-                                   float scale, Tensor* logits) const {
+                                   float scale, absl::Span<const float> loss_mask,
+                                   Tensor* logits) const {
   const char* op = "CrossEntropyBackward";
   RequireDevice(op, "logits", *logits);
   REQUIRE(logits->rank() == 2, op, Describe("logits", *logits) + ": must be [rows, vocab]");
@@ -646,11 +715,38 @@ void CudaOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
   REQUIRE(
       static_cast<int64_t>(labels.size()) == rows && static_cast<int64_t>(logsumexp.size()) == rows,
       op, "labels and logsumexp must have one entry per row");
+  REQUIRE(loss_mask.empty() || static_cast<int64_t>(loss_mask.size()) == rows, op,
+          "the loss mask must be empty or have one entry per row");
   const int32_t* device_labels = ints_.Upload(labels.data(), rows);
-  const float* device_lse = floats_.Upload(logsumexp.data(), rows);
-  cuda::LaunchCrossEntropyBackward(logits->dtype(), device_labels, device_lse, rows, logits->dim(1),
-                                   vocab_start, scale, logits->raw());
+  // One upload: [logsumexp | loss mask].
+  std::vector<float> row_values(logsumexp.begin(), logsumexp.end());
+  row_values.insert(row_values.end(), loss_mask.begin(), loss_mask.end());
+  const float* device_lse =
+      floats_.Upload(row_values.data(), static_cast<int64_t>(row_values.size()));
+  cuda::LaunchCrossEntropyBackward(logits->dtype(), device_labels, device_lse,
+                                   loss_mask.empty() ? nullptr : device_lse + rows, rows,
+                                   logits->dim(1), vocab_start, scale, logits->raw());
   Finish(op);
 }
 
+
+// Mixture of experts' token movement has no CUDA kernels yet: validation refuses
+// --num-experts with --device cuda, so these are never reached in a run.
+constexpr char kNoMoeKernels[] =
+    "mixture of experts (--num-experts) has no CUDA kernels yet; run it with --device cpu";
+
+void CudaOps::PermuteTokens(const Tensor&, absl::Span<const int32_t>, absl::Span<const float>,
+                            Tensor*) const {
+  Misuse("PermuteTokens", kNoMoeKernels);
+}
+
+void CudaOps::UnpermuteTokens(const Tensor&, absl::Span<const int32_t>, absl::Span<const float>,
+                              Tensor*) const {
+  Misuse("UnpermuteTokens", kNoMoeKernels);
+}
+
+void CudaOps::SlotDots(const Tensor&, const Tensor&, absl::Span<const int32_t>,
+                       absl::Span<float>) const {
+  Misuse("SlotDots", kNoMoeKernels);
+}
 }  // namespace conveyor

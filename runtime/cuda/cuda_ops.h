@@ -80,9 +80,9 @@ class CudaOps : public Ops {
   void AddBias(const Tensor& bias, Tensor* y) const override;
   void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const override;
   void Add(const Tensor& x, Tensor* y) const override;
-  void AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+  void AddPositionRows(const Tensor& table, absl::Span<const int32_t> positions,
                        Tensor* x) const override;
-  void AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+  void AccumulatePositionGrad(const Tensor& dx, absl::Span<const int32_t> positions,
                               Tensor* dtable) const override;
   void NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
                    float eps, Tensor* y, Tensor* mean, Tensor* rstd) const override;
@@ -98,14 +98,30 @@ class CudaOps : public Ops {
                Tensor* out) const override;
   void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p, uint64_t first_index,
                       const Tensor& residual, Tensor* y) const override;
-  void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape, bool inverse,
+  void CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
+                   int64_t dst_col) const override;
+  void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
+                            absl::Span<const int32_t> positions, bool inverse,
                             Tensor* qkv) const override;
   // saved: fp32 [batch, heads, seq], each query row's log-sum-exp.
   void AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
-                        const AttentionDropout& dropout, Tensor* saved, Tensor* ctx) const override;
+                        const AttentionDropout& dropout, const AttentionMask& mask, Tensor* saved,
+                        Tensor* ctx) const override;
   void AttentionBackward(const AttentionShape& shape, const Tensor& qkv, const Tensor& saved,
                          const Tensor& ctx, const Tensor& dctx, float scale,
-                         const AttentionDropout& dropout, Tensor* dqkv) const override;
+                         const AttentionDropout& dropout, const AttentionMask& mask,
+                         Tensor* dqkv) const override;
+  void PackKeysValues(const AttentionShape& shape, const Tensor& qkv, Tensor* kv) const override;
+  void AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv, Tensor* dqkv) const override;
+  void AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
+                             const AttentionMask& mask, const Tensor& qkv, const Tensor& kv,
+                             float scale, const AttentionDropout& dropout, bool first, Tensor* ctx,
+                             Tensor* lse) const override;
+  void AttentionBlockBackward(const AttentionShape& shape, int64_t key_rows,
+                              const AttentionMask& mask, const Tensor& qkv, const Tensor& kv,
+                              const Tensor& ctx, const Tensor& lse, const Tensor& dctx, float scale,
+                              const AttentionDropout& dropout, Tensor* dqkv,
+                              Tensor* dkv) const override;
   void EmbeddingForward(const Tensor& table, int64_t vocab_start, absl::Span<const int32_t> ids,
                         Tensor* out) const override;
   void EmbeddingBackwardWeight(const Tensor& dout, int64_t vocab_start,
@@ -115,7 +131,8 @@ class CudaOps : public Ops {
                        absl::Span<const double> row_max, absl::Span<double> sum_exp,
                        absl::Span<double> target) const override;
   void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
-                            int64_t vocab_start, float scale, Tensor* logits) const override;
+                            int64_t vocab_start, float scale, absl::Span<const float> loss_mask,
+                            Tensor* logits) const override;
 
   // Heuristic queries cuBLASLt has run: grows only with new GEMM shapes (for tests).
   int64_t gemm_heuristic_queries() const { return gemm_->heuristic_queries(); }
@@ -130,6 +147,12 @@ class CudaOps : public Ops {
   };
   const AttentionPathCounts& attention_path_counts() const { return attention_paths_; }
 
+  void PermuteTokens(const Tensor& x, absl::Span<const int32_t> token_of_row,
+                     absl::Span<const float> row_weight, Tensor* out) const override;
+  void UnpermuteTokens(const Tensor& permuted, absl::Span<const int32_t> row_of_slot,
+                       absl::Span<const float> slot_weight, Tensor* out) const override;
+  void SlotDots(const Tensor& dy, const Tensor& permuted, absl::Span<const int32_t> row_of_slot,
+                absl::Span<float> out) const override;
  private:
   // Ends the process naming `op` unless a, b and c fit c[m, n] = op(a) op(b) on this
   // device (a and b of one dtype, c fp32 or that dtype).
@@ -145,17 +168,22 @@ class CudaOps : public Ops {
   // Device scratch for the row chunks' sums of a [rows, width] column sum.
   void* ColumnSumScratch(int64_t rows, int64_t width) const;
   // Whether attention over `qkv` may go to cuDNN (it may still decline the shape).
-  bool MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout) const;
+  bool MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout,
+                            const AttentionMask& mask) const;
+  // The mask's document starts on the device (null when it has none).
+  const int32_t* DeviceDocumentStarts(const char* op, const AttentionShape& shape,
+                                      const AttentionMask& mask) const;
 
   DType compute_dtype_;
   bool synchronize_each_op_;
   std::unique_ptr<cuda::GemmLt> gemm_;
   std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;  // null: built-in kernels only
   mutable AttentionPathCounts attention_paths_;
-  mutable cuda::StagingBuffer ints_;         // token ids, labels, embedding-gradient plans
-  mutable cuda::StagingBuffer floats_;       // row maxima, log-sum-exps
+  mutable cuda::StagingBuffer ints_;         // token ids, labels, positions, gradient plans
+  mutable cuda::StagingBuffer floats_;       // row maxima, log-sum-exps (and loss masks)
   mutable cuda::StagingBuffer doubles_;      // sum_exp and target, for download
   mutable cuda::StagingBuffer rope_;         // [cos | sin]
+  mutable cuda::StagingBuffer document_starts_;  // attention's document mask
   mutable cuda::StagingBuffer column_sums_;  // the row chunks' sums of a column sum
   mutable std::vector<float> rope_host_;     // what rope_ holds
 };

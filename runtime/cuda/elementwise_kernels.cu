@@ -40,32 +40,16 @@ __global__ void BiasGradKernel(const T* __restrict__ dy, int64_t rows, int64_t r
       dbias, nullptr);
 }
 
-// x[r, c] = x[r, c] + table[(first_row + r) mod seq, c]
+// x[r, c] = x[r, c] + table[positions[r], c]
 template <typename T, typename W>
-__global__ void AddPositionRowsKernel(const W* __restrict__ table, int64_t first_row, int64_t seq,
-                                      int64_t rows, int64_t width, T* __restrict__ x) {
+__global__ void AddPositionRowsKernel(const W* __restrict__ table,
+                                      const int32_t* __restrict__ positions, int64_t rows,
+                                      int64_t width, T* __restrict__ x) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const W* pos = table + ((first_row + r) % seq) * width;
+    const W* pos = table + static_cast<int64_t>(positions[r]) * width;
     T* row = x + r * width;
     for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
       Store(&row[c], Load(&row[c]) + Load(&pos[c]));
-    }
-  }
-}
-
-// dtable[p, c] = dtable[p, c] + sum over rows r = r0, r0 + seq, ... of dx[r, c], where
-// r0 = (p - first_row) mod seq: one thread owns each (p, c), so there are no atomics
-// and the rows are added in the CPU's order.
-template <typename T>
-__global__ void PositionGradKernel(const T* __restrict__ dx, int64_t first_row, int64_t seq,
-                                   int64_t rows, int64_t width, float* __restrict__ dtable) {
-  for (int64_t p = blockIdx.x; p < seq; p += gridDim.x) {
-    const int64_t r0 = ((p - first_row) % seq + seq) % seq;
-    if (r0 >= rows) continue;
-    for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-      float acc = dtable[p * width + c];
-      for (int64_t r = r0; r < rows; r += seq) acc += Load(&dx[r * width + c]);
-      dtable[p * width + c] = acc;
     }
   }
 }
@@ -116,27 +100,16 @@ void LaunchAccumulateBiasGrad(DType dy_dtype, const void* dy, int64_t rows, int6
   FinishColumnSum(plan, width, partials, dbias, nullptr);
 }
 
-void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table, int64_t first_row,
-                           int64_t seq, int64_t rows, int64_t width, void* x) {
+void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table,
+                           const int32_t* positions, int64_t rows, int64_t width, void* x) {
   if (rows <= 0 || width <= 0) return;
   Dispatch2(x_dtype, table_dtype, [&](auto t, auto w) {
     using T = typename decltype(t)::type;
     using W = typename decltype(w)::type;
     AddPositionRowsKernel<<<RowLoopBlocks(rows), RowThreads(width)>>>(
-        static_cast<const W*>(table), first_row, seq, rows, width, static_cast<T*>(x));
+        static_cast<const W*>(table), positions, rows, width, static_cast<T*>(x));
   });
   CUDA_CHECK_LAUNCH("AddPositionRowsKernel");
-}
-
-void LaunchAccumulatePositionGrad(DType dx_dtype, const void* dx, int64_t first_row, int64_t seq,
-                                  int64_t rows, int64_t width, float* dtable) {
-  if (rows <= 0 || width <= 0 || seq <= 0) return;
-  Dispatch(dx_dtype, [&](auto t) {
-    using T = typename decltype(t)::type;
-    PositionGradKernel<<<RowLoopBlocks(seq), RowThreads(width)>>>(
-        static_cast<const T*>(dx), first_row, seq, rows, width, dtable);
-  });
-  CUDA_CHECK_LAUNCH("PositionGradKernel");
 }
 
 }  // namespace conveyor::cuda

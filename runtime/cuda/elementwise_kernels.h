@@ -1,5 +1,5 @@
 // Row-broadcast and elementwise kernels of the CUDA backend: residual add, bias and its
-// gradient, learned position rows and their gradient. Pointers are device addresses of
+// gradient, learned position rows. Pointers are device addresses of
 // elements of the given dtypes; fp32 gradients accumulate (+=). All run on stream 0.
 #ifndef CONVEYOR_RUNTIME_CUDA_ELEMENTWISE_KERNELS_H_
 #define CONVEYOR_RUNTIME_CUDA_ELEMENTWISE_KERNELS_H_
@@ -25,13 +25,10 @@ void LaunchAddBias(DType y_dtype, DType bias_dtype, const void* bias, int64_t ro
 void LaunchAccumulateBiasGrad(DType dy_dtype, const void* dy, int64_t rows, int64_t width,
                               void* scratch, float* dbias);
 
-// x[r, c] += table[(first_row + r) % seq, c].
-void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table, int64_t first_row,
-                           int64_t seq, int64_t rows, int64_t width, void* x);
-
-// dtable[(first_row + r) % seq, c] += dx[r, c], rows added in increasing r (as the CPU).
-void LaunchAccumulatePositionGrad(DType dx_dtype, const void* dx, int64_t first_row, int64_t seq,
-                                  int64_t rows, int64_t width, float* dtable);
+// x[r, c] += table[positions[r], c] (positions: device int32 [rows]). The gradient is
+// the embedding's (embedding_kernels.h) with positions for ids.
+void LaunchAddPositionRows(DType x_dtype, DType table_dtype, const void* table,
+                           const int32_t* positions, int64_t rows, int64_t width, void* x);
 
 }  // namespace conveyor::cuda
 

@@ -7,12 +7,13 @@ namespace {
 // One thread per (token t, rotated head h, pair i). The rotated heads of a group are
 // its heads_per_group query heads and its key head, which are adjacent, so head h of
 // the token sits at group (h / (hpg + 1)) * group_width + (h % (hpg + 1)) * head_dim.
-// With pos = t % seq, (x1, x2) = (head[i], head[half + i]), sign = -1 when inverse:
+// With pos = positions[t], (x1, x2) = (head[i], head[half + i]), sign = -1 when inverse:
 //   x1' = x1 cos - sign x2 sin,   x2' = x2 cos + sign x1 sin
 template <typename T>
 __global__ void RopeKernel(const float* __restrict__ cos_table, const float* __restrict__ sin_table,
-                           int64_t half, int64_t seq, int64_t heads_per_group, int64_t head_dim,
-                           int64_t groups, float sign, int64_t tokens, T* __restrict__ qkv) {
+                           const int32_t* __restrict__ positions, int64_t half,
+                           int64_t heads_per_group, int64_t head_dim, int64_t groups, float sign,
+                           int64_t tokens, T* __restrict__ qkv) {
   const int64_t rotated = heads_per_group + 1;  // per group
   const int64_t group_width = (heads_per_group + 2) * head_dim;
   const int64_t per_token = groups * rotated * half;
@@ -22,7 +23,7 @@ __global__ void RopeKernel(const float* __restrict__ cos_table, const float* __r
     const int64_t h = rest / half, i = rest - h * half;
     const int64_t g = h / rotated, j = h - g * rotated;
     T* head = qkv + t * groups * group_width + g * group_width + j * head_dim;
-    const int64_t pos = t % seq;
+    const int64_t pos = positions[t];
     const float c = cos_table[pos * half + i], s = sin_table[pos * half + i];
     const float a = Load(&head[i]), b = Load(&head[half + i]);
     Store(&head[i], a * c - sign * b * s);
@@ -33,14 +34,14 @@ __global__ void RopeKernel(const float* __restrict__ cos_table, const float* __r
 }  // namespace
 
 void LaunchRotateQueriesAndKeys(DType dtype, const float* cos, const float* sin, int64_t half,
-                                const AttentionShape& shape, bool inverse, int64_t tokens,
-                                void* qkv) {
+                                const AttentionShape& shape, const int32_t* positions,
+                                bool inverse, int64_t tokens, void* qkv) {
   const int64_t n = tokens * shape.groups * (shape.heads_per_group + 1) * half;
   if (n <= 0) return;
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
     RopeKernel<<<ElementwiseBlocks(n), kThreads>>>(
-        cos, sin, half, shape.seq, shape.heads_per_group, shape.head_dim, shape.groups,
+        cos, sin, positions, half, shape.heads_per_group, shape.head_dim, shape.groups,
         inverse ? -1.0f : 1.0f, tokens, static_cast<T*>(qkv));
   });
   CUDA_CHECK_LAUNCH("RopeKernel");

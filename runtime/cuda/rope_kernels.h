@@ -10,11 +10,12 @@
 
 namespace conveyor::cuda {
 
-// qkv [tokens, shape.qkv_width()] in place; token t sits at position t % shape.seq.
-// cos / sin: device [seq, half] tables (the first 2 * half entries of each head rotate).
+// qkv [tokens, shape.qkv_width()] in place; token t sits at position positions[t] (device
+// int32 [tokens]). cos / sin: device [positions, half] tables (the first 2 * half entries
+// of each head rotate).
 void LaunchRotateQueriesAndKeys(DType dtype, const float* cos, const float* sin, int64_t half,
-                                const AttentionShape& shape, bool inverse, int64_t tokens,
-                                void* qkv);
+                                const AttentionShape& shape, const int32_t* positions,
+                                bool inverse, int64_t tokens, void* qkv);
 
 }  // namespace conveyor::cuda
 

@@ -31,6 +31,7 @@ struct RecomputeCase {
   int num_layers;
   std::vector<std::string> modules;
   bool bf16 = false;
+  bool qk_layernorm = false;  // the heads' norm inputs, statistics and gradients
 };
 
 // The ops of --bf16 on the CPU, or the fp32 reference.
@@ -50,7 +51,9 @@ class StashBytesTest : public ::testing::TestWithParam<RecomputeCase> {};
 
 TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   const RecomputeCase& rc = GetParam();
-  Config c = TinyConfig(FourLayers());
+  Layout layout = FourLayers();
+  layout.qk_layernorm = rc.qk_layernorm;
+  Config c = TinyConfig(layout);
   c.mutable_recompute()->set_recompute_granularity(rc.granularity);
   c.mutable_recompute()->set_recompute_method(rc.method);
   c.mutable_recompute()->set_recompute_num_layers(rc.num_layers);
@@ -68,7 +71,7 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
         in.labels.assign(shape.seq, 5);
         return in;
       },
-      shape.seq, 1.0f);
+      shape.seq, LossWeighting());
   const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
   ASSERT_TRUE(stage.Forward(0, 0, Tensor()).ok());
   const int64_t stashed = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations) - before;
@@ -93,15 +96,24 @@ INSTANTIATE_TEST_SUITE_P(
         RecomputeCase{"bf16_none", "", "", 0, {}, true},
         RecomputeCase{
             "bf16_selective_all", "selective", "", 0, {"core_attn", "mlp", "layernorm"}, true},
-        RecomputeCase{"bf16_full_uniform_1", "full", "uniform", 1, {}, true}),
+        RecomputeCase{"bf16_full_uniform_1", "full", "uniform", 1, {}, true},
+        RecomputeCase{"qk_layernorm", "", "", 0, {}, false, true},
+        RecomputeCase{"bf16_qk_layernorm_selective_all",
+                      "selective",
+                      "",
+                      0,
+                      {"core_attn", "mlp", "layernorm"},
+                      true,
+                      true}),
     [](const ::testing::TestParamInfo<RecomputeCase>& test) { return test.param.name; });
 
 // Model state is exact: fp32 weights, plus a bf16 copy of every GEMM weight and of the
-// embedding table under --bf16.
+// embedding table under --bf16 (with --qk-layernorm's norms too).
 TEST(ModelStateTest, WeightsWithTheirBf16CopiesAreExact) {
   for (const bool bf16 : {false, true}) {
     Config c = TinyConfig(FourLayers());
     c.mutable_precision()->set_bf16(bf16);
+    c.mutable_model()->set_qk_layernorm(bf16);
     absl::StatusOr<Config> config = ResolveConfig(c, 1);
     ASSERT_TRUE(config.ok()) << config.status();
     const ModelShape shape = ModelShapeFromConfig(*config, PaddedVocabSize(*config));

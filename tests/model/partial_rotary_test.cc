@@ -29,7 +29,9 @@ TEST(PartialRotaryTest, RotatesTheLeadingChannelsOnly) {
   const std::vector<float> before(qkv.data(), qkv.data() + qkv.numel());
 
   const RopeTable table(s.seq, rotated, static_cast<float>(base));
-  CpuOps::Get().RotateQueriesAndKeys(table, shape, /*inverse=*/false, &qkv);
+  std::vector<int32_t> positions(s.seq);
+  for (int64_t p = 0; p < s.seq; ++p) positions[p] = static_cast<int32_t>(p);
+  CpuOps::Get().RotateQueriesAndKeys(table, shape, positions, /*inverse=*/false, &qkv);
 
   const int64_t group_width = (shape.heads_per_group + 2) * s.head_dim;
   for (int64_t p = 0; p < s.seq; ++p) {

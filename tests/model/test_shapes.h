@@ -65,6 +65,14 @@ inline std::vector<ShapeVariant> ShapeVariants() {
   s.no_positions = true;  // --position-embedding-type none
   v.push_back({"no_positions", s});
   s = TinyShape();
+  s.qk_layernorm = true;  // LayerNorm over each query and key head
+  v.push_back({"qk_layernorm", s});
+  s = TinyShape();
+  s.rope = true;
+  s.rms_norm = true;
+  s.qk_layernorm = true;  // RMSNorm before RoPE (Qwen3, OLMo 2)
+  v.push_back({"qk_rmsnorm_rope", s});
+  s = TinyShape();
   s.rope = true;
   s.rms_norm = true;
   s.swiglu = true;

@@ -67,12 +67,18 @@ TEST_P(CudaBackendTest, RotateQueriesAndKeys) {
   for (const AttentionShape& s : shapes) {
     const RopeTable table(s.seq, s.head_dim, 10000.0f);
     const Shape qs{s.batch * s.seq, s.qkv_width()};
+    // Positions restarting mid-sample (a reset after an eod at index seq / 2).
+    std::vector<int32_t> positions(qs[0]);
+    for (int64_t t = 0; t < qs[0]; ++t) {
+      const int64_t j = t % s.seq;
+      positions[t] = static_cast<int32_t>(j < s.seq / 2 + 1 ? j : j - (s.seq / 2 + 1));
+    }
     for (const bool inverse : {false, true}) {
       const Values qkv = Act(qs[0] * qs[1], seed++);
       Tensor want = HostTensor(qs, qkv);
-      cpu().RotateQueriesAndKeys(table, s, inverse, &want);
+      cpu().RotateQueriesAndKeys(table, s, positions, inverse, &want);
       Tensor got = Dev(qs, qkv);
-      gpu().RotateQueriesAndKeys(table, s, inverse, &got);
+      gpu().RotateQueriesAndKeys(table, s, positions, inverse, &got);
       Check(Name("RotateQueriesAndKeys", AttentionName(s) + (inverse ? " inverse" : "")),
             ValuesOf(got), ValuesOf(want), tol(), QkvLocator(s));
     }
@@ -82,7 +88,25 @@ TEST_P(CudaBackendTest, RotateQueriesAndKeys) {
 struct AttentionCase {
   AttentionShape shape;
   float dropout_p;
+  bool documents = false;  // --reset-attention-mask: documents of 1 to 40 tokens
 };
+
+// Document starts [batch * seq] for documents of varied lengths (one token included),
+// different in every sample.
+std::vector<int32_t> DocumentStarts(const AttentionShape& s) {
+  std::vector<int32_t> starts(s.batch * s.seq);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    int64_t start = 0, length = 1 + b;
+    for (int64_t i = 0; i < s.seq; ++i) {
+      if (i - start == length) {
+        start = i;
+        length = length * 7 % 40 + 1;
+      }
+      starts[b * s.seq + i] = static_cast<int32_t>(start);
+    }
+  }
+  return starts;
+}
 
 TEST_P(CudaBackendTest, Attention) {
   const std::vector<AttentionCase> cases = {
@@ -94,12 +118,18 @@ TEST_P(CudaBackendTest, Attention) {
       {{1, 33, 1, 1, 256}, 0.0f},   // largest head_dim
       {{2, 45, 2, 2, 32}, 0.1f},    // attention dropout, on a tensor-parallel slice
       {{2, 512, 4, 2, 64}, 0.0f},   // a layer-sized case
+      {{2, 100, 2, 2, 64}, 0.0f, /*documents=*/true},
+      {{2, 70, 1, 2, 32}, 0.1f, /*documents=*/true},
   };
   uint32_t seed = 1000;
   for (const AttentionCase& c : cases) {
     const AttentionShape& s = c.shape;
     const std::string name =
-        AttentionName(s) + (c.dropout_p > 0 ? absl::StrCat(" dropout p=", c.dropout_p) : "");
+        AttentionName(s) + (c.dropout_p > 0 ? absl::StrCat(" dropout p=", c.dropout_p) : "") +
+        (c.documents ? " documents" : "");
+    const std::vector<int32_t> starts = c.documents ? DocumentStarts(s) : std::vector<int32_t>();
+    AttentionMask mask;
+    mask.document_start = starts;
     const CounterRng rng(77, StreamId("attention.dropout"));
     AttentionDropout dropout;
     if (c.dropout_p > 0) {
@@ -112,21 +142,21 @@ TEST_P(CudaBackendTest, Attention) {
     const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
     const Values qkv = Act(qs[0] * qs[1], seed++, 1.5f);
 
-    Tensor probs, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
-    cpu().AttentionForward(s, HostTensor(qs, qkv), scale, dropout, &probs, &ctx);
+    Tensor cpu_lse, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
+    cpu().AttentionForward(s, HostTensor(qs, qkv), scale, dropout, mask, &cpu_lse, &ctx);
     const Tensor gqkv = Dev(qs, qkv);
     Tensor saved, gctx = DevZeros(cs);
-    gpu().AttentionForward(s, gqkv, scale, dropout, &saved, &gctx);
+    gpu().AttentionForward(s, gqkv, scale, dropout, mask, &saved, &gctx);
     Check(Name("AttentionForward ctx", name), ValuesOf(gctx), ValuesOf(ctx), attention_tol(),
           ContextLocator(s));
 
     // Backward: each backend from its own forward (the GPU's saved is the log-sum-exp).
     const Values dctx = Act(cs[0] * cs[1], seed++);
     Tensor dqkv = HostTensor(qs, Values(qkv.size()));
-    cpu().AttentionBackward(s, HostTensor(qs, qkv), probs, ctx, HostTensor(cs, dctx), scale,
-                            dropout, &dqkv);
+    cpu().AttentionBackward(s, HostTensor(qs, qkv), cpu_lse, ctx, HostTensor(cs, dctx), scale,
+                            dropout, mask, &dqkv);
     Tensor gdqkv = DevZeros(qs);
-    gpu().AttentionBackward(s, gqkv, saved, gctx, Dev(cs, dctx), scale, dropout, &gdqkv);
+    gpu().AttentionBackward(s, gqkv, saved, gctx, Dev(cs, dctx), scale, dropout, mask, &gdqkv);
     Check(Name("AttentionBackward dqkv", name), ValuesOf(gdqkv), ValuesOf(dqkv), attention_tol(),
           QkvLocator(s));
   }
@@ -210,11 +240,11 @@ TEST_P(CudaBackendTest, AttentionPathsAgree) {
     const Values qkv = Act(qs[0] * qs[1], seed++, 1.5f);
     const Values dctx = Act(cs[0] * cs[1], seed++);
 
-    Tensor probs, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
-    cpu().AttentionForward(s, HostTensor(qs, qkv), scale, dropout, &probs, &ctx);
+    Tensor cpu_lse, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
+    cpu().AttentionForward(s, HostTensor(qs, qkv), scale, dropout, {}, &cpu_lse, &ctx);
     Tensor dqkv = HostTensor(qs, Values(qkv.size()));
-    cpu().AttentionBackward(s, HostTensor(qs, qkv), probs, ctx, HostTensor(cs, dctx), scale,
-                            dropout, &dqkv);
+    cpu().AttentionBackward(s, HostTensor(qs, qkv), cpu_lse, ctx, HostTensor(cs, dctx), scale,
+                            dropout, {}, &dqkv);
     const Values want_ctx = ValuesOf(ctx), want_dqkv = ValuesOf(dqkv);
     const Values want_lse = ReferenceLogSumExp(s, qkv, scale);
 
@@ -227,7 +257,7 @@ TEST_P(CudaBackendTest, AttentionPathsAgree) {
     Run runs[2] = {{&gpu(), {}, DevZeros(cs), ""}, {&builtin, {}, DevZeros(cs), ""}};
     for (Run& r : runs) {
       const int64_t before = r.ops->attention_path_counts().cudnn_forward;
-      r.ops->AttentionForward(s, gqkv, scale, dropout, &r.saved, &r.ctx);
+      r.ops->AttentionForward(s, gqkv, scale, dropout, {}, &r.saved, &r.ctx);
       r.forward_path = PathName(before, r.ops->attention_path_counts().cudnn_forward);
       const std::string what = absl::StrCat(name, " [", r.forward_path, "]");
       Check(Name("AttentionForward ctx", what), ValuesOf(r.ctx), want_ctx, attention_tol(),
@@ -245,7 +275,7 @@ TEST_P(CudaBackendTest, AttentionPathsAgree) {
       for (const Run& by : runs) {
         Tensor got = DevZeros(qs);
         const int64_t before = by.ops->attention_path_counts().cudnn_backward;
-        by.ops->AttentionBackward(s, gqkv, from.saved, from.ctx, gdctx, scale, dropout, &got);
+        by.ops->AttentionBackward(s, gqkv, from.saved, from.ctx, gdctx, scale, dropout, {}, &got);
         const std::string path = PathName(before, by.ops->attention_path_counts().cudnn_backward);
         if (by.ops == &gpu()) backward_path = path;
         EXPECT_TRUE(by.ops == &gpu() || path == "built-in")

@@ -234,9 +234,29 @@ TEST_P(CudaBackendTest, Add) {
   }
 }
 
+// --qk-layernorm's moves of query and key heads: columns [3, 3 + 5) of a [7, 12]
+// matrix into columns [2, 2 + 5) of a [7, 9] one, over the destination's other values.
+TEST_P(CudaBackendTest, CopyColumnsIsACopy) {
+  const Shape from = {7, 12}, to = {7, 9};
+  const Values src = Act(7 * 12, 350), dst = Act(7 * 9, 351);
+  Tensor want = HostTensor(to, dst);
+  cpu().CopyColumns(HostTensor(from, src), 3, 5, &want, 2);
+  Tensor got = Dev(to, dst);
+  gpu().CopyColumns(Dev(from, src), 3, 5, &got, 2);
+  CheckTensor(Name("CopyColumns", ShapeName(to)), got, want, kExact);
+}
+
 struct PositionCase {
   int64_t rows, width, seq, first_row;
 };
+
+// Row r's position: (first_row + 3 r) mod seq, so rows meet positions out of order and
+// repeat them (as reset positions do).
+std::vector<int32_t> CasePositions(const PositionCase& c) {
+  std::vector<int32_t> positions(c.rows);
+  for (int64_t r = 0; r < c.rows; ++r) positions[r] = static_cast<int32_t>((c.first_row + 3 * r) % c.seq);
+  return positions;
+}
 
 TEST_P(CudaBackendTest, PositionRowsAndGrad) {
   const std::vector<PositionCase> cases = {
@@ -246,22 +266,23 @@ TEST_P(CudaBackendTest, PositionRowsAndGrad) {
     const std::string shape = absl::StrCat("rows=", c.rows, " width=", c.width, " seq=", c.seq,
                                            " first_row=", c.first_row);
     const Shape x_shape{c.rows, c.width}, table_shape{c.seq, c.width};
+    const std::vector<int32_t> positions = CasePositions(c);
     for (const DType wdt : WeightDTypes()) {
       const Values x = Act(c.rows * c.width, seed++);
       const Values table = Random(c.seq * c.width, seed++, wdt);
       Tensor want = HostTensor(x_shape, x);
-      cpu().AddPositionRows(HostTensor(table_shape, table), c.first_row, c.seq, &want);
+      cpu().AddPositionRows(HostTensor(table_shape, table), positions, &want);
       Tensor got = Dev(x_shape, x);
-      gpu().AddPositionRows(DeviceTensor(table_shape, table, wdt), c.first_row, c.seq, &got);
+      gpu().AddPositionRows(DeviceTensor(table_shape, table, wdt), positions, &got);
       CheckTensor(Name("AddPositionRows", shape + " table " + std::string(DTypeName(wdt))), got,
                   want, tol());
     }
     const Values dx = Act(c.rows * c.width, seed++);
     const Values d0 = Random(c.seq * c.width, seed++, DType::kFloat32);
     Tensor want = HostTensor(table_shape, d0);
-    cpu().AccumulatePositionGrad(HostTensor(x_shape, dx), c.first_row, c.seq, &want);
+    cpu().AccumulatePositionGrad(HostTensor(x_shape, dx), positions, &want);
     Tensor got = DeviceTensor(table_shape, d0, DType::kFloat32);
-    gpu().AccumulatePositionGrad(Dev(x_shape, dx), c.first_row, c.seq, &got);
+    gpu().AccumulatePositionGrad(Dev(x_shape, dx), positions, &got);
     CheckTensor(Name("AccumulatePositionGrad", shape), got, want, kStatTolerance);
   }
 }
@@ -548,11 +569,20 @@ TEST_P(CudaBackendTest, CrossEntropy) {
     std::vector<float> lse(c.rows);
     for (int64_t r = 0; r < c.rows; ++r) lse[r] = static_cast<float>(max[r] + std::log(sum[r]));
     const float scale = 1.0f / static_cast<float>(c.rows);
-    Tensor want = host.Clone(MemoryCategory::kOther);
-    cpu().CrossEntropyBackward(labels, lse, c.vocab_start, scale, &want);
-    Tensor got = dev.Clone(MemoryCategory::kOther);
-    gpu().CrossEntropyBackward(labels, lse, c.vocab_start, scale, &got);
-    CheckTensor(Name("CrossEntropyBackward dlogits", shape), got, want, tol());
+    // Every third row masked, as --eod-mask-loss masks eod inputs.
+    std::vector<float> loss_mask(c.rows);
+    for (int64_t r = 0; r < c.rows; ++r) loss_mask[r] = r % 3 == 1 ? 0.0f : 1.0f;
+    for (const bool masked : {false, true}) {
+      const absl::Span<const float> mask =
+          masked ? absl::MakeConstSpan(loss_mask) : absl::Span<const float>();
+      Tensor want = host.Clone(MemoryCategory::kOther);
+      cpu().CrossEntropyBackward(labels, lse, c.vocab_start, scale, mask, &want);
+      Tensor got = dev.Clone(MemoryCategory::kOther);
+      gpu().CrossEntropyBackward(labels, lse, c.vocab_start, scale, mask, &got);
+      CheckTensor(Name(masked ? "CrossEntropyBackward masked dlogits" : "CrossEntropyBackward dlogits",
+                       shape),
+                  got, want, tol());
+    }
   }
 }
 

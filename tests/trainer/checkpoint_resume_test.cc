@@ -95,6 +95,14 @@ INSTANTIATE_TEST_SUITE_P(
                                   l.tp = 2;
                                   return l;
                                 }(),
+                                false},
+                      // --qk-layernorm's norms saved and restored.
+                      ExactCase{"tp2_qk_layernorm_sync",
+                                [] {
+                                  Layout l = TpDp(2, 1, false, false);
+                                  l.qk_layernorm = true;
+                                  return l;
+                                }(),
                                 false}),
     [](const ::testing::TestParamInfo<ExactCase>& test) { return test.param.name; });
 

@@ -170,11 +170,10 @@ TEST(FlagsTest, UnknownFlagSuggestsClosest) {
 }
 
 TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
-  EXPECT_EQ(Problem({"--eod-mask-loss"}),
-            "Megatron's --eod-mask-loss has no counterpart here: not implemented: every "
-            "token's loss counts, as in Megatron without the flag");
-  EXPECT_THAT(Problem({"--eod_mask_loss"}), HasSubstr("not implemented: every token's loss"));
-  EXPECT_THAT(Problem({"--context-parallel-size", "2"}), HasSubstr("--sequence-parallel"));
+  EXPECT_EQ(Problem({"--use-checkpoint-args"}),
+            "Megatron's --use-checkpoint-args has no counterpart here: not implemented: pass the "
+            "model flags again (--load checks them against the checkpoint's shapes)");
+  EXPECT_THAT(Problem({"--use_checkpoint_args"}), HasSubstr("not implemented: pass the model"));
   // Not "did you mean --max-position-embeddings?".
   EXPECT_THAT(Problem({"--no-position-embedding"}), HasSubstr("--position-embedding-type"));
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "data/mock_dataset.h"
 #include "gtest/gtest.h"
@@ -41,7 +42,8 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   absl::StatusOr<std::unique_ptr<ParallelState>> state =
       ParallelState::Create(env, config.parallel().tensor_model_parallel_size(),
                             config.parallel().pipeline_model_parallel_size(), absl::Seconds(60),
-                            test_transport != nullptr ? test_transport.get() : backend->transport);
+                            test_transport != nullptr ? test_transport.get() : backend->transport,
+                            /*check_world=*/nullptr, config.parallel().context_parallel_size());
   if (!state.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
     return 1;
@@ -70,7 +72,7 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
       << MemoryTracker::Global().peak_total() << " " << model_state.weights << " "
       << model_state.grads << " " << model_state.optimizer << "\n";
   }
-  if ((*state)->coords().dp == 0) {
+  if ((*state)->coords().dp == 0 && (*state)->coords().cp == 0) {
     std::ofstream f(absl::StrFormat("%s/params.%d", dir, env.rank));
     for (Parameter* p : run->stage->parameters()) {
       // Under --bf16 the distributed optimizer keeps some parameters' fp32 values only in
@@ -111,13 +113,17 @@ Layout OneRank(const Layout& layout) {
   one.layers = layout.layers;
   one.untied = layout.untied;
   one.llama = layout.llama;
+  one.qk_layernorm = layout.qk_layernorm;
   one.bf16 = layout.bf16;
   one.device = layout.device;
+  one.documents = layout.documents;
+  one.per_token_loss = layout.per_token_loss;
   return one;
 }
 
 std::string LayoutName(const Layout& l) {
   std::string name = absl::StrFormat("TP%dxPP%dxDP%d_L%d", l.tp, l.pp, l.dp, l.layers);
+  if (l.cp > 1) name += absl::StrFormat("_CP%d", l.cp);
   if (l.sequence_parallel) name += "_SP";
   if (l.distributed_optimizer) name += "_DistOpt";
   if (!l.schedule.empty()) name += "_" + l.schedule;
@@ -129,8 +135,11 @@ std::string LayoutName(const Layout& l) {
   if (l.overlap_param_gather) name += "_param_gather";
   if (l.grad_reduce_in_bf16) name += "_bf16_reduce";
   if (l.llama) name += "_llama";
+  if (l.qk_layernorm) name += "_qknorm";
   if (l.bf16) name += "_bf16";
   if (l.device != "cpu") name += "_" + l.device;
+  if (l.documents) name += "_documents";
+  if (l.per_token_loss) name += "_per_token_loss";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -149,6 +158,7 @@ Config TinyConfig(const Layout& l) {
     m.set_num_query_groups(2);
     m.set_disable_bias_linear(true);
   }
+  m.set_qk_layernorm(l.qk_layernorm);
   m.set_hidden_size(32);
   m.set_num_attention_heads(4);
   m.set_ffn_hidden_size(64);
@@ -167,7 +177,8 @@ Config TinyConfig(const Layout& l) {
   c.mutable_logging()->set_log_interval(100);
   c.mutable_parallel()->set_tensor_model_parallel_size(l.tp);
   c.mutable_parallel()->set_pipeline_model_parallel_size(l.pp);
-  c.mutable_parallel()->set_nproc_per_node(l.tp * l.pp * l.dp);
+  c.mutable_parallel()->set_context_parallel_size(l.cp);
+  c.mutable_parallel()->set_nproc_per_node(l.tp * l.cp * l.pp * l.dp);
   c.mutable_parallel()->set_pipeline_schedule(l.schedule);
   if (l.chunks > 1) c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(l.chunks);
   if (l.first_stage_layers > 0) {
@@ -185,7 +196,13 @@ Config TinyConfig(const Layout& l) {
   c.mutable_parallel()->set_use_distributed_optimizer(l.distributed_optimizer);
   c.mutable_precision()->set_bf16(l.bf16);
   c.mutable_parallel()->set_device(l.device);
-  absl::StatusOr<Config> resolved = ResolveConfig(c, l.tp * l.pp * l.dp);
+  if (l.documents) {
+    c.mutable_data()->set_eod_mask_loss(true);
+    c.mutable_data()->set_reset_position_ids(true);
+    c.mutable_data()->set_eod_token_id(7);
+  }
+  c.mutable_training()->set_calculate_per_token_loss(l.per_token_loss);
+  absl::StatusOr<Config> resolved = ResolveConfig(c, l.tp * l.cp * l.pp * l.dp);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   return *resolved;
 }
@@ -194,6 +211,8 @@ bool HasZeroGradient(const std::string& name, int64_t index) {
   // TinyConfig: 4 heads of 8 channels, one per query group, so each group's slice of
   // the fused QKV bias is [query 8 | key 8 | value 8].
   constexpr int64_t kHeadDim = 8;
+  // --qk-layernorm's key bias likewise adds one vector to every key.
+  if (absl::EndsWith(name, "attention.k_norm.bias")) return true;
   if (name.size() < 18 || name.compare(name.size() - 18, 18, "attention.qkv.bias") != 0) {
     return false;
   }

@@ -21,6 +21,7 @@ namespace conveyor::testing_util {
 struct Layout {
   int tp = 1;
   int dp = 1;
+  int cp = 1;  // --context-parallel-size
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   int pp = 1;
@@ -36,8 +37,13 @@ struct Layout {
   // A Llama-like model: RoPE, RMSNorm, SwiGLU, 2 query groups for 4 heads, untied
   // output layer, no biases.
   bool llama = false;
+  bool qk_layernorm = false;  // --qk-layernorm: a norm over each query and key head
   bool bf16 = false;           // --bf16 (emulated on the CPU backend)
   std::string device = "cpu";  // --device; "cuda" gives rank r GPU r
+  // Document masking: --eod-mask-loss --reset-position-ids with token 7 of the mock
+  // data as the eod (--eod-token-id; about one sample in eight holds one).
+  bool documents = false;
+  bool per_token_loss = false;  // --calculate-per-token-loss
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);
@@ -66,8 +72,8 @@ struct LayoutRun {
 };
 
 // Whether element `index` of parameter `name` of TinyConfig's model has a gradient
-// that is zero in exact arithmetic: the key bias (adding a constant to every key of a
-// softmax row changes nothing). Adam turns rounding noise there into updates of size
+// that is zero in exact arithmetic: the key bias and --qk-layernorm's key-norm bias
+// (adding a constant to every key of a softmax row changes nothing). Adam turns rounding noise there into updates of size
 // ~lr, different in every layout, so comparisons skip these elements.
 bool HasZeroGradient(const std::string& name, int64_t index);
 

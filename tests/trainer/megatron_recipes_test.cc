@@ -129,8 +129,7 @@ Recipe Llama3_8b() {
        {"--fp8-param-gather", 0, "fp8 training is not implemented"}},
       {},
       {"--use-mcore-models", "--attention-backend fused", "--apply-layernorm-1p",
-       "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc",
-       "--empty-unused-memory-level 1", "--context-parallel-size 1",
+       "--cross-entropy-loss-fusion", "--manual-gc", "--empty-unused-memory-level 1",
        "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--num-workers 1",
        "--log-throughput", "--ckpt-format torch_dist"}};
 }

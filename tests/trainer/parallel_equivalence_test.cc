@@ -41,6 +41,27 @@ TEST_P(ParallelEquivalenceTest, MatchesOneRank) {
   }
 }
 
+// Context parallelism (ring attention over chunks r and 2CP-1-r) alone and with each
+// other dimension.
+std::vector<Layout> ContextParallelLayouts() {
+  Layout cp2 = TpDp(1, 1, false, false);
+  cp2.cp = 2;
+  Layout cp4 = cp2;
+  cp4.cp = 4;
+  Layout cp_tp = TpDp(2, 1, true, false);  // with sequence parallelism inside the CP shard
+  cp_tp.cp = 2;
+  Layout cp_tp_llama = TpDp(2, 1, false, false);  // RoPE by global position, grouped heads
+  cp_tp_llama.cp = 2;
+  cp_tp_llama.llama = true;
+  Layout cp_pp = Pipeline(2, "1f1b", 1, 2);
+  cp_pp.cp = 2;
+  Layout cp_interleaved = Pipeline(2, "interleaved-1f1b", 2, 4);
+  cp_interleaved.cp = 2;
+  Layout cp_dp = TpDp(1, 2, false, true);  // the distributed optimizer over DP x CP
+  cp_dp.cp = 2;
+  return {cp2, cp4, cp_tp, cp_tp_llama, cp_pp, cp_interleaved, cp_dp};
+}
+
 std::vector<Layout> AllLayouts() {
   std::vector<Layout> all = {
       TpDp(2, 1, false, false), TpDp(2, 1, true, false),  TpDp(1, 2, false, false),
@@ -82,6 +103,18 @@ std::vector<Layout> AllLayouts() {
   llama_pp.tp = 2;
   llama_pp.llama = true;
   all.push_back(llama_pp);
+  // --qk-layernorm: each TP rank normalises its own heads, so the norms' gradients are
+  // sums over the TP ranks.
+  Layout qk_norm = TpDp(2, 1, false, false);
+  qk_norm.qk_layernorm = true;
+  all.push_back(qk_norm);
+  Layout qk_norm_llama = TpDp(2, 2, true, true);
+  qk_norm_llama.llama = true;
+  qk_norm_llama.qk_layernorm = true;
+  all.push_back(qk_norm_llama);
+  Layout qk_norm_pp = Pipeline(2, "zb-h1", 1, 2);  // the norms' W later than B
+  qk_norm_pp.qk_layernorm = true;
+  all.push_back(qk_norm_pp);
   Layout everything = Pipeline(2, "1f1b", 1, 2);
   everything.tp = 2;
   everything.dp = 2;
@@ -92,6 +125,7 @@ std::vector<Layout> AllLayouts() {
   everything_v.tp = 2;
   everything_v.dp = 2;
   all.push_back(everything_v);
+  for (const Layout& layout : ContextParallelLayouts()) all.push_back(layout);
   return all;
 }
 

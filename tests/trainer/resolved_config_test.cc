@@ -41,6 +41,10 @@ TEST(ResolvedConfigTest, EveryDeclaredChoiceHasItsEnumValue) {
       {"lr_decay_style", RoundTrip<LrDecayStyle>},
       {"recompute_granularity", RoundTrip<RecomputeGranularity>},
       {"recompute_method", RoundTrip<RecomputeMethod>},
+      {"moe_router_score_function", RoundTrip<MoeRouterScoreFunction>},
+      {"moe_router_load_balancing_type", RoundTrip<MoeLoadBalancingType>},
+      {"moe_token_drop_policy", RoundTrip<MoeTokenDropPolicy>},
+      {"moe_token_dispatcher_type", RoundTrip<MoeTokenDispatcherType>},
   };
   int fields = 0;
   for (const FlagField& f : AllFlagFields()) {

@@ -3,6 +3,7 @@
 #include "trainer/training_loop.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -169,6 +170,60 @@ TEST(TrainingLoopTest, LogsEveryIntervalInMegatronFormat) {
     EXPECT_THAT(line, ::testing::StartsWith("{\"iteration\": " + std::to_string(2 * count)));
   }
   EXPECT_EQ(count, 2);
+}
+
+// A mixture of experts logs Megatron's router losses and the experts' load; full
+// recomputation reruns the router's forward but counts each micro-batch once.
+TEST(TrainingLoopTest, LogsMixtureOfExpertsFigures) {
+  Config c = SmallConfig();
+  c.mutable_training()->set_train_iters(2);
+  c.mutable_training()->set_num_micro_batches(2);
+  c.mutable_model()->set_disable_bias_linear(true);
+  c.mutable_model()->set_num_experts(4);
+  c.mutable_model()->set_moe_aux_loss_coeff(0.01f);
+  c.mutable_model()->set_moe_z_loss_coeff(0.001f);
+  c.mutable_model()->set_moe_expert_capacity_factor(1.0f);
+  std::ostringstream log, metrics;
+  TrainOrDie(Resolve(c), kPattern, &log, &metrics);
+  EXPECT_THAT(log.str(), ::testing::ContainsRegex(
+                             "lm loss: [0-9.E+-]+ \\| load_balancing_loss: [0-9.E+-]+ \\| "
+                             "z_loss: [0-9.E+-]+ \\| tokens per expert \\(min/max\\): "
+                             "[0-9]+/[0-9]+ \\| dropped tokens: [0-9]+ \\| grad norm"));
+  // Per step: 2 micro-batches of 4 x 16 tokens, top-2 over 4 experts, so an expert's
+  // capacity is ceil(64 * 2 / 4) = 32 tokens per micro-batch, 64 per step, and the
+  // slots that fit nowhere are dropped.
+  std::istringstream lines(metrics.str());
+  std::string line;
+  int steps = 0;
+  while (std::getline(lines, line)) {
+    if (line.find("\"lm_loss\"") == std::string::npos) continue;
+    ++steps;
+    int max_tokens = 0, dropped = 0;
+    const size_t at = line.find("\"max_tokens_per_expert\": ");
+    ASSERT_NE(at, std::string::npos) << line;
+    ASSERT_EQ(std::sscanf(line.c_str() + at, "\"max_tokens_per_expert\": %d, \"dropped_tokens\": %d",
+                          &max_tokens, &dropped), 2) << line;
+    EXPECT_LE(max_tokens, 64);
+    EXPECT_GT(dropped, 0);
+  }
+  EXPECT_EQ(steps, 2);
+
+  auto moe_figures = [](const std::string& text) {
+    std::vector<std::string> figures;
+    for (size_t at = text.find("load_balancing_loss"); at != std::string::npos;
+         at = text.find("load_balancing_loss", at + 1)) {
+      figures.push_back(text.substr(at, text.find("grad norm", at) - at));
+    }
+    return figures;
+  };
+  Config recomputed = c;
+  recomputed.mutable_recompute()->set_recompute_granularity("full");
+  recomputed.mutable_recompute()->set_recompute_method("uniform");
+  recomputed.mutable_recompute()->set_recompute_num_layers(1);
+  std::ostringstream recomputed_log;
+  TrainOrDie(Resolve(recomputed), kPattern, &recomputed_log);
+  EXPECT_EQ(moe_figures(recomputed_log.str()), moe_figures(log.str()));
+  EXPECT_EQ(moe_figures(log.str()).size(), 2u);
 }
 
 struct RecomputeCase {

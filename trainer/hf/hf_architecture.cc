@@ -11,10 +11,11 @@ namespace {
 
 const std::vector<HfArchitecture>& Architectures() {
   static const auto* table = new std::vector<HfArchitecture>{
-      {"GPT2LMHeadModel", "gpt2", HfFamily::kGpt2, false},
-      {"LlamaForCausalLM", "llama", HfFamily::kLlama, false},
-      {"MistralForCausalLM", "mistral", HfFamily::kLlama, false},
-      {"Qwen2ForCausalLM", "qwen2", HfFamily::kLlama, true},
+      {"GPT2LMHeadModel", "gpt2", HfFamily::kGpt2, false, false},
+      {"LlamaForCausalLM", "llama", HfFamily::kLlama, false, false},
+      {"MistralForCausalLM", "mistral", HfFamily::kLlama, false, false},
+      {"Qwen2ForCausalLM", "qwen2", HfFamily::kLlama, true, false},
+      {"Qwen3ForCausalLM", "qwen3", HfFamily::kLlama, false, true},
   };
   return *table;
 }
@@ -52,8 +53,12 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
                                                               const std::string& requested) {
   const bool gpt2 = CheckGpt2Architecture(config).ok();
   const bool qkv_bias = config.model().add_qkv_bias();
+  const bool qk_norm = config.model().qk_layernorm();
   if (requested.empty()) {
-    return &Named(gpt2 ? "GPT2LMHeadModel" : qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+    return &Named(gpt2       ? "GPT2LMHeadModel"
+                  : qk_norm  ? "Qwen3ForCausalLM"
+                  : qkv_bias ? "Qwen2ForCausalLM"
+                             : "LlamaForCausalLM");
   }
   const HfArchitecture* wanted = nullptr;
   for (const HfArchitecture& a : Architectures()) wanted = requested == a.class_name ? &a : wanted;
@@ -62,14 +67,17 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
         absl::StrCat("--architecture ", requested, " is not one of ", SupportedHfArchitectures()));
   }
   if ((wanted->family == HfFamily::kGpt2) != gpt2 ||
-      (wanted->family == HfFamily::kLlama && wanted->qkv_bias != qkv_bias)) {
+      (wanted->family == HfFamily::kLlama &&
+       (wanted->qkv_bias != qkv_bias || wanted->qk_norm != qk_norm))) {
+    const absl::string_view holder =
+        gpt2                   ? "GPT-2's architecture"
+        : qk_norm && !qkv_bias ? "a Llama-family model with per-head q/k norms: Qwen3ForCausalLM"
+        : qk_norm              ? "a Llama-family model with q/k biases and per-head q/k norms: none"
+        : qkv_bias
+            ? "a Llama-family model with q/k/v biases: Qwen2ForCausalLM"
+            : "a Llama-family model without q/k/v biases: LlamaForCausalLM or MistralForCausalLM";
     return absl::FailedPreconditionError(
-        absl::StrCat("--architecture ", requested, " cannot hold this model (",
-                     gpt2       ? "GPT-2's architecture"
-                     : qkv_bias ? "a Llama-family model with q/k/v biases: Qwen2ForCausalLM"
-                                : "a Llama-family model without q/k/v biases: LlamaForCausalLM or "
-                                  "MistralForCausalLM",
-                     ")"));
+        absl::StrCat("--architecture ", requested, " cannot hold this model (", holder, ")"));
   }
   return wanted;
 }

@@ -3,7 +3,8 @@
 // differ from Llama's. GPT-2 has its own mapping (gpt2_mapping.h); Llama, Mistral and
 // Qwen2 share one (llama_mapping.h): a Llama-family decoder is RMSNorm, rotary
 // positions, SwiGLU and grouped-query attention with bias-free linears, Qwen2 adding
-// biases on q, k and v only.
+// biases on q, k and v only, Qwen3 an RMSNorm over each query and key head
+// (--qk-layernorm).
 #ifndef CONVEYOR_TRAINER_HF_HF_ARCHITECTURE_H_
 #define CONVEYOR_TRAINER_HF_HF_ARCHITECTURE_H_
 
@@ -22,6 +23,7 @@ struct HfArchitecture {
   const char* model_type;  // "llama"
   HfFamily family;
   bool qkv_bias;  // Llama family: biases on q/k/v (Qwen2); none elsewhere
+  bool qk_norm;   // Llama family: q_norm and k_norm per head (Qwen3)
 };
 
 // The architecture a config.json names ("architectures"[0], else "model_type");
@@ -30,8 +32,8 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const JsonValue& hf_confi
                                                        const std::string& path);
 
 // The architecture an export of a model with `config` writes: `requested` (a class
-// name) when given, else GPT2LMHeadModel for GPT-2's architecture, Qwen2ForCausalLM
-// with --add-qkv-bias, else LlamaForCausalLM. FailedPrecondition when `requested`
+// name) when given, else GPT2LMHeadModel for GPT-2's architecture, Qwen3ForCausalLM
+// with --qk-layernorm, Qwen2ForCausalLM with --add-qkv-bias, else LlamaForCausalLM. FailedPrecondition when `requested`
 // cannot hold the model (GPT-2 for a Llama-family model, Qwen2 without q/k/v biases,
 // ...); InvalidArgument for an unknown name.
 absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& config,

@@ -142,8 +142,8 @@ void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t s
                                     parameters["rope_type"].str(),
                                     "\" is not implemented: Conveyor's RoPE is unscaled"));
   }
-  // Qwen2 has a switch; transformers 5 also lists each layer's attention kind.
-  bool window_used = arch.qkv_bias ? hf["use_sliding_window"].boolean() : true;
+  // Qwen2 and Qwen3 have a switch; transformers 5 also lists each layer's attention kind.
+  bool window_used = arch.qkv_bias || arch.qk_norm ? hf["use_sliding_window"].boolean() : true;
   if (hf["layer_types"].is_array()) {
     window_used = false;
     for (const JsonValue& kind : hf["layer_types"].array()) {
@@ -211,6 +211,8 @@ absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
   flags.Bool("disable_bias_linear", architecture, true, "bias-free linears");
   flags.Bool("add_qkv_bias", architecture, arch.qkv_bias,
              arch.qkv_bias ? "q/k/v biases" : "no q/k/v biases");
+  flags.Bool("qk_layernorm", architecture, arch.qk_norm,
+             arch.qk_norm ? "per-head q/k norms" : "no q/k norms");
   // Padding rows would add a logit of 0 to every softmax, so the imported model would
   // not be the file's: no padding unless asked for (or the TP size does not divide
   // the vocabulary).
@@ -254,10 +256,11 @@ std::string LlamaConfigJson(const Config& config, const HfArchitecture& arch,
     fields["pretraining_tp"] = "1";
   } else if (model_type == "mistral") {
     fields["sliding_window"] = "null";
-  } else if (model_type == "qwen2") {
+  } else if (model_type == "qwen2" || model_type == "qwen3") {
     fields["sliding_window"] = "null";
     fields["use_sliding_window"] = "false";
     fields["max_window_layers"] = absl::StrCat(m.num_layers());
+    if (model_type == "qwen3") fields["attention_bias"] = "false";
   }
   return SortedJsonObject(fields);
 }

@@ -67,6 +67,15 @@ std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
                        {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"},
                        {{q}, {kv}, {kv}}});
     }
+    if (d.qk_norm) {
+      for (const char* kind : {"q_norm", "k_norm"}) {
+        pairs.push_back({absl::StrCat(c, "attention.", kind, ".weight"),
+                         {d.head_dim},
+                         Rows::kSame,
+                         {absl::StrCat(attn, kind, ".weight")},
+                         {{d.head_dim}}});
+      }
+    }
     pairs.push_back({c + "attention.proj.weight",
                      {d.hidden, q},
                      Rows::kSame,
@@ -164,6 +173,7 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
   d.padded_vocab = padded_vocab;
   d.tied = !m.untie_embeddings_and_output_weights();
   d.qkv_bias = m.add_qkv_bias();
+  d.qk_norm = m.qk_layernorm();
   if (d.num_layers <= 0 || d.hidden <= 0 || d.heads <= 0 || d.groups <= 0 ||
       d.heads % d.groups != 0 || d.head_dim <= 0 || padded_vocab < d.vocab) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -47,6 +47,7 @@ struct LlamaDims {
   int64_t padded_vocab = 0;  // rows of Conveyor's word embedding
   bool tied = false;
   bool qkv_bias = false;
+  bool qk_norm = false;  // Qwen3's q_norm / k_norm (--qk-layernorm)
 };
 
 // From a resolved config whose model is Llama-family (rope, RMSNorm, SwiGLU,

@@ -59,16 +59,16 @@ void ProfilingOps::Add(const Tensor& x, Tensor* y) const {
   inner_->Add(x, y);
 }
 
-void ProfilingOps::AddPositionRows(const Tensor& table, int64_t first_row, int64_t seq,
+void ProfilingOps::AddPositionRows(const Tensor& table, absl::Span<const int32_t> positions,
                                    Tensor* x) const {
   const Scope span("op", "AddPositionRows");
-  inner_->AddPositionRows(table, first_row, seq, x);
+  inner_->AddPositionRows(table, positions, x);
 }
 
-void ProfilingOps::AccumulatePositionGrad(const Tensor& dx, int64_t first_row, int64_t seq,
+void ProfilingOps::AccumulatePositionGrad(const Tensor& dx, absl::Span<const int32_t> positions,
                                           Tensor* dtable) const {
   const Scope span("op", "AccumulatePositionGrad");
-  inner_->AccumulatePositionGrad(dx, first_row, seq, dtable);
+  inner_->AccumulatePositionGrad(dx, positions, dtable);
 }
 
 void ProfilingOps::NormForward(NormKind kind, const Tensor& x, const Tensor& gamma,
@@ -123,25 +123,64 @@ void ProfilingOps::BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, flo
   inner_->BiasDropoutAdd(bias, rng, p, first_index, residual, y);
 }
 
+void ProfilingOps::CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
+                               int64_t dst_col) const {
+  const Scope span("op", "CopyColumns");
+  inner_->CopyColumns(src, src_col, width, dst, dst_col);
+}
+
 void ProfilingOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,
-                                        bool inverse, Tensor* qkv) const {
+                                        absl::Span<const int32_t> positions, bool inverse,
+                                        Tensor* qkv) const {
   const Scope span("op", "RotateQueriesAndKeys");
-  inner_->RotateQueriesAndKeys(table, shape, inverse, qkv);
+  inner_->RotateQueriesAndKeys(table, shape, positions, inverse, qkv);
 }
 
 void ProfilingOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
-                                    const AttentionDropout& dropout, Tensor* saved,
-                                    Tensor* ctx) const {
+                                    const AttentionDropout& dropout, const AttentionMask& mask,
+                                    Tensor* saved, Tensor* ctx) const {
   const Scope span("op", "AttentionForward");
-  inner_->AttentionForward(shape, qkv, scale, dropout, saved, ctx);
+  inner_->AttentionForward(shape, qkv, scale, dropout, mask, saved, ctx);
 }
 
 void ProfilingOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv,
                                      const Tensor& saved, const Tensor& ctx, const Tensor& dctx,
                                      float scale, const AttentionDropout& dropout,
-                                     Tensor* dqkv) const {
+                                     const AttentionMask& mask, Tensor* dqkv) const {
   const Scope span("op", "AttentionBackward");
-  inner_->AttentionBackward(shape, qkv, saved, ctx, dctx, scale, dropout, dqkv);
+  inner_->AttentionBackward(shape, qkv, saved, ctx, dctx, scale, dropout, mask, dqkv);
+}
+
+void ProfilingOps::PackKeysValues(const AttentionShape& shape, const Tensor& qkv,
+                                  Tensor* kv) const {
+  const Scope span("op", "PackKeysValues");
+  inner_->PackKeysValues(shape, qkv, kv);
+}
+
+void ProfilingOps::AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv,
+                                   Tensor* dqkv) const {
+  const Scope span("op", "AddKeyValueGrad");
+  inner_->AddKeyValueGrad(shape, dkv, dqkv);
+}
+
+void ProfilingOps::AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
+                                         const AttentionMask& mask, const Tensor& qkv,
+                                         const Tensor& kv, float scale,
+                                         const AttentionDropout& dropout, bool first, Tensor* ctx,
+                                         Tensor* lse) const {
+  const Scope span("op", "AttentionBlockForward");
+  inner_->AttentionBlockForward(shape, key_rows, mask, qkv, kv, scale, dropout, first, ctx, lse);
+}
+
+void ProfilingOps::AttentionBlockBackward(const AttentionShape& shape, int64_t key_rows,
+                                          const AttentionMask& mask, const Tensor& qkv,
+                                          const Tensor& kv, const Tensor& ctx, const Tensor& lse,
+                                          const Tensor& dctx, float scale,
+                                          const AttentionDropout& dropout, Tensor* dqkv,
+                                          Tensor* dkv) const {
+  const Scope span("op", "AttentionBlockBackward");
+  inner_->AttentionBlockBackward(shape, key_rows, mask, qkv, kv, ctx, lse, dctx, scale, dropout,
+                                 dqkv, dkv);
 }
 
 void ProfilingOps::EmbeddingForward(const Tensor& table, int64_t vocab_start,
@@ -170,9 +209,28 @@ void ProfilingOps::SumExpAndTarget(const Tensor& logits, absl::Span<const int32_
 
 void ProfilingOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                         absl::Span<const float> logsumexp, int64_t vocab_start,
-                                        float scale, Tensor* logits) const {
+                                        float scale, absl::Span<const float> loss_mask,
+                                        Tensor* logits) const {
   const Scope span("op", "CrossEntropyBackward");
-  inner_->CrossEntropyBackward(labels, logsumexp, vocab_start, scale, logits);
+  inner_->CrossEntropyBackward(labels, logsumexp, vocab_start, scale, loss_mask, logits);
 }
 
+
+void ProfilingOps::PermuteTokens(const Tensor& x, absl::Span<const int32_t> token_of_row,
+                                 absl::Span<const float> row_weight, Tensor* out) const {
+  const Scope span("op", "PermuteTokens");
+  inner_->PermuteTokens(x, token_of_row, row_weight, out);
+}
+
+void ProfilingOps::UnpermuteTokens(const Tensor& permuted, absl::Span<const int32_t> row_of_slot,
+                                   absl::Span<const float> slot_weight, Tensor* out) const {
+  const Scope span("op", "UnpermuteTokens");
+  inner_->UnpermuteTokens(permuted, row_of_slot, slot_weight, out);
+}
+
+void ProfilingOps::SlotDots(const Tensor& dy, const Tensor& permuted,
+                            absl::Span<const int32_t> row_of_slot, absl::Span<float> out) const {
+  const Scope span("op", "SlotDots");
+  inner_->SlotDots(dy, permuted, row_of_slot, out);
+}
 }  // namespace conveyor::profiler

@@ -1,8 +1,9 @@
 // Llama-family Hugging Face folders (LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM) against an independent implementation: tiny random models are
-// written in HF's layout by this test; the reference below computes HF's forward pass
-// (modeling_llama.py's formulas: separate q/k/v projections, rotate_half RoPE,
-// repeat_kv grouped attention, RMSNorm, SwiGLU MLP) in double precision straight from
+// Qwen2ForCausalLM, Qwen3ForCausalLM) against an independent implementation: tiny random
+// models are written in HF's layout by this test; the reference below computes HF's
+// forward pass (modeling_llama.py's formulas: separate q/k/v projections, rotate_half
+// RoPE, repeat_kv grouped attention, RMSNorm, SwiGLU MLP; modeling_qwen3.py's q_norm and
+// k_norm over each head before RoPE) in double precision straight from
 // the HF tensors. Conveyor imports the folder (--load-hf's path: config.json sets the
 // model flags) and its first-step loss and logits must match within 1e-5 relative;
 // an export of the imported model must give back the HF tensors bit for bit.
@@ -59,6 +60,7 @@ struct TinyModel {
   double eps = 1e-6;
   bool tied = false;
   bool qkv_bias = false;
+  bool qk_norm = false;
   int64_t max_shard_bytes = 5000000000;  // small: the folder is written sharded
   int64_t head_dim() const { return hidden / heads; }
 };
@@ -72,7 +74,10 @@ std::vector<TinyModel> Models() {
   TinyModel qwen2{"Qwen2ForCausalLM", "qwen2"};
   qwen2.tied = true;
   qwen2.qkv_bias = true;
-  return {llama, mistral, qwen2};
+  TinyModel qwen3{"Qwen3ForCausalLM", "qwen3"};
+  qwen3.tied = true;
+  qwen3.qk_norm = true;
+  return {llama, mistral, qwen2, qwen3};
 }
 
 std::string ConfigJson(const TinyModel& m) {
@@ -86,8 +91,11 @@ std::string ConfigJson(const TinyModel& m) {
       ", \"hidden_act\": \"silu\", \"tie_word_embeddings\": ", m.tied ? "true" : "false",
       ", \"rope_scaling\": null");
   if (m.model_type == "mistral") absl::StrAppend(&json, ", \"sliding_window\": 4096");
-  if (m.model_type == "qwen2") {
+  if (m.model_type == "qwen2" || m.model_type == "qwen3") {
     absl::StrAppend(&json, ", \"use_sliding_window\": false, \"sliding_window\": 4");
+  }
+  if (m.model_type == "qwen3") {
+    absl::StrAppend(&json, ", \"head_dim\": ", m.head_dim(), ", \"attention_bias\": false");
   }
   return json + "}";
 }
@@ -119,6 +127,10 @@ HfTensorMap RandomWeights(const TinyModel& m, uint32_t seed) {
       add(l + "self_attn.k_proj.bias", {kv}, 0);
       add(l + "self_attn.v_proj.bias", {kv}, 0);
     }
+    if (m.qk_norm) {
+      add(l + "self_attn.q_norm.weight", {m.head_dim()}, 1);
+      add(l + "self_attn.k_norm.weight", {m.head_dim()}, 1);
+    }
     add(l + "self_attn.o_proj.weight", {m.hidden, q}, 0);
     add(l + "mlp.gate_proj.weight", {m.ffn, m.hidden}, 0);
     add(l + "mlp.up_proj.weight", {m.ffn, m.hidden}, 0);
@@ -128,6 +140,17 @@ HfTensorMap RandomWeights(const TinyModel& m, uint32_t seed) {
 }
 
 // ---- The reference: modeling_llama.py's forward pass in double, from the HF tensors. ----
+
+// Qwen3RMSNorm over head `h` of every row: x / sqrt(mean(x^2) + eps) * w.
+void HeadRmsNorm(Matrix* x, int64_t h, int64_t d, const HfTensor& w, double eps) {
+  for (std::vector<double>& row : *x) {
+    double* v = row.data() + h * d;
+    double sum = 0;
+    for (int64_t i = 0; i < d; ++i) sum += v[i] * v[i];
+    const double scale = 1.0 / std::sqrt(sum / double(d) + eps);
+    for (int64_t i = 0; i < d; ++i) v[i] = v[i] * scale * double(w.data[i]);
+  }
+}
 
 // apply_rotary_pos_emb with rotate_half on head `h` of every row (position = row).
 void Rope(Matrix* x, int64_t h, int64_t d, double theta) {
@@ -154,6 +177,14 @@ Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<
     Matrix q = Linear(h, w(l + "self_attn.q_proj.weight"), b(l + "self_attn.q_proj.bias"));
     Matrix k = Linear(h, w(l + "self_attn.k_proj.weight"), b(l + "self_attn.k_proj.bias"));
     const Matrix v = Linear(h, w(l + "self_attn.v_proj.weight"), b(l + "self_attn.v_proj.bias"));
+    if (m.qk_norm) {
+      for (int64_t head = 0; head < m.heads; ++head) {
+        HeadRmsNorm(&q, head, d, w(l + "self_attn.q_norm.weight"), m.eps);
+      }
+      for (int64_t head = 0; head < m.kv_heads; ++head) {
+        HeadRmsNorm(&k, head, d, w(l + "self_attn.k_norm.weight"), m.eps);
+      }
+    }
     for (int64_t head = 0; head < m.heads; ++head) Rope(&q, head, d, m.rope_theta);
     for (int64_t head = 0; head < m.kv_heads; ++head) Rope(&k, head, d, m.rope_theta);
     AddInto(
@@ -283,7 +314,9 @@ TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
   HfExportSummary summary;
   const std::string out = FreshDir(m.model_type + "_out");
   ASSERT_TRUE(ExportHf(save, std::nullopt, out, options, &summary).ok());
-  EXPECT_EQ(summary.architecture, m.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+  EXPECT_EQ(summary.architecture, m.qk_norm    ? "Qwen3ForCausalLM"
+                                  : m.qkv_bias ? "Qwen2ForCausalLM"
+                                               : "LlamaForCausalLM");
   EXPECT_EQ(summary.tensors, int64_t(weights.size()));
   EXPECT_EQ(PathExists(JoinPath(out, kHfIndexFile)), m.max_shard_bytes < 100000);
 

@@ -1,0 +1,124 @@
+#include "model/moe_layer.h"
+
+#include <algorithm>
+
+namespace conveyor {
+
+MoeLayer::MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name,
+                   const ModelShape& shape)
+    : ops_(ops),
+      shape_(shape),
+      router_(ops, store, name + ".router", shape.hidden, shape.moe, shape.init_std) {
+  const MoeShape& moe = shape.moe;
+  experts_.reserve(moe.experts());
+  for (int64_t e = 0; e < moe.experts(); ++e) {
+    experts_.emplace_back(ops, store, name + ".experts." + std::to_string(e), shape.hidden,
+                          moe.ffn_hidden, shape.swiglu, shape.init_std, shape.output_init_std());
+  }
+  if (moe.shared_expert_ffn > 0) {
+    shared_ = std::make_unique<ExpertMlp>(ops, store, name + ".shared_experts", shape.hidden,
+                                          moe.shared_expert_ffn, shape.swiglu, shape.init_std,
+                                          shape.output_init_std());
+  }
+}
+
+Tensor MoeLayer::ExpertRows(const Tensor& t, int64_t e, const DispatchPlan& plan) const {
+  return t.View(plan.expert_begin[e] * shape_.hidden, {plan.expert_rows(e), shape_.hidden});
+}
+
+int64_t MoeLayer::PadRows(int64_t tokens) const {
+  const MoeShape& moe = shape_.moe;
+  if (!moe.drops_tokens() || !moe.pad_to_capacity) return 0;
+  // Megatron pads to the capacity, or to every token when the capacity exceeds them.
+  return std::min(tokens, ExpertCapacity(tokens, moe.router.topk, moe.experts(),
+                                         moe.capacity_factor));
+}
+
+Tensor MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash* stash) const {
+  const int64_t tokens = x.dim(0);
+  stash->x = x;
+  router_.Forward(x, mb, &stash->router);
+  const RouterStash& route = stash->router;
+  stash->plan = PlanDispatch(route.routing.experts, route.keep, shape_.moe.router.topk,
+                             shape_.moe.experts(), PadRows(tokens));
+  const DispatchPlan& plan = stash->plan;
+  stash->permuted = ops_->NewActivation({plan.rows(), shape_.hidden});
+  ops_->PermuteTokens(x, plan.token_of_row, {}, &stash->permuted);
+  stash->expert_out = ops_->NewActivation({plan.rows(), shape_.hidden});
+  stash->experts.resize(experts_.size());
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    Tensor out = ExpertRows(stash->expert_out, e, plan);
+    experts_[e].Forward(ExpertRows(stash->permuted, e, plan), &stash->experts[e], &out);
+  }
+  Tensor y = ops_->NewActivation({tokens, shape_.hidden});
+  ops_->UnpermuteTokens(stash->expert_out, plan.row_of_slot, route.routing.probs, &y);
+  if (shared_ != nullptr) {
+    Tensor shared_out = ops_->NewActivation({tokens, shape_.hidden});
+    shared_->Forward(x, &stash->shared, &shared_out);
+    ops_->Add(shared_out, &y);
+  }
+  return y;
+}
+
+Tensor MoeLayer::BackwardInput(const Tensor& dy, float aux_loss_scale, MoeStash* stash) const {
+  const int64_t tokens = dy.dim(0);
+  const DispatchPlan& plan = stash->plan;
+  const std::vector<float>& probs = stash->router.routing.probs;
+  // y[t] = sum_j p[t, j] out[row(t, j)]: dp[t, j] = dy[t] . out[row(t, j)] and
+  // d out[r] = p[slot(r)] dy[token(r)].
+  std::vector<float> d_probs(probs.size());
+  ops_->SlotDots(dy, stash->expert_out, plan.row_of_slot, absl::MakeSpan(d_probs));
+  std::vector<float> row_weight(plan.rows(), 0.0f);
+  for (int64_t r = 0; r < plan.rows(); ++r) {
+    if (plan.slot_of_row[r] >= 0) row_weight[r] = probs[plan.slot_of_row[r]];
+  }
+  stash->d_permuted_out = ops_->NewActivation({plan.rows(), shape_.hidden});
+  ops_->PermuteTokens(dy, plan.token_of_row, row_weight, &stash->d_permuted_out);
+  Tensor d_permuted = ops_->NewActivation({plan.rows(), shape_.hidden});
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    Tensor dx_rows = ExpertRows(d_permuted, e, plan);
+    experts_[e].BackwardInput(ExpertRows(stash->d_permuted_out, e, plan), &stash->experts[e],
+                              &dx_rows);
+  }
+  // Each token's input gradient: the sum over its kept slots (padding rows have none).
+  Tensor dx = ops_->NewActivation({tokens, shape_.hidden});
+  ops_->UnpermuteTokens(d_permuted, plan.row_of_slot, {}, &dx);
+  if (shared_ != nullptr) {
+    Tensor d_shared = ops_->NewActivation({tokens, shape_.hidden});
+    shared_->BackwardInput(dy, &stash->shared, &d_shared);
+    ops_->Add(d_shared, &dx);
+  }
+  router_.BackwardInput(d_probs, aux_loss_scale, &stash->router, &dx);
+  return dx;
+}
+
+void MoeLayer::BackwardWeight(MoeStash* stash) {
+  ++metrics_.micro_batches;
+  metrics_.load_balancing_loss += stash->router.load_balancing_loss;
+  metrics_.z_loss += stash->router.z_loss;
+  const std::vector<int64_t> tokens = stash->plan.TokensPerExpert();
+  metrics_.tokens_per_expert.resize(tokens.size(), 0);
+  for (size_t e = 0; e < tokens.size(); ++e) metrics_.tokens_per_expert[e] += tokens[e];
+  metrics_.dropped +=
+      std::count(stash->plan.row_of_slot.begin(), stash->plan.row_of_slot.end(), -1);
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    experts_[e].BackwardWeight(ExpertRows(stash->permuted, e, stash->plan), &stash->experts[e]);
+  }
+  if (shared_ != nullptr) shared_->BackwardWeight(stash->x, &stash->shared);
+  router_.BackwardWeight(stash->x, &stash->router);
+  *stash = MoeStash();
+}
+
+MoeLayerMetrics MoeLayer::TakeMetrics() {
+  MoeLayerMetrics taken = std::move(metrics_);
+  metrics_ = MoeLayerMetrics();
+  return taken;
+}
+
+void MoeLayer::AppendParameters(std::vector<Parameter*>* out) const {
+  router_.AppendParameters(out);
+  for (const ExpertMlp& expert : experts_) expert.AppendParameters(out);
+  if (shared_ != nullptr) shared_->AppendParameters(out);
+}
+
+}  // namespace conveyor

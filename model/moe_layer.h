@@ -1,0 +1,83 @@
+// A mixture-of-experts layer in place of a transformer layer's dense MLP (Megatron's
+// MoELayer on one rank): the router picks each token's top-k experts and weights, the
+// tokens are permuted into expert order (dropping what exceeds an expert's capacity, and
+// padding up to it with --moe-pad-expert-input-to-capacity), each expert's MLP runs on
+// its rows, and the outputs are combined back per token, weighted:
+//   y[t] = sum_j p[t, j] * expert_{e(t, j)}(x[t])  (+ shared_expert(x[t]))
+// Parameters: `layers.N.mlp.router.weight`, `layers.N.mlp.experts.E.fc{1,2}.weight`,
+// `layers.N.mlp.shared_experts.fc{1,2}.weight`.
+#ifndef CONVEYOR_MODEL_MOE_LAYER_H_
+#define CONVEYOR_MODEL_MOE_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/expert_mlp.h"
+#include "model/micro_batch.h"
+#include "model/model_shape.h"
+#include "model/moe_dispatch.h"
+#include "model/moe_router.h"
+#include "model/parameter.h"
+#include "runtime/ops.h"
+
+namespace conveyor {
+
+// What the layer keeps for one micro-batch between forward and W.
+struct MoeStash {
+  Tensor x;  // the layer's input [tokens, hidden]
+  RouterStash router;
+  DispatchPlan plan;
+  Tensor permuted;    // [rows, hidden]: each expert's input rows
+  Tensor expert_out;  // [rows, hidden]: each expert's output rows
+  std::vector<ExpertStash> experts;
+  ExpertStash shared;
+  Tensor d_permuted_out;  // BackwardInput's gradient of expert_out, for W
+};
+
+// What a layer's training micro-batches routed since the last TakeMetrics.
+struct MoeLayerMetrics {
+  int64_t micro_batches = 0;
+  double load_balancing_loss = 0.0;  // summed over the micro-batches, without coefficient
+  double z_loss = 0.0;               // the same
+  std::vector<int64_t> tokens_per_expert;  // dispatched (kept) tokens, summed
+  int64_t dropped = 0;                     // routing slots dropped over capacity, summed
+};
+
+class MoeLayer {
+ public:
+  // `name` is the layer's MLP prefix ("layers.N.mlp"); `ops` must outlive the layer.
+  MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name,
+           const ModelShape& shape);
+
+  // x [tokens, hidden] (the micro-batch's tokens) -> y [tokens, hidden].
+  Tensor Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash* stash) const;
+  // dy [tokens, hidden] -> dx [tokens, hidden], the auxiliary losses' gradients included
+  // at `aux_loss_scale` (the weight of this micro-batch's loss in the step's gradient).
+  Tensor BackwardInput(const Tensor& dy, float aux_loss_scale, MoeStash* stash) const;
+  // Accumulates the weight gradients and the micro-batch's routing metrics (W runs once
+  // per training micro-batch, however often forward is recomputed) and empties the stash.
+  void BackwardWeight(MoeStash* stash);
+  // The metrics since the last call, which starts them anew.
+  MoeLayerMetrics TakeMetrics();
+
+  void AppendParameters(std::vector<Parameter*>* out) const;
+
+ private:
+  // Expert e's rows [begin, end) of a permuted tensor.
+  Tensor ExpertRows(const Tensor& t, int64_t e, const DispatchPlan& plan) const;
+  // Rows per expert under --moe-pad-expert-input-to-capacity, else 0.
+  int64_t PadRows(int64_t tokens) const;
+
+  const Ops* ops_;
+  ModelShape shape_;
+  MoeRouter router_;
+  std::vector<ExpertMlp> experts_;
+  std::unique_ptr<ExpertMlp> shared_;  // null without --moe-shared-expert-intermediate-size
+  MoeLayerMetrics metrics_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODEL_MOE_LAYER_H_

@@ -1,0 +1,59 @@
+// The router of a mixture-of-experts layer: logits = x W^T (W = `name`.weight, [experts,
+// hidden], Megatron's router without bias), then the routing math of
+// runtime/cpu/moe_router.h on the host: each token's top-k experts and weights, the
+// experts' capacity, and in training the auxiliary losses, whose gradients reach the
+// logits in backward scaled like the main loss (Megatron's MoEAuxLossAutoScaler).
+#ifndef CONVEYOR_MODEL_MOE_ROUTER_H_
+#define CONVEYOR_MODEL_MOE_ROUTER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "model/linear.h"
+#include "model/micro_batch.h"
+#include "model/moe_shape.h"
+#include "model/parameter.h"
+#include "runtime/cpu/moe_router.h"
+#include "runtime/ops.h"
+
+namespace conveyor {
+
+struct RouterStash {
+  std::vector<float> logits;  // host fp32 [tokens, experts]
+  TopKRouting routing;
+  std::vector<uint8_t> keep;  // [tokens * topk]; empty: no capacity, every slot kept
+  // In training: d(coeff * load-balancing loss + z-coeff * z-loss)/d(logits), host
+  // [tokens, experts], before the main loss's scale; empty without auxiliary losses.
+  std::vector<float> aux_grad;
+  // The losses without their coefficients (what Megatron logs); 0 when not computed.
+  double load_balancing_loss = 0.0;
+  double z_loss = 0.0;
+  Tensor d_logits;  // BackwardInput's, for W
+};
+
+class MoeRouter {
+ public:
+  MoeRouter(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
+            const MoeShape& moe, float init_std);
+
+  // Routes the micro-batch's tokens x [tokens, hidden] (tokens in [batch, seq] order).
+  void Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const;
+  // From d(loss)/d(routing weights) (host [tokens * topk]) and the auxiliary losses'
+  // gradients times `aux_loss_scale`: dx += d(loss)/dx through the router.
+  void BackwardInput(absl::Span<const float> d_probs, float aux_loss_scale, RouterStash* stash,
+                     Tensor* dx) const;
+  void BackwardWeight(const Tensor& x, RouterStash* stash);
+
+  void AppendParameters(std::vector<Parameter*>* out) const { gate_.AppendParameters(out); }
+
+ private:
+  const Ops* ops_;
+  MoeShape moe_;
+  Linear gate_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODEL_MOE_ROUTER_H_

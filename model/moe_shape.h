@@ -1,0 +1,39 @@
+// A mixture-of-experts model's MoE settings as plain numbers (part of ModelShape),
+// resolved from Megatron's --num-experts / --moe-* flags.
+#ifndef CONVEYOR_MODEL_MOE_SHAPE_H_
+#define CONVEYOR_MODEL_MOE_SHAPE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "proto/config.pb.h"
+#include "proto/config_choices.h"
+#include "runtime/cpu/moe_router.h"
+
+namespace conveyor {
+
+struct MoeShape {
+  RouterSpec router;  // router.experts == 0: a dense model
+  int64_t ffn_hidden = 0;  // each expert's MLP width (--moe-ffn-hidden-size)
+  std::vector<bool> layers;  // per layer: MoE (true) or dense
+  MoeLoadBalancingType balancing = MoeLoadBalancingType::kAuxLoss;
+  float aux_loss_coeff = 0.0f;
+  float z_loss_coeff = 0.0f;
+  int64_t shared_expert_ffn = 0;  // 0: no shared expert
+  float capacity_factor = 0.0f;   // <= 0: no capacity, no token dropped
+  TokenDropPolicy drop_policy = TokenDropPolicy::kProbs;
+  bool pad_to_capacity = false;
+
+  int64_t experts() const { return router.experts; }
+  bool IsMoeLayer(int64_t layer) const {
+    return router.experts > 0 && layer < static_cast<int64_t>(layers.size()) && layers[layer];
+  }
+  bool drops_tokens() const { return capacity_factor > 0.0f; }
+};
+
+// From a validated, resolved model config (dense when --num-experts is 0).
+MoeShape MoeShapeFromConfig(const ModelConfig& m);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODEL_MOE_SHAPE_H_

@@ -1,0 +1,298 @@
+// The router's math (runtime/cpu/moe_router.h) against references written here from
+// Megatron's formulas (moe_utils.py: topk_routing_with_score_function,
+// switch_load_balancing_loss_func, z_loss_func, apply_router_token_dropping), and its
+// gradients against central finite differences.
+#include "runtime/cpu/moe_router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/philox.h"
+
+namespace conveyor {
+namespace {
+
+constexpr int64_t kTokens = 6;
+constexpr int64_t kExperts = 5;
+
+std::vector<float> RandomLogits(int64_t tokens, int64_t experts, uint64_t stream) {
+  const CounterRng rng(7, stream);
+  std::vector<float> logits(tokens * experts);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 1.5f * rng.Normal(i);
+  return logits;
+}
+
+// Reference top-k routing of one token, in double: every expert ranked by a full sort.
+struct ReferencePicks {
+  std::vector<int> experts;
+  std::vector<double> probs;
+};
+ReferencePicks ReferenceRoute(const RouterSpec& spec, const float* row) {
+  std::vector<double> score(kExperts);
+  if (spec.score == RouterScore::kSigmoid) {
+    for (int e = 0; e < kExperts; ++e) score[e] = 1.0 / (1.0 + std::exp(-double{row[e]}));
+  } else if (spec.pre_softmax) {
+    double z = 0.0;
+    for (int e = 0; e < kExperts; ++e) z += std::exp(double{row[e]});
+    for (int e = 0; e < kExperts; ++e) score[e] = std::exp(double{row[e]}) / z;
+  } else {
+    for (int e = 0; e < kExperts; ++e) score[e] = row[e];
+  }
+  std::vector<int> order(kExperts);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
+  ReferencePicks out;
+  out.experts.assign(order.begin(), order.begin() + spec.topk);
+  for (int e : out.experts) out.probs.push_back(score[e]);
+  if (spec.score == RouterScore::kSoftmax && !spec.pre_softmax) {
+    // Softmax over the picked logits.
+    double z = 0.0;
+    for (double& p : out.probs) z += p = std::exp(p);
+    for (double& p : out.probs) p /= z;
+  } else if (spec.score == RouterScore::kSigmoid && spec.topk > 1) {
+    const double sum = std::accumulate(out.probs.begin(), out.probs.end(), 0.0);
+    for (double& p : out.probs) p /= sum;
+  }
+  if (spec.scaling_factor > 0) {
+    for (double& p : out.probs) p *= spec.scaling_factor;
+  }
+  return out;
+}
+
+struct RouterVariant {
+  std::string name;
+  RouterSpec spec;
+};
+
+std::vector<RouterVariant> Variants() {
+  auto spec = [](int64_t topk, RouterScore score, bool pre, float scaling) {
+    RouterSpec s;
+    s.experts = kExperts;
+    s.topk = topk;
+    s.score = score;
+    s.pre_softmax = pre;
+    s.scaling_factor = scaling;
+    return s;
+  };
+  return {
+      {"softmax_top2", spec(2, RouterScore::kSoftmax, false, 0)},
+      {"pre_softmax_top2", spec(2, RouterScore::kSoftmax, true, 0)},
+      {"pre_softmax_top3_scaled", spec(3, RouterScore::kSoftmax, true, 2.5f)},
+      {"sigmoid_top2", spec(2, RouterScore::kSigmoid, false, 0)},
+      {"sigmoid_top1_scaled", spec(1, RouterScore::kSigmoid, false, 1.5f)},
+  };
+}
+
+// d(f)/d(logits) by central differences; the step actually taken in fp32 is the divisor.
+std::vector<double> FiniteDifferences(const std::function<double(const std::vector<float>&)>& f,
+                                      std::vector<float> logits) {
+  std::vector<double> grad(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float saved = logits[i];
+    logits[i] = saved + 1e-3f;
+    const float up = logits[i];
+    const double f_up = f(logits);
+    logits[i] = saved - 1e-3f;
+    const float down = logits[i];
+    const double f_down = f(logits);
+    logits[i] = saved;
+    grad[i] = (f_up - f_down) / (double{up} - double{down});
+  }
+  return grad;
+}
+
+void ExpectGradientsMatch(const std::vector<double>& fd, const std::vector<float>& analytic) {
+  double largest = 0.0;
+  for (size_t i = 0; i < fd.size(); ++i) {
+    EXPECT_NEAR(analytic[i], fd[i], 2e-4 + 1e-3 * std::abs(fd[i])) << "logit " << i;
+    largest = std::max(largest, std::abs(fd[i]));
+  }
+  EXPECT_GT(largest, 1e-3) << "gradient too small to test anything";
+}
+
+class RouterTest : public ::testing::TestWithParam<RouterVariant> {};
+
+TEST_P(RouterTest, TopKMatchesTheReference) {
+  const RouterSpec& spec = GetParam().spec;
+  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 1);
+  const TopKRouting routing = RouteTopK(spec, logits, {});
+  for (int64_t t = 0; t < kTokens; ++t) {
+    const ReferencePicks ref = ReferenceRoute(spec, logits.data() + t * kExperts);
+    for (int64_t j = 0; j < spec.topk; ++j) {
+      EXPECT_EQ(routing.experts[t * spec.topk + j], ref.experts[j]) << "token " << t;
+      EXPECT_NEAR(routing.probs[t * spec.topk + j], ref.probs[j], 1e-6) << "token " << t;
+    }
+  }
+}
+
+TEST_P(RouterTest, TopKGradientMatchesFiniteDifferences) {
+  const RouterSpec& spec = GetParam().spec;
+  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 1);
+  const std::vector<float> r = RandomLogits(kTokens, kExperts, 2);  // a weight per (t, e)
+  const TopKRouting base = RouteTopK(spec, logits, {});
+  // loss = sum over slots of p[t, j] * r[t, e(t, j)]: keyed by expert, so the order of a
+  // token's picks does not matter; the picks themselves must not change.
+  auto loss = [&](const std::vector<float>& l) {
+    const TopKRouting routing = RouteTopK(spec, l, {});
+    double sum = 0.0;
+    for (size_t s = 0; s < routing.probs.size(); ++s) {
+      const int64_t t = static_cast<int64_t>(s) / spec.topk;
+      sum += double{routing.probs[s]} * r[t * kExperts + routing.experts[s]];
+    }
+    return sum;
+  };
+  std::vector<float> d_probs(base.probs.size());
+  for (size_t s = 0; s < d_probs.size(); ++s) {
+    d_probs[s] = r[(s / spec.topk) * kExperts + base.experts[s]];
+  }
+  std::vector<float> d_logits(logits.size(), 0.0f);
+  RouteTopKBackward(spec, logits, base, d_probs, absl::MakeSpan(d_logits));
+  if (spec.topk == 1 && spec.score == RouterScore::kSoftmax && !spec.pre_softmax) return;
+  ExpectGradientsMatch(FiniteDifferences(loss, logits), d_logits);
+}
+
+// Megatron's switch_load_balancing_loss_func over `groups` groups of tokens (one for
+// aux_loss, one per sequence for seq_aux_loss), from its formula with dense maps.
+double ReferenceLoadBalancing(const RouterSpec& spec, const std::vector<float>& logits,
+                              int64_t groups) {
+  const int64_t per_group = kTokens / groups;
+  double loss = 0.0;
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<double> tokens_per_expert(kExperts, 0.0), probs_per_expert(kExperts, 0.0);
+    for (int64_t t = g * per_group; t < (g + 1) * per_group; ++t) {
+      std::vector<double> s(kExperts);
+      double z = 0.0;
+      for (int e = 0; e < kExperts; ++e) {
+        const double l = logits[t * kExperts + e];
+        s[e] = spec.score == RouterScore::kSoftmax ? std::exp(l) : 1.0 / (1.0 + std::exp(-l));
+        z += s[e];
+      }
+      for (int e = 0; e < kExperts; ++e) s[e] /= z;  // softmax, or normalised sigmoids
+      std::vector<int> order(kExperts);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] > s[b]; });
+      for (int j = 0; j < spec.topk; ++j) tokens_per_expert[order[j]] += 1.0;
+      for (int e = 0; e < kExperts; ++e) probs_per_expert[e] += s[e];
+    }
+    double sum = 0.0;
+    for (int e = 0; e < kExperts; ++e) sum += probs_per_expert[e] * tokens_per_expert[e];
+    loss += sum * kExperts / (double(spec.topk) * per_group * per_group);
+  }
+  return loss / groups;
+}
+
+TEST_P(RouterTest, LoadBalancingLossesMatchTheReferenceAndTheirGradients) {
+  const RouterSpec& spec = GetParam().spec;
+  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 3);
+  for (const int64_t groups : {int64_t{1}, int64_t{2}, int64_t{3}}) {
+    SCOPED_TRACE(groups);
+    std::vector<float> d_logits(logits.size(), 0.0f);
+    const double loss = LoadBalancingLoss(spec, logits, groups, 1.0f, absl::MakeSpan(d_logits));
+    EXPECT_NEAR(loss, ReferenceLoadBalancing(spec, logits, groups), 1e-9);
+    auto f = [&](const std::vector<float>& l) { return LoadBalancingLoss(spec, l, groups, 1, {}); };
+    ExpectGradientsMatch(FiniteDifferences(f, logits), d_logits);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scores, RouterTest, ::testing::ValuesIn(Variants()),
+                         [](const ::testing::TestParamInfo<RouterVariant>& v) {
+                           return v.param.name;
+                         });
+
+TEST(ZLossTest, MatchesTheFormulaAndItsGradient) {
+  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 4);
+  double reference = 0.0;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    double z = 0.0;
+    for (int e = 0; e < kExperts; ++e) z += std::exp(double{logits[t * kExperts + e]});
+    reference += std::log(z) * std::log(z) / kTokens;
+  }
+  std::vector<float> d_logits(logits.size(), 0.0f);
+  EXPECT_NEAR(ZLoss(kExperts, logits, 1.0f, absl::MakeSpan(d_logits)), reference, 1e-9);
+  auto f = [](const std::vector<float>& l) { return ZLoss(kExperts, l, 1.0f, {}); };
+  ExpectGradientsMatch(FiniteDifferences(f, logits), d_logits);
+}
+
+TEST(RouteTopKTest, EqualScoresGoToTheLowerExpert) {
+  RouterSpec spec;
+  spec.experts = 4;
+  spec.topk = 2;
+  const std::vector<float> logits = {0.5f, 1.0f, 1.0f, 1.0f};
+  EXPECT_EQ(RouteTopK(spec, logits, {}).experts, (std::vector<int32_t>{1, 2}));
+  spec.score = RouterScore::kSigmoid;
+  // The bias steers the selection (expert 0 wins) but not the weights.
+  const TopKRouting biased = RouteTopK(spec, logits, std::vector<float>{1.0f, 0.0f, 0.0f, 0.1f});
+  EXPECT_EQ(biased.experts, (std::vector<int32_t>{0, 3}));
+  const double g0 = 1.0 / (1.0 + std::exp(-0.5)), g3 = 1.0 / (1.0 + std::exp(-1.0));
+  EXPECT_NEAR(biased.probs[0], g0 / (g0 + g3), 1e-6);
+}
+
+// Megatron's capacity rule from its definition: slot (t, e) survives when fewer than
+// `capacity` slots of expert e rank before it, ranking by weight (then position) for
+// kProbs and by position for kPosition.
+std::vector<uint8_t> ReferenceKeep(const TopKRouting& r, int64_t topk, int64_t capacity,
+                                   TokenDropPolicy policy) {
+  const size_t slots = r.experts.size();
+  std::vector<uint8_t> keep(slots);
+  for (size_t a = 0; a < slots; ++a) {
+    int64_t before = 0;
+    for (size_t b = 0; b < slots; ++b) {
+      if (b == a || r.experts[b] != r.experts[a]) continue;
+      const bool earlier = b / topk < a / topk;
+      const bool ranks_before = policy == TokenDropPolicy::kPosition
+                                    ? earlier
+                                    : r.probs[b] > r.probs[a] || (r.probs[b] == r.probs[a] && earlier);
+      before += ranks_before;
+    }
+    keep[a] = before < capacity;
+  }
+  return keep;
+}
+
+TEST(CapacityTest, KeepsWhatTheDropPolicyRanksFirst) {
+  RouterSpec spec;
+  spec.experts = 4;
+  spec.topk = 2;
+  const int64_t tokens = 16;
+  const std::vector<float> logits = RandomLogits(tokens, spec.experts, 5);
+  const TopKRouting routing = RouteTopK(spec, logits, {});
+  for (const float factor : {0.5f, 1.0f, 1.3f}) {
+    const int64_t capacity = ExpertCapacity(tokens, spec.topk, spec.experts, factor);
+    EXPECT_EQ(capacity, static_cast<int64_t>(std::ceil(tokens * 2 / 4.0 * factor)));
+    for (const TokenDropPolicy policy : {TokenDropPolicy::kProbs, TokenDropPolicy::kPosition}) {
+      const std::vector<uint8_t> keep = CapacityKeep(spec, routing, capacity, policy);
+      EXPECT_EQ(keep, ReferenceKeep(routing, spec.topk, capacity, policy))
+          << "factor " << factor << " policy " << static_cast<int>(policy);
+    }
+  }
+}
+
+TEST(CapacityTest, HandWorkedExample) {
+  // Four tokens, two experts, top-1, capacity ceil(4 / 2 * 1) = 2. Tokens 0, 1, 3 pick
+  // expert 0 with weights sigmoid(0.2), sigmoid(2), sigmoid(1); token 2 picks expert 1.
+  RouterSpec spec;
+  spec.experts = 2;
+  spec.topk = 1;
+  spec.score = RouterScore::kSigmoid;
+  const std::vector<float> logits = {0.2f, -1.0f, 2.0f, -1.0f, -1.0f, 0.5f, 1.0f, -1.0f};
+  const TopKRouting routing = RouteTopK(spec, logits, {});
+  ASSERT_EQ(routing.experts, (std::vector<int32_t>{0, 0, 1, 0}));
+  const int64_t capacity = ExpertCapacity(4, 1, 2, 1.0f);
+  ASSERT_EQ(capacity, 2);
+  // probs: expert 0 keeps its two heaviest, tokens 1 and 3; position: the first two.
+  EXPECT_EQ(CapacityKeep(spec, routing, capacity, TokenDropPolicy::kProbs),
+            (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(CapacityKeep(spec, routing, capacity, TokenDropPolicy::kPosition),
+            (std::vector<uint8_t>{1, 1, 1, 0}));
+  // A capacity of every token drops nothing.
+  EXPECT_EQ(CapacityKeep(spec, routing, 4, TokenDropPolicy::kProbs),
+            (std::vector<uint8_t>{1, 1, 1, 1}));
+}
+
+}  // namespace
+}  // namespace conveyor

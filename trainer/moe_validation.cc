@@ -1,0 +1,73 @@
+#include "trainer/moe_validation.h"
+
+#include <cmath>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "model/moe_layer_pattern.h"
+
+namespace conveyor {
+namespace {
+
+void NonNegativeReal(const char* flag, double v, std::vector<std::string>* out) {
+  if (!(v >= 0) || !std::isfinite(v)) {
+    out->push_back(absl::StrCat(flag, " ", v, " must not be negative: set ", flag, " >= 0"));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> MoeProblems(const Config& config) {
+  const ModelConfig& m = config.model();
+  std::vector<std::string> out;
+  if (m.num_experts() < 0) {
+    out.push_back(absl::StrCat("--num-experts ", m.num_experts(),
+                               " must not be negative: set it to 0 (dense) or more"));
+  }
+  if (m.num_experts() <= 0) return out;
+  if (m.moe_router_topk() < 1 || m.moe_router_topk() > m.num_experts()) {
+    out.push_back(absl::StrCat("--moe-router-topk ", m.moe_router_topk(),
+                               " must be between 1 and --num-experts (", m.num_experts(), ")"));
+  }
+  if (m.moe_ffn_hidden_size() < 0) {
+    out.push_back(absl::StrCat("--moe-ffn-hidden-size ", m.moe_ffn_hidden_size(),
+                               " must not be negative: 0 means --ffn-hidden-size"));
+  }
+  if (m.moe_shared_expert_intermediate_size() < 0) {
+    out.push_back(absl::StrCat("--moe-shared-expert-intermediate-size ",
+                               m.moe_shared_expert_intermediate_size(),
+                               " must not be negative: 0 means no shared expert"));
+  }
+  if (m.num_layers() > 0) {
+    const absl::StatusOr<std::vector<bool>> pattern =
+        ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers());
+    if (!pattern.ok()) out.push_back(std::string(pattern.status().message()));
+  }
+  NonNegativeReal("--moe-router-topk-scaling-factor", m.moe_router_topk_scaling_factor(), &out);
+  NonNegativeReal("--moe-aux-loss-coeff", m.moe_aux_loss_coeff(), &out);
+  NonNegativeReal("--moe-z-loss-coeff", m.moe_z_loss_coeff(), &out);
+  NonNegativeReal("--moe-expert-capacity-factor", m.moe_expert_capacity_factor(), &out);
+  if (m.moe_pad_expert_input_to_capacity() && !(m.moe_expert_capacity_factor() > 0)) {
+    out.push_back(
+        "--moe-pad-expert-input-to-capacity pads to the expert capacity: set "
+        "--moe-expert-capacity-factor too");
+  }
+  if (!m.disable_bias_linear()) {
+    out.push_back(
+        "--num-experts: experts without biases only (Megatron's all-to-all token dispatcher "
+        "has none either): add --disable-bias-linear");
+  }
+  if (m.moe_router_enable_expert_bias()) {
+    out.push_back(
+        "--moe-router-enable-expert-bias: not implemented yet (auxiliary-loss-free "
+        "balancing); balance with --moe-aux-loss-coeff instead");
+  }
+  if (config.parallel().tensor_model_parallel_size() > 1) {
+    out.push_back(
+        "--num-experts with --tensor-model-parallel-size > 1: not implemented yet (expert "
+        "and expert-tensor parallelism are to come); use --tensor-model-parallel-size 1");
+  }
+  return out;
+}
+
+}  // namespace conveyor
