@@ -1,11 +1,13 @@
 #include "model/memory_model.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "model/bucket_layout.h"
 #include "model/layer_stash.h"
+#include "model/moe_layer.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/schedule.h"
@@ -108,8 +110,9 @@ struct ParameterExtent {
   bool read_in_compute_type;
 };
 
-// A layer's parameters in the order the layer creates them (model/transformer_layer.cc).
-void AppendLayer(const ModelShape& s, int tp, std::vector<ParameterExtent>* out) {
+// Global layer `layer`'s parameters in the order the layer creates them
+// (model/transformer_layer.cc; a mixture of experts': model/moe_layer.cc).
+void AppendLayer(const ModelShape& s, int tp, int64_t layer, std::vector<ParameterExtent>* out) {
   auto norm = [&](int64_t width) {
     out->push_back({width, false});
     if (!s.rms_norm) out->push_back({width, false});
@@ -127,6 +130,10 @@ void AppendLayer(const ModelShape& s, int tp, std::vector<ParameterExtent>* out)
   }
   linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
   norm(s.hidden);
+  if (s.moe.IsMoeLayer(layer)) {  // the router, the experts, the shared expert
+    for (const int64_t elements : MoeWeightElements(s)) out->push_back({elements, true});
+    return;
+  }
   linear(fc1, s.hidden, fc1, s.linear_bias);
   linear(s.hidden, s.ffn_hidden / tp, s.hidden, s.linear_bias);
 }
@@ -273,8 +280,10 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       if (first && shape.learned_positions()) {
         params.push_back({shape.max_positions * shape.hidden, false});
       }
+      const int64_t first_layer =
+          std::accumulate(layers.begin(), layers.begin() + stage, int64_t{0});
       for (int64_t i = 0; i < layers[stage]; ++i) {
-        AppendLayer(shape, tp, &params);
+        AppendLayer(shape, tp, first_layer + i, &params);
         chunk_stash += LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
                                        recompute.KeepsCheckpoint(i));
         if (deferred_weights) chunk_awaiting += LayerAwaitingWeightBytes(shape, a);

@@ -22,6 +22,32 @@ MoeLayer::MoeLayer(const Ops* ops, ParameterStore* store, const std::string& nam
   }
 }
 
+namespace {
+
+// fc1 of an expert MLP of width `ffn` (SwiGLU's holds the gate and the up halves).
+int64_t FirstLayerElements(const ModelShape& s, int64_t ffn) {
+  return (s.swiglu ? 2 * ffn : ffn) * s.hidden;
+}
+
+}  // namespace
+
+std::vector<int64_t> MoeWeightElements(const ModelShape& s) {
+  const MoeShape& moe = s.moe;
+  std::vector<int64_t> elements = {moe.experts() * s.hidden};
+  auto expert = [&](int64_t ffn) {
+    elements.push_back(FirstLayerElements(s, ffn));
+    elements.push_back(s.hidden * ffn);
+  };
+  for (int64_t e = 0; e < moe.experts(); ++e) expert(moe.ffn_hidden);
+  if (moe.shared_expert_ffn > 0) expert(moe.shared_expert_ffn);
+  return elements;
+}
+
+int64_t InactiveExpertParameters(const ModelShape& s) {
+  const int64_t expert = FirstLayerElements(s, s.moe.ffn_hidden) + s.hidden * s.moe.ffn_hidden;
+  return (s.moe.experts() - s.moe.router.topk) * expert;
+}
+
 Tensor MoeLayer::ExpertRows(const Tensor& t, int64_t e, const DispatchPlan& plan) const {
   return t.View(plan.expert_begin[e] * shape_.hidden, {plan.expert_rows(e), shape_.hidden});
 }

@@ -6,7 +6,10 @@
 //                          + V / (2 * L * h) )                     logits
 // with B samples, s tokens per sample, L layers, h hidden, a heads, g query groups,
 // d head dim, f MLP hidden, V padded vocabulary. Like Megatron, it counts the full
-// (not causal-halved) attention score matrix and ignores recomputation.
+// (not causal-halved) attention score matrix and ignores recomputation. In a mixture of
+// experts only the active experts count, as in Megatron: an MoE layer's f is
+// topk * moe_ffn + shared_ffn (the router's GEMM is not counted), so f / h above is the
+// mean over the layers.
 #ifndef CONVEYOR_TRAINER_FLOPS_H_
 #define CONVEYOR_TRAINER_FLOPS_H_
 

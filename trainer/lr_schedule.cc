@@ -11,10 +11,18 @@ LrSchedule::LrSchedule(const OptimizerConfig& optimizer, int64_t samples_per_ste
     : config_(optimizer), samples_per_step_(samples_per_step) {}
 
 double LrSchedule::At(int64_t steps_taken) const {
+  const bool by_samples = config_.lr_decay_samples() > 0;
+  return AtCount(by_samples ? steps_taken * samples_per_step_ : steps_taken);
+}
+
+double LrSchedule::AfterSamples(int64_t consumed_samples) const {
+  return AtCount(consumed_samples);
+}
+
+double LrSchedule::AtCount(int64_t n) const {
   const double peak = config_.lr();
   const double min = config_.min_lr();
   const bool by_samples = config_.lr_decay_samples() > 0;
-  const int64_t n = by_samples ? steps_taken * samples_per_step_ : steps_taken;
   const int64_t warmup = by_samples ? config_.lr_warmup_samples() : config_.lr_warmup_iters();
   const int64_t decay = by_samples ? config_.lr_decay_samples() : config_.lr_decay_iters();
   if (warmup > 0 && n <= warmup) {

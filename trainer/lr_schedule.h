@@ -31,7 +31,15 @@ class LrSchedule {
   // Learning rate of 1-based `iteration`.
   double ForIteration(int64_t iteration) const { return At(iteration - 1); }
 
+  // Learning rate of the step that follows `consumed_samples` (Megatron's scheduler
+  // advances by each step's global batch, which --rampup-batch-size varies); the
+  // schedule must count samples.
+  double AfterSamples(int64_t consumed_samples) const;
+
  private:
+  // Learning rate at `n` steps or samples (the schedule's unit).
+  double AtCount(int64_t n) const;
+
   OptimizerConfig config_;
   int64_t samples_per_step_;
 };

@@ -6,12 +6,15 @@
 namespace conveyor {
 
 std::array<int64_t, MessageBytes::kGroups> MessageBytes::Totals() const {
-  return {context_.tp().message_bytes(), context_.dp().message_bytes(),
+  // Gradients travel over data x context (the same ranks as dp without CP); the loss
+  // sums over dp: both are data-parallel traffic.
+  return {context_.tp().message_bytes(), context_.cp().message_bytes(),
+          context_.dp().message_bytes() + context_.dp_cp().message_bytes(),
           context_.pp().message_bytes()};
 }
 
 absl::StatusOr<std::string> MessageBytes::Report(int64_t iterations) {
-  static constexpr const char* kNames[kGroups] = {"tp", "dp", "pp"};
+  static constexpr const char* kNames[kGroups] = {"tp", "cp", "dp", "pp"};
   const std::array<int64_t, kGroups> now = Totals();
   std::array<double, kGroups> per_iteration;
   for (int g = 0; g < kGroups; ++g) {

@@ -6,8 +6,10 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "model/memory_model.h"
+#include "model/moe_layer.h"
 #include "parallel/pipeline/gantt.h"
 #include "parallel/rank_layout.h"
+#include "trainer/batch_rampup.h"
 #include "trainer/flops.h"
 #include "trainer/pipeline_report.h"
 
@@ -22,6 +24,21 @@ std::string Bytes(double bytes) {
   return absl::StrFormat("%.2f MiB", bytes / kMiB);
 }
 
+// A mixture of experts' parameters: all of them (as the pipeline ranks hold them; MoE
+// runs on one tensor-parallel rank) and those a token computes with (its top-k experts),
+// the count Megatron's TFLOP/s formula follows.
+std::string MoeParametersLine(const ModelShape& shape, const std::vector<RankMemory>& memory) {
+  int64_t total = 0, moe_layers = 0;
+  for (const RankMemory& m : memory) total += m.parameters;
+  for (int64_t layer = 0; layer < shape.num_layers; ++layer) moe_layers += shape.moe.IsMoeLayer(layer);
+  const int64_t active = total - moe_layers * InactiveExpertParameters(shape);
+  return absl::StrFormat(
+      "plan: mixture of experts: %d experts, top-%d, in %d of %d layers: %d parameters, %d "
+      "(%.1f%%) active per token\n",
+      shape.moe.experts(), shape.moe.router.topk, moe_layers, shape.num_layers, total, active,
+      100.0 * static_cast<double>(active) / static_cast<double>(std::max<int64_t>(total, 1)));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const ModelShape& shape) {
@@ -29,10 +46,16 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   const ParallelConfig& p = config.parallel();
   const TrainingConfig& t = config.training();
   const int world_size = resolved.world_size();
-  const int tp = resolved.tp(), pp = resolved.pp(), dp = resolved.dp();
+  const int tp = resolved.tp(), pp = resolved.pp(), dp = resolved.dp(), cp = resolved.cp();
   const int V = resolved.virtual_stages();
   const int M = resolved.micro_batches();
-  std::string out = RankMap(tp, pp, world_size);
+  std::string out = RankMap(tp, pp, world_size, cp);
+  if (cp > 1) {
+    absl::StrAppendFormat(&out,
+                          "plan: context parallelism: CP %d ranks share each sample, %d tokens "
+                          "each (chunks r and %d-r of %d chunks)\n",
+                          cp, shape.seq / cp, 2 * cp - 1, 2 * cp);
+  }
   absl::StrAppendFormat(
       &out,
       "plan: global batch %d = K 1 step x M %d micro-batches x DP %d x micro-batch %d "
@@ -41,6 +64,16 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
       t.global_batch_size(), M, dp, t.micro_batch_size(), shape.seq,
       int64_t{t.global_batch_size()} * shape.seq,
       MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12, shape.padded_vocab);
+  const std::vector<int64_t> ramp = BatchRampup(t).RampSteps();
+  if (!ramp.empty()) {
+    absl::StrAppendFormat(&out,
+                          "plan: --rampup-batch-size: %d steps ramp the global batch from %d to "
+                          "%d over %d samples, then %d steps at %d; this plan is for the final "
+                          "global batch (its largest M)\n",
+                          ramp.size(), ramp.front(), t.global_batch_size(),
+                          t.rampup_batch_size(2), t.train_iters() - int64_t(ramp.size()),
+                          t.global_batch_size());
+  }
 
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
   absl::StrAppendFormat(&out,
@@ -72,6 +105,7 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           Bytes(m.stash_bytes_per_micro_batch), Bytes(m.activation_peak_bytes),
                           Bytes(m.total_bytes()));
   }
+  if (shape.moe.experts() > 0) out += MoeParametersLine(shape, memory);
   absl::StrAppendFormat(&out,
                         "plan: model state (weights, grads, optimizer) per parameter; Megatron's "
                         "formula for these settings: %.2f bytes\n"
@@ -92,27 +126,36 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   // with the distributed optimizer a reduce-scatter, (DP-1)/DP of the gradients, and the
   // parameter all-gather, (DP-1)/DP of the value buffers. TP: per layer and micro-batch,
   // 2 all-reduces forward and 2 backward of the activations (under SP, all-gathers and
-  // reduce-scatters that move as much).
+  // reduce-scatters that move as much). CP: per layer and micro-batch, ring attention
+  // passes CP - 1 key/value blocks forward, and backward CP - 1 blocks plus CP fp32
+  // gradient blocks; gradients are reduced over DP x CP.
   const RankMemory& first = memory.front();
   const double element = config.precision().bf16() ? 2.0 : 4.0;
-  const int64_t tokens = int64_t{t.micro_batch_size()} * shape.seq;
+  const int64_t tokens = int64_t{t.micro_batch_size()} * shape.seq / cp;
   const double message =
       element * PipelineMessageElements(tokens, shape.hidden, tp, p.sequence_parallel());
   const double pipeline_bytes = pp > 1 ? 2.0 * M * message * V : 0.0;
   const double grads = (p.grad_reduce_in_bf16() ? 2.0 : 4.0) *
                        static_cast<double>(first.parameters + first.bucket_padding);
-  const double share = static_cast<double>(dp - 1) / dp;
+  const int replicas = dp * cp;
+  const double share = static_cast<double>(replicas - 1) / replicas;
   const double dp_bytes =
-      dp == 1 ? 0.0
+      replicas == 1 ? 0.0
       : p.use_distributed_optimizer() ? share * (grads + static_cast<double>(first.weight_bytes))
                                       : 2.0 * share * grads;
   const int64_t local_layers = shape.num_layers / pp;
   const double activation = element * tokens * shape.hidden;
   const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * activation : 0.0;
+  const double kv_block =
+      static_cast<double>(tokens) * 2.0 * (shape.query_groups / tp) * shape.head_dim;
+  const double cp_bytes =
+      cp > 1 ? local_layers * M * kv_block * (2.0 * (cp - 1) * element + cp * 4.0) : 0.0;
   absl::StrAppendFormat(&out,
                         "plan: traffic per step and rank: pipeline %s, data-parallel %s, "
-                        "tensor-parallel %s\n",
+                        "tensor-parallel %s",
                         Bytes(pipeline_bytes), Bytes(dp_bytes), Bytes(tp_bytes));
+  if (cp > 1) absl::StrAppendFormat(&out, ", context-parallel %s", Bytes(cp_bytes));
+  out += "\n";
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "profiler/recorder.h"
 #include "proto/config_choices.h"
 #include "runtime/memory_tracker.h"
+#include "trainer/batch_rampup.h"
 #include "trainer/document_masking.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
@@ -88,7 +90,7 @@ class TrainingRun {
   TrainingRun(const Config& config, const RankContext& context, GptStage* stage,
               const SampleSource& data, const TrainingOutputs& out,
               const EvaluationSplits& held_out, const OptimizerOps& optimizer_ops,
-              std::vector<pipeline::Action> actions)
+              std::map<int64_t, std::vector<pipeline::Action>> actions)
       : config_(config),
         t_(config.training()),
         context_(context),
@@ -104,9 +106,7 @@ class TrainingRun {
         schedule_(config.optimizer(), t_.global_batch_size()),
         flops_per_iteration_(
             MegatronFlopsPerIteration(stage->chunk(0).shape(), t_.global_batch_size())),
-        // The step's loss is the mean over all M * DP micro-batches: each contributes
-        // 1 / (M * DP) to the gradient, and the DP sum completes the mean.
-        loss_scale_(1.0f / static_cast<float>(t_.num_micro_batches() * context.dp_size())),
+        rampup_(t_),
         masking_(DocumentMaskingOf(config)),
         pipelined_(context.pipeline().num_stages() > 1),
         checkpoints_(config, context, stage, updater_.get()),
@@ -128,7 +128,6 @@ class TrainingRun {
     iteration_ = saved_iteration_ = resume.iteration;
     if (iteration_ >= t_.train_iters()) return NothingToTrain();
     ExitConditions exit_conditions(config_.checkpoint());
-    WatchGradients();
     stage_->OnParametersNeeded(
         [this](const std::vector<Parameter*>& p) { return updater_->ParametersNeeded(p); });
     while (iteration_ < t_.train_iters()) {
@@ -167,18 +166,25 @@ class TrainingRun {
   }
 
   // --overlap-grad-reduce: the updater starts reducing gradients as backward
-  // completes them.
-  void WatchGradients() {
-    if (!config_.parallel().overlap_grad_reduce()) return;
-    stage_->OnGradientsReady(t_.num_micro_batches(), [this](const std::vector<Parameter*>& p) {
-      updater_->GradientsReady(p);
-    });
+  // completes them (after `micro_batches` micro-batches).
+  void WatchGradients(int64_t micro_batches) {
+    if (!config_.parallel().overlap_grad_reduce() || micro_batches == watched_micro_batches_) {
+      return;
+    }
+    watched_micro_batches_ = micro_batches;
+    stage_->OnGradientsReady(
+        static_cast<int>(micro_batches),
+        [this](const std::vector<Parameter*>& p) { updater_->GradientsReady(p); });
   }
 
   // Forward and backward over the step's micro-batches, the gradients summed, the
   // optimizer step (or, for a NaN, the --nan-policy), and the step's records.
   absl::StatusOr<StepOutcome> Step() {
     StepOutcome step;
+    // --rampup-batch-size: the samples consumed so far decide this step's global batch.
+    step_batch_ = rampup_.GlobalBatchAt(result_.consumed_samples);
+    step_micro_batches_ = step_batch_ / (int64_t{t_.micro_batch_size()} * context_.dp_size());
+    WatchGradients(step_micro_batches_);
     const profiler::Scope step_span("phase", absl::StrCat("iteration ", iteration_));
     {
       StepTimers::Scope phase(&timers_, StepTimers::kForwardBackward);
@@ -207,12 +213,14 @@ class TrainingRun {
     {
       StepTimers::Scope phase(&timers_, StepTimers::kOptimizer);
       const profiler::Scope span("phase", "optimizer");
-      step.learning_rate = schedule_.ForIteration(iteration_);
+      step.learning_rate = rampup_.ramps() ? schedule_.AfterSamples(result_.consumed_samples)
+                                           : schedule_.ForIteration(iteration_);
       RETURN_IF_ERROR(UpdateOrSkip(step));
     }
     result_.losses.push_back(step.loss);
     result_.grad_norms.push_back(step.grad_norm);
-    result_.consumed_samples += t_.global_batch_size();
+    result_.consumed_samples += step_batch_;
+    interval_samples_ += step_batch_;
     return step;
   }
 
@@ -221,9 +229,13 @@ class TrainingRun {
   // unmasked tokens (Megatron scales the summed gradients by that count after
   // backward; scaling each token's gradient by it before the DP sum is the same).
   absl::StatusOr<LossWeighting> StepLossWeighting() const {
-    if (!t_.calculate_per_token_loss()) return LossWeighting{loss_scale_};
+    if (!t_.calculate_per_token_loss()) {
+      // The mean over the step's M * DP micro-batches: each contributes 1 / (M * DP) to
+      // the gradient, and the DP sum completes the mean.
+      return LossWeighting{1.0f / static_cast<float>(step_micro_batches_ * context_.dp_size())};
+    }
     ASSIGN_OR_RETURN(const int64_t tokens,
-                     CountLossTokens(data_, result_.consumed_samples, t_.global_batch_size(),
+                     CountLossTokens(data_, result_.consumed_samples, step_batch_,
                                      config_.model().seq_length(), masking_));
     // Megatron clamps the count to 1 as well.
     return LossWeighting{1.0f / static_cast<float>(std::max<int64_t>(tokens, 1)),
@@ -238,8 +250,8 @@ class TrainingRun {
     const PassInput input{&data_, result_.consumed_samples, /*training=*/true, iteration_};
     ASSIGN_OR_RETURN(const LossWeighting weighting, StepLossWeighting());
     const Clock::time_point start = Clock::now();
-    RETURN_IF_ERROR(
-        RunPipelinePass(config_, context_, actions_, input, weighting, stage_, &step_timeline_));
+    RETURN_IF_ERROR(RunPipelinePass(config_, context_, actions_.at(step_micro_batches_), input,
+                                    weighting, stage_, &step_timeline_));
     bubble_.AddStep(step_timeline_, SecondsSince(start));
     // On a clock all local ranks share, for the merged trace.
     const double origin = std::chrono::duration<double>(start.time_since_epoch()).count();
@@ -323,7 +335,7 @@ class TrainingRun {
     }
     interval_ = IntervalStats();
     interval_seconds_ = interval_loss_ = 0.0;
-    interval_iterations_ = interval_good_iterations_ = 0;
+    interval_iterations_ = interval_good_iterations_ = interval_samples_ = 0;
     interval_moe_losses_[0] = interval_moe_losses_[1] = 0.0;
     return absl::OkStatus();
   }
@@ -348,7 +360,7 @@ class TrainingRun {
     f.learning_rate = step.learning_rate;
     f.grad_norm = step.grad_norm;
     f.num_zeros = step.num_zeros;
-    f.global_batch_size = t_.global_batch_size();
+    f.global_batch_size = step_batch_;
     f.world_size = context_.world().size();
     if (logging.log_memory_to_tensorboard()) {
       const MemoryTracker& m = MemoryTracker::Global();
@@ -370,11 +382,13 @@ class TrainingRun {
     interval_.train_iters = t_.train_iters();
     interval_.consumed_samples = result_.consumed_samples;
     interval_.ms_per_iteration = 1e3 * seconds_per_iteration;
-    interval_.tflops_per_gpu = flops_per_iteration_ / seconds_per_iteration / world / 1e12;
-    interval_.tokens_per_second =
-        int64_t{t_.global_batch_size()} * config_.model().seq_length() / seconds_per_iteration;
+    // Under --rampup-batch-size the steps' batches differ: FLOPs scale with the batch.
+    const double mean_batch = static_cast<double>(interval_samples_) / interval_iterations_;
+    interval_.tflops_per_gpu = flops_per_iteration_ * mean_batch / t_.global_batch_size() /
+                               seconds_per_iteration / world / 1e12;
+    interval_.tokens_per_second = mean_batch * config_.model().seq_length() / seconds_per_iteration;
     interval_.learning_rate = step.learning_rate;
-    interval_.global_batch_size = t_.global_batch_size();
+    interval_.global_batch_size = step_batch_;  // Megatron logs the current one
     interval_.lm_loss =
         interval_good_iterations_ > 0 ? interval_loss_ / interval_good_iterations_ : NAN;
     interval_.grad_norm = step.grad_norm;
@@ -438,13 +452,14 @@ class TrainingRun {
   const SampleSource& data_;
   const TrainingOutputs& out_;
   const EvaluationSplits& held_out_;
-  const std::vector<pipeline::Action> actions_;  // this rank's, of --pipeline-schedule
+  // This rank's actions of --pipeline-schedule, by the step's micro-batch count.
+  const std::map<int64_t, std::vector<pipeline::Action>> actions_;
   const OptimizerOps& optimizer_ops_;
   const std::vector<Parameter*> params_;
   const std::unique_ptr<ParameterUpdater> updater_;
   const LrSchedule schedule_;
   const double flops_per_iteration_;
-  const float loss_scale_;
+  const BatchRampup rampup_;
   const DocumentMasking masking_;
   const bool pipelined_;
   TrainingCheckpoints checkpoints_;
@@ -465,6 +480,11 @@ class TrainingRun {
   int64_t interval_iterations_ = 0;
   int64_t interval_good_iterations_ = 0;
   double interval_moe_losses_[2] = {0.0, 0.0};  // load balancing, z: sums over iterations
+  int64_t interval_samples_ = 0;  // the steps' global batches, summed
+  // This step's global batch and micro-batches per DP rank (--rampup-batch-size).
+  int64_t step_batch_ = 0;
+  int64_t step_micro_batches_ = 0;
+  int64_t watched_micro_batches_ = 0;  // what --overlap-grad-reduce counts to
 };
 
 }  // namespace
@@ -474,11 +494,21 @@ absl::StatusOr<TrainingResult> Train(const Config& config, const RankContext& co
                                      const TrainingOutputs& out, const EvaluationSplits& held_out,
                                      const OptimizerOps& optimizer_ops) {
   const pipeline::PipelinePlace& place = context.pipeline();
-  ASSIGN_OR_RETURN(pipeline::Plan plan,
-                   pipeline::MakePlan(config.parallel().pipeline_schedule(), place.num_ranks,
-                                      place.num_chunks, config.training().num_micro_batches()));
-  TrainingRun run(config, context, stage, data, out, held_out, optimizer_ops,
-                  std::move(plan.ranks[place.rank]));
+  const TrainingConfig& t = config.training();
+  // One plan per micro-batch count: the final global batch's, and those of
+  // --rampup-batch-size's smaller batches.
+  std::map<int64_t, std::vector<pipeline::Action>> actions;
+  std::vector<int64_t> batches = BatchRampup(t).RampSteps();
+  batches.push_back(t.global_batch_size());
+  for (const int64_t batch : batches) {
+    const int64_t micro_batches = batch / (int64_t{t.micro_batch_size()} * context.dp_size());
+    if (actions.count(micro_batches) > 0) continue;
+    ASSIGN_OR_RETURN(pipeline::Plan plan,
+                     pipeline::MakePlan(config.parallel().pipeline_schedule(), place.num_ranks,
+                                        place.num_chunks, static_cast<int>(micro_batches)));
+    actions[micro_batches] = std::move(plan.ranks[place.rank]);
+  }
+  TrainingRun run(config, context, stage, data, out, held_out, optimizer_ops, std::move(actions));
   return run.Run();
 }
 

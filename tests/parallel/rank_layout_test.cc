@@ -31,6 +31,34 @@ TEST(RankLayoutTest, MegatronDocstringExample) {
   EXPECT_EQ(AllGroups(GroupKind::kWorld, 2, 4, 16).size(), 1u);
 }
 
+// 16 ranks, TP 2, CP 2, PP 2 (so DP 2), in Megatron's order tp-cp-dp-pp:
+// rank = pp * 8 + dp * 4 + cp * 2 + tp.
+TEST(RankLayoutTest, ContextParallelGroupsInMegatronOrder) {
+  EXPECT_EQ(AllGroups(GroupKind::kTensor, 2, 2, 16, 2),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kContext, 2, 2, 16, 2),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kData, 2, 2, 16, 2),
+            (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kDataContext, 2, 2, 16, 2),
+            (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kPipeline, 2, 2, 16, 2),
+            (Groups{{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kModel, 2, 2, 16, 2),
+            (Groups{{0, 1, 8, 9}, {2, 3, 10, 11}, {4, 5, 12, 13}, {6, 7, 14, 15}}));
+  const RankCoords c = CoordsOf(11, 2, 2, 16, 2);
+  EXPECT_EQ(c.tp, 1);
+  EXPECT_EQ(c.cp, 1);
+  EXPECT_EQ(c.dp, 0);
+  EXPECT_EQ(c.pp, 1);
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(RankOf(CoordsOf(r, 2, 2, 16, 2), 2, 2, 16, 2), r);
+  EXPECT_THAT(ValidateLayout(2, 1, 6, 2).message(), HasSubstr("--context-parallel-size (2)"));
+  EXPECT_THAT(RankMap(1, 1, 4, 2), HasSubstr("rank  tp  cp  pp  dp\n"
+                                             "   0   0   0   0   0\n"
+                                             "   1   0   1   0   0\n"
+                                             "   2   0   0   0   1\n"));
+}
+
 TEST(RankLayoutTest, CoordsFollowTpThenDpThenPp) {
   // rank = pp * (TP * DP) + dp * TP + tp
   const RankCoords c = CoordsOf(13, 2, 4, 16);

@@ -1,7 +1,7 @@
 // Checkpoints end to end: a run stopped after 10 iterations and resumed for 10 more
 // equals 20 uninterrupted iterations bit for bit (same layout; sync and async saves;
 // replicated and distributed optimizer, the latter also under bf16), and a checkpoint saved under one layout
-// resumes under others (TP, PP with virtual stages, DP and the optimizer's sharding
+// resumes under others (TP, PP with virtual stages, CP, DP and the optimizer's sharding
 // all change) to follow the uninterrupted run within the equivalence tolerance.
 #include <cmath>
 #include <string>
@@ -141,6 +141,29 @@ TEST(CheckpointReshardingTest, ResumesUnderOtherLayouts) {
   absl::StatusOr<LayoutRun> on_one = SecondHalf(one, save, "reshard_one");
   ASSERT_TRUE(on_one.ok()) << on_one.status();
   ExpectFollows(*on_one, *reference);
+}
+
+// Context parallelism changes only how each sample's tokens are split, and which ranks
+// share the distributed optimizer's shards (DP x CP): a checkpoint saved under CP 2 x DP 2
+// resumes under one rank, and one saved by one rank resumes under CP 4, both following
+// the uninterrupted one-rank run.
+TEST(CheckpointReshardingTest, ResumesAcrossContextParallelSizes) {
+  Layout cp2 = TpDp(1, 2, false, true);
+  cp2.cp = 2;
+  Layout cp4 = TpDp(1, 1, false, false);
+  cp4.cp = 4;
+  const Layout one;
+  absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(one), "cp_reference");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string from_cp2 = FreshDir("cp2_ckpt"), from_one = FreshDir("cp1_ckpt");
+  ASSERT_TRUE(FirstHalf(cp2, from_cp2, false, "cp2_first").ok());
+  ASSERT_TRUE(FirstHalf(one, from_one, false, "cp1_first").ok());
+  absl::StatusOr<LayoutRun> on_one = SecondHalf(one, from_cp2, "cp2_to_one");
+  ASSERT_TRUE(on_one.ok()) << on_one.status();
+  ExpectFollows(*on_one, *reference);
+  absl::StatusOr<LayoutRun> on_cp4 = SecondHalf(cp4, from_one, "one_to_cp4");
+  ASSERT_TRUE(on_cp4.ok()) << on_cp4.status();
+  ExpectFollows(*on_cp4, *reference);
 }
 
 // The bf16 master pieces saved by DP 2 reshard: resumed under DP 4 (other pieces) and

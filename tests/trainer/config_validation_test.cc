@@ -80,6 +80,30 @@ TEST(ValidateConfigTest, ValidConfigHasNoProblems) {
   EXPECT_THAT(Validate(c, 8), IsEmpty());
 }
 
+TEST(ValidateConfigTest, MixtureOfExpertsRules) {
+  Config c = Valid();
+  c.mutable_model()->set_num_experts(4);
+  c.mutable_model()->set_disable_bias_linear(true);
+  c.mutable_model()->set_moe_layer_freq("([1]*1+[0]*1)*1");
+  EXPECT_THAT(Validate(c), IsEmpty());
+  c.mutable_model()->set_moe_router_topk(5);
+  c.mutable_model()->set_moe_layer_freq("[1,1,1]");
+  c.mutable_model()->set_moe_pad_expert_input_to_capacity(true);
+  c.mutable_model()->set_moe_aux_loss_coeff(-1);
+  c.mutable_model()->set_disable_bias_linear(false);
+  c.mutable_model()->set_moe_router_enable_expert_bias(true);
+  c.mutable_parallel()->set_tensor_model_parallel_size(2);
+  SetWorld(&c, 2);
+  const std::vector<std::string> problems = Validate(c, 2);
+  EXPECT_THAT(problems, Contains(HasSubstr("--moe-router-topk 5 must be between 1 and")));
+  EXPECT_THAT(problems, Contains(HasSubstr("gives 3 layers but --num-layers is 2")));
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-pad-expert-input-to-capacity")));
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-aux-loss-coeff -1 must not be negative")));
+  EXPECT_THAT(problems, Contains(HasSubstr("add --disable-bias-linear")));
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-router-enable-expert-bias: not implemented")));
+  EXPECT_THAT(problems, Contains(HasSubstr("use --tensor-model-parallel-size 1")));
+}
+
 TEST(ValidateConfigTest, SizesMustBePositive) {
   Config c = Valid();
   c.mutable_model()->set_num_layers(0);

@@ -40,5 +40,29 @@ TEST(FlopsTest, GroupedQueryAndSwigluTerms) {
   EXPECT_DOUBLE_EQ(MegatronFlopsPerIteration(s, 1), expected);
 }
 
+// Megatron counts an MoE layer's active experts (topk x the expert MLP, plus the shared
+// expert) and dense layers' MLP: two layers, one MoE (top-2 of 8 experts of width 6 and
+// a shared expert of width 4), one dense of width 16, by hand:
+//   12 * 8 * 2 * 64 * (attention + ((2 * 6 + 4) + 16) / (2 * 8) + logits)
+TEST(FlopsTest, MixtureOfExpertsCountsActiveExperts) {
+  ModelShape s;
+  s.num_layers = 2;
+  s.hidden = 8;
+  s.heads = 4;
+  s.query_groups = 4;
+  s.head_dim = 2;
+  s.ffn_hidden = 16;
+  s.seq = 8;
+  s.padded_vocab = 32;
+  s.moe.router.experts = 8;
+  s.moe.router.topk = 2;
+  s.moe.ffn_hidden = 6;
+  s.moe.shared_expert_ffn = 4;
+  s.moe.layers = {true, false};
+  const double expected =
+      12.0 * 8 * 2 * 64 * ((1 + 1 + 1.0) * 1.0 + 32.0 / 16 + 32.0 / (2 * 2 * 8));
+  EXPECT_DOUBLE_EQ(MegatronFlopsPerIteration(s, 1), expected);
+}
+
 }  // namespace
 }  // namespace conveyor

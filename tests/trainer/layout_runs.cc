@@ -118,6 +118,7 @@ Layout OneRank(const Layout& layout) {
   one.device = layout.device;
   one.documents = layout.documents;
   one.per_token_loss = layout.per_token_loss;
+  one.moe = layout.moe;
   return one;
 }
 
@@ -140,6 +141,7 @@ std::string LayoutName(const Layout& l) {
   if (l.device != "cpu") name += "_" + l.device;
   if (l.documents) name += "_documents";
   if (l.per_token_loss) name += "_per_token_loss";
+  if (l.moe) name += "_moe";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -159,6 +161,14 @@ Config TinyConfig(const Layout& l) {
     m.set_disable_bias_linear(true);
   }
   m.set_qk_layernorm(l.qk_layernorm);
+  if (l.moe) {
+    m.set_disable_bias_linear(true);
+    m.set_num_experts(4);
+    m.set_moe_ffn_hidden_size(24);
+    m.set_moe_aux_loss_coeff(0.01f);
+    m.set_moe_z_loss_coeff(0.001f);
+    m.set_moe_expert_capacity_factor(1.25f);
+  }
   m.set_hidden_size(32);
   m.set_num_attention_heads(4);
   m.set_ffn_hidden_size(64);

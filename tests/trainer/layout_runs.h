@@ -44,6 +44,9 @@ struct Layout {
   // data as the eod (--eod-token-id; about one sample in eight holds one).
   bool documents = false;
   bool per_token_loss = false;  // --calculate-per-token-loss
+  // A mixture of experts in every layer: 4 experts, top-2, both auxiliary losses and a
+  // capacity that drops tokens; no biases.
+  bool moe = false;
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);

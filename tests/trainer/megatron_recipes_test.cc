@@ -73,9 +73,12 @@ Recipe Gpt3_175b() {
        // EVAL_AND_LOGGING_ARGS
        "--log-interval", "100", "--save-interval", "10000", "--eval-interval", "1000", "--save",
        "/ckpt/gpt3", "--load", "/ckpt/gpt3", "--eval-iters", "10", "--tensorboard-dir", "/tb/gpt3"},
+      {},
       {{"--rampup-batch-size", 3,
-        "the global-batch ramp is priority 4 of issue 18 and not done yet"}},
-      {{"--fp16", 0,
+        "the script ramps an iteration-based run (--train-iters 500000), which Megatron's "
+        "validate_args also refuses ('expected no batch-size rampup for iteration-based "
+        "training'): Gpt3_175bRampWithTrainSamples plans it with --train-samples"},
+       {"--fp16", 0,
         "fp16 training needs dynamic loss scaling, which Conveyor leaves out (bf16 needs none)"},
        {"--tensor-model-parallel-size", kKept,
         "TP 8 x PP 16 = 128 ranks do not fit the script's 8 GPUs (GPUS_PER_NODE=8, "
@@ -211,6 +214,27 @@ void CheckRecipe(const Recipe& recipe, int planning_world_size) {
 TEST(MegatronRecipesTest, Gpt3_175b) { CheckRecipe(Gpt3_175b(), 128); }
 
 TEST(MegatronRecipesTest, Llama3_8b) { CheckRecipe(Llama3_8b(), 8); }
+
+// The recipe's ramp as Megatron accepts it: sample-based, --train-samples 146484375 (the
+// GPT-3 paper's 300B tokens at 2048 per sample) for --train-iters and --lr-decay-samples
+// for --lr-decay-iters, bf16 for fp16, on the 128 ranks the layout needs.
+TEST(MegatronRecipesTest, Gpt3_175bRampWithTrainSamples) {
+  std::vector<std::string> flags =
+      Without(Gpt3_175b().flags,
+              {{"--train-iters", 1, ""}, {"--lr-decay-iters", 1, ""}, {"--fp16", 0, ""}});
+  for (const char* extra :
+       {"--train-samples", "146484375", "--lr-decay-samples", "125829120", "--bf16"}) {
+    flags.push_back(extra);
+  }
+  std::vector<std::string> ignored;
+  const absl::StatusOr<std::string> plan = Plan(flags, 128, &ignored);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // 19802 steps ramp 16 -> 1536 (consuming 5859424 samples), then (146484375 - 5859424)
+  // // 1536 = 91552 steps: Megatron's update_train_iters, worked out by hand.
+  EXPECT_THAT(*plan, HasSubstr("plan: --rampup-batch-size: 19802 steps ramp the global batch "
+                               "from 16 to 1536 over 5859375 samples, then 91552 steps at 1536; "
+                               "this plan is for the final global batch"));
+}
 
 }  // namespace
 }  // namespace conveyor

@@ -107,5 +107,32 @@ TEST(PlanTest, DataParallelTrafficFollowsTheOptimizerAndTheGradientType) {
   EXPECT_EQ(DataParallelTraffic({"--use-distributed-optimizer"}), mib(0.5 * 4 * n + 0.5 * 4 * n));
 }
 
+// CP 2 on 2 ranks: ring attention's blocks, counted here from the ring's steps.
+TEST(PlanTest, ContextParallelTrafficIsRingAttentionsBlocks) {
+  std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
+                                   "--hidden-size", "128", "--num-attention-heads", "4",
+                                   "--seq-length", "128", "--micro-batch-size", "4",
+                                   "--num-micro-batches", "4", "--context-parallel-size", "2",
+                                   "--nproc-per-node", "2"};
+  absl::StatusOr<Config> parsed = ParseFlags(args);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, 2);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::string> plan =
+      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // A key/value block: 4 samples x 64 tokens x (key + value) x 4 heads x 32 channels.
+  const double block = 4.0 * 64 * 2 * 4 * 32;
+  // Per layer and micro-batch: forward sends 1 block (fp32), backward 1 block and 2
+  // fp32 gradient blocks; 4 layers, 4 micro-batches.
+  const double bytes = 4 * 4 * (4.0 * block + 4.0 * block + 2 * 4.0 * block);
+  EXPECT_THAT(*plan, HasSubstr(absl::StrFormat("context-parallel %.2f MiB", bytes / (1 << 20))));
+  EXPECT_THAT(*plan, HasSubstr("CP 2 ranks share each sample, 64 tokens each"));
+  EXPECT_THAT(*plan, HasSubstr("rank  tp  cp  pp  dp"));
+  // No pipeline; the gradients' all-reduce runs over DP x CP = 2 ranks.
+  EXPECT_THAT(*plan, HasSubstr("pipeline 0.00 MiB"));
+  EXPECT_THAT(*plan, ::testing::Not(HasSubstr("data-parallel 0.00 MiB")));
+}
+
 }  // namespace
 }  // namespace conveyor
