@@ -36,9 +36,10 @@ absl::Status ResolveEodToken(const Tokenizer* tokenizer, Config* config) {
         "a sample; use --eod-mask-loss and --reset-position-ids without it");
   }
   if (data.eod_token_id() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " needs the token that ends a document: pass --tokenizer-type (its eod, as in "
-              "Megatron) or, for data tokenized elsewhere, --eod-token-id"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag,
+                     " needs the token that ends a document: pass --tokenizer-type (its eod, as in "
+                     "Megatron) or, for data tokenized elsewhere, --eod-token-id"));
   }
   if (data.eod_token_id() >= config->model().vocab_size()) {
     return absl::InvalidArgumentError(

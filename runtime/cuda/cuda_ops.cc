@@ -21,6 +21,7 @@
 #include "runtime/cuda/embedding_kernels.h"
 #include "runtime/cuda/norm_kernels.h"
 #include "runtime/cuda/philox_uniform.h"
+#include "runtime/cuda/ring_attention_kernels.h"
 #include "runtime/cuda/rope_kernels.h"
 
 namespace conveyor {
@@ -607,31 +608,91 @@ void CudaOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, 
   Finish(op);
 }
 
-// Ring attention's block ops have no CUDA kernels yet: validation refuses
-// --context-parallel-size > 1 with --device cuda, so these are never reached in a run.
-constexpr char kNoRingAttention[] =
-    "ring attention (--context-parallel-size > 1) has no CUDA kernels yet; run it with "
-    "--device cpu";
-
-void CudaOps::PackKeysValues(const AttentionShape&, const Tensor&, Tensor*) const {
-  Misuse("PackKeysValues", kNoRingAttention);
+void CudaOps::PackKeysValues(const AttentionShape& shape, const Tensor& qkv, Tensor* kv) const {
+  const char* op = "PackKeysValues";
+  RequireAttentionShape(op, shape);
+  RequireDevice(op, "qkv", qkv);
+  RequireSameType(op, "kv", *kv, "qkv", qkv);
+  RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
+  RequireNumel(op, "kv", *kv, shape.batch * shape.seq * shape.groups * 2 * shape.head_dim);
+  cuda::LaunchPackKeysValues(qkv.dtype(), shape, qkv.raw(), kv->raw());
+  Finish(op);
 }
 
-void CudaOps::AddKeyValueGrad(const AttentionShape&, const Tensor&, Tensor*) const {
-  Misuse("AddKeyValueGrad", kNoRingAttention);
+void CudaOps::AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv, Tensor* dqkv) const {
+  const char* op = "AddKeyValueGrad";
+  RequireAttentionShape(op, shape);
+  RequireDevice(op, "dqkv", *dqkv);
+  RequireFloat(op, "dkv", dkv);
+  RequireNumel(op, "dqkv", *dqkv, shape.batch * shape.seq * shape.qkv_width());
+  RequireNumel(op, "dkv", dkv, shape.batch * shape.seq * shape.groups * 2 * shape.head_dim);
+  cuda::LaunchAddKeyValueGrad(dqkv->dtype(), shape, dkv.data(), dqkv->raw());
+  Finish(op);
 }
 
-void CudaOps::AttentionBlockForward(const AttentionShape&, int64_t, const AttentionMask&,
-                                    const Tensor&, const Tensor&, float, const AttentionDropout&,
-                                    bool, Tensor*, Tensor*) const {
-  Misuse("AttentionBlockForward", kNoRingAttention);
+cuda::AttentionBlockArgs CudaOps::DeviceBlockArgs(const char* op, const AttentionShape& shape,
+                                                  int64_t key_rows, const AttentionMask& mask,
+                                                  const AttentionDropout& dropout) const {
+  REQUIRE(static_cast<int64_t>(mask.query_positions.size()) == shape.seq &&
+              static_cast<int64_t>(mask.key_positions.size()) == key_rows,
+          op, "a block's mask needs one position per query row and per key row");
+  REQUIRE(mask.document_start.empty() ||
+              static_cast<int64_t>(mask.document_start.size()) == shape.batch * shape.seq,
+          op, "document_start needs batch * seq rows");
+  cuda::AttentionBlockArgs args;
+  args.shape = shape;
+  args.key_rows = key_rows;
+  args.query_positions = query_positions_.Upload(mask.query_positions.data(), shape.seq);
+  args.key_positions = key_positions_.Upload(mask.key_positions.data(), key_rows);
+  args.document_start = DeviceDocumentStarts(op, shape, {{}, {}, mask.document_start});
+  args.sample_length = dropout.sample_length;
+  return args;
 }
 
-void CudaOps::AttentionBlockBackward(const AttentionShape&, int64_t, const AttentionMask&,
-                                     const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                     const Tensor&, float, const AttentionDropout&, Tensor*,
-                                     Tensor*) const {
-  Misuse("AttentionBlockBackward", kNoRingAttention);
+void CudaOps::AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
+                                    const AttentionMask& mask, const Tensor& qkv, const Tensor& kv,
+                                    float scale, const AttentionDropout& dropout, bool first,
+                                    Tensor* ctx, Tensor* lse) const {
+  const char* op = "AttentionBlockForward";
+  RequireAttentionShape(op, shape);
+  RequireDevice(op, "qkv", qkv);
+  RequireSameType(op, "kv", kv, "qkv", qkv);
+  RequireFloat(op, "ctx", *ctx);
+  RequireFloat(op, "lse", *lse);
+  RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
+  RequireNumel(op, "kv", kv, shape.batch * key_rows * shape.groups * 2 * shape.head_dim);
+  RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
+  RequireNumel(op, "lse", *lse, shape.batch * shape.heads() * shape.seq);
+  const cuda::AttentionBlockArgs args = DeviceBlockArgs(op, shape, key_rows, mask, dropout);
+  cuda::LaunchAttentionBlockForward(qkv.dtype(), args, qkv.raw(), kv.raw(), scale,
+                                    DropoutArgsOf(op, dropout), first, ctx->data(), lse->data());
+  Finish(op);
+}
+
+void CudaOps::AttentionBlockBackward(const AttentionShape& shape, int64_t key_rows,
+                                     const AttentionMask& mask, const Tensor& qkv, const Tensor& kv,
+                                     const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
+                                     float scale, const AttentionDropout& dropout, Tensor* dqkv,
+                                     Tensor* dkv) const {
+  const char* op = "AttentionBlockBackward";
+  RequireAttentionShape(op, shape);
+  RequireDevice(op, "qkv", qkv);
+  RequireSameType(op, "kv", kv, "qkv", qkv);
+  RequireSameType(op, "ctx", ctx, "qkv", qkv);
+  RequireSameType(op, "dctx", dctx, "qkv", qkv);
+  RequireSameType(op, "dqkv", *dqkv, "qkv", qkv);
+  RequireFloat(op, "lse", lse);
+  RequireFloat(op, "dkv", *dkv);
+  RequireNumel(op, "kv", kv, shape.batch * key_rows * shape.groups * 2 * shape.head_dim);
+  RequireNumel(op, "dkv", *dkv, kv.numel());
+  RequireNumel(op, "dqkv", *dqkv, shape.batch * shape.seq * shape.qkv_width());
+  RequireNumel(op, "lse", lse, shape.batch * shape.heads() * shape.seq);
+  const cuda::AttentionBlockArgs args = DeviceBlockArgs(op, shape, key_rows, mask, dropout);
+  Tensor row_dot = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
+  cuda::LaunchAttentionBlockBackward(qkv.dtype(), args, qkv.raw(), kv.raw(), ctx.raw(),
+                                     lse.data(), dctx.raw(), scale, DropoutArgsOf(op, dropout),
+                                     row_dot.data(), dqkv->raw(), dkv->data());
+  Finish(op);
 }
 
 void CudaOps::EmbeddingForward(const Tensor& table, int64_t vocab_start,

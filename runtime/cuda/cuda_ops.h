@@ -46,6 +46,7 @@
 
 #include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/gemm_lt.h"
+#include "runtime/cuda/ring_attention_kernels.h"
 #include "runtime/cuda/staging_buffer.h"
 #include "runtime/ops.h"
 
@@ -170,6 +171,10 @@ class CudaOps : public Ops {
   // Whether attention over `qkv` may go to cuDNN (it may still decline the shape).
   bool MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout,
                             const AttentionMask& mask) const;
+  // A block op's positions and document starts on the device, with its geometry.
+  cuda::AttentionBlockArgs DeviceBlockArgs(const char* op, const AttentionShape& shape,
+                                           int64_t key_rows, const AttentionMask& mask,
+                                           const AttentionDropout& dropout) const;
   // The mask's document starts on the device (null when it has none).
   const int32_t* DeviceDocumentStarts(const char* op, const AttentionShape& shape,
                                       const AttentionMask& mask) const;
@@ -184,6 +189,8 @@ class CudaOps : public Ops {
   mutable cuda::StagingBuffer doubles_;      // sum_exp and target, for download
   mutable cuda::StagingBuffer rope_;         // [cos | sin]
   mutable cuda::StagingBuffer document_starts_;  // attention's document mask
+  mutable cuda::StagingBuffer query_positions_;  // a ring attention block's positions
+  mutable cuda::StagingBuffer key_positions_;
   mutable cuda::StagingBuffer column_sums_;  // the row chunks' sums of a column sum
   mutable std::vector<float> rope_host_;     // what rope_ holds
 };

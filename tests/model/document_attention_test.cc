@@ -46,17 +46,15 @@ TEST_P(DocumentAttentionTest, SecondDocumentEqualsItsOwnSample) {
   const MicroBatchContext packed_mb{1, 0, 1, shape.seq, /*training=*/false};
   const MicroBatchContext alone_mb{1, 0, 1, 3, /*training=*/false};
   for (int64_t j = 0; j < 3; ++j) {
-    const double alone =
-        TokenLoss(model, alone_mb, DocumentMasks(), j, alone_tokens, alone_labels);
-    const double in_pack =
-        TokenLoss(model, packed_mb, packed, 3 + j, packed_tokens, packed_labels);
+    const double alone = TokenLoss(model, alone_mb, DocumentMasks(), j, alone_tokens, alone_labels);
+    const double in_pack = TokenLoss(model, packed_mb, packed, 3 + j, packed_tokens, packed_labels);
     EXPECT_NEAR(in_pack, alone, 1e-5) << GetParam() << " token " << j << " of document B";
   }
   // Without the masks document B sees document A: the test can tell.
   const double crossing =
       TokenLoss(model, packed_mb, DocumentMasks(), 4, packed_tokens, packed_labels);
-  EXPECT_GT(std::fabs(crossing - TokenLoss(model, alone_mb, DocumentMasks(), 1, alone_tokens,
-                                           alone_labels)),
+  EXPECT_GT(std::fabs(crossing -
+                      TokenLoss(model, alone_mb, DocumentMasks(), 1, alone_tokens, alone_labels)),
             1e-4);
 }
 

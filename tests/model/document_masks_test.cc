@@ -44,7 +44,8 @@ MegatronMasks Reference(const std::vector<int32_t>& data) {
     for (int64_t q = i + 1; q < seq; ++q) {
       for (int64_t k = 0; k <= i; ++k) attention[q][k] = 0;
     }
-    for (int64_t q = i + 1; q < seq; ++q) m.position_ids[q] -= static_cast<int32_t>(i + 1 - prev_index);
+    for (int64_t q = i + 1; q < seq; ++q)
+      m.position_ids[q] -= static_cast<int32_t>(i + 1 - prev_index);
     prev_index = i + 1;
   }
   for (int64_t q = 0; q < seq; ++q) {
@@ -89,8 +90,8 @@ TEST(DocumentMasksTest, MatchesMegatronsMasksForEveryEodLayout) {
       const MegatronMasks want = Reference(layout.samples[b]);
       for (int64_t j = 0; j < seq; ++j) {
         const int64_t t = b * seq + j;
-        const std::string where = layout.name + " sample " + std::to_string(b) + " token " +
-                                  std::to_string(j);
+        const std::string where =
+            layout.name + " sample " + std::to_string(b) + " token " + std::to_string(j);
         EXPECT_EQ(got.loss_mask[t], want.loss_mask[j]) << where;
         EXPECT_EQ(got.position_ids[t], want.position_ids[j]) << where;
         EXPECT_EQ(got.document_start[t], want.first_visible_key[j]) << where;

@@ -222,6 +222,106 @@ std::vector<PathCase> PathCases() {
   };
 }
 
+// Ring attention's block ops (context parallelism) against the CPU's: CP 2 of a
+// 48-token sample, rank 0 (chunks 0 and 3) against the blocks of both ranks in ring
+// order, forward merged into fp32 ctx and lse, backward accumulating dQ and fp32 dK, dV.
+TEST_P(CudaBackendTest, RingAttentionBlocks) {
+  const AttentionShape s{2, 24, 2, 2, 32};
+  std::vector<int32_t> mine(24), theirs(24);
+  for (int32_t i = 0; i < 12; ++i) {
+    mine[i] = i;             // chunk 0
+    mine[12 + i] = 36 + i;   // chunk 3
+    theirs[i] = 12 + i;      // chunks 1 and 2
+    theirs[12 + i] = 24 + i;
+  }
+  uint32_t seed = 1500;
+  for (const bool documents : {false, true}) {
+    for (const float p : {0.0f, 0.1f}) {
+      const std::string name = absl::StrCat(AttentionName(s), documents ? " documents" : "",
+                                            p > 0 ? " dropout" : "");
+      std::vector<int32_t> starts;
+      if (documents) {  // documents start at positions 0, 7, 30 and 40
+        for (int64_t b = 0; b < s.batch; ++b) {
+          for (const int32_t position : mine) {
+            starts.push_back(position >= 40 ? 40 : position >= 30 ? 30 : position >= 7 ? 7 : 0);
+          }
+        }
+      }
+      const CounterRng rng(79, StreamId("attention.dropout"));
+      AttentionDropout dropout;
+      if (p > 0) dropout = {&rng, p, 0, 0, s.heads(), /*sample_length=*/48};
+      const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+      const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
+      const Shape ks{s.batch * s.seq, s.groups * 2 * s.head_dim}, ls{s.batch, s.heads(), s.seq};
+      const Values q_mine = Act(qs[0] * qs[1], seed++, 1.5f);
+      const Values q_theirs = Act(qs[0] * qs[1], seed++, 1.5f);
+      const Values dctx = Act(cs[0] * cs[1], seed++);
+      Tensor cpu_ctx = Tensor::Zeros(cs, MemoryCategory::kActivations);
+      Tensor cpu_lse = Tensor::Zeros(ls, MemoryCategory::kActivations);
+      Tensor gpu_ctx = Tensor::Zeros(cs, MemoryCategory::kActivations, DType::kFloat32,
+                                     Device::kCuda);
+      Tensor gpu_lse = Tensor::Zeros(ls, MemoryCategory::kActivations, DType::kFloat32,
+                                     Device::kCuda);
+      struct Source {
+        const Values* qkv;
+        const std::vector<int32_t>* positions;
+      };
+      const Source ring[2] = {{&q_mine, &mine}, {&q_theirs, &theirs}};
+      for (int step = 0; step < 2; ++step) {
+        const AttentionMask mask{mine, *ring[step].positions, starts};
+        Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
+        cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
+        cpu().AttentionBlockForward(s, s.seq, mask, HostTensor(qs, q_mine), cpu_kv, scale, dropout,
+                                    step == 0, &cpu_ctx, &cpu_lse);
+        Tensor gpu_kv = DevZeros(ks);
+        gpu().PackKeysValues(s, Dev(qs, *ring[step].qkv), &gpu_kv);
+        Check(Name("PackKeysValues", name), ValuesOf(gpu_kv), ValuesOf(cpu_kv), tol(), IndexIn(ks));
+        gpu().AttentionBlockForward(s, s.seq, mask, Dev(qs, q_mine), gpu_kv, scale, dropout,
+                                    step == 0, &gpu_ctx, &gpu_lse);
+      }
+      Check(Name("AttentionBlockForward ctx", name), ValuesOf(gpu_ctx), ValuesOf(cpu_ctx),
+            attention_tol(), ContextLocator(s));
+      Check(Name("AttentionBlockForward lse", name), ValuesOf(gpu_lse), ValuesOf(cpu_lse),
+            kFp32AttentionTolerance, IndexIn(ls));
+
+      // Backward from the CPU's ctx and lse, one block at a time.
+      const Values ctx_values = ValuesOf(cpu_ctx);
+      Tensor cpu_dq = HostTensor(qs, Values(qs[0] * qs[1], 0.0f));
+      Tensor gpu_dq = Dev(qs, Values(qs[0] * qs[1], 0.0f));
+      Tensor gpu_lse_from_cpu = Tensor::Zeros(ls, MemoryCategory::kActivations, DType::kFloat32,
+                                              Device::kCuda);
+      gpu_lse_from_cpu.CopyFrom(cpu_lse);
+      for (int step = 0; step < 2; ++step) {
+        const AttentionMask mask{mine, *ring[step].positions, starts};
+        Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
+        cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
+        Tensor cpu_dkv = Tensor::Zeros(ks, MemoryCategory::kActivations);
+        cpu().AttentionBlockBackward(s, s.seq, mask, HostTensor(qs, q_mine), cpu_kv,
+                                     HostTensor(cs, ctx_values), cpu_lse, HostTensor(cs, dctx),
+                                     scale, dropout, &cpu_dq, &cpu_dkv);
+        Tensor gpu_kv = DevZeros(ks);
+        gpu().PackKeysValues(s, Dev(qs, *ring[step].qkv), &gpu_kv);
+        Tensor gpu_dkv = Tensor::Zeros(ks, MemoryCategory::kActivations, DType::kFloat32,
+                                       Device::kCuda);
+        gpu().AttentionBlockBackward(s, s.seq, mask, Dev(qs, q_mine), gpu_kv, Dev(cs, ctx_values),
+                                     gpu_lse_from_cpu, Dev(cs, dctx), scale, dropout, &gpu_dq,
+                                     &gpu_dkv);
+        Check(Name("AttentionBlockBackward dkv", absl::StrCat(name, " step ", step)),
+              ValuesOf(gpu_dkv), ValuesOf(cpu_dkv), attention_tol(), IndexIn(ks));
+        // The key/value gradient lands in its owner's rows.
+        Tensor cpu_owner = HostTensor(qs, Values(qs[0] * qs[1], 0.0f));
+        cpu().AddKeyValueGrad(s, cpu_dkv, &cpu_owner);
+        Tensor gpu_owner = Dev(qs, Values(qs[0] * qs[1], 0.0f));
+        gpu().AddKeyValueGrad(s, gpu_dkv, &gpu_owner);
+        Check(Name("AddKeyValueGrad", name), ValuesOf(gpu_owner), ValuesOf(cpu_owner),
+              attention_tol(), QkvLocator(s));
+      }
+      Check(Name("AttentionBlockBackward dq", name), ValuesOf(gpu_dq), ValuesOf(cpu_dq),
+            attention_tol(), QkvLocator(s));
+    }
+  }
+}
+
 TEST_P(CudaBackendTest, AttentionPathsAgree) {
   const std::vector<PathCase> cases = PathCases();
   std::printf("%s\n", cuda::CudnnAttention::Versions().c_str());

@@ -254,7 +254,9 @@ struct PositionCase {
 // repeat them (as reset positions do).
 std::vector<int32_t> CasePositions(const PositionCase& c) {
   std::vector<int32_t> positions(c.rows);
-  for (int64_t r = 0; r < c.rows; ++r) positions[r] = static_cast<int32_t>((c.first_row + 3 * r) % c.seq);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    positions[r] = static_cast<int32_t>((c.first_row + 3 * r) % c.seq);
+  }
   return positions;
 }
 
@@ -579,9 +581,9 @@ TEST_P(CudaBackendTest, CrossEntropy) {
       cpu().CrossEntropyBackward(labels, lse, c.vocab_start, scale, mask, &want);
       Tensor got = dev.Clone(MemoryCategory::kOther);
       gpu().CrossEntropyBackward(labels, lse, c.vocab_start, scale, mask, &got);
-      CheckTensor(Name(masked ? "CrossEntropyBackward masked dlogits" : "CrossEntropyBackward dlogits",
-                       shape),
-                  got, want, tol());
+      const char* what =
+          masked ? "CrossEntropyBackward masked dlogits" : "CrossEntropyBackward dlogits";
+      CheckTensor(Name(what, shape), got, want, tol());
     }
   }
 }

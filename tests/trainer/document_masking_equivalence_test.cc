@@ -78,8 +78,8 @@ TEST(DocumentMaskingTest, MaskingAndPerTokenLossChangeTheRun) {
   double masked_gap = 0.0, per_token_gap = 0.0;
   for (size_t i = 0; i < 10; ++i) {
     masked_gap = std::max(masked_gap, std::fabs(a.losses[i] - b.losses[i]) / a.losses[i]);
-    per_token_gap = std::max(per_token_gap, std::fabs(b.grad_norms[i] - c.grad_norms[i]) /
-                                                b.grad_norms[i]);
+    per_token_gap =
+        std::max(per_token_gap, std::fabs(b.grad_norms[i] - c.grad_norms[i]) / b.grad_norms[i]);
   }
   EXPECT_GT(masked_gap, 1e-3);
   EXPECT_GT(per_token_gap, 1e-4);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# CPU throughput of a mixture of experts against the dense model of the same active
+# parameters: 4 layers, hidden 256, 4 heads, seq 256, micro-batch 8, vocab 8192, SwiGLU,
+# no biases, mock data. The MoE model has 8 experts of width 512 per layer, top-2 (1024
+# active MLP width per token, 4.5x the dense model's parameters); the dense one an MLP of
+# width 1024. Each runs 12 iterations, three times alternately; the figures are each
+# model's median of the last 6 iterations' averages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh >&2
+bazel build //trainer:trainer >&2
+common=(--mock-data --num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 256
+  --micro-batch-size 8 --num-micro-batches 1 --vocab-size 8192 --hidden-dropout 0
+  --attention-dropout 0 --swiglu --disable-bias-linear --train-iters 12 --log-interval 6
+  --lr 1e-4 --eval-iters 0)
+dense=(--ffn-hidden-size 1024)
+moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 --moe-aux-loss-coeff 1e-2)
+
+# Prints "ms tokens/s TFLOP/s" of the last log line.
+run() {
+  bazel-bin/trainer/trainer "${common[@]}" "$@" | grep -E '^ *iteration +[0-9]+/' | tail -n 1 |
+    sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*TFLOP\/s\/GPU\): ([0-9.]+).*tokens per second: ([0-9.]+).*/\1 \3 \2/'
+}
+median() { sort -n | sed -n 2p; }
+
+dense_runs=() moe_runs=()
+for _ in 1 2 3; do
+  dense_runs+=("$(run "${dense[@]}")")
+  moe_runs+=("$(run "${moe[@]}")")
+done
+echo "bench_moe: 4 layers, hidden 256, seq 256, micro-batch 8, vocab 8192 on $(nproc) cores"
+for name in dense moe; do
+  declare -n runs="${name}_runs"
+  ms=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f1 | median)
+  tps=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f2 | median)
+  tflops=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f3 | median)
+  echo "bench_moe: ${name}: ${ms} ms/iteration, ${tps} tokens/s, ${tflops} TFLOP/s"
+done
