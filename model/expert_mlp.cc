@@ -2,8 +2,8 @@
 
 namespace conveyor {
 
-ExpertMlp::ExpertMlp(const Ops* ops, ParameterStore* store, const std::string& name,
-                     int64_t hidden, int64_t ffn, bool swiglu, float init_std, float output_std)
+ExpertMlp::ExpertMlp(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
+                     int64_t ffn, bool swiglu, float init_std, float output_std)
     : ops_(ops),
       ffn_(ffn),
       swiglu_(swiglu),
@@ -37,6 +37,7 @@ void ExpertMlp::BackwardInput(const Tensor& dy, ExpertStash* stash, Tensor* dx) 
     fc2_.BackwardInputGelu(dy, stash->fc1_out, &stash->d_fc1);
   }
   fc1_.BackwardInput(stash->d_fc1, dx);
+  stash->fc1_out = Tensor();  // W needs the activation, not fc1's output
 }
 
 void ExpertMlp::BackwardWeight(const Tensor& x, ExpertStash* stash) {

@@ -18,7 +18,7 @@ namespace conveyor {
 
 // What an expert keeps for one micro-batch between forward and W.
 struct ExpertStash {
-  Tensor fc1_out, act;  // forward
+  Tensor fc1_out, act;  // forward (BackwardInput drops fc1_out)
   Tensor d_fc1, dy;     // BackwardInput, for W
 };
 

@@ -192,6 +192,47 @@ ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Con
   return m;
 }
 
+// The dense MLP's tensors of a layer's stash, which a mixture-of-experts layer replaces.
+bool DenseMlpTensor(const StashTensor& t) {
+  return t.tensor == &LayerStash::fc1_out || t.tensor == &LayerStash::act ||
+         t.tensor == &LayerStash::d_fc1 || t.tensor == &LayerStash::d_fc2_full;
+}
+
+// Rows of a mixture-of-experts layer's permuted tokens for one micro-batch: every routing
+// slot; under a capacity at most what the experts keep, or exactly their padded inputs.
+int64_t MoeRows(const ModelShape& s, int64_t tokens) {
+  const MoeShape& moe = s.moe;
+  const int64_t slots = tokens * moe.router.topk;
+  if (!moe.drops_tokens()) return slots;
+  const int64_t capacity = std::min(
+      tokens, ExpertCapacity(tokens, moe.router.topk, moe.experts(), moe.capacity_factor));
+  return moe.pad_to_capacity ? moe.experts() * capacity
+                             : std::min(slots, moe.experts() * capacity);
+}
+
+// How much more (or less) an MoE layer (model/moe_layer.cc) holds than the dense one:
+// after forward, each expert's input and output rows with its fc1 output and activation,
+// and the shared expert's fc1 output and activation; between B and W, the input rows,
+// their output gradient, the experts' activations and fc1 gradients, the shared expert's
+// with the gradient it read, and the router logits' gradient. Less the dense MLP's
+// tensors held at that point.
+int64_t MoeStashDifference(const ModelShape& s, const ActivationShape& a,
+                           const SelectiveRecompute& selective, bool awaiting_weight) {
+  const int64_t tokens = a.micro_batch * a.seq, rows = MoeRows(s, tokens);
+  const int64_t fc1_halves = s.swiglu ? 2 : 1;
+  const int64_t expert = (fc1_halves + 1) * s.moe.ffn_hidden;
+  const int64_t shared = (fc1_halves + 1) * s.moe.shared_expert_ffn;
+  int64_t moe = 2 * rows * s.hidden + rows * expert + tokens * shared;
+  if (awaiting_weight) moe += tokens * (s.moe.experts() + (shared > 0 ? s.hidden : 0));
+  const auto dense_held = [&](const StashTensor& t) {
+    return DenseMlpTensor(t) &&
+           (awaiting_weight ? t.kept_for_weight : !DroppedAfterForward(t, selective));
+  };
+  int64_t dense = HeldBytes(kForwardStash, s, a, dense_held);
+  if (awaiting_weight) dense += HeldBytes(kWeightGradientStash, s, a, dense_held);
+  return a.bytes * moe - dense;
+}
+
 }  // namespace
 
 int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
@@ -257,7 +298,11 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
                           cp};
   const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
-  const int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
+  // A layer rebuilt whole: the larger of a dense and an MoE layer when both are present.
+  int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
+  if (shape.moe.experts() > 0) {
+    full_layer += std::max<int64_t>(0, MoeStashDifference(shape, a, {}, false));
+  }
   const int64_t vocab_rows = shape.padded_vocab / tp;
   if (static_cast<int>(timeline.ranks.size()) != P) {
     return absl::InvalidArgumentError("PredictMemory: the schedule's timeline needs P ranks");
@@ -284,9 +329,16 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
           std::accumulate(layers.begin(), layers.begin() + stage, int64_t{0});
       for (int64_t i = 0; i < layers[stage]; ++i) {
         AppendLayer(shape, tp, first_layer + i, &params);
+        const bool moe = shape.moe.IsMoeLayer(first_layer + i);
         chunk_stash += LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
                                        recompute.KeepsCheckpoint(i));
-        if (deferred_weights) chunk_awaiting += LayerAwaitingWeightBytes(shape, a);
+        if (moe && !recompute.Recomputes(i)) {
+          chunk_stash += MoeStashDifference(shape, a, recompute.selective, false);
+        }
+        if (deferred_weights) {
+          chunk_awaiting += LayerAwaitingWeightBytes(shape, a) +
+                            (moe ? MoeStashDifference(shape, a, recompute.selective, true) : 0);
+        }
       }
       if (last) {
         params.push_back({shape.hidden, false});

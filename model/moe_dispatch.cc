@@ -8,18 +8,21 @@ namespace conveyor {
 std::vector<int64_t> DispatchPlan::TokensPerExpert() const {
   std::vector<int64_t> counts(expert_begin.size() - 1, 0);
   for (std::size_t e = 0; e + 1 < expert_begin.size(); ++e) {
-    for (int64_t r = expert_begin[e]; r < expert_begin[e + 1]; ++r) counts[e] += token_of_row[r] >= 0;
+    for (int64_t r = expert_begin[e]; r < expert_begin[e + 1]; ++r) {
+      counts[e] += token_of_row[r] >= 0;
+    }
   }
   return counts;
 }
 
-DispatchPlan PlanDispatch(const std::vector<int32_t>& slot_expert,
-                          const std::vector<uint8_t>& keep, int64_t topk, int64_t experts,
-                          int64_t pad_rows) {
+DispatchPlan PlanDispatch(const std::vector<int32_t>& slot_expert, const std::vector<uint8_t>& keep,
+                          int64_t topk, int64_t experts, int64_t pad_rows) {
   const int64_t slots = static_cast<int64_t>(slot_expert.size());
   std::vector<std::vector<int32_t>> by_expert(experts);
   for (int64_t slot = 0; slot < slots; ++slot) {  // slots in token order
-    if (keep.empty() || keep[slot]) by_expert[slot_expert[slot]].push_back(static_cast<int32_t>(slot));
+    if (keep.empty() || keep[slot]) {
+      by_expert[slot_expert[slot]].push_back(static_cast<int32_t>(slot));
+    }
   }
   DispatchPlan plan;
   plan.row_of_slot.assign(slots, -1);

@@ -26,9 +26,8 @@ struct DispatchPlan {
 // empty: keep all) whether its expert kept it. With `pad_rows` > 0 every expert gets
 // exactly that many rows, its kept tokens first and zero rows after
 // (--moe-pad-expert-input-to-capacity); no expert may keep more than pad_rows.
-DispatchPlan PlanDispatch(const std::vector<int32_t>& slot_expert,
-                          const std::vector<uint8_t>& keep, int64_t topk, int64_t experts,
-                          int64_t pad_rows);
+DispatchPlan PlanDispatch(const std::vector<int32_t>& slot_expert, const std::vector<uint8_t>& keep,
+                          int64_t topk, int64_t experts, int64_t pad_rows);
 
 }  // namespace conveyor
 

@@ -56,13 +56,12 @@ int64_t MoeLayer::PadRows(int64_t tokens) const {
   const MoeShape& moe = shape_.moe;
   if (!moe.drops_tokens() || !moe.pad_to_capacity) return 0;
   // Megatron pads to the capacity, or to every token when the capacity exceeds them.
-  return std::min(tokens, ExpertCapacity(tokens, moe.router.topk, moe.experts(),
-                                         moe.capacity_factor));
+  return std::min(tokens,
+                  ExpertCapacity(tokens, moe.router.topk, moe.experts(), moe.capacity_factor));
 }
 
 Tensor MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash* stash) const {
   const int64_t tokens = x.dim(0);
-  stash->x = x;
   router_.Forward(x, mb, &stash->router);
   const RouterStash& route = stash->router;
   stash->plan = PlanDispatch(route.routing.experts, route.keep, shape_.moe.router.topk,
@@ -86,14 +85,17 @@ Tensor MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash*
   return y;
 }
 
-Tensor MoeLayer::BackwardInput(const Tensor& dy, float aux_loss_scale, MoeStash* stash) const {
+Tensor MoeLayer::BackwardInput(const Tensor& x, const Tensor& dy, float aux_loss_scale,
+                               MoeStash* stash) const {
   const int64_t tokens = dy.dim(0);
+  stash->x = x;
   const DispatchPlan& plan = stash->plan;
   const std::vector<float>& probs = stash->router.routing.probs;
   // y[t] = sum_j p[t, j] out[row(t, j)]: dp[t, j] = dy[t] . out[row(t, j)] and
   // d out[r] = p[slot(r)] dy[token(r)].
   std::vector<float> d_probs(probs.size());
   ops_->SlotDots(dy, stash->expert_out, plan.row_of_slot, absl::MakeSpan(d_probs));
+  stash->expert_out = Tensor();  // only the routing weights' gradient reads it
   std::vector<float> row_weight(plan.rows(), 0.0f);
   for (int64_t r = 0; r < plan.rows(); ++r) {
     if (plan.slot_of_row[r] >= 0) row_weight[r] = probs[plan.slot_of_row[r]];

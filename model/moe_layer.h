@@ -26,11 +26,11 @@ namespace conveyor {
 
 // What the layer keeps for one micro-batch between forward and W.
 struct MoeStash {
-  Tensor x;  // the layer's input [tokens, hidden]
+  Tensor x;  // the layer's input [tokens, hidden], from BackwardInput on (for W)
   RouterStash router;
   DispatchPlan plan;
   Tensor permuted;    // [rows, hidden]: each expert's input rows
-  Tensor expert_out;  // [rows, hidden]: each expert's output rows
+  Tensor expert_out;  // [rows, hidden]: each expert's output rows (until BackwardInput)
   std::vector<ExpertStash> experts;
   ExpertStash shared;
   Tensor d_permuted_out;  // BackwardInput's gradient of expert_out, for W
@@ -47,8 +47,8 @@ int64_t InactiveExpertParameters(const ModelShape& s);
 // What a layer's training micro-batches routed since the last TakeMetrics.
 struct MoeLayerMetrics {
   int64_t micro_batches = 0;
-  double load_balancing_loss = 0.0;  // summed over the micro-batches, without coefficient
-  double z_loss = 0.0;               // the same
+  double load_balancing_loss = 0.0;        // summed over the micro-batches, without coefficient
+  double z_loss = 0.0;                     // the same
   std::vector<int64_t> tokens_per_expert;  // dispatched (kept) tokens, summed
   int64_t dropped = 0;                     // routing slots dropped over capacity, summed
 };
@@ -56,14 +56,16 @@ struct MoeLayerMetrics {
 class MoeLayer {
  public:
   // `name` is the layer's MLP prefix ("layers.N.mlp"); `ops` must outlive the layer.
-  MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name,
-           const ModelShape& shape);
+  MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name, const ModelShape& shape);
 
   // x [tokens, hidden] (the micro-batch's tokens) -> y [tokens, hidden].
   Tensor Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash* stash) const;
   // dy [tokens, hidden] -> dx [tokens, hidden], the auxiliary losses' gradients included
   // at `aux_loss_scale` (the weight of this micro-batch's loss in the step's gradient).
-  Tensor BackwardInput(const Tensor& dy, float aux_loss_scale, MoeStash* stash) const;
+  // `x` is forward's input again: the layer does not hold it between F and B, so that
+  // selective recomputation can drop it (the transformer layer rebuilds it).
+  Tensor BackwardInput(const Tensor& x, const Tensor& dy, float aux_loss_scale,
+                       MoeStash* stash) const;
   // Accumulates the weight gradients and the micro-batch's routing metrics (W runs once
   // per training micro-batch, however often forward is recomputed) and empties the stash.
   void BackwardWeight(MoeStash* stash);

@@ -74,7 +74,9 @@ class ListExpression {
       absl::StatusOr<int64_t> times = Integer();
       if (!times.ok()) return times.status();
       std::vector<int64_t> repeated;
-      for (int64_t i = 0; i < *times; ++i) repeated.insert(repeated.end(), list->begin(), list->end());
+      for (int64_t i = 0; i < *times; ++i) {
+        repeated.insert(repeated.end(), list->begin(), list->end());
+      }
       *list = std::move(repeated);
     }
     return list;
@@ -110,9 +112,9 @@ absl::StatusOr<std::vector<bool>> ParseMoeLayerFreq(absl::string_view text, int6
   absl::StatusOr<std::vector<int64_t>> list = ListExpression(text).Parse();
   if (!list.ok()) return list.status();
   if (static_cast<int64_t>(list->size()) != num_layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--moe-layer-freq '", text, "' gives ", list->size(),
-                     " layers but --num-layers is ", num_layers, "; give one 0 or 1 per layer"));
+    return absl::InvalidArgumentError(absl::StrCat("--moe-layer-freq '", text, "' gives ",
+                                                   list->size(), " layers but --num-layers is ",
+                                                   num_layers, "; give one 0 or 1 per layer"));
   }
   std::vector<bool> pattern;
   for (int64_t v : *list) {

@@ -7,8 +7,7 @@ namespace {
 
 // A device tensor's values as a host fp32 array.
 std::vector<float> ToHostFloats(const Ops& ops, const Tensor& t) {
-  const Tensor host =
-      ops.CastTo(t, DType::kFloat32).To(Device::kCpu, MemoryCategory::kActivations);
+  const Tensor host = ops.CastTo(t, DType::kFloat32).To(Device::kCpu, MemoryCategory::kActivations);
   return std::vector<float>(host.data(), host.data() + host.numel());
 }
 
@@ -22,8 +21,8 @@ Tensor FromHostFloats(const Ops& ops, const std::vector<float>& values,
 
 }  // namespace
 
-MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& name,
-                     int64_t hidden, const MoeShape& moe, float init_std)
+MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
+                     const MoeShape& moe, float init_std)
     : ops_(ops), moe_(moe), gate_(ops, store, name, hidden, moe.experts(), false, init_std) {}
 
 void MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const {
@@ -48,11 +47,12 @@ void MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb, RouterStas
   if (balancing) {
     // seq_aux_loss: the loss of each sequence, averaged over the micro-batch's sequences.
     const int64_t groups = moe_.balancing == MoeLoadBalancingType::kSeqAuxLoss ? mb.batch : 1;
-    stash->load_balancing_loss = LoadBalancingLoss(moe_.router, stash->logits, groups,
-                                                   moe_.aux_loss_coeff, absl::MakeSpan(stash->aux_grad));
+    stash->load_balancing_loss = LoadBalancingLoss(
+        moe_.router, stash->logits, groups, moe_.aux_loss_coeff, absl::MakeSpan(stash->aux_grad));
   }
   if (z) {
-    stash->z_loss = ZLoss(experts, stash->logits, moe_.z_loss_coeff, absl::MakeSpan(stash->aux_grad));
+    stash->z_loss =
+        ZLoss(experts, stash->logits, moe_.z_loss_coeff, absl::MakeSpan(stash->aux_grad));
   }
 }
 
@@ -60,7 +60,8 @@ void MoeRouter::BackwardInput(absl::Span<const float> d_probs, float aux_loss_sc
                               RouterStash* stash, Tensor* dx) const {
   const int64_t tokens = dx->dim(0), experts = moe_.experts();
   std::vector<float> d_logits(stash->logits.size(), 0.0f);
-  for (size_t i = 0; i < stash->aux_grad.size(); ++i) d_logits[i] = aux_loss_scale * stash->aux_grad[i];
+  for (size_t i = 0; i < stash->aux_grad.size(); ++i)
+    d_logits[i] = aux_loss_scale * stash->aux_grad[i];
   RouteTopKBackward(moe_.router, stash->logits, stash->routing, d_probs, absl::MakeSpan(d_logits));
   stash->d_logits = FromHostFloats(*ops_, d_logits, {tokens, experts});
   Tensor d_x = ops_->NewActivation({tokens, dx->dim(1)});

@@ -18,8 +18,7 @@ MoeShape MoeShapeFromConfig(const ModelConfig& m) {
   moe.ffn_hidden = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
   moe.layers = ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers())
                    .value_or(std::vector<bool>(m.num_layers(), true));
-  moe.balancing =
-      ChoiceOr(m.moe_router_load_balancing_type(), MoeLoadBalancingType::kAuxLoss);
+  moe.balancing = ChoiceOr(m.moe_router_load_balancing_type(), MoeLoadBalancingType::kAuxLoss);
   moe.aux_loss_coeff = m.moe_aux_loss_coeff();
   moe.z_loss_coeff = m.moe_z_loss_coeff();
   moe.shared_expert_ffn = m.moe_shared_expert_intermediate_size();

@@ -13,8 +13,8 @@
 namespace conveyor {
 
 struct MoeShape {
-  RouterSpec router;  // router.experts == 0: a dense model
-  int64_t ffn_hidden = 0;  // each expert's MLP width (--moe-ffn-hidden-size)
+  RouterSpec router;         // router.experts == 0: a dense model
+  int64_t ffn_hidden = 0;    // each expert's MLP width (--moe-ffn-hidden-size)
   std::vector<bool> layers;  // per layer: MoE (true) or dense
   MoeLoadBalancingType balancing = MoeLoadBalancingType::kAuxLoss;
   float aux_loss_coeff = 0.0f;

@@ -254,7 +254,7 @@ absl::StatusOr<Tensor> TransformerLayer::MlpForward(const MicroBatchContext& mb,
 
 absl::Status TransformerLayer::MlpBackwardInput(const Tensor& d_out, LayerStash* stash) const {
   if (moe_ != nullptr) {
-    stash->d_ln2 = moe_->BackwardInput(d_out, aux_loss_scale_, stash->moe.get());
+    stash->d_ln2 = moe_->BackwardInput(stash->ln2_full, d_out, aux_loss_scale_, stash->moe.get());
     return absl::OkStatus();
   }
   const int64_t rows = stash->ln2_full.dim(0);

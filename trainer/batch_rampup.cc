@@ -71,6 +71,7 @@ std::vector<std::string> RampupProblems(const TrainingConfig& t, int64_t global_
                                     " ramps sample-based training only (as Megatron): give "
                                     "--train-samples instead of --train-iters"));
   }
+  if (global_batch <= 0) return problems;  // the layout decides it
   if (global_batch <= start || (global_batch - start) % increment != 0) {
     problems.push_back(absl::StrCat(
         given, ": --global-batch-size ", global_batch, " must exceed START by a multiple of ",

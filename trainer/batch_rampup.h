@@ -44,8 +44,9 @@ class BatchRampup {
 };
 
 // What is wrong with --rampup-batch-size for `t` (a global batch of `global_batch` and
-// `samples_per_micro_batch` = --micro-batch-size x DP), one message per problem, each
-// naming the flag and the fix; empty when it is fine or absent.
+// `samples_per_micro_batch` = --micro-batch-size x DP; 0 when the layout does not tell
+// them yet), one message per problem, each naming the flag and the fix; empty when it is
+// fine or absent.
 std::vector<std::string> RampupProblems(const TrainingConfig& t, int64_t global_batch,
                                         int64_t samples_per_micro_batch);
 

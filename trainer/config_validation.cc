@@ -365,7 +365,13 @@ void CheckBatch(const Config& c, const Derived& d, Problems* out) {
   out->NonNegative("--num-micro-batches", t.num_micro_batches());
   out->NonNegative("--train-samples", t.train_samples());
   if (t.train_samples() <= 0) out->Positive("--train-iters", t.train_iters());
-  if (d.dp <= 0 || t.micro_batch_size() <= 0) return;
+  if (d.dp <= 0 || t.micro_batch_size() <= 0) {
+    // The ramp's own numbers, without the layout's micro-batch size.
+    for (const std::string& problem : RampupProblems(t, t.global_batch_size(), 0)) {
+      out->Add(problem);
+    }
+    return;
+  }
   const int64_t per_micro = int64_t{t.micro_batch_size()} * d.dp;
   const std::string dp_text =
       absl::StrCat("DP ", d.dp, " (world size / (TP ", d.tp, d.cp > 1 ? absl::StrCat(" * CP ", d.cp) : "", " * PP ", d.pp, "))");
@@ -809,22 +815,32 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
 
   // The schedule's own rules on V and M (zbv runs two chunks per rank, interleaving needs
   // M divisible by P, ...), checked with the flags rather than once the ranks have started.
-  // So are the smaller micro-batch counts of --rampup-batch-size's steps.
   const ParallelConfig& p = out.parallel();
-  std::set<int64_t> batches = {out.training().global_batch_size()};
-  for (const int64_t batch : BatchRampup(out.training()).RampSteps()) batches.insert(batch);
-  for (const int64_t batch : batches) {
-    const int64_t micro_batches = batch / (int64_t{out.training().micro_batch_size()} * d.dp);
-    const absl::StatusOr<pipeline::Plan> plan = pipeline::MakePlan(
-        p.pipeline_schedule(), static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
-        static_cast<int>(micro_batches));
-    if (!plan.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", plan.status().message(),
-                       batch == out.training().global_batch_size()
-                           ? ""
-                           : absl::StrCat(" (at --rampup-batch-size's global batch ", batch, ", ",
-                                          micro_batches, " micro-batches)")));
+  const absl::StatusOr<pipeline::Plan> plan = pipeline::MakePlan(
+      p.pipeline_schedule(), static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
+      out.training().num_micro_batches());
+  if (!plan.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", plan.status().message()));
+  }
+  // So are the smaller micro-batch counts of --rampup-batch-size's steps (the rules are
+  // every rank's, so rank 0's list shows them: GPT-3's ramp has 95 counts).
+  std::set<int64_t> ramp_micro_batches;
+  for (const int64_t batch : BatchRampup(out.training()).RampSteps()) {
+    ramp_micro_batches.insert(batch / (int64_t{out.training().micro_batch_size()} * d.dp));
+  }
+  const absl::StatusOr<pipeline::Schedule> schedule =
+      pipeline::ScheduleByName(p.pipeline_schedule());
+  for (const int64_t micro_batches : ramp_micro_batches) {
+    const absl::StatusOr<std::vector<pipeline::Action>> actions =
+        schedule->actions(static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
+                          static_cast<int>(micro_batches), /*rank=*/0);
+    if (!actions.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--pipeline-schedule ", p.pipeline_schedule(), ": ", actions.status().message(),
+          " (at a global batch of --rampup-batch-size with ", micro_batches,
+          " micro-batches): choose START and INCREMENT so that every step's micro-batch count "
+          "suits the schedule"));
     }
   }
   return out;

@@ -28,13 +28,6 @@ absl::Status ResolveEodToken(const Tokenizer* tokenizer, Config* config) {
   }
   const std::string flag = FirstMaskingFlag(data);
   if (flag.empty()) return absl::OkStatus();
-  // Pending the attention half of issue 19: until attention obeys the document
-  // boundaries, the flag would silently train across them.
-  if (data.reset_attention_mask()) {
-    return absl::InvalidArgumentError(
-        "--reset-attention-mask is not implemented yet: attention still spans the documents of "
-        "a sample; use --eod-mask-loss and --reset-position-ids without it");
-  }
   if (data.eod_token_id() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(flag,

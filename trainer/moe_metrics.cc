@@ -44,6 +44,7 @@ absl::StatusOr<std::optional<MoeStepFigures>> GatherMoeStepFigures(GptStage* sta
   RETURN_IF_ERROR(context.pp().AllReduceSum(records.data(), n));
   RETURN_IF_ERROR(context.dp().AllReduceSum(records.data(), n));
   MoeStepFigures f;
+  f.per_sequence = moe.balancing == MoeLoadBalancingType::kSeqAuxLoss;
   double records_counted = 0.0;
   f.min_tokens_per_expert = std::numeric_limits<int64_t>::max();
   for (int64_t layer = 0; layer < num_layers; ++layer) {

@@ -62,6 +62,11 @@ std::vector<std::string> MoeProblems(const Config& config) {
         "--moe-router-enable-expert-bias: not implemented yet (auxiliary-loss-free "
         "balancing); balance with --moe-aux-loss-coeff instead");
   }
+  if (config.parallel().context_parallel_size() > 1) {
+    out.push_back(
+        "--num-experts with --context-parallel-size > 1: not implemented yet (the router's "
+        "losses would need the whole sequence's token counts); use --context-parallel-size 1");
+  }
   if (config.parallel().tensor_model_parallel_size() > 1) {
     out.push_back(
         "--num-experts with --tensor-model-parallel-size > 1: not implemented yet (expert "

@@ -30,7 +30,9 @@ std::string Bytes(double bytes) {
 std::string MoeParametersLine(const ModelShape& shape, const std::vector<RankMemory>& memory) {
   int64_t total = 0, moe_layers = 0;
   for (const RankMemory& m : memory) total += m.parameters;
-  for (int64_t layer = 0; layer < shape.num_layers; ++layer) moe_layers += shape.moe.IsMoeLayer(layer);
+  for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
+    moe_layers += shape.moe.IsMoeLayer(layer);
+  }
   const int64_t active = total - moe_layers * InactiveExpertParameters(shape);
   return absl::StrFormat(
       "plan: mixture of experts: %d experts, top-%d, in %d of %d layers: %d parameters, %d "

@@ -14,6 +14,10 @@ std::string JsonNumber(double value) {
 
 }  // namespace
 
+const char* LoadBalancingName(const MoeStepFigures& moe) {
+  return moe.per_sequence ? "seq_load_balancing_loss" : "load_balancing_loss";
+}
+
 std::string FormatLogLine(const IntervalStats& s) {
   // Megatron's order: the count of zeros follows the gradient norm; the MoE losses follow
   // the lm loss (Conveyor adds the experts' load after them).
@@ -21,9 +25,9 @@ std::string FormatLogLine(const IntervalStats& s) {
       s.num_zeros.has_value() ? absl::StrFormat(" num zeros: %.1f |", *s.num_zeros) : "";
   const std::string moe =
       s.moe.has_value()
-          ? absl::StrFormat(" load_balancing_loss: %.6E | z_loss: %.6E | tokens per expert "
+          ? absl::StrFormat(" %s: %.6E | z_loss: %.6E | tokens per expert "
                             "(min/max): %d/%d | dropped tokens: %d |",
-                            s.moe->load_balancing_loss, s.moe->z_loss,
+                            LoadBalancingName(*s.moe), s.moe->load_balancing_loss, s.moe->z_loss,
                             s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
                             s.moe->dropped_tokens)
           : "";
@@ -48,10 +52,11 @@ std::string FormatMetricsJson(const IntervalStats& s) {
       JsonNumber(s.lm_loss), JsonNumber(s.grad_norm),
       s.num_zeros.has_value() ? absl::StrFormat("\"num_zeros\": %d, ", *s.num_zeros) : "",
       s.moe.has_value()
-          ? absl::StrFormat("\"load_balancing_loss\": %s, \"z_loss\": %s, "
+          ? absl::StrFormat("\"%s\": %s, \"z_loss\": %s, "
                             "\"min_tokens_per_expert\": %d, \"max_tokens_per_expert\": %d, "
                             "\"dropped_tokens\": %d, ",
-                            JsonNumber(s.moe->load_balancing_loss), JsonNumber(s.moe->z_loss),
+                            LoadBalancingName(*s.moe), JsonNumber(s.moe->load_balancing_loss),
+                            JsonNumber(s.moe->z_loss),
                             s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
                             s.moe->dropped_tokens)
           : "",

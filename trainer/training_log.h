@@ -14,6 +14,9 @@ namespace conveyor {
 // A mixture of experts' figures (trainer/moe_metrics.h): of one step, or averaged over
 // an interval's.
 struct MoeStepFigures {
+  // Megatron's name of the load-balancing loss: seq_load_balancing_loss under
+  // --moe-router-load-balancing-type seq_aux_loss.
+  bool per_sequence = false;
   double load_balancing_loss = 0.0;  // without --moe-aux-loss-coeff
   double z_loss = 0.0;               // without --moe-z-loss-coeff
   int64_t min_tokens_per_expert = 0;
@@ -39,6 +42,9 @@ struct IntervalStats {
   // --num-experts: the losses averaged over the interval, the load of its last iteration.
   std::optional<MoeStepFigures> moe;
 };
+
+// Megatron's name of the load-balancing loss for these figures.
+const char* LoadBalancingName(const MoeStepFigures& moe);
 
 std::string FormatLogLine(const IntervalStats& stats);
 std::string FormatMetricsJson(const IntervalStats& stats);

@@ -90,7 +90,7 @@ class TrainingRun {
   TrainingRun(const Config& config, const RankContext& context, GptStage* stage,
               const SampleSource& data, const TrainingOutputs& out,
               const EvaluationSplits& held_out, const OptimizerOps& optimizer_ops,
-              std::map<int64_t, std::vector<pipeline::Action>> actions)
+              std::vector<pipeline::Action> actions)
       : config_(config),
         t_(config.training()),
         context_(context),
@@ -98,7 +98,7 @@ class TrainingRun {
         data_(data),
         out_(out),
         held_out_(held_out),
-        actions_(std::move(actions)),
+        actions_{{t_.num_micro_batches(), std::move(actions)}},
         optimizer_ops_(optimizer_ops),
         params_(stage->parameters()),
         updater_(MakeParameterUpdater(config, context, StageParameters(*stage, params_),
@@ -242,6 +242,20 @@ class TrainingRun {
                          /*per_token=*/true};
   }
 
+  // This rank's actions of --pipeline-schedule for this step's micro-batch count, made
+  // when a step of --rampup-batch-size first needs them (validation checked the count).
+  absl::StatusOr<const std::vector<pipeline::Action>*> StepActions() {
+    auto it = actions_.find(step_micro_batches_);
+    if (it == actions_.end()) {
+      const pipeline::PipelinePlace& place = context_.pipeline();
+      ASSIGN_OR_RETURN(pipeline::Plan plan,
+                       pipeline::MakePlan(config_.parallel().pipeline_schedule(), place.num_ranks,
+                                          place.num_chunks, static_cast<int>(step_micro_batches_)));
+      it = actions_.emplace(step_micro_batches_, std::move(plan.ranks[place.rank])).first;
+    }
+    return &it->second;
+  }
+
   // This rank's actions of the schedule over the step's global batch, timed for the
   // bubble and the trace.
   absl::Status ForwardBackward() {
@@ -250,8 +264,9 @@ class TrainingRun {
     const PassInput input{&data_, result_.consumed_samples, /*training=*/true, iteration_};
     ASSIGN_OR_RETURN(const LossWeighting weighting, StepLossWeighting());
     const Clock::time_point start = Clock::now();
-    RETURN_IF_ERROR(RunPipelinePass(config_, context_, actions_.at(step_micro_batches_), input,
-                                    weighting, stage_, &step_timeline_));
+    ASSIGN_OR_RETURN(const std::vector<pipeline::Action>* actions, StepActions());
+    RETURN_IF_ERROR(
+        RunPipelinePass(config_, context_, *actions, input, weighting, stage_, &step_timeline_));
     bubble_.AddStep(step_timeline_, SecondsSince(start));
     // On a clock all local ranks share, for the merged trace.
     const double origin = std::chrono::duration<double>(start.time_since_epoch()).count();
@@ -331,6 +346,11 @@ class TrainingRun {
       figures.tokens_per_second = interval_.tokens_per_second;
       figures.skipped_iterations = interval_.skipped_iterations;
       figures.nan_iterations = interval_.nan_iterations;
+      if (interval_.moe.has_value()) {
+        figures.moe_losses = {
+            {LoadBalancingName(*interval_.moe), interval_.moe->load_balancing_loss},
+            {"z_loss", interval_.moe->z_loss}};
+      }
       out_.tensorboard->Interval(figures);
     }
     interval_ = IntervalStats();
@@ -453,7 +473,7 @@ class TrainingRun {
   const TrainingOutputs& out_;
   const EvaluationSplits& held_out_;
   // This rank's actions of --pipeline-schedule, by the step's micro-batch count.
-  const std::map<int64_t, std::vector<pipeline::Action>> actions_;
+  std::map<int64_t, std::vector<pipeline::Action>> actions_;
   const OptimizerOps& optimizer_ops_;
   const std::vector<Parameter*> params_;
   const std::unique_ptr<ParameterUpdater> updater_;
@@ -494,21 +514,11 @@ absl::StatusOr<TrainingResult> Train(const Config& config, const RankContext& co
                                      const TrainingOutputs& out, const EvaluationSplits& held_out,
                                      const OptimizerOps& optimizer_ops) {
   const pipeline::PipelinePlace& place = context.pipeline();
-  const TrainingConfig& t = config.training();
-  // One plan per micro-batch count: the final global batch's, and those of
-  // --rampup-batch-size's smaller batches.
-  std::map<int64_t, std::vector<pipeline::Action>> actions;
-  std::vector<int64_t> batches = BatchRampup(t).RampSteps();
-  batches.push_back(t.global_batch_size());
-  for (const int64_t batch : batches) {
-    const int64_t micro_batches = batch / (int64_t{t.micro_batch_size()} * context.dp_size());
-    if (actions.count(micro_batches) > 0) continue;
-    ASSIGN_OR_RETURN(pipeline::Plan plan,
-                     pipeline::MakePlan(config.parallel().pipeline_schedule(), place.num_ranks,
-                                        place.num_chunks, static_cast<int>(micro_batches)));
-    actions[micro_batches] = std::move(plan.ranks[place.rank]);
-  }
-  TrainingRun run(config, context, stage, data, out, held_out, optimizer_ops, std::move(actions));
+  ASSIGN_OR_RETURN(pipeline::Plan plan,
+                   pipeline::MakePlan(config.parallel().pipeline_schedule(), place.num_ranks,
+                                      place.num_chunks, config.training().num_micro_batches()));
+  TrainingRun run(config, context, stage, data, out, held_out, optimizer_ops,
+                  std::move(plan.ranks[place.rank]));
   return run.Run();
 }
 

@@ -34,9 +34,8 @@ int64_t KvWidth(const AttentionShape& s) { return s.groups * 2 * s.head_dim; }
 // Which keys one query row sees, and the dropout indices of its probabilities.
 class RowMask {
  public:
-  RowMask(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-          const AttentionDropout& dropout)
-      : s_(s), key_rows_(key_rows), mask_(mask), dropout_(dropout),
+  RowMask(const AttentionShape& s, const AttentionMask& mask, const AttentionDropout& dropout)
+      : s_(s), mask_(mask), dropout_(dropout),
         length_(dropout.sample_length > 0 ? dropout.sample_length : s.seq) {}
 
   void Select(int64_t b, int64_t h, int64_t i) {
@@ -55,18 +54,17 @@ class RowMask {
     return k >= document_start_ && k <= query_position_;
   }
   bool has_dropout() const { return dropout_.rng != nullptr && dropout_.p > 0.0f; }
-  // in[j] * keep(j) / (1 - p) for each key j of the row.
-  void Dropout(const float* in, float* out) const {
+  // in[j] * keep(first + j) / (1 - p) for `count` keys of the row from key `first`.
+  void Dropout(int64_t first, int64_t count, const float* in, float* out) const {
     const float keep_scale = 1.0f / (1.0f - dropout_.p);
-    for (int64_t j = 0; j < key_rows_; ++j) {
-      const uint64_t index = dropout_base_ + static_cast<uint64_t>(KeyPosition(j));
+    for (int64_t j = 0; j < count; ++j) {
+      const uint64_t index = dropout_base_ + static_cast<uint64_t>(KeyPosition(first + j));
       out[j] = dropout_.rng->Uniform(index) >= dropout_.p ? in[j] * keep_scale : 0.0f;
     }
   }
 
  private:
   const AttentionShape& s_;
-  int64_t key_rows_;
   const AttentionMask& mask_;
   const AttentionDropout& dropout_;
   int64_t length_;
@@ -74,6 +72,43 @@ class RowMask {
   int64_t document_start_ = 0;
   uint64_t dropout_base_ = 0;
 };
+
+// The query rows [rows_begin, rows_end) and keys [keys_begin, keys_end) outside which no
+// query of any sample sees any key: only this rectangle is computed. Under context
+// parallelism's chunk layout (queries in chunks r and 2CP-1-r, keys in chunks s and
+// 2CP-1-s) it is half of every block but the rank's own: for s < r both query chunks see
+// only the first key chunk, for s > r only the late query chunk sees any key. So the
+// causal mask's work is skipped rather than computed and masked (Megatron does the same).
+struct VisibleRectangle {
+  int64_t rows_begin, rows_end, keys_begin, keys_end;
+  bool empty() const { return rows_begin >= rows_end; }
+};
+
+VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask) {
+  auto query_position = [&](int64_t i) {
+    return mask.query_positions.empty() ? i : int64_t{mask.query_positions[i]};
+  };
+  auto key_position = [&](int64_t j) {
+    return mask.key_positions.empty() ? j : int64_t{mask.key_positions[j]};
+  };
+  VisibleRectangle r{s.seq, 0, key_rows, 0};
+  for (int64_t i = 0; i < s.seq; ++i) {
+    int64_t first = query_position(i);  // the earliest document start of row i's samples
+    for (int64_t b = 0; b < s.batch && !mask.document_start.empty(); ++b) {
+      first = std::min<int64_t>(first, mask.document_start[b * s.seq + i]);
+    }
+    if (mask.document_start.empty()) first = 0;
+    for (int64_t j = 0; j < key_rows; ++j) {
+      const int64_t k = key_position(j);
+      if (k < first || k > query_position(i)) continue;
+      r.rows_begin = std::min(r.rows_begin, i);
+      r.rows_end = std::max(r.rows_end, i + 1);
+      r.keys_begin = std::min(r.keys_begin, j);
+      r.keys_end = std::max(r.keys_end, j + 1);
+    }
+  }
+  return r;
+}
 
 }  // namespace
 
@@ -105,29 +140,39 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
                            const AttentionDropout& dropout, bool first, float* ctx, float* lse) {
   const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
   const int64_t ld_ctx = s.heads() * s.head_dim;
-  std::vector<float> scores(s.seq * key_rows);
-  std::vector<float> dropped(key_rows);
-  RowMask rows(s, key_rows, mask, dropout);
+  const VisibleRectangle box = VisibleOf(s, key_rows, mask);
+  const int64_t keys = box.keys_end - box.keys_begin;  // computed per row
+  std::vector<float> scores(s.seq * std::max<int64_t>(keys, 0));
+  std::vector<float> dropped(std::max<int64_t>(keys, 0));
+  RowMask rows(s, mask, dropout);
   for (int64_t b = 0; b < s.batch; ++b) {
     const float* q_rows = qkv + b * s.seq * ld;
-    const float* kv_rows = kv + b * key_rows * kvw;
+    const float* kv_rows = kv + (b * key_rows + box.keys_begin) * kvw;
     for (int64_t h = 0; h < s.heads(); ++h) {
       const HeadView v = View(s, h);
       float* out = ctx + b * s.seq * ld_ctx + h * s.head_dim;
       float* row_lse = lse + (b * s.heads() + h) * s.seq;
-      GemmStrided(false, true, s.seq, key_rows, s.head_dim, scale, q_rows + v.q_offset, ld,
-                  kv_rows + v.k_offset, kvw, 0.0f, scores.data(), key_rows);
-      for (int64_t i = 0; i < s.seq; ++i) {
+      for (int64_t i = 0; i < s.seq && first; ++i) {  // rows with nothing visible yet
+        if (i >= box.rows_begin && i < box.rows_end) continue;
+        row_lse[i] = kNegInf;
+        std::fill(out + i * ld_ctx, out + i * ld_ctx + s.head_dim, 0.0f);
+      }
+      if (box.empty()) continue;
+      const int64_t m = box.rows_end - box.rows_begin;
+      GemmStrided(false, true, m, keys, s.head_dim, scale,
+                  q_rows + box.rows_begin * ld + v.q_offset, ld, kv_rows + v.k_offset, kvw, 0.0f,
+                  scores.data(), keys);
+      for (int64_t i = box.rows_begin; i < box.rows_end; ++i) {
         rows.Select(b, h, i);
-        float* p = scores.data() + i * key_rows;
+        float* p = scores.data() + (i - box.rows_begin) * keys;
         float* out_row = out + i * ld_ctx;
         const float old_lse = first ? kNegInf : row_lse[i];
         float max = kNegInf;
-        for (int64_t j = 0; j < key_rows; ++j) {
-          if (rows.Visible(j)) max = std::max(max, p[j]);
+        for (int64_t j = 0; j < keys; ++j) {
+          if (rows.Visible(box.keys_begin + j)) max = std::max(max, p[j]);
         }
         if (max == kNegInf) {  // nothing visible in this block: the row is unchanged
-          std::fill(p, p + key_rows, 0.0f);
+          std::fill(p, p + keys, 0.0f);
           if (first) {
             row_lse[i] = kNegInf;
             std::fill(out_row, out_row + s.head_dim, 0.0f);
@@ -135,8 +180,8 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
           continue;
         }
         float sum = 0.0f;
-        for (int64_t j = 0; j < key_rows; ++j) {
-          if (rows.Visible(j)) sum += std::exp(p[j] - max);
+        for (int64_t j = 0; j < keys; ++j) {
+          if (rows.Visible(box.keys_begin + j)) sum += std::exp(p[j] - max);
         }
         const float block_lse = max + std::log(sum);
         const float new_lse =
@@ -144,18 +189,21 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
                                : std::max(old_lse, block_lse) +
                                      std::log1p(std::exp(-std::fabs(old_lse - block_lse)));
         const float keep_old = old_lse == kNegInf ? 0.0f : std::exp(old_lse - new_lse);
-        for (int64_t j = 0; j < key_rows; ++j) {
-          p[j] = rows.Visible(j) ? std::exp(p[j] - new_lse) : 0.0f;
+        for (int64_t j = 0; j < keys; ++j) {
+          p[j] = rows.Visible(box.keys_begin + j) ? std::exp(p[j] - new_lse) : 0.0f;
         }
         if (rows.has_dropout()) {
-          rows.Dropout(p, dropped.data());
+          rows.Dropout(box.keys_begin, keys, p, dropped.data());
           std::copy(dropped.begin(), dropped.end(), p);
         }
-        for (int64_t c = 0; c < s.head_dim; ++c) out_row[c] = keep_old == 0.0f ? 0.0f : out_row[c] * keep_old;
+        for (int64_t c = 0; c < s.head_dim; ++c) {
+          out_row[c] = keep_old == 0.0f ? 0.0f : out_row[c] * keep_old;
+        }
         row_lse[i] = new_lse;
       }
-      GemmStrided(false, false, s.seq, s.head_dim, key_rows, 1.0f, scores.data(), key_rows,
-                  kv_rows + v.k_offset + s.head_dim, kvw, 1.0f, out, ld_ctx);
+      GemmStrided(false, false, m, s.head_dim, keys, 1.0f, scores.data(), keys,
+                  kv_rows + v.k_offset + s.head_dim, kvw, 1.0f, out + box.rows_begin * ld_ctx,
+                  ld_ctx);
     }
   }
 }
@@ -166,47 +214,52 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
                             float* dqkv, float* dkv) {
   const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
   const int64_t ld_ctx = s.heads() * s.head_dim;
-  std::vector<float> probs(s.seq * key_rows), dp(s.seq * key_rows);
-  std::vector<float> row(key_rows);
-  RowMask rows(s, key_rows, mask, dropout);
+  const VisibleRectangle box = VisibleOf(s, key_rows, mask);
+  if (box.empty()) return;
+  const int64_t m = box.rows_end - box.rows_begin, keys = box.keys_end - box.keys_begin;
+  std::vector<float> probs(m * keys), dp(m * keys), row(keys);
+  RowMask rows(s, mask, dropout);
   for (int64_t b = 0; b < s.batch; ++b) {
-    const float* q_rows = qkv + b * s.seq * ld;
-    const float* kv_rows = kv + b * key_rows * kvw;
-    float* dq_rows = dqkv + b * s.seq * ld;
-    float* dkv_rows = dkv + b * key_rows * kvw;
+    const float* q_rows = qkv + (b * s.seq + box.rows_begin) * ld;
+    const float* kv_rows = kv + (b * key_rows + box.keys_begin) * kvw;
+    float* dq_rows = dqkv + (b * s.seq + box.rows_begin) * ld;
+    float* dkv_rows = dkv + (b * key_rows + box.keys_begin) * kvw;
     for (int64_t h = 0; h < s.heads(); ++h) {
       const HeadView v = View(s, h);
-      const float* out = ctx + b * s.seq * ld_ctx + h * s.head_dim;
-      const float* dout = dctx + b * s.seq * ld_ctx + h * s.head_dim;
+      const float* out = ctx + (b * s.seq + box.rows_begin) * ld_ctx + h * s.head_dim;
+      const float* dout = dctx + (b * s.seq + box.rows_begin) * ld_ctx + h * s.head_dim;
       const float* row_lse = lse + (b * s.heads() + h) * s.seq;
-      GemmStrided(false, true, s.seq, key_rows, s.head_dim, scale, q_rows + v.q_offset, ld,
-                  kv_rows + v.k_offset, kvw, 0.0f, probs.data(), key_rows);
+      GemmStrided(false, true, m, keys, s.head_dim, scale, q_rows + v.q_offset, ld,
+                  kv_rows + v.k_offset, kvw, 0.0f, probs.data(), keys);
       // dP' = dO V^T
-      GemmStrided(false, true, s.seq, key_rows, s.head_dim, 1.0f, dout, ld_ctx,
-                  kv_rows + v.k_offset + s.head_dim, kvw, 0.0f, dp.data(), key_rows);
-      for (int64_t i = 0; i < s.seq; ++i) {
+      GemmStrided(false, true, m, keys, s.head_dim, 1.0f, dout, ld_ctx,
+                  kv_rows + v.k_offset + s.head_dim, kvw, 0.0f, dp.data(), keys);
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t i = box.rows_begin + r;
         rows.Select(b, h, i);
-        float* p = probs.data() + i * key_rows;
-        float* d = dp.data() + i * key_rows;
-        for (int64_t j = 0; j < key_rows; ++j) {
-          p[j] = rows.Visible(j) ? std::exp(p[j] - row_lse[i]) : 0.0f;
+        float* p = probs.data() + r * keys;
+        float* d = dp.data() + r * keys;
+        for (int64_t j = 0; j < keys; ++j) {
+          p[j] = rows.Visible(box.keys_begin + j) ? std::exp(p[j] - row_lse[i]) : 0.0f;
         }
         float row_dot = 0.0f;  // D = dO . O
-        for (int64_t c = 0; c < s.head_dim; ++c) row_dot += dout[i * ld_ctx + c] * out[i * ld_ctx + c];
-        if (rows.has_dropout()) rows.Dropout(d, d);  // dP = dropout(dP')
-        for (int64_t j = 0; j < key_rows; ++j) d[j] = p[j] * (d[j] - row_dot);  // dS
+        for (int64_t c = 0; c < s.head_dim; ++c) {
+          row_dot += dout[r * ld_ctx + c] * out[r * ld_ctx + c];
+        }
+        if (rows.has_dropout()) rows.Dropout(box.keys_begin, keys, d, d);  // dP = dropout(dP')
+        for (int64_t j = 0; j < keys; ++j) d[j] = p[j] * (d[j] - row_dot);  // dS
         if (rows.has_dropout()) {  // P' for dV
-          rows.Dropout(p, row.data());
+          rows.Dropout(box.keys_begin, keys, p, row.data());
           std::copy(row.begin(), row.end(), p);
         }
       }
       // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
-      GemmStrided(true, false, key_rows, s.head_dim, s.seq, 1.0f, probs.data(), key_rows, dout,
-                  ld_ctx, 1.0f, dkv_rows + v.k_offset + s.head_dim, kvw);
-      GemmStrided(false, false, s.seq, s.head_dim, key_rows, scale, dp.data(), key_rows,
-                  kv_rows + v.k_offset, kvw, 1.0f, dq_rows + v.q_offset, ld);
-      GemmStrided(true, false, key_rows, s.head_dim, s.seq, scale, dp.data(), key_rows,
-                  q_rows + v.q_offset, ld, 1.0f, dkv_rows + v.k_offset, kvw);
+      GemmStrided(true, false, keys, s.head_dim, m, 1.0f, probs.data(), keys, dout, ld_ctx, 1.0f,
+                  dkv_rows + v.k_offset + s.head_dim, kvw);
+      GemmStrided(false, false, m, s.head_dim, keys, scale, dp.data(), keys, kv_rows + v.k_offset,
+                  kvw, 1.0f, dq_rows + v.q_offset, ld);
+      GemmStrided(true, false, keys, s.head_dim, m, scale, dp.data(), keys, q_rows + v.q_offset,
+                  ld, 1.0f, dkv_rows + v.k_offset, kvw);
     }
   }
 }

@@ -172,8 +172,8 @@ double LoadBalancingLoss(const RouterSpec& spec, absl::Span<const float> logits,
   const int64_t tokens = Tokens(spec, logits), e = spec.experts, k = spec.topk;
   const int64_t group_tokens = tokens / groups;
   // The loss of a group is a bilinear form: factor * sum_e c_e * P_e.
-  const double factor = static_cast<double>(e) /
-                        (static_cast<double>(k) * group_tokens * group_tokens * groups);
+  const double factor =
+      static_cast<double>(e) / (static_cast<double>(k) * group_tokens * group_tokens * groups);
   std::vector<double> scores(tokens * e), ds(e);
   double loss = 0.0;
   for (int64_t g = 0; g < groups; ++g) {
@@ -231,9 +231,8 @@ std::vector<uint8_t> CapacityKeep(const RouterSpec& spec, const TopKRouting& rou
   for (std::vector<int64_t>& expert_slots : by_expert) {
     if (static_cast<int64_t>(expert_slots.size()) <= capacity) continue;
     if (policy == TokenDropPolicy::kProbs) {
-      std::stable_sort(expert_slots.begin(), expert_slots.end(), [&](int64_t a, int64_t b) {
-        return routing.probs[a] > routing.probs[b];
-      });
+      std::stable_sort(expert_slots.begin(), expert_slots.end(),
+                       [&](int64_t a, int64_t b) { return routing.probs[a] > routing.probs[b]; });
     }
     for (size_t i = capacity; i < expert_slots.size(); ++i) keep[expert_slots[i]] = 0;
   }

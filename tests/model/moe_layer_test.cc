@@ -101,7 +101,7 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
   }
   EXPECT_GT(stash.router.load_balancing_loss, 0.0);
   EXPECT_GT(stash.router.z_loss, 0.0);
-  const Tensor dx = layer.BackwardInput(r, /*aux_loss_scale=*/1.0f, &stash);
+  const Tensor dx = layer.BackwardInput(x, r, /*aux_loss_scale=*/1.0f, &stash);
   layer.BackwardWeight(&stash);
 
   std::vector<GradTarget> targets = {{"input", x.data(), dx.data(), x.numel()}};
@@ -135,7 +135,7 @@ TEST(MoeLayerTest, AuxiliaryLossGradientsScaleWithTheLossWeight) {
   for (const float scale : {0.0f, 0.25f, 0.5f}) {
     MoeStash stash;
     layer.Forward(x, mb, &stash);
-    const Tensor dx = layer.BackwardInput(zero, scale, &stash);
+    const Tensor dx = layer.BackwardInput(x, zero, scale, &stash);
     dx_at.emplace_back(dx.data(), dx.data() + dx.numel());
   }
   double largest = 0.0;

@@ -244,9 +244,10 @@ std::vector<uint8_t> ReferenceKeep(const TopKRouting& r, int64_t topk, int64_t c
     for (size_t b = 0; b < slots; ++b) {
       if (b == a || r.experts[b] != r.experts[a]) continue;
       const bool earlier = b / topk < a / topk;
-      const bool ranks_before = policy == TokenDropPolicy::kPosition
-                                    ? earlier
-                                    : r.probs[b] > r.probs[a] || (r.probs[b] == r.probs[a] && earlier);
+      const bool ranks_before =
+          policy == TokenDropPolicy::kPosition
+              ? earlier
+              : r.probs[b] > r.probs[a] || (r.probs[b] == r.probs[a] && earlier);
       before += ranks_before;
     }
     keep[a] = before < capacity;

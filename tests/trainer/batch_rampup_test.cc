@@ -3,7 +3,8 @@
 // one-rank run equals the same steps run as a chain of constant-batch runs (each
 // resuming the last one's checkpoint, with the hand-computed batch sizes), a run resumed
 // mid-ramp equals the uninterrupted one bit for bit, and a pipeline whose micro-batch
-// count changes every ramp step follows the one-rank run.
+// count changes every ramp step, or data parallelism with overlapped gradient reduction,
+// follows the one-rank run.
 #include "trainer/batch_rampup.h"
 
 #include <algorithm>
@@ -188,6 +189,21 @@ TEST(RampedTrainingTest, PipelineWithAChangingMicroBatchCountFollowsOneRank) {
   absl::StatusOr<LayoutRun> reference = RunLayout(Ramped(OneRank(pipeline)), "ramp_one_rank");
   ASSERT_TRUE(reference.ok()) << reference.status();
   absl::StatusOr<LayoutRun> run = RunLayout(Ramped(pipeline), "ramp_pp2_v2");
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectCurvesFollow(*run, *reference, 1e-5, 1e-5);
+  for (const std::string& problem : CompareParams(run->params, reference->params)) {
+    ADD_FAILURE() << problem;
+  }
+}
+
+// DP 2 with the distributed optimizer and overlapped reduction: M = 1, 1, 2, 3, 4, ...,
+// so the count of micro-batches whose gradients the overlap waits for changes too.
+TEST(RampedTrainingTest, OverlappedDataParallelFollowsOneRank) {
+  Layout dp = TpDp(1, 2, false, true);
+  dp.overlap_grad_reduce = true;
+  absl::StatusOr<LayoutRun> reference = RunLayout(Ramped(OneRank(dp)), "ramp_dp_reference");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  absl::StatusOr<LayoutRun> run = RunLayout(Ramped(dp), "ramp_dp2_overlap");
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectCurvesFollow(*run, *reference, 1e-5, 1e-5);
   for (const std::string& problem : CompareParams(run->params, reference->params)) {

@@ -65,12 +65,12 @@ TEST(ResolveEodTokenTest, MaskingWithoutAnEodNamesTheFlagAndTheFix) {
   EXPECT_TRUE(ResolveEodToken(nullptr, &plain).ok());
 }
 
-TEST(ResolveEodTokenTest, ResetAttentionMaskIsRefusedUntilAttentionObeysIt) {
+TEST(ResolveEodTokenTest, ResetAttentionMaskNeedsTheEodToo) {
   Config c = WithFlags(false, false);
   c.mutable_data()->set_reset_attention_mask(true);
+  EXPECT_THAT(ResolveEodToken(nullptr, &c).message(), HasSubstr("--reset-attention-mask"));
   c.mutable_data()->set_eod_token_id(7);
-  EXPECT_THAT(ResolveEodToken(nullptr, &c).message(),
-              HasSubstr("--reset-attention-mask is not implemented yet"));
+  EXPECT_TRUE(ResolveEodToken(nullptr, &c).ok());
 }
 
 // Samples of 5 tokens (seq 4 inputs + 1), eod = 0, written out here.

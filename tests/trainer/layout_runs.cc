@@ -209,6 +209,7 @@ Config TinyConfig(const Layout& l) {
   if (l.documents) {
     c.mutable_data()->set_eod_mask_loss(true);
     c.mutable_data()->set_reset_position_ids(true);
+    c.mutable_data()->set_reset_attention_mask(true);
     c.mutable_data()->set_eod_token_id(7);
   }
   c.mutable_training()->set_calculate_per_token_loss(l.per_token_loss);
@@ -310,6 +311,17 @@ absl::StatusOr<LayoutRun> RunLayout(const Config& config, const std::string& nam
     }
   }
   return run;
+}
+
+const LayoutRun& ReferenceRun(const Layout& layout) {
+  static auto* references = new std::map<std::string, LayoutRun>;
+  const Layout one = OneRank(layout);
+  const std::string name = LayoutName(one);
+  auto it = references->find(name);
+  if (it != references->end()) return it->second;
+  absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(one), "reference_" + name);
+  EXPECT_TRUE(run.ok()) << run.status();
+  return (*references)[name] = run.ok() ? *run : LayoutRun();
 }
 
 }  // namespace conveyor::testing_util

@@ -84,6 +84,10 @@ bool HasZeroGradient(const std::string& name, int64_t index);
 // 1e-4 relative; returns one line per mismatching tensor.
 std::vector<std::string> CompareParams(const GlobalParams& got, const GlobalParams& want);
 
+// The one-rank run of `layout`'s model (OneRank), run once per model in this process
+// and kept: the reference the layout tests compare with.
+const LayoutRun& ReferenceRun(const Layout& layout);
+
 // Every iteration's loss and gradient norm of `run` within the given relative
 // tolerances of `reference`'s (gtest expectations).
 void ExpectCurvesFollow(const LayoutRun& run, const LayoutRun& reference, double loss_tolerance,

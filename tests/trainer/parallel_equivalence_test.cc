@@ -4,8 +4,10 @@
 // stages, uneven splits, tied and untied embeddings) matches the one-rank run of the same model:
 // per-iteration loss and gradient norm within 1e-5 relative, and every parameter after training.
 // Under --bf16 (emulated on the CPU) a layout rounds partial sums at other places than one
-// rank does, so the curves agree to bf16 precision instead.
-#include <map>
+// rank does, so the curves agree to bf16 precision instead. Context parallelism (CP 2
+// and 4, with each other dimension) and document masking join the same list.
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -15,24 +17,11 @@
 namespace conveyor::testing_util {
 namespace {
 
-// The one-rank run of the same model (layers, tied or not, GPT-2- or Llama-like),
-// computed once per model.
-const LayoutRun& OneRankReference(const Layout& layout) {
-  static auto* references = new std::map<std::string, LayoutRun>;
-  const Layout one = OneRank(layout);
-  const std::string name = LayoutName(one);
-  auto it = references->find(name);
-  if (it != references->end()) return it->second;
-  absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(one), "reference_" + name);
-  EXPECT_TRUE(run.ok()) << run.status();
-  return (*references)[name] = run.ok() ? *run : LayoutRun();
-}
-
 class ParallelEquivalenceTest : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(ParallelEquivalenceTest, MatchesOneRank) {
   const Layout layout = GetParam();
-  const LayoutRun& reference = OneRankReference(layout);
+  const LayoutRun& reference = ReferenceRun(layout);
   absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(layout), LayoutName(layout));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectCurvesFollow(*run, reference, 1e-5, 1e-5);
@@ -59,7 +48,32 @@ std::vector<Layout> ContextParallelLayouts() {
   cp_interleaved.cp = 2;
   Layout cp_dp = TpDp(1, 2, false, true);  // the distributed optimizer over DP x CP
   cp_dp.cp = 2;
-  return {cp2, cp4, cp_tp, cp_tp_llama, cp_pp, cp_interleaved, cp_dp};
+  std::vector<Layout> layouts = {cp2, cp4, cp_tp, cp_tp_llama, cp_pp, cp_interleaved, cp_dp};
+  // Each again with document masking (--eod-mask-loss, --reset-position-ids,
+  // --reset-attention-mask): a chunk's keys and positions come from other documents too.
+  for (size_t i = 0, n = layouts.size(); i < n; ++i) {
+    layouts.push_back(layouts[i]);
+    layouts.back().documents = true;
+  }
+  return layouts;
+}
+
+// Document masking (--eod-mask-loss, --reset-position-ids, --reset-attention-mask;
+// learned positions and RoPE), also with --calculate-per-token-loss.
+std::vector<Layout> DocumentLayouts() {
+  std::vector<Layout> all = {TpDp(2, 1, false, false), Pipeline(2, "1f1b", 1, 2),
+                             Pipeline(2, "interleaved-1f1b", 2, 4), TpDp(1, 2, false, true)};
+  Layout llama_tp = TpDp(2, 1, true, false);  // RoPE, sequence parallel
+  llama_tp.llama = true;
+  all.push_back(llama_tp);
+  for (Layout& l : all) l.documents = true;
+  Layout per_token = TpDp(1, 2, false, true);
+  per_token.documents = per_token.per_token_loss = true;
+  all.push_back(per_token);
+  Layout per_token_pp = Pipeline(2, "1f1b", 1, 2);
+  per_token_pp.documents = per_token_pp.per_token_loss = true;
+  all.push_back(per_token_pp);
+  return all;
 }
 
 std::vector<Layout> AllLayouts() {
@@ -126,6 +140,7 @@ std::vector<Layout> AllLayouts() {
   everything_v.dp = 2;
   all.push_back(everything_v);
   for (const Layout& layout : ContextParallelLayouts()) all.push_back(layout);
+  for (const Layout& layout : DocumentLayouts()) all.push_back(layout);
   return all;
 }
 
@@ -133,6 +148,31 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalenceTest, ::testing::ValuesIn(A
                          [](const ::testing::TestParamInfo<Layout>& test) {
                            return LayoutName(test.param);
                          });
+
+// The document flags change the run (so the equivalence above is not that of plain
+// runs): the masked curve leaves the plain one, and per-token weighting leaves the
+// per-micro-batch mean's.
+TEST(DocumentMaskingTest, MaskingAndPerTokenLossChangeTheRun) {
+  Layout plain;
+  Layout documents;
+  documents.documents = true;
+  Layout per_token = documents;
+  per_token.per_token_loss = true;
+  const LayoutRun& a = ReferenceRun(plain);
+  const LayoutRun& b = ReferenceRun(documents);
+  const LayoutRun& c = ReferenceRun(per_token);
+  ASSERT_EQ(a.losses.size(), 10u);
+  ASSERT_EQ(b.losses.size(), 10u);
+  ASSERT_EQ(c.losses.size(), 10u);
+  double masked_gap = 0.0, per_token_gap = 0.0;
+  for (size_t i = 0; i < 10; ++i) {
+    masked_gap = std::max(masked_gap, std::fabs(a.losses[i] - b.losses[i]) / a.losses[i]);
+    per_token_gap =
+        std::max(per_token_gap, std::fabs(b.grad_norms[i] - c.grad_norms[i]) / b.grad_norms[i]);
+  }
+  EXPECT_GT(masked_gap, 1e-3);
+  EXPECT_GT(per_token_gap, 1e-4);
+}
 
 // Overlapping the distributed optimizer's communication with compute moves the same
 // bytes at other times: the run is bit-identical to the same layout without overlap.
@@ -163,7 +203,7 @@ class Bf16EquivalenceTest : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Bf16EquivalenceTest, FollowsOneRankToBf16Precision) {
   const Layout layout = GetParam();
-  const LayoutRun& reference = OneRankReference(layout);
+  const LayoutRun& reference = ReferenceRun(layout);
   absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(layout), LayoutName(layout));
   ASSERT_TRUE(run.ok()) << run.status();
   // bf16 keeps 8 significant bits (relative rounding 2^-9 = 0.2%), compounded over the

@@ -201,8 +201,11 @@ TEST(TrainingLoopTest, LogsMixtureOfExpertsFigures) {
     int max_tokens = 0, dropped = 0;
     const size_t at = line.find("\"max_tokens_per_expert\": ");
     ASSERT_NE(at, std::string::npos) << line;
-    ASSERT_EQ(std::sscanf(line.c_str() + at, "\"max_tokens_per_expert\": %d, \"dropped_tokens\": %d",
-                          &max_tokens, &dropped), 2) << line;
+    ASSERT_EQ(std::sscanf(line.c_str() + at,
+                          "\"max_tokens_per_expert\": %d, \"dropped_tokens\": %d",
+                          &max_tokens, &dropped),
+              2)
+        << line;
     EXPECT_LE(max_tokens, 64);
     EXPECT_GT(dropped, 0);
   }

@@ -69,14 +69,14 @@ absl::StatusOr<Converted> Convert(const LoadedCheckpoint& checkpoint, const Conf
     ASSIGN_OR_RETURN(const GlobalTensorMap parameters,
                      LoadGlobalParameters(checkpoint, GptParameterShapes(dims)));
     ASSIGN_OR_RETURN(out.tensors, ConveyorToHfGpt2(parameters, dims));
-    out.config_json = Gpt2ConfigJson(config, dims);
+    out.config_json = Gpt2ConfigJson(config, dims, TorchDtypeName(options.dtype));
     return out;
   }
   ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, padded_vocab));
   ASSIGN_OR_RETURN(const GlobalTensorMap parameters,
                    LoadGlobalParameters(checkpoint, LlamaParameterShapes(dims)));
   ASSIGN_OR_RETURN(out.tensors, ConveyorToHfLlama(parameters, dims));
-  out.config_json = LlamaConfigJson(config, arch, options.ids);
+  out.config_json = LlamaConfigJson(config, arch, options.ids, TorchDtypeName(options.dtype));
   out.generation_config = true;
   return out;
 }
@@ -107,8 +107,9 @@ absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iterat
       Convert(checkpoint, config, arch, options, embedding->global_shape(0)),
       _ << "cannot export checkpoint " << checkpoint.directory() << " as " << arch.class_name);
 
-  ASSIGN_OR_RETURN(const HfWeightFiles files,
-                   WriteHfWeights(out_dir, converted.tensors, options.max_shard_bytes));
+  ASSIGN_OR_RETURN(
+      const HfWeightFiles files,
+      WriteHfWeights(out_dir, converted.tensors, options.max_shard_bytes, options.dtype));
   if (!options.tokenizer_dir.empty()) {
     RETURN_IF_ERROR(CopyTokenizerFiles(options.tokenizer_dir, out_dir).status());
   }

@@ -24,7 +24,8 @@ struct HfExportOptions {
   std::string architecture;   // class name to write; empty: from the model
   std::string tokenizer_dir;  // tokenizer files to copy; empty: none
   int64_t max_shard_bytes = 5000000000;
-  HfTokenIds ids;  // Llama family; GPT-2 uses its last token
+  HfTokenIds ids;                 // Llama family; GPT-2 uses its last token
+  HfDtype dtype = HfDtype::kF32;  // the safetensors' element type (--dtype)
 };
 
 // What an export wrote, for the command's summary.

@@ -59,6 +59,10 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
                                     " is not supported; the supported formats are hf (the "
                                     "checkpoint's architecture) and hf-gpt2"));
   }
+  if (options.dtype() != "fp32" && options.dtype() != "bf16" && options.dtype() != "fp16") {
+    problems.push_back(
+        absl::StrCat("--dtype ", options.dtype(), " is not one of fp32, bf16, fp16"));
+  }
   if (options.max_shard_bytes() <= 0) {
     problems.push_back(
         absl::StrCat("--max-shard-bytes must be positive, not ", options.max_shard_bytes()));
@@ -82,6 +86,9 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
   export_options.tokenizer_dir = options.tokenizer_dir();
   export_options.max_shard_bytes = options.max_shard_bytes();
   export_options.ids = HfTokenIds{options.bos_token_id(), options.eos_token_id()};
+  export_options.dtype = options.dtype() == "bf16"   ? HfDtype::kBF16
+                         : options.dtype() == "fp16" ? HfDtype::kF16
+                                                     : HfDtype::kF32;
   HfExportSummary summary;
   const absl::Status status = ExportHf(load, step, output, export_options, &summary);
   if (!status.ok()) {

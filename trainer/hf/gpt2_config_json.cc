@@ -9,7 +9,8 @@
 
 namespace conveyor {
 
-std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims) {
+std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims,
+                           const std::string& torch_dtype) {
   const ModelConfig& m = config.model();
   const int64_t last_token = dims.vocab - 1;
   // One field per line, in a fixed order, so that diffs of exported models read well.
@@ -33,7 +34,7 @@ std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims) {
       {"tie_word_embeddings", "true"},
       {"bos_token_id", absl::StrCat(last_token)},
       {"eos_token_id", absl::StrCat(last_token)},
-      {"torch_dtype", "\"float32\""},
+      {"torch_dtype", JsonQuote(torch_dtype)},
   };
   std::string json = "{\n";
   for (size_t i = 0; i < fields.size(); ++i) {

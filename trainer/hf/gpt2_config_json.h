@@ -16,8 +16,9 @@ namespace conveyor {
 // architectures GPT2LMHeadModel, gelu_new (Conveyor's GELU is the tanh form), tied
 // embeddings, the real vocabulary, n_positions = max_position_embeddings, and
 // bos/eos = the last token id, which is the end-of-document token of GPT-2's BPE and
-// of Conveyor's other tokenizers.
-std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims);
+// of Conveyor's other tokenizers; torch_dtype names the weights' element type.
+std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims,
+                           const std::string& torch_dtype = "float32");
 
 // OK when the HF config `hf` (read from `path`, named in messages) describes the
 // model `dims` and `config` configure; otherwise InvalidArgument listing every

@@ -28,11 +28,11 @@ absl::Status RemoveIfPresent(const std::string& path) {
 }
 
 // Tensors in name order, cut into groups of at most `max_bytes` of data each.
-std::vector<HfTensorMap> Shards(const HfTensorMap& tensors, int64_t max_bytes) {
+std::vector<HfTensorMap> Shards(const HfTensorMap& tensors, int64_t max_bytes, HfDtype dtype) {
   std::vector<HfTensorMap> shards(1);
   int64_t bytes = 0;
   for (const auto& [name, tensor] : tensors) {
-    const int64_t size = int64_t(tensor.data.size() * sizeof(float));
+    const int64_t size = int64_t(tensor.data.size()) * HfDtypeBytes(dtype);
     if (!shards.back().empty() && bytes + size > max_bytes) {
       shards.emplace_back();
       bytes = 0;
@@ -107,15 +107,15 @@ absl::StatusOr<HfTensorMap> ReadHfWeights(const std::string& dir,
 }
 
 absl::StatusOr<HfWeightFiles> WriteHfWeights(const std::string& dir, const HfTensorMap& tensors,
-                                             int64_t max_shard_bytes) {
+                                             int64_t max_shard_bytes, HfDtype dtype) {
   RETURN_IF_ERROR(MakeDirs(dir));
   // transformers refuses safetensors files without a "format" entry in the metadata.
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
-  const std::vector<HfTensorMap> shards = Shards(tensors, max_shard_bytes);
+  const std::vector<HfTensorMap> shards = Shards(tensors, max_shard_bytes, dtype);
   HfWeightFiles written;
   auto write = [&](const std::string& name, const HfTensorMap& shard) -> absl::Status {
     const std::string path = JoinPath(dir, name);
-    RETURN_IF_ERROR(WriteSafetensors(path, shard, metadata));
+    RETURN_IF_ERROR(WriteSafetensors(path, shard, metadata, dtype));
     ASSIGN_OR_RETURN(const ReadableFile file, ReadableFile::Open(path));
     written.files.push_back(name);
     written.bytes += file.size();
@@ -133,7 +133,7 @@ absl::StatusOr<HfWeightFiles> WriteHfWeights(const std::string& dir, const HfTen
     RETURN_IF_ERROR(write(name, shards[i]));
     for (const auto& [tensor, value] : shards[i]) {
       map_lines.push_back(absl::StrCat("    ", JsonQuote(tensor), ": ", JsonQuote(name)));
-      total += int64_t(value.data.size() * sizeof(float));
+      total += int64_t(value.data.size()) * HfDtypeBytes(dtype);
     }
   }
   // As transformers writes it: sorted keys, two-space indent; total_size counts data.

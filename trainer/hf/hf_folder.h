@@ -37,14 +37,16 @@ struct HfWeightFiles {
   int64_t bytes = 0;               // of the safetensors files
 };
 
-// Writes `tensors` (fp32) into `dir` as transformers' save_pretrained does: one
+// Writes `tensors` (fp32, stored as `dtype`) into `dir` as transformers' save_pretrained
+// does: one
 // model.safetensors when the data fits in `max_shard_bytes`, otherwise shards
 // model-0000i-of-0000n.safetensors of at most that much data each (a tensor larger
 // than the limit gets a shard of its own) and model.safetensors.index.json. The form
 // not written is removed, so that transformers cannot load a stale one. Each file is
 // written under a temporary name and renamed.
 absl::StatusOr<HfWeightFiles> WriteHfWeights(const std::string& dir, const HfTensorMap& tensors,
-                                             int64_t max_shard_bytes);
+                                             int64_t max_shard_bytes,
+                                             HfDtype dtype = HfDtype::kF32);
 
 // Copies the tokenizer files `from` holds (tokenizer.json, tokenizer_config.json,
 // tokenizer.model, special_tokens_map.json, vocab.json, merges.txt) into `to`;

@@ -224,7 +224,7 @@ absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
 }
 
 std::string LlamaConfigJson(const Config& config, const HfArchitecture& arch,
-                            const HfTokenIds& ids) {
+                            const HfTokenIds& ids, const std::string& torch_dtype) {
   const ModelConfig& m = config.model();
   std::map<std::string, std::string> fields = {
       {"architectures", absl::StrCat("[\n    ", JsonQuote(arch.class_name), "\n  ]")},
@@ -245,7 +245,7 @@ std::string LlamaConfigJson(const Config& config, const HfArchitecture& arch,
       {"rope_scaling", "null"},
       {"rope_theta", PythonFloat(m.rotary_base())},
       {"tie_word_embeddings", m.untie_embeddings_and_output_weights() ? "false" : "true"},
-      {"torch_dtype", "\"float32\""},
+      {"torch_dtype", JsonQuote(torch_dtype)},
       {"use_cache", "true"},
       {"vocab_size", absl::StrCat(m.vocab_size())},
   };

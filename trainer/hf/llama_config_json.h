@@ -34,9 +34,9 @@ struct HfTokenIds {
 };
 
 // config.json as transformers' save_pretrained writes it (keys sorted, two-space
-// indent) for the model of a resolved `config`.
+// indent) for the model of a resolved `config`, whose weights are `torch_dtype`.
 std::string LlamaConfigJson(const Config& config, const HfArchitecture& architecture,
-                            const HfTokenIds& ids);
+                            const HfTokenIds& ids, const std::string& torch_dtype = "float32");
 
 // generation_config.json as transformers derives it from a model config.
 std::string GenerationConfigJson(const HfTokenIds& ids);

@@ -13,6 +13,7 @@
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "data/json_lite.h"
+#include "runtime/dtype.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/hf/json_text.h"
 
@@ -75,6 +76,21 @@ float Bf16ToFloat(uint16_t b) {
   return f;
 }
 
+// A tensor's values as `dtype`'s bytes.
+std::string EncodeValues(const std::vector<float>& values, HfDtype dtype) {
+  std::string bytes(values.size() * HfDtypeBytes(dtype), '\0');
+  if (dtype == HfDtype::kF32) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits =
+        dtype == HfDtype::kBF16 ? ToBFloat16(values[i]).bits : FloatToHalfBits(values[i]);
+    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+  }
+  return bytes;
+}
+
 // An exact non-negative JSON integer.
 bool AsCount(const JsonValue& v, int64_t* out) {
   if (!v.is_number() || v.number() < 0 || double(v.integer()) != v.number()) return false;
@@ -84,8 +100,47 @@ bool AsCount(const JsonValue& v, int64_t* out) {
 
 }  // namespace
 
+const char* SafetensorsDtypeName(HfDtype dtype) {
+  return dtype == HfDtype::kBF16 ? "BF16" : dtype == HfDtype::kF16 ? "F16" : "F32";
+}
+
+const char* TorchDtypeName(HfDtype dtype) {
+  return dtype == HfDtype::kBF16 ? "bfloat16" : dtype == HfDtype::kF16 ? "float16" : "float32";
+}
+
+int64_t HfDtypeBytes(HfDtype dtype) { return dtype == HfDtype::kF32 ? 4 : 2; }
+
+uint16_t FloatToHalfBits(float value) {
+  uint32_t u;
+  std::memcpy(&u, &value, sizeof(u));
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t magnitude = u & 0x7FFFFFFFu;
+  if (magnitude >= 0x7F800000u) {  // infinity, or NaN (kept quiet)
+    return sign | 0x7C00u | (magnitude > 0x7F800000u ? 0x0200u : 0u);
+  }
+  // 65520 = 0x477FF000 lies halfway between the largest half, 65504 (odd mantissa),
+  // and 65536: it and everything above round to infinity.
+  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;
+  auto round = [](uint32_t kept, uint32_t dropped, uint32_t half) {
+    return kept + (dropped > half || (dropped == half && (kept & 1u)) ? 1u : 0u);
+  };
+  const uint32_t exponent = magnitude >> 23;  // biased by 127
+  if (exponent < 113) {                       // below 2^-14: a subnormal half, m * 2^-24
+    if (exponent < 102) return sign;          // below 2^-25 (half of 2^-24): rounds to zero
+    const uint32_t mantissa = (magnitude & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126 - exponent;  // 14..24
+    // m may round up to 0x400, which is the encoding of the smallest normal.
+    return sign | static_cast<uint16_t>(
+                      round(mantissa >> shift, mantissa & ((1u << shift) - 1), 1u << (shift - 1)));
+  }
+  // Normal: rebias the exponent (127 -> 15) and drop 13 mantissa bits; a carry out of
+  // the mantissa moves into the exponent, as it should.
+  const uint32_t kept = (magnitude >> 13) - ((127u - 15u) << 10);
+  return sign | static_cast<uint16_t>(round(kept, magnitude & 0x1FFFu, 0x1000u));
+}
+
 absl::StatusOr<std::string> EncodeSafetensorsHeader(
-    const HfTensorMap& tensors, const std::map<std::string, std::string>& metadata) {
+    const HfTensorMap& tensors, const std::map<std::string, std::string>& metadata, HfDtype dtype) {
   std::string json = "{";
   bool first = true;
   auto separate = [&] {
@@ -114,11 +169,11 @@ absl::StatusOr<std::string> EncodeSafetensorsHeader(
           "tensor ", name, ": shape ", FormatShape(tensor.shape), " has ",
           NumElements(tensor.shape), " elements but its data has ", tensor.data.size()));
     }
-    const int64_t bytes = int64_t(tensor.data.size() * sizeof(float));
+    const int64_t bytes = int64_t(tensor.data.size()) * HfDtypeBytes(dtype);
     separate();
-    json += absl::StrCat(JsonQuote(name), ":{\"dtype\":\"F32\",\"shape\":[",
-                         absl::StrJoin(tensor.shape, ","), "],\"data_offsets\":[", offset, ",",
-                         offset + bytes, "]}");
+    json += absl::StrCat(JsonQuote(name), ":{\"dtype\":\"", SafetensorsDtypeName(dtype),
+                         "\",\"shape\":[", absl::StrJoin(tensor.shape, ","), "],\"data_offsets\":[",
+                         offset, ",", offset + bytes, "]}");
     offset += bytes;
   }
   json += '}';
@@ -133,14 +188,15 @@ absl::StatusOr<std::string> EncodeSafetensorsHeader(
 }
 
 absl::Status WriteSafetensors(const std::string& path, const HfTensorMap& tensors,
-                              const std::map<std::string, std::string>& metadata) {
-  ASSIGN_OR_RETURN(const std::string header, EncodeSafetensorsHeader(tensors, metadata));
+                              const std::map<std::string, std::string>& metadata, HfDtype dtype) {
+  ASSIGN_OR_RETURN(const std::string header, EncodeSafetensorsHeader(tensors, metadata, dtype));
   const std::string temp = path + ".tmp";
   absl::Status status = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(WritableFile file, WritableFile::Create(temp));
     RETURN_IF_ERROR(file.Append(header.data(), int64_t(header.size())));
     for (const auto& [name, tensor] : tensors) {
-      RETURN_IF_ERROR(file.Append(tensor.data.data(), int64_t(tensor.data.size() * sizeof(float))));
+      const std::string bytes = EncodeValues(tensor.data, dtype);
+      RETURN_IF_ERROR(file.Append(bytes.data(), int64_t(bytes.size())));
     }
     RETURN_IF_ERROR(file.SyncAndClose());
     return Rename(temp, path);

@@ -8,8 +8,8 @@
 //   bytes [8 + N, end)  the data; a tensor's bytes are [b, e) counted from 8 + N,
 //                       row-major, little-endian
 //
-// Conveyor writes fp32 only (its master weights); reading also widens F16 and BF16,
-// the dtypes published checkpoints most often use.
+// Conveyor writes fp32 (its master weights) or, asked to, BF16 or F16 rounded to nearest
+// even; reading widens F16 and BF16, the dtypes published checkpoints most often use.
 #ifndef CONVEYOR_TRAINER_HF_SAFETENSORS_H_
 #define CONVEYOR_TRAINER_HF_SAFETENSORS_H_
 
@@ -34,17 +34,31 @@ struct HfTensor {
 // Sorted by name, the order the writer lays tensors out in.
 using HfTensorMap = std::map<std::string, HfTensor>;
 
+// The element type a file is written in (export --dtype).
+enum class HfDtype { kF32, kBF16, kF16 };
+// The header's name ("F32", "BF16", "F16"), torch's ("float32", "bfloat16", "float16",
+// config.json's torch_dtype), and the bytes per element.
+const char* SafetensorsDtypeName(HfDtype dtype);
+const char* TorchDtypeName(HfDtype dtype);
+int64_t HfDtypeBytes(HfDtype dtype);
+// IEEE binary16 bits of `value`, rounded to nearest even: values from 65520 up become
+// infinity, those below 2^-14 subnormals (or zero), NaN a quiet NaN.
+uint16_t FloatToHalfBits(float value);
+
 // The header that WriteSafetensors puts before the data, length prefix included:
 // tensors in name order, data contiguous in that order, the JSON padded with spaces
 // so that the data starts at a multiple of 8 bytes. InvalidArgument naming the
 // tensor when its data does not match its shape.
 absl::StatusOr<std::string> EncodeSafetensorsHeader(
-    const HfTensorMap& tensors, const std::map<std::string, std::string>& metadata);
+    const HfTensorMap& tensors, const std::map<std::string, std::string>& metadata,
+    HfDtype dtype = HfDtype::kF32);
 
 // Writes `path` through a temporary file in the same folder, fsynced and renamed, so
-// a crash leaves either the old file or the complete new one.
+// a crash leaves either the old file or the complete new one. The fp32 values are
+// stored as `dtype` (BF16 and F16 rounded to nearest even).
 absl::Status WriteSafetensors(const std::string& path, const HfTensorMap& tensors,
-                              const std::map<std::string, std::string>& metadata = {});
+                              const std::map<std::string, std::string>& metadata = {},
+                              HfDtype dtype = HfDtype::kF32);
 
 // One tensor's header entry; `begin`/`end` are absolute byte offsets in the file.
 struct SafetensorsEntry {

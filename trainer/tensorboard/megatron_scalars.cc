@@ -74,6 +74,7 @@ void MegatronScalars::Interval(const IntervalFigures& f) {
   for (size_t r = 0; r < f.bubble_measured.size(); ++r) {
     writer_->Add(absl::StrCat("pipeline-bubble measured/pp-rank-", r), f.bubble_measured[r], i);
   }
+  for (const auto& [name, value] : f.moe_losses) writer_->Add(name, value, i);
 }
 
 void MegatronScalars::Evaluation(const std::string& split, double loss, int64_t iteration,

@@ -281,6 +281,28 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
 }
 
+// Saves `imported` (the import of a folder configuring `config`) as a one-rank
+// checkpoint at iteration 3 in a fresh folder named `name`; returns the folder.
+std::string SaveAsCheckpoint(const ResolvedConfig& config, GlobalTensorMap* imported,
+                             const std::string& name) {
+  CheckpointState state;
+  state.config = config.config();
+  state.iteration = 3;
+  const absl::StatusOr<LlamaDims> dims =
+      LlamaDimsFromConfig(config.config(), config.padded_vocab_size());
+  EXPECT_TRUE(dims.ok()) << dims.status();
+  const auto shapes = LlamaParameterShapes(*dims);
+  std::vector<TensorShardRef> shards;
+  for (auto& [tensor, data] : *imported) {
+    shards.push_back({tensor, shapes.at(tensor), ElementRange(0, int64_t(data.size())), data.data(),
+                      int64_t(data.size())});
+  }
+  SelfCommunicator world;
+  const std::string save = FreshDir(name);
+  EXPECT_TRUE(SaveCheckpoint(save, state, shards, world).ok());
+  return save;
+}
+
 // Saves the imported tensors as a one-rank checkpoint, exports it with --format hf,
 // and reads both the export's HF tensors and its re-import: bit-exact both ways.
 TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
@@ -291,22 +313,7 @@ TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
-
-  CheckpointState state;
-  state.config = config->config();
-  state.iteration = 3;
-  const absl::StatusOr<LlamaDims> dims =
-      LlamaDimsFromConfig(config->config(), config->padded_vocab_size());
-  ASSERT_TRUE(dims.ok()) << dims.status();
-  const auto shapes = LlamaParameterShapes(*dims);
-  std::vector<TensorShardRef> shards;
-  for (auto& [name, data] : *imported) {
-    shards.push_back({name, shapes.at(name), ElementRange(0, int64_t(data.size())), data.data(),
-                      int64_t(data.size())});
-  }
-  SelfCommunicator world;
-  const std::string save = FreshDir(m.model_type + "_ckpt");
-  ASSERT_TRUE(SaveCheckpoint(save, state, shards, world).ok());
+  const std::string save = SaveAsCheckpoint(*config, &*imported, m.model_type + "_ckpt");
 
   HfExportOptions options;
   options.max_shard_bytes = m.max_shard_bytes;
@@ -342,6 +349,58 @@ TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
             HasSubstr("\"num_key_value_heads\": 2,"), HasSubstr("\"bos_token_id\": 1,"),
             HasSubstr(absl::StrCat("\"tie_word_embeddings\": ", m.tied ? "true" : "false"))));
   EXPECT_TRUE(PathExists(JoinPath(out, kHfGenerationConfigFile)));
+}
+
+// The fp32 `value` rounded to bfloat16 (7 fraction bits) or binary16 (10, smallest
+// normal 2^-14), to nearest even, in double arithmetic: the test's own conversion.
+double Rounded(float value, HfDtype dtype) {
+  if (value == 0.0f) return value;
+  const int fraction_bits = dtype == HfDtype::kBF16 ? 7 : 10;
+  const int min_exponent = dtype == HfDtype::kBF16 ? -126 : -14;
+  const double spacing =
+      std::ldexp(1.0, std::max(std::ilogb(double(value)), min_exponent) - fraction_bits);
+  return std::nearbyint(double(value) / spacing) * spacing;  // weights never overflow
+}
+
+// export --dtype bf16 / fp16: the files hold every weight rounded to nearest even (the
+// test's conversion), config.json says torch_dtype, and --load-hf reads the export back
+// as exactly those values.
+TEST_P(LlamaReferenceTest, ExportInHalfPrecisionRoundsToNearestEven) {
+  const TinyModel m = GetParam();
+  const HfTensorMap weights = RandomWeights(m, 29);
+  const std::string dir = WriteFolder(m, weights, m.model_type + "_half_in");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const std::string save = SaveAsCheckpoint(*config, &*imported, m.model_type + "_half_ckpt");
+  for (const HfDtype dtype : {HfDtype::kBF16, HfDtype::kF16}) {
+    HfExportOptions options;
+    options.max_shard_bytes = m.max_shard_bytes;
+    options.dtype = dtype;
+    const std::string out =
+        FreshDir(absl::StrCat(m.model_type, "_", SafetensorsDtypeName(dtype), "_out"));
+    ASSERT_TRUE(ExportHf(save, std::nullopt, out, options, nullptr).ok());
+    const absl::StatusOr<HfTensorMap> exported =
+        ReadHfWeights(out, [](const std::string&) { return false; });
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    ASSERT_EQ(exported->size(), weights.size());
+    for (const auto& [name, tensor] : weights) {
+      const std::vector<float>& got = exported->at(name).data;
+      ASSERT_EQ(got.size(), tensor.data.size()) << name;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(double(got[i]), Rounded(tensor.data[i], dtype))
+            << name << "[" << i << "] as " << SafetensorsDtypeName(dtype);
+      }
+    }
+    const absl::StatusOr<std::string> config_json = ReadSmallFile(JoinPath(out, kHfConfigFile));
+    ASSERT_TRUE(config_json.ok());
+    EXPECT_THAT(*config_json,
+                HasSubstr(absl::StrCat("\"torch_dtype\": \"", TorchDtypeName(dtype), "\"")));
+    const absl::StatusOr<GlobalTensorMap> reimported = ReadHf(out, config->config());
+    ASSERT_TRUE(reimported.ok()) << reimported.status();
+    EXPECT_EQ(reimported->size(), imported->size());
+  }
 }
 
 // A pipeline stage reads only its tensors: the same values as a whole read.

@@ -2,6 +2,8 @@
 // back, and that malformed files are refused with messages naming file and tensor.
 #include "trainer/hf/safetensors.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -103,6 +105,80 @@ TEST(SafetensorsTest, WidensHalfAndBfloat16) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_THAT(read->at("h").data, ElementsAre(1.0f, -2.0f, 5.9604644775390625e-8f));
   EXPECT_THAT(read->at("b").data, ElementsAre(0.5f, -3.0f));
+}
+
+// The reference for export --dtype, computed in double without bit tricks: the grid of
+// a binary format with `fraction_bits` and smallest normal exponent `min_exponent` is
+// spaced 2^(max(exponent of x, min_exponent) - fraction_bits); nearbyint rounds to it,
+// ties to even (the default rounding mode); beyond `max_finite` is infinity.
+double RoundToFormat(double x, int fraction_bits, int min_exponent, double max_finite) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  const int exponent = std::max(std::ilogb(x), min_exponent);
+  const double spacing = std::ldexp(1.0, exponent - fraction_bits);
+  const double rounded = std::nearbyint(x / spacing) * spacing;
+  return std::fabs(rounded) > max_finite ? std::copysign(INFINITY, x) : rounded;
+}
+
+// IEEE binary16 bits to their value, from the format's definition.
+double HalfValue(uint16_t bits) {
+  const int exponent = (bits >> 10) & 0x1F, fraction = bits & 0x3FF;
+  const double sign = (bits & 0x8000) != 0 ? -1.0 : 1.0;
+  if (exponent == 0x1F) return fraction == 0 ? sign * INFINITY : NAN;
+  if (exponent == 0) return sign * std::ldexp(fraction, -24);
+  return sign * std::ldexp(1024 + fraction, exponent - 25);
+}
+
+double Bf16Value(uint16_t bits) {
+  const uint32_t wide = uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof(f));
+  return f;
+}
+
+// Every 997th float bit pattern (all exponents, subnormals, both signs, infinities, NaNs)
+// and constructed ties, written as F16 and BF16 and read back raw.
+TEST(SafetensorsTest, HalfAndBfloat16RoundToNearestEven) {
+  std::vector<float> values;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 997) {
+    const uint32_t b = uint32_t(bits);
+    float f;
+    std::memcpy(&f, &b, sizeof(f));
+    values.push_back(f);
+  }
+  for (const double tie : {1.0 + std::ldexp(1.0, -11), 1.0 + 3 * std::ldexp(1.0, -11),
+                           1.0 + std::ldexp(1.0, -8), 1.0 + 3 * std::ldexp(1.0, -8),
+                           std::ldexp(1.0, -25), 3 * std::ldexp(1.0, -25), 65520.0, 65519.0}) {
+    values.push_back(float(tie));
+    values.push_back(float(-tie));
+  }
+  const std::string dir = FreshDir("dtypes");
+  const HfTensorMap tensors = {{"t", {{int64_t(values.size())}, values}}};
+  for (const HfDtype dtype : {HfDtype::kF16, HfDtype::kBF16}) {
+    const std::string path = dir + "/" + SafetensorsDtypeName(dtype) + ".safetensors";
+    ASSERT_TRUE(WriteSafetensors(path, tensors, {}, dtype).ok());
+    const absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(file->Find("t")->dtype, SafetensorsDtypeName(dtype));
+    const absl::StatusOr<std::string> bytes = ReadSmallFile(path);
+    ASSERT_TRUE(bytes.ok());
+    const char* data = bytes->data() + file->Find("t")->begin;
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, data + 2 * i, 2);
+      const bool half = dtype == HfDtype::kF16;
+      const double got = half ? HalfValue(bits) : Bf16Value(bits);
+      const double want = half ? RoundToFormat(values[i], 10, -14, 65504.0)
+                               : RoundToFormat(values[i], 7, -126, 0x1.FEp127);
+      const bool same = std::isnan(want) ? std::isnan(got)
+                                         : got == want && std::signbit(got) == std::signbit(want);
+      if (!same && ++mismatches <= 5) {
+        ADD_FAILURE() << SafetensorsDtypeName(dtype) << " of " << values[i] << " (" << std::hexfloat
+                      << values[i] << "): got " << got << ", want " << want;
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << SafetensorsDtypeName(dtype);
+  }
 }
 
 TEST(SafetensorsTest, RejectsFileShorterThanTheLengthPrefix) {
