@@ -236,11 +236,13 @@ struct PeakCase {
   std::string schedule;
   int chunks;
   bool full_recompute;
+  int cp = 1;  // context-parallel ranks sharing each sample
 };
 
 // P = 4, M = 8 micro-batches of 2 x 16 tokens, 8 layers: activations dominate.
 Config PipelineConfig(const PeakCase& pc) {
   Layout l = Pipeline(4, pc.schedule, pc.chunks, 8);
+  l.cp = pc.cp;
   Config c = TinyConfig(l);
   c.mutable_model()->set_seq_length(16);
   c.mutable_model()->set_max_position_embeddings(0);
@@ -253,7 +255,7 @@ Config PipelineConfig(const PeakCase& pc) {
     c.mutable_recompute()->set_recompute_method("uniform");
     c.mutable_recompute()->set_recompute_num_layers(1);
   }
-  absl::StatusOr<Config> resolved = ResolveConfig(c, 4);
+  absl::StatusOr<Config> resolved = ResolveConfig(c, 4 * pc.cp);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   return *resolved;
 }
@@ -283,7 +285,11 @@ std::pair<Peaks, Peaks> MeasuredAndPredicted(const PeakCase& pc) {
   absl::StatusOr<LayoutRun> run =
       RunLayout(config, "memory_" + pc.schedule + (pc.full_recompute ? "_full" : ""));
   EXPECT_TRUE(run.ok()) << run.status();
-  if (run.ok()) measured = {run->peak_activation_bytes, run->peak_total_bytes};
+  // Pipeline rank r is global rank r * CP (context-parallel rank 0; rank order tp-cp-dp-pp).
+  for (size_t r = 0; run.ok() && r < predicted.activations.size(); ++r) {
+    measured.activations.push_back(run->peak_activation_bytes[r * pc.cp]);
+    measured.totals.push_back(run->peak_total_bytes[r * pc.cp]);
+  }
   return {measured, predicted};
 }
 
@@ -306,10 +312,12 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PeakActivationTest,
                                            PeakCase{"1f1b", 1, false}, PeakCase{"1f1b", 1, true},
                                            PeakCase{"zb-h1", 1, false}, PeakCase{"zb-h2", 1, false},
                                            PeakCase{"interleaved-1f1b", 2, false},
-                                           PeakCase{"zbv", 2, false}),
+                                           PeakCase{"zbv", 2, false},
+                                           PeakCase{"1f1b", 1, false, /*cp=*/2}),
                          [](const ::testing::TestParamInfo<PeakCase>& test) {
                            std::string name =
-                               test.param.schedule + (test.param.full_recompute ? "_full" : "");
+                               test.param.schedule + (test.param.full_recompute ? "_full" : "") +
+                               (test.param.cp > 1 ? "_cp" + std::to_string(test.param.cp) : "");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }
@@ -326,6 +334,19 @@ TEST(PeakActivationTest, GpipeOverOneFOneBIsAboutMOverP) {
   // M / P = 2; one layer's backward working set on top of both pulls it a little lower.
   EXPECT_GT(ratio, 1.6);
   EXPECT_LT(ratio, 2.05);
+}
+
+// Context parallelism splits each sample's tokens: CP 2 holds about half the activations
+// of CP 1 (the head's logits and the layers' stashes alike), as the model predicts.
+TEST(PeakActivationTest, ContextParallelismHalvesActivations) {
+  const auto [one_measured, one_predicted] = MeasuredAndPredicted({"1f1b", 1, false});
+  const auto [cp2_measured, cp2_predicted] = MeasuredAndPredicted({"1f1b", 1, false, 2});
+  const double measured = static_cast<double>(one_measured.activations[0]) /
+                          static_cast<double>(cp2_measured.activations[0]);
+  const double predicted = static_cast<double>(one_predicted.activations[0]) /
+                           static_cast<double>(cp2_predicted.activations[0]);
+  EXPECT_GT(measured, 1.7);
+  EXPECT_NEAR(measured, predicted, 0.1 * predicted);
 }
 
 // Full recomputation of every layer cuts the first stage's activation peak by at least

@@ -222,7 +222,12 @@ std::vector<Layout> Bf16Layouts() {
   Layout bf16_reduce_distributed = TpDp(2, 2, true, true);
   bf16_reduce_distributed.grad_reduce_in_bf16 = true;
   bf16_reduce_distributed.overlap_grad_reduce = true;
-  return {tp_dp, tp_pp, bf16_reduce, bf16_reduce_distributed};
+  // Ring attention under bf16: blocks merged in fp32, key/value gradients fp32.
+  Layout cp_dp = TpDp(1, 2, false, true);
+  cp_dp.cp = 2;
+  cp_dp.bf16 = true;
+  cp_dp.documents = true;
+  return {tp_dp, tp_pp, bf16_reduce, bf16_reduce_distributed, cp_dp};
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Bf16EquivalenceTest, ::testing::ValuesIn(Bf16Layouts()),

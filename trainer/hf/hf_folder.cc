@@ -70,11 +70,23 @@ absl::StatusOr<JsonValue> ReadHfConfigJson(const std::string& dir) {
 absl::StatusOr<HfTensorMap> ReadHfWeights(const std::string& dir,
                                           const std::function<bool(const std::string&)>& skip) {
   HfTensorMap tensors;
-  const std::string single = JoinPath(dir, kHfWeightsFile);
-  if (PathExists(single)) {
-    RETURN_IF_ERROR(ReadFileTensors(single, nullptr, skip, &tensors));
-    return tensors;
+  ASSIGN_OR_RETURN(const HfWeightFileMap files, HfWeightFilesOf(dir));
+  const std::string index_path = JoinPath(dir, kHfIndexFile);
+  for (const auto& [file, names] : files) {
+    RETURN_IF_ERROR(ReadFileTensors(file, names.empty() ? nullptr : &names, skip, &tensors));
+    for (const std::string& name : names) {
+      if (tensors.count(name) == 0 && !skip(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(index_path, " maps ", name, " to ", file, ", which has no such tensor"));
+      }
+    }
   }
+  return tensors;
+}
+
+absl::StatusOr<HfWeightFileMap> HfWeightFilesOf(const std::string& dir) {
+  const std::string single = JoinPath(dir, kHfWeightsFile);
+  if (PathExists(single)) return HfWeightFileMap{{single, {}}};
   const std::string index_path = JoinPath(dir, kHfIndexFile);
   if (!PathExists(index_path)) {
     return absl::NotFoundError(absl::StrCat(dir, " holds neither ", kHfWeightsFile, " nor ",
@@ -86,24 +98,15 @@ absl::StatusOr<HfTensorMap> ReadHfWeights(const std::string& dir,
     return absl::InvalidArgumentError(
         absl::StrCat(index_path, " is not an index: it needs a \"weight_map\" object"));
   }
-  std::map<std::string, std::set<std::string>> by_file;  // shard -> its tensors
+  HfWeightFileMap by_file;  // shard -> its tensors
   for (const auto& [name, file] : (*index)["weight_map"].object()) {
     if (!file.is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat(index_path, ": the file of tensor ", name, " is not a string"));
     }
-    by_file[file.str()].insert(name);
+    by_file[JoinPath(dir, file.str())].insert(name);
   }
-  for (const auto& [file, names] : by_file) {
-    RETURN_IF_ERROR(ReadFileTensors(JoinPath(dir, file), &names, skip, &tensors));
-    for (const std::string& name : names) {
-      if (tensors.count(name) == 0 && !skip(name)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(index_path, " maps ", name, " to ", file, ", which has no such tensor"));
-      }
-    }
-  }
-  return tensors;
+  return by_file;
 }
 
 absl::StatusOr<HfWeightFiles> WriteHfWeights(const std::string& dir, const HfTensorMap& tensors,

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,12 @@ absl::StatusOr<JsonValue> ReadHfConfigJson(const std::string& dir);
 // Errors name the file and tensor; NotFound when neither file exists.
 absl::StatusOr<HfTensorMap> ReadHfWeights(const std::string& dir,
                                           const std::function<bool(const std::string&)>& skip);
+
+// The folder's weight files (paths) and the tensors each holds: model.safetensors with
+// an empty set (every tensor it has), or the shards model.safetensors.index.json maps
+// tensors to. NotFound when neither file exists; InvalidArgument for a bad index.
+using HfWeightFileMap = std::map<std::string, std::set<std::string>>;
+absl::StatusOr<HfWeightFileMap> HfWeightFilesOf(const std::string& dir);
 
 // What WriteHfWeights wrote.
 struct HfWeightFiles {

@@ -100,6 +100,23 @@ bool AsCount(const JsonValue& v, int64_t* out) {
 
 }  // namespace
 
+bool IsWeightDtype(absl::string_view dtype) {
+  return dtype == "F32" || dtype == "F16" || dtype == "BF16";
+}
+
+void WidenElements(absl::string_view dtype, const void* bytes, int64_t count, float* out) {
+  if (dtype == "F32") {
+    std::memcpy(out, bytes, size_t(count) * sizeof(float));
+    return;
+  }
+  const bool half = dtype == "F16";
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t raw;
+    std::memcpy(&raw, static_cast<const char*>(bytes) + 2 * i, sizeof(raw));
+    out[i] = half ? HalfToFloat(raw) : Bf16ToFloat(raw);
+  }
+}
+
 const char* SafetensorsDtypeName(HfDtype dtype) {
   return dtype == HfDtype::kBF16 ? "BF16" : dtype == HfDtype::kF16 ? "F16" : "F32";
 }
@@ -404,21 +421,14 @@ absl::StatusOr<HfTensor> SafetensorsFile::Read(absl::string_view name) const {
   tensor.shape = entry->shape;
   const int64_t n = NumElements(entry->shape);
   tensor.data.resize(n);
-  const int64_t bytes = entry->end - entry->begin;
-  if (entry->dtype == "F32") {
-    RETURN_IF_ERROR(file_.ReadAt(entry->begin, tensor.data.data(), bytes));
-  } else if (entry->dtype == "F16" || entry->dtype == "BF16") {
-    std::vector<uint16_t> raw(n);
-    RETURN_IF_ERROR(file_.ReadAt(entry->begin, raw.data(), bytes));
-    const bool half = entry->dtype == "F16";
-    for (int64_t i = 0; i < n; ++i) {
-      tensor.data[i] = half ? HalfToFloat(raw[i]) : Bf16ToFloat(raw[i]);
-    }
-  } else {
+  if (!IsWeightDtype(entry->dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("safetensors file ", path(), ": tensor ", name, " has dtype ", entry->dtype,
                      "; only floating-point weights (F32, F16, BF16) can be loaded"));
   }
+  std::string raw(entry->end - entry->begin, '\0');
+  RETURN_IF_ERROR(file_.ReadAt(entry->begin, raw.data(), int64_t(raw.size())));
+  WidenElements(entry->dtype, raw.data(), n, tensor.data.data());
   return tensor;
 }
 

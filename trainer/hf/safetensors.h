@@ -41,6 +41,11 @@ enum class HfDtype { kF32, kBF16, kF16 };
 const char* SafetensorsDtypeName(HfDtype dtype);
 const char* TorchDtypeName(HfDtype dtype);
 int64_t HfDtypeBytes(HfDtype dtype);
+// Whether Conveyor reads `dtype` as weights: "F32", "F16" or "BF16".
+bool IsWeightDtype(absl::string_view dtype);
+// Widens `count` elements stored as `dtype` (IsWeightDtype) at `bytes` into `out`,
+// exactly (every half and bfloat16 is a float).
+void WidenElements(absl::string_view dtype, const void* bytes, int64_t count, float* out);
 // IEEE binary16 bits of `value`, rounded to nearest even: values from 65520 up become
 // infinity, those below 2^-14 subnormals (or zero), NaN a quiet NaN.
 uint16_t FloatToHalfBits(float value);
