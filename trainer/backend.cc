@@ -48,8 +48,9 @@ absl::StatusOr<Backend> StartBackend(const ResolvedConfig& resolved, int local_r
   }
   if (config.model().num_experts() > 0) {
     return absl::FailedPreconditionError(
-        "--num-experts: mixture of experts has no CUDA kernels yet (token permutation, "
-        "runtime/cuda); run it with --device cpu");
+        "--num-experts with --device cuda: the mixture of experts' CUDA kernels (token "
+        "permutation, runtime/cuda/moe_kernels.cu) have never run on a GPU (cuda_backend_test "
+        "checks them when one is there); run it with --device cpu");
   }
   const GpuInfo gpus = ProbeGpus();
   if (gpus.count == 0) {

@@ -19,6 +19,7 @@
 #include "runtime/cuda/dropout_kernels.h"
 #include "runtime/cuda/elementwise_kernels.h"
 #include "runtime/cuda/embedding_kernels.h"
+#include "runtime/cuda/moe_kernels.h"
 #include "runtime/cuda/norm_kernels.h"
 #include "runtime/cuda/philox_uniform.h"
 #include "runtime/cuda/ring_attention_kernels.h"
@@ -791,23 +792,61 @@ void CudaOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
 }
 
 
-// Mixture of experts' token movement has no CUDA kernels yet: validation refuses
-// --num-experts with --device cuda, so these are never reached in a run.
-constexpr char kNoMoeKernels[] =
-    "mixture of experts (--num-experts) has no CUDA kernels yet; run it with --device cpu";
-
-void CudaOps::PermuteTokens(const Tensor&, absl::Span<const int32_t>, absl::Span<const float>,
-                            Tensor*) const {
-  Misuse("PermuteTokens", kNoMoeKernels);
+// Mixture of experts' token movement (compile-checked; cuda_backend_test checks it against
+// the CPU on a GPU machine). Each op uploads one index array (ints_) and at most one
+// weight array (floats_).
+void CudaOps::PermuteTokens(const Tensor& x, absl::Span<const int32_t> token_of_row,
+                            absl::Span<const float> row_weight, Tensor* out) const {
+  const char* op = "PermuteTokens";
+  RequireDevice(op, "x", x);
+  RequireSameType(op, "out", *out, "x", x);
+  REQUIRE(x.rank() == 2, op, Describe("x", x) + ": must be [tokens, width]");
+  const int64_t rows = static_cast<int64_t>(token_of_row.size()), width = x.dim(1);
+  RequireNumel(op, "out", *out, rows * width);
+  REQUIRE(row_weight.empty() || static_cast<int64_t>(row_weight.size()) == rows, op,
+          "row_weight must be empty or have one entry per row");
+  const int32_t* device_tokens = ints_.Upload(token_of_row.data(), rows);
+  const float* device_weights =
+      row_weight.empty() ? nullptr : floats_.Upload(row_weight.data(), rows);
+  cuda::LaunchPermuteTokens(x.dtype(), x.raw(), width, device_tokens, device_weights, rows,
+                            out->raw());
+  Finish(op);
 }
 
-void CudaOps::UnpermuteTokens(const Tensor&, absl::Span<const int32_t>, absl::Span<const float>,
-                              Tensor*) const {
-  Misuse("UnpermuteTokens", kNoMoeKernels);
+void CudaOps::UnpermuteTokens(const Tensor& permuted, absl::Span<const int32_t> row_of_slot,
+                              absl::Span<const float> slot_weight, Tensor* out) const {
+  const char* op = "UnpermuteTokens";
+  RequireDevice(op, "permuted", permuted);
+  RequireSameType(op, "out", *out, "permuted", permuted);
+  REQUIRE(out->rank() == 2 && out->dim(0) > 0, op,
+          Describe("out", *out) + ": must be [tokens, width]");
+  const int64_t tokens = out->dim(0), width = out->dim(1);
+  const int64_t slots = static_cast<int64_t>(row_of_slot.size());
+  REQUIRE(slots % tokens == 0, op, "row_of_slot must hold topk entries per token");
+  REQUIRE(slot_weight.empty() || static_cast<int64_t>(slot_weight.size()) == slots, op,
+          "slot_weight must be empty or have one entry per slot");
+  const int32_t* device_rows = ints_.Upload(row_of_slot.data(), slots);
+  const float* device_weights =
+      slot_weight.empty() ? nullptr : floats_.Upload(slot_weight.data(), slots);
+  cuda::LaunchUnpermuteTokens(permuted.dtype(), permuted.raw(), width, device_rows, device_weights,
+                              tokens, slots / tokens, out->raw());
+  Finish(op);
 }
 
-void CudaOps::SlotDots(const Tensor&, const Tensor&, absl::Span<const int32_t>,
-                       absl::Span<float>) const {
-  Misuse("SlotDots", kNoMoeKernels);
+void CudaOps::SlotDots(const Tensor& dy, const Tensor& permuted,
+                       absl::Span<const int32_t> row_of_slot, absl::Span<float> out) const {
+  const char* op = "SlotDots";
+  RequireDevice(op, "dy", dy);
+  RequireSameType(op, "permuted", permuted, "dy", dy);
+  REQUIRE(dy.rank() == 2 && dy.dim(0) > 0, op, Describe("dy", dy) + ": must be [tokens, width]");
+  const int64_t tokens = dy.dim(0), slots = static_cast<int64_t>(row_of_slot.size());
+  REQUIRE(slots % tokens == 0 && static_cast<int64_t>(out.size()) == slots, op,
+          "row_of_slot and out must hold topk entries per token");
+  const int32_t* device_rows = ints_.Upload(row_of_slot.data(), slots);
+  float* device_out = static_cast<float*>(floats_.Reserve(slots * sizeof(float)));
+  cuda::LaunchSlotDots(dy.dtype(), dy.raw(), permuted.raw(), dy.dim(1), device_rows, tokens,
+                       slots / tokens, device_out);
+  Finish(op);
+  floats_.Download(out.data(), slots);
 }
 }  // namespace conveyor

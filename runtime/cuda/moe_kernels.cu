@@ -25,8 +25,8 @@ __global__ void PermuteKernel(const T* __restrict__ x, int64_t width,
 template <typename T>
 __global__ void UnpermuteKernel(const T* __restrict__ permuted, int64_t width,
                                 const int32_t* __restrict__ row_of_slot,
-                                const float* __restrict__ slot_weight, int64_t tokens,
-                                int64_t topk, T* __restrict__ out) {
+                                const float* __restrict__ slot_weight, int64_t tokens, int64_t topk,
+                                T* __restrict__ out) {
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
       float acc = 0.0f;

@@ -1,9 +1,11 @@
 #include "trainer/hf/export.h"
 
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
@@ -13,6 +15,7 @@
 #include "trainer/hf/gpt2_config_json.h"
 #include "trainer/hf/hf_architecture.h"
 #include "trainer/hf/llama_mapping.h"
+#include "trainer/hf/mapped_weights.h"
 
 namespace conveyor {
 namespace {
@@ -169,6 +172,59 @@ absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& con
                    }));
   ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorLlama(tensors, dims, wanted), _ << dir);
   return converted;
+}
+
+absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Config& config,
+                                             const HfElementRequest& request, int64_t* bytes_read) {
+  ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
+  if (arch->family == HfFamily::kGpt2) {
+    std::set<std::string> wanted;
+    for (const auto& [name, indices] : request) wanted.insert(name);
+    ASSIGN_OR_RETURN(const GlobalTensorMap whole, ReadHf(dir, config, &wanted));
+    HfElementValues values;
+    for (const auto& [name, indices] : request) {
+      const auto it = whole.find(name);
+      if (it == whole.end()) {
+        return absl::NotFoundError(absl::StrCat("--load-hf ", dir, ": no tensor for ", name));
+      }
+      std::vector<float>& picked = values[name];
+      for (const int64_t i : indices) picked.push_back(it->second[i]);
+    }
+    return values;
+  }
+  Config agreed = config;
+  RETURN_IF_ERROR(ApplyLlamaConfigJson(hf, path, *arch, &agreed));
+  ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
+                   _ << "cannot load the " << arch->class_name << " model in " << dir);
+  ASSIGN_OR_RETURN(MappedHfWeights weights, MappedHfWeights::Open(dir));
+  const std::set<std::string> known = LlamaHfSources(dims, nullptr);
+  std::vector<std::string> unexpected;
+  for (const std::string& name : weights.Names()) {
+    const bool tied_head = dims.tied && name == "lm_head.weight";
+    if (known.count(name) == 0 && !tied_head && !IsLlamaBuffer(name)) unexpected.push_back(name);
+  }
+  if (!unexpected.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir,
+        ": tensors the configured model has no place for (more layers than config.json "
+        "says, or biases the architecture lacks?): ",
+        absl::StrJoin(unexpected, ", ")));
+  }
+  ASSIGN_OR_RETURN(HfElementValues values,
+                   HfToConveyorLlamaElements(
+                       dims, request,
+                       [&](const std::string& name) -> const std::vector<int64_t>* {
+                         const SafetensorsEntry* entry = weights.Find(name);
+                         return entry == nullptr ? nullptr : &entry->shape;
+                       },
+                       [&](const std::string& name, int64_t begin, int64_t count, float* out) {
+                         return weights.Read(name, begin, count, out);
+                       }),
+                   _ << dir);
+  if (bytes_read != nullptr) *bytes_read = weights.bytes_read();
+  return values;
 }
 
 }  // namespace conveyor

@@ -6,9 +6,11 @@
 #define CONVEYOR_TRAINER_HF_EXPORT_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -62,6 +64,21 @@ absl::Status ApplyHfConfig(const std::string& dir, Config* config);
 // reading only the HF tensors that hold them, so a pipeline stage reads its own
 // layers; null: all. (Every tensor read is read whole, even when a tensor-parallel
 // rank keeps a slice.)
+// What ReadHfSlices reads: for each Conveyor tensor, the global flat indices of the
+// elements a rank keeps (GlobalIndices, in local order); the values come back in that
+// order.
+using HfElementRequest = std::map<std::string, std::vector<int64_t>>;
+using HfElementValues = std::map<std::string, std::vector<float>>;
+
+// ReadHf for a rank that keeps slices: a Llama-family folder is memory-mapped and only
+// the requested elements' bytes are read (their count goes to `bytes_read` when not
+// null), so a tensor-parallel rank reads its rows or columns of each tensor. A GPT-2
+// folder is read whole (ReadHf) and the elements picked from it. Unexpected HF tensors
+// are refused as ReadHf refuses them; a tied model's lm_head.weight is not read.
+absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Config& config,
+                                             const HfElementRequest& request,
+                                             int64_t* bytes_read = nullptr);
+
 absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config,
                                        const std::set<std::string>* wanted = nullptr);
 

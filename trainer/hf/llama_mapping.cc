@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "proto/config_choices.h"
 #include "trainer/checkpoint/index_runs.h"
 
@@ -283,6 +284,54 @@ absl::StatusOr<GlobalTensorMap> HfToConveyorLlama(const HfTensorMap& tensors, co
     return absl::InvalidArgumentError(
         "import: lm_head.weight differs from model.embed_tokens.weight but config.json says "
         "tie_word_embeddings = true");
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::vector<float>>> HfToConveyorLlamaElements(
+    const LlamaDims& dims, const std::map<std::string, std::vector<int64_t>>& wanted,
+    const HfShapeOf& shape_of, const HfRangeReader& read) {
+  std::map<std::string, const TensorPair*> by_name;
+  const std::vector<TensorPair> pairs = LlamaPairs(dims);
+  for (const TensorPair& pair : pairs) by_name[pair.conveyor] = &pair;
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, indices] : wanted) {
+    const auto found = by_name.find(name);
+    if (found == by_name.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("import: the model's tensor ", name, " has no Hugging Face source"));
+    }
+    const TensorPair& pair = *found->second;
+    for (size_t p = 0; p < pair.hf.size(); ++p) {
+      const std::vector<int64_t>* shape = shape_of(pair.hf[p]);
+      if (shape == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("import: tensor ", pair.hf[p], " is missing"));
+      }
+      if (*shape != pair.hf_shapes[p]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("import: tensor ", pair.hf[p], " has shape ", FormatShape(*shape),
+                         "; config.json's model needs ", FormatShape(pair.hf_shapes[p])));
+      }
+    }
+    const int64_t width = RowWidth(pair.conveyor_shape);
+    std::vector<float>& values = out[name];
+    values.assign(indices.size(), 0.0f);  // padding rows stay 0
+    for (size_t i = 0; i < indices.size();) {
+      // A run: indices consecutive within one row.
+      const int64_t row = indices[i] / width, column = indices[i] % width;
+      size_t end = i + 1;
+      while (end < indices.size() && indices[end] == indices[end - 1] + 1 &&
+             indices[end] / width == row) {
+        ++end;
+      }
+      const auto source = RowSource(pair, row, dims);
+      if (source.has_value()) {
+        RETURN_IF_ERROR(read(pair.hf[source->first], source->second * width + column,
+                             int64_t(end - i), values.data() + i));
+      }
+      i = end;
+    }
   }
   return out;
 }

@@ -22,6 +22,7 @@
 #define CONVEYOR_TRAINER_HF_LLAMA_MAPPING_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -67,6 +68,22 @@ absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
 // The HF tensors that hold the Conveyor tensors named in `wanted` (every one when
 // null): what a rank holding only those must read.
 std::set<std::string> LlamaHfSources(const LlamaDims& dims, const std::set<std::string>* wanted);
+
+// Reads elements [begin, begin + count) (row-major) of the HF tensor `name` into `out`.
+using HfRangeReader =
+    std::function<absl::Status(const std::string& name, int64_t begin, int64_t count, float* out)>;
+// The HF tensor's shape, or null when the folder has no such tensor.
+using HfShapeOf = std::function<const std::vector<int64_t>*(const std::string& name)>;
+
+// HF -> Conveyor for only the elements a rank keeps: `wanted` maps Conveyor tensors to
+// the global flat indices of their local elements (GlobalIndices, in local order); the
+// values come back in that order, read through `read` one run at a time (consecutive
+// elements of one row are consecutive in the HF tensor too), so a tensor-parallel rank
+// reads its rows or columns and nothing else. Padding rows are 0. InvalidArgument naming
+// the tensor for a missing or wrongly shaped HF tensor, or an unknown Conveyor one.
+absl::StatusOr<std::map<std::string, std::vector<float>>> HfToConveyorLlamaElements(
+    const LlamaDims& dims, const std::map<std::string, std::vector<int64_t>>& wanted,
+    const HfShapeOf& shape_of, const HfRangeReader& read);
 
 // HF -> Conveyor, for the Conveyor tensors named in `wanted` (every one when null;
 // `tensors` then needs only their LlamaHfSources). Ignores rotary_emb.inv_freq buffers
