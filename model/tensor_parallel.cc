@@ -57,4 +57,11 @@ absl::StatusOr<Tensor> TensorParallel::ExitBackward(const Tensor& dy) const {
   return EnterForward(dy);
 }
 
+Sharding Fc1Sharding(int64_t ffn, bool swiglu, const TensorParallel& tp) {
+  const int64_t slice = ffn / tp.size();
+  const int64_t start = tp.rank() * slice;
+  if (!swiglu) return {0, {{start, slice}}};
+  return {0, {{start, slice}, {ffn + start, slice}}};
+}
+
 }  // namespace conveyor

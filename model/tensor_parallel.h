@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "parallel/communicator.h"
+#include "model/parameter.h"
 #include "parallel/self_communicator.h"
 #include "runtime/tensor.h"
 
@@ -56,6 +57,11 @@ class TensorParallel {
   Communicator* comm_ = nullptr;
   bool sequence_parallel_ = false;
 };
+
+// The part of a column-parallel MLP's fc1 ([fc1 width, hidden], an MLP of width `ffn`)
+// that `tp`'s rank holds: a block of ffn / TP rows, or under SwiGLU, whose rows are
+// [gate | up], that block of each half, so that the activation pairs them locally.
+Sharding Fc1Sharding(int64_t ffn, bool swiglu, const TensorParallel& tp);
 
 }  // namespace conveyor
 

@@ -14,14 +14,6 @@ namespace {
 
 std::string LayerName(int64_t index) { return "layers." + std::to_string(index); }
 
-// SwiGLU's fc1 rows are [gate | up]; a rank holds its slice of each half, so that the
-// activation can pair them locally.
-Sharding Fc1Sharding(const ModelShape& s, const TensorParallel& tp) {
-  const int64_t slice = s.ffn_hidden / tp.size();
-  const int64_t start = tp.rank() * slice;
-  if (!s.swiglu) return {0, {{start, slice}}};
-  return {0, {{start, slice}, {s.ffn_hidden + start, slice}}};
-}
 
 // --qk-layernorm's norm of one kind of head: head_dim wide, one gamma (and beta) shared
 // by all heads of that kind; its gradient is a sum over every head, so over the TP
@@ -81,7 +73,7 @@ TransformerLayer::TransformerLayer(const Ops* ops, ParameterStore* store, const 
     return;
   }
   fc1_.emplace(ops, store, mlp + ".fc1", s.hidden, s.fc1_width(), s.linear_bias, s.init_std,
-               LinearParallelism::kColumn, Fc1Sharding(s, *tp));
+               LinearParallelism::kColumn, Fc1Sharding(s.ffn_hidden, s.swiglu, *tp));
   fc2_.emplace(ops, store, mlp + ".fc2", s.ffn_hidden, s.hidden, s.linear_bias,
                s.output_init_std(), LinearParallelism::kRow,
                Sharding::Block(1, s.ffn_hidden, tp->size(), tp->rank()));

@@ -157,23 +157,22 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
 
 absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
   const std::string& dir = config_.checkpoint().load_hf();
-  std::set<std::string> held;  // this rank reads only the tensors of its stage
-  for (const Parameter* p : stage_->parameters()) held.insert(p->name);
-  ASSIGN_OR_RETURN(const GlobalTensorMap tensors, ReadHf(dir, config_, &held));
+  // This rank reads only what it keeps: its stage's tensors, and of each its TP slice.
+  HfElementRequest request;
+  for (const Parameter* p : stage_->parameters()) request[p->name] = GlobalIndices(*p);
+  int64_t bytes_read = 0;
+  ASSIGN_OR_RETURN(const HfElementValues local, ReadHfSlices(dir, config_, request, &bytes_read));
   HostStaging staging;
-  for (Parameter* p : stage_->parameters()) {
-    auto it = tensors.find(p->name);
-    if (it == tensors.end()) {
-      return absl::NotFoundError(absl::StrFormat("--load-hf %s: no tensor for %s", dir, p->name));
-    }
-  }
   for (const LocalValues& values : ValuesOfParameters(&staging, /*saving=*/false)) {
-    const std::vector<int64_t> global = GlobalIndices(*values.owner);
-    const std::vector<float>& source = tensors.at(values.owner->name);
-    for (int64_t i = 0; i < values.n; ++i) values.data[i] = source[global[values.offset + i]];
+    const std::vector<float>& source = local.at(values.owner->name);  // in local order
+    std::copy(source.begin() + values.offset, source.begin() + values.offset + values.n,
+              values.data);
   }
   staging.Upload();
-  if (log != nullptr) *log << "conveyor: loaded Hugging Face weights from " << dir << "\n";
+  if (log != nullptr) {
+    *log << "conveyor: loaded Hugging Face weights from " << dir << " (this rank read "
+         << bytes_read << " bytes of tensor data)\n";
+  }
   return absl::OkStatus();
 }
 

@@ -1,5 +1,3 @@
-#include <type_traits>
-
 #include "runtime/cuda/attention_kernels.h"
 #include "runtime/cuda/device_math.h"
 
@@ -380,20 +378,6 @@ Geometry GeometryOf(const AttentionShape& s, const int32_t* document_start) {
 Dropout DropoutOf(const AttentionDropoutArgs& a) {
   return {a.enabled,      a.key,        a.p,          a.enabled ? 1.0f / (1.0f - a.p) : 1.0f,
           a.first_sample, a.first_head, a.total_heads};
-}
-
-// Calls f(std::integral_constant<int, head_dim / 32 rounded up to a power of two>).
-template <typename F>
-void DispatchDimsPerLane(int64_t head_dim, F&& f) {
-  if (head_dim <= 32) {
-    f(std::integral_constant<int, 1>{});
-  } else if (head_dim <= 64) {
-    f(std::integral_constant<int, 2>{});
-  } else if (head_dim <= 128) {
-    f(std::integral_constant<int, 4>{});
-  } else {
-    f(std::integral_constant<int, 8>{});
-  }
 }
 
 // Kernels needing more than the default 48 KiB of dynamic shared memory must opt in.

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/cuda/column_sum_plan.h"
 #include "runtime/cuda/cuda_check.h"
@@ -94,6 +95,21 @@ __device__ R BlockAllReduce(R v, Op op) {
 template <typename R>
 __device__ __forceinline__ R BlockSum(R v) {
   return BlockAllReduce(v, SumOp{});
+}
+
+// The attention kernels give a lane the head dimensions lane, lane + 32, ...: calls
+// f(std::integral_constant<int, head_dim / 32 rounded up to a power of two>).
+template <typename F>
+void DispatchDimsPerLane(int64_t head_dim, F&& f) {
+  if (head_dim <= 32) {
+    f(std::integral_constant<int, 1>{});
+  } else if (head_dim <= 64) {
+    f(std::integral_constant<int, 2>{});
+  } else if (head_dim <= 128) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, 8>{});
+  }
 }
 
 inline constexpr int kThreads = 256;

@@ -1,7 +1,5 @@
 #include "runtime/cuda/ring_attention_kernels.h"
 
-#include <type_traits>
-
 #include "runtime/cuda/device_math.h"
 #include "runtime/cuda/philox_uniform.h"
 
@@ -64,25 +62,25 @@ __device__ float WarpDot(const A* a, const B* b, int64_t d) {
   return WarpAllReduce(s, SumOp{});
 }
 
-template <typename T>
-__global__ void PackKernel(int64_t rows, int64_t groups, int64_t per_group, int64_t d,
-                           const T* __restrict__ qkv, T* __restrict__ kv) {
+// Where element e of a packed [rows, groups * 2 * d] key/value tensor sits in the fused
+// qkv rows (per group: per_group query heads, the key head, the value head).
+__device__ int64_t FusedKeyValueIndex(int64_t e, int64_t groups, int64_t per_group, int64_t d) {
   const int64_t width = groups * 2 * d;
-  CONVEYOR_GRID_STRIDE(e, rows * width) {
-    const int64_t r = e / width, c = e % width, g = c / (2 * d);
-    kv[e] = qkv[r * groups * (per_group + 2) * d + g * (per_group + 2) * d + per_group * d +
-                c % (2 * d)];
-  }
+  const int64_t r = e / width, c = e % width, g = c / (2 * d);
+  return r * groups * (per_group + 2) * d + g * (per_group + 2) * d + per_group * d + c % (2 * d);
 }
 
 template <typename T>
-__global__ void AddKeyValueGradKernel(int64_t rows, int64_t groups, int64_t per_group, int64_t d,
+__global__ void PackKernel(int64_t n, int64_t groups, int64_t per_group, int64_t d,
+                           const T* __restrict__ qkv, T* __restrict__ kv) {
+  CONVEYOR_GRID_STRIDE(e, n) { kv[e] = qkv[FusedKeyValueIndex(e, groups, per_group, d)]; }
+}
+
+template <typename T>
+__global__ void AddKeyValueGradKernel(int64_t n, int64_t groups, int64_t per_group, int64_t d,
                                       const float* __restrict__ dkv, T* __restrict__ dqkv) {
-  const int64_t width = groups * 2 * d;
-  CONVEYOR_GRID_STRIDE(e, rows * width) {
-    const int64_t r = e / width, c = e % width, g = c / (2 * d);
-    T* out = &dqkv[r * groups * (per_group + 2) * d + g * (per_group + 2) * d + per_group * d +
-                   c % (2 * d)];
+  CONVEYOR_GRID_STRIDE(e, n) {
+    T* out = &dqkv[FusedKeyValueIndex(e, groups, per_group, d)];
     Store(out, Load(out) + dkv[e]);
   }
 }
@@ -242,20 +240,6 @@ Dropout DropoutOf(const AttentionDropoutArgs& a) {
           a.first_sample, a.first_head, a.total_heads};
 }
 
-// Calls f(std::integral_constant<int, head dimensions per lane>), head_dim <= 256.
-template <typename F>
-void DispatchDims(int64_t head_dim, F&& f) {
-  if (head_dim <= 32) {
-    f(std::integral_constant<int, 1>{});
-  } else if (head_dim <= 64) {
-    f(std::integral_constant<int, 2>{});
-  } else if (head_dim <= 128) {
-    f(std::integral_constant<int, 4>{});
-  } else {
-    f(std::integral_constant<int, 8>{});
-  }
-}
-
 void CheckBlock(const AttentionShape& s) {
   if (s.head_dim <= 0 || s.head_dim > kMaxAttentionHeadDim) {
     Fatal("AttentionBlock", "head_dim must be in [1, 256] for the CUDA ring attention kernels");
@@ -270,9 +254,8 @@ void LaunchPackKeysValues(DType dtype, const AttentionShape& s, const void* qkv,
   if (n == 0) return;
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    PackKernel<T><<<ElementwiseBlocks(n), kThreads>>>(s.batch * s.seq, s.groups,
-                                                       s.heads_per_group, s.head_dim,
-                                                       static_cast<const T*>(qkv),
+    PackKernel<T><<<ElementwiseBlocks(n), kThreads>>>(n, s.groups, s.heads_per_group,
+                                                       s.head_dim, static_cast<const T*>(qkv),
                                                        static_cast<T*>(kv));
   });
   CUDA_CHECK_LAUNCH("PackKernel");
@@ -284,7 +267,7 @@ void LaunchAddKeyValueGrad(DType dtype, const AttentionShape& s, const float* dk
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
     AddKeyValueGradKernel<T><<<ElementwiseBlocks(n), kThreads>>>(
-        s.batch * s.seq, s.groups, s.heads_per_group, s.head_dim, dkv, static_cast<T*>(dqkv));
+        n, s.groups, s.heads_per_group, s.head_dim, dkv, static_cast<T*>(dqkv));
   });
   CUDA_CHECK_LAUNCH("AddKeyValueGradKernel");
 }
@@ -299,7 +282,7 @@ void LaunchAttentionBlockForward(DType dtype, const AttentionBlockArgs& args, co
                   static_cast<unsigned>(s.batch));
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    DispatchDims(s.head_dim, [&](auto dims) {
+    DispatchDimsPerLane(s.head_dim, [&](auto dims) {
       BlockForwardKernel<T, decltype(dims)::value><<<grid, 32>>>(
           BlockOf(args), static_cast<const T*>(qkv), static_cast<const T*>(kv), scale,
           DropoutOf(dropout), first, ctx, lse);
@@ -329,7 +312,7 @@ void LaunchAttentionBlockBackward(DType dtype, const AttentionBlockArgs& args, c
     const T* d_out = static_cast<const T*>(dctx);
     RowDotKernel<T><<<rows, 32>>>(block, static_cast<const T*>(ctx), d_out, row_dot);
     CUDA_CHECK_LAUNCH("RowDotKernel");
-    DispatchDims(s.head_dim, [&](auto dims) {
+    DispatchDimsPerLane(s.head_dim, [&](auto dims) {
       BlockQueryGradKernel<T, decltype(dims)::value><<<rows, 32>>>(
           block, q, k, lse, d_out, row_dot, scale, drop, static_cast<T*>(dqkv));
       CUDA_CHECK_LAUNCH("BlockQueryGradKernel");

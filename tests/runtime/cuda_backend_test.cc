@@ -246,6 +246,51 @@ TEST_P(CudaBackendTest, CopyColumnsIsACopy) {
   CheckTensor(Name("CopyColumns", ShapeName(to)), got, want, kExact);
 }
 
+// Mixture of experts' token movement: 6 tokens of width 40, top-2 over 3 experts with one
+// slot dropped and two padding rows; weighted and unweighted; the slots' dot products.
+TEST_P(CudaBackendTest, MoeTokenPermutation) {
+  const int64_t tokens = 6, topk = 2, width = 40, rows = 13;
+  const std::vector<int32_t> token_of_row = {0, 2, 3, 5, -1, 1, 1, 4, 0, 2, 3, 5, -1};
+  std::vector<int32_t> row_of_slot(tokens * topk, -1);
+  std::vector<int32_t> slot_of_row;
+  std::vector<int> next(tokens, 0);
+  for (int32_t r = 0; r < rows; ++r) {
+    if (token_of_row[r] < 0) continue;
+    const int32_t t = token_of_row[r];
+    row_of_slot[t * topk + next[t]++] = r;
+  }
+  row_of_slot[4 * topk + 1] = -1;  // token 4 keeps one slot: the other was dropped
+  const Values x = Act(tokens * width, 380), permuted = Act(rows * width, 381);
+  const Values dy = Act(tokens * width, 382);
+  const std::vector<float> row_weight = {0.5f, 1, 0.25f, 2, 0, 0.75f, 1.5f, 1, 0.1f, 3, 1, 1, 0};
+  const std::vector<float> slot_weight = {0.6f, 0.4f, 0.9f, 0.1f, 0.5f, 0.5f,
+                                          1,    0,    0.3f, 0.7f, 0.2f, 0.8f};
+  for (const bool weighted : {false, true}) {
+    const std::string how = weighted ? "weighted" : "unweighted";
+    Tensor want = HostTensor({rows, width}, Values(rows * width, 0.0f));
+    cpu().PermuteTokens(HostTensor({tokens, width}, x), token_of_row,
+                        weighted ? row_weight : std::vector<float>{}, &want);
+    Tensor got = DevZeros({rows, width});
+    gpu().PermuteTokens(Dev({tokens, width}, x), token_of_row,
+                        weighted ? row_weight : std::vector<float>{}, &got);
+    CheckTensor(Name("PermuteTokens", how), got, want, tol());
+    Tensor want_out = HostTensor({tokens, width}, Values(tokens * width, 0.0f));
+    cpu().UnpermuteTokens(HostTensor({rows, width}, permuted), row_of_slot,
+                          weighted ? slot_weight : std::vector<float>{}, &want_out);
+    Tensor got_out = DevZeros({tokens, width});
+    gpu().UnpermuteTokens(Dev({rows, width}, permuted), row_of_slot,
+                          weighted ? slot_weight : std::vector<float>{}, &got_out);
+    CheckTensor(Name("UnpermuteTokens", how), got_out, want_out, tol());
+  }
+  Values want_dots(tokens * topk), got_dots(tokens * topk);
+  cpu().SlotDots(HostTensor({tokens, width}, dy), HostTensor({rows, width}, permuted), row_of_slot,
+                 absl::MakeSpan(want_dots));
+  gpu().SlotDots(Dev({tokens, width}, dy), Dev({rows, width}, permuted), row_of_slot,
+                 absl::MakeSpan(got_dots));
+  Check(Name("SlotDots", ShapeName({tokens, topk})), got_dots, want_dots, kStatTolerance,
+        IndexIn({tokens, topk}));
+}
+
 struct PositionCase {
   int64_t rows, width, seq, first_row;
 };

@@ -20,6 +20,18 @@ using ::testing::HasSubstr;
 
 constexpr int kMicroBatch = 4, kSeq = 128, kHidden = 128, kTp = 2, kPp = 2, kM = 4, kV = 2;
 
+// The plan of `args` on `world` ranks.
+std::string PlanOf(const std::vector<std::string>& args, int world) {
+  absl::StatusOr<Config> parsed = ParseFlags(args);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, world);
+  EXPECT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::string> plan =
+      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : "";
+}
+
 // The plan of TP 2 x PP 2 (interleaved, V 2) on 4 ranks.
 std::string Plan(const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"--mock-data",
@@ -46,14 +58,7 @@ std::string Plan(const std::vector<std::string>& extra) {
                                    "--nproc-per-node",
                                    "4"};
   args.insert(args.end(), extra.begin(), extra.end());
-  absl::StatusOr<Config> parsed = ParseFlags(args);
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, kTp * kPp);
-  EXPECT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::string> plan =
-      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : "";
+  return PlanOf(args, kTp * kPp);
 }
 
 // Activations forward and gradients back, fp32, for every micro-batch and chunk.
@@ -82,14 +87,7 @@ std::string DataParallelTraffic(const std::vector<std::string>& extra) {
                                    "--seq-length", "16", "--micro-batch-size", "1",
                                    "--nproc-per-node", "2"};
   args.insert(args.end(), extra.begin(), extra.end());
-  absl::StatusOr<Config> parsed = ParseFlags(args);
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, 2);
-  EXPECT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::string> plan =
-      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  const std::string text = plan.ok() ? *plan : "";
+  const std::string text = PlanOf(args, 2);
   const size_t at = text.find("data-parallel ");
   return at == std::string::npos ? "" : text.substr(at, text.find(',', at) - at);
 }
@@ -114,24 +112,18 @@ TEST(PlanTest, ContextParallelTrafficIsRingAttentionsBlocks) {
                                    "--seq-length", "128", "--micro-batch-size", "4",
                                    "--num-micro-batches", "4", "--context-parallel-size", "2",
                                    "--nproc-per-node", "2"};
-  absl::StatusOr<Config> parsed = ParseFlags(args);
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, 2);
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::string> plan =
-      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string plan = PlanOf(args, 2);
   // A key/value block: 4 samples x 64 tokens x (key + value) x 4 heads x 32 channels.
   const double block = 4.0 * 64 * 2 * 4 * 32;
   // Per layer and micro-batch: forward sends 1 block (fp32), backward 1 block and 2
   // fp32 gradient blocks; 4 layers, 4 micro-batches.
   const double bytes = 4 * 4 * (4.0 * block + 4.0 * block + 2 * 4.0 * block);
-  EXPECT_THAT(*plan, HasSubstr(absl::StrFormat("context-parallel %.2f MiB", bytes / (1 << 20))));
-  EXPECT_THAT(*plan, HasSubstr("CP 2 ranks share each sample, 64 tokens each"));
-  EXPECT_THAT(*plan, HasSubstr("rank  tp  cp  pp  dp"));
+  EXPECT_THAT(plan, HasSubstr(absl::StrFormat("context-parallel %.2f MiB", bytes / (1 << 20))));
+  EXPECT_THAT(plan, HasSubstr("CP 2 ranks share each sample, 64 tokens each"));
+  EXPECT_THAT(plan, HasSubstr("rank  tp  cp  pp  dp"));
   // No pipeline; the gradients' all-reduce runs over DP x CP = 2 ranks.
-  EXPECT_THAT(*plan, HasSubstr("pipeline 0.00 MiB"));
-  EXPECT_THAT(*plan, ::testing::Not(HasSubstr("data-parallel 0.00 MiB")));
+  EXPECT_THAT(plan, HasSubstr("pipeline 0.00 MiB"));
+  EXPECT_THAT(plan, ::testing::Not(HasSubstr("data-parallel 0.00 MiB")));
 }
 
 }  // namespace

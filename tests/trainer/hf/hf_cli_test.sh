@@ -52,6 +52,19 @@ for arch in llama mistral qwen2; do
   "$python" "$check" "$in" "$tmp/$arch-out" || fail "$arch: transformers_check.py"
 done
 
+# --dtype bf16: BF16 tensors, torch_dtype in config.json, and the folder loads again.
+"$trainer" export --load "$tmp/llama-ckpt" --format hf --output "$tmp/llama-bf16" --dtype bf16 \
+  >"$tmp/bf16-export.log" 2>&1 || fail "bf16 export: $(cat "$tmp/bf16-export.log")"
+grep -qF '"torch_dtype": "bfloat16"' "$tmp/llama-bf16/config.json" ||
+  fail "bf16 export: config.json lacks torch_dtype bfloat16"
+head -c 4096 "$tmp/llama-bf16/model.safetensors" | grep -qF '"dtype":"BF16"' ||
+  fail "bf16 export: the safetensors header names no BF16 tensor"
+"$trainer" --load-hf "$tmp/llama-bf16" "${common[@]}" --train-iters 1 >"$tmp/bf16-load.log" 2>&1 ||
+  fail "bf16 export: --load-hf: $(tail -3 "$tmp/bf16-load.log")"
+"$trainer" export --load "$tmp/llama-ckpt" --format hf --output "$tmp/bad" --dtype fp8 \
+  >"$tmp/bad-dtype.log" 2>&1
+[[ $? -eq 2 ]] || fail "--dtype fp8 should exit 2"
+
 # A flag that contradicts config.json stops the run before anything starts.
 "$trainer" --load-hf "$tmp/llama-in" "${common[@]}" --num-layers 3 >"$tmp/bad.log" 2>&1
 [[ $? -eq 2 ]] || fail "a contradicting --num-layers should exit 2"

@@ -23,6 +23,7 @@
 #include "model/model_shape.h"
 #include "parallel/self_communicator.h"
 #include "tests/trainer/hf/hf_reference.h"
+#include "tests/util/in_process_world.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"
@@ -416,6 +417,55 @@ TEST_P(LlamaReferenceTest, ReadsOnlyTheWantedTensors) {
   ASSERT_TRUE(part.ok()) << part.status();
   ASSERT_EQ(part->size(), wanted.size());
   for (const std::string& name : wanted) EXPECT_TRUE(part->at(name) == all->at(name)) << name;
+}
+
+// --load-hf under TP 2: each rank asks for the elements its parameters keep (their
+// GlobalIndices) and reads, from the memory-mapped file, exactly those: the values of a
+// whole read at those indices, and 4 bytes (F32) per element, so that a rank reads about
+// half of the file (norms are replicated: each rank reads them whole).
+TEST_P(LlamaReferenceTest, TensorParallelRanksReadOnlyTheirSlices) {
+  const TinyModel m = GetParam();
+  const std::string dir = WriteFolder(m, RandomWeights(m, 31), m.model_type + "_slices");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const ModelShape shape = ModelShapeFromConfig(config->config(), config->padded_vocab_size());
+  ASSERT_EQ(shape.padded_vocab, m.vocab);  // no padding rows: every element is read
+  int64_t file_bytes = 0;
+  for (const auto& [name, tensor] : RandomWeights(m, 31)) {
+    file_bytes += 4 * int64_t(tensor.data.size());
+  }
+
+  testing_util::InProcessWorld world(2);
+  int64_t both_ranks = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    const TensorParallel tp(&world.rank(rank), /*sequence_parallel=*/false);
+    GptModel model(shape, /*seed=*/1, &tp);
+    HfElementRequest request;
+    int64_t elements = 0;
+    for (const Parameter* p : model.parameters().parameters()) {
+      request[p->name] = GlobalIndices(*p);
+    }
+    for (const auto& [name, indices] : request) elements += int64_t(indices.size());
+    int64_t bytes = 0;
+    const absl::StatusOr<HfElementValues> slices =
+        ReadHfSlices(dir, config->config(), request, &bytes);
+    ASSERT_TRUE(slices.ok()) << slices.status();
+    for (const auto& [name, indices] : request) {
+      const std::vector<float>& got = slices->at(name);
+      ASSERT_EQ(got.size(), indices.size()) << name;
+      for (size_t i = 0; i < indices.size(); ++i) {
+        ASSERT_EQ(got[i], whole->at(name)[indices[i]]) << name << ", rank " << rank;
+      }
+    }
+    EXPECT_EQ(bytes, 4 * elements) << "rank " << rank;
+    EXPECT_LT(bytes, file_bytes * 6 / 10) << "rank " << rank;
+    RecordProperty(absl::StrCat("rank", rank, "_bytes_read"), absl::StrCat(bytes));
+    both_ranks += bytes;
+  }
+  RecordProperty("file_bytes", absl::StrCat(file_bytes));
+  EXPECT_GT(both_ranks, file_bytes);  // the replicated norms, read by both
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LlamaReferenceTest, ::testing::ValuesIn(Models()),
