@@ -1,8 +1,9 @@
-// One expert of a mixture-of-experts layer (and the shared expert): an unsharded MLP,
+// One expert of a mixture-of-experts layer (and the shared expert): an MLP,
 //   y = fc2(act(fc1(x)))
 // with the model's activation (SwiGLU over fc1's [gate | up] halves, or GELU) and no
-// biases (Megatron's MoE token dispatchers support none). Backward is split into B and W
-// like the dense layer's.
+// biases (Megatron's MoE token dispatchers support none), tensor-parallel like the dense
+// MLP (Megatron's expert tensor parallelism of TP): fc1 column-parallel, fc2 row-parallel,
+// so y is this rank's partial sum. Backward is split into B and W like the dense layer's.
 #ifndef CONVEYOR_MODEL_EXPERT_MLP_H_
 #define CONVEYOR_MODEL_EXPERT_MLP_H_
 
@@ -12,6 +13,7 @@
 
 #include "model/linear.h"
 #include "model/parameter.h"
+#include "model/tensor_parallel.h"
 #include "runtime/ops.h"
 
 namespace conveyor {
@@ -24,14 +26,16 @@ struct ExpertStash {
 
 class ExpertMlp {
  public:
-  // Parameters `name`.fc1.weight [fc1 width, hidden] and `name`.fc2.weight [hidden, ffn];
-  // fc2 starts with `output_std` (Megatron's scaled init of output projections).
+  // Parameters `name`.fc1.weight [fc1 width, hidden] and `name`.fc2.weight [hidden, ffn]
+  // (this rank's shards of `tp`); fc2 starts with `output_std` (Megatron's scaled init
+  // of output projections).
   ExpertMlp(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
-            int64_t ffn, bool swiglu, float init_std, float output_std);
+            int64_t ffn, bool swiglu, float init_std, float output_std,
+            const TensorParallel& tp);
 
-  // x [rows, hidden] -> y [rows, hidden] (written); rows may be 0.
+  // x [rows, hidden] -> y [rows, hidden] (written, this rank's partial sum); rows may be 0.
   void Forward(const Tensor& x, ExpertStash* stash, Tensor* y) const;
-  // dy [rows, hidden] -> dx [rows, hidden] (written); keeps dy for W.
+  // dy [rows, hidden] -> dx [rows, hidden] (written, a partial sum); keeps dy for W.
   void BackwardInput(const Tensor& dy, ExpertStash* stash, Tensor* dx) const;
   // Accumulates the weight gradients from forward's input `x`; empties the stash.
   void BackwardWeight(const Tensor& x, ExpertStash* stash);
@@ -43,7 +47,7 @@ class ExpertMlp {
 
  private:
   const Ops* ops_;
-  int64_t ffn_;
+  int64_t local_ffn_;
   bool swiglu_;
   Linear fc1_;
   Linear fc2_;

@@ -14,7 +14,6 @@ namespace {
 
 std::string LayerName(int64_t index) { return "layers." + std::to_string(index); }
 
-
 // --qk-layernorm's norm of one kind of head: head_dim wide, one gamma (and beta) shared
 // by all heads of that kind; its gradient is a sum over every head, so over the TP
 // ranks, which hold different heads.

@@ -82,8 +82,8 @@ absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const Model
       "{\n  \"batch\": {\"global_batch_size\": %d, \"micro_batches\": %d, \"data_parallel\": %d, "
       "\"micro_batch_size\": %d, \"seq_length\": %d, \"tokens_per_step\": %d, "
       "\"tflop_per_iteration\": %.9g, \"padded_vocab\": %d},\n"
-      "  \"layout\": {\"world_size\": %d, \"tensor_parallel\": %d, \"pipeline_parallel\": %d, "
-      "\"data_parallel\": %d, \"virtual_stages\": %d},\n"
+      "  \"layout\": {\"world_size\": %d, \"tensor_parallel\": %d, \"context_parallel\": %d, "
+      "\"pipeline_parallel\": %d, \"data_parallel\": %d, \"virtual_stages\": %d},\n"
       "  \"schedule\": {\"name\": %s, \"costs\": %s, \"bubble_formula\": %.9g, "
       "\"bubble_simulated\": %.9g, \"makespan\": %.9g},\n"
       "  \"backend\": %s,\n"
@@ -92,7 +92,8 @@ absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const Model
       t.global_batch_size(), resolved.micro_batches(), resolved.dp(), t.micro_batch_size(),
       shape.seq, int64_t{t.global_batch_size()} * shape.seq,
       MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12, shape.padded_vocab,
-      resolved.world_size(), resolved.tp(), resolved.pp(), resolved.dp(), resolved.virtual_stages(),
+      resolved.world_size(), resolved.tp(), resolved.cp(), resolved.pp(), resolved.dp(),
+      resolved.virtual_stages(),
       JsonString(p.pipeline_schedule()), JsonString(p.pipeline_costs()), bubble.formula,
       bubble.simulated, bubble.simulation.makespan, JsonString(backend),
       TimelineJson(bubble.simulation.timeline), MemoryJson(memory));

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes a tiny random Hugging Face model folder (config.json + safetensors).
 
-    make_tiny_hf_model.py OUT_DIR [--arch llama|mistral|qwen2] [--dtype F32|BF16|F16]
+    make_tiny_hf_model.py OUT_DIR [--arch llama|mistral|qwen2|qwen3] [--dtype F32|BF16|F16]
                           [--layers 2] [--hidden 64] [--heads 4] [--kv-heads 2]
                           [--ffn 128] [--vocab 256] [--seed 0] [--shard-bytes N]
 
 The layout is transformers' own (LlamaForCausalLM, MistralForCausalLM,
-Qwen2ForCausalLM: model.embed_tokens, model.layers.N.self_attn.{q,k,v,o}_proj,
+Qwen2ForCausalLM, Qwen3ForCausalLM: model.embed_tokens,
+model.layers.N.self_attn.{q,k,v,o}_proj (Qwen3: and {q,k}_norm),
 mlp.{gate,up,down}_proj, the two RMSNorms, model.norm, lm_head), written with NumPy
 only, so the README's walk-through and the tests need no torch. With --shard-bytes
 the weights are split into model-0000i-of-0000n.safetensors plus
@@ -19,7 +20,8 @@ import struct
 
 import numpy as np
 
-CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+           "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
 def to_bytes(array, dtype):
@@ -64,6 +66,9 @@ def weights(args, rng):
             t[p + f"self_attn.{name}_proj.weight"] = rng.normal(0, 0.3, (rows, args.hidden))
             if args.arch == "qwen2":
                 t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0, 0.3, rows)
+        if args.arch == "qwen3":
+            t[p + "self_attn.q_norm.weight"] = 1 + rng.normal(0, 0.1, d)
+            t[p + "self_attn.k_norm.weight"] = 1 + rng.normal(0, 0.1, d)
         t[p + "self_attn.o_proj.weight"] = rng.normal(0, 0.3, (args.hidden, q))
         t[p + "mlp.gate_proj.weight"] = rng.normal(0, 0.3, (args.ffn, args.hidden))
         t[p + "mlp.up_proj.weight"] = rng.normal(0, 0.3, (args.ffn, args.hidden))
@@ -81,8 +86,10 @@ def config(args):
          "torch_dtype": {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}[args.dtype]}
     if args.arch == "mistral":
         c["sliding_window"] = None
-    if args.arch == "qwen2":
+    if args.arch in ("qwen2", "qwen3"):
         c.update(use_sliding_window=False, sliding_window=4096)
+    if args.arch == "qwen3":
+        c.update(head_dim=args.hidden // args.heads, attention_bias=False)
     return c
 
 
