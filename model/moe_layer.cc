@@ -5,20 +5,21 @@
 namespace conveyor {
 
 MoeLayer::MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name,
-                   const ModelShape& shape)
+                   const ModelShape& shape, const TensorParallel& tp)
     : ops_(ops),
       shape_(shape),
-      router_(ops, store, name + ".router", shape.hidden, shape.moe, shape.init_std) {
+      router_(ops, store, name + ".router", shape.hidden, shape.moe, shape.init_std, tp) {
   const MoeShape& moe = shape.moe;
   experts_.reserve(moe.experts());
   for (int64_t e = 0; e < moe.experts(); ++e) {
     experts_.emplace_back(ops, store, name + ".experts." + std::to_string(e), shape.hidden,
-                          moe.ffn_hidden, shape.swiglu, shape.init_std, shape.output_init_std());
+                          moe.ffn_hidden, shape.swiglu, shape.init_std, shape.output_init_std(),
+                          tp);
   }
   if (moe.shared_expert_ffn > 0) {
     shared_ = std::make_unique<ExpertMlp>(ops, store, name + ".shared_experts", shape.hidden,
                                           moe.shared_expert_ffn, shape.swiglu, shape.init_std,
-                                          shape.output_init_std());
+                                          shape.output_init_std(), tp);
   }
 }
 

@@ -5,7 +5,10 @@
 // its rows, and the outputs are combined back per token, weighted:
 //   y[t] = sum_j p[t, j] * expert_{e(t, j)}(x[t])  (+ shared_expert(x[t]))
 // Parameters: `layers.N.mlp.router.weight`, `layers.N.mlp.experts.E.fc{1,2}.weight`,
-// `layers.N.mlp.shared_experts.fc{1,2}.weight`.
+// `layers.N.mlp.shared_experts.fc{1,2}.weight`. Under tensor parallelism every rank routes
+// every token of the micro-batch; the experts are TP-sharded like the dense MLP, so the
+// output and the input gradient are this rank's partial sums (the caller's TP region
+// sums them, as for the dense MLP).
 #ifndef CONVEYOR_MODEL_MOE_LAYER_H_
 #define CONVEYOR_MODEL_MOE_LAYER_H_
 
@@ -56,7 +59,8 @@ struct MoeLayerMetrics {
 class MoeLayer {
  public:
   // `name` is the layer's MLP prefix ("layers.N.mlp"); `ops` must outlive the layer.
-  MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name, const ModelShape& shape);
+  MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name, const ModelShape& shape,
+           const TensorParallel& tp);
 
   // x [tokens, hidden] (the micro-batch's tokens) -> y [tokens, hidden].
   Tensor Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash* stash) const;

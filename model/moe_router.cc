@@ -22,8 +22,16 @@ Tensor FromHostFloats(const Ops& ops, const std::vector<float>& values,
 }  // namespace
 
 MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
-                     const MoeShape& moe, float init_std)
-    : ops_(ops), moe_(moe), gate_(ops, store, name, hidden, moe.experts(), false, init_std) {}
+                     const MoeShape& moe, float init_std, const TensorParallel& tp)
+    : ops_(ops),
+      moe_(moe),
+      tp_size_(tp.size()),
+      gate_(ops, store, name, hidden, moe.experts(), false, init_std) {
+  std::vector<Parameter*> weight;
+  gate_.AppendParameters(&weight);
+  // Validation asks for --sequence-parallel with TP > 1, so this sums its parts over TP.
+  weight.front()->sequence_parallel = tp.sequence_parallel();
+}
 
 void MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const {
   const int64_t tokens = x.dim(0), experts = moe_.experts();
@@ -60,8 +68,10 @@ void MoeRouter::BackwardInput(absl::Span<const float> d_probs, float aux_loss_sc
                               RouterStash* stash, Tensor* dx) const {
   const int64_t tokens = dx->dim(0), experts = moe_.experts();
   std::vector<float> d_logits(stash->logits.size(), 0.0f);
-  for (size_t i = 0; i < stash->aux_grad.size(); ++i)
-    d_logits[i] = aux_loss_scale * stash->aux_grad[i];
+  const float aux_part = aux_loss_scale / static_cast<float>(tp_size_);  // a TP rank's share
+  for (size_t i = 0; i < stash->aux_grad.size(); ++i) {
+    d_logits[i] = aux_part * stash->aux_grad[i];
+  }
   RouteTopKBackward(moe_.router, stash->logits, stash->routing, d_probs, absl::MakeSpan(d_logits));
   stash->d_logits = FromHostFloats(*ops_, d_logits, {tokens, experts});
   Tensor d_x = ops_->NewActivation({tokens, dx->dim(1)});

@@ -3,6 +3,12 @@
 // runtime/cpu/moe_router.h on the host: each token's top-k experts and weights, the
 // experts' capacity, and in training the auxiliary losses, whose gradients reach the
 // logits in backward scaled like the main loss (Megatron's MoEAuxLossAutoScaler).
+//
+// Under tensor parallelism every rank routes all the micro-batch's tokens alike; the
+// routing weights' gradients it gets are partial sums (the experts are TP-sharded), so
+// its logits' gradient, and with it the router weight's and the input's, is one part of a
+// sum over TP (the weight is marked like Megatron's sequence-parallel router weight; the
+// auxiliary losses' gradients are split evenly over the ranks).
 #ifndef CONVEYOR_MODEL_MOE_ROUTER_H_
 #define CONVEYOR_MODEL_MOE_ROUTER_H_
 
@@ -15,6 +21,7 @@
 #include "model/micro_batch.h"
 #include "model/moe_shape.h"
 #include "model/parameter.h"
+#include "model/tensor_parallel.h"
 #include "runtime/cpu/moe_router.h"
 #include "runtime/ops.h"
 
@@ -36,12 +43,13 @@ struct RouterStash {
 class MoeRouter {
  public:
   MoeRouter(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
-            const MoeShape& moe, float init_std);
+            const MoeShape& moe, float init_std, const TensorParallel& tp);
 
   // Routes the micro-batch's tokens x [tokens, hidden] (tokens in [batch, seq] order).
   void Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const;
-  // From d(loss)/d(routing weights) (host [tokens * topk]) and the auxiliary losses'
-  // gradients times `aux_loss_scale`: dx += d(loss)/dx through the router.
+  // From d(loss)/d(routing weights) (host [tokens * topk]; this rank's part under TP) and
+  // the auxiliary losses' gradients times `aux_loss_scale`: dx += d(loss)/dx through the
+  // router (this rank's part).
   void BackwardInput(absl::Span<const float> d_probs, float aux_loss_scale, RouterStash* stash,
                      Tensor* dx) const;
   void BackwardWeight(const Tensor& x, RouterStash* stash);
@@ -51,6 +59,7 @@ class MoeRouter {
  private:
   const Ops* ops_;
   MoeShape moe_;
+  int tp_size_;
   Linear gate_;
 };
 

@@ -67,8 +67,7 @@ TransformerLayer::TransformerLayer(const Ops* ops, ParameterStore* store, const 
            s.norm_epsilon, tp->sequence_parallel()) {
   const std::string mlp = LayerName(layer_index) + ".mlp";
   if (s.moe.IsMoeLayer(layer_index)) {
-    // Validation keeps MoE to one tensor-parallel rank (no expert parallelism yet).
-    moe_ = std::make_unique<MoeLayer>(ops, store, mlp, s);
+    moe_ = std::make_unique<MoeLayer>(ops, store, mlp, s, *tp);
     return;
   }
   fc1_.emplace(ops, store, mlp + ".fc1", s.hidden, s.fc1_width(), s.linear_bias, s.init_std,
@@ -235,7 +234,7 @@ absl::StatusOr<Tensor> TransformerLayer::MlpForward(const MicroBatchContext& mb,
                                                     LayerStash* stash) const {
   if (moe_ != nullptr) {
     stash->moe = std::make_shared<MoeStash>();
-    return moe_->Forward(stash->ln2_full, mb, stash->moe.get());
+    return tp_->ExitForward(moe_->Forward(stash->ln2_full, mb, stash->moe.get()));
   }
   MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
   Tensor fc2_partial = ops_->NewActivation({mb.tokens(), shape_.hidden});
@@ -245,7 +244,10 @@ absl::StatusOr<Tensor> TransformerLayer::MlpForward(const MicroBatchContext& mb,
 
 absl::Status TransformerLayer::MlpBackwardInput(const Tensor& d_out, LayerStash* stash) const {
   if (moe_ != nullptr) {
-    stash->d_ln2 = moe_->BackwardInput(stash->ln2_full, d_out, aux_loss_scale_, stash->moe.get());
+    ASSIGN_OR_RETURN(const Tensor d_out_full, tp_->ExitBackward(d_out));
+    ASSIGN_OR_RETURN(stash->d_ln2,
+                     tp_->EnterBackward(moe_->BackwardInput(stash->ln2_full, d_out_full,
+                                                            aux_loss_scale_, stash->moe.get())));
     return absl::OkStatus();
   }
   const int64_t rows = stash->ln2_full.dim(0);

@@ -74,7 +74,8 @@ class MoeLayerGradTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences) {
   const ModelShape shape = MoeShape4(GetParam());
   ParameterStore store(/*seed=*/5);
-  MoeLayer layer(&CpuOps::Get(), &store, "layers.0.mlp", shape);
+  const TensorParallel one_rank;
+  MoeLayer layer(&CpuOps::Get(), &store, "layers.0.mlp", shape, one_rank);
   const MicroBatchContext mb{/*iteration=*/1, /*first_sample=*/0, /*batch=*/2, shape.seq};
   Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
   const Tensor r = RandomTensor({mb.tokens(), shape.hidden}, 2, 1.0f);
@@ -127,7 +128,8 @@ TEST(MoeLayerTest, AuxiliaryLossGradientsScaleWithTheLossWeight) {
   // BackwardInput's aux_loss_scale multiplies only the auxiliary losses' part of dx.
   const ModelShape shape = MoeShape4("softmax_aux_gelu");
   ParameterStore store(5);
-  MoeLayer layer(&CpuOps::Get(), &store, "layers.0.mlp", shape);
+  const TensorParallel one_rank;
+  MoeLayer layer(&CpuOps::Get(), &store, "layers.0.mlp", shape, one_rank);
   const MicroBatchContext mb{1, 0, 2, shape.seq};
   const Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
   const Tensor zero = Tensor::Zeros({mb.tokens(), shape.hidden}, MemoryCategory::kActivations);

@@ -55,6 +55,9 @@ std::vector<Layout> ContextParallelLayouts() {
     layouts.push_back(layouts[i]);
     layouts.back().documents = true;
   }
+  Layout per_token = cp_dp;  // --calculate-per-token-loss: each CP rank's tokens' share
+  per_token.documents = per_token.per_token_loss = true;
+  layouts.push_back(per_token);
   return layouts;
 }
 

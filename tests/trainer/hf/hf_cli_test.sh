@@ -24,7 +24,7 @@ common=(--mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 -
         --hidden-dropout 0 --attention-dropout 0 --eval-iters 0)
 
 # One weight dtype each: the export (fp32) holds the widened values exactly.
-declare -A dtype=([llama]=F32 [mistral]=F16 [qwen2]=BF16)
+declare -A dtype=([llama]=F32 [mistral]=F16 [qwen2]=BF16 [qwen3]=BF16)
 for arch in llama mistral qwen2 qwen3; do
   in="$tmp/$arch-in"
   "$python" "$make_model" "$in" --arch "$arch" --dtype "${dtype[$arch]}" --shard-bytes 60000 ||
