@@ -131,7 +131,7 @@ void AppendLayer(const ModelShape& s, int tp, int64_t layer, std::vector<Paramet
   linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
   norm(s.hidden);
   if (s.moe.IsMoeLayer(layer)) {  // the router, the experts, the shared expert
-    for (const int64_t elements : MoeWeightElements(s)) out->push_back({elements, true});
+    for (const int64_t elements : MoeWeightElements(s, tp)) out->push_back({elements, true});
     return;
   }
   linear(fc1, s.hidden, fc1, s.linear_bias);
@@ -219,9 +219,10 @@ int64_t MoeRows(const ModelShape& s, int64_t tokens) {
 int64_t MoeStashDifference(const ModelShape& s, const ActivationShape& a,
                            const SelectiveRecompute& selective, bool awaiting_weight) {
   const int64_t tokens = a.micro_batch * a.seq, rows = MoeRows(s, tokens);
+  // Every TP rank permutes every token; its experts' widths are 1/TP.
   const int64_t fc1_halves = s.swiglu ? 2 : 1;
-  const int64_t expert = (fc1_halves + 1) * s.moe.ffn_hidden;
-  const int64_t shared = (fc1_halves + 1) * s.moe.shared_expert_ffn;
+  const int64_t expert = (fc1_halves + 1) * s.moe.ffn_hidden / a.tp;
+  const int64_t shared = (fc1_halves + 1) * s.moe.shared_expert_ffn / a.tp;
   int64_t moe = 2 * rows * s.hidden + rows * expert + tokens * shared;
   if (awaiting_weight) moe += tokens * (s.moe.experts() + (shared > 0 ? s.hidden : 0));
   const auto dense_held = [&](const StashTensor& t) {

@@ -32,20 +32,21 @@ int64_t FirstLayerElements(const ModelShape& s, int64_t ffn) {
 
 }  // namespace
 
-std::vector<int64_t> MoeWeightElements(const ModelShape& s) {
+std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp) {
   const MoeShape& moe = s.moe;
   std::vector<int64_t> elements = {moe.experts() * s.hidden};
   auto expert = [&](int64_t ffn) {
-    elements.push_back(FirstLayerElements(s, ffn));
-    elements.push_back(s.hidden * ffn);
+    elements.push_back(FirstLayerElements(s, ffn / tp));
+    elements.push_back(s.hidden * (ffn / tp));
   };
   for (int64_t e = 0; e < moe.experts(); ++e) expert(moe.ffn_hidden);
   if (moe.shared_expert_ffn > 0) expert(moe.shared_expert_ffn);
   return elements;
 }
 
-int64_t InactiveExpertParameters(const ModelShape& s) {
-  const int64_t expert = FirstLayerElements(s, s.moe.ffn_hidden) + s.hidden * s.moe.ffn_hidden;
+int64_t InactiveExpertParameters(const ModelShape& s, int tp) {
+  const int64_t ffn = s.moe.ffn_hidden / tp;
+  const int64_t expert = FirstLayerElements(s, ffn) + s.hidden * ffn;
   return (s.moe.experts() - s.moe.router.topk) * expert;
 }
 

@@ -39,13 +39,14 @@ struct MoeStash {
   Tensor d_permuted_out;  // BackwardInput's gradient of expert_out, for W
 };
 
-// The weights' element counts of an MoE layer in the order it creates them: the router,
-// each expert's fc1 and fc2, the shared expert's (for the memory model).
-std::vector<int64_t> MoeWeightElements(const ModelShape& s);
-// The parameters of one MoE layer that a token does not compute with: every expert's
-// but its top-k's. A model's active parameters (Megatron's) are its total less these
-// over its MoE layers.
-int64_t InactiveExpertParameters(const ModelShape& s);
+// The weights' element counts of an MoE layer on a rank of `tp` tensor-parallel ranks, in
+// the order it creates them: the router, each expert's fc1 and fc2, the shared expert's
+// (for the memory model).
+std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp);
+// The parameters of one MoE layer (on a rank of `tp`) that a token does not compute with:
+// every expert's but its top-k's. A model's active parameters (Megatron's) are its total
+// less these over its MoE layers.
+int64_t InactiveExpertParameters(const ModelShape& s, int tp);
 
 // What a layer's training micro-batches routed since the last TakeMetrics.
 struct MoeLayerMetrics {

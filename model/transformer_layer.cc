@@ -28,15 +28,34 @@ std::optional<NormLayer> HeadNorm(const Ops* ops, ParameterStore* store, const M
   return norm;
 }
 
-// A [rows * groups, (heads_per_group + 1) * head_dim] buffer of query and key heads as
-// two matrices: every group's query heads, then every group's key head.
+// qkv (or its gradient), [rows, local qkv width], as one row per query group:
+// [its query heads | its key head | its value head].
+Tensor GroupRows(const Tensor& qkv, int64_t local_groups, const ModelShape& s) {
+  return qkv.View(0, {qkv.dim(0) * local_groups, (s.heads_per_group() + 2) * s.head_dim});
+}
+
+// A buffer of rows * local groups * (heads_per_group + 1) head vectors as two matrices:
+// every group's query heads (a row per group), then every group's key head.
 struct QkHeads {
   Tensor queries, keys;
 };
-QkHeads SplitQkHeads(const Tensor& buffer, int64_t group_rows, const ModelShape& s) {
+QkHeads SplitQkHeads(const Tensor& buffer, const ModelShape& s) {
   const int64_t query_width = s.heads_per_group() * s.head_dim;
+  const int64_t group_rows = buffer.numel() / (query_width + s.head_dim);
   return {buffer.View(0, {group_rows, query_width}),
           buffer.View(group_rows * query_width, {group_rows, s.head_dim})};
+}
+
+// Copies the query and key heads out of GroupRows' rows, and back.
+void GatherQkHeads(const Ops& ops, const Tensor& groups, const ModelShape& s, QkHeads* heads) {
+  const int64_t query_width = s.heads_per_group() * s.head_dim;
+  ops.CopyColumns(groups, 0, query_width, &heads->queries, 0);
+  ops.CopyColumns(groups, query_width, s.head_dim, &heads->keys, 0);
+}
+void ScatterQkHeads(const Ops& ops, const QkHeads& heads, const ModelShape& s, Tensor* groups) {
+  const int64_t query_width = s.heads_per_group() * s.head_dim;
+  ops.CopyColumns(heads.queries, 0, query_width, groups, 0);
+  ops.CopyColumns(heads.keys, 0, s.head_dim, groups, query_width);
 }
 
 }  // namespace
@@ -120,37 +139,28 @@ void TransformerLayer::ApplyRopeToQueriesAndKeys(const MicroBatchContext& mb, bo
 
 void TransformerLayer::NormQueriesAndKeys(Tensor* qkv, LayerStash* stash) const {
   if (!q_norm_.has_value()) return;
-  // qkv's groups as rows: [query heads | key head | value head] each.
-  const int64_t group_rows = qkv->dim(0) * local_groups_;
-  const int64_t query_width = shape_.heads_per_group() * shape_.head_dim;
-  Tensor groups = qkv->View(0, {group_rows, query_width + 2 * shape_.head_dim});
-  stash->qk_in =
-      ops_->NewActivation({qkv->dim(0), local_groups_ * (query_width + shape_.head_dim)});
-  QkHeads in = SplitQkHeads(stash->qk_in, group_rows, shape_);
-  QkHeads out = SplitQkHeads(ops_->NewActivation(stash->qk_in.shape()), group_rows, shape_);
-  ops_->CopyColumns(groups, 0, query_width, &in.queries, 0);
-  ops_->CopyColumns(groups, query_width, shape_.head_dim, &in.keys, 0);
+  Tensor groups = GroupRows(*qkv, local_groups_, shape_);
+  stash->qk_in = ops_->NewActivation(
+      {qkv->dim(0), local_groups_ * (shape_.heads_per_group() + 1) * shape_.head_dim});
+  QkHeads in = SplitQkHeads(stash->qk_in, shape_);
+  QkHeads out = SplitQkHeads(ops_->NewActivation(stash->qk_in.shape()), shape_);
+  GatherQkHeads(*ops_, groups, shape_, &in);
   stash->q_norm = q_norm_->Forward(in.queries, &out.queries);
   stash->k_norm = k_norm_->Forward(in.keys, &out.keys);
-  ops_->CopyColumns(out.queries, 0, query_width, &groups, 0);
-  ops_->CopyColumns(out.keys, 0, shape_.head_dim, &groups, query_width);
+  ScatterQkHeads(*ops_, out, shape_, &groups);
 }
 
 void TransformerLayer::NormQueriesAndKeysBackward(Tensor* d_qkv, LayerStash* stash) const {
   if (!q_norm_.has_value()) return;
-  const int64_t group_rows = d_qkv->dim(0) * local_groups_;
-  const int64_t query_width = shape_.heads_per_group() * shape_.head_dim;
-  Tensor groups = d_qkv->View(0, {group_rows, query_width + 2 * shape_.head_dim});
+  Tensor groups = GroupRows(*d_qkv, local_groups_, shape_);
   stash->d_qk = ops_->NewActivation(stash->qk_in.shape());
-  QkHeads d_out = SplitQkHeads(stash->d_qk, group_rows, shape_);
-  const QkHeads in = SplitQkHeads(stash->qk_in, group_rows, shape_);
-  QkHeads d_in = SplitQkHeads(ops_->NewActivation(stash->qk_in.shape()), group_rows, shape_);
-  ops_->CopyColumns(groups, 0, query_width, &d_out.queries, 0);
-  ops_->CopyColumns(groups, query_width, shape_.head_dim, &d_out.keys, 0);
+  QkHeads d_out = SplitQkHeads(stash->d_qk, shape_);
+  const QkHeads in = SplitQkHeads(stash->qk_in, shape_);
+  QkHeads d_in = SplitQkHeads(ops_->NewActivation(stash->qk_in.shape()), shape_);
+  GatherQkHeads(*ops_, groups, shape_, &d_out);
   q_norm_->BackwardInput(d_out.queries, in.queries, stash->q_norm, &d_in.queries);
   k_norm_->BackwardInput(d_out.keys, in.keys, stash->k_norm, &d_in.keys);
-  ops_->CopyColumns(d_in.queries, 0, query_width, &groups, 0);
-  ops_->CopyColumns(d_in.keys, 0, shape_.head_dim, &groups, query_width);
+  ScatterQkHeads(*ops_, d_in, shape_, &groups);
 }
 
 AttentionShape TransformerLayer::AttentionShapeOf(const MicroBatchContext& mb) const {
@@ -382,9 +392,8 @@ void TransformerLayer::BackwardWeight(LayerStash* stash) {
   ln2_.BackwardWeight(stash->d_ln2, stash->x1, stash->ln2);
   proj_.BackwardWeight(stash->ctx, stash->d_proj_full);
   if (q_norm_.has_value()) {
-    const int64_t group_rows = stash->qk_in.dim(0) * local_groups_;
-    const QkHeads d_out = SplitQkHeads(stash->d_qk, group_rows, shape_);
-    const QkHeads in = SplitQkHeads(stash->qk_in, group_rows, shape_);
+    const QkHeads d_out = SplitQkHeads(stash->d_qk, shape_);
+    const QkHeads in = SplitQkHeads(stash->qk_in, shape_);
     q_norm_->BackwardWeight(d_out.queries, in.queries, stash->q_norm);
     k_norm_->BackwardWeight(d_out.keys, in.keys, stash->k_norm);
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iostream>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -133,7 +134,6 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTranspor
   state->model_parallel_ = std::make_unique<SelfCommunicator>("mp[0]", transport);
   state->embedding_ = std::make_unique<SelfCommunicator>("embd[0]", transport);
   state->cp_ = std::make_unique<SelfCommunicator>("cp[0]", transport);
-  state->dp_cp_ = std::make_unique<SelfCommunicator>("dp-cp[0]", transport);
   return state;
 }
 
@@ -196,7 +196,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     return std::unique_ptr<Communicator>(
         std::make_unique<RoutedCommunicator>(std::move(gloo), std::move(on_device)));
   };
-  const std::pair<GroupKind, std::unique_ptr<Communicator>*> groups[] = {
+  std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> groups = {
       {GroupKind::kWorld, &state->world_},
       {GroupKind::kTensor, &state->tp_},
       {GroupKind::kData, &state->dp_},
@@ -204,8 +204,8 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
       {GroupKind::kModel, &state->model_parallel_},
       {GroupKind::kEmbedding, &state->embedding_},
       {GroupKind::kContext, &state->cp_},
-      {GroupKind::kDataContext, &state->dp_cp_},
   };
+  if (cp > 1) groups.push_back({GroupKind::kDataContext, &state->dp_cp_});  // else dp itself
   for (const auto& [kind, slot] : groups) {
     ASSIGN_OR_RETURN(
         *slot, make(kind),

@@ -70,9 +70,10 @@ class ParallelState {
   // nullptr unless this rank is on the first or last pipeline stage.
   Communicator* embedding() { return embedding_.get(); }
   // The context-parallel ring, and data x context (where gradients are reduced: Megatron's
-  // data-parallel group with_context_parallel).
+  // data-parallel group with_context_parallel), which is the data-parallel group itself
+  // when CP = 1.
   Communicator& cp() { return *cp_; }
-  Communicator& dp_cp() { return *dp_cp_; }
+  Communicator& dp_cp() { return dp_cp_ != nullptr ? *dp_cp_ : *dp_; }
 
   const RankCoords& coords() const { return coords_; }
   int rank() const { return rank_; }

@@ -6,10 +6,11 @@
 namespace conveyor {
 
 std::array<int64_t, MessageBytes::kGroups> MessageBytes::Totals() const {
-  // Gradients travel over data x context (the same ranks as dp without CP); the loss
+  // Gradients travel over data x context (the dp group itself without CP); the loss
   // sums over dp: both are data-parallel traffic.
+  const bool own_group = &context_.dp_cp() != &context_.dp();
   return {context_.tp().message_bytes(), context_.cp().message_bytes(),
-          context_.dp().message_bytes() + context_.dp_cp().message_bytes(),
+          context_.dp().message_bytes() + (own_group ? context_.dp_cp().message_bytes() : 0),
           context_.pp().message_bytes()};
 }
 

@@ -67,10 +67,25 @@ std::vector<std::string> MoeProblems(const Config& config) {
         "--num-experts with --context-parallel-size > 1: not implemented yet (the router's "
         "losses would need the whole sequence's token counts); use --context-parallel-size 1");
   }
-  if (config.parallel().tensor_model_parallel_size() > 1) {
-    out.push_back(
-        "--num-experts with --tensor-model-parallel-size > 1: not implemented yet (expert "
-        "and expert-tensor parallelism are to come); use --tensor-model-parallel-size 1");
+  const int tp = config.parallel().tensor_model_parallel_size();
+  if (tp > 1) {
+    // The experts are TP-sharded (Megatron's default expert tensor parallelism of TP).
+    if (!config.parallel().sequence_parallel()) {
+      out.push_back(
+          "--num-experts with --tensor-model-parallel-size > 1 needs --sequence-parallel "
+          "(Megatron refuses MoE training under TP without it too): add --sequence-parallel");
+    }
+    const int64_t ffn = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
+    if (ffn > 0 && ffn % tp != 0) {
+      out.push_back(absl::StrCat("--moe-ffn-hidden-size ", ffn,
+                                 " must be divisible by --tensor-model-parallel-size ", tp,
+                                 ": the experts are split over the TP ranks"));
+    }
+    if (m.moe_shared_expert_intermediate_size() % tp != 0) {
+      out.push_back(absl::StrCat("--moe-shared-expert-intermediate-size ",
+                                 m.moe_shared_expert_intermediate_size(),
+                                 " must be divisible by --tensor-model-parallel-size ", tp));
+    }
   }
   return out;
 }

@@ -24,20 +24,22 @@ std::string Bytes(double bytes) {
   return absl::StrFormat("%.2f MiB", bytes / kMiB);
 }
 
-// A mixture of experts' parameters: all of them (as the pipeline ranks hold them; MoE
-// runs on one tensor-parallel rank) and those a token computes with (its top-k experts),
-// the count Megatron's TFLOP/s formula follows.
-std::string MoeParametersLine(const ModelShape& shape, const std::vector<RankMemory>& memory) {
+// A mixture of experts' parameters: all of them (as the pipeline ranks of tensor-parallel
+// rank 0 hold them) and those a token computes with (its top-k experts), the count
+// Megatron's TFLOP/s formula follows.
+std::string MoeParametersLine(const ModelShape& shape, int tp,
+                              const std::vector<RankMemory>& memory) {
   int64_t total = 0, moe_layers = 0;
   for (const RankMemory& m : memory) total += m.parameters;
   for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
     moe_layers += shape.moe.IsMoeLayer(layer);
   }
-  const int64_t active = total - moe_layers * InactiveExpertParameters(shape);
+  const int64_t active = total - moe_layers * InactiveExpertParameters(shape, tp);
   return absl::StrFormat(
-      "plan: mixture of experts: %d experts, top-%d, in %d of %d layers: %d parameters, %d "
+      "plan: mixture of experts: %d experts, top-%d, in %d of %d layers: %d parameters%s, %d "
       "(%.1f%%) active per token\n",
-      shape.moe.experts(), shape.moe.router.topk, moe_layers, shape.num_layers, total, active,
+      shape.moe.experts(), shape.moe.router.topk, moe_layers, shape.num_layers, total,
+      tp > 1 ? " per tensor-parallel rank" : "", active,
       100.0 * static_cast<double>(active) / static_cast<double>(std::max<int64_t>(total, 1)));
 }
 
@@ -107,7 +109,7 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           Bytes(m.stash_bytes_per_micro_batch), Bytes(m.activation_peak_bytes),
                           Bytes(m.total_bytes()));
   }
-  if (shape.moe.experts() > 0) out += MoeParametersLine(shape, memory);
+  if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, memory);
   absl::StrAppendFormat(&out,
                         "plan: model state (weights, grads, optimizer) per parameter; Megatron's "
                         "formula for these settings: %.2f bytes\n"

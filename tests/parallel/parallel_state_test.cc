@@ -100,7 +100,8 @@ int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {
                                                         {&ps.dp(), GroupKind::kData},
                                                         {&ps.pp(), GroupKind::kPipeline},
                                                         {&ps.model_parallel(), GroupKind::kModel},
-                                                        {ps.embedding(), GroupKind::kEmbedding}};
+                                                        {ps.embedding(), GroupKind::kEmbedding},
+                                                        {&ps.cp(), GroupKind::kContext}};
   int shared = 0;  // groups with more than one rank
   for (const auto& [comm, kind] : groups) {
     const std::vector<int> members = GroupOf(kind, env.rank, tp, pp, world);

@@ -101,7 +101,12 @@ TEST(ValidateConfigTest, MixtureOfExpertsRules) {
   EXPECT_THAT(problems, Contains(StartsWith("--moe-aux-loss-coeff -1 must not be negative")));
   EXPECT_THAT(problems, Contains(HasSubstr("add --disable-bias-linear")));
   EXPECT_THAT(problems, Contains(StartsWith("--moe-router-enable-expert-bias: not implemented")));
-  EXPECT_THAT(problems, Contains(HasSubstr("use --tensor-model-parallel-size 1")));
+  EXPECT_THAT(problems, Contains(HasSubstr("needs --sequence-parallel")));
+  c.mutable_parallel()->set_sequence_parallel(true);
+  c.mutable_model()->set_moe_ffn_hidden_size(33);
+  EXPECT_THAT(Validate(c, 2),
+              Contains(StartsWith("--moe-ffn-hidden-size 33 must be divisible by "
+                                  "--tensor-model-parallel-size 2")));
 }
 
 TEST(ValidateConfigTest, SizesMustBePositive) {

@@ -1,9 +1,11 @@
 // docs/design.md §3 for mixtures of experts: the tiny GPT with an MoE layer in every
 // layer (top-2 of 4 experts, both auxiliary losses, a capacity that drops tokens) trained
-// for 10 iterations under pipeline and data-parallel layouts matches its one-rank run:
-// loss and gradient norm within 1e-5 relative, and every parameter after training. The
-// router works per micro-batch, so every layout routes (and drops) the same tokens and
-// weighs the auxiliary losses alike (1 / (M * DP), as Megatron does).
+// for 10 iterations under tensor- (with sequence parallelism, as Megatron requires),
+// pipeline- and data-parallel layouts matches its one-rank run: loss and gradient norm
+// within 1e-5 relative, and every parameter after training. The router works per
+// micro-batch on all its tokens, so every layout routes (and drops) the same tokens and
+// weighs the auxiliary losses alike (1 / (M * DP), as Megatron does); under TP the experts
+// are split like the dense MLP.
 #include <string>
 #include <vector>
 
@@ -37,8 +39,16 @@ TEST_P(MoeEquivalenceTest, MatchesOneRank) {
 std::vector<Layout> MoeLayouts() {
   Layout zero_bubble_dp = Pipeline(2, "zb-h1", 1, 2);  // experts' W later than their B
   zero_bubble_dp.dp = 2;
-  return {Moe(Pipeline(2, "1f1b", 1, 2)), Moe(TpDp(1, 2, false, true)),
-          Moe(Pipeline(2, "interleaved-1f1b", 2, 4)), Moe(zero_bubble_dp)};
+  Layout tp_pp = Pipeline(2, "1f1b", 1, 2);
+  tp_pp.tp = 2;
+  tp_pp.sequence_parallel = true;
+  return {Moe(Pipeline(2, "1f1b", 1, 2)),
+          Moe(TpDp(1, 2, false, true)),
+          Moe(Pipeline(2, "interleaved-1f1b", 2, 4)),
+          Moe(zero_bubble_dp),
+          Moe(TpDp(2, 1, true, false)),
+          Moe(TpDp(2, 2, true, true)),
+          Moe(tp_pp)};
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeEquivalenceTest, ::testing::ValuesIn(MoeLayouts()),
