@@ -104,6 +104,26 @@ TEST_P(BackendTrainingTest, FollowsTheCpuFp32LossCurve) {
   EXPECT_LT(got.losses.back(), got.losses.front() - 1.0) << "the run did not learn";
 }
 
+// --qk-layernorm (the heads' norms, their gathers and scatters on the backend) with
+// RMSNorm and RoPE, as Qwen3 and OLMo 2 use it: the same curve as the CPU fp32 run.
+TEST_P(BackendTrainingTest, QkLayerNormFollowsTheCpuFp32LossCurve) {
+  auto with_qk_norm = [](Config c) {
+    c.mutable_model()->set_qk_layernorm(true);
+    c.mutable_model()->set_normalization("RMSNorm");
+    c.mutable_model()->set_position_embedding_type("rope");
+    return c;
+  };
+  static const TrainingResult* want =
+      new TrainingResult(TrainOn(with_qk_norm(TinyGpt("cpu", false))).result);
+  const TrainingResult got = TrainOn(with_qk_norm(TinyGpt(GetParam()))).result;
+  const double tolerance = GetParam().loss_tolerance;
+  ASSERT_EQ(got.losses.size(), want->losses.size());
+  for (size_t i = 0; i < want->losses.size(); ++i) {
+    EXPECT_NEAR(got.losses[i], want->losses[i], tolerance * want->losses[i]) << "step " << i + 1;
+  }
+  EXPECT_LT(got.losses.back(), got.losses.front() - 1.0) << "the run did not learn";
+}
+
 TEST_P(BackendTrainingTest, ResumesFromACheckpointExactly) {
   const std::string dir =
       testing_util::FreshDir("resume_" + GetParam().device + (GetParam().bf16 ? "_bf16" : "_fp32"));

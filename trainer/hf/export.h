@@ -62,8 +62,8 @@ absl::Status ApplyHfConfig(const std::string& dir, Config* config);
 // under Conveyor's names with Conveyor's shapes, the vocabulary padded with zero rows
 // up to PaddedVocabSize(config). `wanted` (Llama family): only those Conveyor tensors,
 // reading only the HF tensors that hold them, so a pipeline stage reads its own
-// layers; null: all. (Every tensor read is read whole, even when a tensor-parallel
-// rank keeps a slice.)
+// layers; null: all. Every tensor read is read whole: ReadHfSlices reads a
+// tensor-parallel rank's slices only.
 // What ReadHfSlices reads: for each Conveyor tensor, the global flat indices of the
 // elements a rank keeps (GlobalIndices, in local order); the values come back in that
 // order.
