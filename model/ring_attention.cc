@@ -18,7 +18,7 @@ int Previous(const Communicator& ring) { return (ring.rank() + ring.size() - 1) 
 // vectors it points into live in the object.
 class BlockMask {
  public:
-  BlockMask(const MicroBatchContext& mb)
+  explicit BlockMask(const MicroBatchContext& mb)
       : mb_(mb), query_positions_(SamplePositions(mb, mb.cp_rank())) {
     if (mb.documents != nullptr) {
       document_start_ = LocalRows(mb, absl::MakeConstSpan(mb.documents->document_start));
@@ -86,8 +86,8 @@ absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
   const std::vector<int64_t> kv_shape = {shape.batch * shape.seq,
                                          shape.groups * 2 * shape.head_dim};
   Tensor held = KeyValueBlock(ops, shape), arriving = KeyValueBlock(ops, shape);
-  Tensor held_grad = Tensor::Zeros(kv_shape, MemoryCategory::kActivations, DType::kFloat32,
-                                   ops.device());
+  Tensor held_grad =
+      Tensor::Zeros(kv_shape, MemoryCategory::kActivations, DType::kFloat32, ops.device());
   Tensor arriving_grad = ops.NewFloatActivation(kv_shape);
   ops.PackKeysValues(shape, qkv, &held);
   dqkv->SetZero();

@@ -35,7 +35,9 @@ int64_t KvWidth(const AttentionShape& s) { return s.groups * 2 * s.head_dim; }
 class RowMask {
  public:
   RowMask(const AttentionShape& s, const AttentionMask& mask, const AttentionDropout& dropout)
-      : s_(s), mask_(mask), dropout_(dropout),
+      : s_(s),
+        mask_(mask),
+        dropout_(dropout),
         length_(dropout.sample_length > 0 ? dropout.sample_length : s.seq) {}
 
   void Select(int64_t b, int64_t h, int64_t i) {
@@ -184,10 +186,10 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
           if (rows.Visible(box.keys_begin + j)) sum += std::exp(p[j] - max);
         }
         const float block_lse = max + std::log(sum);
-        const float new_lse =
-            old_lse == kNegInf ? block_lse
-                               : std::max(old_lse, block_lse) +
-                                     std::log1p(std::exp(-std::fabs(old_lse - block_lse)));
+        const float new_lse = old_lse == kNegInf
+                                  ? block_lse
+                                  : std::max(old_lse, block_lse) +
+                                        std::log1p(std::exp(-std::fabs(old_lse - block_lse)));
         const float keep_old = old_lse == kNegInf ? 0.0f : std::exp(old_lse - new_lse);
         for (int64_t j = 0; j < keys; ++j) {
           p[j] = rows.Visible(box.keys_begin + j) ? std::exp(p[j] - new_lse) : 0.0f;
@@ -246,9 +248,9 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
         for (int64_t c = 0; c < s.head_dim; ++c) {
           row_dot += dout[r * ld_ctx + c] * out[r * ld_ctx + c];
         }
-        if (rows.has_dropout()) rows.Dropout(box.keys_begin, keys, d, d);  // dP = dropout(dP')
+        if (rows.has_dropout()) rows.Dropout(box.keys_begin, keys, d, d);   // dP = dropout(dP')
         for (int64_t j = 0; j < keys; ++j) d[j] = p[j] * (d[j] - row_dot);  // dS
-        if (rows.has_dropout()) {  // P' for dV
+        if (rows.has_dropout()) {                                           // P' for dV
           rows.Dropout(box.keys_begin, keys, p, row.data());
           std::copy(row.begin(), row.end(), p);
         }
@@ -258,8 +260,8 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
                   dkv_rows + v.k_offset + s.head_dim, kvw);
       GemmStrided(false, false, m, s.head_dim, keys, scale, dp.data(), keys, kv_rows + v.k_offset,
                   kvw, 1.0f, dq_rows + v.q_offset, ld);
-      GemmStrided(true, false, keys, s.head_dim, m, scale, dp.data(), keys, q_rows + v.q_offset,
-                  ld, 1.0f, dkv_rows + v.k_offset, kvw);
+      GemmStrided(true, false, keys, s.head_dim, m, scale, dp.data(), keys, q_rows + v.q_offset, ld,
+                  1.0f, dkv_rows + v.k_offset, kvw);
     }
   }
 }

@@ -37,10 +37,9 @@ void AddKeyValueGrad(const AttentionShape& shape, const float* dkv, float* dqkv)
 // seq, heads * head_dim] (normalised over the keys seen so far) and lse fp32 [batch,
 // heads, seq]. `first`: ctx and lse hold nothing yet and are overwritten. A row that has
 // seen no visible key has ctx 0 and lse -inf.
-void AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
-                           const AttentionMask& mask, const float* qkv, const float* kv,
-                           float scale, const AttentionDropout& dropout, bool first, float* ctx,
-                           float* lse);
+void AttentionBlockForward(const AttentionShape& shape, int64_t key_rows, const AttentionMask& mask,
+                           const float* qkv, const float* kv, float scale,
+                           const AttentionDropout& dropout, bool first, float* ctx, float* lse);
 
 // The block's share of the gradients, from the final ctx and lse: the query heads of
 // dqkv += dQ, dkv += (dK, dV).

@@ -1,7 +1,6 @@
-#include "runtime/cuda/ring_attention_kernels.h"
-
 #include "runtime/cuda/device_math.h"
 #include "runtime/cuda/philox_uniform.h"
+#include "runtime/cuda/ring_attention_kernels.h"
 
 // Per sample b, query head h (group g = h / heads_per_group), query row i, key row j:
 //   s = scale q_i . k_j where visible, P = exp(s - lse_i),  M = dropout mask / (1 - p)
@@ -230,13 +229,15 @@ __global__ void BlockKeyValueGradKernel(Block k, const T* __restrict__ qkv,
 
 Block BlockOf(const AttentionBlockArgs& a) {
   const AttentionShape& s = a.shape;
-  return {s.batch,           s.seq,           a.key_rows,       s.groups,
-          s.heads_per_group, s.head_dim,      a.query_positions, a.key_positions,
+  return {s.batch,           s.seq,
+          a.key_rows,        s.groups,
+          s.heads_per_group, s.head_dim,
+          a.query_positions, a.key_positions,
           a.document_start,  a.sample_length > 0 ? a.sample_length : s.seq};
 }
 
 Dropout DropoutOf(const AttentionDropoutArgs& a) {
-  return {a.enabled,      a.key,        a.p, a.enabled ? 1.0f / (1.0f - a.p) : 1.0f,
+  return {a.enabled,      a.key,        a.p,          a.enabled ? 1.0f / (1.0f - a.p) : 1.0f,
           a.first_sample, a.first_head, a.total_heads};
 }
 
@@ -254,9 +255,9 @@ void LaunchPackKeysValues(DType dtype, const AttentionShape& s, const void* qkv,
   if (n == 0) return;
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    PackKernel<T><<<ElementwiseBlocks(n), kThreads>>>(n, s.groups, s.heads_per_group,
-                                                       s.head_dim, static_cast<const T*>(qkv),
-                                                       static_cast<T*>(kv));
+    PackKernel<T><<<ElementwiseBlocks(n), kThreads>>>(n, s.groups, s.heads_per_group, s.head_dim,
+                                                      static_cast<const T*>(qkv),
+                                                      static_cast<T*>(kv));
   });
   CUDA_CHECK_LAUNCH("PackKernel");
 }
@@ -283,9 +284,9 @@ void LaunchAttentionBlockForward(DType dtype, const AttentionBlockArgs& args, co
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
     DispatchDimsPerLane(s.head_dim, [&](auto dims) {
-      BlockForwardKernel<T, decltype(dims)::value><<<grid, 32>>>(
-          BlockOf(args), static_cast<const T*>(qkv), static_cast<const T*>(kv), scale,
-          DropoutOf(dropout), first, ctx, lse);
+      BlockForwardKernel<T, decltype(dims)::value>
+          <<<grid, 32>>>(BlockOf(args), static_cast<const T*>(qkv), static_cast<const T*>(kv),
+                         scale, DropoutOf(dropout), first, ctx, lse);
     });
   });
   CUDA_CHECK_LAUNCH("BlockForwardKernel");
@@ -313,11 +314,11 @@ void LaunchAttentionBlockBackward(DType dtype, const AttentionBlockArgs& args, c
     RowDotKernel<T><<<rows, 32>>>(block, static_cast<const T*>(ctx), d_out, row_dot);
     CUDA_CHECK_LAUNCH("RowDotKernel");
     DispatchDimsPerLane(s.head_dim, [&](auto dims) {
-      BlockQueryGradKernel<T, decltype(dims)::value><<<rows, 32>>>(
-          block, q, k, lse, d_out, row_dot, scale, drop, static_cast<T*>(dqkv));
+      BlockQueryGradKernel<T, decltype(dims)::value>
+          <<<rows, 32>>>(block, q, k, lse, d_out, row_dot, scale, drop, static_cast<T*>(dqkv));
       CUDA_CHECK_LAUNCH("BlockQueryGradKernel");
-      BlockKeyValueGradKernel<T, decltype(dims)::value><<<keys, 32>>>(
-          block, q, k, lse, d_out, row_dot, scale, drop, dkv);
+      BlockKeyValueGradKernel<T, decltype(dims)::value>
+          <<<keys, 32>>>(block, q, k, lse, d_out, row_dot, scale, drop, dkv);
       CUDA_CHECK_LAUNCH("BlockKeyValueGradKernel");
     });
   });

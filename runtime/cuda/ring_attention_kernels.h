@@ -32,8 +32,7 @@ struct AttentionBlockArgs {
 // kv [batch * seq, groups * 2 * head_dim] = qkv's key and value heads (dtype both).
 void LaunchPackKeysValues(DType dtype, const AttentionShape& shape, const void* qkv, void* kv);
 // dqkv's key and value heads (dtype) += dkv (fp32, PackKeysValues' layout).
-void LaunchAddKeyValueGrad(DType dtype, const AttentionShape& shape, const float* dkv,
-                           void* dqkv);
+void LaunchAddKeyValueGrad(DType dtype, const AttentionShape& shape, const float* dkv, void* dqkv);
 
 // Merges the block into ctx (fp32 [batch * seq, heads * head_dim]) and lse (fp32
 // [batch, heads, seq]); `first` overwrites them. qkv and kv of `dtype`.

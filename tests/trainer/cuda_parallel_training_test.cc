@@ -52,6 +52,8 @@ std::vector<CudaLayoutCase> CudaLayouts() {
   llama.llama = true;
   Layout tp_pp = Pipeline(2, "zb-h1", 1, 2);
   tp_pp.tp = 2;
+  Layout qk_norm = TpDp(2, 1, false, false);  // --qk-layernorm: the norms' TP sum on NCCL
+  qk_norm.qk_layernorm = true;
   return {
       {on_gpu(TpDp(2, 1, false, false), false), fp32[0], fp32[1]},
       {on_gpu(TpDp(2, 1, true, false), true), bf16[0], bf16[1]},
@@ -61,6 +63,7 @@ std::vector<CudaLayoutCase> CudaLayouts() {
       {on_gpu(Pipeline(2, "interleaved-1f1b", 2, 4), true), bf16[0], bf16[1]},
       {on_gpu(llama, true), bf16[0], bf16[1]},
       {on_gpu(tp_pp, true), bf16[0], bf16[1]},
+      {on_gpu(qk_norm, false), fp32[0], fp32[1]},
   };
 }
 
