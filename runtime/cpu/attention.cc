@@ -1,6 +1,7 @@
 #include "runtime/cpu/attention.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -31,29 +32,37 @@ HeadView View(const AttentionShape& s, int64_t h) {
 
 int64_t KvWidth(const AttentionShape& s) { return s.groups * 2 * s.head_dim; }
 
-// Which keys one query row sees, and the dropout indices of its probabilities.
+// Which keys one query row sees, and the dropout indices of its probabilities. Key
+// positions ascend (a block holds whole chunks in order), so the keys a row sees are one
+// range of key rows, [begin(), end()).
 class RowMask {
  public:
-  RowMask(const AttentionShape& s, const AttentionMask& mask, const AttentionDropout& dropout)
+  RowMask(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+          const AttentionDropout& dropout)
       : s_(s),
+        key_rows_(key_rows),
         mask_(mask),
         dropout_(dropout),
-        length_(dropout.sample_length > 0 ? dropout.sample_length : s.seq) {}
+        length_(dropout.sample_length > 0 ? dropout.sample_length : s.seq) {
+    assert(std::is_sorted(mask.key_positions.begin(), mask.key_positions.end()));
+  }
 
   void Select(int64_t b, int64_t h, int64_t i) {
-    query_position_ = mask_.query_positions.empty() ? i : mask_.query_positions[i];
-    document_start_ = mask_.document_start.empty() ? 0 : mask_.document_start[b * s_.seq + i];
+    const int64_t query_position = mask_.query_positions.empty() ? i : mask_.query_positions[i];
+    const int64_t document_start =
+        mask_.document_start.empty() ? 0 : mask_.document_start[b * s_.seq + i];
+    begin_ = FirstKeyAtOrAfter(document_start);
+    end_ = std::max(begin_, FirstKeyAtOrAfter(query_position + 1));
     dropout_base_ = static_cast<uint64_t>(
         (((dropout_.first_sample + b) * dropout_.total_heads + dropout_.first_head + h) * length_ +
-         query_position_) *
+         query_position) *
         length_);
   }
+  // The selected row's visible key rows, clipped to [lo, hi).
+  int64_t begin(int64_t lo) const { return std::max(begin_, lo); }
+  int64_t end(int64_t hi) const { return std::min(end_, hi); }
   int64_t KeyPosition(int64_t j) const {
     return mask_.key_positions.empty() ? j : mask_.key_positions[j];
-  }
-  bool Visible(int64_t j) const {
-    const int64_t k = KeyPosition(j);
-    return k >= document_start_ && k <= query_position_;
   }
   bool has_dropout() const { return dropout_.rng != nullptr && dropout_.p > 0.0f; }
   // in[j] * keep(first + j) / (1 - p) for `count` keys of the row from key `first`.
@@ -66,12 +75,18 @@ class RowMask {
   }
 
  private:
+  int64_t FirstKeyAtOrAfter(int64_t position) const {
+    if (mask_.key_positions.empty()) return std::clamp<int64_t>(position, 0, key_rows_);
+    return std::lower_bound(mask_.key_positions.begin(), mask_.key_positions.end(), position) -
+           mask_.key_positions.begin();
+  }
+
   const AttentionShape& s_;
+  int64_t key_rows_;
   const AttentionMask& mask_;
   const AttentionDropout& dropout_;
   int64_t length_;
-  int64_t query_position_ = 0;
-  int64_t document_start_ = 0;
+  int64_t begin_ = 0, end_ = 0;
   uint64_t dropout_base_ = 0;
 };
 
@@ -87,26 +102,17 @@ struct VisibleRectangle {
 };
 
 VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask) {
-  auto query_position = [&](int64_t i) {
-    return mask.query_positions.empty() ? i : int64_t{mask.query_positions[i]};
-  };
-  auto key_position = [&](int64_t j) {
-    return mask.key_positions.empty() ? j : int64_t{mask.key_positions[j]};
-  };
   VisibleRectangle r{s.seq, 0, key_rows, 0};
-  for (int64_t i = 0; i < s.seq; ++i) {
-    int64_t first = query_position(i);  // the earliest document start of row i's samples
-    for (int64_t b = 0; b < s.batch && !mask.document_start.empty(); ++b) {
-      first = std::min<int64_t>(first, mask.document_start[b * s.seq + i]);
-    }
-    if (mask.document_start.empty()) first = 0;
-    for (int64_t j = 0; j < key_rows; ++j) {
-      const int64_t k = key_position(j);
-      if (k < first || k > query_position(i)) continue;
+  RowMask rows(s, key_rows, mask, AttentionDropout{});
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t i = 0; i < s.seq; ++i) {
+      rows.Select(b, 0, i);
+      const int64_t begin = rows.begin(0), end = rows.end(key_rows);
+      if (begin >= end) continue;
       r.rows_begin = std::min(r.rows_begin, i);
       r.rows_end = std::max(r.rows_end, i + 1);
-      r.keys_begin = std::min(r.keys_begin, j);
-      r.keys_end = std::max(r.keys_end, j + 1);
+      r.keys_begin = std::min(r.keys_begin, begin);
+      r.keys_end = std::max(r.keys_end, end);
     }
   }
   return r;
@@ -145,8 +151,7 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
   const VisibleRectangle box = VisibleOf(s, key_rows, mask);
   const int64_t keys = box.keys_end - box.keys_begin;  // computed per row
   std::vector<float> scores(s.seq * std::max<int64_t>(keys, 0));
-  std::vector<float> dropped(std::max<int64_t>(keys, 0));
-  RowMask rows(s, mask, dropout);
+  RowMask rows(s, key_rows, mask, dropout);
   for (int64_t b = 0; b < s.batch; ++b) {
     const float* q_rows = qkv + b * s.seq * ld;
     const float* kv_rows = kv + (b * key_rows + box.keys_begin) * kvw;
@@ -168,12 +173,10 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
         rows.Select(b, h, i);
         float* p = scores.data() + (i - box.rows_begin) * keys;
         float* out_row = out + i * ld_ctx;
-        const float old_lse = first ? kNegInf : row_lse[i];
-        float max = kNegInf;
-        for (int64_t j = 0; j < keys; ++j) {
-          if (rows.Visible(box.keys_begin + j)) max = std::max(max, p[j]);
-        }
-        if (max == kNegInf) {  // nothing visible in this block: the row is unchanged
+        // The row's visible keys, as offsets into the rectangle's columns.
+        const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
+        const int64_t hi = rows.end(box.keys_end) - box.keys_begin;
+        if (lo >= hi) {  // nothing visible in this block: the row is unchanged
           std::fill(p, p + keys, 0.0f);
           if (first) {
             row_lse[i] = kNegInf;
@@ -181,9 +184,12 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
           }
           continue;
         }
+        const float old_lse = first ? kNegInf : row_lse[i];
+        const float max = *std::max_element(p + lo, p + hi);
         float sum = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) {
-          if (rows.Visible(box.keys_begin + j)) sum += std::exp(p[j] - max);
+        for (int64_t j = lo; j < hi; ++j) {
+          p[j] = std::exp(p[j] - max);
+          sum += p[j];
         }
         const float block_lse = max + std::log(sum);
         const float new_lse = old_lse == kNegInf
@@ -191,13 +197,12 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
                                   : std::max(old_lse, block_lse) +
                                         std::log1p(std::exp(-std::fabs(old_lse - block_lse)));
         const float keep_old = old_lse == kNegInf ? 0.0f : std::exp(old_lse - new_lse);
-        for (int64_t j = 0; j < keys; ++j) {
-          p[j] = rows.Visible(box.keys_begin + j) ? std::exp(p[j] - new_lse) : 0.0f;
-        }
-        if (rows.has_dropout()) {
-          rows.Dropout(box.keys_begin, keys, p, dropped.data());
-          std::copy(dropped.begin(), dropped.end(), p);
-        }
+        // exp(s - new_lse) = exp(s - max) * exp(max - new_lse): one exp per score.
+        const float rescale = std::exp(max - new_lse);
+        std::fill(p, p + lo, 0.0f);
+        for (int64_t j = lo; j < hi; ++j) p[j] *= rescale;
+        std::fill(p + hi, p + keys, 0.0f);
+        if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
         for (int64_t c = 0; c < s.head_dim; ++c) {
           out_row[c] = keep_old == 0.0f ? 0.0f : out_row[c] * keep_old;
         }
@@ -219,8 +224,8 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
   const VisibleRectangle box = VisibleOf(s, key_rows, mask);
   if (box.empty()) return;
   const int64_t m = box.rows_end - box.rows_begin, keys = box.keys_end - box.keys_begin;
-  std::vector<float> probs(m * keys), dp(m * keys), row(keys);
-  RowMask rows(s, mask, dropout);
+  std::vector<float> probs(m * keys), dp(m * keys);
+  RowMask rows(s, key_rows, mask, dropout);
   for (int64_t b = 0; b < s.batch; ++b) {
     const float* q_rows = qkv + (b * s.seq + box.rows_begin) * ld;
     const float* kv_rows = kv + (b * key_rows + box.keys_begin) * kvw;
@@ -241,18 +246,21 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
         rows.Select(b, h, i);
         float* p = probs.data() + r * keys;
         float* d = dp.data() + r * keys;
-        for (int64_t j = 0; j < keys; ++j) {
-          p[j] = rows.Visible(box.keys_begin + j) ? std::exp(p[j] - row_lse[i]) : 0.0f;
-        }
+        const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
+        const int64_t hi = std::max(lo, rows.end(box.keys_end) - box.keys_begin);
         float row_dot = 0.0f;  // D = dO . O
         for (int64_t c = 0; c < s.head_dim; ++c) {
           row_dot += dout[r * ld_ctx + c] * out[r * ld_ctx + c];
         }
-        if (rows.has_dropout()) rows.Dropout(box.keys_begin, keys, d, d);   // dP = dropout(dP')
-        for (int64_t j = 0; j < keys; ++j) d[j] = p[j] * (d[j] - row_dot);  // dS
+        std::fill(p, p + lo, 0.0f);
+        std::fill(p + hi, p + keys, 0.0f);
+        for (int64_t j = lo; j < hi; ++j) p[j] = std::exp(p[j] - row_lse[i]);
+        if (rows.has_dropout()) {
+          rows.Dropout(box.keys_begin + lo, hi - lo, d + lo, d + lo);  // dP = dropout(dP')
+        }
+        for (int64_t j = 0; j < keys; ++j) d[j] = p[j] * (d[j] - row_dot);  // dS (0 unseen)
         if (rows.has_dropout()) {                                           // P' for dV
-          rows.Dropout(box.keys_begin, keys, p, row.data());
-          std::copy(row.begin(), row.end(), p);
+          rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
         }
       }
       // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
