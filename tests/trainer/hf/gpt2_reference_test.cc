@@ -14,6 +14,7 @@
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
 #include "tests/trainer/hf/hf_reference.h"
+#include "tests/trainer/hf/slice_reads.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/index_runs.h"
@@ -106,19 +107,23 @@ Reference Gpt2Forward(const HfTensorMap& t, const std::vector<int32_t>& tokens,
                        labels);
 }
 
-TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
-  const HfTensorMap weights = RandomGpt2(29);
-  const std::string dir = FreshDir("gpt2");
-  ASSERT_TRUE(WriteHfWeights(dir, weights, 5000000000).ok());
+// A GPT2LMHeadModel folder of `weights` named `name`.
+std::string WriteGpt2Folder(const HfTensorMap& weights, const std::string& name) {
+  const std::string dir = FreshDir(name);
+  EXPECT_TRUE(WriteHfWeights(dir, weights, 5000000000).ok());
   const std::string path = JoinPath(dir, kHfConfigFile);
   const std::string json = absl::StrCat(
       "{\"architectures\": [\"GPT2LMHeadModel\"], \"model_type\": \"gpt2\", \"n_layer\": ", kLayers,
       ", \"n_embd\": ", kHidden, ", \"n_head\": ", kHeads, ", \"vocab_size\": ", kVocab,
       ", \"n_positions\": ", kPositions,
       ", \"n_inner\": null, \"activation_function\": \"gelu_new\", \"layer_norm_epsilon\": 1e-05}");
-  ASSERT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
+  EXPECT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
+  return dir;
+}
 
-  // GPT-2's config.json only checks the flags; an unpadded vocabulary keeps HF's logits.
+// --load-hf's configuration of the folder: GPT-2's config.json only checks the flags;
+// an unpadded vocabulary keeps HF's logits.
+absl::StatusOr<ResolvedConfig> Gpt2ConfigFor(const std::string& dir) {
   absl::StatusOr<Config> parsed = ParseFlags({"--load-hf",
                                               dir,
                                               "--mock-data",
@@ -140,9 +145,15 @@ TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
                                               "0",
                                               "--attention-dropout",
                                               "0"});
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_TRUE(ApplyHfConfig(dir, &*parsed).ok());
-  const absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, 1);
+  if (!parsed.ok()) return parsed.status();
+  if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
+  return ResolvedConfig::Resolve(*parsed, 1);
+}
+
+TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
+  const HfTensorMap weights = RandomGpt2(29);
+  const std::string dir = WriteGpt2Folder(weights, "gpt2");
+  const absl::StatusOr<ResolvedConfig> config = Gpt2ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
@@ -178,6 +189,27 @@ TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   EXPECT_LT(worst, 1e-5) << "largest relative logit error";
   RecordProperty("largest_relative_logit_error", absl::StrCat(worst));
   RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
+}
+
+// --load-hf under TP 2: each rank reads, from the memory-mapped file, only the elements
+// its parameters keep (Conv1D weights are transposed, so column slices come element by
+// element): the whole read's values at those indices, 4 bytes (F32) per element.
+TEST(Gpt2ReferenceTest, TensorParallelRanksReadOnlyTheirSlices) {
+  const HfTensorMap weights = RandomGpt2(37);
+  const std::string dir = WriteGpt2Folder(weights, "gpt2_slices");
+  const absl::StatusOr<ResolvedConfig> config = Gpt2ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  int64_t file_bytes = 0;
+  for (const auto& [name, tensor] : weights) file_bytes += 4 * int64_t(tensor.data.size());
+  const std::vector<int64_t> bytes =
+      testing_util::ExpectSliceReadsMatchWholeRead(dir, *config, *whole, /*tp=*/2);
+  for (size_t rank = 0; rank < bytes.size(); ++rank) {
+    EXPECT_LT(bytes[rank], file_bytes * 6 / 10) << "rank " << rank;
+    RecordProperty(absl::StrCat("rank", rank, "_bytes_read"), absl::StrCat(bytes[rank]));
+  }
+  RecordProperty("file_bytes", absl::StrCat(file_bytes));
 }
 
 }  // namespace

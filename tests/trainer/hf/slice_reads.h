@@ -1,0 +1,24 @@
+// The per-rank slice reads of --load-hf (ReadHfSlices), checked against a whole read:
+// shared by the GPT-2 and the Llama-family reference tests.
+#ifndef CONVEYOR_TESTS_TRAINER_HF_SLICE_READS_H_
+#define CONVEYOR_TESTS_TRAINER_HF_SLICE_READS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/hf/export.h"
+#include "trainer/resolved_config.h"
+
+namespace conveyor::testing_util {
+
+// For each of `tp` tensor-parallel ranks of the model in `dir`: reads the elements its
+// parameters keep, expects each equal to `whole`'s at the same global index and 4 bytes
+// (F32) read per element kept, and returns the bytes each rank read.
+std::vector<int64_t> ExpectSliceReadsMatchWholeRead(const std::string& dir,
+                                                    const ResolvedConfig& config,
+                                                    const GlobalTensorMap& whole, int tp);
+
+}  // namespace conveyor::testing_util
+
+#endif  // CONVEYOR_TESTS_TRAINER_HF_SLICE_READS_H_
