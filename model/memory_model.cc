@@ -108,11 +108,14 @@ struct ParameterExtent {
   // Parameter::read_in_compute_type: a bf16 copy under --bf16, and bf16 values only
   // under the distributed optimizer.
   bool read_in_compute_type;
+  // Parameter::expert_parallel: in the buffers of the expert-data-parallel group.
+  bool expert_parallel = false;
 };
 
 // Global layer `layer`'s parameters in the order the layer creates them
 // (model/transformer_layer.cc; a mixture of experts': model/moe_layer.cc).
-void AppendLayer(const ModelShape& s, int tp, int64_t layer, std::vector<ParameterExtent>* out) {
+void AppendLayer(const ModelShape& s, int tp, int ep, int64_t layer,
+                 std::vector<ParameterExtent>* out) {
   auto norm = [&](int64_t width) {
     out->push_back({width, false});
     if (!s.rms_norm) out->push_back({width, false});
@@ -131,7 +134,11 @@ void AppendLayer(const ModelShape& s, int tp, int64_t layer, std::vector<Paramet
   linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
   norm(s.hidden);
   if (s.moe.IsMoeLayer(layer)) {  // the router, the experts, the shared expert
-    for (const int64_t elements : MoeWeightElements(s, tp)) out->push_back({elements, true});
+    const std::vector<int64_t> elements = MoeWeightElements(s, tp, ep);
+    const size_t expert_weights = 2 * static_cast<size_t>(s.moe.experts() / ep);
+    for (size_t i = 0; i < elements.size(); ++i) {
+      out->push_back({elements[i], true, ep > 1 && i >= 1 && i <= expert_weights});
+    }
     return;
   }
   linear(fc1, s.hidden, fc1, s.linear_bias);
@@ -144,8 +151,9 @@ struct ModelStateBytes {
   int64_t weights = 0, grads = 0, optimizer = 0, padding = 0;
 };
 
-ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Config& config,
-                           int dp, int dp_rank) {
+// The buffers of parameters replicated over `dp` ranks (this rank the `dp_rank`th).
+ModelStateBytes ReplicaGroupState(const std::vector<ParameterExtent>& params,
+                                  const Config& config, int dp, int dp_rank) {
   const bool bf16 = config.precision().bf16();
   const bool adam =
       ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
@@ -189,6 +197,24 @@ ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Con
     }
   }
   if (staged) m.grads += 2 * largest_bucket;
+  return m;
+}
+
+// The model state of a rank at place `dp_rank` of `dp` data x context ranks: the
+// parameters replicated over all of them, and under expert parallelism (`ep`) the
+// experts', replicated over the dp / ep expert-data-parallel ranks (place dp_rank / EP),
+// each in buffers of their own.
+ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Config& config,
+                           int dp, int dp_rank, int ep) {
+  std::vector<ParameterExtent> dense, experts;
+  for (const ParameterExtent& p : params) (p.expert_parallel ? experts : dense).push_back(p);
+  ModelStateBytes m = ReplicaGroupState(dense, config, dp, dp_rank);
+  if (experts.empty()) return m;
+  const ModelStateBytes e = ReplicaGroupState(experts, config, dp / ep, dp_rank / ep);
+  m.weights += e.weights;
+  m.grads += e.grads;
+  m.optimizer += e.optimizer;
+  m.padding += e.padding;
   return m;
 }
 
@@ -291,6 +317,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
                    pipeline::ScheduleByName(p.pipeline_schedule()));
   const bool bf16 = config.precision().bf16();
   const int cp = std::max(1, p.context_parallel_size());
+  const int ep = std::max(1, p.expert_model_parallel_size());
   const ActivationShape a{config.training().micro_batch_size(),
                           shape.seq / cp,
                           tp,
@@ -329,7 +356,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       const int64_t first_layer =
           std::accumulate(layers.begin(), layers.begin() + stage, int64_t{0});
       for (int64_t i = 0; i < layers[stage]; ++i) {
-        AppendLayer(shape, tp, first_layer + i, &params);
+        AppendLayer(shape, tp, ep, first_layer + i, &params);
         const bool moe = shape.moe.IsMoeLayer(first_layer + i);
         chunk_stash += LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
                                        recompute.KeepsCheckpoint(i));
@@ -353,7 +380,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     }
     for (const ParameterExtent& e : params) m.parameters += e.elements;
     // The ranks holding the same parameters are DP x CP: the distributed optimizer's shards.
-    const ModelStateBytes state = ModelState(params, config, dp * cp, data_parallel_rank);
+    const ModelStateBytes state = ModelState(params, config, dp * cp, data_parallel_rank, ep);
     m.weight_bytes = state.weights;
     m.grad_bytes = state.grads;
     m.optimizer_bytes = state.optimizer;

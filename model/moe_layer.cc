@@ -2,20 +2,19 @@
 
 #include <algorithm>
 
+#include "base/status_macros.h"
+
 namespace conveyor {
 
 MoeLayer::MoeLayer(const Ops* ops, ParameterStore* store, const std::string& name,
                    const ModelShape& shape, const TensorParallel& tp)
     : ops_(ops),
       shape_(shape),
-      router_(ops, store, name + ".router", shape.hidden, shape.moe, shape.init_std, tp) {
+      router_(ops, store, name + ".router", shape.hidden, shape.moe, shape.init_std, tp),
+      experts_(ops, store, name + ".experts", shape.moe.experts(), shape.hidden,
+               shape.moe.ffn_hidden, shape.swiglu, shape.init_std, shape.output_init_std(), tp,
+               tp.expert_parallel()) {
   const MoeShape& moe = shape.moe;
-  experts_.reserve(moe.experts());
-  for (int64_t e = 0; e < moe.experts(); ++e) {
-    experts_.emplace_back(ops, store, name + ".experts." + std::to_string(e), shape.hidden,
-                          moe.ffn_hidden, shape.swiglu, shape.init_std, shape.output_init_std(),
-                          tp);
-  }
   if (moe.shared_expert_ffn > 0) {
     shared_ = std::make_unique<ExpertMlp>(ops, store, name + ".shared_experts", shape.hidden,
                                           moe.shared_expert_ffn, shape.swiglu, shape.init_std,
@@ -32,37 +31,31 @@ int64_t FirstLayerElements(const ModelShape& s, int64_t ffn) {
 
 }  // namespace
 
-std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp) {
+std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep) {
   const MoeShape& moe = s.moe;
   std::vector<int64_t> elements = {moe.experts() * s.hidden};
   auto expert = [&](int64_t ffn) {
     elements.push_back(FirstLayerElements(s, ffn / tp));
     elements.push_back(s.hidden * (ffn / tp));
   };
-  for (int64_t e = 0; e < moe.experts(); ++e) expert(moe.ffn_hidden);
+  for (int64_t e = 0; e < moe.experts() / ep; ++e) expert(moe.ffn_hidden);
   if (moe.shared_expert_ffn > 0) expert(moe.shared_expert_ffn);
   return elements;
 }
 
-int64_t InactiveExpertParameters(const ModelShape& s, int tp) {
+int64_t ExpertWeightElements(const ModelShape& s, int tp) {
   const int64_t ffn = s.moe.ffn_hidden / tp;
-  const int64_t expert = FirstLayerElements(s, ffn) + s.hidden * ffn;
-  return (s.moe.experts() - s.moe.router.topk) * expert;
+  return FirstLayerElements(s, ffn) + s.hidden * ffn;
 }
 
-Tensor MoeLayer::ExpertRows(const Tensor& t, int64_t e, const DispatchPlan& plan) const {
-  return t.View(plan.expert_begin[e] * shape_.hidden, {plan.expert_rows(e), shape_.hidden});
+int64_t InactiveExpertParameters(const ModelShape& s, int tp) {
+  return (s.moe.experts() - s.moe.router.topk) * ExpertWeightElements(s, tp);
 }
 
-int64_t MoeLayer::PadRows(int64_t tokens) const {
-  const MoeShape& moe = shape_.moe;
-  if (!moe.drops_tokens() || !moe.pad_to_capacity) return 0;
-  // Megatron pads to the capacity, or to every token when the capacity exceeds them.
-  return std::min(tokens,
-                  ExpertCapacity(tokens, moe.router.topk, moe.experts(), moe.capacity_factor));
-}
+int64_t MoeLayer::PadRows(int64_t tokens) const { return PaddedExpertRows(shape_.moe, tokens); }
 
-Tensor MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash* stash) const {
+absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb,
+                                         MoeStash* stash) const {
   const int64_t tokens = x.dim(0);
   router_.Forward(x, mb, &stash->router);
   const RouterStash& route = stash->router;
@@ -71,12 +64,8 @@ Tensor MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash*
   const DispatchPlan& plan = stash->plan;
   stash->permuted = ops_->NewActivation({plan.rows(), shape_.hidden});
   ops_->PermuteTokens(x, plan.token_of_row, {}, &stash->permuted);
-  stash->expert_out = ops_->NewActivation({plan.rows(), shape_.hidden});
-  stash->experts.resize(experts_.size());
-  for (size_t e = 0; e < experts_.size(); ++e) {
-    Tensor out = ExpertRows(stash->expert_out, e, plan);
-    experts_[e].Forward(ExpertRows(stash->permuted, e, plan), &stash->experts[e], &out);
-  }
+  ASSIGN_OR_RETURN(stash->expert_out,
+                   experts_.Forward(stash->permuted, plan.expert_begin, &stash->experts));
   Tensor y = ops_->NewActivation({tokens, shape_.hidden});
   ops_->UnpermuteTokens(stash->expert_out, plan.row_of_slot, route.routing.probs, &y);
   if (shared_ != nullptr) {
@@ -87,8 +76,8 @@ Tensor MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash*
   return y;
 }
 
-Tensor MoeLayer::BackwardInput(const Tensor& x, const Tensor& dy, float aux_loss_scale,
-                               MoeStash* stash) const {
+absl::StatusOr<Tensor> MoeLayer::BackwardInput(const Tensor& x, const Tensor& dy,
+                                               float aux_loss_scale, MoeStash* stash) const {
   const int64_t tokens = dy.dim(0);
   stash->x = x;
   const DispatchPlan& plan = stash->plan;
@@ -102,14 +91,10 @@ Tensor MoeLayer::BackwardInput(const Tensor& x, const Tensor& dy, float aux_loss
   for (int64_t r = 0; r < plan.rows(); ++r) {
     if (plan.slot_of_row[r] >= 0) row_weight[r] = probs[plan.slot_of_row[r]];
   }
-  stash->d_permuted_out = ops_->NewActivation({plan.rows(), shape_.hidden});
-  ops_->PermuteTokens(dy, plan.token_of_row, row_weight, &stash->d_permuted_out);
-  Tensor d_permuted = ops_->NewActivation({plan.rows(), shape_.hidden});
-  for (size_t e = 0; e < experts_.size(); ++e) {
-    Tensor dx_rows = ExpertRows(d_permuted, e, plan);
-    experts_[e].BackwardInput(ExpertRows(stash->d_permuted_out, e, plan), &stash->experts[e],
-                              &dx_rows);
-  }
+  Tensor d_permuted_out = ops_->NewActivation({plan.rows(), shape_.hidden});
+  ops_->PermuteTokens(dy, plan.token_of_row, row_weight, &d_permuted_out);
+  ASSIGN_OR_RETURN(const Tensor d_permuted,
+                   experts_.BackwardInput(d_permuted_out, &stash->experts));
   // Each token's input gradient: the sum over its kept slots (padding rows have none).
   Tensor dx = ops_->NewActivation({tokens, shape_.hidden});
   ops_->UnpermuteTokens(d_permuted, plan.row_of_slot, {}, &dx);
@@ -131,9 +116,7 @@ void MoeLayer::BackwardWeight(MoeStash* stash) {
   for (size_t e = 0; e < tokens.size(); ++e) metrics_.tokens_per_expert[e] += tokens[e];
   metrics_.dropped +=
       std::count(stash->plan.row_of_slot.begin(), stash->plan.row_of_slot.end(), -1);
-  for (size_t e = 0; e < experts_.size(); ++e) {
-    experts_[e].BackwardWeight(ExpertRows(stash->permuted, e, stash->plan), &stash->experts[e]);
-  }
+  experts_.BackwardWeight(&stash->experts);
   if (shared_ != nullptr) shared_->BackwardWeight(stash->x, &stash->shared);
   router_.BackwardWeight(stash->x, &stash->router);
   *stash = MoeStash();
@@ -147,7 +130,7 @@ MoeLayerMetrics MoeLayer::TakeMetrics() {
 
 void MoeLayer::AppendParameters(std::vector<Parameter*>* out) const {
   router_.AppendParameters(out);
-  for (const ExpertMlp& expert : experts_) expert.AppendParameters(out);
+  experts_.AppendParameters(out);
   if (shared_ != nullptr) shared_->AppendParameters(out);
 }
 

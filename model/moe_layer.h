@@ -8,7 +8,9 @@
 // `layers.N.mlp.shared_experts.fc{1,2}.weight`. Under tensor parallelism every rank routes
 // every token of the micro-batch; the experts are TP-sharded like the dense MLP, so the
 // output and the input gradient are this rank's partial sums (the caller's TP region
-// sums them, as for the dense MLP).
+// sums them, as for the dense MLP). Under expert parallelism (the TensorParallel's
+// expert-parallel group) the rank holds E/EP of the experts and its rows travel to them
+// and back (model/routed_experts.h); routing, capacity and the combine stay per rank.
 #ifndef CONVEYOR_MODEL_MOE_LAYER_H_
 #define CONVEYOR_MODEL_MOE_LAYER_H_
 
@@ -23,6 +25,7 @@
 #include "model/moe_dispatch.h"
 #include "model/moe_router.h"
 #include "model/parameter.h"
+#include "model/routed_experts.h"
 #include "runtime/ops.h"
 
 namespace conveyor {
@@ -34,15 +37,17 @@ struct MoeStash {
   DispatchPlan plan;
   Tensor permuted;    // [rows, hidden]: each expert's input rows
   Tensor expert_out;  // [rows, hidden]: each expert's output rows (until BackwardInput)
-  std::vector<ExpertStash> experts;
+  RoutedExpertsStash experts;
   ExpertStash shared;
-  Tensor d_permuted_out;  // BackwardInput's gradient of expert_out, for W
 };
 
-// The weights' element counts of an MoE layer on a rank of `tp` tensor-parallel ranks, in
-// the order it creates them: the router, each expert's fc1 and fc2, the shared expert's
-// (for the memory model).
-std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp);
+// The weights' element counts of an MoE layer on a rank of `tp` tensor-parallel and `ep`
+// expert-parallel ranks, in the order it creates them: the router, each of its E/EP
+// experts' fc1 and fc2 (elements [1, 1 + 2E/EP)), the shared expert's (for the memory
+// model).
+std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep = 1);
+// One routed expert's weights (fc1 and fc2) on a rank of `tp`.
+int64_t ExpertWeightElements(const ModelShape& s, int tp);
 // The parameters of one MoE layer (on a rank of `tp`) that a token does not compute with:
 // every expert's but its top-k's. A model's active parameters (Megatron's) are its total
 // less these over its MoE layers.
@@ -64,13 +69,15 @@ class MoeLayer {
            const TensorParallel& tp);
 
   // x [tokens, hidden] (the micro-batch's tokens) -> y [tokens, hidden].
-  Tensor Forward(const Tensor& x, const MicroBatchContext& mb, MoeStash* stash) const;
+  // Every rank of the expert-parallel group must call (it exchanges rows).
+  absl::StatusOr<Tensor> Forward(const Tensor& x, const MicroBatchContext& mb,
+                                 MoeStash* stash) const;
   // dy [tokens, hidden] -> dx [tokens, hidden], the auxiliary losses' gradients included
   // at `aux_loss_scale` (the weight of this micro-batch's loss in the step's gradient).
   // `x` is forward's input again: the layer does not hold it between F and B, so that
   // selective recomputation can drop it (the transformer layer rebuilds it).
-  Tensor BackwardInput(const Tensor& x, const Tensor& dy, float aux_loss_scale,
-                       MoeStash* stash) const;
+  absl::StatusOr<Tensor> BackwardInput(const Tensor& x, const Tensor& dy, float aux_loss_scale,
+                                       MoeStash* stash) const;
   // Accumulates the weight gradients and the micro-batch's routing metrics (W runs once
   // per training micro-batch, however often forward is recomputed) and empties the stash.
   void BackwardWeight(MoeStash* stash);
@@ -78,17 +85,17 @@ class MoeLayer {
   MoeLayerMetrics TakeMetrics();
 
   void AppendParameters(std::vector<Parameter*>* out) const;
+  // The router's expert bias (--moe-router-enable-expert-bias), else null.
+  ExpertBias* expert_bias() { return router_.expert_bias(); }
 
  private:
-  // Expert e's rows [begin, end) of a permuted tensor.
-  Tensor ExpertRows(const Tensor& t, int64_t e, const DispatchPlan& plan) const;
   // Rows per expert under --moe-pad-expert-input-to-capacity, else 0.
   int64_t PadRows(int64_t tokens) const;
 
   const Ops* ops_;
   ModelShape shape_;
   MoeRouter router_;
-  std::vector<ExpertMlp> experts_;
+  RoutedExperts experts_;
   std::unique_ptr<ExpertMlp> shared_;  // null without --moe-shared-expert-intermediate-size
   MoeLayerMetrics metrics_;
 };

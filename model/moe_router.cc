@@ -31,6 +31,7 @@ MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& n
   gate_.AppendParameters(&weight);
   // Validation asks for --sequence-parallel with TP > 1, so this sums its parts over TP.
   weight.front()->sequence_parallel = tp.sequence_parallel();
+  if (moe.expert_bias) bias_ = std::make_unique<ExpertBias>(name + ".expert_bias", moe.experts());
 }
 
 void MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const {
@@ -38,7 +39,8 @@ void MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb, RouterStas
   Tensor logits = ops_->NewActivation({tokens, experts});
   gate_.Forward(x, &logits);
   stash->logits = ToHostFloats(*ops_, logits);
-  stash->routing = RouteTopK(moe_.router, stash->logits, {});
+  stash->routing = RouteTopK(moe_.router, stash->logits,
+                             bias_ != nullptr ? bias_->values() : absl::Span<const float>());
   stash->keep.clear();
   if (moe_.drops_tokens()) {
     const int64_t capacity =
@@ -81,6 +83,9 @@ void MoeRouter::BackwardInput(absl::Span<const float> d_probs, float aux_loss_sc
 
 void MoeRouter::BackwardWeight(const Tensor& x, RouterStash* stash) {
   gate_.BackwardWeight(x, stash->d_logits);
+  if (bias_ != nullptr) {
+    bias_->CountMicroBatch(stash->routing.experts, stash->keep, PaddedExpertRows(moe_, x.dim(0)));
+  }
   *stash = RouterStash();
 }
 

@@ -9,14 +9,20 @@
 // its logits' gradient, and with it the router weight's and the input's, is one part of a
 // sum over TP (the weight is marked like Megatron's sequence-parallel router weight; the
 // auxiliary losses' gradients are split evenly over the ranks).
+//
+// With --moe-router-enable-expert-bias the router holds the layer's ExpertBias: forward
+// chooses with it, W (once per training micro-batch, however often forward is
+// recomputed) counts the micro-batch's tokens per expert into it.
 #ifndef CONVEYOR_MODEL_MOE_ROUTER_H_
 #define CONVEYOR_MODEL_MOE_ROUTER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "model/expert_bias.h"
 #include "model/linear.h"
 #include "model/micro_batch.h"
 #include "model/moe_shape.h"
@@ -52,15 +58,19 @@ class MoeRouter {
   // router (this rank's part).
   void BackwardInput(absl::Span<const float> d_probs, float aux_loss_scale, RouterStash* stash,
                      Tensor* dx) const;
+  // Also counts the micro-batch's tokens per expert into the expert bias.
   void BackwardWeight(const Tensor& x, RouterStash* stash);
 
   void AppendParameters(std::vector<Parameter*>* out) const { gate_.AppendParameters(out); }
+  // Null without --moe-router-enable-expert-bias.
+  ExpertBias* expert_bias() { return bias_.get(); }
 
  private:
   const Ops* ops_;
   MoeShape moe_;
   int tp_size_;
   Linear gate_;
+  std::unique_ptr<ExpertBias> bias_;  // `name`.expert_bias
 };
 
 }  // namespace conveyor

@@ -1,8 +1,16 @@
 #include "model/moe_shape.h"
 
+#include <algorithm>
+
 #include "model/moe_layer_pattern.h"
 
 namespace conveyor {
+
+int64_t PaddedExpertRows(const MoeShape& moe, int64_t tokens) {
+  if (!moe.drops_tokens() || !moe.pad_to_capacity) return 0;
+  return std::min(tokens,
+                  ExpertCapacity(tokens, moe.router.topk, moe.experts(), moe.capacity_factor));
+}
 
 MoeShape MoeShapeFromConfig(const ModelConfig& m) {
   MoeShape moe;
@@ -28,6 +36,8 @@ MoeShape MoeShapeFromConfig(const ModelConfig& m) {
                         ? TokenDropPolicy::kPosition
                         : TokenDropPolicy::kProbs;
   moe.pad_to_capacity = m.moe_pad_expert_input_to_capacity();
+  moe.expert_bias = m.moe_router_enable_expert_bias();
+  moe.bias_update_rate = m.moe_router_bias_update_rate();
   return moe;
 }
 

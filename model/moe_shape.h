@@ -23,6 +23,10 @@ struct MoeShape {
   float capacity_factor = 0.0f;   // <= 0: no capacity, no token dropped
   TokenDropPolicy drop_policy = TokenDropPolicy::kProbs;
   bool pad_to_capacity = false;
+  // --moe-router-enable-expert-bias: a per-expert bias steers the top-k choice (see
+  // model/expert_bias.h), moved by bias_update_rate after each step.
+  bool expert_bias = false;
+  float bias_update_rate = 0.0f;
 
   int64_t experts() const { return router.experts; }
   bool IsMoeLayer(int64_t layer) const {
@@ -30,6 +34,11 @@ struct MoeShape {
   }
   bool drops_tokens() const { return capacity_factor > 0.0f; }
 };
+
+// Rows each expert gets for a micro-batch of `tokens` under
+// --moe-pad-expert-input-to-capacity (Megatron pads to the capacity, or to every token
+// when the capacity exceeds them), else 0.
+int64_t PaddedExpertRows(const MoeShape& moe, int64_t tokens);
 
 // From a validated, resolved model config (dense when --num-experts is 0).
 MoeShape MoeShapeFromConfig(const ModelConfig& m);

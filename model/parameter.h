@@ -62,6 +62,10 @@ struct Parameter {
   // Replicated across tensor-parallel ranks, but each rank's gradient covers only the
   // attention heads it holds (--qk-layernorm's norms), so it is summed over TP always.
   bool partial_over_heads = false;
+  // Held by one expert-parallel rank (a routed expert under --expert-model-parallel-size
+  // > 1): replicated only over the expert-data-parallel group, where its gradient is
+  // summed, the distributed optimizer shards it and checkpoints write it once.
+  bool expert_parallel = false;
 };
 
 enum class InitKind { kNormal, kZeros, kOnes };

@@ -31,14 +31,21 @@ class TensorParallel {
   TensorParallel()
       : own_group_(std::make_unique<SelfCommunicator>("tp[0]")), comm_(own_group_.get()) {}
   // `comm` is the tensor-parallel group; it must outlive this object. Tensors cross it
-  // in their own dtype (bf16 as bf16).
-  TensorParallel(Communicator* comm, bool sequence_parallel)
-      : comm_(comm), sequence_parallel_(sequence_parallel && comm->size() > 1) {}
+  // in their own dtype (bf16 as bf16). `expert_parallel` (null: one rank) is the
+  // expert-parallel group a mixture of experts spreads its experts over, whose ranks
+  // share this tensor-parallel rank (Megatron's expert tensor parallelism of TP), so an
+  // MoE layer reaches both of its groups through this object; it must outlive it too.
+  TensorParallel(Communicator* comm, bool sequence_parallel,
+                 Communicator* expert_parallel = nullptr)
+      : comm_(comm),
+        sequence_parallel_(sequence_parallel && comm->size() > 1),
+        expert_parallel_(expert_parallel) {}
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
   bool sequence_parallel() const { return sequence_parallel_; }
   Communicator* comm() const { return comm_; }
+  Communicator* expert_parallel() const { return expert_parallel_; }
 
   absl::StatusOr<Tensor> EnterForward(const Tensor& x) const;
   absl::StatusOr<Tensor> EnterBackward(Tensor dx) const;
@@ -56,6 +63,7 @@ class TensorParallel {
   std::unique_ptr<Communicator> own_group_;  // the default constructor's group of one
   Communicator* comm_ = nullptr;
   bool sequence_parallel_ = false;
+  Communicator* expert_parallel_ = nullptr;
 };
 
 // The part of a column-parallel MLP's fc1 ([fc1 width, hidden], an MLP of width `ffn`)

@@ -244,7 +244,8 @@ absl::StatusOr<Tensor> TransformerLayer::MlpForward(const MicroBatchContext& mb,
                                                     LayerStash* stash) const {
   if (moe_ != nullptr) {
     stash->moe = std::make_shared<MoeStash>();
-    return tp_->ExitForward(moe_->Forward(stash->ln2_full, mb, stash->moe.get()));
+    ASSIGN_OR_RETURN(Tensor moe_out, moe_->Forward(stash->ln2_full, mb, stash->moe.get()));
+    return tp_->ExitForward(std::move(moe_out));
   }
   MlpIn(stash->ln2_full, &stash->fc1_out, &stash->act);
   Tensor fc2_partial = ops_->NewActivation({mb.tokens(), shape_.hidden});
@@ -255,9 +256,9 @@ absl::StatusOr<Tensor> TransformerLayer::MlpForward(const MicroBatchContext& mb,
 absl::Status TransformerLayer::MlpBackwardInput(const Tensor& d_out, LayerStash* stash) const {
   if (moe_ != nullptr) {
     ASSIGN_OR_RETURN(const Tensor d_out_full, tp_->ExitBackward(d_out));
-    ASSIGN_OR_RETURN(stash->d_ln2,
-                     tp_->EnterBackward(moe_->BackwardInput(stash->ln2_full, d_out_full,
-                                                            aux_loss_scale_, stash->moe.get())));
+    ASSIGN_OR_RETURN(Tensor d_ln2_partial, moe_->BackwardInput(stash->ln2_full, d_out_full,
+                                                                aux_loss_scale_, stash->moe.get()));
+    ASSIGN_OR_RETURN(stash->d_ln2, tp_->EnterBackward(std::move(d_ln2_partial)));
     return absl::OkStatus();
   }
   const int64_t rows = stash->ln2_full.dim(0);

@@ -115,6 +115,8 @@ ParallelState::~ParallelState() { CloseGroups(); }
 
 void ParallelState::CloseGroups() {
   // Communicators first: they use the device.
+  expert_dp_.reset();
+  ep_.reset();
   dp_cp_.reset();
   cp_.reset();
   embedding_.reset();
@@ -134,14 +136,15 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTranspor
   state->model_parallel_ = std::make_unique<SelfCommunicator>("mp[0]", transport);
   state->embedding_ = std::make_unique<SelfCommunicator>("embd[0]", transport);
   state->cp_ = std::make_unique<SelfCommunicator>("cp[0]", transport);
+  state->ep_ = std::make_unique<SelfCommunicator>("ep[0]", transport);
   return state;
 }
 
 absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
     const DeviceTransport* transport,
-    const std::function<absl::Status(Communicator& world)>& check_world, int cp) {
-  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size, cp));
+    const std::function<absl::Status(Communicator& world)>& check_world, int cp, int ep) {
+  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size, cp, ep));
   if (env.rank < 0 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
@@ -151,6 +154,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     single->tp_size_ = tp;
     single->pp_size_ = pp;
     single->cp_size_ = cp;
+    single->ep_size_ = ep;
     return single;
   }
   std::unique_ptr<ParallelState> state(new ParallelState());
@@ -168,6 +172,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   state->tp_size_ = tp;
   state->pp_size_ = pp;
   state->cp_size_ = cp;
+  state->ep_size_ = ep;
   state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size, cp);
 
   ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
@@ -178,7 +183,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   // the group's members, so no two ranks can wait on each other in different groups.
   auto make = [&](GroupKind kind) -> absl::StatusOr<std::unique_ptr<Communicator>> {
     GroupSpec spec;
-    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size, cp);
+    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size, cp, ep);
     if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
     spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
     spec.rank =
@@ -206,6 +211,13 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
       {GroupKind::kContext, &state->cp_},
   };
   if (cp > 1) groups.push_back({GroupKind::kDataContext, &state->dp_cp_});  // else dp itself
+  if (ep > 1) {  // else a group of one, and dp_cp itself
+    groups.push_back({GroupKind::kExpert, &state->ep_});
+    groups.push_back({GroupKind::kExpertData, &state->expert_dp_});
+  } else {
+    state->ep_ = std::make_unique<SelfCommunicator>(
+        GroupName(GroupKindName(GroupKind::kExpert), {env.rank}), transport);
+  }
   for (const auto& [kind, slot] : groups) {
     ASSIGN_OR_RETURN(
         *slot, make(kind),

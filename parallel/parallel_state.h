@@ -1,6 +1,6 @@
 // The process groups of one rank (Megatron's parallel_state): world, tensor, data,
-// pipeline, embedding, model-parallel, context-parallel and data x context
-// communicators, built once at start-up.
+// pipeline, embedding, model-parallel, context-parallel, data x context, expert-parallel
+// and expert-data-parallel communicators, built once at start-up.
 #ifndef CONVEYOR_PARALLEL_PARALLEL_STATE_H_
 #define CONVEYOR_PARALLEL_PARALLEL_STATE_H_
 
@@ -26,7 +26,7 @@ class ParallelState {
   // buffers.
   static std::unique_ptr<ParallelState> SingleProcess(const DeviceTransport* transport = nullptr);
 
-  // Every rank calls this with the same tp, pp, cp, timeout and kind of transport.
+  // Every rank calls this with the same tp, pp, cp, ep, timeout and kind of transport.
   // Groups of size 1 are SelfCommunicators; the others are gloo groups that
   // rendezvous in env.run_dir and bound every operation by `timeout`
   // (--distributed-timeout-minutes), paired with a `transport` communicator for device
@@ -46,7 +46,7 @@ class ParallelState {
       const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
       const DeviceTransport* transport = nullptr,
       const std::function<absl::Status(Communicator& world)>& check_world = nullptr,
-      int cp = 1);
+      int cp = 1, int ep = 1);
 
   ~ParallelState();
 
@@ -74,6 +74,11 @@ class ParallelState {
   // when CP = 1.
   Communicator& cp() { return *cp_; }
   Communicator& dp_cp() { return dp_cp_ != nullptr ? *dp_cp_ : *dp_; }
+  // Expert parallelism (rank_layout.h): the ranks that exchange tokens for each other's
+  // experts (a group of one when EP = 1), and the ranks holding the same experts, over
+  // which their gradients are reduced (data x context itself when EP = 1).
+  Communicator& ep() { return *ep_; }
+  Communicator& expert_dp() { return expert_dp_ != nullptr ? *expert_dp_ : dp_cp(); }
 
   const RankCoords& coords() const { return coords_; }
   int rank() const { return rank_; }
@@ -81,6 +86,7 @@ class ParallelState {
   int tp_size() const { return tp_size_; }
   int pp_size() const { return pp_size_; }
   int cp_size() const { return cp_size_; }
+  int ep_size() const { return ep_size_; }
   int dp_size() const { return world_size_ / (tp_size_ * cp_size_ * pp_size_); }
   bool is_first_stage() const { return coords_.pp == 0; }
   bool is_last_stage() const { return coords_.pp == pp_size_ - 1; }
@@ -95,6 +101,7 @@ class ParallelState {
   int tp_size_ = 1;
   int pp_size_ = 1;
   int cp_size_ = 1;
+  int ep_size_ = 1;
   RankCoords coords_;
   // Global rank 0's TCP rendezvous store, when the ranks meet there: it outlives the
   // communicators, whose progress boards post to it.
@@ -102,7 +109,8 @@ class ParallelState {
   // This launch's subdirectory of env.run_dir; empty when the ranks met at a TCP store.
   std::string launch_dir_;
   std::shared_ptr<void> device_;  // the gloo TCP device the groups share
-  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_, cp_, dp_cp_;
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_, cp_, dp_cp_,
+      ep_, expert_dp_;
 };
 
 }  // namespace conveyor

@@ -7,7 +7,7 @@
 
 namespace conveyor {
 
-absl::Status ValidateLayout(int tp, int pp, int world, int cp) {
+absl::Status ValidateLayout(int tp, int pp, int world, int cp, int ep) {
   if (tp < 1 || pp < 1 || cp < 1 || world < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--tensor-model-parallel-size (%d), --pipeline-model-parallel-size (%d), "
@@ -20,6 +20,14 @@ absl::Status ValidateLayout(int tp, int pp, int world, int cp) {
         "--context-parallel-size (%d) x --pipeline-model-parallel-size (%d) = %d; choose "
         "sizes whose product divides the number of ranks",
         world, tp, cp, pp, tp * cp * pp));
+  }
+  const int dp_cp = world / (tp * pp);
+  if (ep < 1 || dp_cp % ep != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--expert-model-parallel-size (%d) must be at least 1 and divide the data-parallel "
+        "size x --context-parallel-size (%d): the experts are spread over data-parallel "
+        "ranks; choose a divisor of %d",
+        ep, dp_cp, dp_cp));
   }
   return absl::OkStatus();
 }
@@ -57,17 +65,25 @@ const char* GroupKindName(GroupKind kind) {
       return "cp";
     case GroupKind::kDataContext:
       return "dp-cp";
+    case GroupKind::kExpert:
+      return "ep";
+    case GroupKind::kExpertData:
+      return "expt-dp";
   }
   return "?";
 }
 
-std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp) {
+std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp, int ep) {
   const int dp = world / (tp * cp * pp);
   const RankCoords me = CoordsOf(rank, tp, pp, world, cp);
   std::vector<int> ranks;
   auto add = [&](int t, int d, int p, int c) {
     ranks.push_back(RankOf({t, d, p, c}, tp, pp, world, cp));
   };
+  // The rank's place x among its stage's data x context ranks (see the header), and the
+  // rank whose place is `x` in this rank's stage and tensor slice.
+  const int x = me.dp * cp + me.cp;
+  auto add_place = [&](int place) { add(me.tp, place / cp, me.pp, place % cp); };
   switch (kind) {
     case GroupKind::kWorld:
       for (int r = 0; r < world; ++r) ranks.push_back(r);
@@ -101,14 +117,21 @@ std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, in
         for (int c = 0; c < cp; ++c) add(me.tp, d, me.pp, c);
       }
       break;
+    case GroupKind::kExpert:  // places edp * EP + e, e = 0..EP-1
+      for (int e = 0; e < ep; ++e) add_place(x / ep * ep + e);
+      break;
+    case GroupKind::kExpertData:  // places d * EP + e, d = 0..DP*CP/EP-1
+      for (int place = x % ep; place < dp * cp; place += ep) add_place(place);
+      break;
   }
   return ranks;
 }
 
-std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp) {
+std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp,
+                                        int ep) {
   std::vector<std::vector<int>> groups;
   for (int r = 0; r < world; ++r) {
-    std::vector<int> group = GroupOf(kind, r, tp, pp, world, cp);
+    std::vector<int> group = GroupOf(kind, r, tp, pp, world, cp, ep);
     if (group.empty() || std::find(groups.begin(), groups.end(), group) != groups.end()) {
       continue;
     }

@@ -23,16 +23,29 @@ run() {
 }
 median() { sort -n | sed -n 2p; }
 
-dense_runs=() moe_runs=()
+# `tools/bench_moe.sh ep`: the MoE model on 2 ranks, data parallel (every rank holds all 8
+# experts) against expert parallel (4 each, tokens crossing by all-to-all): the same FLOPs
+# per rank, so the difference is the exchange's cost.
+if [[ "${1:-}" == ep ]]; then
+  names=(dp2 ep2)
+  first=("${moe[@]}" --nproc-per-node 2)
+  second=("${moe[@]}" --nproc-per-node 2 --expert-model-parallel-size 2)
+else
+  names=(dense moe)
+  first=("${dense[@]}")
+  second=("${moe[@]}")
+fi
+
+first_runs=() second_runs=()
 for _ in 1 2 3; do
-  dense_runs+=("$(run "${dense[@]}")")
-  moe_runs+=("$(run "${moe[@]}")")
+  first_runs+=("$(run "${first[@]}")")
+  second_runs+=("$(run "${second[@]}")")
 done
 echo "bench_moe: 4 layers, hidden 256, seq 256, micro-batch 8, vocab 8192 on $(nproc) cores"
-for name in dense moe; do
-  declare -n runs="${name}_runs"
+for i in 0 1; do
+  if [[ $i == 0 ]]; then runs=("${first_runs[@]}"); else runs=("${second_runs[@]}"); fi
   ms=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f1 | median)
   tps=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f2 | median)
   tflops=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f3 | median)
-  echo "bench_moe: ${name}: ${ms} ms/iteration, ${tps} tokens/s, ${tflops} TFLOP/s"
+  echo "bench_moe: ${names[$i]}: ${ms} ms/iteration, ${tps} tokens/s, ${tflops} TFLOP/s"
 done

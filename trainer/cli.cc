@@ -89,7 +89,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
                 *env, resolved.tp(), resolved.pp(),
                 absl::Minutes(config.parallel().distributed_timeout_minutes()), backend->transport,
                 [&config](Communicator& world) { return AgreeOnConfig(config, world); },
-                resolved.cp());
+                resolved.cp(), config.parallel().expert_model_parallel_size());
   if (!state.ok()) {
     return RunFailure(err, who, state.status());
   }

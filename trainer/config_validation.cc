@@ -727,6 +727,9 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   }
   CheckChoices(config, &problems);
   for (const std::string& line : MoeProblems(config)) problems.Add(line);
+  for (const std::string& line : ExpertParallelProblems(config, world_size)) {
+    problems.Add(line);
+  }
   return problems.Take();
 }
 

@@ -19,7 +19,11 @@
 //    owned slices have fp32 values, in a master shard, rounded into the bf16 slice after
 //    each step. 2 + 4 + 12/DP bytes, Megatron's 6 + 12/DP.
 // A parameter that straddles slices is updated piecewise by the ranks that own its
-// pieces; its weight decay travels with each piece.
+// pieces; its weight decay travels with each piece. Under expert parallelism the routed
+// experts' parameters (Parameter::expert_parallel) have buffers of their own of each
+// kind, sharded over the expert-data-parallel group instead of DP x CP (Megatron's
+// expert-parallel buffers); norms still sum the owned slices over DP x CP, which holds
+// every expert's slices once (expert data x expert parallel ranks = DP x CP).
 //
 // Overlap, as Megatron's: --overlap-grad-reduce starts a bucket's reduce-scatter on a
 // communication thread once backward has finished its parameters (except buckets whose
@@ -27,6 +31,7 @@
 // --overlap-param-gather starts the all-gathers after the step, the first layers'
 // buckets first, and the next forward waits for a bucket only when it reads it.
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "base/status_macros.h"
@@ -43,6 +48,8 @@ namespace {
 // The buffers of one kind of parameter.
 struct ShardedGroup {
   bool bf16_values = false;
+  Communicator* replicas = nullptr;  // the ranks sharing these parameters, one slice each
+  GradientReduction* reduction = nullptr;  // over `replicas`, shared by its groups
   std::vector<Bucket> buckets;
   Tensor grads;   // fp32, each parameter's grad a view into it
   Tensor values;  // fp32 (each value a view) or bf16 (each compute copy a view)
@@ -58,20 +65,36 @@ class DistributedOptimizer : public ParameterUpdater {
         clip_grad_(config.optimizer().clip_grad()),
         context_(context),
         params_(std::move(params)) {
-    std::vector<Parameter*> fp32_values, bf16_values;
-    for (Parameter* p : params_.all) {
-      (p->compute.empty() ? fp32_values : bf16_values).push_back(p);
-    }
     const int64_t bucket_elements = config.parallel().ddp_bucket_size();
     std::vector<OptimizerSegment> segments;
-    for (const bool bf16 : {false, true}) {
-      const std::vector<Parameter*>& members = bf16 ? bf16_values : fp32_values;
-      if (members.empty()) continue;
-      groups_.push_back(MakeGroup(members, bf16, bucket_elements, &segments));
+    for (const bool expert_parallel : {false, true}) {
+      for (const bool bf16 : {false, true}) {
+        std::vector<Parameter*> members;
+        for (Parameter* p : params_.all) {
+          if (p->expert_parallel == expert_parallel && p->compute.empty() != bf16) {
+            members.push_back(p);
+          }
+        }
+        if (members.empty()) continue;
+        groups_.push_back(MakeGroup(members, bf16, bucket_elements, &segments));
+        sharded_ = sharded_ || groups_.back().replicas->size() > 1;
+      }
     }
     optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments), ops_);
+    // One reduction (and one bf16 staging buffer, for the largest bucket) per group of
+    // ranks.
+    std::map<Communicator*, int64_t> largest;
+    for (const ShardedGroup& g : groups_) {
+      largest[g.replicas] = std::max(largest[g.replicas], LargestBucket(g.buckets));
+    }
+    std::map<Communicator*, GradientReduction*> reduction_of;
+    for (const auto& [replicas, size] : largest) {
+      reductions_.push_back(std::make_unique<GradientReduction>(
+          *replicas, *ops_, config.parallel().grad_reduce_in_bf16(), size));
+      reduction_of[replicas] = reductions_.back().get();
+    }
+    for (ShardedGroup& g : groups_) g.reduction = reduction_of[g.replicas];
 
-    int64_t largest = 0;
     std::vector<Bucket> all;
     for (size_t g = 0; g < groups_.size(); ++g) {
       for (size_t b = 0; b < groups_[g].buckets.size(); ++b) {
@@ -82,14 +105,11 @@ class DistributedOptimizer : public ParameterUpdater {
         }
         buckets_.push_back({g, b, early});
         all.push_back(bucket);
-        largest = std::max(largest, bucket.size);
       }
     }
     readiness_ = std::make_unique<BucketReadiness>(all);
-    reduction_ = std::make_unique<GradientReduction>(
-        context_.dp_cp(), *ops_, config.parallel().grad_reduce_in_bf16(), largest);
-    overlap_grad_reduce_ = config.parallel().overlap_grad_reduce() && shards() > 1;
-    overlap_param_gather_ = config.parallel().overlap_param_gather() && shards() > 1;
+    overlap_grad_reduce_ = config.parallel().overlap_grad_reduce() && sharded_;
+    overlap_param_gather_ = config.parallel().overlap_param_gather() && sharded_;
     if (overlap_grad_reduce_ || overlap_param_gather_) {
       overlap_ = std::make_unique<CommunicationThread>([this](size_t job) {
         return job < buckets_.size() ? ReduceBucket(job) : GatherBucket(job - buckets_.size());
@@ -174,8 +194,6 @@ class DistributedOptimizer : public ParameterUpdater {
     bool early;  // may be reduced before ReduceGradients (--overlap-grad-reduce)
   };
 
-  // The ranks holding the same parameters (DP x CP): each owns one slice per bucket.
-  int shards() const { return context_.dp_cp().size(); }
 
   // The owned slices' `array`s that count toward norms.
   template <typename Array>
@@ -193,29 +211,30 @@ class DistributedOptimizer : public ParameterUpdater {
     RETURN_IF_ERROR(context_.dp_cp().AllReduceSum(&local, 1));
     return local;
   }
-  // The first element of this rank's slice of `bucket`.
-  int64_t Owned(const Bucket& bucket) const {
-    return bucket.start + context_.dp_cp().rank() * (bucket.size / shards());
+  // The first element of this rank's slice of `bucket` of `group`.
+  static int64_t Owned(const ShardedGroup& group, const Bucket& bucket) {
+    return bucket.start + group.replicas->rank() * (bucket.size / group.replicas->size());
   }
 
   absl::Status ReduceBucket(size_t k) {
     ShardedGroup& group = groups_[buckets_[k].group];
     const Bucket& bucket = group.buckets[buckets_[k].index];
-    return reduction_->ReduceScatter(group.grads, bucket.start, bucket.size);
+    return group.reduction->ReduceScatter(group.grads, bucket.start, bucket.size);
   }
 
   // Rounds the owned slice from the master (bf16 values), then gathers every rank's.
   absl::Status GatherBucket(size_t k) {
     ShardedGroup& group = groups_[buckets_[k].group];
     const Bucket& bucket = group.buckets[buckets_[k].index];
-    const int64_t slice = bucket.size / shards();
+    const int64_t slice = bucket.size / group.replicas->size();
+    const int64_t owned = Owned(group, bucket);
     const Buffer values = TensorBuffer(group.values);
     if (group.bf16_values) {
       ops_->RoundToBFloat16(group.master.data() + group.master_starts[buckets_[k].index],
-                            static_cast<BFloat16*>(values.Slice(Owned(bucket), slice).data), slice);
+                            static_cast<BFloat16*>(values.Slice(owned, slice).data), slice);
     }
-    return context_.dp_cp().AllGather(values.Slice(Owned(bucket), slice),
-                                   values.Slice(bucket.start, bucket.size));
+    return group.replicas->AllGather(values.Slice(owned, slice),
+                                     values.Slice(bucket.start, bucket.size));
   }
 
   absl::Status GatherValues() {
@@ -230,12 +249,14 @@ class DistributedOptimizer : public ParameterUpdater {
     const Device device = ops_->device();
     ShardedGroup g;
     g.bf16_values = bf16;
-    g.buckets = MakeBuckets(members, bucket_elements, shards());
+    g.replicas = &context_.replicas(*members.front());
+    const int shards = g.replicas->size();
+    g.buckets = MakeBuckets(members, bucket_elements, shards);
     g.grads = AdoptGradients(g.buckets, device);
     if (bf16) {
       g.values = AdoptTensors(g.buckets, DType::kBFloat16, device,
                               [](Parameter& p) -> Tensor& { return p.compute; });
-      g.master = Tensor::Zeros({BufferElements(g.buckets) / shards()}, MemoryCategory::kOptimizer,
+      g.master = Tensor::Zeros({BufferElements(g.buckets) / shards}, MemoryCategory::kOptimizer,
                                DType::kFloat32, device);
     } else {
       g.values = AdoptTensors(g.buckets, DType::kFloat32, device,
@@ -244,8 +265,8 @@ class DistributedOptimizer : public ParameterUpdater {
     int64_t master_start = 0;  // of the current bucket's slice
     for (const Bucket& bucket : g.buckets) {
       g.master_starts.push_back(master_start);
-      const int64_t slice = bucket.size / shards();
-      const int64_t owned = Owned(bucket);
+      const int64_t slice = bucket.size / shards;
+      const int64_t owned = Owned(g, bucket);
       for (const BucketEntry& e : bucket.entries) {
         const int64_t lo = std::max(e.start, owned);
         const int64_t hi = std::min(e.start + e.param->local_numel(), owned + slice);
@@ -280,7 +301,8 @@ class DistributedOptimizer : public ParameterUpdater {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<BucketRef> buckets_;  // all groups' buckets
   std::unique_ptr<BucketReadiness> readiness_;
-  std::unique_ptr<GradientReduction> reduction_;
+  std::vector<std::unique_ptr<GradientReduction>> reductions_;  // the groups' reductions
+  bool sharded_ = false;  // some group has more than one rank
   bool overlap_grad_reduce_ = false, overlap_param_gather_ = false;
   // Jobs: reduce-scatter bucket k (id k), all-gather bucket k (id buckets_.size() + k).
   std::unique_ptr<CommunicationThread> overlap_;

@@ -27,9 +27,6 @@ constexpr char kNoPython[] =
     "Conveyor is not a Python process: there is no garbage collector "
     "or caching allocator to tune";
 constexpr char kNoFp8[] = "not implemented: Conveyor trains in bf16 (--bf16) or fp32";
-constexpr char kOneExpertRank[] =
-    "not implemented yet: mixtures of experts (--num-experts) run on one expert-parallel "
-    "rank";
 
 // A Megatron flag that changes nothing here.
 struct NoOp {
@@ -95,8 +92,6 @@ const std::map<std::string, NoOp, std::less<>>& NoOps() {
        {false, nullptr,
         "Megatron then stores each norm's gain g as g - 1 (zero-initialised); norm weights "
         "take no weight decay, there and here, so storing g itself trains identically"}},
-      {"--expert-model-parallel-size",
-       {true, "1", "one expert-parallel rank is no expert parallelism"}},
   };
   return *no_ops;
 }
@@ -122,7 +117,6 @@ const std::map<std::string, std::string, std::less<>>& Explanations() {
       {"--fp8-amax-history-len", kNoFp8},
       {"--fp8-amax-compute-algo", kNoFp8},
       {"--fp8-param-gather", kNoFp8},
-      {"--expert-model-parallel-size", kOneExpertRank},
       {"--decoupled-lr",
        "not implemented: the embedding and output layer learn at --lr like every other "
        "parameter"},

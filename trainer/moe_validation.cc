@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "model/moe_layer_pattern.h"
+#include "proto/config_choices.h"
 
 namespace conveyor {
 namespace {
@@ -58,9 +59,15 @@ std::vector<std::string> MoeProblems(const Config& config) {
         "has none either): add --disable-bias-linear");
   }
   if (m.moe_router_enable_expert_bias()) {
-    out.push_back(
-        "--moe-router-enable-expert-bias: not implemented yet (auxiliary-loss-free "
-        "balancing); balance with --moe-aux-loss-coeff instead");
+    // Megatron's TransformerConfig refuses it too: the bias is added to scores in (0, 1).
+    if (ChoiceOr(m.moe_router_score_function(), MoeRouterScoreFunction::kSoftmax) !=
+        MoeRouterScoreFunction::kSigmoid) {
+      out.push_back(
+          "--moe-router-enable-expert-bias: the expert bias (auxiliary-loss-free balancing) "
+          "works with sigmoid scores only, as in Megatron: add --moe-router-score-function "
+          "sigmoid, or drop --moe-router-enable-expert-bias");
+    }
+    NonNegativeReal("--moe-router-bias-update-rate", m.moe_router_bias_update_rate(), &out);
   }
   if (config.parallel().context_parallel_size() > 1) {
     out.push_back(
@@ -86,6 +93,41 @@ std::vector<std::string> MoeProblems(const Config& config) {
                                  m.moe_shared_expert_intermediate_size(),
                                  " must be divisible by --tensor-model-parallel-size ", tp));
     }
+  }
+  return out;
+}
+
+std::vector<std::string> ExpertParallelProblems(const Config& config, int world_size) {
+  const ParallelConfig& p = config.parallel();
+  const int ep = p.expert_model_parallel_size();
+  std::vector<std::string> out;
+  if (ep < 1) {
+    out.push_back(absl::StrCat("--expert-model-parallel-size ", ep,
+                               " must be at least 1 (1: every rank holds every expert)"));
+  }
+  if (ep <= 1) return out;
+  const int experts = config.model().num_experts();
+  if (experts <= 0) {
+    out.push_back(absl::StrCat("--expert-model-parallel-size ", ep,
+                               " splits a mixture of experts' experts over ranks: add "
+                               "--num-experts (a multiple of ",
+                               ep, "), or drop the flag"));
+  } else if (experts % ep != 0) {
+    out.push_back(absl::StrCat("--num-experts ", experts,
+                               " must be divisible by --expert-model-parallel-size ", ep,
+                               ": every expert-parallel rank holds the same number of experts"));
+  }
+  const int tp_pp = p.tensor_model_parallel_size() * p.pipeline_model_parallel_size();
+  if (tp_pp > 0 && world_size > 0 && world_size % tp_pp == 0 && (world_size / tp_pp) % ep != 0) {
+    out.push_back(absl::StrCat(
+        "--expert-model-parallel-size ", ep, " must divide the data-parallel ranks (",
+        world_size / tp_pp, " = world size ", world_size, " / (TP x PP)): EP consecutive "
+        "data-parallel ranks share the experts; choose a divisor of ", world_size / tp_pp));
+  }
+  if (p.context_parallel_size() > 1) {
+    out.push_back(
+        "--expert-model-parallel-size with --context-parallel-size > 1: not implemented "
+        "(mixtures of experts refuse context parallelism); use --context-parallel-size 1");
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "trainer/parameter_buckets.h"
 
+#include <algorithm>
+
 #include "model/bucket_layout.h"
 
 namespace conveyor {
@@ -23,6 +25,12 @@ std::vector<Bucket> MakeBuckets(const std::vector<Parameter*>& params, int64_t b
     buckets.push_back(std::move(bucket));
   }
   return buckets;
+}
+
+int64_t LargestBucket(const std::vector<Bucket>& buckets) {
+  int64_t largest = 0;
+  for (const Bucket& b : buckets) largest = std::max(largest, b.size);
+  return largest;
 }
 
 int64_t BufferElements(const std::vector<Bucket>& buckets) {

@@ -36,6 +36,8 @@ std::vector<Bucket> MakeBuckets(const std::vector<Parameter*>& params, int64_t b
 
 // Elements of the buffer the buckets tile.
 int64_t BufferElements(const std::vector<Bucket>& buckets);
+// The size of the largest bucket (0 when there is none).
+int64_t LargestBucket(const std::vector<Bucket>& buckets);
 
 // An fp32 buffer for `buckets` on `device` (kGrads) holding every parameter's grad,
 // each replaced by a view into the buffer (its old storage freed); the padding is zero.

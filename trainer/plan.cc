@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "model/memory_model.h"
 #include "model/moe_layer.h"
@@ -24,23 +25,64 @@ std::string Bytes(double bytes) {
   return absl::StrFormat("%.2f MiB", bytes / kMiB);
 }
 
-// A mixture of experts' parameters: all of them (as the pipeline ranks of tensor-parallel
-// rank 0 hold them) and those a token computes with (its top-k experts), the count
-// Megatron's TFLOP/s formula follows.
-std::string MoeParametersLine(const ModelShape& shape, int tp,
-                              const std::vector<RankMemory>& memory) {
-  int64_t total = 0, moe_layers = 0;
-  for (const RankMemory& m : memory) total += m.parameters;
+int64_t MoeLayers(const ModelShape& shape) {
+  int64_t moe_layers = 0;
   for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
     moe_layers += shape.moe.IsMoeLayer(layer);
   }
+  return moe_layers;
+}
+
+// A mixture of experts' parameters: all of them (as the pipeline ranks of tensor-parallel
+// rank 0 hold them, with the experts of the other EP - 1 expert-parallel ranks added)
+// and those a token computes with (its top-k experts), the count Megatron's TFLOP/s
+// formula follows.
+std::string MoeParametersLine(const ModelShape& shape, int tp, int ep,
+                              const std::vector<RankMemory>& memory) {
+  const int64_t moe_layers = MoeLayers(shape);
+  int64_t total = moe_layers * (shape.moe.experts() - shape.moe.experts() / ep) *
+                  ExpertWeightElements(shape, tp);
+  for (const RankMemory& m : memory) total += m.parameters;
   const int64_t active = total - moe_layers * InactiveExpertParameters(shape, tp);
   return absl::StrFormat(
       "plan: mixture of experts: %d experts, top-%d, in %d of %d layers: %d parameters%s, %d "
-      "(%.1f%%) active per token\n",
+      "(%.1f%%) active per token%s\n",
       shape.moe.experts(), shape.moe.router.topk, moe_layers, shape.num_layers, total,
       tp > 1 ? " per tensor-parallel rank" : "", active,
-      100.0 * static_cast<double>(active) / static_cast<double>(std::max<int64_t>(total, 1)));
+      100.0 * static_cast<double>(active) / static_cast<double>(std::max<int64_t>(total, 1)),
+      shape.moe.expert_bias
+          ? absl::StrFormat("; expert bias (auxiliary-loss-free balancing), %g per step",
+                            shape.moe.bias_update_rate)
+          : "");
+}
+
+// Expert parallelism: the groups (the first few), each rank's experts and parameters, and
+// the all-to-all's bytes per step: every MoE layer exchanges a micro-batch's routed rows
+// four times (dispatch, combine, and their gradients), (EP - 1) / EP of them leaving the
+// rank under uniform routing; at most tokens x top-k rows (fewer when a capacity drops).
+std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int world, int ep, int M,
+                               int64_t micro_batch, double element) {
+  auto groups = [&](GroupKind kind) {
+    const std::vector<std::vector<int>> all = AllGroups(kind, tp, pp, world, 1, ep);
+    std::string text;
+    for (size_t g = 0; g < std::min<size_t>(all.size(), 4); ++g) {
+      absl::StrAppend(&text, g > 0 ? " " : "", "[", absl::StrJoin(all[g], ","), "]");
+    }
+    if (all.size() > 4) absl::StrAppend(&text, " ... (", all.size(), " groups)");
+    return text;
+  };
+  const int64_t local_experts = shape.moe.experts() / ep;
+  const double rows = static_cast<double>(micro_batch) * shape.seq * shape.moe.router.topk;
+  const double bytes = 4.0 * static_cast<double>(MoeLayers(shape)) / pp * M * rows *
+                       (ep - 1) / ep * shape.hidden * element;
+  return absl::StrFormat(
+      "plan: expert parallelism: EP %d x expert DP %d, %d of %d experts per rank per MoE "
+      "layer (%d parameters per rank and layer); expert-parallel groups %s; "
+      "expert-data-parallel groups %s; all-to-all at most %s per step and rank (uniform "
+      "routing)\n",
+      ep, world / (tp * pp * ep), local_experts, shape.moe.experts(),
+      local_experts * ExpertWeightElements(shape, tp), groups(GroupKind::kExpert),
+      groups(GroupKind::kExpertData), Bytes(bytes));
 }
 
 }  // namespace
@@ -109,7 +151,12 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           Bytes(m.stash_bytes_per_micro_batch), Bytes(m.activation_peak_bytes),
                           Bytes(m.total_bytes()));
   }
-  if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, memory);
+  const int ep = std::max(1, p.expert_model_parallel_size());
+  if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, ep, memory);
+  if (ep > 1) {
+    out += ExpertParallelLine(shape, tp, pp, world_size, ep, M, t.micro_batch_size(),
+                              config.precision().bf16() ? 2.0 : 4.0);
+  }
   absl::StrAppendFormat(&out,
                         "plan: model state (weights, grads, optimizer) per parameter; Megatron's "
                         "formula for these settings: %.2f bytes\n"
@@ -128,7 +175,8 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   // forward and its gradient back (this rank's token shard under SP). DP: a ring
   // all-reduce moves 2 (DP-1)/DP of the gradients (bf16 under --grad-reduce-in-bf16);
   // with the distributed optimizer a reduce-scatter, (DP-1)/DP of the gradients, and the
-  // parameter all-gather, (DP-1)/DP of the value buffers. TP: per layer and micro-batch,
+  // parameter all-gather, (DP-1)/DP of the value buffers (the experts' share over the
+  // expert-data-parallel ranks instead). TP: per layer and micro-batch,
   // 2 all-reduces forward and 2 backward of the activations (under SP, all-gathers and
   // reduce-scatters that move as much). CP: per layer and micro-batch, ring attention
   // passes CP - 1 key/value blocks forward, and backward CP - 1 blocks plus CP fp32
@@ -141,12 +189,23 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   const double pipeline_bytes = pp > 1 ? 2.0 * M * message * V : 0.0;
   const double grads = (p.grad_reduce_in_bf16() ? 2.0 : 4.0) *
                        static_cast<double>(first.parameters + first.bucket_padding);
-  const int replicas = dp * cp;
-  const double share = static_cast<double>(replicas - 1) / replicas;
-  const double dp_bytes =
-      replicas == 1 ? 0.0
-      : p.use_distributed_optimizer() ? share * (grads + static_cast<double>(first.weight_bytes))
-                                      : 2.0 * share * grads;
+  // The reduction's bytes for state replicated over `replicas` ranks.
+  auto reduction_bytes = [&](int replicas) {
+    const double share = static_cast<double>(replicas - 1) / replicas;
+    return p.use_distributed_optimizer() ? share * (grads + static_cast<double>(first.weight_bytes))
+                                         : 2.0 * share * grads;
+  };
+  // Under expert parallelism the first stage's experts (their share of its parameters) are
+  // reduced over the expert-data-parallel ranks only.
+  int64_t expert_elements = 0;
+  for (int64_t layer = 0; ep > 1 && layer < shape.num_layers / pp; ++layer) {
+    expert_elements += shape.moe.IsMoeLayer(layer) * (shape.moe.experts() / ep) *
+                       ExpertWeightElements(shape, tp);
+  }
+  const double expert_share =
+      static_cast<double>(expert_elements) / std::max<int64_t>(1, first.parameters);
+  const double dp_bytes = (1.0 - expert_share) * reduction_bytes(dp * cp) +
+                          expert_share * reduction_bytes(dp * cp / ep);
   const int64_t local_layers = shape.num_layers / pp;
   const double activation = element * tokens * shape.hidden;
   const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * activation : 0.0;

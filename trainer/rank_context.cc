@@ -14,6 +14,8 @@ RankContext::RankContext(ParallelState& state)
       pp_(&state.pp()),
       cp_(&state.cp()),
       dp_cp_(&state.dp_cp()),
+      ep_(&state.ep()),
+      expert_dp_(&state.expert_dp()),
       model_parallel_(&state.model_parallel()),
       tied_embedding_(no_embedding_peers_.get()),
       dp_rank_(state.coords().dp),

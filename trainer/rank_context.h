@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/masked_loss.h"
+#include "model/parameter.h"
 #include "parallel/communicator.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline/pipeline_place.h"
@@ -41,6 +42,16 @@ class RankContext {
   // the distributed optimizer shards and checkpoints write each parameter once.
   Communicator& cp() const { return *cp_; }
   Communicator& dp_cp() const { return *dp_cp_; }
+  // Expert parallelism: the ranks exchanging tokens for each other's experts (a group of
+  // one when --expert-model-parallel-size is 1), and the ranks holding the same experts,
+  // over which expert gradients are reduced (dp_cp itself when EP = 1).
+  Communicator& ep() const { return *ep_; }
+  Communicator& expert_dp() const { return *expert_dp_; }
+  // The ranks holding the same copy of `p`: expert_dp for an expert-parallel parameter,
+  // dp_cp for every other.
+  Communicator& replicas(const Parameter& p) const {
+    return p.expert_parallel ? expert_dp() : dp_cp();
+  }
   // Sums the copies of a tied word embedding held by the first and the last pipeline
   // stage (loop layout, P > 1). A group of one elsewhere: an untied model, middle
   // stages, and the V-shape, whose rank 0 holds both copies (GptStage sums them).
@@ -65,6 +76,8 @@ class RankContext {
   Communicator* pp_ = nullptr;
   Communicator* cp_ = nullptr;
   Communicator* dp_cp_ = nullptr;
+  Communicator* ep_ = nullptr;
+  Communicator* expert_dp_ = nullptr;
   Communicator* model_parallel_ = nullptr;
   Communicator* tied_embedding_ = nullptr;
   int dp_rank_ = 0;

@@ -20,7 +20,8 @@ absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const Ran
   const Config& config = resolved.config();
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   RankRun run;
-  run.tp = std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel());
+  run.tp = std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel(),
+                                            &context.ep());
   run.stage = std::make_unique<GptStage>(ModelShapeFromConfig(config, resolved.padded_vocab_size()),
                                          config.training().seed(), run.tp.get(), context.pipeline(),
                                          layers, RecomputePolicyFromConfig(config), backend.ops);

@@ -1,6 +1,9 @@
 // The DDP updater: every data-parallel rank holds all parameters and optimizer state;
 // gradients live in one buffer of buckets of at most --ddp-bucket-size elements
 // (trainer/parameter_buckets.h), each summed over DP in place (trainer/gradient_reduction.h).
+// Under expert parallelism the routed experts' parameters (Parameter::expert_parallel)
+// have a buffer of their own, summed over the expert-data-parallel group instead (as
+// Megatron's expert-parallel buffers).
 //
 // With --overlap-grad-reduce a bucket's all-reduce starts, on a communication thread,
 // as soon as backward has finished all its parameters (GradientsReady), while the
@@ -19,10 +22,31 @@
 namespace conveyor {
 namespace {
 
-int64_t LargestBucket(const std::vector<Bucket>& buckets) {
-  int64_t largest = 0;
-  for (const Bucket& b : buckets) largest = std::max(largest, b.size);
-  return largest;
+// The gradients of parameters replicated over one group, and their sum over it.
+struct ReducedBuffer {
+  std::vector<Bucket> buckets;
+  Tensor grads;  // every parameter's gradient is a view into it
+  std::unique_ptr<GradientReduction> reduction;
+};
+
+// The dense parameters' buffer (over DP x CP), then the expert-parallel ones' (over the
+// expert-data-parallel group), each only when it has parameters.
+std::vector<ReducedBuffer> MakeBuffers(const std::vector<Parameter*>& params, const Config& config,
+                                       const RankContext& context, const OptimizerOps& ops) {
+  std::vector<Parameter*> dense, experts;
+  for (Parameter* p : params) (p->expert_parallel ? experts : dense).push_back(p);
+  std::vector<ReducedBuffer> buffers;
+  for (const std::vector<Parameter*>* members : {&dense, &experts}) {
+    if (members->empty()) continue;
+    ReducedBuffer b;
+    b.buckets = MakeBuckets(*members, config.parallel().ddp_bucket_size(), /*align=*/1);
+    b.grads = AdoptGradients(b.buckets, ops.device());
+    b.reduction = std::make_unique<GradientReduction>(context.replicas(*members->front()), ops,
+                                                      config.parallel().grad_reduce_in_bf16(),
+                                                      LargestBucket(b.buckets));
+    buffers.push_back(std::move(b));
+  }
+  return buffers;
 }
 
 class ReplicatedUpdater : public ParameterUpdater {
@@ -33,45 +57,59 @@ class ReplicatedUpdater : public ParameterUpdater {
         clip_grad_(config.optimizer().clip_grad()),
         context_(context),
         params_(std::move(params)),
-        buckets_(MakeBuckets(params_.all, config.parallel().ddp_bucket_size(), /*align=*/1)),
-        grads_(AdoptGradients(buckets_, ops->device())),
-        optimizer_(config.optimizer(), WholeParameterSegments(params_.all), ops),
-        reduction_(context.dp_cp(), *ops, config.parallel().grad_reduce_in_bf16(),
-                   LargestBucket(buckets_)),
-        readiness_(buckets_) {
-    if (context_.dp_cp().size() > 1 && config.parallel().overlap_grad_reduce()) {
-      overlap_ = std::make_unique<CommunicationThread>([this](size_t b) { return ReduceBucket(b); });
+        buffers_(MakeBuffers(params_.all, config, context, *ops)),
+        // After MakeBuffers: the segments point at the gradients in the buffers.
+        optimizer_(config.optimizer(), WholeParameterSegments(params_.all), ops) {
+    std::vector<Bucket> all;
+    for (size_t g = 0; g < buffers_.size(); ++g) {
+      for (size_t b = 0; b < buffers_[g].buckets.size(); ++b) {
+        buckets_.push_back({g, b});
+        all.push_back(buffers_[g].buckets[b]);
+      }
+    }
+    readiness_ = std::make_unique<BucketReadiness>(all);
+    if (Reduces() && config.parallel().overlap_grad_reduce()) {
+      overlap_ = std::make_unique<CommunicationThread>([this](size_t k) { return ReduceBucket(k); });
     }
   }
 
   void GradientsReady(const std::vector<Parameter*>& ready) override {
     if (overlap_ == nullptr) return;
-    for (const size_t b : readiness_.Complete(ready)) overlap_->Launch(b);
+    for (const size_t k : readiness_->Complete(ready)) overlap_->Launch(k);
   }
 
   absl::Status ReduceGradients() override {
-    if (context_.dp_cp().size() > 1) {
+    if (Reduces()) {
       if (overlap_ != nullptr) RETURN_IF_ERROR(overlap_->WaitAll());
-      for (size_t b = 0; b < buckets_.size(); ++b) {
-        if (overlap_ == nullptr || !overlap_->Launched(b)) RETURN_IF_ERROR(ReduceBucket(b));
+      for (size_t k = 0; k < buckets_.size(); ++k) {
+        if (overlap_ == nullptr || !overlap_->Launched(k)) RETURN_IF_ERROR(ReduceBucket(k));
       }
       if (overlap_ != nullptr) overlap_->Forget();
-      readiness_.Reset();
+      readiness_->Reset();
     }
     // Sums over TP (sequence parallel) and the embedding group commute with the DP
     // sum, so they may come after it.
     return ReduceSharedGradients(params_.all, context_, *ops_);
   }
 
-  // Equal across DP (gradients after the reduction): only model parallelism splits them.
+  // Equal across DP (gradients after the reduction): only model parallelism splits them,
+  // and expert parallelism the experts.
   absl::StatusOr<double> GradNorm() override {
-    return FinishNorm(ops_->SumOfSquares(Counted(&Parameter::grad)), context_);
+    ASSIGN_OR_RETURN(const double squares, SumOfSquares(&Parameter::grad));
+    return FinishNorm(squares, context_);
   }
   absl::StatusOr<double> ParamsNorm() override {
-    return FinishNorm(ops_->SumOfSquares(Counted(&Parameter::value)), context_);
+    ASSIGN_OR_RETURN(const double squares, SumOfSquares(&Parameter::value));
+    return FinishNorm(squares, context_);
   }
   absl::StatusOr<int64_t> GradZeros() override {
-    return FinishCount(ops_->CountZeros(Counted(&Parameter::grad)), context_);
+    // Counts are exact in a double up to 2^53.
+    double experts = static_cast<double>(
+        ops_->CountZeros(Counted(&Parameter::grad, /*expert_parallel=*/true)));
+    RETURN_IF_ERROR(context_.ep().AllReduceSum(&experts, 1));
+    return FinishCount(
+        ops_->CountZeros(Counted(&Parameter::grad, false)) + static_cast<int64_t>(experts),
+        context_);
   }
 
   absl::Status Step(double grad_norm, double lr) override {
@@ -83,30 +121,53 @@ class ReplicatedUpdater : public ParameterUpdater {
   Optimizer& optimizer() override { return optimizer_; }
 
  private:
-  // Every parameter's `tensor`, each parameter counted once.
-  std::vector<FloatArray> Counted(Tensor Parameter::*tensor) {
+  // A bucket of one of the buffers, in the order of all buffers' buckets.
+  struct BucketRef {
+    size_t buffer, index;
+  };
+
+  // Whether any buffer is replicated over more than one rank.
+  bool Reduces() const {
+    for (const Parameter* p : params_.all) {
+      if (context_.replicas(*p).size() > 1) return true;
+    }
+    return false;
+  }
+
+  // Every parameter's `tensor` among the expert-parallel ones or the others, each
+  // parameter counted once.
+  std::vector<FloatArray> Counted(Tensor Parameter::*tensor, bool expert_parallel) {
     std::vector<FloatArray> counted;
     for (Parameter* p : params_.all) {
-      if (CountsTowardNorm(*p, params_, context_)) {
+      if (p->expert_parallel == expert_parallel && CountsTowardNorm(*p, params_, context_)) {
         counted.push_back({(p->*tensor).data(), (p->*tensor).numel()});
       }
     }
     return counted;
   }
 
-  absl::Status ReduceBucket(size_t b) {
-    return reduction_.AllReduce(grads_, buckets_[b].start, buckets_[b].size);
+  // The squares of this rank's `tensor`s, the experts' summed over the expert-parallel
+  // group (each of its ranks holds other experts).
+  absl::StatusOr<double> SumOfSquares(Tensor Parameter::*tensor) {
+    double experts = ops_->SumOfSquares(Counted(tensor, /*expert_parallel=*/true));
+    RETURN_IF_ERROR(context_.ep().AllReduceSum(&experts, 1));
+    return ops_->SumOfSquares(Counted(tensor, false)) + experts;
+  }
+
+  absl::Status ReduceBucket(size_t k) {
+    ReducedBuffer& b = buffers_[buckets_[k].buffer];
+    const Bucket& bucket = b.buckets[buckets_[k].index];
+    return b.reduction->AllReduce(b.grads, bucket.start, bucket.size);
   }
 
   const OptimizerOps* ops_;
   double clip_grad_;
   const RankContext& context_;
   UpdatedParameters params_;
-  const std::vector<Bucket> buckets_;
-  Tensor grads_;  // every parameter's gradient is a view into it (before optimizer_ points in)
+  std::vector<ReducedBuffer> buffers_;
   Optimizer optimizer_;
-  GradientReduction reduction_;
-  BucketReadiness readiness_;
+  std::vector<BucketRef> buckets_;  // all buffers' buckets
+  std::unique_ptr<BucketReadiness> readiness_;
   std::unique_ptr<CommunicationThread> overlap_;  // --overlap-grad-reduce with DP > 1
 };
 

@@ -16,6 +16,7 @@
 #include "trainer/checkpoint/format.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/checkpoint/sharding_runs.h"
+#include "trainer/expert_bias_update.h"
 #include "trainer/hf/export.h"
 
 namespace conveyor {
@@ -85,7 +86,10 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStagin
   const CheckpointConfig& c = config_.checkpoint();
   std::vector<TensorShardRef> refs;
   for (LocalValues& values : ValuesOfParameters(staging, saving)) {
-    if (saving && (!Writes(*values.owner) || (!values.sharded_over_dp && context_.dp_cp().rank() != 0))) {
+    // A replicated value is written by rank 0 of the ranks holding it (an expert's by
+    // its expert-data-parallel rank 0: every expert once).
+    if (saving && (!Writes(*values.owner) ||
+                   (!values.sharded_over_dp && context_.replicas(*values.owner).rank() != 0))) {
       continue;
     }
     const Parameter& p = *values.owner;
@@ -93,6 +97,14 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStagin
                     SliceRuns(RunsForSharding(p.global_shape, p.sharding), values.offset,
                               values.offset + values.n),
                     values.data, values.n});
+  }
+  // --moe-router-enable-expert-bias: each MoE layer's bias, state that is not a parameter,
+  // the same on every TP and DP rank (host fp32): written once, loaded by every rank.
+  const bool writes_replicas = context_.tp_rank() == 0 && context_.dp_cp().rank() == 0;
+  for (ExpertBias* bias : StageExpertBiases(stage_)) {
+    if (saving && !writes_replicas) break;
+    const auto n = static_cast<int64_t>(bias->values().size());
+    refs.push_back({bias->name(), {n}, {IndexRun{0, n}}, bias->mutable_values(), n});
   }
   const bool optimizer = saving ? !c.no_save_optim() : !(c.no_load_optim() || c.finetune());
   if (!optimizer) return refs;
@@ -102,7 +114,9 @@ std::vector<TensorShardRef> TrainingCheckpoints::Tensors(bool saving, HostStagin
   Optimizer& opt = updater_->optimizer();
   for (size_t i = 0; i < opt.segments().size(); ++i) {
     const OptimizerSegment& s = opt.segments()[i];
-    if (saving && (!Writes(*s.owner) || (!dp_shards && context_.dp_cp().rank() != 0))) continue;
+    if (saving && (!Writes(*s.owner) || (!dp_shards && context_.replicas(*s.owner).rank() != 0))) {
+      continue;
+    }
     const std::vector<IndexRun> runs = SliceRuns(
         RunsForSharding(s.owner->global_shape, s.owner->sharding), s.offset, s.offset + s.n);
     refs.push_back({"optimizer.exp_avg/" + s.owner->name, s.owner->global_shape, runs,
@@ -323,9 +337,11 @@ absl::Status TrainingCheckpoints::Unloadable(const absl::Status& error,
 
 bool TrainingCheckpoints::WritesCheckpoints() const {
   const CheckpointConfig& c = config_.checkpoint();
-  // Rank 0 commits; DP rank 0 of each (TP, PP) position writes parameters; with the
-  // distributed optimizer every rank writes its slice of the optimizer state.
+  // Rank 0 commits; DP rank 0 of each (TP, PP) position writes parameters, and expert-data
+  // rank 0 its experts'; with the distributed optimizer every rank writes its slice of the
+  // optimizer state.
   return context_.world().rank() == 0 || context_.dp_cp().rank() == 0 ||
+         context_.expert_dp().rank() == 0 ||
          (config_.parallel().use_distributed_optimizer() && !c.no_save_optim());
 }
 

@@ -19,6 +19,7 @@
 #include "trainer/document_masking.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
+#include "trainer/expert_bias_update.h"
 #include "trainer/flops.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/message_bytes.h"
@@ -216,6 +217,9 @@ class TrainingRun {
       step.learning_rate = rampup_.ramps() ? schedule_.AfterSamples(result_.consumed_samples)
                                            : schedule_.ForIteration(iteration_);
       RETURN_IF_ERROR(UpdateOrSkip(step));
+      // --moe-router-enable-expert-bias: the step's token counts move the expert biases.
+      RETURN_IF_ERROR(FinishExpertBiasStep(stage_, MoeShapeFromConfig(config_.model()),
+                                           StepApplies(step), context_));
     }
     result_.losses.push_back(step.loss);
     result_.grad_norms.push_back(step.grad_norm);
@@ -277,10 +281,14 @@ class TrainingRun {
     return absl::OkStatus();
   }
 
-  // The optimizer step, unless the loss or the gradient norm is NaN or inf: then
-  // --nan-policy stops the run or skips the step.
+  // Whether the step updates the model: not when the loss or the gradient norm is NaN or inf.
+  static bool StepApplies(const StepOutcome& step) {
+    return std::isfinite(step.loss) && std::isfinite(step.grad_norm);
+  }
+  // The optimizer step, unless the step does not apply: then --nan-policy stops the run
+  // or skips the step.
   absl::Status UpdateOrSkip(const StepOutcome& step) {
-    if (std::isfinite(step.loss) && std::isfinite(step.grad_norm)) {
+    if (StepApplies(step)) {
       RETURN_IF_ERROR(updater_->Step(step.grad_norm, step.learning_rate));
       RefreshComputeCopies(stage_->ops(), params_);
       interval_loss_ += step.loss;

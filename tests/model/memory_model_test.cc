@@ -211,6 +211,40 @@ TEST_P(ModelStateBytesTest, EveryDataParallelRankHoldsWhatTheModelPredicts) {
   }
 }
 
+// Under expert parallelism a rank holds E/EP experts, in buffers of their own over the
+// expert-data-parallel group (sharded over it by the distributed optimizer, with a bf16
+// staging bucket of their own): every rank's model state after a real step is what the
+// model predicts, to the byte (EP 2 x expert DP 2 on four ranks).
+TEST(ModelStateTest, ExpertParallelRanksHoldWhatTheModelPredicts) {
+  for (const bool distributed_optimizer : {false, true}) {
+    Layout l = TpDp(1, 4, false, distributed_optimizer);
+    l.moe = true;
+    l.ep = 2;
+    l.bf16 = distributed_optimizer;
+    Config config = TinyConfig(l);
+    config.mutable_training()->set_train_iters(1);
+    config.mutable_parallel()->set_ddp_bucket_size(3000);
+    config.mutable_parallel()->set_grad_reduce_in_bf16(distributed_optimizer);
+    const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+    pipeline::Timeline one_forward;
+    one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
+    absl::StatusOr<LayoutRun> run = RunLayout(config, "state_ep_" + LayoutName(l));
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(run->model_state.size(), 4u);
+    for (int r = 0; r < 4; ++r) {
+      absl::StatusOr<std::vector<RankMemory>> predicted =
+          PredictMemory(config, shape, one_forward, 4, /*data_parallel_rank=*/r);
+      ASSERT_TRUE(predicted.ok()) << predicted.status();
+      const RankMemory& m = predicted->front();
+      const TrainingResult::ModelStateBytes& measured = run->model_state[r];
+      SCOPED_TRACE(LayoutName(l) + ", rank " + std::to_string(r));
+      EXPECT_EQ(measured.weights, m.weight_bytes);
+      EXPECT_EQ(measured.grads, m.grad_bytes);
+      EXPECT_EQ(measured.optimizer, m.optimizer_bytes);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Settings, ModelStateBytesTest,
     ::testing::Values(StateCase{false, false, 1, false, 40000000},

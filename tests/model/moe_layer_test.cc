@@ -3,6 +3,7 @@
 // worked by hand, and its output against the dense MLP it must reduce to.
 #include "model/moe_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -53,6 +54,10 @@ ModelShape MoeShape4(const std::string& variant) {
     s.moe.router.pre_softmax = true;
     s.moe.capacity_factor = 0.75f;
     s.moe.pad_to_capacity = true;
+  } else if (variant == "sigmoid_expert_bias") {
+    s.moe.router.score = RouterScore::kSigmoid;
+    s.moe.expert_bias = true;
+    s.moe.bias_update_rate = 0.01f;
   } else if (variant == "drop_position_top1") {
     s.moe.router.topk = 1;
     s.moe.capacity_factor = 1.0f;
@@ -83,7 +88,7 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
   Decisions base;
   int changed_routing = 0;
   auto run = [&](MoeStash* stash) {
-    const Tensor y = layer.Forward(x, mb, stash);
+    const Tensor y = layer.Forward(x, mb, stash).value();
     return Dot(y, r) + shape.moe.aux_loss_coeff * stash->router.load_balancing_loss +
            shape.moe.z_loss_coeff * stash->router.z_loss;
   };
@@ -95,6 +100,18 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
   };
 
   MoeStash stash;
+  if (layer.expert_bias() != nullptr) {
+    // A bias that changes some tokens' choice: the check then differentiates through
+    // the routing the bias picked.
+    run(&stash);
+    const std::vector<int32_t> unbiased = stash.router.routing.experts;
+    const float bias[] = {-0.05f, 0.0f, 0.05f, 0.1f};
+    std::copy(bias, bias + 4, layer.expert_bias()->mutable_values());
+    stash = MoeStash();
+    run(&stash);
+    EXPECT_NE(stash.router.routing.experts, unbiased) << "the bias changed no choice";
+    stash = MoeStash();
+  }
   run(&stash);
   base = {stash.router.routing.experts, stash.router.keep};
   if (shape.moe.drops_tokens()) {
@@ -102,7 +119,7 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
   }
   EXPECT_GT(stash.router.load_balancing_loss, 0.0);
   EXPECT_GT(stash.router.z_loss, 0.0);
-  const Tensor dx = layer.BackwardInput(x, r, /*aux_loss_scale=*/1.0f, &stash);
+  const Tensor dx = layer.BackwardInput(x, r, /*aux_loss_scale=*/1.0f, &stash).value();
   layer.BackwardWeight(&stash);
 
   std::vector<GradTarget> targets = {{"input", x.data(), dx.data(), x.numel()}};
@@ -122,7 +139,56 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
 
 INSTANTIATE_TEST_SUITE_P(Variants, MoeLayerGradTest,
                          ::testing::Values("softmax_aux_gelu", "sigmoid_seq_aux_shared_swiglu",
-                                           "pre_softmax_drop_probs_padded", "drop_position_top1"));
+                                           "pre_softmax_drop_probs_padded", "drop_position_top1",
+                                           "sigmoid_expert_bias"));
+
+// The expert bias (auxiliary-loss-free balancing) decides which experts a token gets but
+// not their weights: with a bias of 1 on expert 3 (sigmoid scores lie in (0, 1)) every
+// token picks it, and each token's weights are still its unbiased sigmoid scores
+// normalised over its picks, computed here from the router's logits. W counts the kept
+// tokens per expert for the bias update.
+TEST(MoeLayerTest, ExpertBiasSteersTheChoiceNotTheWeights) {
+  const ModelShape shape = MoeShape4("sigmoid_expert_bias");
+  ParameterStore store(/*seed=*/5);
+  const TensorParallel one_rank;
+  MoeLayer layer(&CpuOps::Get(), &store, "layers.0.mlp", shape, one_rank);
+  ASSERT_NE(layer.expert_bias(), nullptr);
+  EXPECT_EQ(layer.expert_bias()->name(), "layers.0.mlp.router.expert_bias");
+  const MicroBatchContext mb{/*iteration=*/1, /*first_sample=*/0, /*batch=*/2, shape.seq};
+  const Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
+  layer.expert_bias()->mutable_values()[3] = 1.0f;
+  MoeStash stash;
+  ASSERT_TRUE(layer.Forward(x, mb, &stash).ok());
+  const std::vector<float>& logits = stash.router.logits;
+  const TopKRouting& routing = stash.router.routing;
+  const int64_t experts = 4, k = 2;
+  int64_t unbiased_choice_differs = 0;
+  for (int64_t t = 0; t < mb.tokens(); ++t) {
+    auto sigmoid = [&](int64_t e) {
+      return 1.0 / (1.0 + std::exp(-double{logits[t * experts + e]}));
+    };
+    const int32_t a = routing.experts[t * k], b = routing.experts[t * k + 1];
+    EXPECT_TRUE(a == 3 || b == 3) << "token " << t << " picked " << a << ", " << b;
+    // Without the bias: the two highest sigmoid scores.
+    int64_t best = 0;
+    for (int64_t e = 1; e < experts; ++e) best = sigmoid(e) > sigmoid(best) ? e : best;
+    int64_t second = best == 0 ? 1 : 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      if (e != best && sigmoid(e) > sigmoid(second)) second = e;
+    }
+    unbiased_choice_differs += (best != 3 && second != 3);
+    const double sum = sigmoid(a) + sigmoid(b);
+    EXPECT_NEAR(routing.probs[t * k], sigmoid(a) / sum, 1e-6) << "token " << t;
+    EXPECT_NEAR(routing.probs[t * k + 1], sigmoid(b) / sum, 1e-6) << "token " << t;
+  }
+  EXPECT_GT(unbiased_choice_differs, 0) << "the bias changed no token's choice";
+  const Tensor dy = RandomTensor({mb.tokens(), shape.hidden}, 2, 1.0f);
+  ASSERT_TRUE(layer.BackwardInput(x, dy, /*aux_loss_scale=*/1.0f, &stash).ok());
+  layer.BackwardWeight(&stash);
+  const absl::Span<const float> counted = layer.expert_bias()->step_tokens();
+  EXPECT_EQ(counted[3], mb.tokens());  // every token's slot for expert 3, none dropped
+  EXPECT_EQ(counted[0] + counted[1] + counted[2] + counted[3], mb.tokens() * k);
+}
 
 TEST(MoeLayerTest, AuxiliaryLossGradientsScaleWithTheLossWeight) {
   // BackwardInput's aux_loss_scale multiplies only the auxiliary losses' part of dx.
@@ -136,8 +202,8 @@ TEST(MoeLayerTest, AuxiliaryLossGradientsScaleWithTheLossWeight) {
   std::vector<std::vector<float>> dx_at;
   for (const float scale : {0.0f, 0.25f, 0.5f}) {
     MoeStash stash;
-    layer.Forward(x, mb, &stash);
-    const Tensor dx = layer.BackwardInput(x, zero, scale, &stash);
+    ASSERT_TRUE(layer.Forward(x, mb, &stash).ok());
+    const Tensor dx = layer.BackwardInput(x, zero, scale, &stash).value();
     dx_at.emplace_back(dx.data(), dx.data() + dx.numel());
   }
   double largest = 0.0;

@@ -87,6 +87,40 @@ TEST(ParallelStateTest, GroupsOfFourRanks) {
   }
 }
 
+// The expert groups: built as rank_layout lists them when EP > 1; with EP = 1 the
+// expert-parallel group is the rank alone and the expert-data group is data x context.
+int CheckExpertGroups(const RankEnvironment& env, int tp, int ep) {
+  auto state = ParallelState::Create(env, tp, 1, absl::Seconds(20), /*transport=*/nullptr,
+                                     /*check_world=*/nullptr, /*cp=*/1, ep);
+  if (!state.ok()) return Fail(env, state.status().ToString());
+  ParallelState& ps = **state;
+  const int world = env.world_size;
+  if (ps.ep_size() != ep) return Fail(env, "ep_size differs from the requested EP");
+  int failures = CheckGroup(env, &ps.ep(),
+                            GroupOf(GroupKind::kExpert, env.rank, tp, 1, world, 1, ep), "ep");
+  failures += CheckGroup(env, &ps.expert_dp(),
+                         GroupOf(GroupKind::kExpertData, env.rank, tp, 1, world, 1, ep),
+                         "expert-dp");
+  if (ep == 1 && &ps.expert_dp() != &ps.dp_cp()) {
+    return Fail(env, "with EP 1 the expert-data group should be data x context itself");
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+TEST(ParallelStateTest, ExpertGroupsOfFourRanks) {
+  // EP 2 over DP 4, EP 2 over DP 2 x TP 2, and EP 1.
+  for (const auto& [tp, ep] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{1, 1}}) {
+    std::ostringstream err;
+    const int code = LaunchLocalRanks(
+        4,
+        [&, tp = tp, ep = ep](const RankEnvironment& env) {
+          return CheckExpertGroups(env, tp, ep);
+        },
+        err);
+    EXPECT_EQ(code, 0) << "TP " << tp << " EP " << ep << ": " << err.str();
+  }
+}
+
 // With a device transport, every group of two or more ranks carries host buffers
 // through gloo and device buffers through the transport; one-rank groups need none.
 int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {

@@ -59,6 +59,32 @@ TEST(RankLayoutTest, ContextParallelGroupsInMegatronOrder) {
                                              "   2   0   0   0   1\n"));
 }
 
+// Megatron's expert rank generator (order tp-ep-dp-pp, expert TP = TP): with TP 2, PP 2
+// and DP 4 (16 ranks, rank = pp*8 + dp*2 + tp), EP 2 pairs data-parallel ranks 0-1 and
+// 2-3 of each stage and tensor slice; the expert-data-parallel groups join dp 0 with 2
+// and 1 with 3.
+TEST(RankLayoutTest, ExpertGroupsInMegatronOrder) {
+  EXPECT_EQ(AllGroups(GroupKind::kExpert, 2, 2, 16, 1, 2),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertData, 2, 2, 16, 1, 2),
+            (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}}));
+  // EP = DP: one expert-parallel group per stage and slice, expert data parallelism of one.
+  EXPECT_EQ(AllGroups(GroupKind::kExpert, 1, 1, 4, 1, 4), (Groups{{0, 1, 2, 3}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertData, 1, 1, 4, 1, 4), (Groups{{0}, {1}, {2}, {3}}));
+  // EP = 1: every rank alone holds all experts, expert data parallelism is DP.
+  EXPECT_EQ(AllGroups(GroupKind::kExpert, 2, 1, 4), (Groups{{0}, {1}, {2}, {3}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertData, 2, 1, 4), (Groups{{0, 2}, {1, 3}}));
+  // Megatron folds CP into the experts' data x context ranks (rank = dp*2 + cp here).
+  EXPECT_EQ(AllGroups(GroupKind::kExpert, 1, 1, 8, 2, 4), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertData, 1, 1, 8, 2, 4),
+            (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_THAT(ValidateLayout(2, 1, 12, 1, 4).message(),
+              HasSubstr("--expert-model-parallel-size (4) must be at least 1 and divide the "
+                        "data-parallel size x --context-parallel-size (6)"));
+  EXPECT_FALSE(ValidateLayout(1, 1, 4, 1, 0).ok());
+  EXPECT_TRUE(ValidateLayout(2, 2, 16, 1, 4).ok());
+}
+
 TEST(RankLayoutTest, CoordsFollowTpThenDpThenPp) {
   // rank = pp * (TP * DP) + dp * TP + tp
   const RankCoords c = CoordsOf(13, 2, 4, 16);

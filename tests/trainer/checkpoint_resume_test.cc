@@ -1,8 +1,9 @@
 // Checkpoints end to end: a run stopped after 10 iterations and resumed for 10 more
 // equals 20 uninterrupted iterations bit for bit (same layout; sync and async saves;
-// replicated and distributed optimizer, the latter also under bf16), and a checkpoint saved under one layout
-// resumes under others (TP, PP with virtual stages, CP, DP and the optimizer's sharding
-// all change) to follow the uninterrupted run within the equivalence tolerance.
+// replicated and distributed optimizer, the latter also under bf16; MoE expert biases), and
+// a checkpoint saved under one layout resumes under others (TP, PP with virtual stages, CP,
+// DP and the optimizer's sharding all change) to follow the uninterrupted run within the
+// equivalence tolerance.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -96,6 +97,15 @@ INSTANTIATE_TEST_SUITE_P(
                                   return l;
                                 }(),
                                 false},
+                      // The expert biases (state, not parameters) saved and restored.
+                      ExactCase{"dp2_moe_expert_bias_sync",
+                                [] {
+                                  Layout l = DistributedDp2();
+                                  l.moe = true;
+                                  l.expert_bias = true;
+                                  return l;
+                                }(),
+                                false},
                       // --qk-layernorm's norms saved and restored.
                       ExactCase{"tp2_qk_layernorm_sync",
                                 [] {
@@ -164,6 +174,57 @@ TEST(CheckpointReshardingTest, ResumesAcrossContextParallelSizes) {
   absl::StatusOr<LayoutRun> on_cp4 = SecondHalf(cp4, from_one, "one_to_cp4");
   ASSERT_TRUE(on_cp4.ok()) << on_cp4.status();
   ExpectFollows(*on_cp4, *reference);
+}
+
+// A mixture of experts' experts are TP-sharded like the dense MLP: a checkpoint saved
+// under TP 2 (with SP) x DP 2 and the distributed optimizer resumes on one rank and
+// follows the uninterrupted one-rank run (routing, drops and auxiliary losses included;
+// with --moe-router-enable-expert-bias also the expert biases, written once).
+TEST(CheckpointReshardingTest, MixtureOfExpertsResumesUnderOtherLayouts) {
+  for (const bool expert_bias : {false, true}) {
+    const std::string name = expert_bias ? "moe_expert_bias" : "moe";
+    Layout saving = TpDp(2, 2, true, true);
+    saving.moe = true;
+    saving.expert_bias = expert_bias;
+    Layout one;
+    one.moe = true;
+    one.expert_bias = expert_bias;
+    absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(one), name + "_reference");
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    const std::string save = FreshDir(name + "_ckpt");
+    ASSERT_TRUE(FirstHalf(saving, save, false, name + "_first").ok());
+    absl::StatusOr<LayoutRun> on_one = SecondHalf(one, save, name + "_to_one");
+    ASSERT_TRUE(on_one.ok()) << on_one.status();
+    SCOPED_TRACE(name);
+    ExpectFollows(*on_one, *reference);
+  }
+}
+
+// Expert parallelism: each expert's values and optimizer state are written once (by the
+// expert-data-parallel rank 0, or the distributed optimizer's expert-data shards) under
+// the global expert index, so a checkpoint saved under EP 2 x expert DP 2 with the
+// distributed optimizer resumes on one rank, and one saved on one rank resumes under
+// EP 4, both following the uninterrupted one-rank run.
+TEST(CheckpointReshardingTest, ResumesAcrossExpertParallelSizes) {
+  Layout ep2 = TpDp(1, 4, false, true);
+  ep2.moe = true;
+  ep2.ep = 2;
+  Layout ep4 = TpDp(1, 4, false, false);
+  ep4.moe = true;
+  ep4.ep = 4;
+  Layout one;
+  one.moe = true;
+  absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(one), "ep_reference");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string from_ep2 = FreshDir("ep2_ckpt"), from_one = FreshDir("ep1_ckpt");
+  ASSERT_TRUE(FirstHalf(ep2, from_ep2, false, "ep2_first").ok());
+  ASSERT_TRUE(FirstHalf(one, from_one, false, "ep1_first").ok());
+  absl::StatusOr<LayoutRun> on_one = SecondHalf(one, from_ep2, "ep2_to_one");
+  ASSERT_TRUE(on_one.ok()) << on_one.status();
+  ExpectFollows(*on_one, *reference);
+  absl::StatusOr<LayoutRun> on_ep4 = SecondHalf(ep4, from_one, "one_to_ep4");
+  ASSERT_TRUE(on_ep4.ok()) << on_ep4.status();
+  ExpectFollows(*on_ep4, *reference);
 }
 
 // The bf16 master pieces saved by DP 2 reshard: resumed under DP 4 (other pieces) and

@@ -100,13 +100,50 @@ TEST(ValidateConfigTest, MixtureOfExpertsRules) {
   EXPECT_THAT(problems, Contains(StartsWith("--moe-pad-expert-input-to-capacity")));
   EXPECT_THAT(problems, Contains(StartsWith("--moe-aux-loss-coeff -1 must not be negative")));
   EXPECT_THAT(problems, Contains(HasSubstr("add --disable-bias-linear")));
-  EXPECT_THAT(problems, Contains(StartsWith("--moe-router-enable-expert-bias: not implemented")));
+  EXPECT_THAT(problems, Contains(HasSubstr("works with sigmoid scores only, as in Megatron: "
+                                           "add --moe-router-score-function sigmoid")));
   EXPECT_THAT(problems, Contains(HasSubstr("needs --sequence-parallel")));
   c.mutable_parallel()->set_sequence_parallel(true);
   c.mutable_model()->set_moe_ffn_hidden_size(33);
   EXPECT_THAT(Validate(c, 2),
               Contains(StartsWith("--moe-ffn-hidden-size 33 must be divisible by "
                                   "--tensor-model-parallel-size 2")));
+}
+
+TEST(ValidateConfigTest, ExpertBiasNeedsSigmoidScoresAndARateOfAtLeastZero) {
+  Config c = Valid();
+  c.mutable_model()->set_num_experts(4);
+  c.mutable_model()->set_disable_bias_linear(true);
+  c.mutable_model()->set_moe_router_enable_expert_bias(true);
+  c.mutable_model()->set_moe_router_score_function("sigmoid");
+  EXPECT_THAT(Validate(c), IsEmpty());
+  c.mutable_model()->set_moe_router_bias_update_rate(-0.001f);
+  EXPECT_THAT(Validate(c),
+              Contains(StartsWith("--moe-router-bias-update-rate -0.001 must not be negative")));
+}
+
+TEST(ValidateConfigTest, ExpertParallelRules) {
+  Config c = Valid();
+  c.mutable_parallel()->set_expert_model_parallel_size(2);
+  SetWorld(&c, 4);
+  EXPECT_THAT(Validate(c, 4), Contains(HasSubstr("--expert-model-parallel-size 2 splits a "
+                                                 "mixture of experts' experts over ranks: add "
+                                                 "--num-experts")));
+  c.mutable_model()->set_num_experts(3);
+  c.mutable_model()->set_disable_bias_linear(true);
+  c.mutable_parallel()->set_expert_model_parallel_size(4);
+  c.mutable_parallel()->set_tensor_model_parallel_size(2);
+  c.mutable_parallel()->set_sequence_parallel(true);
+  std::vector<std::string> problems = Validate(c, 4);
+  EXPECT_THAT(problems, Contains(StartsWith("--num-experts 3 must be divisible by "
+                                            "--expert-model-parallel-size 4")));
+  EXPECT_THAT(problems, Contains(HasSubstr("must divide the data-parallel ranks (2 = world size "
+                                           "4 / (TP x PP))")));
+  c.mutable_parallel()->set_expert_model_parallel_size(0);
+  EXPECT_THAT(Validate(c, 4),
+              Contains(StartsWith("--expert-model-parallel-size 0 must be at least 1")));
+  c.mutable_parallel()->set_expert_model_parallel_size(1);
+  EXPECT_THAT(Validate(c, 4), IsEmpty());
 }
 
 TEST(ValidateConfigTest, SizesMustBePositive) {

@@ -15,6 +15,7 @@
 #include "tests/util/test_dirs.h"
 #include "trainer/backend.h"
 #include "trainer/config_validation.h"
+#include "trainer/expert_bias_update.h"
 #include "trainer/rank_training.h"
 #include "trainer/resolved_config.h"
 
@@ -43,7 +44,8 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
       ParallelState::Create(env, config.parallel().tensor_model_parallel_size(),
                             config.parallel().pipeline_model_parallel_size(), absl::Seconds(60),
                             test_transport != nullptr ? test_transport.get() : backend->transport,
-                            /*check_world=*/nullptr, config.parallel().context_parallel_size());
+                            /*check_world=*/nullptr, config.parallel().context_parallel_size(),
+                            config.parallel().expert_model_parallel_size());
   if (!state.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
     return 1;
@@ -72,16 +74,25 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
       << MemoryTracker::Global().peak_total() << " " << model_state.weights << " "
       << model_state.grads << " " << model_state.optimizer << "\n";
   }
-  if ((*state)->coords().dp == 0 && (*state)->coords().cp == 0) {
+  // Each value once: a parameter's from rank 0 of the ranks holding it (an expert's from
+  // its expert-data-parallel rank 0).
+  if ((*state)->dp_cp().rank() == 0 || (*state)->expert_dp().rank() == 0) {
     std::ofstream f(absl::StrFormat("%s/params.%d", dir, env.rank));
     for (Parameter* p : run->stage->parameters()) {
       // Under --bf16 the distributed optimizer keeps some parameters' fp32 values only in
       // its master shard, gone with the run: bf16 layouts compare curves only.
       if (p->value.empty()) continue;
+      if ((p->expert_parallel ? (*state)->expert_dp() : (*state)->dp_cp()).rank() != 0) continue;
       const std::vector<int64_t> index = GlobalIndices(*p);
       for (size_t i = 0; i < index.size(); ++i) {
         f << p->name << " " << index[i] << " " << absl::StrFormat("%.9g", p->value.data()[i])
           << "\n";
+      }
+    }
+    for (const ExpertBias* bias : StageExpertBiases(run->stage.get())) {
+      if ((*state)->dp_cp().rank() != 0) break;
+      for (size_t e = 0; e < bias->values().size(); ++e) {
+        f << bias->name() << " " << e << " " << absl::StrFormat("%.9g", bias->values()[e]) << "\n";
       }
     }
   }
@@ -119,12 +130,14 @@ Layout OneRank(const Layout& layout) {
   one.documents = layout.documents;
   one.per_token_loss = layout.per_token_loss;
   one.moe = layout.moe;
+  one.expert_bias = layout.expert_bias;
   return one;
 }
 
 std::string LayoutName(const Layout& l) {
   std::string name = absl::StrFormat("TP%dxPP%dxDP%d_L%d", l.tp, l.pp, l.dp, l.layers);
   if (l.cp > 1) name += absl::StrFormat("_CP%d", l.cp);
+  if (l.ep > 1) name += absl::StrFormat("_EP%d", l.ep);
   if (l.sequence_parallel) name += "_SP";
   if (l.distributed_optimizer) name += "_DistOpt";
   if (!l.schedule.empty()) name += "_" + l.schedule;
@@ -142,6 +155,7 @@ std::string LayoutName(const Layout& l) {
   if (l.documents) name += "_documents";
   if (l.per_token_loss) name += "_per_token_loss";
   if (l.moe) name += "_moe";
+  if (l.expert_bias) name += "_expert_bias";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -168,6 +182,11 @@ Config TinyConfig(const Layout& l) {
     m.set_moe_aux_loss_coeff(0.01f);
     m.set_moe_z_loss_coeff(0.001f);
     m.set_moe_expert_capacity_factor(1.25f);
+    if (l.expert_bias) {
+      m.set_moe_router_score_function("sigmoid");
+      m.set_moe_router_enable_expert_bias(true);
+      m.set_moe_router_bias_update_rate(0.01f);
+    }
   }
   m.set_hidden_size(32);
   m.set_num_attention_heads(4);
@@ -188,6 +207,7 @@ Config TinyConfig(const Layout& l) {
   c.mutable_parallel()->set_tensor_model_parallel_size(l.tp);
   c.mutable_parallel()->set_pipeline_model_parallel_size(l.pp);
   c.mutable_parallel()->set_context_parallel_size(l.cp);
+  c.mutable_parallel()->set_expert_model_parallel_size(l.ep);
   c.mutable_parallel()->set_nproc_per_node(l.tp * l.cp * l.pp * l.dp);
   c.mutable_parallel()->set_pipeline_schedule(l.schedule);
   if (l.chunks > 1) c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(l.chunks);

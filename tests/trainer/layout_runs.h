@@ -22,6 +22,7 @@ struct Layout {
   int tp = 1;
   int dp = 1;
   int cp = 1;  // --context-parallel-size
+  int ep = 1;  // --expert-model-parallel-size (with `moe`; divides dp)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   int pp = 1;
@@ -47,6 +48,10 @@ struct Layout {
   // A mixture of experts in every layer: 4 experts, top-2, both auxiliary losses and a
   // capacity that drops tokens; no biases.
   bool moe = false;
+  // With `moe`: sigmoid scores and auxiliary-loss-free balancing
+  // (--moe-router-enable-expert-bias, a rate large enough to change the routing between
+  // steps).
+  bool expert_bias = false;
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);
@@ -59,7 +64,7 @@ std::string LayoutName(const Layout& l);
 // resolved for its world size; tests add checkpoint flags before running it.
 Config TinyConfig(const Layout& layout);
 
-// Global parameter values by name.
+// Global parameter values by name (and the MoE layers' expert biases, by theirs).
 using GlobalParams = std::map<std::string, std::vector<float>>;
 
 struct LayoutRun {

@@ -5,7 +5,8 @@
 // within 1e-5 relative, and every parameter after training. The router works per
 // micro-batch on all its tokens, so every layout routes (and drops) the same tokens and
 // weighs the auxiliary losses alike (1 / (M * DP), as Megatron does); under TP the experts
-// are split like the dense MLP.
+// are split like the dense MLP. With --moe-router-enable-expert-bias the layouts also end
+// with the one-rank run's expert biases.
 #include <string>
 #include <vector>
 
@@ -20,6 +21,16 @@ Layout Moe(Layout layout) {
   return layout;
 }
 
+// Auxiliary-loss-free balancing (sigmoid scores, a bias rate that changes the routing):
+// every layout's expert biases (compared as parameters) move alike, so data-parallel
+// ranks must sum their token counts before the update; tensor-parallel ranks route the
+// same tokens and hold the same biases.
+Layout MoeExpertBias(Layout layout) {
+  layout.moe = true;
+  layout.expert_bias = true;
+  return layout;
+}
+
 class MoeEquivalenceTest : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(MoeEquivalenceTest, MatchesOneRank) {
@@ -28,6 +39,11 @@ TEST_P(MoeEquivalenceTest, MatchesOneRank) {
   absl::StatusOr<LayoutRun> reference = RunLayout(one, "reference_" + LayoutName(layout));
   ASSERT_TRUE(reference.ok()) << reference.status();
   ASSERT_TRUE(reference->params.count("layers.1.mlp.experts.3.fc2.weight"));
+  if (layout.expert_bias) {
+    const std::vector<float>& bias = reference->params.at("layers.1.mlp.router.expert_bias");
+    ASSERT_EQ(bias.size(), 4u);
+    EXPECT_NE(bias, std::vector<float>(4, 0.0f)) << "the expert bias never moved";
+  }
   absl::StatusOr<LayoutRun> run = RunLayout(TinyConfig(layout), LayoutName(layout));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectCurvesFollow(*run, *reference, 1e-5, 1e-5);
@@ -42,16 +58,52 @@ std::vector<Layout> MoeLayouts() {
   Layout tp_pp = Pipeline(2, "1f1b", 1, 2);
   tp_pp.tp = 2;
   tp_pp.sequence_parallel = true;
+  Layout expert_parallel_bias = MoeExpertBias(TpDp(1, 4, false, true));
+  expert_parallel_bias.ep = 2;  // the counts still sum over all four data-parallel ranks
   return {Moe(Pipeline(2, "1f1b", 1, 2)),
           Moe(TpDp(1, 2, false, true)),
           Moe(Pipeline(2, "interleaved-1f1b", 2, 4)),
           Moe(zero_bubble_dp),
           Moe(TpDp(2, 1, true, false)),
           Moe(TpDp(2, 2, true, true)),
-          Moe(tp_pp)};
+          Moe(tp_pp),
+          MoeExpertBias(TpDp(1, 2, false, true)),
+          MoeExpertBias(Pipeline(2, "1f1b", 1, 2)),
+          MoeExpertBias(Pipeline(2, "interleaved-1f1b", 2, 4)),
+          MoeExpertBias(TpDp(2, 1, true, false)),
+          expert_parallel_bias};
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeEquivalenceTest, ::testing::ValuesIn(MoeLayouts()),
+                         [](const ::testing::TestParamInfo<Layout>& test) {
+                           return LayoutName(test.param);
+                         });
+
+// Expert parallelism: EP consecutive data-parallel ranks share the four experts, tokens
+// cross the expert-parallel group to their experts and back, and the experts' gradients
+// are summed over the expert-data-parallel ranks only (EP x expert DP = DP).
+Layout ExpertParallel(Layout layout, int ep) {
+  layout.moe = true;
+  layout.ep = ep;
+  return layout;
+}
+
+std::vector<Layout> ExpertParallelLayouts() {
+  Layout pp_dp = Pipeline(2, "1f1b", 1, 2);
+  pp_dp.dp = 2;
+  Layout overlapped = TpDp(1, 4, false, false);
+  overlapped.overlap_grad_reduce = true;
+  return {ExpertParallel(TpDp(1, 2, false, false), 2),
+          ExpertParallel(TpDp(1, 2, false, true), 2),
+          ExpertParallel(TpDp(1, 4, false, false), 4),
+          ExpertParallel(TpDp(2, 2, true, false), 2),
+          ExpertParallel(pp_dp, 2),
+          ExpertParallel(TpDp(1, 4, false, true), 2),
+          ExpertParallel(overlapped, 2)};
+}
+
+INSTANTIATE_TEST_SUITE_P(ExpertParallel, MoeEquivalenceTest,
+                         ::testing::ValuesIn(ExpertParallelLayouts()),
                          [](const ::testing::TestParamInfo<Layout>& test) {
                            return LayoutName(test.param);
                          });

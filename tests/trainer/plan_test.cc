@@ -126,5 +126,26 @@ TEST(PlanTest, ContextParallelTrafficIsRingAttentionsBlocks) {
   EXPECT_THAT(plan, ::testing::Not(HasSubstr("data-parallel 0.00 MiB")));
 }
 
+// EP 2 on DP 4: the expert groups as Megatron lays them out, each rank's experts, and the
+// all-to-all's bytes counted here: per MoE layer and micro-batch 4 exchanges (dispatch,
+// combine and their gradients) of 4 samples x 128 tokens x top-2 rows of 128 fp32
+// channels, half of them to the other rank; 4 MoE layers, 2 micro-batches (batch 32).
+TEST(PlanTest, ExpertParallelismNamesItsGroupsAndAllToAll) {
+  std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
+                                   "--hidden-size", "128", "--num-attention-heads", "4",
+                                   "--seq-length", "128", "--micro-batch-size", "4",
+                                   "--global-batch-size", "32", "--num-experts", "8",
+                                   "--moe-ffn-hidden-size", "64", "--disable-bias-linear",
+                                   "--expert-model-parallel-size", "2", "--nproc-per-node", "4"};
+  const std::string plan = PlanOf(args, 4);
+  const double bytes = 4 * 4 * 2 * (4.0 * 128 * 2 * 0.5 * 128 * 4);
+  EXPECT_THAT(plan, HasSubstr(absl::StrFormat(
+                        "plan: expert parallelism: EP 2 x expert DP 2, 4 of 8 experts per rank "
+                        "per MoE layer (%d parameters per rank and layer); expert-parallel "
+                        "groups [0,1] [2,3]; expert-data-parallel groups [0,2] [1,3]; "
+                        "all-to-all at most %.2f MiB per step and rank",
+                        4 * (64 * 128 + 128 * 64), bytes / (1 << 20))));
+}
+
 }  // namespace
 }  // namespace conveyor

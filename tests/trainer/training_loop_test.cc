@@ -2,6 +2,7 @@
 // gradient accumulation is exact, and NaNs are caught.
 #include "trainer/training_loop.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "runtime/memory_tracker.h"
 #include "trainer/config_validation.h"
 #include "trainer/evaluation.h"
+#include "trainer/expert_bias_update.h"
 
 namespace conveyor {
 namespace {
@@ -150,6 +152,44 @@ TEST(TrainingLoopTest, NanPolicySkipSkipsStepsAndReportsThem) {
   EXPECT_TRUE(std::isinf(p->value.data()[0]));  // no update was applied
   EXPECT_THAT(log.str(), ::testing::HasSubstr("number of nan iterations:   1"));
   EXPECT_THAT(metrics.str(), ::testing::HasSubstr("\"lm_loss\": null"));
+}
+
+// --moe-router-enable-expert-bias: a skipped step (NaN) leaves the expert biases alone
+// and drops its token counts; the same step applied moves them by the rate (every token
+// is the same, so each layer's tokens all go to the same two experts, over the mean).
+TEST(TrainingLoopTest, SkippedStepsLeaveTheExpertBiasAlone) {
+  for (const bool skipped : {false, true}) {
+    Config c = SmallConfig();
+    c.mutable_model()->set_num_experts(4);
+    c.mutable_model()->set_disable_bias_linear(true);
+    c.mutable_model()->set_moe_router_score_function("sigmoid");
+    c.mutable_model()->set_moe_router_enable_expert_bias(true);
+    c.mutable_model()->set_moe_router_bias_update_rate(0.25f);
+    c.mutable_training()->set_nan_policy("skip");
+    c.mutable_training()->set_train_iters(1);
+    c = Resolve(c);
+    std::unique_ptr<GptStage> model = OneRankModel(c);
+    // The word embedding of token 0 (NanSource's tokens are all 1): the tied output
+    // layer's logit for token 0 turns inf, the loss NaN, the routing stays finite.
+    if (skipped) model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::infinity();
+    absl::StatusOr<TrainingResult> r =
+        Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->skipped_iterations, skipped ? 1 : 0);
+    const std::vector<ExpertBias*> biases = StageExpertBiases(model.get());
+    ASSERT_EQ(biases.size(), 2u);
+    for (const ExpertBias* bias : biases) {
+      const std::vector<float> values(bias->values().begin(), bias->values().end());
+      std::vector<float> sorted = values;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(sorted, skipped ? std::vector<float>(4, 0.0f)
+                                : std::vector<float>({-0.25f, -0.25f, 0.25f, 0.25f}))
+          << bias->name();
+      EXPECT_EQ(std::vector<float>(bias->step_tokens().begin(), bias->step_tokens().end()),
+                std::vector<float>(4, 0.0f))
+          << bias->name();
+    }
+  }
 }
 
 TEST(TrainingLoopTest, LogsEveryIntervalInMegatronFormat) {

@@ -179,50 +179,45 @@ absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Confi
   ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
   const std::string path = JoinPath(dir, kHfConfigFile);
   ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
-  if (arch->family == HfFamily::kGpt2) {
-    std::set<std::string> wanted;
-    for (const auto& [name, indices] : request) wanted.insert(name);
-    ASSIGN_OR_RETURN(const GlobalTensorMap whole, ReadHf(dir, config, &wanted));
-    HfElementValues values;
-    for (const auto& [name, indices] : request) {
-      const auto it = whole.find(name);
-      if (it == whole.end()) {
-        return absl::NotFoundError(absl::StrCat("--load-hf ", dir, ": no tensor for ", name));
-      }
-      std::vector<float>& picked = values[name];
-      for (const int64_t i : indices) picked.push_back(it->second[i]);
-    }
-    return values;
-  }
-  Config agreed = config;
-  RETURN_IF_ERROR(ApplyLlamaConfigJson(hf, path, *arch, &agreed));
-  ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
-                   _ << "cannot load the " << arch->class_name << " model in " << dir);
   ASSIGN_OR_RETURN(MappedHfWeights weights, MappedHfWeights::Open(dir));
-  const std::set<std::string> known = LlamaHfSources(dims, nullptr);
+  const HfShapeOf shape_of = [&](const std::string& name) -> const std::vector<int64_t>* {
+    const SafetensorsEntry* entry = weights.Find(name);
+    return entry == nullptr ? nullptr : &entry->shape;
+  };
+  const HfRangeReader read = [&](const std::string& name, int64_t begin, int64_t count,
+                                 float* out) { return weights.Read(name, begin, count, out); };
+  absl::StatusOr<HfElementValues> values;
   std::vector<std::string> unexpected;
-  for (const std::string& name : weights.Names()) {
-    const bool tied_head = dims.tied && name == "lm_head.weight";
-    if (known.count(name) == 0 && !tied_head && !IsLlamaBuffer(name)) unexpected.push_back(name);
+  if (arch->family == HfFamily::kGpt2) {
+    ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, PaddedVocabSize(config)),
+                     _ << "cannot load the GPT-2 model in " << dir);
+    RETURN_IF_ERROR(CheckGpt2ConfigJson(hf, path, config, dims));
+    unexpected = UnexpectedGpt2Tensors(weights.Names(), dims);
+    if (unexpected.empty()) values = HfToConveyorGpt2Elements(dims, request, shape_of, read);
+  } else {
+    // Every flag the file fixes must hold its value: applying it again changes nothing.
+    Config agreed = config;
+    RETURN_IF_ERROR(ApplyLlamaConfigJson(hf, path, *arch, &agreed));
+    ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
+                     _ << "cannot load the " << arch->class_name << " model in " << dir);
+    const std::set<std::string> known = LlamaHfSources(dims, nullptr);
+    for (const std::string& name : weights.Names()) {
+      const bool tied_head = dims.tied && name == "lm_head.weight";
+      if (known.count(name) == 0 && !tied_head && !IsLlamaBuffer(name)) {
+        unexpected.push_back(name);
+      }
+    }
+    if (unexpected.empty()) values = HfToConveyorLlamaElements(dims, request, shape_of, read);
   }
   if (!unexpected.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         dir,
         ": tensors the configured model has no place for (more layers than config.json "
-        "says, or biases the architecture lacks?): ",
+        "says, or tensors the architecture lacks?): ",
         absl::StrJoin(unexpected, ", ")));
   }
-  ASSIGN_OR_RETURN(HfElementValues values,
-                   HfToConveyorLlamaElements(
-                       dims, request,
-                       [&](const std::string& name) -> const std::vector<int64_t>* {
-                         const SafetensorsEntry* entry = weights.Find(name);
-                         return entry == nullptr ? nullptr : &entry->shape;
-                       },
-                       [&](const std::string& name, int64_t begin, int64_t count, float* out) {
-                         return weights.Read(name, begin, count, out);
-                       }),
-                   _ << dir);
+  if (!values.ok())
+    return absl::Status(values.status().code(), absl::StrCat(dir, ": ", values.status().message()));
   if (bytes_read != nullptr) *bytes_read = weights.bytes_read();
   return values;
 }

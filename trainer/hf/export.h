@@ -70,11 +70,11 @@ absl::Status ApplyHfConfig(const std::string& dir, Config* config);
 using HfElementRequest = std::map<std::string, std::vector<int64_t>>;
 using HfElementValues = std::map<std::string, std::vector<float>>;
 
-// ReadHf for a rank that keeps slices: a Llama-family folder is memory-mapped and only
-// the requested elements' bytes are read (their count goes to `bytes_read` when not
-// null), so a tensor-parallel rank reads its rows or columns of each tensor. A GPT-2
-// folder is read whole (ReadHf) and the elements picked from it. Unexpected HF tensors
-// are refused as ReadHf refuses them; a tied model's lm_head.weight is not read.
+// ReadHf for a rank that keeps slices: the folder is memory-mapped and only the
+// requested elements' bytes are read (their count goes to `bytes_read` when not null),
+// so a tensor-parallel rank reads its rows or columns of each tensor (GPT-2's transposed
+// Conv1D weights element by element). Unexpected HF tensors are refused as ReadHf
+// refuses them; a tied model's lm_head.weight is never read, so not compared either.
 absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Config& config,
                                              const HfElementRequest& request,
                                              int64_t* bytes_read = nullptr);

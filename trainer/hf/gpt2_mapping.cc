@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "proto/config_choices.h"
 #include "trainer/checkpoint/index_runs.h"
 
@@ -139,7 +140,99 @@ std::vector<float> FromHf(const TensorPair& pair, const HfTensor& tensor, const 
   return {};
 }
 
+std::string WithoutPrefix(const std::string& name) {
+  return absl::StartsWith(name, kHfPrefix) ? name.substr(sizeof(kHfPrefix) - 1) : name;
+}
+
+// Where HF stores element `index` of `pair`'s Conveyor tensor (flat, row-major in the
+// file's shape `hf_shape`); -1 for a padding row.
+int64_t HfElementOf(const TensorPair& pair, int64_t index, const Gpt2Dims& dims,
+                    const std::vector<int64_t>& hf_shape) {
+  switch (pair.layout) {
+    case Layout::kSame:
+    case Layout::kPositionRows:  // the first rows; the widths agree
+      return index;
+    case Layout::kVocabRows:
+      return index < dims.vocab * dims.hidden ? index : -1;
+    case Layout::kTransposed: {  // Conveyor [R, C] -> HF [C, R]
+      const int64_t columns = pair.conveyor_shape[1];
+      return (index % columns) * hf_shape[1] + index / columns;
+    }
+    case Layout::kQkvBias:
+      return GroupedQkvRowToHfColumn(index, dims.heads, dims.head_dim());
+    case Layout::kQkvWeight: {  // Conveyor [3h, h] -> HF [h, 3h], columns regrouped
+      const int64_t row = index / dims.hidden, i = index % dims.hidden;
+      return i * 3 * dims.hidden + GroupedQkvRowToHfColumn(row, dims.heads, dims.head_dim());
+    }
+  }
+  return -1;
+}
+
 }  // namespace
+
+std::vector<std::string> UnexpectedGpt2Tensors(const std::vector<std::string>& names,
+                                               const Gpt2Dims& dims) {
+  std::set<std::string> known;
+  for (const TensorPair& pair : Gpt2Pairs(dims)) known.insert(pair.hf);
+  std::vector<std::string> unexpected;
+  for (const std::string& full_name : names) {
+    const std::string name = WithoutPrefix(full_name);
+    if (name != "lm_head.weight" && !IsGpt2MaskBuffer(name) && known.count(name) == 0) {
+      unexpected.push_back(full_name);
+    }
+  }
+  return unexpected;
+}
+
+absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2Elements(
+    const Gpt2Dims& dims, const std::map<std::string, std::vector<int64_t>>& wanted,
+    const HfShapeOf& shape_of, const HfRangeReader& read) {
+  std::map<std::string, const TensorPair*> by_name;
+  const std::vector<TensorPair> pairs = Gpt2Pairs(dims);
+  for (const TensorPair& pair : pairs) by_name[pair.conveyor] = &pair;
+  GlobalTensorMap out;
+  for (const auto& [name, indices] : wanted) {
+    const auto found = by_name.find(name);
+    if (found == by_name.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2 import: the model's tensor ", name, " has no GPT-2 source"));
+    }
+    const TensorPair& pair = *found->second;
+    std::string hf_name = kHfPrefix + pair.hf;
+    const std::vector<int64_t>* shape = shape_of(hf_name);
+    if (shape == nullptr) {
+      hf_name = pair.hf;
+      shape = shape_of(hf_name);
+    }
+    if (shape == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2 import: tensor ", kHfPrefix, pair.hf, " is missing"));
+    }
+    const bool fits =
+        pair.layout == Layout::kPositionRows
+            ? shape->size() == 2 && (*shape)[1] == dims.hidden && (*shape)[0] >= dims.positions
+            : *shape == pair.hf_shape;
+    if (!fits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2 import: tensor ", hf_name, " has shape ", FormatShape(*shape),
+                       "; the configured model needs ", FormatShape(pair.hf_shape)));
+    }
+    std::vector<float>& values = out[name];
+    values.assign(indices.size(), 0.0f);  // padding rows stay 0
+    for (size_t i = 0; i < indices.size();) {
+      // A run: consecutive Conveyor elements that HF stores consecutively too.
+      const int64_t first = HfElementOf(pair, indices[i], dims, *shape);
+      size_t end = i + 1;
+      while (first >= 0 && end < indices.size() &&
+             HfElementOf(pair, indices[end], dims, *shape) == first + int64_t(end - i)) {
+        ++end;
+      }
+      if (first >= 0) RETURN_IF_ERROR(read(hf_name, first, int64_t(end - i), values.data() + i));
+      i = end;
+    }
+  }
+  return out;
+}
 
 absl::Status CheckGpt2Architecture(const Config& config) {
   const ModelConfig& m = config.model();
@@ -245,26 +338,20 @@ absl::StatusOr<HfTensorMap> ConveyorToHfGpt2(const GlobalTensorMap& tensors, con
 }
 
 absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors, const Gpt2Dims& dims) {
+  std::vector<std::string> names;
+  for (const auto& [full_name, tensor] : tensors) names.push_back(full_name);
+  const std::vector<std::string> unexpected = UnexpectedGpt2Tensors(names, dims);
   // Index the file's tensors by their name without the optional prefix.
   std::map<std::string, const HfTensor*> by_name;
-  std::vector<std::string> unexpected;
   const HfTensor* lm_head = nullptr;
   const std::vector<TensorPair> pairs = Gpt2Pairs(dims);
-  std::set<std::string> known;
-  for (const TensorPair& pair : pairs) known.insert(pair.hf);
   for (const auto& [full_name, tensor] : tensors) {
-    const std::string name = absl::StartsWith(full_name, kHfPrefix)
-                                 ? full_name.substr(sizeof(kHfPrefix) - 1)
-                                 : full_name;
+    const std::string name = WithoutPrefix(full_name);
     if (name == "lm_head.weight") {
       lm_head = &tensor;
       continue;
     }
     if (IsGpt2MaskBuffer(name)) continue;
-    if (known.count(name) == 0) {
-      unexpected.push_back(full_name);
-      continue;
-    }
     if (!by_name.emplace(name, &tensor).second) {
       return absl::InvalidArgumentError(absl::StrCat("GPT-2 import: tensor ", name,
                                                      " appears both with and without the \"",

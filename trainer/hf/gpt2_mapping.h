@@ -16,6 +16,7 @@
 #define CONVEYOR_TRAINER_HF_GPT2_MAPPING_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ namespace conveyor {
 // Whole global tensors by Conveyor parameter name, row-major in the single-rank
 // model's shape (see GptParameterShapes).
 using GlobalTensorMap = std::map<std::string, std::vector<float>>;
+
+// Reading a folder by element range, for a rank that keeps slices (mapped_weights.h):
+// elements [begin, begin + count) (row-major) of the HF tensor `name` into `out`, and
+// an HF tensor's shape (null when the folder has no such tensor).
+using HfRangeReader =
+    std::function<absl::Status(const std::string& name, int64_t begin, int64_t count, float* out)>;
+using HfShapeOf = std::function<const std::vector<int64_t>*(const std::string& name)>;
 
 // OK when `config` describes a model GPT-2's architecture can hold; otherwise
 // FailedPrecondition listing every mismatch, one per line, each with the flag to
@@ -66,6 +74,22 @@ absl::StatusOr<HfTensorMap> ConveyorToHfGpt2(const GlobalTensorMap& tensors, con
 // tensor for a missing, unexpected or wrongly shaped tensor, or a position table
 // shorter than dims.positions.
 absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2(const HfTensorMap& tensors, const Gpt2Dims& dims);
+
+// HF -> Conveyor for only the elements a rank keeps: `wanted` maps Conveyor tensors to
+// the global flat indices of their local elements (in local order); each element is
+// read through `read` from where HF stores it (transposed Conv1D weights and regrouped
+// c_attn columns come one element per read, so only the rank's bytes are touched).
+// Names with or without "transformer." (`shape_of` is asked for both); padding rows
+// are 0. InvalidArgument naming the tensor for a missing or wrongly shaped one, or an
+// unknown Conveyor tensor. Does not compare lm_head.weight with wte.weight (never read).
+absl::StatusOr<GlobalTensorMap> HfToConveyorGpt2Elements(
+    const Gpt2Dims& dims, const std::map<std::string, std::vector<int64_t>>& wanted,
+    const HfShapeOf& shape_of, const HfRangeReader& read);
+
+// The names among `names` (a folder's tensors) that the model `dims` has no place for:
+// not one of its tensors (with or without "transformer."), a mask buffer or lm_head.
+std::vector<std::string> UnexpectedGpt2Tensors(const std::vector<std::string>& names,
+                                               const Gpt2Dims& dims);
 
 // GPT-2's attention-mask buffers ("[transformer.]h.N.attn.bias", "...masked_bias"):
 // saved by some versions of transformers, never weights, so importers skip them.

@@ -69,12 +69,6 @@ absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
 // null): what a rank holding only those must read.
 std::set<std::string> LlamaHfSources(const LlamaDims& dims, const std::set<std::string>* wanted);
 
-// Reads elements [begin, begin + count) (row-major) of the HF tensor `name` into `out`.
-using HfRangeReader =
-    std::function<absl::Status(const std::string& name, int64_t begin, int64_t count, float* out)>;
-// The HF tensor's shape, or null when the folder has no such tensor.
-using HfShapeOf = std::function<const std::vector<int64_t>*(const std::string& name)>;
-
 // HF -> Conveyor for only the elements a rank keeps: `wanted` maps Conveyor tensors to
 // the global flat indices of their local elements (GlobalIndices, in local order); the
 // values come back in that order, read through `read` one run at a time (consecutive
