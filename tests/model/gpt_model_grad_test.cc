@@ -35,10 +35,7 @@ TEST_P(GptModelGradTest, ParameterGradientsMatchFiniteDifferences) {
   ASSERT_TRUE(model.Forward(mb, tokens.data(), labels.data(), &stash).ok());
   ASSERT_TRUE(model.Backward(mb, /*loss_scale=*/1.0f, &stash).ok());
 
-  std::vector<GradTarget> targets;
-  for (Parameter* p : model.parameters().parameters()) {
-    targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
-  }
+  std::vector<GradTarget> targets = testing_util::ParameterTargets(model.parameters().parameters());
   EXPECT_GT(testing_util::MaxAbsGradient(targets), 1e-2f);
   for (const std::string& problem : testing_util::CheckGradients(loss, targets)) {
     ADD_FAILURE() << GetParam().name << ": " << problem;

@@ -51,4 +51,12 @@ float MaxAbsGradient(const std::vector<GradTarget>& targets) {
   return m;
 }
 
+std::vector<GradTarget> ParameterTargets(const std::vector<Parameter*>& params,
+                                         std::vector<GradTarget> first) {
+  for (Parameter* p : params) {
+    first.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
+  }
+  return first;
+}
+
 }  // namespace conveyor::testing_util

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "model/parameter.h"
+
 namespace conveyor::testing_util {
 
 struct GradTarget {
@@ -38,6 +40,10 @@ struct GradCheckOptions {
 std::vector<std::string> CheckGradients(const std::function<double()>& loss,
                                         const std::vector<GradTarget>& targets,
                                         const GradCheckOptions& options = {});
+
+// `first` (e.g. the input's target), then each of `params`: its values and gradient.
+std::vector<GradTarget> ParameterTargets(const std::vector<Parameter*>& params,
+                                         std::vector<GradTarget> first = {});
 
 // Largest |grad| over all targets: a test asserts it is not negligible.
 float MaxAbsGradient(const std::vector<GradTarget>& targets);

@@ -57,11 +57,7 @@ double Loss(GptModel& model, const Batch& b) {
 }
 
 std::vector<GradTarget> Targets(GptModel& model) {
-  std::vector<GradTarget> targets;
-  for (Parameter* p : model.parameters().parameters()) {
-    targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
-  }
-  return targets;
+  return testing_util::ParameterTargets(model.parameters().parameters());
 }
 
 class MaskedLossGradTest : public ::testing::TestWithParam<std::string> {};

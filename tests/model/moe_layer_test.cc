@@ -122,10 +122,8 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
   const Tensor dx = layer.BackwardInput(x, r, /*aux_loss_scale=*/1.0f, &stash).value();
   layer.BackwardWeight(&stash);
 
-  std::vector<GradTarget> targets = {{"input", x.data(), dx.data(), x.numel()}};
-  for (Parameter* p : store.parameters()) {
-    targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
-  }
+  std::vector<GradTarget> targets = testing_util::ParameterTargets(
+      store.parameters(), {{"input", x.data(), dx.data(), x.numel()}});
   EXPECT_GT(testing_util::MaxAbsGradient(targets), 1e-2f);
   testing_util::GradCheckOptions options;
   options.eps = 2e-3f;  // small enough to leave the routing as it is
@@ -236,10 +234,8 @@ TEST(MoeLayerTest, InsideATransformerLayerGradientsMatchFiniteDifferences) {
   ASSERT_TRUE(layer.Forward(x, mb, &stash).ok());
   const Tensor dx = *layer.BackwardInput(r, mb, &stash);
   layer.BackwardWeight(&stash);
-  std::vector<GradTarget> targets = {{"input", x.data(), dx.data(), x.numel()}};
-  for (Parameter* p : store.parameters()) {
-    targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
-  }
+  std::vector<GradTarget> targets = testing_util::ParameterTargets(
+      store.parameters(), {{"input", x.data(), dx.data(), x.numel()}});
   testing_util::GradCheckOptions options;
   options.eps = 2e-3f;
   options.abs_tol = 2e-3f;

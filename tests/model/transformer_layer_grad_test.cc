@@ -48,10 +48,8 @@ TEST_P(TransformerLayerGradTest, InputAndWeightGradientsMatchFiniteDifferences) 
   const Tensor dx = *layer.BackwardInput(r, mb, &stash);
   layer.BackwardWeight(&stash);
 
-  std::vector<GradTarget> targets = {{"input", x.data(), dx.data(), x.numel()}};
-  for (Parameter* p : store.parameters()) {
-    targets.push_back({p->name, p->value.data(), p->grad.data(), p->value.numel()});
-  }
+  std::vector<GradTarget> targets = testing_util::ParameterTargets(
+      store.parameters(), {{"input", x.data(), dx.data(), x.numel()}});
   EXPECT_GT(testing_util::MaxAbsGradient(targets), 1e-2f);
   // The loss is a sum over ~200 outputs of size ~1, so its rounding noise is larger
   // than the model test's mean loss: allow 1e-3 absolute.
