@@ -19,6 +19,7 @@
 #include "runtime/bf16_emulation_ops.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/memory_tracker.h"
+#include "tests/model/one_forward_memory.h"
 #include "tests/trainer/layout_runs.h"
 #include "trainer/config_validation.h"
 
@@ -35,11 +36,6 @@ struct RecomputeCase {
 };
 
 // The ops of --bf16 on the CPU, or the fp32 reference.
-const Ops* OpsFor(bool bf16) {
-  static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
-  return bf16 ? static_cast<const Ops*>(emulated) : &CpuOps::Get();
-}
-
 // One rank, four layers.
 Layout FourLayers() {
   Layout layout;
@@ -62,25 +58,14 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   absl::StatusOr<Config> config = ResolveConfig(c, 1);
   ASSERT_TRUE(config.ok()) << config.status();
   const ModelShape shape = ModelShapeFromConfig(*config, PaddedVocabSize(*config));
-  GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config), OpsFor(rc.bf16));
-  stage.BeginStep(
-      [&](int) -> absl::StatusOr<MicroBatchInput> {
-        MicroBatchInput in;
-        in.context = {1, 0, 1, shape.seq};
-        in.tokens.assign(shape.seq, 3);
-        in.labels.assign(shape.seq, 5);
-        return in;
-      },
-      shape.seq, LossWeighting());
-  const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
-  ASSERT_TRUE(stage.Forward(0, 0, Tensor()).ok());
-  const int64_t stashed = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations) - before;
-  pipeline::Timeline one_forward;
-  one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
-  absl::StatusOr<std::vector<RankMemory>> predicted =
-      PredictMemory(*config, shape, one_forward, /*data_parallel_size=*/1);
+  GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config),
+                 CpuOpsFor(rc.bf16));
+  const absl::StatusOr<int64_t> stashed =
+      StashOfOneForward(&stage, shape, std::vector<int32_t>(shape.seq, 3));
+  ASSERT_TRUE(stashed.ok()) << stashed.status();
+  const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config, shape);
   ASSERT_TRUE(predicted.ok()) << predicted.status();
-  EXPECT_EQ(stashed, predicted->front().stash_bytes_per_micro_batch);
+  EXPECT_EQ(*stashed, predicted->stash_bytes_per_micro_batch);
   ASSERT_TRUE(stage.Backward(0, 0, Tensor()).ok());
 }
 
@@ -119,14 +104,11 @@ TEST(ModelStateTest, WeightsWithTheirBf16CopiesAreExact) {
     const ModelShape shape = ModelShapeFromConfig(*config, PaddedVocabSize(*config));
     const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
     const GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config),
-                         OpsFor(bf16));
+                         CpuOpsFor(bf16));
     const int64_t weights = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - before;
-    pipeline::Timeline one_forward;
-    one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
-    absl::StatusOr<std::vector<RankMemory>> predicted =
-        PredictMemory(*config, shape, one_forward, /*data_parallel_size=*/1);
+    const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config, shape);
     ASSERT_TRUE(predicted.ok()) << predicted.status();
-    EXPECT_EQ(weights, predicted->front().weight_bytes) << (bf16 ? "bf16" : "fp32");
+    EXPECT_EQ(weights, predicted->weight_bytes) << (bf16 ? "bf16" : "fp32");
   }
 }
 

@@ -1,6 +1,7 @@
 // The memory model for mixtures of experts against the allocator: the bytes one
 // micro-batch stashes through a forward and the weights the experts hold, exactly.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -9,6 +10,7 @@
 #include "runtime/bf16_emulation_ops.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/memory_tracker.h"
+#include "tests/model/one_forward_memory.h"
 #include "tests/trainer/layout_runs.h"
 #include "trainer/config_validation.h"
 
@@ -20,11 +22,6 @@ struct MoeCase {
   std::vector<std::string> flags;  // on top of layout_runs' MoE model (capacity 1.25)
   bool bf16 = false;
 };
-
-const Ops* OpsFor(bool bf16) {
-  static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
-  return bf16 ? static_cast<const Ops*>(emulated) : &CpuOps::Get();
-}
 
 Config MoeConfig(const MoeCase& mc) {
   Layout layout;
@@ -68,31 +65,20 @@ TEST_P(MoeMemoryTest, ForwardStashAndWeightsAreWhatTheModelPredicts) {
   const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
   const int64_t weights_before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
   GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(config),
-                 OpsFor(GetParam().bf16));
+                 CpuOpsFor(GetParam().bf16));
   const int64_t weights =
       MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - weights_before;
-  stage.BeginStep(
-      [&](int) -> absl::StatusOr<MicroBatchInput> {
-        MicroBatchInput in;
-        in.context = {1, 0, 1, shape.seq};
-        for (int i = 0; i < shape.seq; ++i) in.tokens.push_back((7 * i) % 50);
-        in.labels.assign(shape.seq, 5);
-        return in;
-      },
-      shape.seq, LossWeighting());
-  const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
-  ASSERT_TRUE(stage.Forward(0, 0, Tensor()).ok());
-  const int64_t stashed = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations) - before;
-  pipeline::Timeline one_forward;
-  one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
-  absl::StatusOr<std::vector<RankMemory>> predicted =
-      PredictMemory(config, shape, one_forward, /*data_parallel_size=*/1);
+  std::vector<int32_t> tokens;  // varied, so that the router spreads them
+  for (int i = 0; i < shape.seq; ++i) tokens.push_back((7 * i) % 50);
+  const absl::StatusOr<int64_t> stashed = StashOfOneForward(&stage, shape, std::move(tokens));
+  ASSERT_TRUE(stashed.ok()) << stashed.status();
+  const absl::StatusOr<RankMemory> predicted = PredictOneForward(config, shape);
   ASSERT_TRUE(predicted.ok()) << predicted.status();
-  EXPECT_EQ(stashed, predicted->front().stash_bytes_per_micro_batch);
-  EXPECT_EQ(weights, predicted->front().weight_bytes);
+  EXPECT_EQ(*stashed, predicted->stash_bytes_per_micro_batch);
+  EXPECT_EQ(weights, predicted->weight_bytes);
   int64_t parameters = 0;
   for (Parameter* p : stage.parameters()) parameters += p->local_numel();
-  EXPECT_EQ(parameters, predicted->front().parameters);
+  EXPECT_EQ(parameters, predicted->parameters);
   ASSERT_TRUE(stage.Backward(0, 0, Tensor()).ok());
 }
 

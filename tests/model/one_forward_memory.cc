@@ -1,0 +1,42 @@
+#include "tests/model/one_forward_memory.h"
+
+#include <utility>
+
+#include "base/status_macros.h"
+#include "parallel/pipeline/timeline.h"
+#include "runtime/bf16_emulation_ops.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "runtime/memory_tracker.h"
+
+namespace conveyor::testing_util {
+
+const Ops* CpuOpsFor(bool bf16) {
+  static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
+  return bf16 ? static_cast<const Ops*>(emulated) : &CpuOps::Get();
+}
+
+absl::StatusOr<RankMemory> PredictOneForward(const Config& config, const ModelShape& shape) {
+  pipeline::Timeline one_forward;
+  one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
+  ASSIGN_OR_RETURN(const std::vector<RankMemory> predicted,
+                   PredictMemory(config, shape, one_forward, /*data_parallel_size=*/1));
+  return predicted.front();
+}
+
+absl::StatusOr<int64_t> StashOfOneForward(GptStage* stage, const ModelShape& shape,
+                                          std::vector<int32_t> tokens) {
+  stage->BeginStep(
+      [&](int) -> absl::StatusOr<MicroBatchInput> {
+        MicroBatchInput in;
+        in.context = {1, 0, 1, shape.seq};
+        in.tokens = tokens;
+        in.labels.assign(shape.seq, 5);
+        return in;
+      },
+      shape.seq, LossWeighting());
+  const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
+  RETURN_IF_ERROR(stage->Forward(0, 0, Tensor()).status());
+  return MemoryTracker::Global().live_bytes(MemoryCategory::kActivations) - before;
+}
+
+}  // namespace conveyor::testing_util
