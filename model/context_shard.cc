@@ -26,6 +26,7 @@ int64_t GlobalRow(const MicroBatchContext& mb, int64_t local_row) {
 }
 
 std::vector<RowRun> RowRuns(const MicroBatchContext& mb, int64_t first, int64_t rows) {
+  if (mb.cp_size() == 1) return {{first, rows, first}};  // every row in order
   std::vector<RowRun> runs;
   for (int64_t r = first; r < first + rows; ++r) {
     const int64_t global = GlobalRow(mb, r);
@@ -45,6 +46,14 @@ Tensor RunRows(const Tensor& t, const RowRun& run, int64_t first) {
 
 uint64_t DropoutIndex(const MicroBatchContext& mb, const RowRun& run, int64_t width) {
   return static_cast<uint64_t>((mb.first_sample * mb.seq + run.global) * width);
+}
+
+void DropoutRows(const Ops& ops, const CounterRng& rng, float p, const MicroBatchContext& mb,
+                 int64_t first, const Tensor& in, Tensor* out) {
+  for (const RowRun& run : RowRuns(mb, first, in.dim(0))) {
+    Tensor out_rows = RunRows(*out, run, first);
+    ops.Dropout(rng, p, DropoutIndex(mb, run, in.dim(1)), RunRows(in, run, first), &out_rows);
+  }
 }
 
 }  // namespace conveyor

@@ -17,6 +17,8 @@
 
 #include "absl/types/span.h"
 #include "model/micro_batch.h"
+#include "runtime/ops.h"
+#include "runtime/philox.h"
 #include "runtime/tensor.h"
 
 namespace conveyor {
@@ -52,6 +54,12 @@ Tensor RunRows(const Tensor& t, const RowRun& run, int64_t first);
 // The global index of the run's first element in the micro-batch's hidden dropout
 // masks over [batch * seq, width] (keyed by sample index within the step).
 uint64_t DropoutIndex(const MicroBatchContext& mb, const RowRun& run, int64_t width);
+
+// out = Dropout(in) over this rank's rows from local row `first` ([rows, width]; in and
+// out may be one tensor), each row masked by its row in the micro-batch: one Ops::Dropout
+// per run of consecutive rows.
+void DropoutRows(const Ops& ops, const CounterRng& rng, float p, const MicroBatchContext& mb,
+                 int64_t first, const Tensor& in, Tensor* out);
 
 }  // namespace conveyor
 

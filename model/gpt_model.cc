@@ -66,17 +66,9 @@ CounterRng GptModel::EmbeddingDropoutRng(int64_t iteration) const {
                     MixStream(StreamId("dropout.embedding"), static_cast<uint64_t>(iteration)));
 }
 
-int64_t GptModel::FirstLocalRow(int64_t local_rows) const {
-  return tp_->sequence_parallel() ? tp_->rank() * local_rows : 0;
-}
-
 void GptModel::EmbeddingDropout(const MicroBatchContext& mb, Tensor* x) const {
-  const int64_t first = FirstLocalRow(x->dim(0));
-  for (const RowRun& run : RowRuns(mb, first, x->dim(0))) {
-    Tensor rows = RunRows(*x, run, first);
-    ops_->Dropout(EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                  DropoutIndex(mb, run, shape_.hidden), rows, &rows);
-  }
+  DropoutRows(*ops_, EmbeddingDropoutRng(mb.iteration), mb.Dropout(shape_.hidden_dropout), mb,
+              tp_->FirstShardRow(x->dim(0)), *x, x);
 }
 
 absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
@@ -89,7 +81,7 @@ absl::StatusOr<Tensor> GptModel::EmbeddingForward(const MicroBatchContext& mb,
   const int64_t local_rows = x.dim(0);
   if (position_embedding_ != nullptr) {
     ops_->AddPositionRows(position_embedding_->value,
-                          RowPositions(mb, FirstLocalRow(local_rows), local_rows), &x);
+                          RowPositions(mb, tp_->FirstShardRow(local_rows), local_rows), &x);
   }
   EmbeddingDropout(mb, &x);
   return x;
@@ -101,7 +93,7 @@ absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb, const Tens
   Tensor d = d_embedding.Clone(MemoryCategory::kActivations);
   EmbeddingDropout(mb, &d);
   if (position_embedding_ != nullptr) {
-    ops_->AccumulatePositionGrad(d, RowPositions(mb, FirstLocalRow(local_rows), local_rows),
+    ops_->AccumulatePositionGrad(d, RowPositions(mb, tp_->FirstShardRow(local_rows), local_rows),
                                  &position_embedding_->grad);
   }
   ASSIGN_OR_RETURN(Tensor d_full, tp_->ExitBackward(d));

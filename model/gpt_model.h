@@ -106,8 +106,6 @@ class GptModel {
 
  private:
   CounterRng EmbeddingDropoutRng(int64_t iteration) const;
-  // This rank's first row of the micro-batch's tokens (its sequence shard under SP).
-  int64_t FirstLocalRow(int64_t local_rows) const;
   // The embedding's dropout on this rank's rows, in place, each masked by its row in
   // the micro-batch.
   void EmbeddingDropout(const MicroBatchContext& mb, Tensor* x) const;

@@ -44,6 +44,11 @@ class TensorParallel {
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
   bool sequence_parallel() const { return sequence_parallel_; }
+  // This rank's first row among the micro-batch's rows (before TP), holding `shard_rows`
+  // of them: its sequence shard under SP, else all of them.
+  int64_t FirstShardRow(int64_t shard_rows) const {
+    return sequence_parallel_ ? rank() * shard_rows : 0;
+  }
   Communicator* comm() const { return comm_; }
   Communicator* expert_parallel() const { return expert_parallel_; }
 

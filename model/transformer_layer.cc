@@ -104,17 +104,13 @@ CounterRng TransformerLayer::DropoutRng(DropoutSite site, int64_t iteration) con
 
 void TransformerLayer::HiddenDropout(const MicroBatchContext& mb, DropoutSite site,
                                      const Tensor& in, Tensor* out) const {
-  const int64_t first = tp_->sequence_parallel() ? tp_->rank() * in.dim(0) : 0;
-  for (const RowRun& run : RowRuns(mb, first, in.dim(0))) {
-    Tensor out_rows = RunRows(*out, run, first);
-    ops_->Dropout(DropoutRng(site, mb.iteration), mb.Dropout(shape_.hidden_dropout),
-                  DropoutIndex(mb, run, shape_.hidden), RunRows(in, run, first), &out_rows);
-  }
+  DropoutRows(*ops_, DropoutRng(site, mb.iteration), mb.Dropout(shape_.hidden_dropout), mb,
+              tp_->FirstShardRow(in.dim(0)), in, out);
 }
 
 void TransformerLayer::BiasDropoutAdd(const Linear* linear, const MicroBatchContext& mb,
                                       DropoutSite site, const Tensor& residual, Tensor* y) const {
-  const int64_t first = tp_->sequence_parallel() ? tp_->rank() * y->dim(0) : 0;
+  const int64_t first = tp_->FirstShardRow(y->dim(0));
   for (const RowRun& run : RowRuns(mb, first, y->dim(0))) {
     Tensor y_rows = RunRows(*y, run, first);
     const CounterRng rng = DropoutRng(site, mb.iteration);
