@@ -36,13 +36,10 @@ class BlockMask {
 
 // Sends `send` on around the ring and receives the previous rank's into `receive`, on
 // another thread: the caller computes meanwhile and then waits on the result.
-std::future<absl::Status> PassOn(Communicator* ring, std::vector<Tensor*> send,
-                                 std::vector<Tensor*> receive) {
+std::future<absl::Status> PassOn(Communicator* ring, Tensor* send, Tensor* receive) {
   return std::async(std::launch::async, [ring, send, receive] {
-    std::vector<Communicator::P2POp> ops;
-    for (Tensor* t : send) ops.emplace_back(true, Next(*ring), TensorBuffer(*t));
-    for (Tensor* t : receive) ops.emplace_back(false, Previous(*ring), TensorBuffer(*t));
-    return ring->BatchSendRecv(ops);
+    return ring->BatchSendRecv({{true, Next(*ring), TensorBuffer(*send)},
+                                {false, Previous(*ring), TensorBuffer(*receive)}});
   });
 }
 
@@ -65,7 +62,7 @@ absl::Status RingAttentionForward(const Ops& ops, const MicroBatchContext& mb,
   for (int step = 0; step < cp; ++step) {
     const int source = (ring->rank() - step + cp) % cp;
     std::future<absl::Status> transfer;
-    if (step + 1 < cp) transfer = PassOn(ring, {&held}, {&arriving});
+    if (step + 1 < cp) transfer = PassOn(ring, &held, &arriving);
     ops.AttentionBlockForward(shape, shape.seq, masks.For(source), qkv, held, scale, dropout,
                               /*first=*/step == 0, &running, lse);
     if (transfer.valid()) {
@@ -83,12 +80,10 @@ absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
                                    float scale, const AttentionDropout& dropout, Tensor* dqkv) {
   Communicator* ring = mb.context_parallel;
   const int cp = ring->size();
-  const std::vector<int64_t> kv_shape = {shape.batch * shape.seq,
-                                         shape.groups * 2 * shape.head_dim};
   Tensor held = KeyValueBlock(ops, shape), arriving = KeyValueBlock(ops, shape);
   Tensor held_grad =
-      Tensor::Zeros(kv_shape, MemoryCategory::kActivations, DType::kFloat32, ops.device());
-  Tensor arriving_grad = ops.NewFloatActivation(kv_shape);
+      Tensor::Zeros(held.shape(), MemoryCategory::kActivations, DType::kFloat32, ops.device());
+  Tensor arriving_grad = ops.NewFloatActivation(held.shape());
   ops.PackKeysValues(shape, qkv, &held);
   dqkv->SetZero();
   BlockMask masks(mb);
@@ -97,13 +92,13 @@ absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
     // The block moves on while this rank computes with it; its gradient moves once
     // this rank's share is in.
     std::future<absl::Status> transfer;
-    if (step + 1 < cp) transfer = PassOn(ring, {&held}, {&arriving});
+    if (step + 1 < cp) transfer = PassOn(ring, &held, &arriving);
     ops.AttentionBlockBackward(shape, shape.seq, masks.For(source), qkv, held, ctx, lse, dctx,
                                scale, dropout, dqkv, &held_grad);
     if (transfer.valid()) {
       RETURN_IF_ERROR(transfer.get()) << "ring attention backward, step " << step;
     }
-    RETURN_IF_ERROR(PassOn(ring, {&held_grad}, {&arriving_grad}).get())
+    RETURN_IF_ERROR(PassOn(ring, &held_grad, &arriving_grad).get())
         << "ring attention backward, key/value gradient of step " << step;
     std::swap(held, arriving);
     std::swap(held_grad, arriving_grad);
