@@ -12,8 +12,7 @@ MoeLayer::MoeLayer(const Ops* ops, ParameterStore* store, const std::string& nam
       shape_(shape),
       router_(ops, store, name + ".router", shape.hidden, shape.moe, shape.init_std, tp),
       experts_(ops, store, name + ".experts", shape.moe.experts(), shape.hidden,
-               shape.moe.ffn_hidden, shape.swiglu, shape.init_std, shape.output_init_std(), tp,
-               tp.expert_parallel()) {
+               shape.moe.ffn_hidden, shape.swiglu, shape.init_std, shape.output_init_std(), tp) {
   const MoeShape& moe = shape.moe;
   if (moe.shared_expert_ffn > 0) {
     shared_ = std::make_unique<ExpertMlp>(ops, store, name + ".shared_experts", shape.hidden,
@@ -52,15 +51,13 @@ int64_t InactiveExpertParameters(const ModelShape& s, int tp) {
   return (s.moe.experts() - s.moe.router.topk) * ExpertWeightElements(s, tp);
 }
 
-int64_t MoeLayer::PadRows(int64_t tokens) const { return PaddedExpertRows(shape_.moe, tokens); }
-
 absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x, const MicroBatchContext& mb,
                                          MoeStash* stash) const {
   const int64_t tokens = x.dim(0);
-  router_.Forward(x, mb, &stash->router);
+  RETURN_IF_ERROR(router_.Forward(x, mb, &stash->router));
   const RouterStash& route = stash->router;
   stash->plan = PlanDispatch(route.routing.experts, route.keep, shape_.moe.router.topk,
-                             shape_.moe.experts(), PadRows(tokens));
+                             shape_.moe.experts(), route.pad_rows);
   const DispatchPlan& plan = stash->plan;
   stash->permuted = ops_->NewActivation({plan.rows(), shape_.hidden});
   ops_->PermuteTokens(x, plan.token_of_row, {}, &stash->permuted);

@@ -41,4 +41,9 @@ MoeShape MoeShapeFromConfig(const ModelConfig& m) {
   return moe;
 }
 
+int ExpertTensorParallelSize(const ParallelConfig& p) {
+  return p.expert_tensor_parallel_size() > 0 ? p.expert_tensor_parallel_size()
+                                             : p.tensor_model_parallel_size();
+}
+
 }  // namespace conveyor

@@ -43,6 +43,9 @@ int64_t PaddedExpertRows(const MoeShape& moe, int64_t tokens);
 // From a validated, resolved model config (dense when --num-experts is 0).
 MoeShape MoeShapeFromConfig(const ModelConfig& m);
 
+// --expert-tensor-parallel-size, whose 0 means --tensor-model-parallel-size.
+int ExpertTensorParallelSize(const ParallelConfig& p);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_MODEL_MOE_SHAPE_H_

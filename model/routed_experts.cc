@@ -6,22 +6,32 @@ namespace conveyor {
 
 RoutedExperts::RoutedExperts(const Ops* ops, ParameterStore* store, const std::string& name,
                              int64_t experts, int64_t hidden, int64_t ffn, bool swiglu,
-                             float init_std, float output_std, const TensorParallel& tp,
-                             Communicator* ep)
+                             float init_std, float output_std, const TensorParallel& tp)
     : ops_(ops),
-      ep_(ep),
+      ep_(tp.experts().ep),
+      expert_tp_(tp.experts().etp != nullptr ? tp.experts().etp : tp.comm(),
+                 /*sequence_parallel=*/false),
+      row_parts_(tp.size() / expert_tp_.size()),
+      row_part_(tp.rank() / expert_tp_.size()),
       hidden_(hidden),
-      local_(exchanges() ? LocalExpertsOf(experts, ep->size(), ep->rank())
+      local_(exchanges() ? LocalExpertsOf(experts, ep_->size(), ep_->rank())
                          : LocalExperts{0, experts}) {
   experts_.reserve(local_.count);
   for (int64_t e = local_.first; e < local_.first + local_.count; ++e) {
     experts_.emplace_back(ops, store, name + "." + std::to_string(e), hidden, ffn, swiglu, init_std,
-                          output_std, tp);
+                          output_std, expert_tp_);
   }
-  if (!exchanges()) return;
+  // Held apart from the dense parameters' data x context copies.
+  if (!exchanges() && row_parts_ == 1) return;
   std::vector<Parameter*> params;
   AppendParameters(&params);
   for (Parameter* p : params) p->expert_parallel = true;
+}
+
+Tensor RoutedExperts::Rows(const Tensor& t, absl::Span<const int32_t> index) const {
+  Tensor out = ops_->NewActivation({static_cast<int64_t>(index.size()), hidden_});
+  ops_->PermuteTokens(t, index, {}, &out);
+  return out;
 }
 
 Tensor RoutedExperts::LocalRows(const Tensor& t, int64_t e, const RoutedExpertsStash& stash) const {
@@ -53,6 +63,23 @@ absl::StatusOr<Tensor> RoutedExperts::FromExperts(const Tensor& local,
 absl::StatusOr<Tensor> RoutedExperts::Forward(const Tensor& rows,
                                               const std::vector<int64_t>& expert_begin,
                                               RoutedExpertsStash* stash) const {
+  if (row_parts_ == 1) return ForwardShare(rows, expert_begin, stash);
+  stash->share = ShareOfRows(expert_begin, row_parts_, row_part_);
+  ASSIGN_OR_RETURN(const Tensor out, ForwardShare(Rows(rows, stash->share.rows),
+                                                  stash->share.expert_begin, stash));
+  return Rows(out, stash->share.place);  // zeros outside the share
+}
+
+absl::StatusOr<Tensor> RoutedExperts::BackwardInput(const Tensor& d_out,
+                                                    RoutedExpertsStash* stash) const {
+  if (row_parts_ == 1) return BackwardShare(d_out, stash);
+  ASSIGN_OR_RETURN(const Tensor d_in, BackwardShare(Rows(d_out, stash->share.rows), stash));
+  return Rows(d_in, stash->share.place);
+}
+
+absl::StatusOr<Tensor> RoutedExperts::ForwardShare(const Tensor& rows,
+                                                   const std::vector<int64_t>& expert_begin,
+                                                   RoutedExpertsStash* stash) const {
   if (exchanges()) {
     std::vector<int64_t> rows_per_expert;
     for (size_t e = 0; e + 1 < expert_begin.size(); ++e) {
@@ -75,7 +102,7 @@ absl::StatusOr<Tensor> RoutedExperts::Forward(const Tensor& rows,
   return FromExperts(out, *stash, rows.dim(0));
 }
 
-absl::StatusOr<Tensor> RoutedExperts::BackwardInput(const Tensor& d_out,
+absl::StatusOr<Tensor> RoutedExperts::BackwardShare(const Tensor& d_out,
                                                     RoutedExpertsStash* stash) const {
   Tensor d_local = d_out;
   if (exchanges()) {

@@ -25,21 +25,30 @@
 
 namespace conveyor {
 
+// The groups of Megatron's expert layout (parallel/rank_layout.h) that a rank's routed
+// experts use besides the tensor-parallel group.
+struct ExpertGroups {
+  // The expert-parallel group, which spreads the experts over its ranks (null: one rank).
+  Communicator* ep = nullptr;
+  // The expert-tensor-parallel group, which splits each expert like the dense MLP
+  // (--expert-tensor-parallel-size; null: the tensor-parallel group itself). Smaller
+  // than TP, its copies in a TP group share each expert's rows (model/expert_row_share.h).
+  Communicator* etp = nullptr;
+};
+
 class TensorParallel {
  public:
   // One rank, in a group of one it owns.
   TensorParallel()
       : own_group_(std::make_unique<SelfCommunicator>("tp[0]")), comm_(own_group_.get()) {}
   // `comm` is the tensor-parallel group; it must outlive this object. Tensors cross it
-  // in their own dtype (bf16 as bf16). `expert_parallel` (null: one rank) is the
-  // expert-parallel group a mixture of experts spreads its experts over, whose ranks
-  // share this tensor-parallel rank (Megatron's expert tensor parallelism of TP), so an
-  // MoE layer reaches both of its groups through this object; it must outlive it too.
-  TensorParallel(Communicator* comm, bool sequence_parallel,
-                 Communicator* expert_parallel = nullptr)
+  // in their own dtype (bf16 as bf16). `experts` are the groups a mixture of experts'
+  // routed experts use, so that an MoE layer reaches all its groups through this object;
+  // they must outlive it too.
+  TensorParallel(Communicator* comm, bool sequence_parallel, ExpertGroups experts = {})
       : comm_(comm),
         sequence_parallel_(sequence_parallel && comm->size() > 1),
-        expert_parallel_(expert_parallel) {}
+        experts_(experts) {}
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
@@ -50,7 +59,7 @@ class TensorParallel {
     return sequence_parallel_ ? rank() * shard_rows : 0;
   }
   Communicator* comm() const { return comm_; }
-  Communicator* expert_parallel() const { return expert_parallel_; }
+  const ExpertGroups& experts() const { return experts_; }
 
   absl::StatusOr<Tensor> EnterForward(const Tensor& x) const;
   absl::StatusOr<Tensor> EnterBackward(Tensor dx) const;
@@ -68,7 +77,7 @@ class TensorParallel {
   std::unique_ptr<Communicator> own_group_;  // the default constructor's group of one
   Communicator* comm_ = nullptr;
   bool sequence_parallel_ = false;
-  Communicator* expert_parallel_ = nullptr;
+  ExpertGroups experts_;
 };
 
 // The part of a column-parallel MLP's fc1 ([fc1 width, hidden], an MLP of width `ffn`)

@@ -115,6 +115,7 @@ ParallelState::~ParallelState() { CloseGroups(); }
 
 void ParallelState::CloseGroups() {
   // Communicators first: they use the device.
+  expert_tp_.reset();
   expert_dp_.reset();
   ep_.reset();
   dp_cp_.reset();
@@ -143,8 +144,10 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTranspor
 absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
     const DeviceTransport* transport,
-    const std::function<absl::Status(Communicator& world)>& check_world, int cp, int ep) {
-  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size, cp, ep));
+    const std::function<absl::Status(Communicator& world)>& check_world, int cp, int ep,
+    int etp) {
+  if (etp == 0) etp = tp;
+  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size, cp, ep, etp));
   if (env.rank < 0 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
@@ -155,6 +158,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
     single->pp_size_ = pp;
     single->cp_size_ = cp;
     single->ep_size_ = ep;
+    single->etp_size_ = etp;
     return single;
   }
   std::unique_ptr<ParallelState> state(new ParallelState());
@@ -173,6 +177,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   state->pp_size_ = pp;
   state->cp_size_ = cp;
   state->ep_size_ = ep;
+  state->etp_size_ = etp;
   state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size, cp);
 
   ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
@@ -183,7 +188,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
   // the group's members, so no two ranks can wait on each other in different groups.
   auto make = [&](GroupKind kind) -> absl::StatusOr<std::unique_ptr<Communicator>> {
     GroupSpec spec;
-    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size, cp, ep);
+    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size, cp, ep, etp);
     if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
     spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
     spec.rank =
@@ -211,13 +216,14 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
       {GroupKind::kContext, &state->cp_},
   };
   if (cp > 1) groups.push_back({GroupKind::kDataContext, &state->dp_cp_});  // else dp itself
-  if (ep > 1) {  // else a group of one, and dp_cp itself
+  if (ep > 1 || etp != tp) {  // else a group of one, and dp_cp itself
     groups.push_back({GroupKind::kExpert, &state->ep_});
     groups.push_back({GroupKind::kExpertData, &state->expert_dp_});
   } else {
     state->ep_ = std::make_unique<SelfCommunicator>(
         GroupName(GroupKindName(GroupKind::kExpert), {env.rank}), transport);
   }
+  if (etp != tp) groups.push_back({GroupKind::kExpertTensor, &state->expert_tp_});  // else tp
   for (const auto& [kind, slot] : groups) {
     ASSIGN_OR_RETURN(
         *slot, make(kind),

@@ -26,7 +26,8 @@ class ParallelState {
   // buffers.
   static std::unique_ptr<ParallelState> SingleProcess(const DeviceTransport* transport = nullptr);
 
-  // Every rank calls this with the same tp, pp, cp, ep, timeout and kind of transport.
+  // Every rank calls this with the same tp, pp, cp, ep, etp (0: TP), timeout and kind of
+  // transport.
   // Groups of size 1 are SelfCommunicators; the others are gloo groups that
   // rendezvous in env.run_dir and bound every operation by `timeout`
   // (--distributed-timeout-minutes), paired with a `transport` communicator for device
@@ -46,7 +47,7 @@ class ParallelState {
       const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
       const DeviceTransport* transport = nullptr,
       const std::function<absl::Status(Communicator& world)>& check_world = nullptr,
-      int cp = 1, int ep = 1);
+      int cp = 1, int ep = 1, int etp = 0);
 
   ~ParallelState();
 
@@ -75,10 +76,12 @@ class ParallelState {
   Communicator& cp() { return *cp_; }
   Communicator& dp_cp() { return dp_cp_ != nullptr ? *dp_cp_ : *dp_; }
   // Expert parallelism (rank_layout.h): the ranks that exchange tokens for each other's
-  // experts (a group of one when EP = 1), and the ranks holding the same experts, over
-  // which their gradients are reduced (data x context itself when EP = 1).
+  // experts (a group of one when EP = 1), the ranks holding the same experts, over which
+  // their gradients are reduced (data x context itself when EP = 1 and ETP = TP), and
+  // the ranks holding an expert's shards (the tensor-parallel group when ETP = TP).
   Communicator& ep() { return *ep_; }
   Communicator& expert_dp() { return expert_dp_ != nullptr ? *expert_dp_ : dp_cp(); }
+  Communicator& expert_tp() { return expert_tp_ != nullptr ? *expert_tp_ : tp(); }
 
   const RankCoords& coords() const { return coords_; }
   int rank() const { return rank_; }
@@ -87,6 +90,7 @@ class ParallelState {
   int pp_size() const { return pp_size_; }
   int cp_size() const { return cp_size_; }
   int ep_size() const { return ep_size_; }
+  int etp_size() const { return etp_size_; }
   int dp_size() const { return world_size_ / (tp_size_ * cp_size_ * pp_size_); }
   bool is_first_stage() const { return coords_.pp == 0; }
   bool is_last_stage() const { return coords_.pp == pp_size_ - 1; }
@@ -102,6 +106,7 @@ class ParallelState {
   int pp_size_ = 1;
   int cp_size_ = 1;
   int ep_size_ = 1;
+  int etp_size_ = 1;
   RankCoords coords_;
   // Global rank 0's TCP rendezvous store, when the ranks meet there: it outlives the
   // communicators, whose progress boards post to it.
@@ -110,7 +115,7 @@ class ParallelState {
   std::string launch_dir_;
   std::shared_ptr<void> device_;  // the gloo TCP device the groups share
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_parallel_, embedding_, cp_, dp_cp_,
-      ep_, expert_dp_;
+      ep_, expert_dp_, expert_tp_;
 };
 
 }  // namespace conveyor

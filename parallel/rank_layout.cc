@@ -7,7 +7,7 @@
 
 namespace conveyor {
 
-absl::Status ValidateLayout(int tp, int pp, int world, int cp, int ep) {
+absl::Status ValidateLayout(int tp, int pp, int world, int cp, int ep, int etp) {
   if (tp < 1 || pp < 1 || cp < 1 || world < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--tensor-model-parallel-size (%d), --pipeline-model-parallel-size (%d), "
@@ -21,13 +21,22 @@ absl::Status ValidateLayout(int tp, int pp, int world, int cp, int ep) {
         "sizes whose product divides the number of ranks",
         world, tp, cp, pp, tp * cp * pp));
   }
-  const int dp_cp = world / (tp * pp);
-  if (ep < 1 || dp_cp % ep != 0) {
+  if (etp == 0) etp = tp;
+  if (etp < 1 || tp % etp != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--expert-tensor-parallel-size (%d) must divide --tensor-model-parallel-size (%d): "
+        "an expert's shards stay within one tensor-parallel group; choose a divisor of %d",
+        etp, tp, tp));
+  }
+  // The ranks of a stage that hold each expert once, split over EP.
+  const int expert_ranks = world / pp / etp;
+  if (ep < 1 || expert_ranks % ep != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--expert-model-parallel-size (%d) must be at least 1 and divide the data-parallel "
-        "size x --context-parallel-size (%d): the experts are spread over data-parallel "
-        "ranks; choose a divisor of %d",
-        ep, dp_cp, dp_cp));
+        "size x --context-parallel-size x --tensor-model-parallel-size / "
+        "--expert-tensor-parallel-size (%d): the experts are spread over a stage's ranks; "
+        "choose a divisor of %d",
+        ep, expert_ranks, expert_ranks));
   }
   return absl::OkStatus();
 }
@@ -69,21 +78,30 @@ const char* GroupKindName(GroupKind kind) {
       return "ep";
     case GroupKind::kExpertData:
       return "expt-dp";
+    case GroupKind::kExpertTensor:
+      return "expt-tp";
   }
   return "?";
 }
 
-std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp, int ep) {
+std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp, int ep,
+                         int etp) {
   const int dp = world / (tp * cp * pp);
+  if (etp == 0) etp = tp;
   const RankCoords me = CoordsOf(rank, tp, pp, world, cp);
   std::vector<int> ranks;
   auto add = [&](int t, int d, int p, int c) {
     ranks.push_back(RankOf({t, d, p, c}, tp, pp, world, cp));
   };
-  // The rank's place x among its stage's data x context ranks (see the header), and the
-  // rank whose place is `x` in this rank's stage and tensor slice.
-  const int x = me.dp * cp + me.cp;
-  auto add_place = [&](int place) { add(me.tp, place / cp, me.pp, place % cp); };
+  // The rank's place y in its stage, its expert coordinates (see the header), and the
+  // rank of this stage whose expert coordinates are (t, e, d).
+  const int y = (me.dp * cp + me.cp) * tp + me.tp;
+  const int my_etp = y % etp, my_ep = y / etp % ep, my_edp = y / (etp * ep);
+  auto add_expert_place = [&](int t, int e, int d) {
+    const int place = (d * ep + e) * etp + t;
+    const int x = place / tp;
+    add(place % tp, x / cp, me.pp, x % cp);
+  };
   switch (kind) {
     case GroupKind::kWorld:
       for (int r = 0; r < world; ++r) ranks.push_back(r);
@@ -117,21 +135,24 @@ std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, in
         for (int c = 0; c < cp; ++c) add(me.tp, d, me.pp, c);
       }
       break;
-    case GroupKind::kExpert:  // places edp * EP + e, e = 0..EP-1
-      for (int e = 0; e < ep; ++e) add_place(x / ep * ep + e);
+    case GroupKind::kExpert:
+      for (int e = 0; e < ep; ++e) add_expert_place(my_etp, e, my_edp);
       break;
-    case GroupKind::kExpertData:  // places d * EP + e, d = 0..DP*CP/EP-1
-      for (int place = x % ep; place < dp * cp; place += ep) add_place(place);
+    case GroupKind::kExpertData:
+      for (int d = 0; d < tp * dp * cp / (etp * ep); ++d) add_expert_place(my_etp, my_ep, d);
+      break;
+    case GroupKind::kExpertTensor:
+      for (int t = 0; t < etp; ++t) add_expert_place(t, my_ep, my_edp);
       break;
   }
   return ranks;
 }
 
 std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp,
-                                        int ep) {
+                                        int ep, int etp) {
   std::vector<std::vector<int>> groups;
   for (int r = 0; r < world; ++r) {
-    std::vector<int> group = GroupOf(kind, r, tp, pp, world, cp, ep);
+    std::vector<int> group = GroupOf(kind, r, tp, pp, world, cp, ep, etp);
     if (group.empty() || std::find(groups.begin(), groups.end(), group) != groups.end()) {
       continue;
     }

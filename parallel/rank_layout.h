@@ -5,13 +5,15 @@
 // furthest apart. Pure arithmetic; ParallelState builds communicators from it. `cp`
 // (--context-parallel-size) defaults to 1.
 //
-// Expert parallelism (`ep`, --expert-model-parallel-size, default 1) re-divides each
-// stage's data x context ranks for the experts, as Megatron's expert rank generator
-// (order tp-ep-dp-pp, expert tensor parallelism = TP, no CP) does: with
-//   x = dp * CP + cp  (the rank's place among its stage's ranks of the same tp),
-// the rank's expert-parallel index is x % EP and its expert-data-parallel index x / EP,
-// so an expert-parallel group is EP consecutive data x context ranks and the
-// expert-data-parallel group the ranks EP apart.
+// Expert parallelism (`ep`, --expert-model-parallel-size, default 1, and `etp`,
+// --expert-tensor-parallel-size, default TP) re-divides each stage's ranks for the
+// experts, as Megatron's expert rank generator (order tp-ep-dp-pp over the stage) does:
+// with the rank's place in its stage
+//   y = (dp * CP + cp) * TP + tp,
+// its expert-tensor index is y % ETP, its expert-parallel index (y / ETP) % EP and its
+// expert-data-parallel index y / (ETP * EP). With ETP = TP an expert-parallel group is EP
+// consecutive data x context ranks of one tp; with ETP < TP it also crosses the TP
+// group (whose ranks then share each expert's rows: model/expert_row_share.h).
 #ifndef CONVEYOR_PARALLEL_RANK_LAYOUT_H_
 #define CONVEYOR_PARALLEL_RANK_LAYOUT_H_
 
@@ -29,9 +31,10 @@ struct RankCoords {
   int cp = 0;
 };
 
-// OK when tp, cp, pp, ep >= 1, tp * cp * pp divides world and ep divides DP x CP;
-// otherwise the error names the size flags and the world size.
-absl::Status ValidateLayout(int tp, int pp, int world, int cp = 1, int ep = 1);
+// OK when tp, cp, pp, ep >= 1, tp * cp * pp divides world, etp divides tp and ETP x EP
+// divides a stage's TP x DP x CP ranks; otherwise the error names the size flags and the
+// world size. etp = 0 means TP (Megatron's default), here and below.
+absl::Status ValidateLayout(int tp, int pp, int world, int cp = 1, int ep = 1, int etp = 0);
 
 // Requires ValidateLayout(tp, pp, world, cp).ok() and 0 <= rank < world.
 RankCoords CoordsOf(int rank, int tp, int pp, int world, int cp = 1);
@@ -46,24 +49,25 @@ enum class GroupKind {
   kModel,      // tensor x pipeline: same dp and cp
   kContext,    // same tp, dp and pp: the ring of context parallelism
   kDataContext,  // same tp and pp: data x context, where gradients are reduced
-  kExpert,       // same tp, pp and expert-data index: the experts' all-to-all
-  kExpertData,   // same tp, pp and expert index: where expert gradients are reduced
+  kExpert,       // same pp, expert-tensor and expert-data index: the all-to-all
+  kExpertData,   // same pp, expert-tensor and expert index: expert gradients' reduction
+  kExpertTensor,  // same pp, expert and expert-data index: an expert's shards
 };
 
 // Short names used in group names: "world", "tp", "dp", "pp", "embd", "mp", "cp",
-// "dp-cp", "ep", "expt-dp".
+// "dp-cp", "ep", "expt-dp", "expt-tp".
 const char* GroupKindName(GroupKind kind);
 
 // Every group of `kind` in the job, each in group-rank order, ordered by their
 // smallest rank; the same lists as Megatron's initialize_model_parallel. Requires
-// ValidateLayout(tp, pp, world, cp, ep).ok().
+// ValidateLayout(tp, pp, world, cp, ep, etp).ok().
 std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp = 1,
-                                        int ep = 1);
+                                        int ep = 1, int etp = 0);
 
 // The group of `kind` that holds `rank`; empty when `rank` is in none (embedding
 // groups hold only the first and last stages).
 std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp = 1,
-                         int ep = 1);
+                         int ep = 1, int etp = 0);
 
 // A table from rank to (tp, pp, dp) for --dry-run, one line per rank, e.g.
 //   rank map: world 4 = TP 2 x PP 1 x DP 2 (rank = pp*4 + dp*2 + tp)

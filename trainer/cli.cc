@@ -89,7 +89,8 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
                 *env, resolved.tp(), resolved.pp(),
                 absl::Minutes(config.parallel().distributed_timeout_minutes()), backend->transport,
                 [&config](Communicator& world) { return AgreeOnConfig(config, world); },
-                resolved.cp(), config.parallel().expert_model_parallel_size());
+                resolved.cp(), config.parallel().expert_model_parallel_size(),
+                config.parallel().expert_tensor_parallel_size());
   if (!state.ok()) {
     return RunFailure(err, who, state.status());
   }

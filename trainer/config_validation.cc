@@ -757,6 +757,9 @@ void ResolveParallel(const Derived& d, ParallelConfig* p) {
     p->set_pipeline_schedule(p->num_virtual_stages_per_pipeline_rank() > 1 ? "interleaved-1f1b"
                                                                            : "1f1b");
   }
+  if (p->expert_tensor_parallel_size() == 0) {  // Megatron's default: the experts use TP
+    p->set_expert_tensor_parallel_size(p->tensor_model_parallel_size());
+  }
 }
 
 void ResolveBatchAndSchedule(const Derived& d, TrainingConfig* t, OptimizerConfig* o) {

@@ -16,6 +16,7 @@ RankContext::RankContext(ParallelState& state)
       dp_cp_(&state.dp_cp()),
       ep_(&state.ep()),
       expert_dp_(&state.expert_dp()),
+      expert_tp_(&state.expert_tp()),
       model_parallel_(&state.model_parallel()),
       tied_embedding_(no_embedding_peers_.get()),
       dp_rank_(state.coords().dp),

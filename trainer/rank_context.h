@@ -43,10 +43,13 @@ class RankContext {
   Communicator& cp() const { return *cp_; }
   Communicator& dp_cp() const { return *dp_cp_; }
   // Expert parallelism: the ranks exchanging tokens for each other's experts (a group of
-  // one when --expert-model-parallel-size is 1), and the ranks holding the same experts,
-  // over which expert gradients are reduced (dp_cp itself when EP = 1).
+  // one when --expert-model-parallel-size is 1), the ranks holding the same experts, over
+  // which expert gradients are reduced (dp_cp itself when EP = 1 and expert TP = TP), and
+  // the ranks holding an expert's shards (--expert-tensor-parallel-size; tp itself by
+  // default).
   Communicator& ep() const { return *ep_; }
   Communicator& expert_dp() const { return *expert_dp_; }
+  Communicator& expert_tp() const { return *expert_tp_; }
   // The ranks holding the same copy of `p`: expert_dp for an expert-parallel parameter,
   // dp_cp for every other.
   Communicator& replicas(const Parameter& p) const {
@@ -78,6 +81,7 @@ class RankContext {
   Communicator* dp_cp_ = nullptr;
   Communicator* ep_ = nullptr;
   Communicator* expert_dp_ = nullptr;
+  Communicator* expert_tp_ = nullptr;
   Communicator* model_parallel_ = nullptr;
   Communicator* tied_embedding_ = nullptr;
   int dp_rank_ = 0;

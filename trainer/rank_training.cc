@@ -21,7 +21,7 @@ absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const Ran
   ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   RankRun run;
   run.tp = std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel(),
-                                            &context.ep());
+                                            ExpertGroups{&context.ep(), &context.expert_tp()});
   run.stage = std::make_unique<GptStage>(ModelShapeFromConfig(config, resolved.padded_vocab_size()),
                                          config.training().seed(), run.tp.get(), context.pipeline(),
                                          layers, RecomputePolicyFromConfig(config), backend.ops);

@@ -104,9 +104,9 @@ class ReplicatedUpdater : public ParameterUpdater {
   }
   absl::StatusOr<int64_t> GradZeros() override {
     // Counts are exact in a double up to 2^53.
-    double experts = static_cast<double>(
-        ops_->CountZeros(Counted(&Parameter::grad, /*expert_parallel=*/true)));
-    RETURN_IF_ERROR(context_.ep().AllReduceSum(&experts, 1));
+    ASSIGN_OR_RETURN(const double experts,
+                     ExpertsShare(static_cast<double>(ops_->CountZeros(
+                         Counted(&Parameter::grad, /*expert_parallel=*/true)))));
     return FinishCount(
         ops_->CountZeros(Counted(&Parameter::grad, false)) + static_cast<int64_t>(experts),
         context_);
@@ -146,12 +146,20 @@ class ReplicatedUpdater : public ParameterUpdater {
     return counted;
   }
 
-  // The squares of this rank's `tensor`s, the experts' summed over the expert-parallel
-  // group (each of its ranks holds other experts).
+  // The squares of this rank's `tensor`s, the experts' as ExpertsShare counts them.
   absl::StatusOr<double> SumOfSquares(Tensor Parameter::*tensor) {
-    double experts = ops_->SumOfSquares(Counted(tensor, /*expert_parallel=*/true));
-    RETURN_IF_ERROR(context_.ep().AllReduceSum(&experts, 1));
+    ASSIGN_OR_RETURN(const double experts,
+                     ExpertsShare(ops_->SumOfSquares(Counted(tensor, /*expert_parallel=*/true))));
     return ops_->SumOfSquares(Counted(tensor, false)) + experts;
+  }
+
+  // This rank's part, in the model-parallel sum (FinishNorm, FinishCount), of the experts'
+  // `local` sum: summed over the expert-parallel group (each of its ranks holds other
+  // experts), then counted by the first ETP ranks of each TP group only (with
+  // --expert-tensor-parallel-size ETP < TP the other TP ranks hold copies of theirs).
+  absl::StatusOr<double> ExpertsShare(double local) {
+    RETURN_IF_ERROR(context_.ep().AllReduceSum(&local, 1));
+    return context_.tp_rank() < context_.expert_tp().size() ? local : 0.0;
   }
 
   absl::Status ReduceBucket(size_t k) {

@@ -80,9 +80,37 @@ TEST(RankLayoutTest, ExpertGroupsInMegatronOrder) {
             (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
   EXPECT_THAT(ValidateLayout(2, 1, 12, 1, 4).message(),
               HasSubstr("--expert-model-parallel-size (4) must be at least 1 and divide the "
-                        "data-parallel size x --context-parallel-size (6)"));
+                        "data-parallel size x --context-parallel-size x "
+                        "--tensor-model-parallel-size / --expert-tensor-parallel-size (6)"));
   EXPECT_FALSE(ValidateLayout(1, 1, 4, 1, 0).ok());
   EXPECT_TRUE(ValidateLayout(2, 2, 16, 1, 4).ok());
+}
+
+// --expert-tensor-parallel-size below TP (Megatron's generator with tp = ETP, order
+// tp-ep-dp-pp over each stage's ranks). TP 2, ETP 1, DP 2: EP 2 pairs the two TP ranks.
+// TP 4, ETP 2, EP 2, DP 2, PP 2 (rank = pp*8 + dp*4 + tp): within a stage, expert shards
+// pair ranks (0, 1), expert-parallel ranks are 2 apart, expert-data ranks 4 apart.
+TEST(RankLayoutTest, ExpertTensorParallelBelowTp) {
+  EXPECT_EQ(AllGroups(GroupKind::kExpert, 2, 1, 4, 1, 2, 1), (Groups{{0, 1}, {2, 3}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertData, 2, 1, 4, 1, 2, 1), (Groups{{0, 2}, {1, 3}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertTensor, 2, 1, 4, 1, 2, 1),
+            (Groups{{0}, {1}, {2}, {3}}));
+  // EP 1: whole experts on every rank, their gradients reduced over TP x DP.
+  EXPECT_EQ(AllGroups(GroupKind::kExpertData, 2, 1, 4, 1, 1, 1), (Groups{{0, 1, 2, 3}}));
+  // EP 4 spans both TP and DP.
+  EXPECT_EQ(AllGroups(GroupKind::kExpert, 2, 1, 4, 1, 4, 1), (Groups{{0, 1, 2, 3}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpert, 4, 2, 16, 1, 2, 2),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertData, 4, 2, 16, 1, 2, 2),
+            (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}}));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertTensor, 4, 2, 16, 1, 2, 2),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  // The default (0) and ETP = TP are the same layout.
+  EXPECT_EQ(AllGroups(GroupKind::kExpertTensor, 2, 1, 4, 1, 2), AllGroups(GroupKind::kTensor, 2, 1, 4));
+  EXPECT_TRUE(ValidateLayout(2, 1, 12, 1, 4, 1).ok());
+  EXPECT_THAT(ValidateLayout(4, 1, 8, 1, 1, 3).message(),
+              HasSubstr("--expert-tensor-parallel-size (3) must divide "
+                        "--tensor-model-parallel-size (4)"));
 }
 
 TEST(RankLayoutTest, CoordsFollowTpThenDpThenPp) {

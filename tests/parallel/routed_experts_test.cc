@@ -3,6 +3,9 @@
 // dispatched rows (uneven per expert, one expert getting none from a rank); each rank's
 // outputs and input gradients must equal the one-rank experts' on its rows, and each local
 // expert's weight gradient the one-rank gradient accumulated over both ranks' rows.
+// Then expert tensor parallelism below TP: two tensor-parallel ranks with whole experts
+// (ETP 1) hold the same rows and share them, so their outputs, input gradients and weight
+// gradients summed over the two equal the one-rank experts'.
 #include "model/routed_experts.h"
 
 #include <cmath>
@@ -14,6 +17,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "parallel/launcher.h"
+#include "parallel/self_communicator.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "tests/parallel/multi_rank.h"
 
@@ -71,7 +75,7 @@ int CheckExpertParallel(const RankEnvironment& env, bool swiglu) {
   // The reference: all four experts here, run on both ranks' rows in turn.
   ParameterStore reference_store(kSeed);
   RoutedExperts reference(ops, &reference_store, "experts", kExperts, kHidden, kFfn, swiglu, 0.5f,
-                          0.3f, one_tp, /*ep=*/nullptr);
+                          0.3f, one_tp);
   Tensor expected_out, expected_dx;
   for (int r = 0; r < kRanks; ++r) {
     RoutedExpertsStash stash;
@@ -86,8 +90,11 @@ int CheckExpertParallel(const RankEnvironment& env, bool swiglu) {
   }
 
   ParameterStore store(kSeed);
-  RoutedExperts experts(ops, &store, "experts", kExperts, kHidden, kFfn, swiglu, 0.5f, 0.3f, one_tp,
-                        world->get());
+  SelfCommunicator tp_of_one("tp");
+  const TensorParallel expert_parallel(&tp_of_one, /*sequence_parallel=*/false,
+                                       ExpertGroups{world->get(), nullptr});
+  RoutedExperts experts(ops, &store, "experts", kExperts, kHidden, kFfn, swiglu, 0.5f, 0.3f,
+                        expert_parallel);
   if (experts.local().first != 2 * me || experts.local().count != 2) {
     return Fail(env, "local experts");
   }
@@ -115,6 +122,63 @@ int CheckExpertParallel(const RankEnvironment& env, bool swiglu) {
     if (!Near(p->grad, ref->grad, &where)) return Fail(env, p->name + " gradient: " + where);
   }
   return 0;
+}
+
+// Sums `t` over the world in place.
+bool SumOverRanks(Communicator& world, Tensor& t) {
+  return world.AllReduceSum(t.data(), t.numel()).ok();
+}
+
+int CheckRowSharing(const RankEnvironment& env, bool swiglu) {
+  absl::StatusOr<std::unique_ptr<GlooCommunicator>> world =
+      testing_util::ConnectWorld(env, absl::Seconds(20));
+  if (!world.ok()) return Fail(env, world.status().ToString());
+  const Ops* ops = &CpuOps::Get();
+  // Both ranks run rank 0's rows (expert 1's single row falls to one of them).
+  ParameterStore reference_store(kSeed);
+  RoutedExperts reference(ops, &reference_store, "experts", kExperts, kHidden, kFfn, swiglu, 0.5f,
+                          0.3f, TensorParallel());
+  RoutedExpertsStash reference_stash;
+  absl::StatusOr<Tensor> expected_out =
+      reference.Forward(RankRows(0, 0), ExpertBegin(0), &reference_stash);
+  absl::StatusOr<Tensor> expected_dx = reference.BackwardInput(RankRows(0, 1), &reference_stash);
+  if (!expected_out.ok() || !expected_dx.ok()) return Fail(env, "the one-rank experts failed");
+  reference.BackwardWeight(&reference_stash);
+
+  ParameterStore store(kSeed);
+  SelfCommunicator whole_experts("expt-tp");
+  const TensorParallel tp(world->get(), /*sequence_parallel=*/false,
+                          ExpertGroups{nullptr, &whole_experts});
+  RoutedExperts experts(ops, &store, "experts", kExperts, kHidden, kFfn, swiglu, 0.5f, 0.3f, tp);
+  RoutedExpertsStash stash;
+  absl::StatusOr<Tensor> y = experts.Forward(RankRows(0, 0), ExpertBegin(0), &stash);
+  if (!y.ok() || !SumOverRanks(**world, *y)) return Fail(env, "forward");
+  std::string where;
+  if (!Near(*y, *expected_out, &where)) return Fail(env, "summed forward output: " + where);
+  absl::StatusOr<Tensor> dx = experts.BackwardInput(RankRows(0, 1), &stash);
+  if (!dx.ok() || !SumOverRanks(**world, *dx)) return Fail(env, "backward");
+  if (!Near(*dx, *expected_dx, &where)) return Fail(env, "summed input gradient: " + where);
+  experts.BackwardWeight(&stash);
+  std::vector<Parameter*> params;
+  experts.AppendParameters(&params);
+  if (params.size() != 2 * kExperts) return Fail(env, "expected every expert, whole");
+  for (Parameter* p : params) {
+    if (!p->expert_parallel) return Fail(env, p->name + " is not reduced as an expert's");
+    const Parameter* ref = reference_store.Find(p->name);
+    if (ref == nullptr || !SumOverRanks(**world, p->grad)) return Fail(env, p->name);
+    if (!Near(p->value, ref->value, &where)) return Fail(env, p->name + " value: " + where);
+    if (!Near(p->grad, ref->grad, &where)) return Fail(env, p->name + " summed gradient: " + where);
+  }
+  return 0;
+}
+
+TEST(RoutedExpertsTest, TensorParallelRanksShareTheRowsOfWholeExperts) {
+  for (const bool swiglu : {false, true}) {
+    std::ostringstream err;
+    const int code = LaunchLocalRanks(
+        kRanks, [swiglu](const RankEnvironment& env) { return CheckRowSharing(env, swiglu); }, err);
+    EXPECT_EQ(code, 0) << (swiglu ? "SwiGLU: " : "GELU: ") << err.str();
+  }
 }
 
 TEST(RoutedExpertsTest, TwoExpertParallelRanksMatchOneRank) {

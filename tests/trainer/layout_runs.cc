@@ -45,7 +45,8 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
                             config.parallel().pipeline_model_parallel_size(), absl::Seconds(60),
                             test_transport != nullptr ? test_transport.get() : backend->transport,
                             /*check_world=*/nullptr, config.parallel().context_parallel_size(),
-                            config.parallel().expert_model_parallel_size());
+                            config.parallel().expert_model_parallel_size(),
+                            resolved->config().parallel().expert_tensor_parallel_size());
   if (!state.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
     return 1;
@@ -138,6 +139,7 @@ std::string LayoutName(const Layout& l) {
   std::string name = absl::StrFormat("TP%dxPP%dxDP%d_L%d", l.tp, l.pp, l.dp, l.layers);
   if (l.cp > 1) name += absl::StrFormat("_CP%d", l.cp);
   if (l.ep > 1) name += absl::StrFormat("_EP%d", l.ep);
+  if (l.etp > 0) name += absl::StrFormat("_ETP%d", l.etp);
   if (l.sequence_parallel) name += "_SP";
   if (l.distributed_optimizer) name += "_DistOpt";
   if (!l.schedule.empty()) name += "_" + l.schedule;
@@ -208,6 +210,7 @@ Config TinyConfig(const Layout& l) {
   c.mutable_parallel()->set_pipeline_model_parallel_size(l.pp);
   c.mutable_parallel()->set_context_parallel_size(l.cp);
   c.mutable_parallel()->set_expert_model_parallel_size(l.ep);
+  c.mutable_parallel()->set_expert_tensor_parallel_size(l.etp);
   c.mutable_parallel()->set_nproc_per_node(l.tp * l.cp * l.pp * l.dp);
   c.mutable_parallel()->set_pipeline_schedule(l.schedule);
   if (l.chunks > 1) c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(l.chunks);

@@ -22,7 +22,8 @@ struct Layout {
   int tp = 1;
   int dp = 1;
   int cp = 1;  // --context-parallel-size
-  int ep = 1;  // --expert-model-parallel-size (with `moe`; divides dp)
+  int ep = 1;  // --expert-model-parallel-size (with `moe`)
+  int etp = 0;  // --expert-tensor-parallel-size (with `moe`; 0: TP)
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   int pp = 1;

@@ -88,12 +88,29 @@ Layout ExpertParallel(Layout layout, int ep) {
   return layout;
 }
 
+// --expert-tensor-parallel-size below TP: the TP ranks share each expert's rows, and the
+// expert-parallel group spans TP ranks (and data-parallel ranks beyond them).
+Layout ExpertTensorParallel(Layout layout, int ep, int etp) {
+  layout = ExpertParallel(layout, ep);
+  layout.etp = etp;
+  return layout;
+}
+
 std::vector<Layout> ExpertParallelLayouts() {
   Layout pp_dp = Pipeline(2, "1f1b", 1, 2);
   pp_dp.dp = 2;
   Layout overlapped = TpDp(1, 4, false, false);
   overlapped.overlap_grad_reduce = true;
-  return {ExpertParallel(TpDp(1, 2, false, false), 2),
+  Layout tp_pp = Pipeline(2, "1f1b", 1, 2);
+  tp_pp.tp = 2;
+  tp_pp.sequence_parallel = true;
+  return {ExpertTensorParallel(TpDp(2, 1, true, false), 1, 1),
+          ExpertTensorParallel(TpDp(2, 1, true, false), 2, 1),
+          ExpertTensorParallel(tp_pp, 2, 1),
+          ExpertTensorParallel(TpDp(4, 1, true, false), 2, 2),
+          ExpertTensorParallel(TpDp(2, 2, true, true), 2, 1),
+          ExpertTensorParallel(TpDp(2, 2, true, false), 4, 1),
+          ExpertParallel(TpDp(1, 2, false, false), 2),
           ExpertParallel(TpDp(1, 2, false, true), 2),
           ExpertParallel(TpDp(1, 4, false, false), 4),
           ExpertParallel(TpDp(2, 2, true, false), 2),
