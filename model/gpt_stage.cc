@@ -45,16 +45,19 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
 int GptStage::GlobalStage(int chunk) const { return place_.GlobalStage(chunk); }
 
 void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
-                         const LossWeighting& weighting) {
+                         const LossWeighting& weighting, int context_parallel_size) {
   feed_ = std::move(feed);
   boundary_elements_ = PipelineMessageElements(tokens_per_micro_batch, shape_.hidden, tp_->size(),
                                                tp_->sequence_parallel());
   weighting_ = weighting;
   // Megatron scales the auxiliary losses' gradients to 1 / (M * DP) either way: under
-  // --calculate-per-token-loss by the micro-batch's tokens over the global batch's.
+  // --calculate-per-token-loss by the micro-batch's tokens over the global batch's (all
+  // its tokens: each context-parallel rank's router applies it to its rows of the
+  // gradient of the whole micro-batch's losses).
   const float aux_loss_scale =
-      weighting.per_token ? weighting.scale * static_cast<float>(tokens_per_micro_batch)
-                          : weighting.scale;
+      weighting.per_token
+          ? weighting.scale * static_cast<float>(tokens_per_micro_batch * context_parallel_size)
+          : weighting.scale;
   for (auto& chunk : chunks_) chunk->SetAuxLossScale(aux_loss_scale);
   loss_ = MaskedLoss();
   inputs_.clear();

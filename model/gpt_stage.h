@@ -41,11 +41,12 @@ class GptStage : public pipeline::Stage {
 
   const Ops& ops() const { return chunks_.front()->ops(); }
 
-  // Starts a step: where micro-batches come from, their size in tokens, and the
+  // Starts a step: where micro-batches come from, their size in tokens (this rank's,
+  // one of `context_parallel_size` ranks that share each micro-batch's tokens), and the
   // weight of each micro-batch's loss in the gradient (1 / (M * DP) of its mean, or
   // its sum over the global batch's unmasked tokens under --calculate-per-token-loss).
   void BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
-                 const LossWeighting& weighting);
+                 const LossWeighting& weighting, int context_parallel_size = 1);
   // Called with parameters whose gradients are complete for the step: each layer's
   // after its W for the last of the step's `micro_batches` micro-batches, and the
   // chunk's embedding and head with the chunk's last W. --overlap-grad-reduce starts

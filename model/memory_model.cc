@@ -114,7 +114,7 @@ struct ParameterExtent {
 
 // Global layer `layer`'s parameters in the order the layer creates them
 // (model/transformer_layer.cc; a mixture of experts': model/moe_layer.cc).
-void AppendLayer(const ModelShape& s, int tp, int ep, int64_t layer,
+void AppendLayer(const ModelShape& s, int tp, int ep, int etp, int64_t layer,
                  std::vector<ParameterExtent>* out) {
   auto norm = [&](int64_t width) {
     out->push_back({width, false});
@@ -134,10 +134,11 @@ void AppendLayer(const ModelShape& s, int tp, int ep, int64_t layer,
   linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
   norm(s.hidden);
   if (s.moe.IsMoeLayer(layer)) {  // the router, the experts, the shared expert
-    const std::vector<int64_t> elements = MoeWeightElements(s, tp, ep);
+    const std::vector<int64_t> elements = MoeWeightElements(s, tp, ep, etp);
     const size_t expert_weights = 2 * static_cast<size_t>(s.moe.experts() / ep);
+    const bool own_replicas = ep > 1 || etp != tp;  // RoutedExperts' expert_parallel
     for (size_t i = 0; i < elements.size(); ++i) {
-      out->push_back({elements[i], true, ep > 1 && i >= 1 && i <= expert_weights});
+      out->push_back({elements[i], true, own_replicas && i >= 1 && i <= expert_weights});
     }
     return;
   }
@@ -200,17 +201,20 @@ ModelStateBytes ReplicaGroupState(const std::vector<ParameterExtent>& params,
   return m;
 }
 
-// The model state of a rank at place `dp_rank` of `dp` data x context ranks: the
-// parameters replicated over all of them, and under expert parallelism (`ep`) the
-// experts', replicated over the dp / ep expert-data-parallel ranks (place dp_rank / EP),
-// each in buffers of their own.
+// The model state of a rank at place `dp_rank` of `dp` data x context ranks (tensor-
+// parallel rank 0): the parameters replicated over all of them, and under expert
+// parallelism the experts', replicated over the expert-data-parallel ranks: the
+// dp x (TP / ETP) ranks of the stage holding a copy of an expert shard, over EP (place
+// dp_rank x (TP / ETP) / EP, parallel/rank_layout.h), each in buffers of their own.
 ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Config& config,
-                           int dp, int dp_rank, int ep) {
+                           int dp, int dp_rank, const ActivationShape& a) {
   std::vector<ParameterExtent> dense, experts;
   for (const ParameterExtent& p : params) (p.expert_parallel ? experts : dense).push_back(p);
   ModelStateBytes m = ReplicaGroupState(dense, config, dp, dp_rank);
   if (experts.empty()) return m;
-  const ModelStateBytes e = ReplicaGroupState(experts, config, dp / ep, dp_rank / ep);
+  const int copies_per_tp_group = a.tp / a.etp;
+  const ModelStateBytes e = ReplicaGroupState(experts, config, dp * copies_per_tp_group / a.ep,
+                                              dp_rank * copies_per_tp_group / a.ep);
   m.weights += e.weights;
   m.grads += e.grads;
   m.optimizer += e.optimizer;
@@ -245,11 +249,21 @@ int64_t MoeRows(const ModelShape& s, int64_t tokens) {
 int64_t MoeStashDifference(const ModelShape& s, const ActivationShape& a,
                            const SelectiveRecompute& selective, bool awaiting_weight) {
   const int64_t tokens = a.micro_batch * a.seq, rows = MoeRows(s, tokens);
-  // Every TP rank permutes every token; its experts' widths are 1/TP.
+  // Every TP rank permutes every token. Its experts run its share of the rows (1 / (TP /
+  // ETP) of them, model/expert_row_share.h; under expert parallelism as many again on
+  // average as it sends, uniform routing assumed), kept as a copy of their own unless
+  // the experts run the permuted rows themselves; their widths are 1/ETP, the shared
+  // expert's 1/TP.
+  const int64_t row_parts = a.tp / a.etp;
+  const int64_t share = (rows + row_parts - 1) / row_parts;
+  const int64_t share_copy = row_parts > 1 || a.ep > 1 ? share : 0;
   const int64_t fc1_halves = s.swiglu ? 2 : 1;
-  const int64_t expert = (fc1_halves + 1) * s.moe.ffn_hidden / a.tp;
+  const int64_t expert = (fc1_halves + 1) * s.moe.ffn_hidden / a.etp;
   const int64_t shared = (fc1_halves + 1) * s.moe.shared_expert_ffn / a.tp;
-  int64_t moe = 2 * rows * s.hidden + rows * expert + tokens * shared;
+  // The permuted rows; after forward the experts' output rows (all of them, zero outside
+  // the share), between B and W the output gradient of the share.
+  int64_t moe = rows * s.hidden + (awaiting_weight ? share : rows) * s.hidden +
+                share_copy * s.hidden + share * expert + tokens * shared;
   if (awaiting_weight) moe += tokens * (s.moe.experts() + (shared > 0 ? s.hidden : 0));
   const auto dense_held = [&](const StashTensor& t) {
     return DenseMlpTensor(t) &&
@@ -318,12 +332,15 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
   const bool bf16 = config.precision().bf16();
   const int cp = std::max(1, p.context_parallel_size());
   const int ep = std::max(1, p.expert_model_parallel_size());
+  const int etp = ExpertTensorParallelSize(p);
   const ActivationShape a{config.training().micro_batch_size(),
                           shape.seq / cp,
                           tp,
                           p.sequence_parallel() && tp > 1,
                           bf16 ? 2 : kFloat,
-                          cp};
+                          cp,
+                          ep,
+                          etp};
   const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
   // A layer rebuilt whole: the larger of a dense and an MoE layer when both are present.
@@ -356,7 +373,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       const int64_t first_layer =
           std::accumulate(layers.begin(), layers.begin() + stage, int64_t{0});
       for (int64_t i = 0; i < layers[stage]; ++i) {
-        AppendLayer(shape, tp, ep, first_layer + i, &params);
+        AppendLayer(shape, tp, ep, etp, first_layer + i, &params);
         const bool moe = shape.moe.IsMoeLayer(first_layer + i);
         chunk_stash += LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
                                        recompute.KeepsCheckpoint(i));
@@ -380,7 +397,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     }
     for (const ParameterExtent& e : params) m.parameters += e.elements;
     // The ranks holding the same parameters are DP x CP: the distributed optimizer's shards.
-    const ModelStateBytes state = ModelState(params, config, dp * cp, data_parallel_rank, ep);
+    const ModelStateBytes state = ModelState(params, config, dp * cp, data_parallel_rank, a);
     m.weight_bytes = state.weights;
     m.grad_bytes = state.grads;
     m.optimizer_bytes = state.optimizer;

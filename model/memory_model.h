@@ -43,6 +43,10 @@ struct ActivationShape {
   bool sequence_parallel = false;
   int64_t bytes = 4;  // per activation element: 4 fp32, 2 bf16
   int cp = 1;         // context-parallel ranks (ring attention's buffers)
+  // A mixture of experts' expert-parallel and expert-tensor-parallel ranks: how many of
+  // the routed rows a rank's experts run, and whether they are a copy of their own.
+  int ep = 1;
+  int etp = 1;
 };
 
 // Bytes one micro-batch leaves in a layer's stash after its forward.

@@ -30,15 +30,15 @@ int64_t FirstLayerElements(const ModelShape& s, int64_t ffn) {
 
 }  // namespace
 
-std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep) {
+std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep, int etp) {
   const MoeShape& moe = s.moe;
   std::vector<int64_t> elements = {moe.experts() * s.hidden};
-  auto expert = [&](int64_t ffn) {
-    elements.push_back(FirstLayerElements(s, ffn / tp));
-    elements.push_back(s.hidden * (ffn / tp));
+  auto expert = [&](int64_t ffn, int shards) {
+    elements.push_back(FirstLayerElements(s, ffn / shards));
+    elements.push_back(s.hidden * (ffn / shards));
   };
-  for (int64_t e = 0; e < moe.experts() / ep; ++e) expert(moe.ffn_hidden);
-  if (moe.shared_expert_ffn > 0) expert(moe.shared_expert_ffn);
+  for (int64_t e = 0; e < moe.experts() / ep; ++e) expert(moe.ffn_hidden, etp > 0 ? etp : tp);
+  if (moe.shared_expert_ffn > 0) expert(moe.shared_expert_ffn, tp);
   return elements;
 }
 

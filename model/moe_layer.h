@@ -41,12 +41,12 @@ struct MoeStash {
   ExpertStash shared;
 };
 
-// The weights' element counts of an MoE layer on a rank of `tp` tensor-parallel and `ep`
-// expert-parallel ranks, in the order it creates them: the router, each of its E/EP
-// experts' fc1 and fc2 (elements [1, 1 + 2E/EP)), the shared expert's (for the memory
-// model).
-std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep = 1);
-// One routed expert's weights (fc1 and fc2) on a rank of `tp`.
+// The weights' element counts of an MoE layer on a rank of `tp` tensor-parallel, `ep`
+// expert-parallel and `etp` expert-tensor-parallel ranks (0: TP), in the order it creates
+// them: the router, each of its E/EP experts' fc1 and fc2 (elements [1, 1 + 2E/EP)), the
+// shared expert's (split over TP like the dense MLP; for the memory model).
+std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep = 1, int etp = 0);
+// One routed expert's weights (fc1 and fc2) split over `tp` ranks.
 int64_t ExpertWeightElements(const ModelShape& s, int tp);
 // The parameters of one MoE layer (on a rank of `tp`) that a token does not compute with:
 // every expert's but its top-k's. A model's active parameters (Megatron's) are its total
@@ -89,9 +89,6 @@ class MoeLayer {
   ExpertBias* expert_bias() { return router_.expert_bias(); }
 
  private:
-  // Rows per expert under --moe-pad-expert-input-to-capacity, else 0.
-  int64_t PadRows(int64_t tokens) const;
-
   const Ops* ops_;
   ModelShape shape_;
   MoeRouter router_;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "base/status_macros.h"
+#include "model/context_rows.h"
+
 namespace conveyor {
 namespace {
 
@@ -34,36 +37,57 @@ MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& n
   if (moe.expert_bias) bias_ = std::make_unique<ExpertBias>(name + ".expert_bias", moe.experts());
 }
 
-void MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const {
-  const int64_t tokens = x.dim(0), experts = moe_.experts();
+absl::Status MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb,
+                               RouterStash* stash) const {
+  const int64_t tokens = x.dim(0), experts = moe_.experts(), topk = moe_.router.topk;
   Tensor logits = ops_->NewActivation({tokens, experts});
   gate_.Forward(x, &logits);
   stash->logits = ToHostFloats(*ops_, logits);
-  stash->routing = RouteTopK(moe_.router, stash->logits,
-                             bias_ != nullptr ? bias_->values() : absl::Span<const float>());
+  ASSIGN_OR_RETURN(const std::vector<float> all,
+                   GatherMicroBatchRows(mb, stash->logits, experts));
+  const RouterStash whole = RouteMicroBatch(all, mb);
+  stash->routing.experts = LocalRowsOfWidth<int32_t>(mb, whole.routing.experts, topk);
+  stash->routing.probs = LocalRowsOfWidth<float>(mb, whole.routing.probs, topk);
   stash->keep.clear();
+  if (!whole.keep.empty()) stash->keep = LocalRowsOfWidth<uint8_t>(mb, whole.keep, topk);
+  stash->pad_rows = std::min(whole.pad_rows, tokens);  // no rank holds more of an expert's
+  stash->aux_grad.clear();
+  if (!whole.aux_grad.empty()) {
+    stash->aux_grad = LocalRowsOfWidth<float>(mb, whole.aux_grad, experts);
+  }
+  stash->load_balancing_loss = whole.load_balancing_loss;
+  stash->z_loss = whole.z_loss;
+  return absl::OkStatus();
+}
+
+RouterStash MoeRouter::RouteMicroBatch(const std::vector<float>& logits,
+                                       const MicroBatchContext& mb) const {
+  const int64_t tokens = mb.batch * mb.seq, experts = moe_.experts();
+  RouterStash whole;
+  whole.routing = RouteTopK(moe_.router, logits,
+                            bias_ != nullptr ? bias_->values() : absl::Span<const float>());
   if (moe_.drops_tokens()) {
     const int64_t capacity =
         ExpertCapacity(tokens, moe_.router.topk, experts, moe_.capacity_factor);
-    stash->keep = CapacityKeep(moe_.router, stash->routing, capacity, moe_.drop_policy);
+    whole.keep = CapacityKeep(moe_.router, whole.routing, capacity, moe_.drop_policy);
   }
-  stash->aux_grad.clear();
-  stash->load_balancing_loss = stash->z_loss = 0.0;
-  if (!mb.training) return;  // Megatron computes no auxiliary loss in evaluation
+  whole.pad_rows = PaddedExpertRows(moe_, tokens);
+  if (!mb.training) return whole;  // Megatron computes no auxiliary loss in evaluation
   const bool balancing = moe_.balancing != MoeLoadBalancingType::kNone && moe_.aux_loss_coeff > 0;
   const bool z = moe_.z_loss_coeff > 0;
-  if (!balancing && !z) return;
-  stash->aux_grad.assign(stash->logits.size(), 0.0f);
+  if (!balancing && !z) return whole;
+  whole.aux_grad.assign(logits.size(), 0.0f);
   if (balancing) {
     // seq_aux_loss: the loss of each sequence, averaged over the micro-batch's sequences.
     const int64_t groups = moe_.balancing == MoeLoadBalancingType::kSeqAuxLoss ? mb.batch : 1;
-    stash->load_balancing_loss = LoadBalancingLoss(
-        moe_.router, stash->logits, groups, moe_.aux_loss_coeff, absl::MakeSpan(stash->aux_grad));
+    whole.load_balancing_loss = LoadBalancingLoss(moe_.router, logits, groups,
+                                                  moe_.aux_loss_coeff,
+                                                  absl::MakeSpan(whole.aux_grad));
   }
   if (z) {
-    stash->z_loss =
-        ZLoss(experts, stash->logits, moe_.z_loss_coeff, absl::MakeSpan(stash->aux_grad));
+    whole.z_loss = ZLoss(experts, logits, moe_.z_loss_coeff, absl::MakeSpan(whole.aux_grad));
   }
+  return whole;
 }
 
 void MoeRouter::BackwardInput(absl::Span<const float> d_probs, float aux_loss_scale,
@@ -84,7 +108,7 @@ void MoeRouter::BackwardInput(absl::Span<const float> d_probs, float aux_loss_sc
 void MoeRouter::BackwardWeight(const Tensor& x, RouterStash* stash) {
   gate_.BackwardWeight(x, stash->d_logits);
   if (bias_ != nullptr) {
-    bias_->CountMicroBatch(stash->routing.experts, stash->keep, PaddedExpertRows(moe_, x.dim(0)));
+    bias_->CountMicroBatch(stash->routing.experts, stash->keep, stash->pad_rows);
   }
   *stash = RouterStash();
 }

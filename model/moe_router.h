@@ -10,9 +10,19 @@
 // sum over TP (the weight is marked like Megatron's sequence-parallel router weight; the
 // auxiliary losses' gradients are split evenly over the ranks).
 //
+// Under context parallelism the rank holds some chunks of each sample, but the
+// decisions over the micro-batch's tokens are one rank's: forward gathers the logits of
+// the whole micro-batch over the context-parallel ranks (model/context_rows.h), routes
+// them, drops over the capacity of all its tokens (in their sample order), computes the
+// auxiliary losses over the whole micro-batch (per sequence for seq_aux_loss) and keeps
+// the rank's rows of the routing and of the losses' gradient: summed over the ranks, as
+// the gradients are, they are one rank's. Every context-parallel rank reports the whole
+// micro-batch's losses.
+//
 // With --moe-router-enable-expert-bias the router holds the layer's ExpertBias: forward
 // chooses with it, W (once per training micro-batch, however often forward is
-// recomputed) counts the micro-batch's tokens per expert into it.
+// recomputed) counts the rank's tokens per expert into it (summed over DP x CP after
+// the step).
 #ifndef CONVEYOR_MODEL_MOE_ROUTER_H_
 #define CONVEYOR_MODEL_MOE_ROUTER_H_
 
@@ -21,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "model/expert_bias.h"
 #include "model/linear.h"
@@ -33,14 +44,19 @@
 
 namespace conveyor {
 
+// A micro-batch's routing; `tokens` are the rank's (its rows of x), except where said.
 struct RouterStash {
   std::vector<float> logits;  // host fp32 [tokens, experts]
   TopKRouting routing;
   std::vector<uint8_t> keep;  // [tokens * topk]; empty: no capacity, every slot kept
+  // Rows per expert under --moe-pad-expert-input-to-capacity (the capacity of the whole
+  // micro-batch, at most the rank's tokens), else 0.
+  int64_t pad_rows = 0;
   // In training: d(coeff * load-balancing loss + z-coeff * z-loss)/d(logits), host
   // [tokens, experts], before the main loss's scale; empty without auxiliary losses.
   std::vector<float> aux_grad;
-  // The losses without their coefficients (what Megatron logs); 0 when not computed.
+  // The whole micro-batch's losses without their coefficients (what Megatron logs); 0
+  // when not computed.
   double load_balancing_loss = 0.0;
   double z_loss = 0.0;
   Tensor d_logits;  // BackwardInput's, for W
@@ -51,8 +67,10 @@ class MoeRouter {
   MoeRouter(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
             const MoeShape& moe, float init_std, const TensorParallel& tp);
 
-  // Routes the micro-batch's tokens x [tokens, hidden] (tokens in [batch, seq] order).
-  void Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const;
+  // Routes the rank's tokens x [tokens, hidden] of the micro-batch (in [batch, seq]
+  // order; under context parallelism its chunks of each sample, and every rank of
+  // mb.context_parallel must call).
+  absl::Status Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const;
   // From d(loss)/d(routing weights) (host [tokens * topk]; this rank's part under TP) and
   // the auxiliary losses' gradients times `aux_loss_scale`: dx += d(loss)/dx through the
   // router (this rank's part).
@@ -66,6 +84,10 @@ class MoeRouter {
   ExpertBias* expert_bias() { return bias_.get(); }
 
  private:
+  // The routing of the whole micro-batch from its logits ([batch * seq, experts], in
+  // sample order), as one rank decides it; no `logits` nor `d_logits`.
+  RouterStash RouteMicroBatch(const std::vector<float>& logits, const MicroBatchContext& mb) const;
+
   const Ops* ops_;
   MoeShape moe_;
   int tp_size_;

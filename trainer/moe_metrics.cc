@@ -40,9 +40,12 @@ absl::StatusOr<std::optional<MoeStepFigures>> GatherMoeStepFigures(GptStage* sta
     }
   }
   // Each layer lives on one pipeline stage; data-parallel ranks route their own tokens.
+  // Context-parallel ranks hold parts of one micro-batch: their tokens and drops add up
+  // to its; each reports the whole micro-batch's losses, and its micro-batches count as
+  // often, so the averages are unchanged.
   const int n = static_cast<int>(records.size());
   RETURN_IF_ERROR(context.pp().AllReduceSum(records.data(), n));
-  RETURN_IF_ERROR(context.dp().AllReduceSum(records.data(), n));
+  RETURN_IF_ERROR(context.dp_cp().AllReduceSum(records.data(), n));
   MoeStepFigures f;
   f.per_sequence = moe.balancing == MoeLoadBalancingType::kSeqAuxLoss;
   double records_counted = 0.0;

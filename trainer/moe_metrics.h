@@ -2,7 +2,7 @@
 // load-balancing and z losses (without their coefficients) averaged over the MoE layers,
 // the micro-batches and the data-parallel ranks, plus the experts' load: the fewest and
 // most tokens any expert of any MoE layer received in the step (summed over micro-batches
-// and data-parallel ranks) and the routing slots dropped over capacity.
+// and data- and context-parallel ranks) and the routing slots dropped over capacity.
 #ifndef CONVEYOR_TRAINER_MOE_METRICS_H_
 #define CONVEYOR_TRAINER_MOE_METRICS_H_
 

@@ -1,5 +1,6 @@
 #include "trainer/moe_validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/statusor.h"
@@ -69,11 +70,6 @@ std::vector<std::string> MoeProblems(const Config& config) {
     }
     NonNegativeReal("--moe-router-bias-update-rate", m.moe_router_bias_update_rate(), &out);
   }
-  if (config.parallel().context_parallel_size() > 1) {
-    out.push_back(
-        "--num-experts with --context-parallel-size > 1: not implemented yet (the router's "
-        "losses would need the whole sequence's token counts); use --context-parallel-size 1");
-  }
   const int tp = config.parallel().tensor_model_parallel_size();
   if (tp > 1) {
     // The experts are TP-sharded (Megatron's default expert tensor parallelism of TP).
@@ -82,11 +78,17 @@ std::vector<std::string> MoeProblems(const Config& config) {
           "--num-experts with --tensor-model-parallel-size > 1 needs --sequence-parallel "
           "(Megatron refuses MoE training under TP without it too): add --sequence-parallel");
     }
+    const int etp = config.parallel().expert_tensor_parallel_size();
     const int64_t ffn = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
-    if (ffn > 0 && ffn % tp != 0) {
+    if (ffn > 0 && etp == 0 && ffn % tp != 0) {
       out.push_back(absl::StrCat("--moe-ffn-hidden-size ", ffn,
                                  " must be divisible by --tensor-model-parallel-size ", tp,
-                                 ": the experts are split over the TP ranks"));
+                                 ": the experts are split over the TP ranks (or set "
+                                 "--expert-tensor-parallel-size to a divisor of both)"));
+    } else if (ffn > 0 && etp > 0 && ffn % etp != 0) {
+      out.push_back(absl::StrCat("--moe-ffn-hidden-size ", ffn,
+                                 " must be divisible by --expert-tensor-parallel-size ", etp,
+                                 ": each expert is split over that many ranks"));
     }
     if (m.moe_shared_expert_intermediate_size() % tp != 0) {
       out.push_back(absl::StrCat("--moe-shared-expert-intermediate-size ",
@@ -100,13 +102,25 @@ std::vector<std::string> MoeProblems(const Config& config) {
 std::vector<std::string> ExpertParallelProblems(const Config& config, int world_size) {
   const ParallelConfig& p = config.parallel();
   const int ep = p.expert_model_parallel_size();
+  const int tp = p.tensor_model_parallel_size();
+  const int etp = p.expert_tensor_parallel_size();
+  const int experts = config.model().num_experts();
   std::vector<std::string> out;
+  if (etp < 0 || (etp > 0 && tp > 0 && tp % etp != 0)) {
+    out.push_back(absl::StrCat("--expert-tensor-parallel-size ", etp,
+                               " must divide --tensor-model-parallel-size ", tp,
+                               " (an expert's shards stay within a tensor-parallel group): "
+                               "choose a divisor of ", tp, ", or 0 for TP itself"));
+  } else if (etp > 0 && etp != tp && experts <= 0) {
+    out.push_back(absl::StrCat("--expert-tensor-parallel-size ", etp,
+                               " splits a mixture of experts' experts: add --num-experts, or "
+                               "drop the flag"));
+  }
   if (ep < 1) {
     out.push_back(absl::StrCat("--expert-model-parallel-size ", ep,
                                " must be at least 1 (1: every rank holds every expert)"));
   }
   if (ep <= 1) return out;
-  const int experts = config.model().num_experts();
   if (experts <= 0) {
     out.push_back(absl::StrCat("--expert-model-parallel-size ", ep,
                                " splits a mixture of experts' experts over ranks: add "
@@ -117,17 +131,17 @@ std::vector<std::string> ExpertParallelProblems(const Config& config, int world_
                                " must be divisible by --expert-model-parallel-size ", ep,
                                ": every expert-parallel rank holds the same number of experts"));
   }
-  const int tp_pp = p.tensor_model_parallel_size() * p.pipeline_model_parallel_size();
-  if (tp_pp > 0 && world_size > 0 && world_size % tp_pp == 0 && (world_size / tp_pp) % ep != 0) {
+  // The ranks of a stage that hold each expert (or each shard of it) once.
+  const int etp_pp = (etp > 0 ? etp : tp) * p.pipeline_model_parallel_size();
+  if (etp_pp > 0 && tp > 0 && tp % std::max(1, etp) == 0 && world_size > 0 &&
+      world_size % (tp * p.pipeline_model_parallel_size()) == 0 &&
+      (world_size / etp_pp) % ep != 0) {
     out.push_back(absl::StrCat(
-        "--expert-model-parallel-size ", ep, " must divide the data-parallel ranks (",
-        world_size / tp_pp, " = world size ", world_size, " / (TP x PP)): EP consecutive "
-        "data-parallel ranks share the experts; choose a divisor of ", world_size / tp_pp));
-  }
-  if (p.context_parallel_size() > 1) {
-    out.push_back(
-        "--expert-model-parallel-size with --context-parallel-size > 1: not implemented "
-        "(mixtures of experts refuse context parallelism); use --context-parallel-size 1");
+        "--expert-model-parallel-size ", ep, " must divide the ranks an expert's copies span (",
+        world_size / etp_pp, " = world size ", world_size,
+        " / (expert TP x PP)): the experts are spread over the data-parallel (and, with "
+        "--expert-tensor-parallel-size below TP, tensor-parallel) ranks; choose a divisor of ",
+        world_size / etp_pp));
   }
   return out;
 }

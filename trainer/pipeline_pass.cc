@@ -25,7 +25,7 @@ absl::Status RunPipelinePass(const Config& config, const RankContext& context,
     if (in.ok()) in->context.context_parallel = ring;
     return in;
   };
-  stage->BeginStep(std::move(feed), micro * seq / ring->size(), weighting);
+  stage->BeginStep(std::move(feed), micro * seq / ring->size(), weighting, ring->size());
   return pipeline::RunActions(actions, context.pipeline(), context.pp(), *stage, timeline);
 }
 

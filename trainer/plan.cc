@@ -33,15 +33,15 @@ int64_t MoeLayers(const ModelShape& shape) {
   return moe_layers;
 }
 
-// A mixture of experts' parameters: all of them (as the pipeline ranks of tensor-parallel
-// rank 0 hold them, with the experts of the other EP - 1 expert-parallel ranks added)
-// and those a token computes with (its top-k experts), the count Megatron's TFLOP/s
-// formula follows.
-std::string MoeParametersLine(const ModelShape& shape, int tp, int ep,
+// A mixture of experts' parameters: all of them (a tensor-parallel rank's share: the
+// pipeline ranks of tensor-parallel rank 0, with its E / EP experts split over ETP
+// replaced by all E split over TP) and those a token computes with (its top-k experts),
+// the count Megatron's TFLOP/s formula follows.
+std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
                               const std::vector<RankMemory>& memory) {
   const int64_t moe_layers = MoeLayers(shape);
-  int64_t total = moe_layers * (shape.moe.experts() - shape.moe.experts() / ep) *
-                  ExpertWeightElements(shape, tp);
+  int64_t total = moe_layers * (shape.moe.experts() * ExpertWeightElements(shape, tp) -
+                                shape.moe.experts() / ep * ExpertWeightElements(shape, etp));
   for (const RankMemory& m : memory) total += m.parameters;
   const int64_t active = total - moe_layers * InactiveExpertParameters(shape, tp);
   return absl::StrFormat(
@@ -58,12 +58,13 @@ std::string MoeParametersLine(const ModelShape& shape, int tp, int ep,
 
 // Expert parallelism: the groups (the first few), each rank's experts and parameters, and
 // the all-to-all's bytes per step: every MoE layer exchanges a micro-batch's routed rows
-// four times (dispatch, combine, and their gradients), (EP - 1) / EP of them leaving the
-// rank under uniform routing; at most tokens x top-k rows (fewer when a capacity drops).
-std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int world, int ep, int M,
-                               int64_t micro_batch, double element) {
+// (the rank's share of them when ETP < TP) four times (dispatch, combine, and their
+// gradients), (EP - 1) / EP of them leaving the rank under uniform routing; at most
+// tokens x top-k rows (fewer when a capacity drops).
+std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int world, int cp,
+                               int ep, int etp, int M, int64_t micro_batch, double element) {
   auto groups = [&](GroupKind kind) {
-    const std::vector<std::vector<int>> all = AllGroups(kind, tp, pp, world, 1, ep);
+    const std::vector<std::vector<int>> all = AllGroups(kind, tp, pp, world, cp, ep, etp);
     std::string text;
     for (size_t g = 0; g < std::min<size_t>(all.size(), 4); ++g) {
       absl::StrAppend(&text, g > 0 ? " " : "", "[", absl::StrJoin(all[g], ","), "]");
@@ -72,16 +73,17 @@ std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int worl
     return text;
   };
   const int64_t local_experts = shape.moe.experts() / ep;
-  const double rows = static_cast<double>(micro_batch) * shape.seq * shape.moe.router.topk;
+  const double rows = static_cast<double>(micro_batch) * shape.seq / cp *
+                      shape.moe.router.topk / (tp / etp);
   const double bytes = 4.0 * static_cast<double>(MoeLayers(shape)) / pp * M * rows *
                        (ep - 1) / ep * shape.hidden * element;
   return absl::StrFormat(
-      "plan: expert parallelism: EP %d x expert DP %d, %d of %d experts per rank per MoE "
-      "layer (%d parameters per rank and layer); expert-parallel groups %s; "
+      "plan: expert parallelism: expert TP %d x EP %d x expert DP %d, %d of %d experts per "
+      "rank per MoE layer (%d parameters per rank and layer); expert-parallel groups %s; "
       "expert-data-parallel groups %s; all-to-all at most %s per step and rank (uniform "
       "routing)\n",
-      ep, world / (tp * pp * ep), local_experts, shape.moe.experts(),
-      local_experts * ExpertWeightElements(shape, tp), groups(GroupKind::kExpert),
+      etp, ep, world / (etp * pp * ep), local_experts, shape.moe.experts(),
+      local_experts * ExpertWeightElements(shape, etp), groups(GroupKind::kExpert),
       groups(GroupKind::kExpertData), Bytes(bytes));
 }
 
@@ -152,9 +154,11 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           Bytes(m.total_bytes()));
   }
   const int ep = std::max(1, p.expert_model_parallel_size());
-  if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, ep, memory);
-  if (ep > 1) {
-    out += ExpertParallelLine(shape, tp, pp, world_size, ep, M, t.micro_batch_size(),
+  const int etp = ExpertTensorParallelSize(p);
+  if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, ep, etp, memory);
+  const bool expert_layout = shape.moe.experts() > 0 && (ep > 1 || etp != tp);
+  if (expert_layout) {
+    out += ExpertParallelLine(shape, tp, pp, world_size, cp, ep, etp, M, t.micro_batch_size(),
                               config.precision().bf16() ? 2.0 : 4.0);
   }
   absl::StrAppendFormat(&out,
@@ -198,14 +202,14 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   // Under expert parallelism the first stage's experts (their share of its parameters) are
   // reduced over the expert-data-parallel ranks only.
   int64_t expert_elements = 0;
-  for (int64_t layer = 0; ep > 1 && layer < shape.num_layers / pp; ++layer) {
+  for (int64_t layer = 0; expert_layout && layer < shape.num_layers / pp; ++layer) {
     expert_elements += shape.moe.IsMoeLayer(layer) * (shape.moe.experts() / ep) *
-                       ExpertWeightElements(shape, tp);
+                       ExpertWeightElements(shape, etp);
   }
   const double expert_share =
       static_cast<double>(expert_elements) / std::max<int64_t>(1, first.parameters);
   const double dp_bytes = (1.0 - expert_share) * reduction_bytes(dp * cp) +
-                          expert_share * reduction_bytes(dp * cp / ep);
+                          expert_share * reduction_bytes(dp * cp * (tp / etp) / ep);
   const int64_t local_layers = shape.num_layers / pp;
   const double activation = element * tokens * shape.hidden;
   const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * activation : 0.0;

@@ -196,10 +196,17 @@ TEST_P(ModelStateBytesTest, EveryDataParallelRankHoldsWhatTheModelPredicts) {
 // Under expert parallelism a rank holds E/EP experts, in buffers of their own over the
 // expert-data-parallel group (sharded over it by the distributed optimizer, with a bf16
 // staging bucket of their own): every rank's model state after a real step is what the
-// model predicts, to the byte (EP 2 x expert DP 2 on four ranks).
+// model predicts, to the byte (EP 2 x expert DP 2 on four ranks; and with whole experts
+// under TP 2, --expert-tensor-parallel-size 1, where EP pairs the TP ranks).
 TEST(ModelStateTest, ExpertParallelRanksHoldWhatTheModelPredicts) {
+  std::vector<Layout> layouts;
   for (const bool distributed_optimizer : {false, true}) {
-    Layout l = TpDp(1, 4, false, distributed_optimizer);
+    layouts.push_back(TpDp(1, 4, false, distributed_optimizer));
+    layouts.push_back(TpDp(2, 2, true, distributed_optimizer));
+    layouts.back().etp = 1;
+  }
+  for (Layout l : layouts) {
+    const bool distributed_optimizer = l.distributed_optimizer;
     l.moe = true;
     l.ep = 2;
     l.bf16 = distributed_optimizer;
@@ -215,7 +222,7 @@ TEST(ModelStateTest, ExpertParallelRanksHoldWhatTheModelPredicts) {
     ASSERT_EQ(run->model_state.size(), 4u);
     for (int r = 0; r < 4; ++r) {
       absl::StatusOr<std::vector<RankMemory>> predicted =
-          PredictMemory(config, shape, one_forward, 4, /*data_parallel_rank=*/r);
+          PredictMemory(config, shape, one_forward, 4 / l.tp, /*data_parallel_rank=*/r / l.tp);
       ASSERT_TRUE(predicted.ok()) << predicted.status();
       const RankMemory& m = predicted->front();
       const TrainingResult::ModelStateBytes& measured = run->model_state[r];

@@ -227,6 +227,31 @@ TEST(CheckpointReshardingTest, ResumesAcrossExpertParallelSizes) {
   ExpectFollows(*on_ep4, *reference);
 }
 
+// Expert tensor parallelism: whole experts saved under TP 2 with
+// --expert-tensor-parallel-size 1 (EP 2 over the TP pairs, expert DP 2, distributed
+// optimizer) resume with experts split over TP 2 (the default expert TP) and on one rank,
+// following the uninterrupted one-rank run.
+TEST(CheckpointReshardingTest, ResumesAcrossExpertTensorParallelSizes) {
+  Layout whole_experts = TpDp(2, 2, true, true);
+  whole_experts.moe = true;
+  whole_experts.ep = 2;
+  whole_experts.etp = 1;
+  Layout split_experts = TpDp(2, 1, true, false);
+  split_experts.moe = true;
+  Layout one;
+  one.moe = true;
+  absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(one), "etp_reference");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string save = FreshDir("etp1_ckpt");
+  ASSERT_TRUE(FirstHalf(whole_experts, save, false, "etp1_first").ok());
+  for (const Layout& resumed : {split_experts, one}) {
+    absl::StatusOr<LayoutRun> run = SecondHalf(resumed, save, "etp1_to_" + LayoutName(resumed));
+    ASSERT_TRUE(run.ok()) << run.status();
+    SCOPED_TRACE(LayoutName(resumed));
+    ExpectFollows(*run, *reference);
+  }
+}
+
 // The bf16 master pieces saved by DP 2 reshard: resumed under DP 4 (other pieces) and
 // under one rank with the replicated optimizer (whole fp32 values), both follow the
 // uninterrupted DP 2 run to bf16 precision (the equivalence test's tolerance).

@@ -140,11 +140,44 @@ TEST(PlanTest, ExpertParallelismNamesItsGroupsAndAllToAll) {
   const std::string plan = PlanOf(args, 4);
   const double bytes = 4 * 4 * 2 * (4.0 * 128 * 2 * 0.5 * 128 * 4);
   EXPECT_THAT(plan, HasSubstr(absl::StrFormat(
-                        "plan: expert parallelism: EP 2 x expert DP 2, 4 of 8 experts per rank "
-                        "per MoE layer (%d parameters per rank and layer); expert-parallel "
-                        "groups [0,1] [2,3]; expert-data-parallel groups [0,2] [1,3]; "
-                        "all-to-all at most %.2f MiB per step and rank",
+                        "plan: expert parallelism: expert TP 1 x EP 2 x expert DP 2, 4 of 8 "
+                        "experts per rank per MoE layer (%d parameters per rank and layer); "
+                        "expert-parallel groups [0,1] [2,3]; expert-data-parallel groups [0,2] "
+                        "[1,3]; all-to-all at most %.2f MiB per step and rank",
                         4 * (64 * 128 + 128 * 64), bytes / (1 << 20))));
+}
+
+// --expert-tensor-parallel-size 1 under TP 2 (SP) on 4 ranks, EP 2: the expert-parallel
+// groups are the TP pairs, each rank holds 4 whole experts, and sends its half of the
+// routed rows (TP / ETP = 2 shares): 4 exchanges x 4 MoE layers x 2 micro-batches of
+// 4 x 128 x 2 / 2 rows of 128 fp32 channels, half of them away. The model's total counts
+// all 8 experts split over TP like the rest of a tensor-parallel rank's share.
+TEST(PlanTest, ExpertTensorParallelismBelowTpSharesRows) {
+  std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
+                                   "--hidden-size", "128", "--num-attention-heads", "4",
+                                   "--seq-length", "128", "--micro-batch-size", "4",
+                                   "--global-batch-size", "16", "--num-experts", "8",
+                                   "--moe-ffn-hidden-size", "64", "--disable-bias-linear",
+                                   "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                   "--expert-model-parallel-size", "2",
+                                   "--expert-tensor-parallel-size", "1", "--nproc-per-node", "4"};
+  const std::string plan = PlanOf(args, 4);
+  const double bytes = 4 * 4 * 2 * (4.0 * 128 * 2 / 2 * 0.5 * 128 * 4);
+  EXPECT_THAT(plan, HasSubstr(absl::StrFormat(
+                        "plan: expert parallelism: expert TP 1 x EP 2 x expert DP 2, 4 of 8 "
+                        "experts per rank per MoE layer (%d parameters per rank and layer); "
+                        "expert-parallel groups [0,1] [2,3]; expert-data-parallel groups [0,2] "
+                        "[1,3]; all-to-all at most %.2f MiB per step and rank",
+                        4 * (64 * 128 + 128 * 64), bytes / (1 << 20))));
+  // The same model under TP 2 with the default expert TP (= 2) reports the same total.
+  std::vector<std::string> default_etp = args;
+  default_etp.erase(default_etp.end() - 4, default_etp.end() - 2);
+  const std::string reference = PlanOf(default_etp, 4);
+  const auto total_line = [](const std::string& text) {
+    const size_t at = text.find("plan: mixture of experts");
+    return text.substr(at, text.find('\n', at) - at);
+  };
+  EXPECT_EQ(total_line(plan), total_line(reference));
 }
 
 }  // namespace

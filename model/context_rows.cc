@@ -1,0 +1,28 @@
+#include "model/context_rows.h"
+
+#include "base/status_macros.h"
+
+namespace conveyor {
+
+absl::StatusOr<std::vector<float>> GatherMicroBatchRows(const MicroBatchContext& mb,
+                                                        absl::Span<const float> local,
+                                                        int64_t width) {
+  const int cp = mb.cp_size();
+  if (cp == 1) return std::vector<float>(local.begin(), local.end());
+  // Rank-major: rank c's rows at [c * tokens, (c + 1) * tokens).
+  const int64_t tokens = mb.tokens();
+  std::vector<float> ranks(cp * tokens * width);
+  RETURN_IF_ERROR(mb.context_parallel->AllGather(local.data(), tokens * width, ranks.data()));
+  std::vector<float> full(ranks.size());
+  for (int c = 0; c < cp; ++c) {
+    for (int64_t r = 0; r < tokens; ++r) {
+      const int64_t sample = r / mb.local_seq();
+      const int64_t row = sample * mb.seq + SamplePosition(mb, c, r % mb.local_seq());
+      const float* from = ranks.data() + (c * tokens + r) * width;
+      std::copy(from, from + width, full.begin() + row * width);
+    }
+  }
+  return full;
+}
+
+}  // namespace conveyor
