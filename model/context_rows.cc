@@ -1,5 +1,6 @@
 #include "model/context_rows.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace conveyor {
@@ -7,10 +8,15 @@ namespace conveyor {
 absl::StatusOr<std::vector<float>> GatherMicroBatchRows(const MicroBatchContext& mb,
                                                         absl::Span<const float> local,
                                                         int64_t width) {
+  const int64_t tokens = mb.tokens();
+  if (static_cast<int64_t>(local.size()) != tokens * width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a rank's rows of the micro-batch: ", local.size(), " values, not ", tokens,
+                     " tokens (", mb.batch, " samples of ", mb.local_seq(), ") x ", width));
+  }
   const int cp = mb.cp_size();
   if (cp == 1) return std::vector<float>(local.begin(), local.end());
   // Rank-major: rank c's rows at [c * tokens, (c + 1) * tokens).
-  const int64_t tokens = mb.tokens();
   std::vector<float> ranks(cp * tokens * width);
   RETURN_IF_ERROR(mb.context_parallel->AllGather(local.data(), tokens * width, ranks.data()));
   std::vector<float> full(ranks.size());

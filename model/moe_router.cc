@@ -38,13 +38,12 @@ MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& n
 }
 
 absl::Status MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb,
-                               RouterStash* stash) const {
+                                RouterStash* stash) const {
   const int64_t tokens = x.dim(0), experts = moe_.experts(), topk = moe_.router.topk;
   Tensor logits = ops_->NewActivation({tokens, experts});
   gate_.Forward(x, &logits);
   stash->logits = ToHostFloats(*ops_, logits);
-  ASSIGN_OR_RETURN(const std::vector<float> all,
-                   GatherMicroBatchRows(mb, stash->logits, experts));
+  ASSIGN_OR_RETURN(const std::vector<float> all, GatherMicroBatchRows(mb, stash->logits, experts));
   const RouterStash whole = RouteMicroBatch(all, mb);
   stash->routing.experts = LocalRowsOfWidth<int32_t>(mb, whole.routing.experts, topk);
   stash->routing.probs = LocalRowsOfWidth<float>(mb, whole.routing.probs, topk);
@@ -80,8 +79,7 @@ RouterStash MoeRouter::RouteMicroBatch(const std::vector<float>& logits,
   if (balancing) {
     // seq_aux_loss: the loss of each sequence, averaged over the micro-batch's sequences.
     const int64_t groups = moe_.balancing == MoeLoadBalancingType::kSeqAuxLoss ? mb.batch : 1;
-    whole.load_balancing_loss = LoadBalancingLoss(moe_.router, logits, groups,
-                                                  moe_.aux_loss_coeff,
+    whole.load_balancing_loss = LoadBalancingLoss(moe_.router, logits, groups, moe_.aux_loss_coeff,
                                                   absl::MakeSpan(whole.aux_grad));
   }
   if (z) {

@@ -148,7 +148,13 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
                                                  "add_qkv_bias",
                                                  "qk_layernorm",
                                                  "rotary_percent",
-                                                 "vocab_size"};
+                                                 "vocab_size",
+                                                 "num_experts",
+                                                 "moe_ffn_hidden_size",
+                                                 "moe_layer_freq",
+                                                 "moe_shared_expert_intermediate_size",
+                                                 // state a checkpoint without it lacks
+                                                 "moe_router_enable_expert_bias"};
   const google::protobuf::Descriptor* d = ModelConfig::descriptor();
   std::vector<std::string> differences;
   for (const char* name : kShapeFields) {

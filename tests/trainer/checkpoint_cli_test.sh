@@ -332,6 +332,19 @@ grep -q "conveyor: trained 2 iterations, final lm loss" more.out && grep -q "on 
   fail "a larger --train-iters: $(grep conveyor more.out)"
 [[ "$(cat done_pp2/latest_checkpointed_iteration.txt)" == 14 ]] || fail "no checkpoint of iteration 14"
 
+# A checkpoint of another model names the flags that differ with the checkpoint's values;
+# a mixture of experts' too: its experts, and the expert bias, state that a checkpoint
+# saved without --moe-router-enable-expert-bias does not hold.
+moe=(--num-experts 4 --moe-ffn-hidden-size 32 --disable-bias-linear)
+train --train-iters 2 "${moe[@]}" --save moe_ckpt >moe_ckpt.out 2>&1 ||
+  fail "MoE run failed: $(tail -3 moe_ckpt.out)"
+expect_refusal moe_bias moe_ckpt "--load moe_ckpt/iter_0000002 holds a different model" \
+  "--moe-router-enable-expert-bias true (checkpoint: false)" "use the checkpoint's values" \
+  -- --train-iters 4 "${moe[@]}" --moe-router-score-function sigmoid \
+  --moe-router-enable-expert-bias --load moe_ckpt --save moe_ckpt
+expect_refusal moe_dense moe_ckpt "--num-experts 0 (checkpoint: 4)" \
+  -- --train-iters 4 --disable-bias-linear --load moe_ckpt --save moe_ckpt
+
 if ((failures)); then
   echo "$failures failure(s)"
   exit 1

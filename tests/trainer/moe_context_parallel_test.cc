@@ -7,6 +7,7 @@
 // of the whole micro-batch, 5 here, exceeds what any rank's 4 tokens can send it), weigh
 // the auxiliary losses with its own counts, and count the expert bias's tokens short.
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct MoeCase {
   // Layout::moe's settings.
   std::function<void(Config*)> change;
 };
+
+// gtest names a failing case by this.
+void PrintTo(const MoeCase& c, std::ostream* os) { *os << c.name; }
 
 Layout ContextParallel(int cp, Layout layout = {}) {
   layout.moe = true;
