@@ -2,8 +2,9 @@
 //   y = fc2(act(fc1(x)))
 // with the model's activation (SwiGLU over fc1's [gate | up] halves, or GELU) and no
 // biases (Megatron's MoE token dispatchers support none), tensor-parallel like the dense
-// MLP (Megatron's expert tensor parallelism of TP): fc1 column-parallel, fc2 row-parallel,
-// so y is this rank's partial sum. Backward is split into B and W like the dense layer's.
+// MLP over the group it is given (the expert-tensor-parallel group for routed experts,
+// TP for the shared expert): fc1 column-parallel, fc2 row-parallel, so y is this rank's
+// partial sum. Backward is split into B and W like the dense layer's.
 #ifndef CONVEYOR_MODEL_EXPERT_MLP_H_
 #define CONVEYOR_MODEL_EXPERT_MLP_H_
 

@@ -228,15 +228,18 @@ bool DenseMlpTensor(const StashTensor& t) {
          t.tensor == &LayerStash::d_fc1 || t.tensor == &LayerStash::d_fc2_full;
 }
 
-// Rows of a mixture-of-experts layer's permuted tokens for one micro-batch: every routing
-// slot; under a capacity at most what the experts keep, or exactly their padded inputs.
-int64_t MoeRows(const ModelShape& s, int64_t tokens) {
+// Rows of a mixture-of-experts layer's permuted tokens for one micro-batch on a rank
+// holding `tokens` of its tokens (1 / CP of them): every routing slot; under a capacity
+// (the whole micro-batch's: the router decides over all its tokens, model/moe_router.h)
+// at most what the experts keep, or exactly their padded inputs (each expert padded to
+// the capacity, at most the rank's tokens).
+int64_t MoeRows(const ModelShape& s, int64_t tokens, int cp) {
   const MoeShape& moe = s.moe;
   const int64_t slots = tokens * moe.router.topk;
   if (!moe.drops_tokens()) return slots;
-  const int64_t capacity = std::min(
-      tokens, ExpertCapacity(tokens, moe.router.topk, moe.experts(), moe.capacity_factor));
-  return moe.pad_to_capacity ? moe.experts() * capacity
+  const int64_t capacity =
+      ExpertCapacity(tokens * cp, moe.router.topk, moe.experts(), moe.capacity_factor);
+  return moe.pad_to_capacity ? moe.experts() * std::min(tokens, capacity)
                              : std::min(slots, moe.experts() * capacity);
 }
 
@@ -248,7 +251,7 @@ int64_t MoeRows(const ModelShape& s, int64_t tokens) {
 // tensors held at that point.
 int64_t MoeStashDifference(const ModelShape& s, const ActivationShape& a,
                            const SelectiveRecompute& selective, bool awaiting_weight) {
-  const int64_t tokens = a.micro_batch * a.seq, rows = MoeRows(s, tokens);
+  const int64_t tokens = a.micro_batch * a.seq, rows = MoeRows(s, tokens, a.cp);
   // Every TP rank permutes every token. Its experts run its share of the rows (1 / (TP /
   // ETP) of them, model/expert_row_share.h; under expert parallelism as many again on
   // average as it sends, uniform routing assumed), kept as a copy of their own unless

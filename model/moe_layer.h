@@ -6,11 +6,12 @@
 //   y[t] = sum_j p[t, j] * expert_{e(t, j)}(x[t])  (+ shared_expert(x[t]))
 // Parameters: `layers.N.mlp.router.weight`, `layers.N.mlp.experts.E.fc{1,2}.weight`,
 // `layers.N.mlp.shared_experts.fc{1,2}.weight`. Under tensor parallelism every rank routes
-// every token of the micro-batch; the experts are TP-sharded like the dense MLP, so the
+// every token of the micro-batch; the experts are split like the dense MLP (over
+// --expert-tensor-parallel-size ranks, whose copies in a TP group share the rows), so the
 // output and the input gradient are this rank's partial sums (the caller's TP region
 // sums them, as for the dense MLP). Under expert parallelism (the TensorParallel's
-// expert-parallel group) the rank holds E/EP of the experts and its rows travel to them
-// and back (model/routed_experts.h); routing, capacity and the combine stay per rank.
+// expert groups) the rank holds E/EP of the experts and its rows travel to them and back
+// (model/routed_experts.h); routing, capacity and the combine stay per rank.
 #ifndef CONVEYOR_MODEL_MOE_LAYER_H_
 #define CONVEYOR_MODEL_MOE_LAYER_H_
 

@@ -49,7 +49,8 @@ absl::Status MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb,
   stash->routing.probs = LocalRowsOfWidth<float>(mb, whole.routing.probs, topk);
   stash->keep.clear();
   if (!whole.keep.empty()) stash->keep = LocalRowsOfWidth<uint8_t>(mb, whole.keep, topk);
-  stash->pad_rows = std::min(whole.pad_rows, tokens);  // no rank holds more of an expert's
+  // No expert keeps more of a rank's slots than the rank has tokens (k distinct picks).
+  stash->pad_rows = std::min(whole.pad_rows, tokens);
   stash->aux_grad.clear();
   if (!whole.aux_grad.empty()) {
     stash->aux_grad = LocalRowsOfWidth<float>(mb, whole.aux_grad, experts);

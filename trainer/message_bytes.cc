@@ -6,16 +6,20 @@
 namespace conveyor {
 
 std::array<int64_t, MessageBytes::kGroups> MessageBytes::Totals() const {
-  // Gradients travel over data x context (the dp group itself without CP); the loss
-  // sums over dp: both are data-parallel traffic.
-  const bool own_group = &context_.dp_cp() != &context_.dp();
+  // Gradients travel over data x context (the dp group itself without CP), the experts'
+  // over the expert-data-parallel group; the loss sums over dp: all data-parallel
+  // traffic. Groups that are another group's alias count once.
+  const bool own_dp_cp = &context_.dp_cp() != &context_.dp();
+  const bool own_expert_dp = &context_.expert_dp() != &context_.dp_cp();
   return {context_.tp().message_bytes(), context_.cp().message_bytes(),
-          context_.dp().message_bytes() + (own_group ? context_.dp_cp().message_bytes() : 0),
+          context_.ep().message_bytes(),
+          context_.dp().message_bytes() + (own_dp_cp ? context_.dp_cp().message_bytes() : 0) +
+              (own_expert_dp ? context_.expert_dp().message_bytes() : 0),
           context_.pp().message_bytes()};
 }
 
 absl::StatusOr<std::string> MessageBytes::Report(int64_t iterations) {
-  static constexpr const char* kNames[kGroups] = {"tp", "cp", "dp", "pp"};
+  static constexpr const char* kNames[kGroups] = {"tp", "cp", "ep", "dp", "pp"};
   const std::array<int64_t, kGroups> now = Totals();
   std::array<double, kGroups> per_iteration;
   for (int g = 0; g < kGroups; ++g) {

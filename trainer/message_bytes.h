@@ -1,6 +1,7 @@
-// The bytes each rank puts into its tensor-, context-, data- and pipeline-parallel groups
-// per iteration (Communicator::message_bytes), the max across ranks over a log interval:
-//   messages per iteration, max across ranks (MB): tp 1.05 | cp 0.00 | dp 3.20 | pp 0.52
+// The bytes each rank puts into its tensor-, context-, expert-, data- and pipeline-parallel
+// groups per iteration (Communicator::message_bytes), the max across ranks over a log
+// interval:
+//   messages per iteration, max across ranks (MB): tp 1.05 | cp 0.00 | ep 0.00 | dp 3.20 | pp 0.52
 // bf16 messages count 2 bytes an element, so the line shows what travelling in bf16
 // saves. Every message of the interval counts, evaluation's included.
 #ifndef CONVEYOR_TRAINER_MESSAGE_BYTES_H_
@@ -25,7 +26,7 @@ class MessageBytes {
   absl::StatusOr<std::string> Report(int64_t iterations);
 
  private:
-  static constexpr int kGroups = 4;  // tp, cp, dp, pp
+  static constexpr int kGroups = 5;  // tp, cp, ep, dp, pp
   std::array<int64_t, kGroups> Totals() const;
 
   const RankContext& context_;

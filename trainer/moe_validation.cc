@@ -1,6 +1,5 @@
 #include "trainer/moe_validation.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "absl/status/statusor.h"
@@ -72,7 +71,7 @@ std::vector<std::string> MoeProblems(const Config& config) {
   }
   const int tp = config.parallel().tensor_model_parallel_size();
   if (tp > 1) {
-    // The experts are TP-sharded (Megatron's default expert tensor parallelism of TP).
+    // The experts are split over --expert-tensor-parallel-size ranks (Megatron's default: TP).
     if (!config.parallel().sequence_parallel()) {
       out.push_back(
           "--num-experts with --tensor-model-parallel-size > 1 needs --sequence-parallel "
@@ -131,11 +130,10 @@ std::vector<std::string> ExpertParallelProblems(const Config& config, int world_
                                " must be divisible by --expert-model-parallel-size ", ep,
                                ": every expert-parallel rank holds the same number of experts"));
   }
-  // The ranks of a stage that hold each expert (or each shard of it) once.
+  // The ranks an expert's copies span: a stage's ranks over expert TP (sizes that do not
+  // divide the world are reported elsewhere).
   const int etp_pp = (etp > 0 ? etp : tp) * p.pipeline_model_parallel_size();
-  if (etp_pp > 0 && tp > 0 && tp % std::max(1, etp) == 0 && world_size > 0 &&
-      world_size % (tp * p.pipeline_model_parallel_size()) == 0 &&
-      (world_size / etp_pp) % ep != 0) {
+  if (etp_pp > 0 && world_size % etp_pp == 0 && (world_size / etp_pp) % ep != 0) {
     out.push_back(absl::StrCat(
         "--expert-model-parallel-size ", ep, " must divide the ranks an expert's copies span (",
         world_size / etp_pp, " = world size ", world_size,

@@ -13,8 +13,7 @@ namespace conveyor {
 std::vector<std::string> MoeProblems(const Config& config);
 
 // The rules of --expert-model-parallel-size on `world_size` ranks: it needs
-// --num-experts, must divide the experts and the data x context ranks (world / (TP x PP)),
-// and not combine with --context-parallel-size > 1 (MoE refuses CP).
+// --num-experts, must divide the experts and the data x context ranks (world / (TP x PP)).
 std::vector<std::string> ExpertParallelProblems(const Config& config, int world_size);
 
 }  // namespace conveyor

@@ -59,7 +59,7 @@ TEST(RankLayoutTest, ContextParallelGroupsInMegatronOrder) {
                                              "   2   0   0   0   1\n"));
 }
 
-// Megatron's expert rank generator (order tp-ep-dp-pp, expert TP = TP): with TP 2, PP 2
+// Megatron's expert rank generator (order tp-ep-dp-pp, default expert TP = TP): with TP 2, PP 2
 // and DP 4 (16 ranks, rank = pp*8 + dp*2 + tp), EP 2 pairs data-parallel ranks 0-1 and
 // 2-3 of each stage and tensor slice; the expert-data-parallel groups join dp 0 with 2
 // and 1 with 3.

@@ -137,13 +137,45 @@ TEST(ValidateConfigTest, ExpertParallelRules) {
   std::vector<std::string> problems = Validate(c, 4);
   EXPECT_THAT(problems, Contains(StartsWith("--num-experts 3 must be divisible by "
                                             "--expert-model-parallel-size 4")));
-  EXPECT_THAT(problems, Contains(HasSubstr("must divide the data-parallel ranks (2 = world size "
-                                           "4 / (TP x PP))")));
+  EXPECT_THAT(problems, Contains(HasSubstr("--expert-model-parallel-size 4 must divide the "
+                                           "ranks an expert's copies span (2 = world size 4 / "
+                                           "(expert TP x PP))")));
   c.mutable_parallel()->set_expert_model_parallel_size(0);
   EXPECT_THAT(Validate(c, 4),
               Contains(StartsWith("--expert-model-parallel-size 0 must be at least 1")));
   c.mutable_parallel()->set_expert_model_parallel_size(1);
   EXPECT_THAT(Validate(c, 4), IsEmpty());
+}
+
+TEST(ValidateConfigTest, ExpertTensorParallelRules) {
+  Config c = Valid();
+  c.mutable_parallel()->set_tensor_model_parallel_size(2);
+  c.mutable_parallel()->set_sequence_parallel(true);
+  c.mutable_parallel()->set_expert_tensor_parallel_size(1);
+  SetWorld(&c, 4);
+  EXPECT_THAT(Validate(c, 4), Contains(StartsWith("--expert-tensor-parallel-size 1 splits a "
+                                                  "mixture of experts' experts: add "
+                                                  "--num-experts")));
+  c.mutable_model()->set_num_experts(4);
+  c.mutable_model()->set_disable_bias_linear(true);
+  // Whole experts under TP 2: EP 4 spans the TP pairs and the two data-parallel ranks.
+  c.mutable_parallel()->set_expert_model_parallel_size(4);
+  EXPECT_THAT(Validate(c, 4), IsEmpty());
+  c.mutable_parallel()->set_expert_tensor_parallel_size(2);
+  EXPECT_THAT(Validate(c, 4), Contains(HasSubstr("--expert-model-parallel-size 4 must divide the "
+                                                 "ranks an expert's copies span (2 = world size "
+                                                 "4 / (expert TP x PP))")));
+  c.mutable_parallel()->set_expert_model_parallel_size(1);
+  c.mutable_parallel()->set_expert_tensor_parallel_size(3);
+  EXPECT_THAT(Validate(c, 4), Contains(StartsWith("--expert-tensor-parallel-size 3 must divide "
+                                                  "--tensor-model-parallel-size 2")));
+  c.mutable_parallel()->set_tensor_model_parallel_size(4);
+  c.mutable_model()->set_moe_ffn_hidden_size(10);
+  c.mutable_parallel()->set_expert_tensor_parallel_size(4);
+  EXPECT_THAT(Validate(c, 4), Contains(StartsWith("--moe-ffn-hidden-size 10 must be divisible by "
+                                                  "--expert-tensor-parallel-size 4")));
+  c.mutable_parallel()->set_expert_tensor_parallel_size(2);
+  EXPECT_THAT(Validate(c, 4), Not(Contains(HasSubstr("--moe-ffn-hidden-size"))));
 }
 
 TEST(ValidateConfigTest, SizesMustBePositive) {

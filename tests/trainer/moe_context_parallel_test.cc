@@ -2,10 +2,11 @@
 // an MoE layer in every layer (top-2 of 4 experts, both auxiliary losses, a capacity that
 // drops tokens) trained for 10 iterations with each sample's tokens spread over CP ranks
 // matches its one-rank run: loss and gradient norm within 1e-5 relative, and every
-// parameter (and expert bias) after training. A rank holds a quarter or a half of each
-// sample, so a router deciding on its own tokens would drop others (an expert's capacity
-// of the whole micro-batch, 5 here, exceeds what any rank's 4 tokens can send it), weigh
-// the auxiliary losses with its own counts, and count the expert bias's tokens short.
+// parameter (and expert bias) after training. A rank holds a half or a quarter of each
+// sample, so a router deciding on its own tokens would take an expert's capacity from
+// them (3 for a CP 2 rank's 4 tokens, where the micro-batch's 8 give 5) and drop other
+// tokens, and weigh the auxiliary losses with its own counts
+// (moe_context_parallel_metrics_test checks the logged figures).
 #include <functional>
 #include <ostream>
 #include <string>
@@ -22,7 +23,7 @@ namespace {
 struct MoeCase {
   std::string name;
   Layout layout;
-  // Changes to the MoE flags (for the layout and its one-rank reference alike); null:
+  // Changes to the config (for the layout and its one-rank reference alike); null:
   // Layout::moe's settings.
   std::function<void(Config*)> change;
 };
@@ -76,6 +77,8 @@ std::vector<MoeCase> Cases() {
   Layout tp = ContextParallel(2, TpDp(2, 1, true, false));
   Layout ep = ContextParallel(2);
   ep.ep = 2;  // the expert-parallel ranks are the two context-parallel ranks (DP x CP = 2)
+  Layout ep_dp = ContextParallel(2, TpDp(1, 2, false, true));
+  ep_dp.ep = 4;  // one expert per rank, the group spanning both DP and CP ranks
   Layout pp = ContextParallel(2, Pipeline(2, "1f1b", 1, 2));
   Layout bias = ContextParallel(2);
   bias.expert_bias = true;
@@ -96,17 +99,25 @@ std::vector<MoeCase> Cases() {
   auto padded = [](Config* config) {
     config->mutable_model()->set_moe_pad_expert_input_to_capacity(true);
   };
+  // Full recomputation routes each micro-batch twice (gathering twice on every rank).
+  auto recomputed = [](Config* config) {
+    config->mutable_recompute()->set_recompute_granularity("full");
+    config->mutable_recompute()->set_recompute_method("uniform");
+    config->mutable_recompute()->set_recompute_num_layers(1);
+  };
   return {{"CP2", ContextParallel(2), nullptr},
           {"CP4", ContextParallel(4), nullptr},  // chunks of one token
           {"CP2xDP2_DistOpt", dp, nullptr},
           {"CP2xTP2_SP", tp, nullptr},
           {"CP2xEP2", ep, nullptr},
+          {"CP2xDP2xEP4_DistOpt", ep_dp, nullptr},
           {"CP2xPP2_1f1b", pp, nullptr},
           {"CP2_expert_bias", bias, nullptr},
           {"CP2_per_token_loss", per_token, nullptr},
           {"CP2_seq_aux_loss", ContextParallel(2), seq_aux},
           {"CP2_drop_position", ContextParallel(2), position},
-          {"CP2_padded_to_capacity", ContextParallel(2), padded}};
+          {"CP2_padded_to_capacity", ContextParallel(2), padded},
+          {"CP2_full_recompute", ContextParallel(2), recomputed}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeContextParallelTest, ::testing::ValuesIn(Cases()),
