@@ -184,7 +184,8 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   // 2 all-reduces forward and 2 backward of the activations (under SP, all-gathers and
   // reduce-scatters that move as much). CP: per layer and micro-batch, ring attention
   // passes CP - 1 key/value blocks forward, and backward CP - 1 blocks plus CP fp32
-  // gradient blocks; gradients are reduced over DP x CP.
+  // gradient blocks (and an MoE layer's router all-gathers its logits); gradients are
+  // reduced over DP x CP.
   const RankMemory& first = memory.front();
   const double element = config.precision().bf16() ? 2.0 : 4.0;
   const int64_t tokens = int64_t{t.micro_batch_size()} * shape.seq / cp;
@@ -215,8 +216,12 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * activation : 0.0;
   const double kv_block =
       static_cast<double>(tokens) * 2.0 * (shape.query_groups / tp) * shape.head_dim;
+  // A mixture of experts' router gathers the micro-batch's fp32 logits over CP per layer.
+  const double router_logits = static_cast<double>(tokens) * shape.moe.experts() * 4.0;
   const double cp_bytes =
-      cp > 1 ? local_layers * M * kv_block * (2.0 * (cp - 1) * element + cp * 4.0) : 0.0;
+      cp > 1 ? local_layers * M * kv_block * (2.0 * (cp - 1) * element + cp * 4.0) +
+                   static_cast<double>(MoeLayers(shape)) / pp * M * (cp - 1) * router_logits
+             : 0.0;
   absl::StrAppendFormat(&out,
                         "plan: traffic per step and rank: pipeline %s, data-parallel %s, "
                         "tensor-parallel %s",

@@ -124,6 +124,13 @@ TEST(PlanTest, ContextParallelTrafficIsRingAttentionsBlocks) {
   // No pipeline; the gradients' all-reduce runs over DP x CP = 2 ranks.
   EXPECT_THAT(plan, HasSubstr("pipeline 0.00 MiB"));
   EXPECT_THAT(plan, ::testing::Not(HasSubstr("data-parallel 0.00 MiB")));
+  // A mixture of experts (8 experts) adds its routers' all-gather of fp32 logits: each
+  // rank sends its 4 x 64 tokens' 8 logits to the other rank, per layer and micro-batch.
+  std::vector<std::string> moe = args;
+  moe.insert(moe.end(), {"--num-experts", "8", "--disable-bias-linear"});
+  const double logits = 4 * 4 * (4.0 * 64 * 8 * 4);
+  EXPECT_THAT(PlanOf(moe, 2), HasSubstr(absl::StrFormat("context-parallel %.2f MiB",
+                                                        (bytes + logits) / (1 << 20))));
 }
 
 // EP 2 on DP 4: the expert groups as Megatron lays them out, each rank's experts, and the
