@@ -110,35 +110,41 @@ struct ParameterExtent {
   bool read_in_compute_type;
   // Parameter::expert_parallel: in the buffers of the expert-data-parallel group.
   bool expert_parallel = false;
+  // Its gradient is summed over TP after the backward (trainer/parameter_updater.cc's
+  // ReduceSharedGradients): replicated, but each rank sees a part of it.
+  bool summed_over_tp = false;
 };
 
 // Global layer `layer`'s parameters in the order the layer creates them
 // (model/transformer_layer.cc; a mixture of experts': model/moe_layer.cc).
-void AppendLayer(const ModelShape& s, int tp, int ep, int etp, int64_t layer,
+void AppendLayer(const ModelShape& s, const ActivationShape& a, int64_t layer,
                  std::vector<ParameterExtent>* out) {
-  auto norm = [&](int64_t width) {
-    out->push_back({width, false});
-    if (!s.rms_norm) out->push_back({width, false});
+  const int tp = a.tp, ep = a.ep, etp = a.etp;
+  auto norm = [&](int64_t width, bool summed_over_tp) {
+    out->push_back({width, false, false, summed_over_tp});
+    if (!s.rms_norm) out->push_back({width, false, false, summed_over_tp});
   };
   auto linear = [&](int64_t rows, int64_t columns, int64_t bias, bool has_bias) {
     out->push_back({rows * columns, true});
     if (has_bias) out->push_back({bias, false});
   };
   const int64_t qkv = s.qkv_width() / tp, fc1 = s.fc1_width() / tp;
-  norm(s.hidden);
+  // The norms see the rank's sequence shard under SP, the head norms its heads always.
+  norm(s.hidden, a.sequence_parallel);
   linear(qkv, s.hidden, qkv, s.has_qkv_bias());
   if (s.qk_layernorm) {  // the query heads' norm, then the key heads'
-    norm(s.head_dim);
-    norm(s.head_dim);
+    norm(s.head_dim, tp > 1);
+    norm(s.head_dim, tp > 1);
   }
   linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
-  norm(s.hidden);
+  norm(s.hidden, a.sequence_parallel);
   if (s.moe.IsMoeLayer(layer)) {  // the router, the experts, the shared expert
     const std::vector<int64_t> elements = MoeWeightElements(s, tp, ep, etp);
     const size_t expert_weights = 2 * static_cast<size_t>(s.moe.experts() / ep);
     const bool own_replicas = ep > 1 || etp != tp;  // RoutedExperts' expert_parallel
-    for (size_t i = 0; i < elements.size(); ++i) {
-      out->push_back({elements[i], true, own_replicas && i >= 1 && i <= expert_weights});
+    for (size_t i = 0; i < elements.size(); ++i) {  // the router (i = 0) is summed under SP
+      out->push_back({elements[i], true, own_replicas && i >= 1 && i <= expert_weights,
+                      i == 0 && a.sequence_parallel});
     }
     return;
   }
@@ -371,12 +377,14 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       // The chunk's parameters in model/gpt_model.cc's order.
       if (first || (last && shape.tied_embeddings)) params.push_back({vocab_rows * shape.hidden, true});
       if (first && shape.learned_positions()) {
-        params.push_back({shape.max_positions * shape.hidden, false});
+        params.push_back({shape.max_positions * shape.hidden, false, false, a.sequence_parallel});
       }
+      m.first_stage = m.first_stage || first;
+      m.last_stage = m.last_stage || last;
       const int64_t first_layer =
           std::accumulate(layers.begin(), layers.begin() + stage, int64_t{0});
       for (int64_t i = 0; i < layers[stage]; ++i) {
-        AppendLayer(shape, tp, ep, etp, first_layer + i, &params);
+        AppendLayer(shape, a, first_layer + i, &params);
         const bool moe = shape.moe.IsMoeLayer(first_layer + i);
         chunk_stash += LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
                                        recompute.KeepsCheckpoint(i));
@@ -389,8 +397,8 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
         }
       }
       if (last) {
-        params.push_back({shape.hidden, false});
-        if (!shape.rms_norm) params.push_back({shape.hidden, false});
+        params.push_back({shape.hidden, false, false, a.sequence_parallel});
+        if (!shape.rms_norm) params.push_back({shape.hidden, false, false, a.sequence_parallel});
         if (!shape.tied_embeddings) params.push_back({vocab_rows * shape.hidden, true});
         chunk_stash += HeadStashBytes(shape, a);
       }
@@ -398,7 +406,10 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       chunk_stash_bytes[c] = chunk_stash;
       chunk_awaiting_bytes[c] = chunk_awaiting;
     }
-    for (const ParameterExtent& e : params) m.parameters += e.elements;
+    for (const ParameterExtent& e : params) {
+      m.parameters += e.elements;
+      if (e.summed_over_tp) m.tp_summed_elements += e.elements;
+    }
     // The ranks holding the same parameters are DP x CP: the distributed optimizer's shards.
     const ModelStateBytes state = ModelState(params, config, dp * cp, data_parallel_rank, a);
     m.weight_bytes = state.weights;

@@ -71,6 +71,12 @@ struct RankMemory {
   int64_t stash_bytes_per_micro_batch = 0;  // summed over the rank's chunks
   int peak_stashed = 0;                     // (micro-batch, chunk) pairs, from the schedule
   int64_t activation_peak_bytes = 0;
+  // For the traffic: whether the rank holds the first stage (the embedding) and the last
+  // (the output layer), and the gradient elements it sums over TP after the backward
+  // (norms, the position table and a router under SP; --qk-layernorm's norms).
+  bool first_stage = false;
+  bool last_stage = false;
+  int64_t tp_summed_elements = 0;
   int64_t total_bytes() const {
     return weight_bytes + grad_bytes + optimizer_bytes + activation_peak_bytes;
   }

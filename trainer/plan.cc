@@ -182,7 +182,8 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   // parameter all-gather, (DP-1)/DP of the value buffers (the experts' share over the
   // expert-data-parallel ranks instead). TP: per layer and micro-batch,
   // 2 all-reduces forward and 2 backward of the activations (under SP, all-gathers and
-  // reduce-scatters that move as much). CP: per layer and micro-batch, ring attention
+  // reduce-scatters that move as much), and the embedding's, the head's and the
+  // cross-entropy's (below). CP: per layer and micro-batch, ring attention
   // passes CP - 1 key/value blocks forward, and backward CP - 1 blocks plus CP fp32
   // gradient blocks (and an MoE layer's router all-gathers its logits); gradients are
   // reduced over DP x CP.
@@ -213,7 +214,16 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           expert_share * reduction_bytes(dp * cp * (tp / etp) / ep);
   const int64_t local_layers = shape.num_layers / pp;
   const double activation = element * tokens * shape.hidden;
-  const double tp_bytes = tp > 1 ? 4.0 * local_layers * M * 2.0 * (tp - 1) / tp * activation : 0.0;
+  // A tensor-parallel all-reduce's share of a buffer (a reduce-scatter plus an all-gather
+  // move as much); the embedding's region and the output layer's each cross one such per
+  // micro-batch, the vocabulary-parallel cross-entropy three of a double per token, and
+  // the replicated parameters each rank sees a part of one after the step.
+  const double tp_share = 2.0 * (tp - 1) / tp;
+  const double head_regions = (first.first_stage ? 1.0 : 0.0) + (first.last_stage ? 1.0 : 0.0);
+  const double tp_bytes =
+      tp_share * (M * ((4.0 * local_layers + head_regions) * activation +
+                       (first.last_stage ? 3.0 * 8.0 * tokens : 0.0)) +
+                  4.0 * static_cast<double>(first.tp_summed_elements));
   const double kv_block =
       static_cast<double>(tokens) * 2.0 * (shape.query_groups / tp) * shape.head_dim;
   // A mixture of experts' router gathers the micro-batch's fp32 logits over CP per layer.

@@ -105,6 +105,28 @@ TEST(PlanTest, DataParallelTrafficFollowsTheOptimizerAndTheGradientType) {
   EXPECT_EQ(DataParallelTraffic({"--use-distributed-optimizer"}), mib(0.5 * 4 * n + 0.5 * 4 * n));
 }
 
+// TP 2 with SP on 2 ranks, counted here: per micro-batch (4 of 4 x 128 tokens) each of
+// 4 layers crosses its two tensor-parallel regions forward and backward (4 all-reduces'
+// worth of the fp32 activations, 2 (TP-1)/TP of them each), the embedding and the output
+// layer one each, and the cross-entropy all-reduces 3 doubles per token; after the step
+// the norms' and the position table's gradients (each rank saw its sequence shard) are
+// summed. The measured log line gives 18.998 MB for this run.
+TEST(PlanTest, TensorParallelTrafficCountsEveryRegion) {
+  std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
+                                   "--hidden-size", "128", "--num-attention-heads", "4",
+                                   "--seq-length", "128", "--micro-batch-size", "4",
+                                   "--global-batch-size", "16", "--disable-bias-linear",
+                                   "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                   "--nproc-per-node", "2"};
+  const double activation = 4.0 * 128 * 128 * 4;
+  const double per_micro_batch = (4 * 4 + 2) * activation + 3 * 8.0 * 4 * 128;
+  // LayerNorm weight and bias: 2 per layer and the final one; positions 128 x 128.
+  const double summed = 4.0 * ((2 * 4 + 1) * 2 * 128 + 128 * 128);
+  EXPECT_THAT(PlanOf(args, 2), HasSubstr(absl::StrFormat(
+                                   "tensor-parallel %.2f MiB", (4 * per_micro_batch + summed) /
+                                                                    (1 << 20))));
+}
+
 // CP 2 on 2 ranks: ring attention's blocks, counted here from the ring's steps.
 TEST(PlanTest, ContextParallelTrafficIsRingAttentionsBlocks) {
   std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
