@@ -106,7 +106,8 @@ TEST(RankLayoutTest, ExpertTensorParallelBelowTp) {
   EXPECT_EQ(AllGroups(GroupKind::kExpertTensor, 4, 2, 16, 1, 2, 2),
             (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
   // The default (0) and ETP = TP are the same layout.
-  EXPECT_EQ(AllGroups(GroupKind::kExpertTensor, 2, 1, 4, 1, 2), AllGroups(GroupKind::kTensor, 2, 1, 4));
+  EXPECT_EQ(AllGroups(GroupKind::kExpertTensor, 2, 1, 4, 1, 2),
+            AllGroups(GroupKind::kTensor, 2, 1, 4));
   EXPECT_TRUE(ValidateLayout(2, 1, 12, 1, 4, 1).ok());
   EXPECT_THAT(ValidateLayout(4, 1, 8, 1, 1, 3).message(),
               HasSubstr("--expert-tensor-parallel-size (3) must divide "

@@ -155,25 +155,36 @@ TEST(PlanTest, ContextParallelTrafficIsRingAttentionsBlocks) {
                                                         (bytes + logits) / (1 << 20))));
 }
 
+// The mixture of experts of the expert-parallel plans: 4 MoE layers of 8 experts of width
+// 64, hidden 128, micro-batches of 4 x 128 tokens; `more` flags added.
+std::vector<std::string> MoeArgs(const std::vector<std::string>& more) {
+  std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
+                                   "--hidden-size", "128", "--num-attention-heads", "4",
+                                   "--seq-length", "128", "--micro-batch-size", "4",
+                                   "--num-experts", "8", "--moe-ffn-hidden-size", "64",
+                                   "--disable-bias-linear", "--expert-model-parallel-size", "2",
+                                   "--nproc-per-node", "4"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The plan's line for EP 2 x expert DP 2 on ranks 0-3 with expert-parallel groups [0,1]
+// [2,3]: 4 of the 8 experts per rank (fc1 and fc2 of 64 x 128 each, whole: expert TP 1).
+std::string ExpertParallelLine(double all_to_all_bytes) {
+  return absl::StrFormat(
+      "plan: expert parallelism: expert TP 1 x EP 2 x expert DP 2, 4 of 8 experts per rank "
+      "per MoE layer (%d parameters per rank and layer); expert-parallel groups [0,1] [2,3]; "
+      "expert-data-parallel groups [0,2] [1,3]; all-to-all at most %.2f MiB per step and rank",
+      4 * (64 * 128 + 128 * 64), all_to_all_bytes / (1 << 20));
+}
+
 // EP 2 on DP 4: the expert groups as Megatron lays them out, each rank's experts, and the
 // all-to-all's bytes counted here: per MoE layer and micro-batch 4 exchanges (dispatch,
 // combine and their gradients) of 4 samples x 128 tokens x top-2 rows of 128 fp32
 // channels, half of them to the other rank; 4 MoE layers, 2 micro-batches (batch 32).
 TEST(PlanTest, ExpertParallelismNamesItsGroupsAndAllToAll) {
-  std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
-                                   "--hidden-size", "128", "--num-attention-heads", "4",
-                                   "--seq-length", "128", "--micro-batch-size", "4",
-                                   "--global-batch-size", "32", "--num-experts", "8",
-                                   "--moe-ffn-hidden-size", "64", "--disable-bias-linear",
-                                   "--expert-model-parallel-size", "2", "--nproc-per-node", "4"};
-  const std::string plan = PlanOf(args, 4);
-  const double bytes = 4 * 4 * 2 * (4.0 * 128 * 2 * 0.5 * 128 * 4);
-  EXPECT_THAT(plan, HasSubstr(absl::StrFormat(
-                        "plan: expert parallelism: expert TP 1 x EP 2 x expert DP 2, 4 of 8 "
-                        "experts per rank per MoE layer (%d parameters per rank and layer); "
-                        "expert-parallel groups [0,1] [2,3]; expert-data-parallel groups [0,2] "
-                        "[1,3]; all-to-all at most %.2f MiB per step and rank",
-                        4 * (64 * 128 + 128 * 64), bytes / (1 << 20))));
+  const std::string plan = PlanOf(MoeArgs({"--global-batch-size", "32"}), 4);
+  EXPECT_THAT(plan, HasSubstr(ExpertParallelLine(4 * 4 * 2 * (4.0 * 128 * 2 * 0.5 * 128 * 4))));
 }
 
 // --expert-tensor-parallel-size 1 under TP 2 (SP) on 4 ranks, EP 2: the expert-parallel
@@ -182,26 +193,15 @@ TEST(PlanTest, ExpertParallelismNamesItsGroupsAndAllToAll) {
 // 4 x 128 x 2 / 2 rows of 128 fp32 channels, half of them away. The model's total counts
 // all 8 experts split over TP like the rest of a tensor-parallel rank's share.
 TEST(PlanTest, ExpertTensorParallelismBelowTpSharesRows) {
-  std::vector<std::string> args = {"--mock-data", "--vocab-size", "512", "--num-layers", "4",
-                                   "--hidden-size", "128", "--num-attention-heads", "4",
-                                   "--seq-length", "128", "--micro-batch-size", "4",
-                                   "--global-batch-size", "16", "--num-experts", "8",
-                                   "--moe-ffn-hidden-size", "64", "--disable-bias-linear",
-                                   "--tensor-model-parallel-size", "2", "--sequence-parallel",
-                                   "--expert-model-parallel-size", "2",
-                                   "--expert-tensor-parallel-size", "1", "--nproc-per-node", "4"};
-  const std::string plan = PlanOf(args, 4);
-  const double bytes = 4 * 4 * 2 * (4.0 * 128 * 2 / 2 * 0.5 * 128 * 4);
-  EXPECT_THAT(plan, HasSubstr(absl::StrFormat(
-                        "plan: expert parallelism: expert TP 1 x EP 2 x expert DP 2, 4 of 8 "
-                        "experts per rank per MoE layer (%d parameters per rank and layer); "
-                        "expert-parallel groups [0,1] [2,3]; expert-data-parallel groups [0,2] "
-                        "[1,3]; all-to-all at most %.2f MiB per step and rank",
-                        4 * (64 * 128 + 128 * 64), bytes / (1 << 20))));
+  const std::vector<std::string> tp2 = {"--global-batch-size", "16",
+                                        "--tensor-model-parallel-size", "2",
+                                        "--sequence-parallel"};
+  std::vector<std::string> etp1 = tp2;
+  etp1.insert(etp1.end(), {"--expert-tensor-parallel-size", "1"});
+  const std::string plan = PlanOf(MoeArgs(etp1), 4);
+  EXPECT_THAT(plan, HasSubstr(ExpertParallelLine(4 * 4 * 2 * (4.0 * 128 * 2 / 2 * 0.5 * 128 * 4))));
   // The same model under TP 2 with the default expert TP (= 2) reports the same total.
-  std::vector<std::string> default_etp = args;
-  default_etp.erase(default_etp.end() - 4, default_etp.end() - 2);
-  const std::string reference = PlanOf(default_etp, 4);
+  const std::string reference = PlanOf(MoeArgs(tp2), 4);
   const auto total_line = [](const std::string& text) {
     const size_t at = text.find("plan: mixture of experts");
     return text.substr(at, text.find('\n', at) - at);
