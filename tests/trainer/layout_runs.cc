@@ -140,6 +140,7 @@ std::string LayoutName(const Layout& l) {
   if (l.cp > 1) name += absl::StrFormat("_CP%d", l.cp);
   if (l.ep > 1) name += absl::StrFormat("_EP%d", l.ep);
   if (l.etp > 0) name += absl::StrFormat("_ETP%d", l.etp);
+  if (!l.recompute.empty()) name += "_recompute_" + l.recompute;
   if (l.sequence_parallel) name += "_SP";
   if (l.distributed_optimizer) name += "_DistOpt";
   if (!l.schedule.empty()) name += "_" + l.schedule;
@@ -211,6 +212,17 @@ Config TinyConfig(const Layout& l) {
   c.mutable_parallel()->set_context_parallel_size(l.cp);
   c.mutable_parallel()->set_expert_model_parallel_size(l.ep);
   c.mutable_parallel()->set_expert_tensor_parallel_size(l.etp);
+  if (!l.recompute.empty()) {
+    RecomputeConfig& r = *c.mutable_recompute();
+    r.set_recompute_granularity(l.recompute);
+    if (l.recompute == "full") {
+      r.set_recompute_method("uniform");
+      r.set_recompute_num_layers(1);
+    } else {
+      r.add_recompute_modules("mlp");
+      r.add_recompute_modules("layernorm");
+    }
+  }
   c.mutable_parallel()->set_nproc_per_node(l.tp * l.cp * l.pp * l.dp);
   c.mutable_parallel()->set_pipeline_schedule(l.schedule);
   if (l.chunks > 1) c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(l.chunks);

@@ -53,6 +53,9 @@ struct Layout {
   // (--moe-router-enable-expert-bias, a rate large enough to change the routing between
   // steps).
   bool expert_bias = false;
+  // Recomputation: "" none, "full" (--recompute-granularity full, uniform, 1 layer) or
+  // "selective" (the mlp and layernorm modules: an MoE layer rebuilt from its input).
+  std::string recompute;
 };
 
 Layout TpDp(int tp, int dp, bool sp, bool distributed_optimizer);

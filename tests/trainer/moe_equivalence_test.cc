@@ -5,8 +5,10 @@
 // within 1e-5 relative, and every parameter after training. The router works per
 // micro-batch on all its tokens, so every layout routes (and drops) the same tokens and
 // weighs the auxiliary losses alike (1 / (M * DP), as Megatron does); under TP the experts
-// are split like the dense MLP. With --moe-router-enable-expert-bias the layouts also end
-// with the one-rank run's expert biases.
+// are split like the dense MLP (or over --expert-tensor-parallel-size ranks, the TP ranks
+// then sharing their rows), and recomputation rebuilds a layer's routing and exchanges
+// alike. With --moe-router-enable-expert-bias the layouts also end with the one-rank run's
+// expert biases.
 #include <string>
 #include <vector>
 
@@ -104,7 +106,13 @@ std::vector<Layout> ExpertParallelLayouts() {
   Layout tp_pp = Pipeline(2, "1f1b", 1, 2);
   tp_pp.tp = 2;
   tp_pp.sequence_parallel = true;
-  return {ExpertTensorParallel(TpDp(2, 1, true, false), 1, 1),
+  Layout recomputed = ExpertParallel(TpDp(1, 2, false, false), 2);
+  recomputed.recompute = "full";
+  Layout selective = ExpertTensorParallel(TpDp(2, 2, true, false), 2, 1);
+  selective.recompute = "selective";
+  return {recomputed,
+          selective,
+          ExpertTensorParallel(TpDp(2, 1, true, false), 1, 1),
           ExpertTensorParallel(TpDp(2, 1, true, false), 2, 1),
           ExpertTensorParallel(tp_pp, 2, 1),
           ExpertTensorParallel(TpDp(4, 1, true, false), 2, 2),
