@@ -258,21 +258,19 @@ int64_t MoeRows(const ModelShape& s, int64_t tokens, int cp) {
 int64_t MoeStashDifference(const ModelShape& s, const ActivationShape& a,
                            const SelectiveRecompute& selective, bool awaiting_weight) {
   const int64_t tokens = a.micro_batch * a.seq, rows = MoeRows(s, tokens, a.cp);
-  // Every TP rank permutes every token. Its experts run its share of the rows (1 / (TP /
-  // ETP) of them, model/expert_row_share.h; under expert parallelism as many again on
-  // average as it sends, uniform routing assumed), kept as a copy of their own unless
-  // the experts run the permuted rows themselves; their widths are 1/ETP, the shared
+  // Every TP rank permutes every token. Its experts run and keep its share of the rows
+  // (1 / (TP / ETP) of them, model/expert_row_share.h; under expert parallelism as many
+  // on average as it sends, uniform routing assumed); their widths are 1/ETP, the shared
   // expert's 1/TP.
   const int64_t row_parts = a.tp / a.etp;
   const int64_t share = (rows + row_parts - 1) / row_parts;
-  const int64_t share_copy = row_parts > 1 || a.ep > 1 ? share : 0;
   const int64_t fc1_halves = s.swiglu ? 2 : 1;
   const int64_t expert = (fc1_halves + 1) * s.moe.ffn_hidden / a.etp;
   const int64_t shared = (fc1_halves + 1) * s.moe.shared_expert_ffn / a.tp;
-  // The permuted rows; after forward the experts' output rows (all of them, zero outside
+  // The experts' input rows; after forward their output rows (all of them, zero outside
   // the share), between B and W the output gradient of the share.
-  int64_t moe = rows * s.hidden + (awaiting_weight ? share : rows) * s.hidden +
-                share_copy * s.hidden + share * expert + tokens * shared;
+  int64_t moe = share * s.hidden + (awaiting_weight ? share : rows) * s.hidden +
+                share * expert + tokens * shared;
   if (awaiting_weight) moe += tokens * (s.moe.experts() + (shared > 0 ? s.hidden : 0));
   const auto dense_held = [&](const StashTensor& t) {
     return DenseMlpTensor(t) &&

@@ -59,10 +59,12 @@ absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x, const MicroBatchContex
   stash->plan = PlanDispatch(route.routing.experts, route.keep, shape_.moe.router.topk,
                              shape_.moe.experts(), route.pad_rows);
   const DispatchPlan& plan = stash->plan;
-  stash->permuted = ops_->NewActivation({plan.rows(), shape_.hidden});
-  ops_->PermuteTokens(x, plan.token_of_row, {}, &stash->permuted);
+  // Each expert's input rows; the experts keep what W needs of them (these very rows on
+  // one rank, else their own copy, and these go when forward ends).
+  Tensor permuted = ops_->NewActivation({plan.rows(), shape_.hidden});
+  ops_->PermuteTokens(x, plan.token_of_row, {}, &permuted);
   ASSIGN_OR_RETURN(stash->expert_out,
-                   experts_.Forward(stash->permuted, plan.expert_begin, &stash->experts));
+                   experts_.Forward(permuted, plan.expert_begin, &stash->experts));
   Tensor y = ops_->NewActivation({tokens, shape_.hidden});
   ops_->UnpermuteTokens(stash->expert_out, plan.row_of_slot, route.routing.probs, &y);
   if (shared_ != nullptr) {

@@ -36,7 +36,6 @@ struct MoeStash {
   Tensor x;  // the layer's input [tokens, hidden], from BackwardInput on (for W)
   RouterStash router;
   DispatchPlan plan;
-  Tensor permuted;    // [rows, hidden]: each expert's input rows
   Tensor expert_out;  // [rows, hidden]: each expert's output rows (until BackwardInput)
   RoutedExpertsStash experts;
   ExpertStash shared;
