@@ -350,11 +350,16 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
                           etp};
   const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
-  // A layer rebuilt whole: the larger of a dense and an MoE layer when both are present.
-  int64_t full_layer = LayerStashBytes(shape, a, {}, false, false);
-  if (shape.moe.experts() > 0) {
-    full_layer += std::max<int64_t>(0, MoeStashDifference(shape, a, {}, false));
-  }
+  // One layer's stash with `selective`'s parts dropped: the larger of a dense and an MoE
+  // layer when both are present.
+  auto layer_stash = [&](const SelectiveRecompute& selective) {
+    int64_t bytes = LayerStashBytes(shape, a, selective, false, false);
+    if (shape.moe.experts() > 0) {
+      bytes += std::max<int64_t>(0, MoeStashDifference(shape, a, selective, false));
+    }
+    return bytes;
+  };
+  const int64_t full_layer = layer_stash({});  // a layer rebuilt whole
   const int64_t vocab_rows = shape.padded_vocab / tp;
   if (static_cast<int>(timeline.ranks.size()) != P) {
     return absl::InvalidArgumentError("PredictMemory: the schedule's timeline needs P ranks");
@@ -444,10 +449,9 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     }
     // Backward rebuilds one layer: all of it under full recomputation, the dropped
     // parts under selective recomputation.
-    const int64_t rebuilt =
-        recompute.full != RecomputePolicy::Full::kNone
-            ? full_layer
-            : full_layer - LayerStashBytes(shape, a, recompute.selective, false, false);
+    const int64_t rebuilt = recompute.full != RecomputePolicy::Full::kNone
+                                ? full_layer
+                                : full_layer - layer_stash(recompute.selective);
     m.activation_peak_bytes = peak + LayerBackwardWorkingBytes(shape, a) + rebuilt;
     ranks.push_back(m);
   }

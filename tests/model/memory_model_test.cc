@@ -421,15 +421,16 @@ std::pair<int64_t, int64_t> MoeActivationPeaks(Layout layout) {
 // The experts' activations as the layouts split them: on one rank, under expert
 // parallelism (the rows a rank's experts receive), with whole experts under TP 2 (each
 // TP rank runs half the rows) and with experts split over TP 2 (every row, half the
-// width). The model's peak for an MoE layer is an upper bound (it counts the layer's
-// forward stash and a dense layer's backward working set together, where the MoE layer
-// frees most of its stash during its backward: ~30% over here); what the layouts change
-// must scale it alike, so each layout's measured / predicted ratio is one rank's within
-// 5% (routing is not uniform: the rows an expert-parallel rank receives vary).
+// width). The model's peak is an upper bound within 15% (as for dense layers, it adds a
+// whole backward working set to the stash of the layer under backward: ~10% over here);
+// what the layouts change must scale it alike, so each layout's measured / predicted
+// ratio is one rank's within 5% (routing is not uniform: the rows an expert-parallel rank
+// receives vary).
 TEST(PeakActivationTest, ExpertLayoutsScaleThePeakAsPredicted) {
   const auto [one_measured, one_predicted] = MoeActivationPeaks(Layout());
   ASSERT_GT(one_measured, 0);
   EXPECT_GE(one_predicted, one_measured);
+  EXPECT_LE(one_predicted, 1.15 * one_measured);
   const double one_ratio = static_cast<double>(one_measured) / static_cast<double>(one_predicted);
   Layout expert_parallel = TpDp(1, 2, false, false);
   expert_parallel.ep = 2;
@@ -441,6 +442,7 @@ TEST(PeakActivationTest, ExpertLayoutsScaleThePeakAsPredicted) {
     SCOPED_TRACE(LayoutName(layout));
     ASSERT_GT(measured, 0);
     EXPECT_GE(predicted, measured);
+    EXPECT_LE(predicted, 1.15 * measured);
     EXPECT_NEAR(static_cast<double>(measured) / static_cast<double>(predicted), one_ratio,
                 0.05 * one_ratio);
   }
