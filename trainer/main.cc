@@ -1,11 +1,22 @@
 // Conveyor's trainer executable. Everything happens in RunCli (trainer/cli.h).
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/blas_kernels.h"
 #include "trainer/cli.h"
 
 int main(int argc, char** argv) {
+  // OpenBLAS reads OPENBLAS_CORETYPE only as it loads, so naming faster kernels than the
+  // generic ones it fell back to takes a fresh start of this program, with the same
+  // arguments (runtime/cpu/blas_kernels.h); the ranks it forks inherit the choice.
+  if (const std::string core = conveyor::cpu::FasterBlasCoreForThisProcess(); !core.empty()) {
+    setenv("OPENBLAS_CORETYPE", core.c_str(), /*overwrite=*/1);
+    execv("/proc/self/exe", argv);  // returns only when it fails: go on with these kernels
+  }
   const std::vector<std::string> args(argv + 1, argv + argc);
   return conveyor::RunCli(args, std::cout, std::cerr);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The trainer binary end to end: exit codes and messages for bad input, --help, and a
-# short training run on mock data whose loss falls.
+# The trainer binary end to end: exit codes and messages for bad input, --help, a short
+# training run on mock data whose loss falls, and fast OpenBLAS kernels.
 set -uo pipefail
 trainer="$1"
 config="$2"
@@ -239,6 +239,16 @@ grep -qF -- "--hidden-size 64 (checkpoint: 128)" "$tmp/err" || fail "no field li
 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 "$trainer" --config "$config" --train-iters 5 \
   --nproc-per-node 2 >"$tmp/srun1" 2>&1 || fail "srun -n1 with --nproc-per-node 2 failed: $(tail "$tmp/srun1")"
 grep -qF "[rank 1]" "$tmp/srun1" || fail "srun -n1 with --nproc-per-node 2 did not fork rank 1"
+
+# On a CPU with AVX2 and FMA the trainer never runs OpenBLAS's generic Prescott (SSE3)
+# kernels: when OpenBLAS falls back to them (a virtual machine hiding the CPU model), the
+# trainer restarts itself naming faster ones (runtime/cpu/blas_kernels.h). OpenBLAS says
+# which kernels it loads, each time it loads.
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  core=$(env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$trainer" --help 2>&1 | grep '^Core: ' | tail -n 1)
+  [[ -n "$core" && "$core" != "Core: Prescott" ]] ||
+    fail "OpenBLAS runs '${core:-no reported}' kernels on a CPU with AVX2 and FMA"
+fi
 
 if ((failures)); then
   echo "$failures failure(s)"
