@@ -10,6 +10,7 @@
 #include "model/moe_layer.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/action.h"
+#include "parallel/rank_layout.h"
 #include "parallel/pipeline/schedule.h"
 #include "proto/config_choices.h"
 
@@ -141,7 +142,7 @@ void AppendLayer(const ModelShape& s, const ActivationShape& a, int64_t layer,
   if (s.moe.IsMoeLayer(layer)) {  // the router, the experts, the shared expert
     const std::vector<int64_t> elements = MoeWeightElements(s, tp, ep, etp);
     const size_t expert_weights = 2 * static_cast<size_t>(s.moe.experts() / ep);
-    const bool own_replicas = ep > 1 || etp != tp;  // RoutedExperts' expert_parallel
+    const bool own_replicas = ExpertsHaveOwnGroups(tp, ep, etp);  // Parameter::expert_parallel
     for (size_t i = 0; i < elements.size(); ++i) {  // the router (i = 0) is summed under SP
       out->push_back({elements[i], true, own_replicas && i >= 1 && i <= expert_weights,
                       i == 0 && a.sequence_parallel});
@@ -218,9 +219,9 @@ ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Con
   for (const ParameterExtent& p : params) (p.expert_parallel ? experts : dense).push_back(p);
   ModelStateBytes m = ReplicaGroupState(dense, config, dp, dp_rank);
   if (experts.empty()) return m;
-  const int copies_per_tp_group = a.tp / a.etp;
-  const ModelStateBytes e = ReplicaGroupState(experts, config, dp * copies_per_tp_group / a.ep,
-                                              dp_rank * copies_per_tp_group / a.ep);
+  const ModelStateBytes e =
+      ReplicaGroupState(experts, config, ExpertDataParallelSize(dp * a.tp, a.ep, a.etp),
+                        dp_rank * (a.tp / a.etp) / a.ep);
   m.weights += e.weights;
   m.grads += e.grads;
   m.optimizer += e.optimizer;

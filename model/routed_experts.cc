@@ -1,6 +1,7 @@
 #include "model/routed_experts.h"
 
 #include "base/status_macros.h"
+#include "parallel/rank_layout.h"
 
 namespace conveyor {
 
@@ -22,7 +23,9 @@ RoutedExperts::RoutedExperts(const Ops* ops, ParameterStore* store, const std::s
                           output_std, expert_tp_);
   }
   // Held apart from the dense parameters' data x context copies.
-  if (!exchanges() && row_parts_ == 1) return;
+  if (!ExpertsHaveOwnGroups(tp.size(), ep_ != nullptr ? ep_->size() : 1, expert_tp_.size())) {
+    return;
+  }
   std::vector<Parameter*> params;
   AppendParameters(&params);
   for (Parameter* p : params) p->expert_parallel = true;
@@ -65,8 +68,8 @@ absl::StatusOr<Tensor> RoutedExperts::Forward(const Tensor& rows,
                                               RoutedExpertsStash* stash) const {
   if (row_parts_ == 1) return ForwardShare(rows, expert_begin, stash);
   stash->share = ShareOfRows(expert_begin, row_parts_, row_part_);
-  ASSIGN_OR_RETURN(const Tensor out, ForwardShare(Rows(rows, stash->share.rows),
-                                                  stash->share.expert_begin, stash));
+  ASSIGN_OR_RETURN(const Tensor out,
+                   ForwardShare(Rows(rows, stash->share.rows), stash->share.expert_begin, stash));
   return Rows(out, stash->share.place);  // zeros outside the share
 }
 

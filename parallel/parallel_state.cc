@@ -216,7 +216,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
       {GroupKind::kContext, &state->cp_},
   };
   if (cp > 1) groups.push_back({GroupKind::kDataContext, &state->dp_cp_});  // else dp itself
-  if (ep > 1 || etp != tp) {  // else a group of one, and dp_cp itself
+  if (ExpertsHaveOwnGroups(tp, ep, etp)) {  // else a group of one, and dp_cp itself
     groups.push_back({GroupKind::kExpert, &state->ep_});
     groups.push_back({GroupKind::kExpertData, &state->expert_dp_});
   } else {

@@ -84,6 +84,10 @@ const char* GroupKindName(GroupKind kind) {
   return "?";
 }
 
+bool ExpertsHaveOwnGroups(int tp, int ep, int etp) { return ep > 1 || (etp != 0 && etp != tp); }
+
+int ExpertDataParallelSize(int stage_ranks, int ep, int etp) { return stage_ranks / (etp * ep); }
+
 std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp, int ep,
                          int etp) {
   const int dp = world / (tp * cp * pp);
@@ -139,7 +143,9 @@ std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, in
       for (int e = 0; e < ep; ++e) add_expert_place(my_etp, e, my_edp);
       break;
     case GroupKind::kExpertData:
-      for (int d = 0; d < tp * dp * cp / (etp * ep); ++d) add_expert_place(my_etp, my_ep, d);
+      for (int d = 0; d < ExpertDataParallelSize(tp * dp * cp, ep, etp); ++d) {
+        add_expert_place(my_etp, my_ep, d);
+      }
       break;
     case GroupKind::kExpertTensor:
       for (int t = 0; t < etp; ++t) add_expert_place(t, my_ep, my_edp);
@@ -148,8 +154,8 @@ std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, in
   return ranks;
 }
 
-std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp,
-                                        int ep, int etp) {
+std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp, int ep,
+                                        int etp) {
   std::vector<std::vector<int>> groups;
   for (int r = 0; r < world; ++r) {
     std::vector<int> group = GroupOf(kind, r, tp, pp, world, cp, ep, etp);

@@ -42,17 +42,25 @@ int RankOf(const RankCoords& coords, int tp, int pp, int world, int cp = 1);
 
 enum class GroupKind {
   kWorld,
-  kTensor,     // same dp and pp
-  kData,       // same tp and pp
-  kPipeline,   // same tp and dp
-  kEmbedding,  // first and last stage of a pipeline group (tied embeddings)
-  kModel,      // tensor x pipeline: same dp and cp
-  kContext,    // same tp, dp and pp: the ring of context parallelism
-  kDataContext,  // same tp and pp: data x context, where gradients are reduced
-  kExpert,       // same pp, expert-tensor and expert-data index: the all-to-all
-  kExpertData,   // same pp, expert-tensor and expert index: expert gradients' reduction
+  kTensor,        // same dp and pp
+  kData,          // same tp and pp
+  kPipeline,      // same tp and dp
+  kEmbedding,     // first and last stage of a pipeline group (tied embeddings)
+  kModel,         // tensor x pipeline: same dp and cp
+  kContext,       // same tp, dp and pp: the ring of context parallelism
+  kDataContext,   // same tp and pp: data x context, where gradients are reduced
+  kExpert,        // same pp, expert-tensor and expert-data index: the all-to-all
+  kExpertData,    // same pp, expert-tensor and expert index: expert gradients' reduction
   kExpertTensor,  // same pp, expert and expert-data index: an expert's shards
 };
+
+// Whether a mixture of experts' routed experts have groups of their own (expert-parallel
+// and expert-data-parallel), apart from the dense parameters' data x context copies: with
+// EP > 1, or an expert tensor parallelism other than TP (etp 0: TP).
+bool ExpertsHaveOwnGroups(int tp, int ep, int etp = 0);
+// The expert-data-parallel size: how many of a stage's `stage_ranks` (TP x CP x DP) ranks
+// hold each expert shard. Requires ETP x EP to divide them.
+int ExpertDataParallelSize(int stage_ranks, int ep, int etp);
 
 // Short names used in group names: "world", "tp", "dp", "pp", "embd", "mp", "cp",
 // "dp-cp", "ep", "expt-dp", "expt-tp".

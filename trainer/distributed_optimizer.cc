@@ -22,8 +22,9 @@
 // pieces; its weight decay travels with each piece. Under expert parallelism the routed
 // experts' parameters (Parameter::expert_parallel) have buffers of their own of each
 // kind, sharded over the expert-data-parallel group instead of DP x CP (Megatron's
-// expert-parallel buffers); norms still sum the owned slices over DP x CP, which holds
-// every expert's slices once (expert data x expert parallel ranks = DP x CP).
+// expert-parallel buffers); norms still sum the owned slices over DP x CP, then TP x PP
+// (FinishNorm): over the whole job, which holds every expert slice once (each is owned by
+// one rank of its expert-data-parallel group, whatever the expert TP).
 //
 // Overlap, as Megatron's: --overlap-grad-reduce starts a bucket's reduce-scatter on a
 // communication thread once backward has finished its parameters (except buckets whose

@@ -61,8 +61,8 @@ std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
 // (the rank's share of them when ETP < TP) four times (dispatch, combine, and their
 // gradients), (EP - 1) / EP of them leaving the rank under uniform routing; at most
 // tokens x top-k rows (fewer when a capacity drops).
-std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int world, int cp,
-                               int ep, int etp, int M, int64_t micro_batch, double element) {
+std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int world, int cp, int ep,
+                               int etp, int M, int64_t micro_batch, double element) {
   auto groups = [&](GroupKind kind) {
     const std::vector<std::vector<int>> all = AllGroups(kind, tp, pp, world, cp, ep, etp);
     std::string text;
@@ -73,16 +73,16 @@ std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int worl
     return text;
   };
   const int64_t local_experts = shape.moe.experts() / ep;
-  const double rows = static_cast<double>(micro_batch) * shape.seq / cp *
-                      shape.moe.router.topk / (tp / etp);
-  const double bytes = 4.0 * static_cast<double>(MoeLayers(shape)) / pp * M * rows *
-                       (ep - 1) / ep * shape.hidden * element;
+  const double rows =
+      static_cast<double>(micro_batch) * shape.seq / cp * shape.moe.router.topk / (tp / etp);
+  const double bytes = 4.0 * static_cast<double>(MoeLayers(shape)) / pp * M * rows * (ep - 1) / ep *
+                       shape.hidden * element;
   return absl::StrFormat(
       "plan: expert parallelism: expert TP %d x EP %d x expert DP %d, %d of %d experts per "
       "rank per MoE layer (%d parameters per rank and layer); expert-parallel groups %s; "
       "expert-data-parallel groups %s; all-to-all at most %s per step and rank (uniform "
       "routing)\n",
-      etp, ep, world / (etp * pp * ep), local_experts, shape.moe.experts(),
+      etp, ep, ExpertDataParallelSize(world / pp, ep, etp), local_experts, shape.moe.experts(),
       local_experts * ExpertWeightElements(shape, etp), groups(GroupKind::kExpert),
       groups(GroupKind::kExpertData), Bytes(bytes));
 }
@@ -118,9 +118,8 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
                           "plan: --rampup-batch-size: %d steps ramp the global batch from %d to "
                           "%d over %d samples, then %d steps at %d; this plan is for the final "
                           "global batch (its largest M)\n",
-                          ramp.size(), ramp.front(), t.global_batch_size(),
-                          t.rampup_batch_size(2), t.train_iters() - int64_t(ramp.size()),
-                          t.global_batch_size());
+                          ramp.size(), ramp.front(), t.global_batch_size(), t.rampup_batch_size(2),
+                          t.train_iters() - int64_t(ramp.size()), t.global_batch_size());
   }
 
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
@@ -156,7 +155,7 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   const int ep = std::max(1, p.expert_model_parallel_size());
   const int etp = ExpertTensorParallelSize(p);
   if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, ep, etp, memory);
-  const bool expert_layout = shape.moe.experts() > 0 && (ep > 1 || etp != tp);
+  const bool expert_layout = shape.moe.experts() > 0 && ExpertsHaveOwnGroups(tp, ep, etp);
   if (expert_layout) {
     out += ExpertParallelLine(shape, tp, pp, world_size, cp, ep, etp, M, t.micro_batch_size(),
                               config.precision().bf16() ? 2.0 : 4.0);
@@ -205,13 +204,14 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   // reduced over the expert-data-parallel ranks only.
   int64_t expert_elements = 0;
   for (int64_t layer = 0; expert_layout && layer < shape.num_layers / pp; ++layer) {
-    expert_elements += shape.moe.IsMoeLayer(layer) * (shape.moe.experts() / ep) *
-                       ExpertWeightElements(shape, etp);
+    expert_elements +=
+        shape.moe.IsMoeLayer(layer) * (shape.moe.experts() / ep) * ExpertWeightElements(shape, etp);
   }
   const double expert_share =
       static_cast<double>(expert_elements) / std::max<int64_t>(1, first.parameters);
-  const double dp_bytes = (1.0 - expert_share) * reduction_bytes(dp * cp) +
-                          expert_share * reduction_bytes(dp * cp * (tp / etp) / ep);
+  const double dp_bytes =
+      (1.0 - expert_share) * reduction_bytes(dp * cp) +
+      expert_share * reduction_bytes(ExpertDataParallelSize(world_size / pp, ep, etp));
   const int64_t local_layers = shape.num_layers / pp;
   const double activation = element * tokens * shape.hidden;
   // A tensor-parallel all-reduce's share of a buffer (a reduce-scatter plus an all-gather
@@ -220,10 +220,9 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   // the replicated parameters each rank sees a part of one after the step.
   const double tp_share = 2.0 * (tp - 1) / tp;
   const double head_regions = (first.first_stage ? 1.0 : 0.0) + (first.last_stage ? 1.0 : 0.0);
-  const double tp_bytes =
-      tp_share * (M * ((4.0 * local_layers + head_regions) * activation +
-                       (first.last_stage ? 3.0 * 8.0 * tokens : 0.0)) +
-                  4.0 * static_cast<double>(first.tp_summed_elements));
+  const double tp_bytes = tp_share * (M * ((4.0 * local_layers + head_regions) * activation +
+                                           (first.last_stage ? 3.0 * 8.0 * tokens : 0.0)) +
+                                      4.0 * static_cast<double>(first.tp_summed_elements));
   const double kv_block =
       static_cast<double>(tokens) * 2.0 * (shape.query_groups / tp) * shape.head_dim;
   // A mixture of experts' router gathers the micro-batch's fp32 logits over CP per layer.

@@ -68,8 +68,10 @@ class ReplicatedUpdater : public ParameterUpdater {
       }
     }
     readiness_ = std::make_unique<BucketReadiness>(all);
-    if (Reduces() && config.parallel().overlap_grad_reduce()) {
-      overlap_ = std::make_unique<CommunicationThread>([this](size_t k) { return ReduceBucket(k); });
+    for (const Parameter* p : params_.all) reduces_ = reduces_ || context_.replicas(*p).size() > 1;
+    if (reduces_ && config.parallel().overlap_grad_reduce()) {
+      overlap_ =
+          std::make_unique<CommunicationThread>([this](size_t k) { return ReduceBucket(k); });
     }
   }
 
@@ -79,7 +81,7 @@ class ReplicatedUpdater : public ParameterUpdater {
   }
 
   absl::Status ReduceGradients() override {
-    if (Reduces()) {
+    if (reduces_) {
       if (overlap_ != nullptr) RETURN_IF_ERROR(overlap_->WaitAll());
       for (size_t k = 0; k < buckets_.size(); ++k) {
         if (overlap_ == nullptr || !overlap_->Launched(k)) RETURN_IF_ERROR(ReduceBucket(k));
@@ -105,8 +107,8 @@ class ReplicatedUpdater : public ParameterUpdater {
   absl::StatusOr<int64_t> GradZeros() override {
     // Counts are exact in a double up to 2^53.
     ASSIGN_OR_RETURN(const double experts,
-                     ExpertsShare(static_cast<double>(ops_->CountZeros(
-                         Counted(&Parameter::grad, /*expert_parallel=*/true)))));
+                     ExpertsShare(static_cast<double>(
+                         ops_->CountZeros(Counted(&Parameter::grad, /*expert_parallel=*/true)))));
     return FinishCount(
         ops_->CountZeros(Counted(&Parameter::grad, false)) + static_cast<int64_t>(experts),
         context_);
@@ -125,14 +127,6 @@ class ReplicatedUpdater : public ParameterUpdater {
   struct BucketRef {
     size_t buffer, index;
   };
-
-  // Whether any buffer is replicated over more than one rank.
-  bool Reduces() const {
-    for (const Parameter* p : params_.all) {
-      if (context_.replicas(*p).size() > 1) return true;
-    }
-    return false;
-  }
 
   // Every parameter's `tensor` among the expert-parallel ones or the others, each
   // parameter counted once.
@@ -176,6 +170,7 @@ class ReplicatedUpdater : public ParameterUpdater {
   Optimizer optimizer_;
   std::vector<BucketRef> buckets_;  // all buffers' buckets
   std::unique_ptr<BucketReadiness> readiness_;
+  bool reduces_ = false;  // some buffer is replicated over more than one rank
   std::unique_ptr<CommunicationThread> overlap_;  // --overlap-grad-reduce with DP > 1
 };
 
