@@ -156,20 +156,46 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(
   }
 
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> bin, OpenDatasetFile(bin_path));
-  const int64_t bin_size = int64_t(bin->size());
-  const int64_t item = TokenDTypeSize(*dtype);
-  for (uint64_t i = 0; i < n; ++i) {
-    const int64_t len = ds->sequence_lengths_[i];
-    const int64_t ptr = ds->sequence_pointers_[i];
-    if (len < 0 || ptr < 0 || ptr > bin_size || len > (bin_size - ptr) / item) {
-      return bad(bin_path, absl::StrCat("truncated or index points past the end: sequence ", i,
-                                        " spans bytes [", ptr, ", ", ptr + len * item,
-                                        ") but the .bin has ", bin_size, " bytes"));
-    }
-    ds->num_tokens_ += len;
-  }
+  RETURN_IF_ERROR(CheckIndexTilesBin(*ds, idx_path, bin_path, int64_t(bin->size())));
   ds->bin_ = std::move(bin);
   return ds;
+}
+
+absl::Status IndexedDataset::CheckIndexTilesBin(IndexedDataset& ds, const std::string& idx_path,
+                                                const std::string& bin_path, int64_t bin_size) {
+  // Megatron's writer lays the sequences end to end from byte 0, so the pointers are
+  // the running sum of the lengths and the last sequence ends at the end of the .bin.
+  // Anything else is an .idx of other data beside this .bin (another corpus, a stale
+  // copy), which would otherwise train silently on the wrong tokens.
+  const int64_t item = TokenDTypeSize(ds.dtype_);
+  int64_t end = 0;  // where the next sequence must start
+  for (size_t i = 0; i < ds.sequence_lengths_.size(); ++i) {
+    const int64_t len = ds.sequence_lengths_[i];
+    const int64_t ptr = ds.sequence_pointers_[i];
+    if (len < 0 || ptr < 0 || ptr > bin_size || len > (bin_size - ptr) / item) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          bin_path, ": truncated or index points past the end: sequence ", i, " spans bytes [",
+          ptr, ", ", ptr + len * item, ") but the .bin has ", bin_size, " bytes"));
+    }
+    if (ptr != end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          idx_path, " does not describe ", bin_path, ": sequence ", i, " starts at byte ", ptr,
+          " where the sequences before it end at byte ", end,
+          " (Megatron's files hold them end to end); rebuild the pair with preprocess, or "
+          "copy the .idx that was written with this .bin"));
+    }
+    end += len * item;
+    ds.num_tokens_ += len;
+  }
+  if (end != bin_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        idx_path, " does not describe ", bin_path, ": its ", ds.sequence_lengths_.size(),
+        " sequences of ", TokenDTypeName(ds.dtype_), " tokens take ", end, " bytes but ",
+        bin_path, " holds ", bin_size,
+        " (an .idx of another corpus or a stale copy beside this .bin); rebuild the pair with "
+        "preprocess, or copy the .idx that was written with this .bin"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status IndexedDataset::CheckRange(int64_t i, int64_t offset, int64_t* length) const {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "data/mapped_file.h"
@@ -32,7 +33,8 @@ absl::Status CheckDatasetPrefix(const std::string& prefix, absl::string_view fla
 class IndexedDataset {
  public:
   // Opens `path_prefix`.idx and `path_prefix`.bin. Every inconsistency
-  // (magic, version, dtype, truncation, a sequence past the end of the .bin,
+  // (magic, version, dtype, truncation, a sequence past the end of the .bin, an
+  // .idx whose sequences do not lie end to end and fill the .bin exactly,
   // malformed document boundaries) is an InvalidArgument naming the file; a
   // directory in place of either file is a FailedPrecondition saying so.
   static absl::StatusOr<std::unique_ptr<IndexedDataset>> Open(const std::string& path_prefix);
@@ -64,6 +66,10 @@ class IndexedDataset {
 
  private:
   IndexedDataset() = default;
+  // Whether `ds`'s sequences tile its .bin of `bin_size` bytes exactly, as Megatron
+  // writes them; sums num_tokens_. InvalidArgument naming both files otherwise.
+  static absl::Status CheckIndexTilesBin(IndexedDataset& ds, const std::string& idx_path,
+                                         const std::string& bin_path, int64_t bin_size);
   absl::Status CheckRange(int64_t i, int64_t offset, int64_t* length) const;
 
   std::string prefix_;

@@ -1,11 +1,14 @@
 #include "data/indexed_dataset.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "data/indexed_dataset_builder.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
 #include "tests/util/test_dirs.h"
@@ -161,6 +164,40 @@ TEST(IndexedDatasetTest, ClearErrorsForBadFiles) {
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
   EXPECT_NE(std::string(missing.status().message()).find(prefix + ".idx"), std::string::npos);
+}
+
+// The .idx of a shorter corpus beside a longer .bin used to open and train on the
+// .bin's first tokens: the .idx must account for every byte of the .bin, end to end.
+TEST(IndexedDatasetTest, AnIdxThatDoesNotTileItsBinIsRefusedNamingBothFiles) {
+  const std::string idx = ReadFileOrDie(FixturePrefix() + ".idx");
+  const std::string bin = ReadFileOrDie(FixturePrefix() + ".bin");
+  const std::string prefix = FreshDir("indexed_dataset") + "/bad";
+  int64_t n = 0;  // the fixture's sequence count (u64 at byte 18)
+  std::memcpy(&n, idx.data() + 18, sizeof(n));
+  auto open_with = [&](const std::string& idx_bytes, const std::string& bin_bytes) {
+    WriteFile(prefix + ".idx", idx_bytes);
+    WriteFile(prefix + ".bin", bin_bytes);
+    return IndexedDataset::Open(prefix);
+  };
+  auto longer = open_with(idx, bin + std::string(6, '\0'));
+  ASSERT_FALSE(longer.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(longer.status())) << longer.status();
+  EXPECT_EQ(longer.status().message(),
+            absl::StrCat(prefix, ".idx does not describe ", prefix, ".bin: its ", n, " sequences of ",
+                         "uint16 tokens take ", bin.size(), " bytes but ", prefix, ".bin holds ",
+                         bin.size() + 6,
+                         " (an .idx of another corpus or a stale copy beside this .bin); "
+                         "rebuild the pair with preprocess, or copy the .idx that was written "
+                         "with this .bin"));
+  // The same bytes in all, but the second sequence starts 2 bytes late: a gap.
+  std::string gap = idx;
+  gap[kIndexHeaderBytes + 4 * n + 8] += 2;  // the low byte of the second pointer
+  auto gapped = open_with(gap, bin + std::string(2, '\0'));
+  ASSERT_FALSE(gapped.ok());
+  EXPECT_THAT(std::string(gapped.status().message()),
+              ::testing::HasSubstr(absl::StrCat(prefix, ".idx does not describe ", prefix,
+                                                ".bin: sequence 1 starts at byte ")));
+  ASSERT_TRUE(open_with(idx, bin).ok());
 }
 
 // A directory where a file belongs used to say "No such device" (mmap's ENODEV).
