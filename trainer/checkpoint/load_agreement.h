@@ -39,8 +39,11 @@ absl::Status AgreeAcrossRanks(Communicator& world, const absl::Status& mine,
 
 // As AgreeAcrossRanks for this rank's load of `load_dir` (its --load; "" without
 // one), and then, when every rank loaded, FailedPrecondition on every rank unless all
-// loaded the same checkpoint: the error names what each group of ranks loaded and
-// the fix (every rank must see the same --load folder).
+// loaded the same checkpoint: the same iteration and consumed samples, and the same
+// manifest (the CRC32C its envelope records, read again from
+// <load_dir>/iter_NNNNNNN/manifest.pb: node-local copies of two runs' checkpoints of one
+// iteration differ there). The error names what each group of ranks loaded, this
+// rank's manifest, and the fix (every rank must see the same --load folder).
 absl::Status AgreeOnLoadedCheckpoint(Communicator& world,
                                      const absl::StatusOr<LoadedCheckpointId>& mine,
                                      absl::string_view load_dir);

@@ -14,7 +14,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
+#include "proto/checkpoint.pb.h"
 #include "tests/util/in_process_world.h"
+#include "tests/util/test_dirs.h"
+#include "trainer/checkpoint/envelope.h"
+#include "trainer/checkpoint/file_io.h"
+#include "trainer/checkpoint/format.h"
 
 namespace conveyor {
 namespace {
@@ -86,6 +91,45 @@ TEST(LoadAgreementTest, TheSameIterationWithOtherConsumedSamplesIsRefused) {
     EXPECT_THAT(st.message(), HasSubstr("rank 0: iteration 20 (160 samples consumed); rank 1: "
                                         "iteration 20 (320 samples consumed)"));
   }
+}
+
+// A --load folder holding only iteration `iteration`'s manifest, of a run that saved
+// `tensor` (two runs' checkpoints differ in their tensors' records).
+std::string FolderWithManifest(const std::string& name, int64_t iteration,
+                               const std::string& tensor) {
+  const std::string dir = testing_util::FreshDir(name);
+  const std::string iteration_dir = dir + "/" + IterationDirName(iteration);
+  EXPECT_TRUE(MakeDirs(iteration_dir).ok());
+  Manifest manifest;
+  manifest.set_iteration(iteration);
+  manifest.set_consumed_samples(iteration * 8);
+  manifest.add_tensors()->set_name(tensor);
+  EXPECT_TRUE(WriteEnvelopeFile(iteration_dir + "/" + kManifestFileName, manifest).ok());
+  return dir;
+}
+
+// Node-local copies of two runs' checkpoints of one iteration: the same iteration and
+// samples, other weights. Copies of one checkpoint at other paths agree.
+TEST(LoadAgreementTest, TwoRunsCheckpointsOfOneIterationAreRefusedByTheirManifests) {
+  const std::string run_a = FolderWithManifest("run_a", 20, "w");
+  const std::string copy_of_a = FolderWithManifest("copy_of_a", 20, "w");
+  const std::string run_b = FolderWithManifest("run_b", 20, "w2");
+  EXPECT_THAT(Agree({At(20, 160), At(20, 160)}, {run_a, copy_of_a}), Each(absl::OkStatus()));
+  const std::vector<absl::Status> verdicts =
+      Agree({At(20, 160), At(20, 160), At(20, 160)}, {run_a, copy_of_a, run_b});
+  for (int rank = 0; rank < 3; ++rank) {
+    const absl::Status& st = verdicts[rank];
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+    EXPECT_THAT(std::string(st.message()),
+                AllOf(::testing::ContainsRegex(
+                          "the ranks loaded different checkpoints \\(ranks 0,1: iteration 20 "
+                          "\\(160 samples consumed, manifest CRC32C [0-9a-f]{8}\\); rank 2: "
+                          "iteration 20 \\(160 samples consumed, manifest CRC32C [0-9a-f]{8}\\)\\)"),
+                      HasSubstr("Every rank must see the same --load folder")));
+  }
+  EXPECT_THAT(verdicts[2].message(),
+              HasSubstr("this rank's is " + run_b + " (it loaded " + run_b +
+                        "/iter_0000020/manifest.pb)"));
 }
 
 TEST(LoadAgreementTest, ARankWithoutLoadIsNamed) {
