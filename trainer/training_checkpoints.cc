@@ -59,8 +59,13 @@ TrainingCheckpoints::TrainingCheckpoints(const Config& config, const RankContext
                                          GptStage* stage, ParameterUpdater* updater)
     : config_(config), stage_(stage), updater_(updater), context_(context) {
   if (config.checkpoint().async_save() && !config.checkpoint().save().empty()) {
-    async_ = std::make_unique<AsyncCheckpointSaver>(config.checkpoint().save());
+    async_ = std::make_unique<AsyncCheckpointSaver>(config.checkpoint().save(), OwnershipGuard());
   }
+}
+
+CommitGuard TrainingCheckpoints::OwnershipGuard() const {
+  // Only rank 0 commits, and it holds the lock from Load on.
+  return [this] { return save_lock_.has_value() ? save_lock_->VerifyOwnership() : absl::OkStatus(); };
 }
 
 bool TrainingCheckpoints::Writes(const Parameter& p) const {
@@ -198,7 +203,7 @@ absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
 
 absl::StatusOr<ResumePoint> TrainingCheckpoints::Load(std::ostream* log) {
   // First, so that no other run changes --save (which may be --load) from here on.
-  RETURN_IF_ERROR(AgreeAcrossRanks(context_.world(), LockSaveFolder(), "lock --save"));
+  RETURN_IF_ERROR(AgreeAcrossRanks(context_.world(), LockSaveFolder(log), "lock --save"));
   const absl::StatusOr<LoadOutcome> outcome = LoadHere(log);
   // Each rank read --load on its own; ranks that loaded different checkpoints would
   // train apart without a word. A failed or disagreeing load has touched nothing, and
@@ -358,13 +363,22 @@ absl::Status TrainingCheckpoints::CannotHoldCheckpoints(const absl::Status& erro
       config_.checkpoint().save(), error.message()));
 }
 
-absl::Status TrainingCheckpoints::LockSaveFolder() {
+absl::Status TrainingCheckpoints::LockSaveFolder(std::ostream* log) {
   const std::string& save = config_.checkpoint().save();
   if (save.empty() || context_.world().rank() != 0) return absl::OkStatus();
   absl::StatusOr<SaveFolderLock> lock = SaveFolderLock::Acquire(save);
   if (absl::IsUnavailable(lock.status())) return lock.status();  // another run holds it
   if (!lock.ok()) return CannotHoldCheckpoints(lock.status());
   save_lock_.emplace(*std::move(lock));
+  // Before anything loads from the folder: a crash in the middle of a replacement
+  // without atomic exchange left an iteration renamed aside.
+  ASSIGN_OR_RETURN(const std::vector<std::string> restored,
+                   RestoreInterruptedReplacements(save));
+  for (const std::string& name : restored) {
+    if (log == nullptr) continue;
+    *log << "conveyor: restored " << JoinPath(save, name)
+         << ", which a crash had left moved aside while a save replaced it\n";
+  }
   return absl::OkStatus();
 }
 
@@ -501,7 +515,8 @@ absl::Status TrainingCheckpoints::Save(const ResumePoint& point) {
   HostStaging staging;  // the writers copy or write what they need before returning
   const std::vector<TensorShardRef> tensors = Tensors(/*saving=*/true, &staging);
   if (async_ != nullptr) return async_->Start(state, tensors, context_.world());
-  return SaveCheckpoint(config_.checkpoint().save(), state, tensors, context_.world());
+  return SaveCheckpoint(config_.checkpoint().save(), state, tensors, context_.world(),
+                        OwnershipGuard());
 }
 
 absl::Status TrainingCheckpoints::Finish() {

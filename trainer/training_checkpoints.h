@@ -37,6 +37,9 @@ class TrainingCheckpoints {
   // `context` (this rank's place, which decides what it writes) must outlive this.
   TrainingCheckpoints(const Config& config, const RankContext& context, GptStage* stage,
                       ParameterUpdater* updater);
+  // Not movable: the commit guard given to the savers refers to this object's lock.
+  TrainingCheckpoints(const TrainingCheckpoints&) = delete;
+  TrainingCheckpoints& operator=(const TrainingCheckpoints&) = delete;
 
   // With --load-hf (and no checkpoint in --load): starts from Hugging Face weights.
   // With --load: restores parameters (and, unless --no-load-optim or --finetune, the
@@ -85,8 +88,12 @@ class TrainingCheckpoints {
   // `error` (from opening or reading the checkpoint of `iteration`), with what to do.
   absl::Status Unloadable(const absl::Status& error, const CheckpointFolderSurvey& survey,
                           std::optional<int64_t> iteration) const;
-  // Rank 0, with --save: takes the folder's lock.
-  absl::Status LockSaveFolder();
+  // Rank 0, with --save: takes the folder's lock, then puts back what a crash left
+  // moved aside in the middle of a replacement (RestoreInterruptedReplacements),
+  // naming it on `log`.
+  absl::Status LockSaveFolder(std::ostream* log);
+  // Every commit's check that this run still owns --save (SaveFolderLock).
+  CommitGuard OwnershipGuard() const;
   // --save can hold this rank's files (ranks that write nothing pass); on rank 0 it
   // is this run's to save into (`loaded`: what the ranks agreed they loaded), and
   // interrupted saves' leftovers go, named on `log`.

@@ -6,7 +6,8 @@
 
 namespace conveyor {
 
-AsyncCheckpointSaver::AsyncCheckpointSaver(std::string save_dir) : save_dir_(std::move(save_dir)) {}
+AsyncCheckpointSaver::AsyncCheckpointSaver(std::string save_dir, CommitGuard guard)
+    : save_dir_(std::move(save_dir)), guard_(std::move(guard)) {}
 
 AsyncCheckpointSaver::~AsyncCheckpointSaver() {
   if (thread_.joinable()) thread_.join();
@@ -20,7 +21,7 @@ absl::Status AsyncCheckpointSaver::Start(const CheckpointState& state,
                                          const std::vector<TensorShardRef>& shards,
                                          Communicator& world) {
   RETURN_IF_ERROR(Finish(world));
-  writer_ = std::make_unique<CheckpointWriter>(save_dir_);
+  writer_ = std::make_unique<CheckpointWriter>(save_dir_, guard_);
   writer_->AdoptBuffer(std::move(buffer_), buffer_capacity_);
   // A Snapshot error is kept by the writer: Write returns it and Commit spreads it
   // to every rank, so the ranks stay in step.

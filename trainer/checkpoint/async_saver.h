@@ -30,7 +30,8 @@ namespace conveyor {
 
 class AsyncCheckpointSaver {
  public:
-  explicit AsyncCheckpointSaver(std::string save_dir);
+  // `guard` is every commit's (checkpoint_writer.h).
+  explicit AsyncCheckpointSaver(std::string save_dir, CommitGuard guard = {});
   // Waits for a write in flight but cannot commit it (that needs the communicator):
   // call Finish first, or the save is abandoned as a *.tmp-* folder.
   ~AsyncCheckpointSaver();
@@ -54,6 +55,7 @@ class AsyncCheckpointSaver {
 
  private:
   std::string save_dir_;
+  CommitGuard guard_;
   std::unique_ptr<CheckpointWriter> writer_;
   std::thread thread_;
   WriteStats last_stats_;

@@ -26,11 +26,7 @@ std::vector<int64_t> CommittedIterations(const std::vector<std::string>& names) 
   std::vector<int64_t> iterations;
   for (const std::string& name : names) {
     int64_t it;
-    if (absl::StartsWith(name, "iter_") && name.size() > 5 &&
-        name.find_first_not_of("0123456789", 5) == std::string::npos &&
-        absl::SimpleAtoi(name.substr(5), &it)) {
-      iterations.push_back(it);
-    }
+    if (ParseIterationDirName(name, &it)) iterations.push_back(it);
   }
   std::sort(iterations.begin(), iterations.end());
   return iterations;

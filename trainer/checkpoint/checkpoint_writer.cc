@@ -55,7 +55,8 @@ absl::StatusOr<Agreement> Agree(Communicator& world, int64_t iteration) {
 
 }  // namespace
 
-CheckpointWriter::CheckpointWriter(std::string save_dir) : save_dir_(std::move(save_dir)) {}
+CheckpointWriter::CheckpointWriter(std::string save_dir, CommitGuard guard)
+    : save_dir_(std::move(save_dir)), guard_(std::move(guard)) {}
 
 void CheckpointWriter::AdoptBuffer(std::unique_ptr<float[]> buffer, int64_t capacity) {
   copy_ = std::move(buffer);
@@ -173,7 +174,14 @@ absl::Status CheckpointWriter::Write() {
 }
 
 absl::Status CheckpointWriter::WriteFiles() {
-  RETURN_IF_ERROR(MakeDirs(temp_dir_));
+  // Not MakeDirs: a --save folder that vanished was moved or deleted under the run,
+  // and recreating it would save outside the lock that guarded the original.
+  if (!IsDirectory(save_dir_)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the save folder ", save_dir_,
+        " no longer exists (moved or deleted while the run was training?); it is not recreated"));
+  }
+  if (absl::Status made = MakeDir(temp_dir_); !made.ok() && !IsDirectory(temp_dir_)) return made;
   ManifestFragment fragment;
   fragment.set_rank(rank_);
   fragment.set_world_size(world_size_);
@@ -314,25 +322,46 @@ absl::Status CheckpointWriter::Publish(bool* renamed) {
   }
   RETURN_IF_ERROR(SyncDir(temp_dir_));
 
-  const std::string final_path = final_dir();
-  if (PathExists(final_path)) {
-    // Saving an iteration again (e.g. a rerun): swap atomically, so that a crash
-    // leaves either the old or the new checkpoint under the name, then drop the old.
-    RETURN_IF_ERROR(Exchange(temp_dir_, final_path));
-    *renamed = true;
-    RETURN_IF_ERROR(SyncDir(save_dir_));
-    RETURN_IF_ERROR(RemoveTree(temp_dir_));
-  } else {
-    RETURN_IF_ERROR(Rename(temp_dir_, final_path));
-    *renamed = true;
-  }
-  RETURN_IF_ERROR(SyncDir(save_dir_));
+  if (guard_) RETURN_IF_ERROR(guard_());
+  RETURN_IF_ERROR(MoveIntoPlace(renamed));
+  if (guard_) RETURN_IF_ERROR(guard_());
   return WriteLatestIteration(save_dir_, state_.iteration, nonce_);
 }
 
+absl::Status CheckpointWriter::MoveIntoPlace(bool* renamed) {
+  const std::string final_path = final_dir();
+  if (!PathExists(final_path)) {
+    RETURN_IF_ERROR(Rename(temp_dir_, final_path));
+    *renamed = true;
+    return SyncDir(save_dir_);
+  }
+  // Saving an iteration again (e.g. a rerun): swap atomically, so that a crash
+  // leaves either the old or the new checkpoint under the name, then drop the old.
+  const absl::Status exchanged = Exchange(temp_dir_, final_path);
+  if (exchanged.ok()) {
+    *renamed = true;
+    RETURN_IF_ERROR(SyncDir(save_dir_));
+    RETURN_IF_ERROR(RemoveTree(temp_dir_));
+    return SyncDir(save_dir_);
+  }
+  if (!absl::IsUnimplemented(exchanged)) return exchanged;
+  // No atomic swap here (NFS): move the old folder aside under a temporary name that
+  // loaders ignore, then the new one into place. A crash in between is repaired by
+  // RestoreInterruptedReplacements at the next start.
+  const std::string aside = absl::StrCat(temp_dir_, kReplacedSuffix);
+  RETURN_IF_ERROR(Rename(final_path, aside));
+  RETURN_IF_ERROR(SyncDir(save_dir_));
+  RETURN_IF_ERROR(Rename(temp_dir_, final_path));
+  *renamed = true;
+  RETURN_IF_ERROR(SyncDir(save_dir_));
+  RETURN_IF_ERROR(RemoveTree(aside));
+  return SyncDir(save_dir_);
+}
+
 absl::Status SaveCheckpoint(const std::string& save_dir, const CheckpointState& state,
-                            const std::vector<TensorShardRef>& shards, Communicator& world) {
-  CheckpointWriter writer(save_dir);
+                            const std::vector<TensorShardRef>& shards, Communicator& world,
+                            CommitGuard guard) {
+  CheckpointWriter writer(save_dir, std::move(guard));
   // Errors of the first two steps reach every rank through Commit.
   writer.Snapshot(state, shards, world, SnapshotMode::kBorrow).IgnoreError();
   writer.Write().IgnoreError();
@@ -351,6 +380,23 @@ absl::Status ProbeSaveFolder(const std::string& save_dir, int rank) {
   return RemoveFile(probe);
 }
 
+absl::StatusOr<std::vector<std::string>> RestoreInterruptedReplacements(
+    const std::string& save_dir) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(save_dir);
+  if (absl::IsNotFound(names.status())) return std::vector<std::string>();
+  RETURN_IF_ERROR(names.status());
+  std::vector<std::string> restored;
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, kReplacedSuffix)) continue;
+    const std::string base = name.substr(0, name.find(".tmp-"));
+    if (!ParseIterationDirName(base) || PathExists(JoinPath(save_dir, base))) continue;
+    RETURN_IF_ERROR(Rename(JoinPath(save_dir, name), JoinPath(save_dir, base)));
+    restored.push_back(base);
+  }
+  if (!restored.empty()) RETURN_IF_ERROR(SyncDir(save_dir));
+  return restored;
+}
+
 absl::StatusOr<std::vector<std::string>> RemoveInterruptedSaves(const std::string& save_dir) {
   absl::StatusOr<std::vector<std::string>> names = ListDir(save_dir);
   if (absl::IsNotFound(names.status())) return std::vector<std::string>();
@@ -360,9 +406,7 @@ absl::StatusOr<std::vector<std::string>> RemoveInterruptedSaves(const std::strin
     const size_t tmp = name.find(".tmp-");
     if (tmp == std::string::npos) continue;
     const std::string base = name.substr(0, tmp);
-    const bool iteration_dir = absl::StartsWith(base, "iter_") && base.size() > 5 &&
-                               base.find_first_not_of("0123456789", 5) == std::string::npos;
-    if (!iteration_dir && base != kLatestFileName) continue;
+    if (!ParseIterationDirName(base) && base != kLatestFileName) continue;
     RETURN_IF_ERROR(RemoveTree(JoinPath(save_dir, name)));
     removed.push_back(name);
   }

@@ -9,7 +9,9 @@
 //   Commit    main thread, collective: the ranks agree that every Write succeeded;
 //             rank 0 merges the fragments into manifest.pb, checks that every
 //             element of every tensor is saved exactly once, renames the folder to
-//             iter_NNNNNNN/ and then replaces latest_checkpointed_iteration.txt.
+//             iter_NNNNNNN/ and then replaces latest_checkpointed_iteration.txt,
+//             asking the commit guard (the --save lock's ownership check) right
+//             before each of those two changes.
 //
 // Call the three steps on every rank, in order, even after one of them failed on
 // some rank: the collective steps must stay matched across ranks. Errors travel to
@@ -30,7 +32,15 @@
 // rank's data is durable; a crash at any point leaves the previous checkpoint and the
 // latest file intact (plus a *.tmp-* folder that loaders ignore).
 //
-// Every rank must see the same save folder (a shared file system across nodes).
+// Every rank must see the same save folder (a shared file system across nodes). The
+// folder must exist (the trainer creates it at start): a folder that disappears while
+// the run trains was moved or deleted, and is not recreated.
+//
+// Saving an iteration that exists already (a rerun after --ckpt-step, --overwrite-save)
+// swaps the folders atomically where the file system can (renameat2 RENAME_EXCHANGE);
+// where it cannot (NFS), the old folder is first renamed to iter_NNNNNNN.tmp-<nonce>-
+// replaced, then the new one into place: a crash between the two renames leaves no
+// iter_NNNNNNN, and RestoreInterruptedReplacements puts the old one back.
 //
 // Thread safety: one CheckpointWriter serves one save. Write may run on another
 // thread than Snapshot and Commit, provided the caller orders them (e.g. joins the
@@ -40,6 +50,7 @@
 #define CONVEYOR_TRAINER_CHECKPOINT_CHECKPOINT_WRITER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +68,12 @@ enum class SnapshotMode {
   kBorrow,  // keep pointers: the data must stay unchanged until Write returns
 };
 
+// Called by rank 0 right before a commit renames a save into place and again before
+// it replaces the latest file; an error stops the commit there (nothing renamed, or
+// the latest file left as it was). The trainer passes SaveFolderLock's ownership
+// check. An empty guard allows every commit.
+using CommitGuard = std::function<absl::Status()>;
+
 // Bytes and seconds of one rank's Write, for bandwidth reports.
 struct WriteStats {
   int64_t bytes = 0;  // shard data only
@@ -65,7 +82,7 @@ struct WriteStats {
 
 class CheckpointWriter {
  public:
-  explicit CheckpointWriter(std::string save_dir);
+  explicit CheckpointWriter(std::string save_dir, CommitGuard guard = {});
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
@@ -105,9 +122,12 @@ class CheckpointWriter {
   // Rank 0's part of Commit: merge, check, write the manifest, rename, update latest.
   // Sets *renamed once the folder has its final name.
   absl::Status Publish(bool* renamed);
+  // Rank 0: gives the merged, durable temporary folder its final name.
+  absl::Status MoveIntoPlace(bool* renamed);
   std::string Where() const;  // "rank 3, checkpoint <save>/iter_0000100" for messages
 
   std::string save_dir_;
+  CommitGuard guard_;
   int rank_ = 0;
   int world_size_ = 1;
   std::string nonce_;
@@ -127,7 +147,8 @@ class CheckpointWriter {
 // Snapshot (borrowing the data), Write and Commit on the calling thread: a blocking
 // save. Collective over `world`, whose ranks must all call it.
 absl::Status SaveCheckpoint(const std::string& save_dir, const CheckpointState& state,
-                            const std::vector<TensorShardRef>& shards, Communicator& world);
+                            const std::vector<TensorShardRef>& shards, Communicator& world,
+                            CommitGuard guard = {});
 
 // Checks, before any training, that `save_dir` can receive this rank's files: creates
 // the folder (and its parents) when missing, then creates and removes an empty probe
@@ -142,6 +163,13 @@ absl::Status ProbeSaveFolder(const std::string& save_dir, int rank);
 // while another job may be saving into the same folder: the trainer calls it through
 // ClaimSaveFolder (save_folder.h), under the folder's lock.
 absl::StatusOr<std::vector<std::string>> RemoveInterruptedSaves(const std::string& save_dir);
+
+// Puts back the iterations that a crash left renamed aside in the middle of a
+// replacement without atomic exchange (iter_NNNNNNN.tmp-<nonce>-replaced with no
+// iter_NNNNNNN beside it), and returns their final names. Call it on one rank under
+// the folder's lock, before anything loads from the folder.
+absl::StatusOr<std::vector<std::string>> RestoreInterruptedReplacements(
+    const std::string& save_dir);
 
 }  // namespace conveyor
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -122,6 +123,11 @@ absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) {
       if (err == EWOULDBLOCK) {
         return absl::UnavailableError(absl::StrCat(path, " is locked by another process"));
       }
+      if (err == ENOLCK) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot lock ", path, ": its file system does not support locks (flock: ",
+            strerror(err), "; e.g. NFS without its lock service, or mounted with nolock)"));
+      }
       return absl::ErrnoToStatus(err, absl::StrCat("cannot lock ", path));
     }
     // A holder removes the file as it releases the lock: a lock taken on a file that
@@ -154,6 +160,22 @@ absl::Status FileLock::Write(const std::string& contents) {
   if (done != static_cast<ssize_t>(contents.size())) {
     return absl::InternalError(absl::StrCat("short write to ", path_));
   }
+  if (fsync(fd_) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync ", path_));
+  return absl::OkStatus();
+}
+
+absl::Status FileLock::CheckStillNamed() const {
+  struct stat held, named;
+  if (fstat(fd_, &held) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat the lock file ", path_));
+  }
+  if (stat(path_.c_str(), &named) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("the lock file ", path_, " is gone"));
+  }
+  if (held.st_dev != named.st_dev || held.st_ino != named.st_ino) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, " is no longer the file this process locked"));
+  }
   return absl::OkStatus();
 }
 
@@ -182,6 +204,13 @@ absl::Status MakeDirs(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status MakeDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot create folder ", path));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Rename(const std::string& from, const std::string& to) {
   if (rename(from.c_str(), to.c_str()) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", from, " to ", to));
@@ -191,7 +220,14 @@ absl::Status Rename(const std::string& from, const std::string& to) {
 
 absl::Status Exchange(const std::string& a, const std::string& b) {
   if (renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot exchange ", a, " with ", b));
+    const int err = errno;
+    const std::string what = absl::StrCat("cannot exchange ", a, " with ", b);
+    if (err == EINVAL || err == ENOSYS || err == EOPNOTSUPP) {
+      return absl::UnimplementedError(absl::StrCat(
+          what, ": the file system has no atomic exchange (renameat2 RENAME_EXCHANGE: ",
+          strerror(err), ")"));
+    }
+    return absl::ErrnoToStatus(err, what);
   }
   return absl::OkStatus();
 }

@@ -65,7 +65,9 @@ class ReadableFile {
 class FileLock {
  public:
   // Creates `path` when missing and locks it without waiting; Unavailable naming the
-  // path when another open file holds the lock (another process, or another FileLock).
+  // path when another open file holds the lock (another process, or another FileLock);
+  // FailedPrecondition saying so when the file system cannot lock at all (ENOLCK: NFS
+  // without its lock service, or mounted `nolock`).
   static absl::StatusOr<FileLock> TryAcquire(const std::string& path);
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) = delete;
@@ -73,8 +75,15 @@ class FileLock {
   // Removes the file, then releases the lock.
   ~FileLock();
 
-  // Replaces the file's contents (e.g. who holds the lock, for others' messages).
+  // Replaces the file's contents (e.g. who holds the lock, for others' messages) and
+  // fsyncs them, so that a reader on another host of a network file system sees them.
   absl::Status Write(const std::string& contents);
+  // OK while `path` still names the locked file; NotFound when the name is gone (the
+  // file or its folder was removed or moved), FailedPrecondition when it now names
+  // another file (someone removed ours and another process created a new one). A lock
+  // on a file that lost its name keeps nobody out.
+  absl::Status CheckStillNamed() const;
+  const std::string& path() const { return path_; }
 
  private:
   FileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -91,10 +100,15 @@ absl::Status WriteFileDurably(const std::string& path, const std::string& conten
 // `path` and its missing parents; existing folders are fine. FailedPrecondition when
 // `path` is a file.
 absl::Status MakeDirs(const std::string& path);
+// One new folder inside an existing one (mkdir(2)): NotFound when the parent is gone,
+// which MakeDirs would quietly recreate.
+absl::Status MakeDir(const std::string& path);
 // rename(2): atomic replacement of a file, or of an empty/absent folder.
 absl::Status Rename(const std::string& from, const std::string& to);
 // Atomically swaps two existing names (renameat2 RENAME_EXCHANGE): replaces a
 // non-empty folder without a moment where neither the old nor the new one exists.
+// Unimplemented when the file system or kernel has no such operation (NFS rejects
+// the flag with EINVAL; old kernels lack renameat2, ENOSYS).
 absl::Status Exchange(const std::string& a, const std::string& b);
 // rm -rf; absent is fine.
 absl::Status RemoveTree(const std::string& path);

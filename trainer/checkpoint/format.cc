@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +13,17 @@
 namespace conveyor {
 
 std::string IterationDirName(int64_t iteration) { return absl::StrFormat("iter_%07d", iteration); }
+
+bool ParseIterationDirName(const std::string& name, int64_t* iteration) {
+  int64_t parsed;
+  if (!absl::StartsWith(name, "iter_") || name.size() <= 5 ||
+      name.find_first_not_of("0123456789", 5) != std::string::npos ||
+      !absl::SimpleAtoi(name.substr(5), &parsed)) {
+    return false;
+  }
+  if (iteration != nullptr) *iteration = parsed;
+  return true;
+}
 
 std::string TempDirName(int64_t iteration, const std::string& nonce) {
   return absl::StrCat(IterationDirName(iteration), ".tmp-", nonce);

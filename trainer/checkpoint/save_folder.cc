@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdint>
+#include <random>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -18,13 +20,24 @@
 namespace conveyor {
 namespace {
 
-// "pid 1234 on host node7, since 2025-01-02 03:04:05 UTC": what the lock file says.
-std::string ThisProcess() {
+// "pid 1234 on host node7, since 2025-01-02 03:04:05 UTC, claim 0123456789abcdef":
+// what the lock file says. The claim is 64 random bits, so that two runs that both
+// believe they hold the lock (pids and hosts may coincide across containers) differ.
+std::string ClaimLine() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::random_device device;
+  const uint64_t claim = (static_cast<uint64_t>(device()) << 32) ^ device() ^
+                         static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   return absl::StrFormat(
-      "pid %d on host %s, since %s", getpid(), host[0] != '\0' ? host : "(unknown)",
-      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone()));
+      "pid %d on host %s, since %s, claim %016x\n", getpid(), host[0] != '\0' ? host : "(unknown)",
+      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone()), claim);
+}
+
+// The holder named by the lock file at `path`, or "" when it is unreadable or empty.
+std::string HolderAt(const std::string& path) {
+  const absl::StatusOr<std::string> holder = ReadSmallFile(path);
+  return holder.ok() ? std::string(absl::StripAsciiWhitespace(*holder)) : "";
 }
 
 // What --save holds, for the refusal: "latest iteration 12", ...
@@ -61,9 +74,7 @@ absl::StatusOr<SaveFolderLock> SaveFolderLock::Acquire(const std::string& save_d
   absl::StatusOr<FileLock> lock = FileLock::TryAcquire(path);
   if (absl::IsUnavailable(lock.status())) {
     // The holder may not have written its line yet: then the message has none.
-    const absl::StatusOr<std::string> holder = ReadSmallFile(path);
-    const absl::string_view who =
-        holder.ok() ? absl::StripAsciiWhitespace(*holder) : absl::string_view();
+    const std::string who = HolderAt(path);
     return absl::UnavailableError(absl::StrFormat(
         "--save %s is in use by another run (%s%s holds its lock %s); two runs saving into one "
         "folder overwrite each other's checkpoints, so this one stops (nothing was trained or "
@@ -71,15 +82,58 @@ absl::StatusOr<SaveFolderLock> SaveFolderLock::Acquire(const std::string& save_d
         save_dir, who.empty() ? "a process that has not named itself yet" : who,
         who.empty() ? "" : ",", path));
   }
+  if (absl::IsFailedPrecondition(lock.status())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--save ", save_dir, ": ", lock.status().message(),
+        ". Without a lock two runs could save into it and overwrite each other's checkpoints, "
+        "so this one stops (nothing was trained or changed): choose a --save folder on a file "
+        "system with locks (a local disk, NFS with lockd running, Lustre mounted -o flock)"));
+  }
   RETURN_IF_ERROR(lock.status());
-  RETURN_IF_ERROR(lock->Write(ThisProcess() + "\n"));
-  return SaveFolderLock(*std::move(lock), save_dir, created_dir);
+  std::string claim_line = ClaimLine();
+  RETURN_IF_ERROR(lock->Write(claim_line));
+  return SaveFolderLock(*std::move(lock), save_dir, created_dir, std::move(claim_line));
+}
+
+absl::Status SaveFolderLock::VerifyOwnership() const {
+  const absl::Status still_named = lock_->CheckStillNamed();
+  if (still_named.ok()) {
+    const absl::StatusOr<std::string> now = ReadSmallFile(lock_->path());
+    if (now.ok() && *now == claim_line_) return absl::OkStatus();
+  }
+  return absl::AbortedError(absl::StrCat(
+      "--save ", dir_, " is no longer this run's: ", WhyLost(still_named),
+      ". Two runs saving into one folder overwrite each other's checkpoints, so this run stops "
+      "without writing (its committed checkpoints stay as they are); this run's lock claim was \"",
+      absl::StripAsciiWhitespace(claim_line_), "\""));
+}
+
+std::string SaveFolderLock::WhyLost(const absl::Status& still_named) const {
+  const std::string path = lock_->path();
+  if (absl::IsNotFound(still_named)) {
+    if (!IsDirectory(dir_)) {
+      return "the folder was moved or deleted while the run was training";
+    }
+    return absl::StrCat("its lock file ", path,
+                        " was removed while the run was training (a tmp cleaner, rm -rf?), so "
+                        "another run could take the folder");
+  }
+  const std::string holder = HolderAt(path);
+  const std::string who = holder.empty() ? "a process that has not named itself yet" : holder;
+  if (!still_named.ok()) {
+    return absl::StrCat("its lock file ", path, " was replaced and another run claimed it (", who,
+                        ")");
+  }
+  return absl::StrCat("another run claimed its lock file ", path, " (", who,
+                      "): the file system's locks hold only on one host (NFS mounted with "
+                      "local_lock, or a run on another node), so both runs took the lock");
 }
 
 SaveFolderLock::SaveFolderLock(SaveFolderLock&& other) noexcept
     : lock_(std::move(other.lock_)),
       dir_(std::move(other.dir_)),
-      created_dir_(std::exchange(other.created_dir_, false)) {}
+      created_dir_(std::exchange(other.created_dir_, false)),
+      claim_line_(std::move(other.claim_line_)) {}
 
 SaveFolderLock::~SaveFolderLock() {
   lock_.reset();

@@ -14,6 +14,14 @@
 // latest file while both exit 0; the lock turns the second into an error at start.
 // flock works across the nodes of NFS (Linux emulates it with POSIX locks there) and
 // of Lustre mounted with -o flock; a file system without locks fails the Acquire.
+//
+// A lock can stop protecting while the run is alive: a tmp cleaner removes the lock
+// file, the folder is moved or deleted, or the file system's locks hold only on one
+// host (NFS mounted with local_lock, a node-local lock service), so a run on another
+// node takes "the" lock too. So the lock file also carries a claim, a random nonce of
+// this run, and the run checks before every commit (VerifyOwnership) that the name
+// still leads to the file it locked and that the file still holds its claim. A run
+// that lost the folder stops without writing and names whoever claimed it since.
 #ifndef CONVEYOR_TRAINER_CHECKPOINT_SAVE_FOLDER_H_
 #define CONVEYOR_TRAINER_CHECKPOINT_SAVE_FOLDER_H_
 
@@ -30,10 +38,11 @@ namespace conveyor {
 class SaveFolderLock {
  public:
   // Creates `save_dir` (and its parents) when missing and takes its lock without
-  // waiting, recording this process (pid, host, time) in the lock file for the
-  // message another run gets. Unavailable, naming the folder, the holder and what
-  // to do, when another process holds it; the failing call's error otherwise
-  // (FailedPrecondition when `save_dir` is a file, ...).
+  // waiting, recording this process (pid, host, time) and a fresh claim nonce in the
+  // lock file for the message another run gets. Unavailable, naming the folder, the
+  // holder and what to do, when another process holds it; FailedPrecondition naming
+  // the folder's file system when it cannot lock at all; the failing call's error
+  // otherwise (FailedPrecondition when `save_dir` is a file, ...).
   static absl::StatusOr<SaveFolderLock> Acquire(const std::string& save_dir);
   SaveFolderLock(SaveFolderLock&& other) noexcept;
   SaveFolderLock& operator=(SaveFolderLock&&) = delete;
@@ -42,12 +51,27 @@ class SaveFolderLock {
   // empty (a run that stopped before saving leaves nothing behind), then releases.
   ~SaveFolderLock();
 
+  // OK while this run still owns the folder: <dir>/.conveyor-save.lock is the file it
+  // locked and holds its claim. Aborted otherwise, saying what happened (the folder
+  // or the lock file is gone, another run claimed it, naming that run) and that the
+  // run stops without writing. Reads one small file; call it before each commit.
+  absl::Status VerifyOwnership() const;
+  // What this run wrote into the lock file: "pid P on host H, since T, claim C\n".
+  const std::string& claim_line() const { return claim_line_; }
+
  private:
-  SaveFolderLock(FileLock lock, std::string dir, bool created_dir)
-      : lock_(std::move(lock)), dir_(std::move(dir)), created_dir_(created_dir) {}
+  SaveFolderLock(FileLock lock, std::string dir, bool created_dir, std::string claim_line)
+      : lock_(std::move(lock)),
+        dir_(std::move(dir)),
+        created_dir_(created_dir),
+        claim_line_(std::move(claim_line)) {}
+  // Why the folder is no longer this run's, from what its lock file's name leads to.
+  std::string WhyLost(const absl::Status& still_named) const;
+
   std::optional<FileLock> lock_;  // on <dir>/.conveyor-save.lock; reset first on release
   std::string dir_;
   bool created_dir_;
+  std::string claim_line_;
 };
 
 // Where a run starts, as far as the checkpoints already in its --save are concerned.

@@ -104,10 +104,11 @@ std::vector<LocalShard> OneTensor(int64_t iteration, int64_t elements) {
 
 }  // namespace
 
-absl::Status SaveOneTensorCheckpoint(const std::string& dir, int64_t iteration, int64_t elements) {
+absl::Status SaveOneTensorCheckpoint(const std::string& dir, int64_t iteration, int64_t elements,
+                                     CommitGuard guard) {
   std::vector<LocalShard> shards = OneTensor(iteration, elements);
   SelfCommunicator world;
-  return SaveCheckpoint(dir, StateAt(iteration), Refs(shards), world);
+  return SaveCheckpoint(dir, StateAt(iteration), Refs(shards), world, std::move(guard));
 }
 
 absl::StatusOr<std::string> LeaveInterruptedSave(const std::string& dir, int64_t iteration,

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/checkpoint/checkpoint_types.h"
+#include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/index_runs.h"
 
 namespace conveyor {
@@ -59,8 +60,9 @@ CheckpointState StateAt(int64_t iteration);
 // Saves, as one rank, a checkpoint of `iteration` holding one tensor "w" of `elements`
 // values: GlobalValue's plus `iteration`, so that checkpoints of different iterations
 // differ.
+// `guard` is the commit's (checkpoint_writer.h).
 absl::Status SaveOneTensorCheckpoint(const std::string& dir, int64_t iteration,
-                                     int64_t elements = 16);
+                                     int64_t elements = 16, CommitGuard guard = {});
 
 // The same checkpoint snapshotted and written, then "crashed" before its commit: the
 // files are all there, under the temporary name, whose path it returns.
