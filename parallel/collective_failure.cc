@@ -23,6 +23,29 @@ std::string DescribeRank(const GroupSpec& group, const std::vector<ProgressBoard
                          LastSeen(entries[r]));
 }
 
+// What to say when the progress board shows every rank inside the collective: they all
+// came, so the data between them stopped moving (a link went down after the posts).
+std::string TransferStalled(const CollectiveFailure& failure, const GroupSpec& group,
+                            absl::string_view backend) {
+  constexpr char kFix[] =
+      "check the network between this rank's host and theirs (a link or switch that went "
+      "down, a firewall, an interface the peers cannot reach)";
+  if (failure.stalled.empty()) {
+    return absl::StrFormat(
+        ": every rank had arrived, so the transfer between the ranks stalled, not a rank (%s "
+        "names no peer); %s",
+        backend, kFix);
+  }
+  std::vector<std::string> peers;
+  for (int r : failure.stalled) {
+    peers.push_back(absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
+  }
+  return absl::StrFormat(
+      ": every rank had arrived, so the transfer stalled, not a rank: transfers with %s did not "
+      "complete; %s",
+      absl::StrJoin(peers, ", "), kFix);
+}
+
 }  // namespace
 
 std::vector<int> RanksNotArrived(const std::vector<ProgressBoard::Entry>& entries, int64_t seq,
@@ -55,9 +78,9 @@ absl::Status CollectiveFailureStatus(const CollectiveFailure& failure, const Gro
                             r, group.global_ranks[r], entries[r].activity, failure.seq));
       }
     }
-    absl::StrAppend(&message, described.empty() ? ": every rank had arrived"
-                                                : ": ranks that did not arrive: " +
-                                                      absl::StrJoin(described, "; "));
+    absl::StrAppend(&message, described.empty()
+                                  ? TransferStalled(failure, group, backend)
+                                  : ": ranks that did not arrive: " + absl::StrJoin(described, "; "));
   } else {
     std::vector<std::string> described;
     for (int r : failure.peers) described.push_back(DescribeRank(group, entries, r));

@@ -1,6 +1,9 @@
 // Turns a failed or timed-out operation into a Status that says what an operator
 // needs: the operation, the group, how long it waited, and which ranks had not
-// arrived, read from the group's ProgressBoard. Shared by the gloo and NCCL backends.
+// arrived, read from the group's ProgressBoard. When every rank had arrived, the
+// transfer stalled, not a rank (a link went down after the peers had posted their
+// progress): the message says so and names the peers whose transfers did not
+// complete, where the backend knows them. Shared by the gloo and NCCL backends.
 #ifndef CONVEYOR_PARALLEL_COLLECTIVE_FAILURE_H_
 #define CONVEYOR_PARALLEL_COLLECTIVE_FAILURE_H_
 
@@ -24,6 +27,9 @@ struct CollectiveFailure {
   absl::Duration waited;
   absl::Duration timeout;
   std::string transport_error;  // the backend's own message, kept for experts
+  // Group ranks whose transfers with this rank had not completed when it gave up, in
+  // increasing order; empty where the backend cannot tell (NCCL).
+  std::vector<int> stalled;
 };
 
 // Group ranks that had not entered collective `seq` according to `entries`.
@@ -32,7 +38,9 @@ std::vector<int> RanksNotArrived(const std::vector<ProgressBoard::Entry>& entrie
 
 // DeadlineExceeded when timed out, else Unavailable; e.g. "AllReduceSum #3 on group
 // world[0-2] (global ranks 0,1,2) timed out after 2s (timeout 2s): ranks that did not
-// arrive: group rank 2 (global rank 2, last entered Barrier #2); gloo: ...".
+// arrive: group rank 2 (global rank 2, last entered Barrier #2); gloo: ...", or, when
+// every rank had arrived, "...: every rank had arrived, so the transfer stalled, not a
+// rank: transfers with group rank 1 (global rank 2) did not complete; check ...".
 absl::Status CollectiveFailureStatus(const CollectiveFailure& failure, const GroupSpec& group,
                                      const std::vector<ProgressBoard::Entry>& entries,
                                      absl::string_view backend);

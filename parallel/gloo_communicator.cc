@@ -91,7 +91,9 @@ std::vector<std::string> MissingMembers(const GroupSpec& group, RendezvousStore&
 }  // namespace
 
 // The transfers of one operation: all posted first, then all waited against one
-// deadline. gloo throws on timeout or a broken connection; Run() catches it.
+// deadline. gloo throws on timeout or a broken connection; Run() catches it. When a wait
+// fails, the peers whose transfers had not completed are kept (stalled()): with every
+// rank inside the collective, they are what the failure message can name.
 class GlooCommunicator::Transfers {
  public:
   Transfers(gloo::Context& context, absl::Time deadline) : context_(context), deadline_(deadline) {}
@@ -101,34 +103,64 @@ class GlooCommunicator::Transfers {
     // gloo's buffer type is not const-correct; a send only reads.
     auto buffer = context_.createUnboundBuffer(const_cast<void*>(data), bytes);
     buffer->send(peer, slot);
-    pending_.push_back({std::move(buffer), true});
+    pending_.push_back({std::move(buffer), true, peer});
   }
   void Recv(void* data, size_t bytes, int peer, uint64_t slot) {
     if (bytes == 0) return;
     auto buffer = context_.createUnboundBuffer(data, bytes);
     buffer->recv(peer, slot);
-    pending_.push_back({std::move(buffer), false});
+    pending_.push_back({std::move(buffer), false, peer});
   }
   void WaitAll() {
-    for (Pending& p : pending_) {
-      const std::chrono::milliseconds left = WholeMilliseconds(deadline_ - absl::Now());
-      if (p.is_send) {
-        p.buffer->waitSend(left);
-      } else {
-        p.buffer->waitRecv(left);
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      try {
+        Wait(pending_[i], deadline_);
+      } catch (...) {
+        NoteStalled(i);
+        throw;
       }
     }
     pending_.clear();
   }
 
+  const std::vector<int>& stalled() const { return stalled_; }
+
  private:
   struct Pending {
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
     bool is_send;
+    int peer;
   };
+
+  static void Wait(Pending& p, absl::Time deadline) {
+    const std::chrono::milliseconds left = WholeMilliseconds(deadline - absl::Now());
+    if (p.is_send) {
+      p.buffer->waitSend(left);
+    } else {
+      p.buffer->waitRecv(left);
+    }
+  }
+
+  // pending_[failed]'s wait threw: its peer, and the peer of every later transfer that
+  // had not completed either. gloo reports a completed transfer without looking at the
+  // failure its first timeout spread to the context's pairs, so a wait of a millisecond
+  // tells the two apart.
+  void NoteStalled(size_t failed) {
+    std::set<int> peers = {pending_[failed].peer};
+    for (size_t j = failed + 1; j < pending_.size(); ++j) {
+      try {
+        Wait(pending_[j], absl::Now() + absl::Milliseconds(1));
+      } catch (...) {
+        peers.insert(pending_[j].peer);
+      }
+    }
+    stalled_.assign(peers.begin(), peers.end());
+  }
+
   gloo::Context& context_;
   absl::Time deadline_;
   std::vector<Pending> pending_;
+  std::vector<int> stalled_;
 };
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(
@@ -241,9 +273,9 @@ absl::Status GlooCommunicator::Run(const char* op, bool collective, const std::v
   const int64_t seq = collective ? ++seq_ : seq_;
   board_->Post(seq, op);
   const absl::Time start = absl::Now();
+  Transfers transfers(*context_, start + timeout_);
   std::string error;
   try {
-    Transfers transfers(*context_, start + timeout_);
     body(seq, transfers);
     return absl::OkStatus();
   } catch (const std::exception& e) {
@@ -259,6 +291,7 @@ absl::Status GlooCommunicator::Run(const char* op, bool collective, const std::v
   failure.waited = absl::Now() - start;
   failure.timeout = timeout_;
   failure.transport_error = error;
+  failure.stalled = transfers.stalled();
   broken_ = CollectiveFailureStatus(failure, group_, board_->Read(), "gloo");
   return broken_;
 }

@@ -24,16 +24,43 @@
 namespace conveyor {
 namespace {
 
-// One attempt to connect to host:port before `deadline`; -1 with `error` set on failure.
+// Whether getaddrinfo's `error` is final: the name does not exist (the DNS answered so,
+// or /etc/hosts and the DNS know no such host) or cannot be looked up at all. A name
+// server that did not answer (EAI_AGAIN) or a system error may pass: those are retried.
+bool ResolutionFailedForGood(int error) {
+  switch (error) {
+    case EAI_NONAME:
+    case EAI_FAIL:
+    case EAI_SERVICE:
+    case EAI_FAMILY:
+    case EAI_SOCKTYPE:
+    case EAI_BADFLAGS:
+#ifdef EAI_NODATA
+    case EAI_NODATA:
+#endif
+#ifdef EAI_ADDRFAMILY
+    case EAI_ADDRFAMILY:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One attempt to connect to host:port before `deadline`; -1 with `error` set on failure,
+// and `*final` set when retrying cannot help (the name does not resolve, for good).
 // The socket is non-blocking: every wait on it is bounded by a deadline (tcp_store_wire.h).
-int ConnectOnce(const std::string& host, int port, absl::Time deadline, std::string* error) {
+int ConnectOnce(const std::string& host, int port, absl::Time deadline, std::string* error,
+                bool* final) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const int resolved = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
   if (resolved != 0) {
-    *error = absl::StrCat("cannot resolve MASTER_ADDR \"", host, "\": ", gai_strerror(resolved));
+    *error = absl::StrCat("cannot resolve MASTER_ADDR \"", host, "\": ",
+                          resolved == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(resolved));
+    *final = ResolutionFailedForGood(resolved);
     return -1;
   }
   int fd = -1;
@@ -69,9 +96,31 @@ constexpr char kForeignPortFix[] =
     "a port no other program uses (under torchrun, whose own store holds MASTER_PORT, set "
     "CONVEYOR_STORE_PORT to another free port)";
 
-std::string DescribeJob(const std::string& job_id) {
-  return job_id.empty() ? std::string("none (its launcher names no job; see CONVEYOR_JOB_ID)")
-                        : absl::StrCat("\"", job_id, "\"");
+// The store's verdict on this process, which it gives once the job has assembled (or
+// cannot): admitted, or refused with the reason (another process holds this rank, rank
+// 0 gave up waiting for the missing ranks).
+absl::Status AwaitVerdict(int fd, const std::string& address, const tcp_store::Membership& self,
+                          absl::Time deadline, absl::Duration timeout) {
+  std::string verdict;
+  if (!tcp_store::ReadBlob(fd, &verdict, deadline)) {
+    if (absl::Now() < deadline) {
+      return absl::UnavailableError(absl::StrFormat(
+          "the TCP store at MASTER_ADDR:MASTER_PORT = %s closed the connection before admitting "
+          "this process (global rank %d): global rank 0 ended; look for its error",
+          address, self.rank));
+    }
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "the TCP store at MASTER_ADDR:MASTER_PORT = %s did not admit this process (global rank "
+        "%d) within %s: not every rank of the job (WORLD_SIZE %d) reached it; global rank 0 "
+        "names the missing ones",
+        address, self.rank, absl::FormatDuration(timeout), self.world_size));
+  }
+  if (verdict.empty()) return absl::OkStatus();
+  const absl::Status refusal = tcp_store::DecodeVerdict(verdict);
+  return absl::Status(refusal.code(),
+                      absl::StrFormat("the TCP store at MASTER_ADDR:MASTER_PORT = %s refused this "
+                                      "process (global rank %d): %s",
+                                      address, self.rank, refusal.message()));
 }
 
 // The client's side of the handshake on a fresh connection to `address`: says who it
@@ -118,9 +167,12 @@ absl::Status Handshake(int fd, const std::string& address, const tcp_store::Memb
         "the TCP store at MASTER_ADDR:MASTER_PORT = %s serves another job: its global rank 0 "
         "belongs to job %s, this process (global rank %d) to job %s; give each job a port of "
         "its own (MASTER_PORT, or CONVEYOR_STORE_PORT)",
-        address, DescribeJob(rank0.job_id), self.rank, DescribeJob(self.job_id)));
+        address, tcp_store::DescribeJob(rank0.job_id), self.rank,
+        tcp_store::DescribeJob(self.job_id)));
   }
-  return CheckWorldSize(self.rank, self.world_size, rank0.world_size, "TCP store " + address);
+  RETURN_IF_ERROR(
+      CheckWorldSize(self.rank, self.world_size, rank0.world_size, "TCP store " + address));
+  return AwaitVerdict(fd, address, self, deadline, timeout);
 }
 
 // A group's keys, under "<group>/" in the one store.
@@ -207,7 +259,16 @@ absl::StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::Connect(
   const absl::Time deadline = absl::Now() + timeout;
   std::string error;
   while (true) {
-    const int fd = ConnectOnce(host, port, deadline, &error);
+    bool final = false;
+    const int fd = ConnectOnce(host, port, deadline, &error, &final);
+    if (final) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s; name resolution failed for good, so waiting for global rank 0 cannot help: set "
+          "MASTER_ADDR to global rank 0's host name or IP address as this node resolves it "
+          "(check the spelling; `getent hosts %s` shows what this node's /etc/hosts and DNS "
+          "say)",
+          error, host));
+    }
     if (fd >= 0) {
       if (absl::Status s = Handshake(fd, address, self, deadline, timeout); !s.ok()) {
         ::close(fd);

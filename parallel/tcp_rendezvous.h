@@ -21,10 +21,13 @@ namespace conveyor {
 class TcpStoreClient {
  public:
   // Connects to host:port as `self` and completes the handshake (tcp_store_wire.h),
-  // retrying while nothing listens there (rank 0 may not listen yet), all within
-  // `timeout`. Fails at once, naming host:port and the fix, when the program there is
-  // not a Conveyor store, serves another job (the job ids differ) or global rank 0 has
-  // another WORLD_SIZE. Each later request gives up after `timeout` too; once one has
+  // retrying while nothing listens there (rank 0 may not listen yet) or the name server
+  // does not answer (EAI_AGAIN), all within `timeout`; the handshake returns once the
+  // store admits this rank, when every rank has come. Fails at once, naming host:port
+  // and the fix, when MASTER_ADDR does not resolve for good (InvalidArgument), the
+  // program there is not a Conveyor store, serves another job (the job ids differ),
+  // global rank 0 has another WORLD_SIZE, or another process holds this rank
+  // (AlreadyExists). Each later request gives up after `timeout` too; once one has
   // failed, the connection is out of step, and every later one fails as it did.
   static absl::StatusOr<std::shared_ptr<TcpStoreClient>> Connect(const std::string& host, int port,
                                                                  const tcp_store::Membership& self,

@@ -1,5 +1,6 @@
 #include "parallel/tcp_store_server.h"
 
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -12,10 +13,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "parallel/rendezvous_point.h"
 
 namespace conveyor {
+namespace {
+
+std::string Where(int port) {
+  return absl::StrCat("the TCP store global rank 0 serves at port ", port);
+}
+
+// "ip:port" of a peer, without the IPv4-mapped prefix an IPv6 socket gives IPv4 peers.
+std::string PeerAddress(const sockaddr_storage& peer, socklen_t length) {
+  char host[NI_MAXHOST] = {}, port[NI_MAXSERV] = {};
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&peer), length, host, sizeof(host), port,
+                    sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "an unknown address";
+  }
+  const absl::string_view ip = absl::StripPrefix(host, "::ffff:");
+  return ip.find(':') == absl::string_view::npos ? absl::StrCat(ip, ":", port)
+                                                 : absl::StrCat("[", ip, "]:", port);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     int port, const tcp_store::Membership& rank0) {
@@ -50,8 +71,12 @@ TcpStoreServer::TcpStoreServer(int listen_fd, int port, tcp_store::Membership ra
 
 TcpStoreServer::~TcpStoreServer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     stopping_ = true;
+    // The handshakes waiting for a verdict get theirs (why the job could not assemble)
+    // before their sockets go: each is a few bytes into an empty socket buffer.
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return verdicts_pending_ == 0; });
     for (int fd : connections_) ::shutdown(fd, SHUT_RDWR);  // wakes their reads
   }
   ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
@@ -62,7 +87,9 @@ TcpStoreServer::~TcpStoreServer() {
 
 void TcpStoreServer::AcceptConnections() {
   while (true) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t length = sizeof(peer);
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC);
     if (fd < 0 && errno == EINTR) continue;
     std::lock_guard<std::mutex> lock(mu_);
     if (fd < 0 || stopping_) {
@@ -72,38 +99,103 @@ void TcpStoreServer::AcceptConnections() {
     const int on = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     connections_.push_back(fd);
-    servers_.emplace_back([this, fd] { Serve(fd); });
+    servers_.emplace_back([this, fd, address = PeerAddress(peer, length)] { Serve(fd, address); });
   }
 }
 
 absl::Status TcpStoreServer::AwaitRanks(absl::Duration timeout) {
-  const std::string where = absl::StrCat("the TCP store global rank 0 serves at port ", port_);
-  Poller poller(absl::ToChronoNanoseconds(timeout));
-  while (true) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                    [this] { return assembled_ || !failure_.ok(); });
+  if (assembled_) return absl::OkStatus();
+  if (failure_.ok()) {
     std::vector<int> missing;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [rank, world_size] : world_sizes_) {
-        RETURN_IF_ERROR(CheckWorldSize(rank, world_size, rank0_.world_size, where));
-      }
-      for (int r = 1; r < rank0_.world_size; ++r) {
-        if (world_sizes_.count(r) == 0) missing.push_back(r);
-      }
+    for (int r = 1; r < rank0_.world_size; ++r) {
+      if (claims_.count(r) == 0) missing.push_back(r);
     }
-    if (missing.empty()) return absl::OkStatus();
-    if (poller.Expired()) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "rank(s) %s of %d never reached %s within %s; start every rank with MASTER_ADDR set "
-          "to this host, the same port (MASTER_PORT, or CONVEYOR_STORE_PORT) and WORLD_SIZE %d, "
-          "and look for an earlier error from the missing ranks",
-          absl::StrJoin(missing, ", "), rank0_.world_size, where, absl::FormatDuration(timeout),
-          rank0_.world_size));
-    }
-    poller.Sleep();
+    FailAssembly(NeverCame(missing, timeout));
   }
+  return failure_;
 }
 
-bool TcpStoreServer::Welcome(int fd) {
+absl::Status TcpStoreServer::NeverCame(const std::vector<int>& missing,
+                                       absl::Duration timeout) const {
+  std::string message = absl::StrFormat(
+      "rank(s) %s of %d never reached %s within %s; start every rank with MASTER_ADDR set to "
+      "this host, the same port (MASTER_PORT, or CONVEYOR_STORE_PORT) and WORLD_SIZE %d, and "
+      "look for an earlier error from the missing ranks",
+      absl::StrJoin(missing, ", "), rank0_.world_size, Where(port_), absl::FormatDuration(timeout),
+      rank0_.world_size);
+  if (!turned_away_.empty()) {
+    absl::StrAppend(&message, "; meanwhile the store turned away ",
+                    absl::StrJoin(turned_away_, "; and "));
+  }
+  return absl::DeadlineExceededError(message);
+}
+
+void TcpStoreServer::FailAssembly(absl::Status why) {
+  if (failure_.ok()) failure_ = std::move(why);
+  changed_.notify_all();
+}
+
+std::string TcpStoreServer::Admit(const tcp_store::Membership& client,
+                                  const std::string& address) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (client.job_id != rank0_.job_id) {
+    // It refuses itself on reading rank 0's job; one that this job waits for may have
+    // been meant for it, so rank 0 names it if the wait ends.
+    turned_away_.push_back(absl::StrFormat(
+        "global rank %d of job %s (WORLD_SIZE %d) from %s, a rank of another job: this job is "
+        "%s; give each job a port of its own, or, if it belongs to this job, start it with "
+        "this job's id",
+        client.rank, tcp_store::DescribeJob(client.job_id), client.world_size, address,
+        tcp_store::DescribeJob(rank0_.job_id)));
+    return tcp_store::EncodeVerdict(absl::FailedPreconditionError("another job"));
+  }
+  if (absl::Status s = CheckWorldSize(client.rank, client.world_size, rank0_.world_size,
+                                      Where(port_));
+      !s.ok()) {
+    FailAssembly(s);
+    return tcp_store::EncodeVerdict(s);
+  }
+  if (client.rank == 0) return "";  // global rank 0's own connection
+  if (const auto held = claims_.find(client.rank); held != claims_.end()) {
+    return tcp_store::EncodeVerdict(ClaimedTwice(client.rank, held->second.address, address));
+  }
+  claims_[client.rank] = {client.world_size, address};
+  if (static_cast<int>(claims_.size()) == rank0_.world_size - 1) {
+    assembled_ = true;
+    changed_.notify_all();
+  }
+  changed_.wait(lock, [this] { return assembled_ || !failure_.ok() || stopping_; });
+  if (assembled_) return "";
+  return tcp_store::EncodeVerdict(
+      stopping_ ? absl::UnavailableError("global rank 0's store shut down") : failure_);
+}
+
+absl::Status TcpStoreServer::ClaimedTwice(int rank, const std::string& first,
+                                          const std::string& second) {
+  const std::string fix = absl::StrFormat(
+      "start each rank once, with its own RANK (SLURM_PROCID under srun) below WORLD_SIZE %d",
+      rank0_.world_size);
+  turned_away_.push_back(absl::StrFormat(
+      "a second process claiming global rank %d, from %s (the first came from %s)", rank, second,
+      first));
+  if (assembled_) {  // the job runs without it
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "global rank %d was already claimed by the process at %s, and the job has started "
+        "without this one (from %s); %s",
+        rank, first, second, fix));
+  }
+  // One of the two was meant to be another rank, which is missing: the job cannot form.
+  FailAssembly(absl::AlreadyExistsError(absl::StrFormat(
+      "global rank %d was claimed by two processes at %s, from %s and from %s: one of them was "
+      "meant to be another rank; %s",
+      rank, Where(port_), first, second, fix)));
+  return failure_;
+}
+
+bool TcpStoreServer::Welcome(int fd, const std::string& address) {
   const absl::Time no_deadline = absl::InfiniteFuture();
   std::string hello(tcp_store::kHello.size(), '\0');
   tcp_store::Membership client;
@@ -111,13 +203,25 @@ bool TcpStoreServer::Welcome(int fd) {
       hello != tcp_store::kHello || !tcp_store::ReadMembership(fd, &client, no_deadline)) {
     return false;  // not a client of this store
   }
-  if (client.job_id == rank0_.job_id) {  // another job's ranks learn so from the answer
-    std::lock_guard<std::mutex> lock(mu_);
-    world_sizes_[client.rank] = client.world_size;
+  // Rank 0's membership first: a client of another job or world size refuses itself at
+  // once, without waiting for the verdict.
+  if (!tcp_store::WriteAll(fd, tcp_store::kWelcome.data(), tcp_store::kWelcome.size(),
+                           no_deadline) ||
+      !tcp_store::WriteMembership(fd, rank0_, no_deadline)) {
+    return false;
   }
-  return tcp_store::WriteAll(fd, tcp_store::kWelcome.data(), tcp_store::kWelcome.size(),
-                             no_deadline) &&
-         tcp_store::WriteMembership(fd, rank0_, no_deadline);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++verdicts_pending_;
+  }
+  const std::string verdict = Admit(client, address);
+  const bool written = tcp_store::WriteBlob(fd, verdict, absl::Now() + absl::Seconds(5));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --verdicts_pending_;
+  }
+  changed_.notify_all();
+  return written && verdict.empty();
 }
 
 bool TcpStoreServer::Answer(int fd) {
@@ -154,8 +258,8 @@ bool TcpStoreServer::Answer(int fd) {
   return false;  // not a client of this store
 }
 
-void TcpStoreServer::Serve(int fd) {
-  if (Welcome(fd)) {
+void TcpStoreServer::Serve(int fd, const std::string& address) {
+  if (Welcome(fd, address)) {
     while (Answer(fd)) {
     }
   }

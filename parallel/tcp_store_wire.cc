@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <climits>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace conveyor::tcp_store {
@@ -83,6 +85,25 @@ bool ReadMembership(int fd, Membership* member, absl::Time deadline) {
   member->rank = static_cast<int>(numbers[0]);
   member->world_size = static_cast<int>(numbers[1]);
   return ReadBlob(fd, &member->job_id, deadline);
+}
+
+std::string DescribeJob(const std::string& job_id) {
+  return job_id.empty() ? std::string("none (its launcher names no job; see CONVEYOR_JOB_ID)")
+                        : absl::StrCat("\"", job_id, "\"");
+}
+
+std::string EncodeVerdict(const absl::Status& refusal) {
+  return absl::StrCat(static_cast<int>(refusal.code()), " ", refusal.message());
+}
+
+absl::Status DecodeVerdict(absl::string_view verdict) {
+  const size_t space = verdict.find(' ');
+  int code = 0;
+  if (space == absl::string_view::npos || !absl::SimpleAtoi(verdict.substr(0, space), &code) ||
+      code <= 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::UnknownError(absl::StrCat("malformed verdict \"", verdict, "\""));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), verdict.substr(space + 1));
 }
 
 }  // namespace conveyor::tcp_store

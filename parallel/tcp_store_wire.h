@@ -1,7 +1,9 @@
 // The TCP store's messages, shared by its server and its clients.
 //
 // Every connection opens with a handshake. The client sends kHello and its Membership
-// (global rank, WORLD_SIZE, job); the server answers kWelcome and global rank 0's. A
+// (global rank, WORLD_SIZE, job); the server answers kWelcome and global rank 0's, then,
+// once it has decided, its verdict as a blob: empty to admit the client, else why it
+// was refused (EncodeVerdict), after which the server closes the connection. A
 // program other than a Conveyor store answers something else, or nothing, or closes the
 // connection: the client tells at the first byte that differs, or when its timeout ends.
 // Both magic strings end in a blank line, so that a server of a line-based protocol
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -27,8 +30,9 @@ namespace conveyor::tcp_store {
 
 enum class Op : uint8_t { kSet = 1, kGet = 2, kPost = 3 };
 
-inline constexpr absl::string_view kHello = "CONVEYOR-STORE/1 HELLO\r\n\r\n";
-inline constexpr absl::string_view kWelcome = "CONVEYOR-STORE/1 WELCOME\r\n\r\n";
+// Version 2 added the verdict.
+inline constexpr absl::string_view kHello = "CONVEYOR-STORE/2 HELLO\r\n\r\n";
+inline constexpr absl::string_view kWelcome = "CONVEYOR-STORE/2 WELCOME\r\n\r\n";
 
 // Who is at either end of a connection: the client's rank, or global rank 0 for the
 // server. `job_id` is RankEnvironment::job_id (empty when the launcher names no job).
@@ -59,6 +63,14 @@ bool ReadBlob(int fd, std::string* blob, absl::Time deadline);
 // numbers, then the job as a blob.
 bool WriteMembership(int fd, const Membership& member, absl::Time deadline);
 bool ReadMembership(int fd, Membership* member, absl::Time deadline);
+
+// A job id for messages: quoted, or "none (...)" when the launcher names no job.
+std::string DescribeJob(const std::string& job_id);
+
+// A refusal as the verdict carries it: the status code as a number, a space, the
+// message; DecodeVerdict reads it back (Unknown for a malformed one).
+std::string EncodeVerdict(const absl::Status& refusal);
+absl::Status DecodeVerdict(absl::string_view verdict);
 
 }  // namespace conveyor::tcp_store
 

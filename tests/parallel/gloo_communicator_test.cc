@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parallel/directory_store.h"
 #include "parallel/group.h"
 #include "parallel/launcher.h"
 #include "tests/parallel/multi_rank.h"
@@ -264,6 +265,51 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
     std::printf("rank %d: %s\n", r, message.c_str());
   }
   EXPECT_GE(deadline_exceeded, 1);
+}
+
+// Issue 33's flaky multi-node test: the peer behind a link that went down had posted
+// its progress for the collective before the cut, so the board shows every rank inside
+// it. The transfer stalled, not a rank: the message says so and names the peer whose
+// transfers did not complete. Rank 1 posts as if it had entered AllReduceSum #1, then
+// moves no data (its link is "down"); rank 0 enters only once the post is there.
+TEST(GlooTimeoutTest, AStalledTransferIsNamedWhenEveryRankHadArrived) {
+  const std::string dir = FreshDir("gloo_stalled");
+  std::ostringstream err;
+  const int code = LaunchLocalRanks(
+      2,
+      [&](const RankEnvironment& env) {
+        auto comm = ConnectWorld(env, absl::Seconds(1));
+        if (!comm.ok()) return Fail(env, comm.status().ToString());
+        if (env.rank == 1) {
+          auto board = DirectoryRendezvous(env.run_dir).OpenBoard((*comm)->name(), 1, 2);
+          if (!board.ok()) return Fail(env, board.status().ToString());
+          (*board)->Post(1, "AllReduceSum");
+          WriteFile(dir + "/posted.1", "");
+          WaitForFile(dir + "/done.0", absl::Seconds(10));
+          return 0;
+        }
+        if (!WaitForFile(dir + "/posted.1", absl::Seconds(10))) return Fail(env, "no post");
+        std::vector<float> data(100, 1.0f);
+        const absl::Status status = (*comm)->AllReduceSum(data.data(), 100);
+        WriteFile(dir + "/status.0",
+                  absl::StrCat(static_cast<int>(status.code()), "\n", status.message()));
+        WriteFile(dir + "/done.0", "");
+        return 0;
+      },
+      err);
+  ASSERT_EQ(code, 0) << err.str();
+  const std::vector<std::string> lines =
+      absl::StrSplit(ReadFile(dir + "/status.0"), absl::MaxSplits('\n', 1));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], absl::StrCat(static_cast<int>(absl::StatusCode::kDeadlineExceeded)));
+  const std::string& message = lines[1];
+  EXPECT_THAT(message,
+              HasSubstr("AllReduceSum #1 on group world[0,1] (global ranks 0,1) timed out after"));
+  EXPECT_THAT(message,
+              HasSubstr("every rank had arrived, so the transfer stalled, not a rank: transfers "
+                        "with group rank 1 (global rank 1) did not complete; check the network"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("ranks that did not arrive")));
+  std::printf("rank 0: %s\n", message.c_str());
 }
 
 TEST(GlooTimeoutTest, RendezvousNamesTheRankThatNeverCame) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -248,6 +249,55 @@ TEST(ParallelStateTest, RanksThatDisagreeOnTheWorldSizeFailAtOnceNamingBoth) {
         err);
     EXPECT_EQ(code, 0) << (tcp ? "TCP store: " : "run directory: ") << err.str();
   }
+}
+
+// Issue 33: two processes started with RANK=1 (the launcher gave rank 2's process
+// rank 1's number) met at the TCP store and failed later in gloo with "connection
+// refused". Now every process fails at the store at once, saying that rank 1 was
+// claimed twice and by whom, as a refusal of input (AlreadyExists).
+TEST(ParallelStateTest, TwoProcessesWithOneRankFailAtOnceNamingTheRank) {
+  const int port = FreePort();
+  std::ostringstream err;
+  const int code = LaunchLocalRanks(
+      3,
+      [port](const RankEnvironment& launched) {
+        RankEnvironment env = launched;
+        if (env.rank == 2) env.rank = 1;
+        env.run_dir.clear();
+        env.master_addr = "127.0.0.1";
+        env.master_port = env.store_port = port;
+        const absl::Time start = absl::Now();
+        auto state = ParallelState::Create(env, 1, 1, absl::Seconds(20));
+        const absl::Duration took = absl::Now() - start;
+        if (state.ok()) return Fail(env, "formed a job with rank 1 twice");
+        if (state.status().code() != absl::StatusCode::kAlreadyExists ||
+            !absl::StrContains(state.status().message(),
+                               "global rank 1 was claimed by two processes") ||
+            took > absl::Seconds(5)) {
+          return Fail(env, absl::StrCat("unexpected after ", absl::FormatDuration(took), ": ",
+                                        state.status().ToString()));
+        }
+        return 0;
+      },
+      err);
+  EXPECT_EQ(code, 0) << err.str();
+}
+
+// Issue 33: a MASTER_ADDR that does not resolve fails within seconds, not after the
+// whole --distributed-timeout-minutes, naming the variable (InvalidArgument: exit 2).
+TEST(ParallelStateTest, AnUnresolvableMasterAddrFailsAtOnce) {
+  RankEnvironment env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.master_addr = "no-such-host.invalid";
+  env.master_port = env.store_port = 29500;
+  const absl::Time start = absl::Now();
+  auto state = ParallelState::Create(env, 1, 1, absl::Minutes(10));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kInvalidArgument) << state.status();
+  EXPECT_THAT(state.status().message(),
+              AllOf(HasSubstr("cannot resolve MASTER_ADDR \"no-such-host.invalid\""),
+                    HasSubstr("set MASTER_ADDR to global rank 0's host name")));
 }
 
 TEST(ParallelStateTest, SingleProcessUsesSelfCommunicators) {

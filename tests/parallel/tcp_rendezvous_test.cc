@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -208,6 +209,7 @@ void AnswerHandshake(int fd, const tcp_store::Membership& rank0) {
   EXPECT_TRUE(tcp_store::ReadMembership(fd, &client, absl::InfiniteFuture()));
   Send(fd, tcp_store::kWelcome);
   EXPECT_TRUE(tcp_store::WriteMembership(fd, rank0, absl::InfiniteFuture()));
+  EXPECT_TRUE(tcp_store::WriteBlob(fd, "", absl::InfiniteFuture()));  // admitted
 }
 
 // An HTTP server's answer to anything that is not HTTP, once the request has ended.
@@ -356,18 +358,26 @@ TEST(TcpStoreServerTest, ARankOfAnotherWorldSizeIsRefusedAndNamedOnBothSides) {
             HasSubstr(said)));
 }
 
+// Rank 2 never comes: rank 0 names it when its wait ends, and rank 1, which the store
+// holds at the handshake until the job has assembled, is told the same.
 TEST(TcpStoreServerTest, RankZeroNamesTheRanksThatNeverCame) {
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0, {0, 3, ""});
   ASSERT_TRUE(server.ok()) << server.status();
-  absl::StatusOr<std::shared_ptr<TcpStoreClient>> rank1 =
-      TcpStoreClient::Connect("127.0.0.1", (*server)->port(), {1, 3, ""}, absl::Seconds(5));
-  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  auto rank1 = std::async(std::launch::async, [port = (*server)->port()] {
+    return TcpStoreClient::Connect("127.0.0.1", port, {1, 3, ""}, absl::Seconds(20));
+  });
   const absl::Time start = absl::Now();
   const absl::Status rank0 = (*server)->AwaitRanks(absl::Milliseconds(300));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  const absl::StatusOr<std::shared_ptr<TcpStoreClient>> told = rank1.get();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(rank0.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(rank0.message(), AllOf(HasSubstr("rank(s) 2 of 3 never reached"),
                                      HasSubstr("within 300ms"), HasSubstr("WORLD_SIZE 3")));
+  EXPECT_THAT(rank0.message(), Not(HasSubstr("turned away")));
+  EXPECT_EQ(told.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(told.status().message(),
+              AllOf(HasSubstr("refused this process (global rank 1): rank(s) 2 of 3 never reached"),
+                    HasSubstr(absl::StrCat("127.0.0.1:", (*server)->port()))));
 }
 
 // Two jobs given one MASTER_ADDR:MASTER_PORT: the second job's rank 0 cannot listen
@@ -386,13 +396,104 @@ TEST(TcpStoreServerTest, ARankOfAnotherJobIsRefusedNamingBothJobs) {
                     HasSubstr("belongs to job \"SLURM_JOB_ID=100\""),
                     HasSubstr("(global rank 1) to job \"SLURM_JOB_ID=200\""),
                     HasSubstr("give each job a port of its own")));
-  // The stranger does not count as this job's rank 1.
-  EXPECT_THAT((*server)->AwaitRanks(absl::Milliseconds(100)).message(),
-              HasSubstr("rank(s) 1 of 2 never reached"));
+  // The stranger does not count as this job's rank 1; rank 0 names it when its wait ends.
+  const absl::Status rank0 = (*server)->AwaitRanks(absl::Milliseconds(100));
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(rank0.message(),
+              AllOf(HasSubstr("rank(s) 1 of 2 never reached"),
+                    HasSubstr("meanwhile the store turned away global rank 1 of job "
+                              "\"SLURM_JOB_ID=200\" (WORLD_SIZE 2) from 127.0.0.1:"),
+                    HasSubstr("a rank of another job: this job is \"SLURM_JOB_ID=100\"; give "
+                              "each job a port of its own")));
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> unnamed =
       TcpStoreClient::Connect("127.0.0.1", (*server)->port(), {1, 2, ""}, absl::Seconds(30));
   EXPECT_THAT(unnamed.status().message(),
               HasSubstr("to job none (its launcher names no job; see CONVEYOR_JOB_ID)"));
+}
+
+// Issue 33: a stray rank of another job, turned away, must not end this job: when this
+// job's rank 1 comes after it, the job assembles as if it had never been there.
+TEST(TcpStoreServerTest, AStrayRankOfAnotherJobDoesNotEndTheJob) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start(0, {0, 2, "CONVEYOR_JOB_ID=a"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  EXPECT_EQ(TcpStoreClient::Connect("127.0.0.1", port, {1, 2, "CONVEYOR_JOB_ID=b"}, absl::Seconds(5))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto rank1 = std::async(std::launch::async, [port] {
+    return TcpStoreClient::Connect("127.0.0.1", port, {1, 2, "CONVEYOR_JOB_ID=a"},
+                                   absl::Seconds(20));
+  });
+  EXPECT_TRUE((*server)->AwaitRanks(absl::Seconds(20)).ok());
+  const absl::StatusOr<std::shared_ptr<TcpStoreClient>> admitted = rank1.get();
+  EXPECT_TRUE(admitted.ok()) << admitted.status();
+}
+
+// Issue 33: two processes started with the same RANK. Before the job has assembled, one
+// of them was meant to be another rank (which is then missing): both claimants and
+// rank 0 fail at once, naming the rank and both processes' addresses.
+TEST(TcpStoreServerTest, TwoClaimsOfARankBeforeTheJobAssembledFailItNamingBoth) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0, {0, 3, ""});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto claim = [port] {
+    return TcpStoreClient::Connect("127.0.0.1", port, {1, 3, ""}, absl::Seconds(20));
+  };
+  const absl::Time start = absl::Now();
+  auto first = std::async(std::launch::async, claim);
+  auto second = std::async(std::launch::async, claim);
+  const absl::Status rank0 = (*server)->AwaitRanks(absl::Seconds(20));
+  const absl::StatusOr<std::shared_ptr<TcpStoreClient>> claimants[] = {first.get(), second.get()};
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  const auto names_both = AllOf(HasSubstr("global rank 1 was claimed by two processes"),
+                                HasSubstr("from 127.0.0.1:"), HasSubstr("and from 127.0.0.1:"),
+                                HasSubstr("start each rank once, with its own RANK"));
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kAlreadyExists) << rank0;
+  EXPECT_THAT(rank0.message(), names_both);
+  for (const auto& claimant : claimants) {
+    EXPECT_EQ(claimant.status().code(), absl::StatusCode::kAlreadyExists) << claimant.status();
+    EXPECT_THAT(claimant.status().message(),
+                AllOf(HasSubstr("refused this process (global rank 1)"), names_both));
+  }
+}
+
+// Once the job has assembled, a second process claiming a rank is refused alone, naming
+// the process that holds it; the job goes on.
+TEST(TcpStoreServerTest, ALateClaimOfARankIsRefusedAlone) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0, {0, 2, ""});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> holder =
+      TcpStoreClient::Connect("127.0.0.1", port, {1, 2, ""}, absl::Seconds(20));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> late =
+      TcpStoreClient::Connect("127.0.0.1", port, {1, 2, ""}, absl::Seconds(20));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(late.status().message(),
+              AllOf(HasSubstr("refused this process (global rank 1): global rank 1 was already "
+                              "claimed by the process at 127.0.0.1:"),
+                    HasSubstr("the job has started without this one")));
+  EXPECT_TRUE((*server)->AwaitRanks(absl::Seconds(1)).ok());
+  EXPECT_TRUE((*holder)->Set("k", "v").ok());
+}
+
+// Issue 33: a MASTER_ADDR that does not resolve (the resolver answered that the name
+// does not exist) is not retried for the whole timeout: it fails at once, naming the
+// variable and the fix, as a refusal of input.
+TEST(TcpStoreClientTest, AnUnresolvableMasterAddrFailsAtOnce) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> unknown =
+      TcpStoreClient::Connect("no-such-host.invalid", 29500, {1, 2, ""}, absl::Minutes(10));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "retried for the whole timeout";
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << unknown.status();
+  EXPECT_THAT(unknown.status().message(),
+              AllOf(HasSubstr("cannot resolve MASTER_ADDR \"no-such-host.invalid\""),
+                    HasSubstr("name resolution failed for good"),
+                    HasSubstr("set MASTER_ADDR to global rank 0's host name or IP address")));
 }
 
 TEST_F(TcpStoreTest, GlooRendezvousNamesTheRankThatNeverCame) {
