@@ -182,8 +182,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!parsed.ok()) return UsageError(err, std::string(parsed.status().message()));
   // A Hugging Face model's config.json fixes the model flags before anything reads them.
   if (!parsed->checkpoint().load_hf().empty()) {
-    if (absl::Status hf = ApplyHfConfig(parsed->checkpoint().load_hf(), &*parsed); !hf.ok()) {
+    std::vector<std::string> hf_warnings;
+    if (absl::Status hf = ApplyHfConfig(parsed->checkpoint().load_hf(), &*parsed, &hf_warnings);
+        !hf.ok()) {
       return UsageError(err, std::string(hf.message()));
+    }
+    for (const std::string& warning : hf_warnings) {
+      err << kProgram << ": warning: " << warning << "\n";
     }
   }
   // torchrun's or srun's environment and --nproc-per-node > 1 cannot both hold; said

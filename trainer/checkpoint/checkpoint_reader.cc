@@ -15,6 +15,7 @@
 #include "trainer/checkpoint/crc32c.h"
 #include "trainer/checkpoint/envelope.h"
 #include "trainer/checkpoint/file_io.h"
+#include "trainer/checkpoint/finite_values.h"
 #include "trainer/checkpoint/format.h"
 
 namespace conveyor {
@@ -307,6 +308,8 @@ absl::Status LoadTensors(const LoadedCheckpoint& checkpoint,
   LoadStats local;
   for (const TensorShardRef& target : targets) {
     RETURN_IF_ERROR(LoadOne(checkpoint, target, files, buffer, local));
+    RETURN_IF_ERROR(
+        CheckLoadedValuesFinite(target.data, target.n, target.name, checkpoint.directory()));
   }
   local.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stats != nullptr) *stats = local;

@@ -118,7 +118,9 @@ struct LoadStats {
 //   FailedPrecondition naming the tensor when its global shape differs;
 //   InvalidArgument when a target's runs do not fit its shape or n;
 //   DataLoss naming the file, byte range, tensor and writer rank, with the expected
-//   and the found CRC32C, when stored bytes fail their checksum.
+//   and the found CRC32C, when stored bytes fail their checksum;
+//   InvalidArgument naming the tensor when a loaded value is NaN or infinite
+//   (finite_values.h).
 // Targets may be partly written when an error is returned.
 absl::Status LoadTensors(const LoadedCheckpoint& checkpoint,
                          const std::vector<TensorShardRef>& targets, LoadStats* stats = nullptr);

@@ -175,9 +175,11 @@ absl::Status CheckpointWriter::Write() {
 
 absl::Status CheckpointWriter::WriteFiles() {
   // Not MakeDirs: a --save folder that vanished was moved or deleted under the run,
-  // and recreating it would save outside the lock that guarded the original.
+  // and recreating it would save outside the lock that guarded the original. The
+  // guard (rank 0's) says best what happened; it is asked again before the commit.
+  if (guard_) RETURN_IF_ERROR(guard_());
   if (!IsDirectory(save_dir_)) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::AbortedError(absl::StrCat(
         "the save folder ", save_dir_,
         " no longer exists (moved or deleted while the run was training?); it is not recreated"));
   }

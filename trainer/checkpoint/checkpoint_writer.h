@@ -34,7 +34,8 @@
 //
 // Every rank must see the same save folder (a shared file system across nodes). The
 // folder must exist (the trainer creates it at start): a folder that disappears while
-// the run trains was moved or deleted, and is not recreated.
+// the run trains was moved or deleted, and is not recreated (Aborted). Write asks the
+// guard too, before it creates anything.
 //
 // Saving an iteration that exists already (a rerun after --ckpt-step, --overwrite-save)
 // swaps the folders atomically where the file system can (renameat2 RENAME_EXCHANGE);

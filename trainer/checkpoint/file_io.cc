@@ -147,7 +147,9 @@ FileLock::FileLock(FileLock&& other) noexcept : path_(std::move(other.path_)), f
 
 FileLock::~FileLock() {
   if (fd_ < 0) return;
-  unlink(path_.c_str());  // while still locked: see TryAcquire
+  // While still locked (see TryAcquire), and only our own file: once someone removed
+  // it, the name may lead to another process's lock file.
+  if (CheckStillNamed().ok()) unlink(path_.c_str());
   close(fd_);
 }
 

@@ -72,7 +72,7 @@ class FileLock {
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) = delete;
   FileLock(const FileLock&) = delete;
-  // Removes the file, then releases the lock.
+  // Removes the file when `path` still names it, then releases the lock.
   ~FileLock();
 
   // Replaces the file's contents (e.g. who holds the lock, for others' messages) and

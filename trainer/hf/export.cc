@@ -14,6 +14,7 @@
 #include "trainer/config_validation.h"
 #include "trainer/hf/gpt2_config_json.h"
 #include "trainer/hf/hf_architecture.h"
+#include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/llama_mapping.h"
 #include "trainer/hf/mapped_weights.h"
 
@@ -84,6 +85,24 @@ absl::StatusOr<Converted> Convert(const LoadedCheckpoint& checkpoint, const Conf
   return out;
 }
 
+// config.json of `dir`, its architecture, and its fields checked against that
+// architecture's table (hf_config_fields.h): what every reader of a folder starts from.
+struct CheckedHfConfig {
+  JsonValue hf;
+  std::string path;
+  const HfArchitecture* arch = nullptr;
+};
+
+absl::StatusOr<CheckedHfConfig> ReadCheckedHfConfig(const std::string& dir,
+                                                    std::vector<std::string>* warnings) {
+  CheckedHfConfig checked;
+  ASSIGN_OR_RETURN(checked.hf, ReadHfConfigJson(dir));
+  checked.path = JoinPath(dir, kHfConfigFile);
+  ASSIGN_OR_RETURN(checked.arch, HfArchitectureOf(checked.hf, checked.path));
+  RETURN_IF_ERROR(CheckHfConfigFields(checked.hf, checked.path, *checked.arch, warnings));
+  return checked;
+}
+
 }  // namespace
 
 absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iteration,
@@ -135,19 +154,19 @@ absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iterat
   return absl::OkStatus();
 }
 
-absl::Status ApplyHfConfig(const std::string& dir, Config* config) {
-  ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
-  const std::string path = JoinPath(dir, kHfConfigFile);
-  ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
-  if (arch->family == HfFamily::kGpt2) return absl::OkStatus();
-  return ApplyLlamaConfigJson(hf, path, *arch, config);
+absl::Status ApplyHfConfig(const std::string& dir, Config* config,
+                           std::vector<std::string>* warnings) {
+  ASSIGN_OR_RETURN(const CheckedHfConfig checked, ReadCheckedHfConfig(dir, warnings));
+  if (checked.arch->family == HfFamily::kGpt2) return absl::OkStatus();
+  return ApplyLlamaConfigJson(checked.hf, checked.path, *checked.arch, config);
 }
 
 absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config,
                                        const std::set<std::string>* wanted) {
-  ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
-  const std::string path = JoinPath(dir, kHfConfigFile);
-  ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
+  ASSIGN_OR_RETURN(const CheckedHfConfig checked, ReadCheckedHfConfig(dir, nullptr));
+  const JsonValue& hf = checked.hf;
+  const std::string& path = checked.path;
+  const HfArchitecture* arch = checked.arch;
   if (arch->family == HfFamily::kGpt2) {
     ASSIGN_OR_RETURN(const Gpt2Dims dims, Gpt2DimsFromConfig(config, PaddedVocabSize(config)),
                      _ << "cannot load the GPT-2 model in " << dir);
@@ -176,9 +195,10 @@ absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& con
 
 absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Config& config,
                                              const HfElementRequest& request, int64_t* bytes_read) {
-  ASSIGN_OR_RETURN(const JsonValue hf, ReadHfConfigJson(dir));
-  const std::string path = JoinPath(dir, kHfConfigFile);
-  ASSIGN_OR_RETURN(const HfArchitecture* arch, HfArchitectureOf(hf, path));
+  ASSIGN_OR_RETURN(const CheckedHfConfig checked, ReadCheckedHfConfig(dir, nullptr));
+  const JsonValue& hf = checked.hf;
+  const std::string& path = checked.path;
+  const HfArchitecture* arch = checked.arch;
   ASSIGN_OR_RETURN(MappedHfWeights weights, MappedHfWeights::Open(dir));
   const HfShapeOf shape_of = [&](const std::string& name) -> const std::vector<int64_t>* {
     const SafetensorsEntry* entry = weights.Find(name);
@@ -218,6 +238,9 @@ absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Confi
   }
   if (!values.ok())
     return absl::Status(values.status().code(), absl::StrCat(dir, ": ", values.status().message()));
+  if (absl::Status finite = weights.CheckFinite(); !finite.ok()) {
+    return absl::Status(finite.code(), absl::StrCat("--load-hf ", dir, ": ", finite.message()));
+  }
   if (bytes_read != nullptr) *bytes_read = weights.bytes_read();
   return values;
 }

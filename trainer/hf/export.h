@@ -51,11 +51,15 @@ absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iterat
                       const std::string& out_dir, const HfExportOptions& options,
                       HfExportSummary* summary = nullptr);
 
-// --load-hf DIR: sets the model flags that DIR/config.json fixes (Llama family; a
-// GPT-2 config.json is checked against the flags when the weights are read).
+// --load-hf DIR: checks every field of DIR/config.json against its architecture's
+// table (hf_config_fields.h: types, size bounds, fields that change the model in ways
+// Conveyor does not compute) and sets the model flags the file fixes (Llama family; a
+// GPT-2 config.json is compared with the flags when the weights are read).
 // InvalidArgument listing every flag that contradicts the file and every feature the
-// file asks for that Conveyor lacks; the file's errors otherwise.
-absl::Status ApplyHfConfig(const std::string& dir, Config* config);
+// file asks for that Conveyor lacks; the file's errors otherwise. Fields the tables do
+// not know are named in one line added to `warnings` (when not null).
+absl::Status ApplyHfConfig(const std::string& dir, Config* config,
+                           std::vector<std::string>* warnings = nullptr);
 
 // Reads the model folder `dir` as the resolved `config` describes it: config.json
 // must agree (InvalidArgument listing the differences), and the weights come back

@@ -1,6 +1,7 @@
 #include "trainer/hf/gpt2_config_json.h"
 
 #include <cmath>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -45,20 +46,30 @@ std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims,
   return json;
 }
 
+namespace {
+
+// GPT2Config.attribute_map: config.json may name a size by its generic name.
+const JsonValue& Gpt2Field(const JsonValue& hf, const char* key) {
+  static const auto* const kAliases = new std::map<std::string, std::string>{
+      {"n_embd", "hidden_size"},
+      {"n_layer", "num_hidden_layers"},
+      {"n_head", "num_attention_heads"},
+      {"n_positions", "max_position_embeddings"}};
+  const auto alias = kAliases->find(key);
+  return hf.Find(key) == nullptr && alias != kAliases->end() ? hf[alias->second] : hf[key];
+}
+
+}  // namespace
+
 absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, const Config& config,
                                  const Gpt2Dims& dims) {
   if (!hf.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   }
   std::vector<std::string> problems;
-  const JsonValue& model_type = hf["model_type"];
-  if (!model_type.is_null() && model_type.str() != "gpt2") {
-    problems.push_back(
-        absl::StrCat("model_type is \"", model_type.str(), "\"; only \"gpt2\" can be imported"));
-  }
   // An integer field that must equal Conveyor's value (or, for positions, cover it).
   auto check_size = [&](const char* key, int64_t want, const char* flag, bool at_least) {
-    const JsonValue& v = hf[key];
+    const JsonValue& v = Gpt2Field(hf, key);
     if (!v.is_number()) {
       problems.push_back(absl::StrCat(key, " is missing or not a number"));
     } else if (at_least ? v.integer() < want : v.integer() != want) {
@@ -76,20 +87,14 @@ absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, c
     problems.push_back(absl::StrCat("n_inner is ", inner.integer(),
                                     "; Conveyor's GPT-2 MLP is 4 * n_embd = ", 4 * dims.hidden));
   }
-  const JsonValue& activation = hf["activation_function"];
-  if (!activation.is_null() && activation.str() != "gelu_new") {
-    problems.push_back(absl::StrCat("activation_function is \"", activation.str(),
-                                    "\"; Conveyor's GELU is the tanh form, \"gelu_new\""));
-  }
-  const JsonValue& tie = hf["tie_word_embeddings"];
-  if (!tie.is_null() && !tie.boolean()) {
-    problems.push_back(
-        "tie_word_embeddings is false; Conveyor's GPT-2 ties the output layer to wte");
-  }
-  const JsonValue& epsilon = hf["layer_norm_epsilon"];
-  if (epsilon.is_number() && std::fabs(epsilon.number() - config.model().norm_epsilon()) >
-                                 1e-6 * std::fabs(epsilon.number())) {
-    problems.push_back(absl::StrCat("layer_norm_epsilon is ", epsilon.number(),
+  // Absent, transformers' default (GPT2Config.layer_norm_epsilon).
+  const double epsilon =
+      hf["layer_norm_epsilon"].is_number() ? hf["layer_norm_epsilon"].number() : 1e-5;
+  if (std::fabs(epsilon - config.model().norm_epsilon()) > 1e-6 * std::fabs(epsilon)) {
+    problems.push_back(absl::StrCat("layer_norm_epsilon is ", epsilon,
+                                    hf.Find("layer_norm_epsilon") == nullptr
+                                        ? " (absent: GPT2Config's default)"
+                                        : "",
                                     " but --norm-epsilon is ",
                                     JsonFloat(config.model().norm_epsilon())));
   }

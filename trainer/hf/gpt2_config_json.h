@@ -23,7 +23,8 @@ std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims,
 // OK when the HF config `hf` (read from `path`, named in messages) describes the
 // model `dims` and `config` configure; otherwise InvalidArgument listing every
 // difference with the flag to change. HF's position table may be longer than
-// Conveyor needs, not shorter.
+// Conveyor needs, not shorter. The fields that need no model (activation, ties,
+// attention scaling, types and bounds) are hf_config_fields.h's, checked before.
 absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, const Config& config,
                                  const Gpt2Dims& dims);
 

@@ -7,9 +7,8 @@
 #include "trainer/hf/gpt2_mapping.h"
 
 namespace conveyor {
-namespace {
 
-const std::vector<HfArchitecture>& Architectures() {
+const std::vector<HfArchitecture>& HfArchitectures() {
   static const auto* table = new std::vector<HfArchitecture>{
       {"GPT2LMHeadModel", "gpt2", HfFamily::kGpt2, false, false},
       {"LlamaForCausalLM", "llama", HfFamily::kLlama, false, false},
@@ -20,33 +19,55 @@ const std::vector<HfArchitecture>& Architectures() {
   return *table;
 }
 
+namespace {
+
 // A class name of the table.
 const HfArchitecture& Named(absl::string_view class_name) {
-  for (const HfArchitecture& a : Architectures()) {
+  for (const HfArchitecture& a : HfArchitectures()) {
     if (class_name == a.class_name) return a;
   }
-  return Architectures().front();  // unreachable for the names below
+  return HfArchitectures().front();  // unreachable for the names below
 }
 
 }  // namespace
 
 absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const JsonValue& hf_config,
                                                        const std::string& path) {
+  if (!hf_config.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
+  }
   const JsonValue& classes = hf_config["architectures"];
   const JsonValue& model_type = hf_config["model_type"];
-  for (const HfArchitecture& a : Architectures()) {
-    if (classes.is_array() && classes.size() > 0) {
-      if (classes[0].str() == a.class_name) return &a;
-    } else if (model_type.str() == a.model_type) {
-      return &a;
-    }
+  const bool has_class = classes.is_array() && classes.size() > 0;
+  if ((!classes.is_null() && !classes.is_array()) || (has_class && !classes[0].is_string())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": architectures must be a list of class names, like [\"LlamaForCausalLM\"]"));
   }
-  const std::string named = classes.is_array() && classes.size() > 0
+  if (!model_type.is_null() && !model_type.is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": model_type must be a string, like \"llama\""));
+  }
+  const HfArchitecture* found = nullptr;
+  for (const HfArchitecture& a : HfArchitectures()) {
+    if (has_class ? classes[0].str() == a.class_name : model_type.str() == a.model_type) found = &a;
+  }
+  const std::string named = has_class
                                 ? absl::StrCat("architectures [\"", classes[0].str(), "\"]")
                                 : absl::StrCat("model_type \"", model_type.str(), "\"");
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, " names ", named,
-                   ", which Conveyor cannot load; supported: ", SupportedHfArchitectures()));
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " names ", named,
+                     ", which Conveyor cannot load; supported: ", SupportedHfArchitectures()));
+  }
+  // The class decides the weights' layout, model_type the fields' meaning: a file whose
+  // two disagree would be read with the wrong table.
+  if (has_class && !model_type.is_null() && model_type.str() != found->model_type) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " names ", named, " but model_type \"", model_type.str(), "\"; ",
+        found->class_name, " is model_type \"", found->model_type,
+        "\": correct whichever of the two is wrong"));
+  }
+  return found;
 }
 
 absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& config,
@@ -61,7 +82,7 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
                              : "LlamaForCausalLM");
   }
   const HfArchitecture* wanted = nullptr;
-  for (const HfArchitecture& a : Architectures()) wanted = requested == a.class_name ? &a : wanted;
+  for (const HfArchitecture& a : HfArchitectures()) wanted = requested == a.class_name ? &a : wanted;
   if (wanted == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("--architecture ", requested, " is not one of ", SupportedHfArchitectures()));
@@ -84,7 +105,7 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
 
 std::string SupportedHfArchitectures() {
   std::vector<std::string> names;
-  for (const HfArchitecture& a : Architectures()) names.push_back(a.class_name);
+  for (const HfArchitecture& a : HfArchitectures()) names.push_back(a.class_name);
   return absl::StrJoin(names, ", ");
 }
 

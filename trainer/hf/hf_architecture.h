@@ -9,6 +9,7 @@
 #define CONVEYOR_TRAINER_HF_HF_ARCHITECTURE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "data/json_lite.h"
@@ -25,6 +26,9 @@ struct HfArchitecture {
   bool qkv_bias;  // Llama family: biases on q/k/v (Qwen2); none elsewhere
   bool qk_norm;   // Llama family: q_norm and k_norm per head (Qwen3)
 };
+
+// Every supported architecture, GPT-2 first.
+const std::vector<HfArchitecture>& HfArchitectures();
 
 // The architecture a config.json names ("architectures"[0], else "model_type");
 // InvalidArgument naming `path`, what it holds and the supported ones otherwise.

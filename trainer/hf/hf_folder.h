@@ -29,7 +29,8 @@ absl::StatusOr<JsonValue> ReadHfConfigJson(const std::string& dir);
 // Every tensor of the folder's weights as fp32 (F16 and BF16 widened exactly): from
 // model.safetensors, or from the shards model.safetensors.index.json maps them to
 // (each shard opened once). Tensors for which `skip` says true are not read.
-// Errors name the file and tensor; NotFound when neither file exists.
+// Errors name the file and tensor (InvalidArgument for NaN or infinite values, with
+// their count); NotFound when neither file exists.
 absl::StatusOr<HfTensorMap> ReadHfWeights(const std::string& dir,
                                           const std::function<bool(const std::string&)>& skip);
 

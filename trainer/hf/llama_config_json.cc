@@ -10,6 +10,7 @@
 #include "flags/proto_flags.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/json_text.h"
 
 namespace conveyor {
@@ -103,71 +104,69 @@ class ModelFlagsFromFile {
   std::vector<std::string> problems_;
 };
 
-// The integer at `key`, or `fallback` when the file has none (transformers' default).
-int64_t IntOr(const JsonValue& hf, const char* key, int64_t fallback) {
-  return hf[key].is_number() ? hf[key].integer() : fallback;
-}
-double NumberOr(const JsonValue& hf, const char* key, double fallback) {
-  return hf[key].is_number() ? hf[key].number() : fallback;
-}
-
 // rope_scaling's kind: {"rope_type": "llama3", ...} or, older, {"type": "linear"}.
 std::string RopeScalingType(const JsonValue& scaling) {
   if (scaling["rope_type"].is_string()) return scaling["rope_type"].str();
   if (scaling["type"].is_string()) return scaling["type"].str();
-  return "(no type)";
+  return "default";
 }
 
 // RoPE's base period: transformers 5 writes {"rope_parameters": {"rope_theta": ...,
 // "rope_type": "default"}}, earlier versions "rope_theta" (and "rope_scaling").
-double RopeTheta(const JsonValue& hf) {
-  const JsonValue& parameters = hf["rope_parameters"];
-  if (parameters.is_object() && parameters["rope_theta"].is_number()) {
-    return parameters["rope_theta"].number();
+double RopeTheta(const JsonValue& hf, const HfArchitecture& arch) {
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const JsonValue& parameters = hf[key];
+    if (parameters.is_object() && parameters["rope_theta"].is_number()) {
+      return parameters["rope_theta"].number();
+    }
   }
-  return NumberOr(hf, "rope_theta", 10000.0);
+  return HfFieldOrDefault(hf, arch, "rope_theta").number();
+}
+
+// Whether any layer attends through config.json's sliding window: every layer of
+// Mistral's; Qwen's by layer_types, else from max_window_layers on when
+// use_sliding_window (Qwen2Config.__post_init__); Llama has none.
+bool SlidingWindowUsed(const JsonValue& hf, const HfArchitecture& arch,
+                       ModelFlagsFromFile* flags) {
+  if (std::string(arch.model_type) == "mistral") return true;
+  if (!arch.qkv_bias && !arch.qk_norm) return false;
+  if (hf["layer_types"].is_array()) {
+    bool used = false;
+    for (const JsonValue& kind : hf["layer_types"].array()) {
+      used = used || kind.str() == "sliding_attention";
+      if (kind.str() != "sliding_attention" && kind.str() != "full_attention") {
+        flags->Unsupported(absl::StrCat("layer_types holds ", JsonValueText(kind),
+                                        ": Conveyor supports \"full_attention\" and "
+                                        "\"sliding_attention\" (with a window of at least "
+                                        "--seq-length)"));
+      }
+    }
+    return used;
+  }
+  return HfFieldOrDefault(hf, arch, "use_sliding_window").boolean() &&
+         HfFieldOrDefault(hf, arch, "max_window_layers").integer() <
+             hf["num_hidden_layers"].integer();
 }
 
 void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t seq_length,
                       ModelFlagsFromFile* flags) {
-  const JsonValue& scaling = hf["rope_scaling"];
-  if (!scaling.is_null() && !(scaling.is_string() && scaling.str().empty())) {
-    flags->Unsupported(absl::StrCat("rope_scaling of type \"", RopeScalingType(scaling),
-                                    "\" is not implemented: Conveyor's RoPE is unscaled"));
-  }
-  const JsonValue& parameters = hf["rope_parameters"];
-  if (parameters.is_object() && parameters["rope_type"].is_string() &&
-      parameters["rope_type"].str() != "default") {
-    flags->Unsupported(absl::StrCat("rope_parameters of rope_type \"",
-                                    parameters["rope_type"].str(),
-                                    "\" is not implemented: Conveyor's RoPE is unscaled"));
-  }
-  // Qwen2 and Qwen3 have a switch; transformers 5 also lists each layer's attention kind.
-  bool window_used = arch.qkv_bias || arch.qk_norm ? hf["use_sliding_window"].boolean() : true;
-  if (hf["layer_types"].is_array()) {
-    window_used = false;
-    for (const JsonValue& kind : hf["layer_types"].array()) {
-      window_used = window_used || kind.str() == "sliding_attention";
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const JsonValue& scaling = hf[key];
+    if (scaling.is_object() && RopeScalingType(scaling) != "default") {
+      flags->Unsupported(absl::StrCat(key, " of type \"", RopeScalingType(scaling),
+                                      "\" is not implemented: Conveyor's RoPE is unscaled "
+                                      "(rope_type \"default\")"));
     }
   }
-  const JsonValue& window = hf["sliding_window"];
-  if (window_used && window.is_number() && window.integer() < seq_length) {
+  const JsonValue window = HfFieldOrDefault(hf, arch, "sliding_window");
+  if (SlidingWindowUsed(hf, arch, flags) && window.is_number() && window.integer() < seq_length) {
     flags->Unsupported(absl::StrCat("sliding_window = ", window.integer(),
+                                    hf.Find("sliding_window") == nullptr
+                                        ? absl::StrCat(" (", arch.class_name, "'s default)")
+                                        : "",
                                     " is shorter than --seq-length ", seq_length,
                                     ": sliding-window attention is not implemented (a window "
                                     "at least --seq-length long is plain causal attention)"));
-  }
-  const JsonValue& act = hf["hidden_act"];
-  if (act.is_string() && act.str() != "silu") {
-    flags->Unsupported(
-        absl::StrCat("hidden_act = \"", act.str(), "\": Conveyor's gated MLP is SwiGLU (silu)"));
-  }
-  for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (hf[key].boolean()) {
-      flags->Unsupported(absl::StrCat(key,
-                                      " = true: Conveyor's Llama-family linears have no "
-                                      "biases (Qwen2's q/k/v biases excepted)"));
-    }
   }
 }
 
@@ -178,29 +177,26 @@ absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
   if (!hf.is_object())
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   ModelFlagsFromFile flags(path, config->mutable_model());
-  std::vector<std::string> missing;
-  for (const char* key : {"num_hidden_layers", "hidden_size", "intermediate_size",
-                          "num_attention_heads", "vocab_size"}) {
-    if (!hf[key].is_number()) missing.push_back(key);
-  }
-  if (!missing.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " lacks ", absl::StrJoin(missing, ", "),
-                                                   ": not a ", arch.class_name, " config"));
-  }
+  // The fields' types, bounds and presence were checked against the table
+  // (CheckHfConfigFields); an absent field takes transformers' default for `arch`.
+  auto value = [&](const char* key) { return HfFieldOrDefault(hf, arch, key); };
   const int64_t heads = hf["num_attention_heads"].integer();
   const int64_t hidden = hf["hidden_size"].integer();
+  const JsonValue groups = value("num_key_value_heads");
+  const JsonValue head_dim = value("head_dim");
   flags.Int("num_layers", "num_hidden_layers", hf["num_hidden_layers"].integer());
   flags.Int("hidden_size", "hidden_size", hidden);
   flags.Int("ffn_hidden_size", "intermediate_size", hf["intermediate_size"].integer());
   flags.Int("num_attention_heads", "num_attention_heads", heads);
-  flags.Int("num_query_groups", "num_key_value_heads", IntOr(hf, "num_key_value_heads", heads));
-  flags.Int("kv_channels", "head_dim", IntOr(hf, "head_dim", heads > 0 ? hidden / heads : 0));
+  flags.Int("num_query_groups", "num_key_value_heads", groups.is_null() ? heads : groups.integer());
+  flags.Int("kv_channels", "head_dim",
+            head_dim.is_null() ? (heads > 0 ? hidden / heads : 0) : head_dim.integer());
   flags.Int("vocab_size", "vocab_size", hf["vocab_size"].integer());
   flags.Int("max_position_embeddings", "max_position_embeddings",
-            IntOr(hf, "max_position_embeddings", 2048));
-  flags.Float("rotary_base", "rope_theta", RopeTheta(hf));
-  flags.Float("norm_epsilon", "rms_norm_eps", NumberOr(hf, "rms_norm_eps", 1e-6));
-  const bool tied = hf["tie_word_embeddings"].boolean();  // false when absent, as in HF
+            value("max_position_embeddings").integer());
+  flags.Float("rotary_base", "rope_theta", RopeTheta(hf, arch));
+  flags.Float("norm_epsilon", "rms_norm_eps", value("rms_norm_eps").number());
+  const bool tied = value("tie_word_embeddings").boolean();
   flags.Bool("untie_embeddings_and_output_weights", "tie_word_embeddings", !tied,
              tied ? "true" : "false");
   const std::string architecture = absl::StrCat("architectures = [\"", arch.class_name, "\"]");

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/hf/hf_folder.h"
@@ -49,8 +50,9 @@ absl::Status MappedHfWeights::Read(const std::string& name, int64_t begin, int64
   if (it == tensors_.end()) {
     return absl::NotFoundError(absl::StrCat("tensor ", name, " is missing"));
   }
-  const MappedFile& file = *it->second.file;
-  const SafetensorsEntry& entry = it->second.entry;
+  Located& located = it->second;
+  const MappedFile& file = *located.file;
+  const SafetensorsEntry& entry = located.entry;
   if (!IsWeightDtype(entry.dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("safetensors file ", file.path(), ": tensor ", name, " has dtype ",
@@ -62,9 +64,24 @@ absl::Status MappedHfWeights::Read(const std::string& name, int64_t begin, int64
                                                    begin, ", ", begin + count, ") of tensor ", name,
                                                    " run past its ", NumElements(entry.shape)));
   }
-  WidenElements(entry.dtype, file.data() + entry.begin + begin * element, count, out);
+  located.non_finite +=
+      WidenElements(entry.dtype, file.data() + entry.begin + begin * element, count, out);
+  located.elements_read += count;
   bytes_read_ += count * element;
   return absl::OkStatus();
+}
+
+absl::Status MappedHfWeights::CheckFinite() const {
+  std::vector<std::string> bad;
+  for (const auto& [name, located] : tensors_) {
+    if (located.non_finite > 0) {
+      bad.emplace_back(NonFiniteWeightsError(name, located.file->path(), located.non_finite,
+                                             located.elements_read)
+                           .message());
+    }
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(bad, "\n"));
 }
 
 }  // namespace conveyor

@@ -36,10 +36,17 @@ class MappedHfWeights {
 
   int64_t bytes_read() const { return bytes_read_; }
 
+  // OK when every element Read so far is finite; else NonFiniteWeightsError for each
+  // tensor that held NaN or infinite values (its file, and how many of the elements
+  // read), one per line. Counted as Read widens, so it costs no second pass.
+  absl::Status CheckFinite() const;
+
  private:
   struct Located {
     const MappedFile* file;
     SafetensorsEntry entry;
+    int64_t elements_read = 0;
+    int64_t non_finite = 0;
   };
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, Located> tensors_;

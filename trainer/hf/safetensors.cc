@@ -1,6 +1,7 @@
 #include "trainer/hf/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -104,17 +105,30 @@ bool IsWeightDtype(absl::string_view dtype) {
   return dtype == "F32" || dtype == "F16" || dtype == "BF16";
 }
 
-void WidenElements(absl::string_view dtype, const void* bytes, int64_t count, float* out) {
+int64_t WidenElements(absl::string_view dtype, const void* bytes, int64_t count, float* out) {
+  int64_t non_finite = 0;
   if (dtype == "F32") {
     std::memcpy(out, bytes, size_t(count) * sizeof(float));
-    return;
+    for (int64_t i = 0; i < count; ++i) non_finite += std::isfinite(out[i]) ? 0 : 1;
+    return non_finite;
   }
   const bool half = dtype == "F16";
   for (int64_t i = 0; i < count; ++i) {
     uint16_t raw;
     std::memcpy(&raw, static_cast<const char*>(bytes) + 2 * i, sizeof(raw));
     out[i] = half ? HalfToFloat(raw) : Bf16ToFloat(raw);
+    non_finite += std::isfinite(out[i]) ? 0 : 1;
   }
+  return non_finite;
+}
+
+absl::Status NonFiniteWeightsError(absl::string_view tensor, absl::string_view file, int64_t bad,
+                                   int64_t read) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tensor ", tensor, " in ", file, " holds ", bad, " NaN or infinite value",
+      bad == 1 ? "" : "s", " (of ", read,
+      " elements read): these weights cannot be trained from; load a copy saved before "
+      "they went bad"));
 }
 
 const char* SafetensorsDtypeName(HfDtype dtype) {
@@ -412,7 +426,8 @@ const SafetensorsEntry* SafetensorsFile::Find(absl::string_view name) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-absl::StatusOr<HfTensor> SafetensorsFile::Read(absl::string_view name) const {
+absl::StatusOr<HfTensor> SafetensorsFile::Read(absl::string_view name,
+                                              FiniteCheck check_finite) const {
   const SafetensorsEntry* entry = Find(name);
   if (entry == nullptr) {
     return absl::NotFoundError(absl::StrCat("safetensors file ", path(), " has no tensor ", name));
@@ -428,7 +443,10 @@ absl::StatusOr<HfTensor> SafetensorsFile::Read(absl::string_view name) const {
   }
   std::string raw(entry->end - entry->begin, '\0');
   RETURN_IF_ERROR(file_.ReadAt(entry->begin, raw.data(), int64_t(raw.size())));
-  WidenElements(entry->dtype, raw.data(), n, tensor.data.data());
+  if (const int64_t bad = WidenElements(entry->dtype, raw.data(), n, tensor.data.data());
+      bad > 0 && check_finite == FiniteCheck::kRefuseNonFinite) {
+    return NonFiniteWeightsError(name, path(), bad, n);
+  }
   return tensor;
 }
 

@@ -44,8 +44,15 @@ int64_t HfDtypeBytes(HfDtype dtype);
 // Whether Conveyor reads `dtype` as weights: "F32", "F16" or "BF16".
 bool IsWeightDtype(absl::string_view dtype);
 // Widens `count` elements stored as `dtype` (IsWeightDtype) at `bytes` into `out`,
-// exactly (every half and bfloat16 is a float).
-void WidenElements(absl::string_view dtype, const void* bytes, int64_t count, float* out);
+// exactly (every half and bfloat16 is a float). Returns how many of them are NaN or
+// infinite, counted in the same pass: no weight a model can train from is.
+int64_t WidenElements(absl::string_view dtype, const void* bytes, int64_t count, float* out);
+
+// InvalidArgument for weights that hold `bad` NaN or infinite values among the `read`
+// elements of `tensor` in `file`: they cannot be trained from (the first step would
+// end in NaN and advise a lower learning rate).
+absl::Status NonFiniteWeightsError(absl::string_view tensor, absl::string_view file, int64_t bad,
+                                   int64_t read);
 // IEEE binary16 bits of `value`, rounded to nearest even: values from 65520 up become
 // infinity, those below 2^-14 subnormals (or zero), NaN a quiet NaN.
 uint16_t FloatToHalfBits(float value);
@@ -90,9 +97,14 @@ class SafetensorsFile {
   // Null when the file has no such tensor.
   const SafetensorsEntry* Find(absl::string_view name) const;
 
+  // Whether Read refuses a tensor holding NaN or infinite values (NonFiniteWeightsError).
+  enum class FiniteCheck { kRefuseNonFinite, kKeepNonFinite };
+
   // The tensor's values as fp32 (F32 as stored; F16 and BF16 widened exactly).
-  // NotFound or InvalidArgument (another dtype) naming the file and tensor.
-  absl::StatusOr<HfTensor> Read(absl::string_view name) const;
+  // NotFound or InvalidArgument (another dtype; NaN or infinite values unless kept)
+  // naming the file and tensor.
+  absl::StatusOr<HfTensor> Read(absl::string_view name,
+                                FiniteCheck check_finite = FiniteCheck::kRefuseNonFinite) const;
 
  private:
   explicit SafetensorsFile(ReadableFile file) : file_(std::move(file)) {}

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -63,18 +64,21 @@ TEST(SaveFolderOwnershipTest, ARemovedLockFileEndsOwnership) {
 
 TEST(SaveFolderOwnershipTest, ASecondRunThatTookTheFolderAfterTheRemovalIsNamed) {
   const std::string dir = FreshDir("taken");
-  absl::StatusOr<SaveFolderLock> first = SaveFolderLock::Acquire(dir);
-  ASSERT_TRUE(first.ok()) << first.status();
+  std::optional<absl::StatusOr<SaveFolderLock>> first = SaveFolderLock::Acquire(dir);
+  ASSERT_TRUE(first->ok()) << first->status();
   ASSERT_EQ(unlink(LockPath(dir).c_str()), 0);
   absl::StatusOr<SaveFolderLock> second = SaveFolderLock::Acquire(dir);
   ASSERT_TRUE(second.ok()) << second.status();  // nothing kept it out: the file was gone
 
-  const absl::Status lost = first->VerifyOwnership();
+  const absl::Status lost = (*first)->VerifyOwnership();
   EXPECT_TRUE(absl::IsAborted(lost)) << lost;
   EXPECT_THAT(lost.message(), HasSubstr("was replaced and another run claimed it (" +
                                         std::string(absl::StripAsciiWhitespace(
                                             second->claim_line())) +
                                         ")"));
+  // The first run ends: it releases its lock without removing the second's file.
+  first.reset();
+  EXPECT_EQ(*ReadSmallFile(LockPath(dir)), second->claim_line());
   EXPECT_TRUE(second->VerifyOwnership().ok());
 }
 
@@ -130,7 +134,7 @@ TEST(SaveFolderOwnershipTest, ASaveNeverRecreatesAFolderThatWasDeleted) {
   ASSERT_TRUE(testing_util::SaveOneTensorCheckpoint(dir, 5).ok());
   ASSERT_TRUE(RemoveTree(dir).ok());
   const absl::Status refused = testing_util::SaveOneTensorCheckpoint(dir, 10);
-  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_TRUE(absl::IsAborted(refused)) << refused;
   EXPECT_THAT(refused.message(),
               HasSubstr("the save folder " + dir +
                         " no longer exists (moved or deleted while the run was training?)"));

@@ -1,0 +1,221 @@
+#include "trainer/hf/hf_config_fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "trainer/hf/hf_config_table.h"
+#include "trainer/hf/json_text.h"
+
+namespace conveyor {
+namespace {
+
+// Whether `value` is an integer (64 or 64.0, not 64.5) that an int64 holds.
+bool IsInteger(const JsonValue& value) {
+  return value.is_number() && std::isfinite(value.number()) &&
+         std::floor(value.number()) == value.number() && std::fabs(value.number()) < 9e18;
+}
+
+bool HasType(const JsonValue& value, HfJsonType type) {
+  switch (type) {
+    case HfJsonType::kAny:
+      return true;
+    case HfJsonType::kInteger:
+      return IsInteger(value);
+    case HfJsonType::kIntegerOrNull:
+      return value.is_null() || IsInteger(value);
+    case HfJsonType::kNumber:
+      return value.is_number() && std::isfinite(value.number());
+    case HfJsonType::kBool:
+      return value.type() == JsonValue::Type::kBool;
+    case HfJsonType::kString:
+      return value.is_string();
+    case HfJsonType::kStringArray:
+      return value.is_array() && std::all_of(value.array().begin(), value.array().end(),
+                                             [](const JsonValue& v) { return v.is_string(); });
+    case HfJsonType::kObjectOrNull:
+      return value.is_null() || value.is_object();
+    case HfJsonType::kArrayOrNull:
+      return value.is_null() || value.is_array();
+  }
+  return false;
+}
+
+const char* TypeName(HfJsonType type) {
+  switch (type) {
+    case HfJsonType::kAny:
+      return "any value";
+    case HfJsonType::kInteger:
+      return "an integer";
+    case HfJsonType::kIntegerOrNull:
+      return "an integer or null";
+    case HfJsonType::kNumber:
+      return "a finite number";
+    case HfJsonType::kBool:
+      return "true or false";
+    case HfJsonType::kString:
+      return "a string";
+    case HfJsonType::kStringArray:
+      return "a list of strings";
+    case HfJsonType::kObjectOrNull:
+      return "an object or null";
+    case HfJsonType::kArrayOrNull:
+      return "a list or null";
+  }
+  return "";
+}
+
+// The problem with one present field, or "" when it is fine.
+std::string FieldProblem(const HfConfigField& field, const JsonValue& value) {
+  const std::string shown = absl::StrCat(field.key, " = ", JsonValueText(value));
+  if (!HasType(value, field.type)) {
+    return absl::StrCat(shown, " has the wrong type: expected ", TypeName(field.type));
+  }
+  if (field.max > 0 && IsInteger(value) && (value.number() < 1 || value.number() > field.max)) {
+    return absl::StrCat(shown, " is out of range: Conveyor accepts 1 to ", field.max, " (",
+                        kHfSizeBoundReason, ")");
+  }
+  if (field.use == HfFieldUse::kRefusedUnlessAllowed &&
+      std::find(field.allowed.begin(), field.allowed.end(), JsonValueText(value)) ==
+          field.allowed.end()) {
+    return absl::StrCat(shown, " is not supported: Conveyor supports ",
+                        absl::StrJoin(field.allowed, " or "), " (", field.note, ")");
+  }
+  return "";
+}
+
+std::string ShortText(std::string text) {
+  constexpr size_t kLongest = 60;
+  if (text.size() > kLongest) text = text.substr(0, kLongest - 3) + "...";
+  return text;
+}
+
+}  // namespace
+
+const JsonValue* FindWithAliases(const JsonValue& hf, const HfArchitecture& arch,
+                                 absl::string_view key) {
+  if (const JsonValue* value = hf.Find(key)) return value;
+  for (const HfConfigField& field : HfConfigFields(arch)) {
+    if (field.alias_of == key) {
+      if (const JsonValue* value = hf.Find(field.key)) return value;
+    }
+  }
+  return nullptr;
+}
+
+JsonValue HfFieldOrDefault(const JsonValue& hf, const HfArchitecture& arch,
+                           absl::string_view key) {
+  if (const JsonValue* value = FindWithAliases(hf, arch, key)) return *value;
+  const HfConfigField* field = FindHfConfigField(arch, key);
+  if (field == nullptr || field->hf_default.empty()) return JsonValue();
+  absl::StatusOr<JsonValue> parsed = ParseJson(field->hf_default);
+  return parsed.ok() ? *parsed : JsonValue();
+}
+
+const std::vector<HfConfigField>& HfConfigFields(const HfArchitecture& arch) {
+  static const auto* tables = [] {
+    auto* t = new std::map<std::string, std::vector<HfConfigField>>;
+    for (const HfArchitecture& a : HfArchitectures()) {
+      std::vector<HfConfigField> fields = HfFamilyFields(a.model_type);
+      const std::vector<HfConfigField> common = HfCommonFields();
+      fields.insert(fields.end(), common.begin(), common.end());
+      (*t)[a.model_type] = std::move(fields);
+    }
+    return t;
+  }();
+  return tables->at(arch.model_type);
+}
+
+const HfConfigField* FindHfConfigField(const HfArchitecture& arch, absl::string_view key) {
+  for (const HfConfigField& field : HfConfigFields(arch)) {
+    if (field.key == key) return &field;
+  }
+  return nullptr;
+}
+
+std::string JsonValueText(const JsonValue& value) {
+  switch (value.type()) {
+    case JsonValue::Type::kNull:
+      return "null";
+    case JsonValue::Type::kBool:
+      return value.boolean() ? "true" : "false";
+    case JsonValue::Type::kNumber:
+      return IsInteger(value) ? absl::StrCat(value.integer()) : absl::StrCat(value.number());
+    case JsonValue::Type::kString:
+      return ShortText(JsonQuote(value.str()));
+    case JsonValue::Type::kArray: {
+      std::vector<std::string> items;
+      for (const JsonValue& item : value.array()) items.push_back(JsonValueText(item));
+      return ShortText(absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
+    }
+    case JsonValue::Type::kObject: {
+      std::vector<std::string> items;
+      for (const auto& [key, item] : value.object()) {
+        items.push_back(absl::StrCat(JsonQuote(key), ": ", JsonValueText(item)));
+      }
+      return ShortText(absl::StrCat("{", absl::StrJoin(items, ", "), "}"));
+    }
+  }
+  return "";
+}
+
+absl::Status CheckHfConfigFields(const JsonValue& hf, const std::string& path,
+                                 const HfArchitecture& arch, std::vector<std::string>* warnings) {
+  if (!hf.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
+  }
+  std::vector<std::string> problems, unknown;
+  for (const HfConfigField& field : HfConfigFields(arch)) {
+    if (field.required && FindWithAliases(hf, arch, field.key) == nullptr) {
+      problems.push_back(absl::StrCat(field.key, " is missing: a ", arch.class_name,
+                                      " config must give it (", field.note, ")"));
+    }
+  }
+  for (const auto& [key, value] : hf.object()) {
+    const HfConfigField* field = FindHfConfigField(arch, key);
+    if (field == nullptr) {
+      unknown.push_back(key);
+    } else if (std::string problem = FieldProblem(*field, value); !problem.empty()) {
+      problems.push_back(std::move(problem));
+    }
+  }
+  if (!unknown.empty() && warnings != nullptr) {
+    warnings->push_back(absl::StrCat(
+        "--load-hf: ", path, ": fields Conveyor does not know, not applied: ",
+        absl::StrJoin(unknown, ", "), " (what each known field does: docs/hf_config_fields.md)"));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--load-hf: ", path, " cannot be imported:\n  ",
+                                                 absl::StrJoin(problems, "\n  ")));
+}
+
+std::string HfConfigFieldsMarkdown() {
+  std::string out = kHfConfigFieldsPreamble;
+  auto table = [&](const std::vector<HfConfigField>& fields) {
+    out += "\n| field | transformers' default | Conveyor | what and why |\n|---|---|---|---|\n";
+    for (const HfConfigField& f : fields) {
+      const std::string use = f.use == HfFieldUse::kHonoured ? "honoured"
+                              : f.use == HfFieldUse::kIgnored
+                                  ? "ignored"
+                                  : absl::StrCat("refused unless ", absl::StrJoin(f.allowed, " or "));
+      std::string note = f.note;
+      if (f.max > 0) absl::StrAppend(&note, "; at most ", f.max);
+      if (f.required) note += "; required";
+      absl::StrAppend(&out, "| `", f.key, "` | ", f.hf_default.empty() ? "—" : f.hf_default, " | ",
+                      absl::StrReplaceAll(use, {{"|", "\\|"}}), " | ",
+                      absl::StrReplaceAll(note, {{"|", "\\|"}}), " |\n");
+    }
+  };
+  for (const HfArchitecture& a : HfArchitectures()) {
+    absl::StrAppend(&out, "\n## ", a.class_name, " (model_type `", a.model_type, "`)\n");
+    table(HfFamilyFields(a.model_type));
+  }
+  out += "\n## Every architecture\n\nThe fields every `PretrainedConfig` has, and metadata.\n";
+  table(HfCommonFields());
+  return out;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,285 @@
+#include "trainer/hf/hf_config_table.h"
+
+#include <cstdint>
+
+namespace conveyor {
+
+const char kHfSizeBoundReason[] =
+    "a fixed sanity bound, tens of times what published models use, so that a damaged or "
+    "hand-edited config.json is refused before anything is allocated for it";
+
+const char kHfConfigFieldsPreamble[] =
+    "# Hugging Face config.json fields\n"
+    "\n"
+    "What `--load-hf DIR` does with each field of `DIR/config.json`, per architecture, from\n"
+    "transformers' configuration classes (`GPT2Config`, `LlamaConfig`, `MistralConfig`,\n"
+    "`Qwen2Config`, `Qwen3Config`) and their modeling files. Generated from the tables in\n"
+    "`trainer/hf/hf_config_table.cc` (a test keeps this file equal to them).\n"
+    "\n"
+    "- **honoured**: the field sets a Conveyor flag (Llama family: a flag given on the\n"
+    "  command line that disagrees is refused) or, for GPT-2, must agree with the flag.\n"
+    "  A field absent from the file takes transformers' default, as transformers does.\n"
+    "- **refused unless** *v*: a value other than *v* changes the model in a way Conveyor\n"
+    "  does not compute; the run stops (exit 2) naming the field, its value and *v*.\n"
+    "- **ignored**: the model's function cannot depend on the field (the reason is given).\n"
+    "\n"
+    "Every present field must have the JSON type transformers expects (`\"64\"` is not an\n"
+    "integer, nor is `64.5`). Sizes must be positive and at most the bound given: a fixed\n"
+    "sanity bound, tens of times what published models use, so that a damaged file is\n"
+    "refused before anything is allocated. A field not listed here is named in one\n"
+    "warning line and not applied.\n";
+
+namespace {
+
+constexpr int64_t kMaxLayers = 10000;
+constexpr int64_t kMaxHidden = int64_t{1} << 20;
+constexpr int64_t kMaxFfn = int64_t{1} << 22;
+constexpr int64_t kMaxHeads = int64_t{1} << 16;
+constexpr int64_t kMaxVocab = int64_t{1} << 27;
+constexpr int64_t kMaxPositions = int64_t{1} << 28;
+
+constexpr char kDropout[] =
+    "dropout, applied in training only: Conveyor's --attention-dropout and --hidden-dropout "
+    "decide, as in any run; the model's function (and a loss without dropout) does not "
+    "depend on it";
+constexpr char kInitializer[] =
+    "initialises weights that are not in the file; --load-hf reads every weight from it";
+
+HfConfigField Size(std::string key, std::string hf_default, int64_t max, std::string note,
+                   bool required) {
+  HfConfigField f{std::move(key), HfFieldUse::kHonoured, HfJsonType::kInteger,
+                  std::move(hf_default)};
+  f.max = max;
+  f.required = required;
+  f.note = std::move(note);
+  return f;
+}
+
+HfConfigField Honoured(std::string key, HfJsonType type, std::string hf_default,
+                       std::string note) {
+  HfConfigField f{std::move(key), HfFieldUse::kHonoured, type, std::move(hf_default)};
+  f.note = std::move(note);
+  return f;
+}
+
+HfConfigField Refused(std::string key, HfJsonType type, std::string hf_default,
+                      std::vector<std::string> allowed, std::string note) {
+  HfConfigField f{std::move(key), HfFieldUse::kRefusedUnlessAllowed, type,
+                  std::move(hf_default), std::move(allowed)};
+  f.note = std::move(note);
+  return f;
+}
+
+HfConfigField Ignored(std::string key, std::string hf_default, std::string note) {
+  HfConfigField f{std::move(key), HfFieldUse::kIgnored, HfJsonType::kAny, std::move(hf_default)};
+  f.note = std::move(note);
+  return f;
+}
+
+HfConfigField Alias(std::string key, std::string of, HfJsonType type, int64_t max) {
+  HfConfigField f{std::move(key), HfFieldUse::kHonoured, type, ""};
+  f.max = max;
+  f.alias_of = of;
+  f.note = "another name of " + of + " (GPT2Config.attribute_map), read as it";
+  return f;
+}
+
+std::vector<HfConfigField> Gpt2Fields() {
+  using T = HfJsonType;
+  return {
+      Size("vocab_size", "50257", kMaxVocab, "must equal --vocab-size (the tokenizer's)", true),
+      Size("n_positions", "1024", kMaxPositions,
+           "at least --max-position-embeddings; the rows Conveyor uses are imported", true),
+      Size("n_embd", "768", kMaxHidden, "must equal --hidden-size", true),
+      Size("n_layer", "12", kMaxLayers, "must equal --num-layers", true),
+      Size("n_head", "12", kMaxHeads, "must equal --num-attention-heads", true),
+      Alias("hidden_size", "n_embd", T::kInteger, kMaxHidden),
+      Alias("num_hidden_layers", "n_layer", T::kInteger, kMaxLayers),
+      Alias("num_attention_heads", "n_head", T::kInteger, kMaxHeads),
+      Alias("max_position_embeddings", "n_positions", T::kInteger, kMaxPositions),
+      [] {
+        HfConfigField f = Honoured("n_inner", T::kIntegerOrNull, "null",
+                                   "null or 4 * n_embd (Conveyor's GPT-2 MLP); other "
+                                   "values are refused");
+        f.max = kMaxFfn;
+        return f;
+      }(),
+      Refused("activation_function", T::kString, "\"gelu_new\"", {"\"gelu_new\""},
+              "Conveyor's GELU is the tanh form, transformers' gelu_new"),
+      Honoured("layer_norm_epsilon", T::kNumber, "1e-05", "must equal --norm-epsilon"),
+      Refused("tie_word_embeddings", T::kBool, "true", {"true"},
+              "Conveyor's GPT-2 ties the output layer to wte"),
+      Refused("scale_attn_weights", T::kBool, "true", {"true"},
+              "false drops the 1/sqrt(head_dim) scaling of the attention scores; Conveyor's "
+              "attention always applies it"),
+      Refused("scale_attn_by_inverse_layer_idx", T::kBool, "false", {"false"},
+              "true divides the attention scores of layer i by i + 1; Conveyor's attention "
+              "has no per-layer scale"),
+      Refused("add_cross_attention", T::kBool, "false", {"false"},
+              "cross-attention to an encoder's states; Conveyor's GPT is decoder-only"),
+      Ignored("reorder_and_upcast_attn", "false",
+              "reorders and upcasts fp16 attention (scale before the product, fp32 softmax): "
+              "the same function; Conveyor's softmax runs in fp32"),
+      Ignored("resid_pdrop", "0.1", kDropout),
+      Ignored("embd_pdrop", "0.1", kDropout),
+      Ignored("attn_pdrop", "0.1", kDropout),
+      Ignored("initializer_range", "0.02", kInitializer),
+      Ignored("n_ctx", "", "transformers 2's name of the context length, no longer read"),
+      Ignored("summary_type", "\"cls_index\"", "GPT2DoubleHeadsModel's multiple-choice head"),
+      Ignored("summary_use_proj", "true", "GPT2DoubleHeadsModel's multiple-choice head"),
+      Ignored("summary_activation", "null", "GPT2DoubleHeadsModel's multiple-choice head"),
+      Ignored("summary_proj_to_labels", "true", "GPT2DoubleHeadsModel's multiple-choice head"),
+      Ignored("summary_first_dropout", "0.1", "GPT2DoubleHeadsModel's multiple-choice head"),
+  };
+}
+
+// The fields of every Llama-family config; `model_type`'s defaults where they differ.
+std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
+  using T = HfJsonType;
+  const bool llama = model_type == "llama", mistral = model_type == "mistral";
+  const bool qwen = !llama && !mistral;
+  return {
+      Size("vocab_size", llama || mistral ? "32000" : "151936", kMaxVocab, "--vocab-size", true),
+      Size("hidden_size", "4096", kMaxHidden, "--hidden-size", true),
+      Size("intermediate_size", llama ? "11008" : mistral ? "14336" : "22016", kMaxFfn,
+           "--ffn-hidden-size", true),
+      Size("num_hidden_layers", "32", kMaxLayers, "--num-layers", true),
+      Size("num_attention_heads", "32", kMaxHeads, "--num-attention-heads", true),
+      [&] {
+        HfConfigField f = Honoured("num_key_value_heads", T::kIntegerOrNull,
+                                   llama ? "null" : mistral ? "8" : "32",
+                                   "--num-query-groups (null: num_attention_heads)");
+        f.max = kMaxHeads;
+        return f;
+      }(),
+      [&] {
+        HfConfigField f =
+            Honoured("head_dim", model_type == "qwen3" ? T::kInteger : T::kIntegerOrNull,
+                     model_type == "qwen3" ? "128" : "null",
+                     "--kv-channels (null: hidden_size / num_attention_heads)");
+        f.max = kMaxHeads;
+        return f;
+      }(),
+      Size("max_position_embeddings", llama ? "2048" : mistral ? "131072" : "32768", kMaxPositions,
+           "--max-position-embeddings (with RoPE a length limit, no table)", false),
+      Honoured("rms_norm_eps", T::kNumber, "1e-06", "--norm-epsilon"),
+      Honoured("tie_word_embeddings", T::kBool, "false",
+               "--untie-embeddings-and-output-weights when false"),
+      Refused("hidden_act", T::kString, "\"silu\"", {"\"silu\"", "\"swish\""},
+              "Conveyor's gated MLP is SwiGLU; transformers' swish is the same SiLU"),
+      Honoured("rope_theta", T::kNumber, "10000.0",
+               "--rotary-base (transformers 4; 5 keeps it in rope_parameters)"),
+      Honoured("rope_parameters", T::kObjectOrNull, "null",
+               "its rope_theta sets --rotary-base; a rope_type other than \"default\" "
+               "(linear, dynamic, yarn, llama3, longrope) is refused: Conveyor's RoPE is "
+               "unscaled"),
+      Honoured("rope_scaling", T::kObjectOrNull, "null",
+               "transformers 4's rope_parameters: a type other than \"default\" is refused"),
+      Ignored("partial_rotary_factor", "null",
+              "this family's default RoPE rotates every channel of head_dim whatever it says"),
+      Ignored("attention_dropout", "0.0", kDropout),
+      Ignored("initializer_range", "0.02", kInitializer),
+      llama ? Refused("attention_bias", T::kBool, "false", {"false"},
+                      "Conveyor's Llama linears have no biases")
+            : Ignored("", "", ""),
+      llama ? Refused("mlp_bias", T::kBool, "false", {"false"},
+                      "Conveyor's Llama MLP has no biases")
+            : Ignored("", "", ""),
+      llama ? Ignored("pretraining_tp", "1",
+                      "transformers 4 computed the linear layers in this many slices: the "
+                      "same products; 5 no longer reads it")
+            : Ignored("", "", ""),
+      model_type == "qwen3" ? Refused("attention_bias", T::kBool, "false", {"false"},
+                                      "Conveyor's Qwen3 attention has no biases")
+                            : Ignored("", "", ""),
+      mistral || qwen
+          ? Honoured("sliding_window", T::kIntegerOrNull, "4096",
+                     mistral ? "every layer attends to at most this many keys: refused when "
+                               "shorter than --seq-length (Conveyor has no sliding window), "
+                               "else plain causal attention; null: no window"
+                             : "the window of the layers that slide (use_sliding_window): "
+                               "refused when shorter than --seq-length, else plain causal "
+                               "attention")
+          : Ignored("", "", ""),
+      qwen ? Honoured("use_sliding_window", T::kBool, "false",
+                      "whether layers from max_window_layers on slide (see sliding_window)")
+           : Ignored("", "", ""),
+      qwen ? Honoured("max_window_layers", T::kInteger, "28",
+                      "layers from this index on slide when use_sliding_window")
+           : Ignored("", "", ""),
+      qwen ? Honoured("layer_types", T::kArrayOrNull, "null",
+                      "per layer \"full_attention\" or \"sliding_attention\" (see "
+                      "sliding_window); another kind is refused")
+           : Ignored("", "", ""),
+  };
+}
+
+}  // namespace
+
+std::vector<HfConfigField> HfFamilyFields(const std::string& model_type) {
+  std::vector<HfConfigField> fields =
+      model_type == "gpt2" ? Gpt2Fields() : LlamaFamilyFields(model_type);
+  std::vector<HfConfigField> kept;  // without the placeholders of other model types
+  for (HfConfigField& f : fields) {
+    if (!f.key.empty()) kept.push_back(std::move(f));
+  }
+  return kept;
+}
+
+std::vector<HfConfigField> HfCommonFields() {
+  using T = HfJsonType;
+  constexpr char kProvenance[] = "provenance";
+  constexpr char kOutputs[] = "which outputs HF's forward returns, not what it computes";
+  constexpr char kHeads[] = "classification heads (...ForSequenceClassification), not the LM";
+  constexpr char kGeneration[] = "generation settings (transformers 4 kept them here)";
+  return {
+      Honoured("architectures", T::kStringArray, "null",
+               "picks the architecture and weight layout; must agree with model_type"),
+      Honoured("model_type", T::kString, "", "picks this table; must agree with architectures"),
+      Refused("is_encoder_decoder", T::kBool, "false", {"false"},
+              "Conveyor trains decoder-only models"),
+      Refused("pruned_heads", T::kObjectOrNull, "{}", {"{}", "null"},
+              "pruned heads change the attention layers' shapes; Conveyor's keep every head"),
+      Refused("quantization_config", T::kObjectOrNull, "null", {"null"},
+              "quantized weights (GPTQ, AWQ, bitsandbytes, FP8) are not the floating-point "
+              "tensors Conveyor reads"),
+      Ignored("torch_dtype", "null",
+              "the weights' storage type: Conveyor reads each tensor's dtype from the "
+              "safetensors header and widens F16 and BF16 to fp32 exactly"),
+      Ignored("dtype", "null", "transformers 5's name of torch_dtype"),
+      Ignored("transformers_version", "null", kProvenance),
+      Ignored("_name_or_path", "\"\"", kProvenance),
+      Ignored("use_cache", "true", "generation's key/value cache; a full forward pass has none"),
+      Ignored("bos_token_id", "", "a tokenizer id, not part of the model's function"),
+      Ignored("eos_token_id", "", "a tokenizer id, not part of the model's function"),
+      Ignored("pad_token_id", "null",
+              "HF's padding_idx: the forward pass is unchanged (HF freezes that embedding row "
+              "in training; Conveyor trains every row, as Megatron does)"),
+      Ignored("sep_token_id", "null", "a tokenizer id, not part of the model's function"),
+      Ignored("decoder_start_token_id", "null", "encoder-decoder generation only"),
+      Ignored("output_hidden_states", "false", kOutputs),
+      Ignored("output_attentions", "false", kOutputs),
+      Ignored("return_dict", "true", kOutputs),
+      Ignored("torchscript", "false", "HF's tracing mode"),
+      Ignored("id2label", "null", kHeads),
+      Ignored("label2id", "null", kHeads),
+      Ignored("num_labels", "2", kHeads),
+      Ignored("problem_type", "null", kHeads),
+      Ignored("finetuning_task", "null", kHeads),
+      Ignored("chunk_size_feed_forward", "0",
+              "HF's chunked feed-forward computes the same values (these models do not chunk)"),
+      Ignored("is_decoder", "false", "read by encoder-decoder models only"),
+      Ignored("tie_encoder_decoder", "false", "encoder-decoder models only"),
+      Ignored("tokenizer_class", "null", "the tokenizer, not the model"),
+      Ignored("task_specific_params", "null", "pipelines' generation settings"),
+      Ignored("max_length", "20", kGeneration),
+      Ignored("do_sample", "false", kGeneration),
+      Ignored("temperature", "1.0", kGeneration),
+      Ignored("top_k", "50", kGeneration),
+      Ignored("top_p", "1.0", kGeneration),
+      Ignored("num_beams", "1", kGeneration),
+      Ignored("repetition_penalty", "1.0", kGeneration),
+  };
+}
+
+}  // namespace conveyor
