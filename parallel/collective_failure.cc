@@ -78,9 +78,9 @@ absl::Status CollectiveFailureStatus(const CollectiveFailure& failure, const Gro
                             r, group.global_ranks[r], entries[r].activity, failure.seq));
       }
     }
-    absl::StrAppend(&message, described.empty()
-                                  ? TransferStalled(failure, group, backend)
-                                  : ": ranks that did not arrive: " + absl::StrJoin(described, "; "));
+    absl::StrAppend(&message, described.empty() ? TransferStalled(failure, group, backend)
+                                                : ": ranks that did not arrive: " +
+                                                      absl::StrJoin(described, "; "));
   } else {
     std::vector<std::string> described;
     for (int r : failure.peers) described.push_back(DescribeRank(group, entries, r));

@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -65,7 +67,10 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
 }
 
 TcpStoreServer::TcpStoreServer(int listen_fd, int port, tcp_store::Membership rank0)
-    : listen_fd_(listen_fd), port_(port), rank0_(std::move(rank0)) {
+    : listen_fd_(listen_fd),
+      port_(port),
+      rank0_(std::move(rank0)),
+      assembled_(rank0_.world_size <= 1) {
   acceptor_ = std::thread([this] { AcceptConnections(); });
 }
 
@@ -104,8 +109,11 @@ void TcpStoreServer::AcceptConnections() {
 }
 
 absl::Status TcpStoreServer::AwaitRanks(absl::Duration timeout) {
+  // Capped: the condition variable adds the wait to the clock's now, where an infinite
+  // one (nanoseconds::max()) would overflow.
+  const absl::Duration wait = std::min(timeout, absl::Hours(24 * 365 * 10));
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+  changed_.wait_for(lock, absl::ToChronoNanoseconds(wait),
                     [this] { return assembled_ || !failure_.ok(); });
   if (assembled_) return absl::OkStatus();
   if (failure_.ok()) {
@@ -133,18 +141,24 @@ absl::Status TcpStoreServer::NeverCame(const std::vector<int>& missing,
   return absl::DeadlineExceededError(message);
 }
 
+void TcpStoreServer::TurnAway(std::string peer) {
+  // Said at once too, for whoever watches rank 0's log: the job goes on without it.
+  std::cerr << "conveyor: warning: global rank 0's TCP store at port " << port_ << " turned away "
+            << peer << "\n";
+  turned_away_.push_back(std::move(peer));
+}
+
 void TcpStoreServer::FailAssembly(absl::Status why) {
   if (failure_.ok()) failure_ = std::move(why);
   changed_.notify_all();
 }
 
-std::string TcpStoreServer::Admit(const tcp_store::Membership& client,
-                                  const std::string& address) {
+std::string TcpStoreServer::Admit(const tcp_store::Membership& client, const std::string& address) {
   std::unique_lock<std::mutex> lock(mu_);
   if (client.job_id != rank0_.job_id) {
     // It refuses itself on reading rank 0's job; one that this job waits for may have
     // been meant for it, so rank 0 names it if the wait ends.
-    turned_away_.push_back(absl::StrFormat(
+    TurnAway(absl::StrFormat(
         "global rank %d of job %s (WORLD_SIZE %d) from %s, a rank of another job: this job is "
         "%s; give each job a port of its own, or, if it belongs to this job, start it with "
         "this job's id",
@@ -152,8 +166,8 @@ std::string TcpStoreServer::Admit(const tcp_store::Membership& client,
         tcp_store::DescribeJob(rank0_.job_id)));
     return tcp_store::EncodeVerdict(absl::FailedPreconditionError("another job"));
   }
-  if (absl::Status s = CheckWorldSize(client.rank, client.world_size, rank0_.world_size,
-                                      Where(port_));
+  if (absl::Status s =
+          CheckWorldSize(client.rank, client.world_size, rank0_.world_size, Where(port_));
       !s.ok()) {
     FailAssembly(s);
     return tcp_store::EncodeVerdict(s);
@@ -169,8 +183,10 @@ std::string TcpStoreServer::Admit(const tcp_store::Membership& client,
   }
   changed_.wait(lock, [this] { return assembled_ || !failure_.ok() || stopping_; });
   if (assembled_) return "";
+  // The reason the job cannot assemble, when there is one, even if the store is
+  // shutting down by now (global rank 0 ends on that reason).
   return tcp_store::EncodeVerdict(
-      stopping_ ? absl::UnavailableError("global rank 0's store shut down") : failure_);
+      failure_.ok() ? absl::UnavailableError("global rank 0's store shut down") : failure_);
 }
 
 absl::Status TcpStoreServer::ClaimedTwice(int rank, const std::string& first,
@@ -178,9 +194,9 @@ absl::Status TcpStoreServer::ClaimedTwice(int rank, const std::string& first,
   const std::string fix = absl::StrFormat(
       "start each rank once, with its own RANK (SLURM_PROCID under srun) below WORLD_SIZE %d",
       rank0_.world_size);
-  turned_away_.push_back(absl::StrFormat(
-      "a second process claiming global rank %d, from %s (the first came from %s)", rank, second,
-      first));
+  TurnAway(
+      absl::StrFormat("a second process claiming global rank %d, from %s (the first came from %s)",
+                      rank, second, first));
   if (assembled_) {  // the job runs without it
     return absl::AlreadyExistsError(absl::StrFormat(
         "global rank %d was already claimed by the process at %s, and the job has started "

@@ -72,6 +72,9 @@ class TcpStoreServer {
   // The refusal of a second process claiming `rank` (from `second`; the first came from
   // `first`); before the job has assembled it fails the job. The caller holds mu_.
   absl::Status ClaimedTwice(int rank, const std::string& first, const std::string& second);
+  // Records a peer refused (for rank 0's message should its wait end) and warns at once.
+  // The caller holds mu_.
+  void TurnAway(std::string peer);
   // Records why the job cannot assemble (the first reason wins) and wakes the waiters.
   // The caller holds mu_.
   void FailAssembly(absl::Status why);
@@ -84,12 +87,12 @@ class TcpStoreServer {
   int port_;
   tcp_store::Membership rank0_;
   std::mutex mu_;
-  std::condition_variable changed_;  // any of the fields below changed
-  std::map<int, Claim> claims_;      // this job's ranks > 0 by global rank
-  bool assembled_ = false;           // every rank 1..n-1 has claimed its place
-  absl::Status failure_;             // why the job cannot assemble
+  std::condition_variable changed_;       // any of the fields below changed
+  std::map<int, Claim> claims_;           // this job's ranks > 0 by global rank
+  bool assembled_ = false;                // every rank 1..n-1 has claimed its place
+  absl::Status failure_;                  // why the job cannot assemble
   std::vector<std::string> turned_away_;  // peers refused, described for rank 0's message
-  int verdicts_pending_ = 0;  // handshakes whose verdict is not written yet
+  int verdicts_pending_ = 0;              // handshakes whose verdict is not written yet
   bool stopping_ = false;
   std::map<std::string, std::string> values_;
   std::vector<int> connections_;  // open client sockets, to wake their threads at the end

@@ -418,10 +418,11 @@ TEST(TcpStoreServerTest, AStrayRankOfAnotherJobDoesNotEndTheJob) {
       TcpStoreServer::Start(0, {0, 2, "CONVEYOR_JOB_ID=a"});
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  EXPECT_EQ(TcpStoreClient::Connect("127.0.0.1", port, {1, 2, "CONVEYOR_JOB_ID=b"}, absl::Seconds(5))
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      TcpStoreClient::Connect("127.0.0.1", port, {1, 2, "CONVEYOR_JOB_ID=b"}, absl::Seconds(5))
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
   auto rank1 = std::async(std::launch::async, [port] {
     return TcpStoreClient::Connect("127.0.0.1", port, {1, 2, "CONVEYOR_JOB_ID=a"},
                                    absl::Seconds(20));
@@ -447,9 +448,9 @@ TEST(TcpStoreServerTest, TwoClaimsOfARankBeforeTheJobAssembledFailItNamingBoth) 
   const absl::Status rank0 = (*server)->AwaitRanks(absl::Seconds(20));
   const absl::StatusOr<std::shared_ptr<TcpStoreClient>> claimants[] = {first.get(), second.get()};
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  const auto names_both = AllOf(HasSubstr("global rank 1 was claimed by two processes"),
-                                HasSubstr("from 127.0.0.1:"), HasSubstr("and from 127.0.0.1:"),
-                                HasSubstr("start each rank once, with its own RANK"));
+  const auto names_both =
+      AllOf(HasSubstr("global rank 1 was claimed by two processes"), HasSubstr("from 127.0.0.1:"),
+            HasSubstr("and from 127.0.0.1:"), HasSubstr("start each rank once, with its own RANK"));
   EXPECT_EQ(rank0.code(), absl::StatusCode::kAlreadyExists) << rank0;
   EXPECT_THAT(rank0.message(), names_both);
   for (const auto& claimant : claimants) {

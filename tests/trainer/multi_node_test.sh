@@ -7,7 +7,8 @@
 #   1. An uninterrupted run: the loss of every iteration.
 #   2. The same run saving every few iterations; once a checkpoint exists, the second
 #      node's link goes down: every rank must exit non-zero within a bound set by
-#      --distributed-timeout-minutes, and the first node's ranks must name the lost ones.
+#      --distributed-timeout-minutes, and each rank must name the rank across the link it
+#      waited on (directly, or through its node neighbour), wherever the cut fell.
 #   3. The link comes back and the job resumes from the last checkpoint: each resumed
 #      iteration's loss equals the uninterrupted run's as printed.
 # The checkpoint folder is one folder for both nodes, as --save on a real cluster is on
@@ -193,15 +194,29 @@ for rank in 0 1; do
   [[ ${ended[rank]} != - ]] && awk -v t="${ended[rank]}" -v b="$survivor_bound" 'BEGIN { exit !(t <= b) }' ||
     fail "interrupted run: rank $rank (first node) ended ${ended[rank]}s after the cut, want at most ${survivor_bound}s"
 done
-# Each rank names the collective and its data-parallel peer across the link as a rank that
-# did not arrive (rank 0 <-> 2, rank 1 <-> 3), e.g. "trainer: error: rank 0: AllReduceSum #9
-# on group dp[0,2] (global ranks 0,2) timed out after 1m0.005s (timeout 1m): ranks that did
-# not arrive: group rank 1 (global rank 2, last entered AllReduceSum, after collective #8)".
+# What each rank names depends on where the cut fell, and the test must not: a rank waits
+# either in a collective with its data-parallel peer across the link (rank 0 <-> 2,
+# 1 <-> 3), which it names (as a rank that did not arrive, or, when the peer had posted
+# its progress before the cut, as the peer of a stalled transfer), or, when its own
+# transfer had completed just before the cut, in a collective with its node neighbour,
+# which still waits on its own peer across the link: then it names the neighbour, and
+# the neighbour names its peer. E.g. "trainer: error: rank 0: AllReduceSum #9 on group
+# dp[0,2] (global ranks 0,2) timed out after 1m0.005s (timeout 1m): ranks that did not
+# arrive: group rank 1 (global rank 2, last entered AllReduceSum, after collective #8)",
+# or "...: every rank had arrived, so the transfer stalled, not a rank: transfers with
+# group rank 1 (global rank 2) did not complete; ...". A bare "every rank had arrived"
+# names nobody, and fails here.
+error_of() { grep -m1 "^trainer: error: rank $1: " "$tmp/interrupted.$1"; }
+# names RANK OTHER: whether RANK's error names global rank OTHER as the rank it waited on.
+names() {
+  error_of "$1" | grep -qE "^trainer: error: rank $1: [A-Za-z]+ #[0-9]+ on group .* (timed out|failed) after .*(ranks that did not arrive: |the transfer stalled, not a rank: transfers with ).*\(global rank $2[,)]"
+}
 for rank in "${ranks[@]}"; do
   peer=$(((rank + 2) % 4))
-  grep -qE "^trainer: error: rank $rank: [A-Za-z]+ #[0-9]+ on group .* timed out after .*ranks that did not arrive: .*\(global rank $peer[,)]" \
-    "$tmp/interrupted.$rank" ||
-    fail "interrupted run: rank $rank does not name global rank $peer as lost: $(grep -m1 error "$tmp/interrupted.$rank")"
+  neighbour=$((rank ^ 1))
+  names "$rank" "$peer" && continue
+  names "$rank" "$neighbour" && names "$neighbour" "$((neighbour ^ 2))" && continue
+  fail "interrupted run: rank $rank names neither global rank $peer across the link nor its neighbour $neighbour waiting on it: $(error_of "$rank")"
 done
 
 # 3. The link back, resume from the last checkpoint.
