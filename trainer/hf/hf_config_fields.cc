@@ -197,14 +197,16 @@ std::string HfConfigFieldsMarkdown() {
   auto table = [&](const std::vector<HfConfigField>& fields) {
     out += "\n| field | transformers' default | Conveyor | what and why |\n|---|---|---|---|\n";
     for (const HfConfigField& f : fields) {
-      const std::string use = f.use == HfFieldUse::kHonoured ? "honoured"
-                              : f.use == HfFieldUse::kIgnored
-                                  ? "ignored"
-                                  : absl::StrCat("refused unless ", absl::StrJoin(f.allowed, " or "));
+      const std::string use =
+          f.use == HfFieldUse::kHonoured  ? "honoured"
+          : f.use == HfFieldUse::kIgnored ? "ignored"
+                                          : absl::StrCat("refused unless `",
+                                                         absl::StrJoin(f.allowed, "` or `"), "`");
       std::string note = f.note;
       if (f.max > 0) absl::StrAppend(&note, "; at most ", f.max);
       if (f.required) note += "; required";
-      absl::StrAppend(&out, "| `", f.key, "` | ", f.hf_default.empty() ? "—" : f.hf_default, " | ",
+      const std::string shown = f.hf_default.empty() ? "—" : absl::StrCat("`", f.hf_default, "`");
+      absl::StrAppend(&out, "| `", f.key, "` | ", shown, " | ",
                       absl::StrReplaceAll(use, {{"|", "\\|"}}), " | ",
                       absl::StrReplaceAll(note, {{"|", "\\|"}}), " |\n");
     }

@@ -45,42 +45,50 @@ constexpr char kDropout[] =
 constexpr char kInitializer[] =
     "initialises weights that are not in the file; --load-hf reads every weight from it";
 
+HfConfigField Field(std::string key, HfFieldUse use, HfJsonType type, std::string hf_default,
+                    std::string note) {
+  HfConfigField f;
+  f.key = std::move(key);
+  f.use = use;
+  f.type = type;
+  f.hf_default = std::move(hf_default);
+  f.note = std::move(note);
+  return f;
+}
+
 HfConfigField Size(std::string key, std::string hf_default, int64_t max, std::string note,
                    bool required) {
-  HfConfigField f{std::move(key), HfFieldUse::kHonoured, HfJsonType::kInteger,
-                  std::move(hf_default)};
+  HfConfigField f = Field(std::move(key), HfFieldUse::kHonoured, HfJsonType::kInteger,
+                          std::move(hf_default), std::move(note));
   f.max = max;
   f.required = required;
-  f.note = std::move(note);
   return f;
 }
 
 HfConfigField Honoured(std::string key, HfJsonType type, std::string hf_default,
                        std::string note) {
-  HfConfigField f{std::move(key), HfFieldUse::kHonoured, type, std::move(hf_default)};
-  f.note = std::move(note);
-  return f;
+  return Field(std::move(key), HfFieldUse::kHonoured, type, std::move(hf_default),
+               std::move(note));
 }
 
 HfConfigField Refused(std::string key, HfJsonType type, std::string hf_default,
                       std::vector<std::string> allowed, std::string note) {
-  HfConfigField f{std::move(key), HfFieldUse::kRefusedUnlessAllowed, type,
-                  std::move(hf_default), std::move(allowed)};
-  f.note = std::move(note);
+  HfConfigField f = Field(std::move(key), HfFieldUse::kRefusedUnlessAllowed, type,
+                          std::move(hf_default), std::move(note));
+  f.allowed = std::move(allowed);
   return f;
 }
 
 HfConfigField Ignored(std::string key, std::string hf_default, std::string note) {
-  HfConfigField f{std::move(key), HfFieldUse::kIgnored, HfJsonType::kAny, std::move(hf_default)};
-  f.note = std::move(note);
-  return f;
+  return Field(std::move(key), HfFieldUse::kIgnored, HfJsonType::kAny, std::move(hf_default),
+               std::move(note));
 }
 
-HfConfigField Alias(std::string key, std::string of, HfJsonType type, int64_t max) {
-  HfConfigField f{std::move(key), HfFieldUse::kHonoured, type, ""};
+HfConfigField Alias(std::string key, const std::string& of, int64_t max) {
+  HfConfigField f = Field(std::move(key), HfFieldUse::kHonoured, HfJsonType::kInteger, "",
+                          "another name of " + of + " (GPT2Config.attribute_map), read as it");
   f.max = max;
   f.alias_of = of;
-  f.note = "another name of " + of + " (GPT2Config.attribute_map), read as it";
   return f;
 }
 
@@ -93,10 +101,10 @@ std::vector<HfConfigField> Gpt2Fields() {
       Size("n_embd", "768", kMaxHidden, "must equal --hidden-size", true),
       Size("n_layer", "12", kMaxLayers, "must equal --num-layers", true),
       Size("n_head", "12", kMaxHeads, "must equal --num-attention-heads", true),
-      Alias("hidden_size", "n_embd", T::kInteger, kMaxHidden),
-      Alias("num_hidden_layers", "n_layer", T::kInteger, kMaxLayers),
-      Alias("num_attention_heads", "n_head", T::kInteger, kMaxHeads),
-      Alias("max_position_embeddings", "n_positions", T::kInteger, kMaxPositions),
+      Alias("hidden_size", "n_embd", kMaxHidden),
+      Alias("num_hidden_layers", "n_layer", kMaxLayers),
+      Alias("num_attention_heads", "n_head", kMaxHeads),
+      Alias("max_position_embeddings", "n_positions", kMaxPositions),
       [] {
         HfConfigField f = Honoured("n_inner", T::kIntegerOrNull, "null",
                                    "null or 4 * n_embd (Conveyor's GPT-2 MLP); other "
@@ -137,7 +145,6 @@ std::vector<HfConfigField> Gpt2Fields() {
 std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
   using T = HfJsonType;
   const bool llama = model_type == "llama", mistral = model_type == "mistral";
-  const bool qwen = !llama && !mistral;
   return {
       Size("vocab_size", llama || mistral ? "32000" : "151936", kMaxVocab, "--vocab-size", true),
       Size("hidden_size", "4096", kMaxHidden, "--hidden-size", true),
@@ -179,51 +186,54 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
               "this family's default RoPE rotates every channel of head_dim whatever it says"),
       Ignored("attention_dropout", "0.0", kDropout),
       Ignored("initializer_range", "0.02", kInitializer),
-      llama ? Refused("attention_bias", T::kBool, "false", {"false"},
-                      "Conveyor's Llama linears have no biases")
-            : Ignored("", "", ""),
-      llama ? Refused("mlp_bias", T::kBool, "false", {"false"},
-                      "Conveyor's Llama MLP has no biases")
-            : Ignored("", "", ""),
-      llama ? Ignored("pretraining_tp", "1",
-                      "transformers 4 computed the linear layers in this many slices: the "
-                      "same products; 5 no longer reads it")
-            : Ignored("", "", ""),
-      model_type == "qwen3" ? Refused("attention_bias", T::kBool, "false", {"false"},
-                                      "Conveyor's Qwen3 attention has no biases")
-                            : Ignored("", "", ""),
-      mistral || qwen
-          ? Honoured("sliding_window", T::kIntegerOrNull, "4096",
-                     mistral ? "every layer attends to at most this many keys: refused when "
-                               "shorter than --seq-length (Conveyor has no sliding window), "
-                               "else plain causal attention; null: no window"
-                             : "the window of the layers that slide (use_sliding_window): "
-                               "refused when shorter than --seq-length, else plain causal "
-                               "attention")
-          : Ignored("", "", ""),
-      qwen ? Honoured("use_sliding_window", T::kBool, "false",
-                      "whether layers from max_window_layers on slide (see sliding_window)")
-           : Ignored("", "", ""),
-      qwen ? Honoured("max_window_layers", T::kInteger, "28",
-                      "layers from this index on slide when use_sliding_window")
-           : Ignored("", "", ""),
-      qwen ? Honoured("layer_types", T::kArrayOrNull, "null",
-                      "per layer \"full_attention\" or \"sliding_attention\" (see "
-                      "sliding_window); another kind is refused")
-           : Ignored("", "", ""),
   };
+}
+
+// The fields only some of the Llama family have.
+std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
+  using T = HfJsonType;
+  std::vector<HfConfigField> fields;
+  if (model_type == "llama") {
+    fields.push_back(Refused("attention_bias", T::kBool, "false", {"false"},
+                             "Conveyor's Llama linears have no biases"));
+    fields.push_back(Refused("mlp_bias", T::kBool, "false", {"false"},
+                             "Conveyor's Llama MLP has no biases"));
+    fields.push_back(Ignored("pretraining_tp", "1",
+                             "transformers 4 computed the linear layers in this many slices: "
+                             "the same products; 5 no longer reads it"));
+    return fields;
+  }
+  if (model_type == "mistral") {
+    fields.push_back(Honoured("sliding_window", T::kIntegerOrNull, "4096",
+                              "every layer attends to at most this many keys: refused when "
+                              "shorter than --seq-length (Conveyor has no sliding window), else "
+                              "plain causal attention; null: no window"));
+    return fields;
+  }
+  if (model_type == "qwen3") {
+    fields.push_back(Refused("attention_bias", T::kBool, "false", {"false"},
+                             "Conveyor's Qwen3 attention has no biases"));
+  }
+  fields.push_back(Honoured("sliding_window", T::kIntegerOrNull, "4096",
+                            "the window of the layers that slide (use_sliding_window): refused "
+                            "when shorter than --seq-length, else plain causal attention"));
+  fields.push_back(Honoured("use_sliding_window", T::kBool, "false",
+                            "whether layers from max_window_layers on slide (see sliding_window)"));
+  fields.push_back(Honoured("max_window_layers", T::kInteger, "28",
+                            "layers from this index on slide when use_sliding_window"));
+  fields.push_back(Honoured("layer_types", T::kArrayOrNull, "null",
+                            "per layer \"full_attention\" or \"sliding_attention\" (see "
+                            "sliding_window); another kind is refused"));
+  return fields;
 }
 
 }  // namespace
 
 std::vector<HfConfigField> HfFamilyFields(const std::string& model_type) {
-  std::vector<HfConfigField> fields =
-      model_type == "gpt2" ? Gpt2Fields() : LlamaFamilyFields(model_type);
-  std::vector<HfConfigField> kept;  // without the placeholders of other model types
-  for (HfConfigField& f : fields) {
-    if (!f.key.empty()) kept.push_back(std::move(f));
-  }
-  return kept;
+  if (model_type == "gpt2") return Gpt2Fields();
+  std::vector<HfConfigField> fields = LlamaFamilyFields(model_type);
+  for (HfConfigField& f : LlamaVariantFields(model_type)) fields.push_back(std::move(f));
+  return fields;
 }
 
 std::vector<HfConfigField> HfCommonFields() {

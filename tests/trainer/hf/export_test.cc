@@ -18,6 +18,7 @@
 #include "trainer/config_validation.h"
 #include "trainer/hf/export_command.h"
 #include "trainer/hf/gpt2_config_json.h"
+#include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/safetensors.h"
 
 namespace conveyor {
@@ -148,8 +149,13 @@ TEST(HfExportTest, ReadNamesEveryConfigDifference) {
       status.message(),
       AllOf(HasSubstr("x/config.json"), HasSubstr("n_layer is 3"), HasSubstr("--num-layers is 2"),
             HasSubstr("n_head is 4"), HasSubstr("vocab_size is 50257"),
-            HasSubstr("n_positions is 8"), HasSubstr("activation_function is \"gelu\"")));
+            HasSubstr("n_positions is 8")));
   EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("n_embd")));
+  // The fields that need no model are the field table's (hf_config_fields.h).
+  const absl::Status fields =
+      CheckHfConfigFields(*json, "x/config.json", HfArchitectures().front(), nullptr);
+  EXPECT_THAT(fields.message(), HasSubstr("activation_function = \"gelu\" is not supported: "
+                                          "Conveyor supports \"gelu_new\""));
 }
 
 TEST(HfExportTest, ReadRefusesAModelOfAnotherShape) {

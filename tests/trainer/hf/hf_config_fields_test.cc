@@ -1,0 +1,284 @@
+// config.json against the field tables (trainer/hf/hf_config_fields.h): every field
+// that changes the model in a way Conveyor does not compute is refused by name, values
+// of the wrong type and absurd sizes are refused naming the file and key, absent fields
+// take transformers' defaults of their architecture, unknown fields are named in one
+// warning, and docs/hf_config_fields.md is the tables rendered.
+#include "trainer/hf/hf_config_fields.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/util/test_dirs.h"
+#include "trainer/checkpoint/file_io.h"
+#include "trainer/flags.h"
+#include "trainer/hf/export.h"
+#include "trainer/hf/gpt2_config_json.h"
+#include "trainer/hf/hf_architecture.h"
+#include "trainer/hf/hf_folder.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing_util::FreshDir;
+
+// A valid config.json body of each model_type (tiny sizes); `extra` is appended.
+std::string ConfigJson(const HfArchitecture& arch, const std::string& extra = "") {
+  const std::string head = absl::StrCat("{\"architectures\": [\"", arch.class_name,
+                                        "\"], \"model_type\": \"", arch.model_type, "\"");
+  const std::string sizes =
+      arch.family == HfFamily::kGpt2
+          ? ", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, \"vocab_size\": 256, "
+            "\"n_positions\": 64"
+          : ", \"num_hidden_layers\": 2, \"hidden_size\": 64, \"intermediate_size\": 128, "
+            "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, "
+            "\"vocab_size\": 256";
+  return absl::StrCat(head, sizes, extra.empty() ? "" : ", ", extra, "}");
+}
+
+// A folder holding only config.json: ApplyHfConfig reads nothing else.
+std::string Folder(const std::string& json, const std::string& name) {
+  const std::string dir = FreshDir(name);
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  EXPECT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
+  return dir;
+}
+
+// ApplyHfConfig on `json` with `flags` parsed first, as the trainer does.
+absl::StatusOr<Config> Apply(const std::string& json, const std::string& name,
+                             std::vector<std::string> flags = {},
+                             std::vector<std::string>* warnings = nullptr) {
+  const std::string dir = Folder(json, name);
+  flags.insert(flags.begin(), {"--load-hf", dir, "--mock-data"});
+  absl::StatusOr<Config> config = ParseFlags(flags);
+  if (!config.ok()) return config.status();
+  if (absl::Status s = ApplyHfConfig(dir, &*config, warnings); !s.ok()) return s;
+  return config;
+}
+
+const HfArchitecture& Arch(const std::string& model_type) {
+  for (const HfArchitecture& a : HfArchitectures()) {
+    if (model_type == a.model_type) return a;
+  }
+  return HfArchitectures().front();
+}
+
+// A value of `field`'s type that is none of the values Conveyor supports.
+std::string UnsupportedValue(const HfConfigField& field) {
+  switch (field.type) {
+    case HfJsonType::kBool:
+      return field.allowed[0] == "true" ? "false" : "true";
+    case HfJsonType::kString:
+      return "\"something_else\"";
+    case HfJsonType::kObjectOrNull:
+      return "{\"bits\": 4}";
+    default:
+      return "12345";
+  }
+}
+
+// The issue's two GPT-2 fields: transformers scales the scores differently, so the loss
+// would differ from its by 3e-4 and 3e-3; Conveyor refuses them by name.
+TEST(HfConfigFieldsTest, Gpt2AttentionScalingIsRefusedByName) {
+  const absl::StatusOr<Config> config =
+      Apply(ConfigJson(Arch("gpt2"),
+                       "\"scale_attn_weights\": false, \"scale_attn_by_inverse_layer_idx\": true"),
+            "gpt2_scaling");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(),
+              AllOf(HasSubstr("config.json"),
+                    HasSubstr("scale_attn_weights = false is not supported: Conveyor supports "
+                              "true"),
+                    HasSubstr("scale_attn_by_inverse_layer_idx = true is not supported: "
+                              "Conveyor supports false")));
+  // transformers' defaults, written out, are fine.
+  EXPECT_TRUE(Apply(ConfigJson(Arch("gpt2"), "\"scale_attn_weights\": true, "
+                                             "\"scale_attn_by_inverse_layer_idx\": false"),
+                    "gpt2_scaling_defaults")
+                  .ok());
+}
+
+// Every field a table refuses unless it holds a supported value, in every architecture.
+TEST(HfConfigFieldsTest, EveryRefusedFieldIsNamedWithItsValue) {
+  for (const HfArchitecture& arch : HfArchitectures()) {
+    for (const HfConfigField& field : HfConfigFields(arch)) {
+      if (field.use != HfFieldUse::kRefusedUnlessAllowed) continue;
+      const std::string value = UnsupportedValue(field);
+      const absl::StatusOr<Config> config =
+          Apply(ConfigJson(arch, absl::StrCat("\"", field.key, "\": ", value)), "refused");
+      ASSERT_FALSE(config.ok()) << arch.class_name << " " << field.key;
+      EXPECT_THAT(config.status().message(),
+                  HasSubstr(absl::StrCat(field.key, " = ", value, " is not supported")))
+          << arch.class_name;
+    }
+  }
+}
+
+TEST(HfConfigFieldsTest, WrongTypesNameTheFileKeyValueAndType) {
+  for (const std::string value : {"\"64\"", "64.5", "null", "true"}) {
+    std::string json = ConfigJson(Arch("llama"));
+    json.replace(json.find("\"hidden_size\": 64"), 17, "\"hidden_size\": " + value);
+    const absl::StatusOr<Config> config = Apply(json, "wrong_type");
+    ASSERT_FALSE(config.ok()) << value;
+    EXPECT_THAT(config.status().message(),
+                AllOf(HasSubstr("config.json"),
+                      HasSubstr(absl::StrCat("hidden_size = ", value,
+                                             " has the wrong type: expected an integer"))));
+  }
+  const absl::StatusOr<Config> gpt2 =
+      Apply(ConfigJson(Arch("gpt2"), "\"layer_norm_epsilon\": \"1e-5\""), "wrong_type_gpt2");
+  EXPECT_THAT(gpt2.status().message(),
+              HasSubstr("layer_norm_epsilon = \"1e-5\" has the wrong type: expected a finite "
+                        "number"));
+  // 64.0 is the integer 64, as Python reads it.
+  std::string json = ConfigJson(Arch("llama"));
+  json.replace(json.find("\"hidden_size\": 64"), 17, "\"hidden_size\": 64.0");
+  const absl::StatusOr<Config> config = Apply(json, "integral_float");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->model().hidden_size(), 64);
+}
+
+// Each size of each table, one past its bound (and past what int32 flags hold).
+TEST(HfConfigFieldsTest, AbsurdSizesAreRefusedByKeyBeforeAnythingIsBuilt) {
+  for (const HfArchitecture& arch : HfArchitectures()) {
+    for (const HfConfigField& field : HfConfigFields(arch)) {
+      if (field.max == 0) continue;
+      for (const int64_t value : {field.max + 1, int64_t{1} << 40, int64_t{0}}) {
+        const absl::StatusOr<Config> config =
+            Apply(ConfigJson(arch, absl::StrCat("\"", field.key, "\": ", value)), "absurd");
+        ASSERT_FALSE(config.ok()) << arch.class_name << " " << field.key << " " << value;
+        EXPECT_THAT(config.status().message(),
+                    AllOf(HasSubstr(absl::StrCat(field.key, " = ", value, " is out of range")),
+                          HasSubstr("sanity bound")));
+      }
+    }
+  }
+  const absl::StatusOr<Config> layers =
+      Apply(ConfigJson(Arch("qwen2"), "\"num_hidden_layers\": 100000000"), "layers");
+  EXPECT_THAT(layers.status().message(),
+              HasSubstr("num_hidden_layers = 100000000 is out of range: Conveyor accepts 1 to "
+                        "10000"));
+}
+
+// The issue's case: a Llama config naming GPT2LMHeadModel ended in "--vocab-size 0".
+TEST(HfConfigFieldsTest, ArchitecturesAndModelTypeMustAgree) {
+  std::string json = ConfigJson(Arch("llama"));
+  json.replace(json.find("LlamaForCausalLM"), 16, "GPT2LMHeadModel");
+  const absl::StatusOr<Config> config = Apply(json, "disagree");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              AllOf(HasSubstr("config.json names architectures [\"GPT2LMHeadModel\"] but "
+                              "model_type \"llama\""),
+                    HasSubstr("GPT2LMHeadModel is model_type \"gpt2\"")));
+  // Without model_type the class decides: hidden_size and the like are GPT2Config's
+  // aliases, but GPT-2's position table is missing.
+  json.replace(json.find(", \"model_type\": \"llama\""), 23, "");
+  const absl::StatusOr<Config> untyped = Apply(json, "untyped");
+  ASSERT_FALSE(untyped.ok());
+  EXPECT_THAT(untyped.status().message(),
+              AllOf(HasSubstr("n_positions is missing: a GPT2LMHeadModel config must give it"),
+                    Not(HasSubstr("n_embd is missing"))));
+  EXPECT_THAT(Apply("{\"architectures\": \"LlamaForCausalLM\"}", "not_a_list").status().message(),
+              HasSubstr("architectures must be a list of class names"));
+}
+
+TEST(HfConfigFieldsTest, RequiredLlamaFieldsAreNamed) {
+  const absl::StatusOr<Config> config =
+      Apply("{\"model_type\": \"mistral\", \"hidden_size\": 64}", "required");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              AllOf(HasSubstr("num_hidden_layers is missing: a MistralForCausalLM config must "
+                              "give it"),
+                    HasSubstr("vocab_size is missing"), Not(HasSubstr("hidden_size is missing"))));
+}
+
+// transformers' defaults differ per architecture; an absent field takes its own.
+TEST(HfConfigFieldsTest, AbsentFieldsTakeTheArchitecturesDefaults) {
+  const std::string sizes =
+      "\"num_hidden_layers\": 2, \"hidden_size\": 512, \"intermediate_size\": 128, "
+      "\"num_attention_heads\": 32, \"vocab_size\": 256";
+  const absl::StatusOr<Config> mistral =
+      Apply(absl::StrCat("{\"model_type\": \"mistral\", ", sizes, "}"), "mistral_defaults");
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  EXPECT_EQ(mistral->model().num_query_groups(), 8);  // MistralConfig.num_key_value_heads
+  EXPECT_EQ(mistral->model().kv_channels(), 16);      // hidden_size / num_attention_heads
+  EXPECT_EQ(mistral->model().max_position_embeddings(), 131072);
+  const absl::StatusOr<Config> qwen3 =
+      Apply(absl::StrCat("{\"model_type\": \"qwen3\", ", sizes, "}"), "qwen3_defaults");
+  ASSERT_TRUE(qwen3.ok()) << qwen3.status();
+  EXPECT_EQ(qwen3->model().kv_channels(), 128);  // Qwen3Config.head_dim
+  EXPECT_EQ(qwen3->model().num_query_groups(), 32);
+  const absl::StatusOr<Config> llama =
+      Apply(absl::StrCat("{\"model_type\": \"llama\", ", sizes, "}"), "llama_defaults");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_EQ(llama->model().num_query_groups(), 32);  // null: num_attention_heads
+  EXPECT_EQ(llama->model().max_position_embeddings(), 2048);
+}
+
+// MistralConfig's absent sliding_window is 4096, which a longer --seq-length outgrows.
+TEST(HfConfigFieldsTest, MistralsDefaultSlidingWindowIsChecked) {
+  const absl::StatusOr<Config> config =
+      Apply(ConfigJson(Arch("mistral")), "window", {"--seq-length", "8192"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("sliding_window = 4096 (MistralForCausalLM's default) is shorter than "
+                        "--seq-length 8192"));
+  EXPECT_TRUE(Apply(ConfigJson(Arch("mistral"), "\"sliding_window\": null"), "no_window",
+                    {"--seq-length", "8192"})
+                  .ok());
+  // Qwen2 slides from max_window_layers on only: 28 by default, past these 2 layers.
+  EXPECT_TRUE(Apply(ConfigJson(Arch("qwen2"), "\"use_sliding_window\": true"), "qwen_window",
+                    {"--seq-length", "8192"})
+                  .ok());
+  const absl::StatusOr<Config> sliding =
+      Apply(ConfigJson(Arch("qwen2"), "\"use_sliding_window\": true, \"max_window_layers\": 1"),
+            "qwen_sliding", {"--seq-length", "8192"});
+  EXPECT_THAT(sliding.status().message(), HasSubstr("sliding_window = 4096"));
+}
+
+TEST(HfConfigFieldsTest, Gpt2EpsilonAbsentIsTransformersDefault) {
+  const Config config = [] {
+    Config c;
+    c.mutable_model()->set_norm_epsilon(1e-6f);
+    return c;
+  }();
+  const absl::StatusOr<JsonValue> json = ParseJson(ConfigJson(Arch("gpt2")));
+  ASSERT_TRUE(json.ok());
+  Gpt2Dims dims;
+  dims.num_layers = 2, dims.hidden = 64, dims.heads = 4, dims.vocab = 256, dims.positions = 64;
+  const absl::Status status = CheckGpt2ConfigJson(*json, "x/config.json", config, dims);
+  EXPECT_THAT(status.message(),
+              HasSubstr("layer_norm_epsilon is 1e-05 (absent: GPT2Config's default) but "
+                        "--norm-epsilon is 1e-06"));
+}
+
+TEST(HfConfigFieldsTest, UnknownFieldsAreNamedInOneWarning) {
+  std::vector<std::string> warnings;
+  const absl::StatusOr<Config> config =
+      Apply(ConfigJson(Arch("qwen2"), "\"my_scale\": 2.0, \"use_cache\": true, \"foo\": null"),
+            "unknown", {}, &warnings);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], AllOf(HasSubstr("config.json"), HasSubstr("my_scale, foo"),
+                                 Not(HasSubstr("use_cache"))));
+  warnings.clear();
+  ASSERT_TRUE(Apply(ConfigJson(Arch("qwen2")), "known", {}, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST(HfConfigFieldsTest, TheDocIsTheTablesRendered) {
+  const absl::StatusOr<std::string> doc = ReadSmallFile("docs/hf_config_fields.md");
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  EXPECT_EQ(*doc, HfConfigFieldsMarkdown())
+      << "regenerate docs/hf_config_fields.md: bazel run //tests/trainer/hf:hf_config_fields_doc";
+}
+
+}  // namespace
+}  // namespace conveyor
