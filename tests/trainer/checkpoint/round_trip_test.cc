@@ -19,6 +19,7 @@
 namespace conveyor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing_util::CountWrong;
@@ -68,12 +69,13 @@ absl::Status Save(const std::string& dir, const CheckpointState& state,
 TEST(RoundTripTest, ValuesComeBackBitForBit) {
   const std::string dir = FreshDir("round_trip");
   std::vector<LocalShard> saved = Model();
-  // Values a float round trip through text or arithmetic would change.
+  // Values a float round trip through text or arithmetic would change (NaN and
+  // infinity are refused at load: NonFiniteValuesAreRefusedNamingTheTensor).
   saved[1].data[0] = -0.0f;
   saved[1].data[1] = std::numeric_limits<float>::denorm_min();
-  saved[1].data[2] = std::numeric_limits<float>::infinity();
-  uint32_t payload_nan = 0x7FC01234;
-  std::memcpy(&saved[1].data[3], &payload_nan, 4);
+  saved[1].data[2] = std::numeric_limits<float>::max();
+  uint32_t one_ulp_above_one = 0x3F800001;
+  std::memcpy(&saved[1].data[3], &one_ulp_above_one, 4);
   ASSERT_TRUE(Save(dir, StateAt(10), saved).ok());
 
   absl::StatusOr<LoadedCheckpoint> ckpt = OpenCheckpoint(dir, std::nullopt);
@@ -91,6 +93,26 @@ TEST(RoundTripTest, ValuesComeBackBitForBit) {
         << saved[i].name;
   }
   EXPECT_EQ(stats.bytes_read, (128 + 32 + 32 + 1) * 4);
+}
+
+// A run that diverged and saved anyway: the checksums hold, the values cannot be
+// trained from. The load names the tensor and how many values are bad.
+TEST(RoundTripTest, NonFiniteValuesAreRefusedNamingTheTensor) {
+  const std::string dir = FreshDir("non_finite");
+  std::vector<LocalShard> saved = Model();
+  saved[2].data[5] = std::numeric_limits<float>::quiet_NaN();
+  saved[2].data[6] = -std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(Save(dir, StateAt(4), saved).ok());
+  absl::StatusOr<LoadedCheckpoint> ckpt = OpenCheckpoint(dir, std::nullopt);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  std::vector<LocalShard> loaded = EmptyLike(saved);
+  const absl::Status status = LoadTensors(*ckpt, Refs(loaded));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr(dir + "/iter_0000004"),
+                    HasSubstr("tensor optimizer.exp_avg/layers.0.mlp.fc1.bias holds 2 NaN or "
+                              "infinite values (of the 32 elements this rank loaded)"),
+                    HasSubstr("--ckpt-step")));
 }
 
 TEST(RoundTripTest, TheStateComesBackWhole) {
