@@ -383,7 +383,7 @@ absl::Status TrainingCheckpoints::LockSaveFolder(std::ostream* log) {
 }
 
 absl::Status TrainingCheckpoints::PrepareSaveFolder(const LoadedCheckpointId& loaded,
-                                                    std::ostream* log) const {
+                                                    std::ostream* log) {
   const CheckpointConfig& c = config_.checkpoint();
   if (c.save().empty() || !WritesCheckpoints()) return absl::OkStatus();
   if (absl::Status probe = ProbeSaveFolder(c.save(), context_.world().rank()); !probe.ok()) {
@@ -391,13 +391,36 @@ absl::Status TrainingCheckpoints::PrepareSaveFolder(const LoadedCheckpointId& lo
   }
   if (!save_lock_.has_value()) return absl::OkStatus();
   ASSIGN_OR_RETURN(
-      const std::vector<std::string> removed,
+      SaveFolderClaim claim,
       ClaimSaveFolder(c.save(), {c.load(), loaded.iteration, c.finetune()}, c.overwrite_save()));
-  if (!removed.empty() && log != nullptr) {
+  if (!claim.removed.empty() && log != nullptr) {
     *log << "conveyor: removed what interrupted saves left in --save " << c.save() << ": "
-         << absl::StrJoin(removed, ", ") << "\n";
+         << absl::StrJoin(claim.removed, ", ") << "\n";
+  }
+  overwritten_ = std::move(claim.overwritten);
+  log_ = log;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingCheckpoints::Committed(std::optional<int64_t> iteration) {
+  if (!iteration.has_value()) return absl::OkStatus();
+  committed_.insert(*iteration);
+  if (overwritten_.empty()) return absl::OkStatus();
+  const std::string& save = config_.checkpoint().save();
+  ASSIGN_OR_RETURN(const std::vector<std::string> retired,
+                   RetireOverwrittenCheckpoints(save, overwritten_, committed_));
+  overwritten_.clear();
+  if (!retired.empty() && log_ != nullptr) {
+    *log_ << "conveyor: --overwrite-save: removed the earlier run's checkpoints from --save "
+          << save << " now that this run has committed its own: " << absl::StrJoin(retired, ", ")
+          << "\n";
   }
   return absl::OkStatus();
+}
+
+std::optional<int64_t> TrainingCheckpoints::InFlight() const {
+  if (async_ == nullptr || !async_->in_flight()) return std::nullopt;
+  return async_->in_flight_iteration();
 }
 
 absl::Status TrainingCheckpoints::CheckVocabularyPadding(const LoadedCheckpoint& checkpoint) const {
@@ -514,13 +537,20 @@ absl::Status TrainingCheckpoints::Save(const ResumePoint& point) {
   state.optimizer_steps = updater_->optimizer().steps();
   HostStaging staging;  // the writers copy or write what they need before returning
   const std::vector<TensorShardRef> tensors = Tensors(/*saving=*/true, &staging);
-  if (async_ != nullptr) return async_->Start(state, tensors, context_.world());
-  return SaveCheckpoint(config_.checkpoint().save(), state, tensors, context_.world(),
-                        OwnershipGuard());
+  if (async_ != nullptr) {
+    const std::optional<int64_t> committing = InFlight();  // Start commits it first
+    RETURN_IF_ERROR(async_->Start(state, tensors, context_.world()));
+    return Committed(committing);
+  }
+  RETURN_IF_ERROR(SaveCheckpoint(config_.checkpoint().save(), state, tensors, context_.world(),
+                                 OwnershipGuard()));
+  return Committed(point.iteration);
 }
 
 absl::Status TrainingCheckpoints::Finish() {
-  return async_ != nullptr ? async_->Finish(context_.world()) : absl::OkStatus();
+  const std::optional<int64_t> committing = InFlight();
+  if (committing.has_value()) RETURN_IF_ERROR(async_->Finish(context_.world()));
+  return Committed(committing);
 }
 
 }  // namespace conveyor

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -97,7 +98,12 @@ class TrainingCheckpoints {
   // --save can hold this rank's files (ranks that write nothing pass); on rank 0 it
   // is this run's to save into (`loaded`: what the ranks agreed they loaded), and
   // interrupted saves' leftovers go, named on `log`.
-  absl::Status PrepareSaveFolder(const LoadedCheckpointId& loaded, std::ostream* log) const;
+  absl::Status PrepareSaveFolder(const LoadedCheckpointId& loaded, std::ostream* log);
+  // After a commit of `iteration` (none: nothing was committed): with --overwrite-save,
+  // the first one removes the earlier run's iterations this run did not replace.
+  absl::Status Committed(std::optional<int64_t> iteration);
+  // The iteration of the asynchronous save in flight, if any.
+  std::optional<int64_t> InFlight() const;
   // A --save error that is the folder's, with the fix.
   absl::Status CannotHoldCheckpoints(const absl::Status& error) const;
 
@@ -135,6 +141,11 @@ class TrainingCheckpoints {
   const RankContext& context_;
   // Declared before async_, so released after the last asynchronous commit.
   std::optional<SaveFolderLock> save_lock_;
+  // Rank 0 with --overwrite-save: the earlier run's iterations still in --save, and the
+  // iterations this run has committed (which replaced the earlier run's of that number).
+  std::vector<int64_t> overwritten_;
+  std::set<int64_t> committed_;
+  std::ostream* log_ = nullptr;  // Load's, for notices of later saves
   std::unique_ptr<AsyncCheckpointSaver> async_;
 };
 

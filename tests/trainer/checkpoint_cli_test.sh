@@ -244,12 +244,15 @@ expect_refusal foreign_finetune foreign \
 expect_refusal foreign_pp2 foreign "$refuse_save this run starts from scratch (no --load)" \
   "rank(s) 0 could not prepare --save" \
   -- --train-iters 3 --save foreign --nproc-per-node 2 --pipeline-model-parallel-size 2
-# --overwrite-save saves over them: iteration 3 is the latest, the others stay.
+# --overwrite-save saves over them: iteration 3 is the latest, and once it is committed
+# the earlier run's iterations go (named), so that no later --ckpt-step resumes from them.
 train --train-iters 3 --save foreign --overwrite-save >overwrite.out 2>&1 ||
   fail "--overwrite-save exited non-zero: $(tail -3 overwrite.out)"
 [[ "$(cat foreign/latest_checkpointed_iteration.txt)" == 3 ]] || fail "--overwrite-save did not save"
-[[ "$(ls foreign | tr '\n' ' ')" == "iter_0000003 iter_0000005 iter_0000010 iter_0000015 iter_0000020 latest_checkpointed_iteration.txt " ]] ||
+[[ "$(ls -A foreign | tr '\n' ' ')" == "iter_0000003 latest_checkpointed_iteration.txt " ]] ||
   fail "--overwrite-save left: $(ls -A foreign)"
+grep -qF "conveyor: --overwrite-save: removed the earlier run's checkpoints from --save foreign now that this run has committed its own: iter_0000005, iter_0000010, iter_0000015, iter_0000020" overwrite.out ||
+  fail "--overwrite-save did not name what it removed: $(grep conveyor overwrite.out)"
 # Megatron's pattern stays: --load D --save D starts D when absent, resumes it, and
 # --ckpt-step rewinds within it.
 train --train-iters 3 --load own --save own >own1.out 2>&1 || fail "--load/--save own start failed"

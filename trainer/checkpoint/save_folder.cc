@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
@@ -141,8 +142,8 @@ SaveFolderLock::~SaveFolderLock() {
   if (created_dir_) rmdir(dir_.c_str());
 }
 
-absl::StatusOr<std::vector<std::string>> ClaimSaveFolder(const std::string& save_dir,
-                                                         const RunOrigin& origin, bool overwrite) {
+absl::StatusOr<SaveFolderClaim> ClaimSaveFolder(const std::string& save_dir,
+                                                const RunOrigin& origin, bool overwrite) {
   ASSIGN_OR_RETURN(const CheckpointFolderSurvey survey, SurveyCheckpointFolder(save_dir));
   // --ckpt-step may rewind within the folder: that is still the folder's own run.
   const bool continues = origin.loaded_iteration.has_value() && !origin.finetune &&
@@ -156,7 +157,26 @@ absl::StatusOr<std::vector<std::string>> ClaimSaveFolder(const std::string& save
         save_dir, DescribeCheckpoints(save_dir, survey), DescribeOrigin(origin), kLatestFileName,
         save_dir));
   }
-  return RemoveInterruptedSaves(save_dir);
+  SaveFolderClaim claim;
+  ASSIGN_OR_RETURN(claim.removed, RemoveInterruptedSaves(save_dir));
+  if (!continues) claim.overwritten = survey.committed_iterations;
+  return claim;
+}
+
+absl::StatusOr<std::vector<std::string>> RetireOverwrittenCheckpoints(
+    const std::string& save_dir, const std::vector<int64_t>& overwritten,
+    const std::set<int64_t>& saved) {
+  std::vector<std::string> retired;
+  for (const int64_t iteration : overwritten) {
+    const std::string name = IterationDirName(iteration);
+    if (saved.count(iteration) > 0 || !PathExists(JoinPath(save_dir, name))) continue;
+    const std::string aside = JoinPath(save_dir, TempDirName(iteration, "overwritten"));
+    RETURN_IF_ERROR(Rename(JoinPath(save_dir, name), aside));
+    RETURN_IF_ERROR(RemoveTree(aside));
+    retired.push_back(name);
+  }
+  if (!retired.empty()) RETURN_IF_ERROR(SyncDir(save_dir));
+  return retired;
 }
 
 }  // namespace conveyor

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,16 @@ struct RunOrigin {
   bool finetune = false;                    // --finetune: restarts at iteration 0
 };
 
+// What claiming a --save folder found and did.
+struct SaveFolderClaim {
+  // Leftovers of interrupted saves that were removed.
+  std::vector<std::string> removed;
+  // Another run's committed iterations, accepted only because of --overwrite-save:
+  // once this run has committed a save of its own, RetireOverwrittenCheckpoints
+  // removes those it did not replace, so that no later --ckpt-step resumes from them.
+  std::vector<int64_t> overwritten;
+};
+
 // Call with `save_dir`'s lock held. A folder holding committed checkpoints (a latest
 // file or an iter_NNNNNNN folder) is this run's only when the run resumes from a
 // checkpoint of that very folder (--load names it, without --finetune; --ckpt-step
@@ -88,9 +99,18 @@ struct RunOrigin {
 // latest iteration, why this run is another one, and the choices (--load it to
 // resume, another --save, or --overwrite-save), with nothing changed. `overwrite`
 // (--overwrite-save) accepts any folder. Then removes the leftovers of interrupted
-// saves (RemoveInterruptedSaves) and returns their names.
-absl::StatusOr<std::vector<std::string>> ClaimSaveFolder(const std::string& save_dir,
-                                                         const RunOrigin& origin, bool overwrite);
+// saves (RemoveInterruptedSaves).
+absl::StatusOr<SaveFolderClaim> ClaimSaveFolder(const std::string& save_dir,
+                                                const RunOrigin& origin, bool overwrite);
+
+// Call with `save_dir`'s lock held, after this run's first commit: removes the
+// committed iterations in `overwritten` that are not in `saved` (iterations this run
+// saved, which replaced the other run's of the same number). Each is first renamed to
+// a temporary name that loaders ignore, so a crash never leaves half a checkpoint
+// under a committed name. Returns the removed folders' names.
+absl::StatusOr<std::vector<std::string>> RetireOverwrittenCheckpoints(
+    const std::string& save_dir, const std::vector<int64_t>& overwritten,
+    const std::set<int64_t>& saved);
 
 }  // namespace conveyor
 

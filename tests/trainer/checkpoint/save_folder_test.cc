@@ -128,9 +128,11 @@ TEST(ClaimSaveFolderTest, AFolderWithoutCheckpointsIsAnyRunsAndLosesItsLeftovers
   const std::string dir = FreshDir("claim_leftovers");
   const std::string leftover = LeaveInterruptedSave(dir, 5);
   ASSERT_TRUE(WriteFileDurably(dir + "/" + kLatestFileName + ".tmp-abc", "5\n").ok());
-  absl::StatusOr<std::vector<std::string>> removed = ClaimSaveFolder(dir, {}, false);
-  ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_THAT(*removed, UnorderedElementsAre(leftover, std::string(kLatestFileName) + ".tmp-abc"));
+  absl::StatusOr<SaveFolderClaim> claim = ClaimSaveFolder(dir, {}, false);
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  EXPECT_THAT(claim->removed,
+              UnorderedElementsAre(leftover, std::string(kLatestFileName) + ".tmp-abc"));
+  EXPECT_THAT(claim->overwritten, ElementsAre());
   EXPECT_THAT(*ListDir(dir), ElementsAre());
 }
 
@@ -167,12 +169,14 @@ TEST(ClaimSaveFolderTest, ARunThatDoesNotResumeFromTheFolderIsRefused) {
                                        "it, pass --overwrite-save")));
     EXPECT_EQ(*ListDir(dir), before) << "refused, yet changed: " << c.why;
   }
-  // --overwrite-save accepts each of them; the first removes the leftover.
+  // --overwrite-save accepts each of them; the first removes the leftover. The other
+  // run's iterations stay until this run has committed one of its own.
   std::vector<std::string> removed;
   for (const Case& c : cases) {
-    absl::StatusOr<std::vector<std::string>> now = ClaimSaveFolder(dir, c.origin, true);
+    absl::StatusOr<SaveFolderClaim> now = ClaimSaveFolder(dir, c.origin, true);
     ASSERT_TRUE(now.ok()) << now.status();
-    removed.insert(removed.end(), now->begin(), now->end());
+    removed.insert(removed.end(), now->removed.begin(), now->removed.end());
+    EXPECT_THAT(now->overwritten, ElementsAre(5, 10));
   }
   EXPECT_THAT(removed, ElementsAre(leftover));
   EXPECT_THAT(*ListDir(dir), ElementsAre("iter_0000005", "iter_0000010", kLatestFileName));
@@ -199,10 +203,29 @@ TEST(ClaimSaveFolderTest, TheFolderIsTheRunsThatResumesFromIt) {
   const std::string link = FreshDir("claim_own_link") + "/to_dir";
   ASSERT_EQ(symlink(dir.c_str(), link.c_str()), 0);
   for (const RunOrigin& origin : {RunOrigin{dir + "/.", 10, false}, RunOrigin{link, 5, false}}) {
-    absl::StatusOr<std::vector<std::string>> removed = ClaimSaveFolder(dir, origin, false);
-    ASSERT_TRUE(removed.ok()) << removed.status();
+    absl::StatusOr<SaveFolderClaim> claim = ClaimSaveFolder(dir, origin, false);
+    ASSERT_TRUE(claim.ok()) << claim.status();
+    EXPECT_THAT(claim->overwritten, ElementsAre()) << "its own checkpoints are not another run's";
   }
   EXPECT_THAT(*ListDir(dir), ElementsAre("iter_0000005", "iter_0000010", kLatestFileName));
+}
+
+TEST(ClaimSaveFolderTest, OverwrittenIterationsGoOnceTheNewRunHasCommittedItsOwn) {
+  const std::string dir = FreshDir("retire");
+  for (int64_t it : {5, 10, 15, 20}) ASSERT_TRUE(SaveAt(dir, it).ok());
+  absl::StatusOr<SaveFolderClaim> claim = ClaimSaveFolder(dir, {}, /*overwrite=*/true);
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  ASSERT_THAT(claim->overwritten, ElementsAre(5, 10, 15, 20));
+  // The new run saved 5 and 10 (replacing the old run's); 15 and 20 are the old run's
+  // and would let a later --ckpt-step 20 resume from it.
+  ASSERT_TRUE(SaveAt(dir, 5, 32).ok());
+  ASSERT_TRUE(SaveAt(dir, 10, 32).ok());
+  absl::StatusOr<std::vector<std::string>> retired =
+      RetireOverwrittenCheckpoints(dir, claim->overwritten, {5, 10});
+  ASSERT_TRUE(retired.ok()) << retired.status();
+  EXPECT_THAT(*retired, ElementsAre("iter_0000015", "iter_0000020"));
+  EXPECT_THAT(*ListDir(dir), ElementsAre("iter_0000005", "iter_0000010", kLatestFileName));
+  EXPECT_EQ(*ReadLatestIteration(dir), 10);
 }
 
 }  // namespace
