@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/exit_code.h"
 #include "data/blend.h"
 #include "data/indexed_dataset.h"
 #include "data/training_data.h"
@@ -51,9 +52,20 @@ std::string UsageText() {
   return out;
 }
 
+// The problem, then where the flags are listed: the whole help after it would push it
+// off the screen.
 int Usage(const std::string& msg) {
-  std::fprintf(stderr, "inspect_data: %s\n%s", msg.c_str(), UsageText().c_str());
-  return 2;
+  std::fprintf(stderr, "inspect_data: %s\ninspect_data: run with --help to list every flag\n",
+               msg.c_str());
+  return kExitUsage;
+}
+
+// A failure reading the data: its message, and the exit code by the project's rule
+// (base/exit_code.h): a missing or wrong file is input to change (2), an I/O error not (1).
+int Fail(const absl::Status& status, const std::string& context = "") {
+  std::fprintf(stderr, "inspect_data: %s%s\n", context.c_str(),
+               std::string(status.message()).c_str());
+  return ExitCodeFor(status);
 }
 
 // Text with control characters escaped, so one sample stays on one line.
@@ -139,14 +151,11 @@ int Main(int argc, char** argv) {
   int64_t documents = 0, sequences = 0, tokens = 0;
   for (size_t d = 0; d < blend->prefixes.size(); ++d) {
     if (absl::Status st = CheckDatasetPrefix(blend->prefixes[d], "--data-path"); !st.ok()) {
-      std::fprintf(stderr, "inspect_data: %s\n", std::string(st.message()).c_str());
-      return 1;
+      return Fail(st);
     }
     auto ds = IndexedDataset::Open(blend->prefixes[d]);
     if (!ds.ok()) {
-      std::fprintf(stderr, "inspect_data: --data-path: %s\n",
-                   std::string(ds.status().message()).c_str());
-      return 1;
+      return Fail(ds.status(), "--data-path: ");
     }
     const IndexedDataset& x = **ds;
     std::string weight = "unweighted (blended by size)";
@@ -169,8 +178,7 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = ResolveVocabulary(&config);
   if (!tokenizer.ok()) {
-    std::fprintf(stderr, "inspect_data: %s\n", std::string(tokenizer.status().message()).c_str());
-    return 1;
+    return Fail(tokenizer.status());
   }
   // Shows the ids the files hold, whatever the vocabulary (the trainer checks them).
   TrainingDataOptions options;
@@ -179,8 +187,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<DataSplits> splits =
       BuildTrainingData(config, train_samples, 0, 0, /*build_cache_here=*/true, options);
   if (!splits.ok()) {
-    std::fprintf(stderr, "inspect_data: %s\n", std::string(splits.status().message()).c_str());
-    return 1;
+    return Fail(splits.status());
   }
   std::printf(
       "train split: --split %s, --seq-length %lld, --seed %lld, %lld samples requested, "
@@ -190,16 +197,12 @@ int Main(int argc, char** argv) {
   for (int64_t i = 0; i < num_samples; ++i) {
     absl::StatusOr<std::vector<int32_t>> sample = splits->train->Sample(i);
     if (!sample.ok()) {
-      std::fprintf(stderr, "inspect_data: sample %lld: %s\n", (long long)i,
-                   std::string(sample.status().message()).c_str());
-      return 1;
+      return Fail(sample.status(), absl::StrCat("sample ", i, ": "));
     }
     if (decode) {
       absl::StatusOr<std::string> text = (*tokenizer)->Detokenize(*sample);
       if (!text.ok()) {
-        std::fprintf(stderr, "inspect_data: sample %lld: %s\n", (long long)i,
-                     std::string(text.status().message()).c_str());
-        return 1;
+        return Fail(text.status(), absl::StrCat("sample ", i, ": "));
       }
       std::printf("sample %lld: \"%s\"\n", (long long)i, Escape(*text).c_str());
     } else {

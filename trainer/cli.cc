@@ -1,6 +1,5 @@
 #include "trainer/cli.h"
 
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -25,6 +24,7 @@
 #include "trainer/hf/export.h"
 #include "trainer/hf/export_command.h"
 #include "trainer/host_memory_fit.h"
+#include "trainer/line_file.h"
 #include "trainer/megatron_flags_not_here.h"
 #include "trainer/output_files.h"
 #include "trainer/plan.h"
@@ -38,30 +38,37 @@ namespace {
 
 constexpr char kProgram[] = "trainer";
 
-int UsageError(std::ostream& err, const std::string& message) {
-  err << kProgram << ": error: " << message << "\n"
-      << kProgram << ": run with --help to list every flag\n";
-  return kExitUsage;
-}
-
-// A failure while running: one line naming the rank (`who`, "rank 3: "), exit code 1.
-// Messages that already begin with the rank ("rank 3: creating the world group ...",
-// "rank 3 of 8: ...") get no second prefix.
-int RunFailure(std::ostream& err, const std::string& who, const absl::Status& status) {
+// Prints `status` as the run's one error line and returns its exit code by the
+// project's rule (base/exit_code.h). `who` names the rank ("rank 3: "); messages that
+// already begin with it ("rank 3: creating the world group ...", "rank 3 of 8: ...")
+// get no second prefix. A refusal outside a rank also says where the flags are listed.
+int Fail(std::ostream& err, const std::string& who, const absl::Status& status) {
   const absl::string_view message = status.message();
   const absl::string_view stem = absl::StripSuffix(who, ": ");
   const bool named = !stem.empty() && absl::StartsWith(message, stem) &&
                      (message.size() == stem.size() ||
                       !absl::ascii_isdigit(static_cast<unsigned char>(message[stem.size()])));
   err << kProgram << ": error: " << (named ? "" : who) << message << "\n";
-  return kExitFailure;
+  const int code = ExitCodeFor(status);
+  if (code == kExitUsage && who.empty()) {
+    err << kProgram << ": run with --help to list every flag\n";
+  }
+  return code;
+}
+
+// What reading the command line and the files it names (--config, a config.json, the
+// tokenizer, the launcher's environment) returns is a refusal of that input, whatever
+// code the reader chose (a tokenizer file's parse error may say DataLoss).
+int Refuse(std::ostream& err, const absl::Status& status) {
+  return Fail(err, "",
+              IsInputRefusal(status) ? status : absl::InvalidArgumentError(status.message()));
 }
 
 // After a rank's run succeeded: the ranks meet once more, and the run directory's
 // rendezvous files go (ParallelState::Finish).
 int FinishRun(ParallelState& state, std::ostream& err, const std::string& who) {
   if (absl::Status finished = state.Finish(); !finished.ok()) {
-    return RunFailure(err, who, finished);
+    return Fail(err, who, finished);
   }
   return kExitOk;
 }
@@ -80,7 +87,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
   const absl::StatusOr<Backend> backend =
       StartBackend(resolved, env == nullptr ? 0 : env->local_rank);
   if (!backend.ok()) {
-    return RunFailure(err, who, backend.status());
+    return Fail(err, who, backend.status());
   }
   absl::StatusOr<std::unique_ptr<ParallelState>> state =
       env == nullptr
@@ -92,7 +99,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
                 resolved.cp(), config.parallel().expert_model_parallel_size(),
                 config.parallel().expert_tensor_parallel_size());
   if (!state.ok()) {
-    return RunFailure(err, who, state.status());
+    return Fail(err, who, state.status());
   }
   if (backend->ops != CpuBackend().ops && IsLoggingRank(**state)) {
     out << "conveyor: " << backend->description << "\n";
@@ -101,7 +108,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
     absl::StatusOr<RehearsalResult> rehearsal =
         RunRehearsal(resolved, **state, IsLoggingRank(**state) ? &out : nullptr);
     if (!rehearsal.ok()) {
-      return RunFailure(err, who, rehearsal.status());
+      return Fail(err, who, rehearsal.status());
     }
     return FinishRun(**state, err, who);
   }
@@ -116,40 +123,47 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
   absl::StatusOr<DataSplits> data = BuildTrainingData(
       config, counts.train, counts.valid, counts.test, env == nullptr || env->rank == 0);
   if (!data.ok()) {
-    return RunFailure(err, who, data.status());
+    return Fail(err, who, data.status());
   }
-  std::unique_ptr<std::ofstream> metrics;
+  std::unique_ptr<LineFile> metrics;
   if (!config.logging().metrics_file().empty() && IsLoggingRank(**state)) {
     // Appended to: a resumed (or relaunched) run adds its records after the earlier
     // ones instead of wiping them.
-    metrics = std::make_unique<std::ofstream>(config.logging().metrics_file(), std::ios::app);
-    if (!*metrics) {
-      return RunFailure(err, "",
-                        absl::InternalError("--metrics-file " + config.logging().metrics_file() +
-                                            ": cannot open for writing"));
-    }
+    absl::StatusOr<std::unique_ptr<LineFile>> opened =
+        LineFile::Open("--metrics-file", config.logging().metrics_file());
+    if (!opened.ok()) return Fail(err, who, opened.status());
+    metrics = std::move(*opened);
   }
   std::unique_ptr<tensorboard::MegatronScalars> tensorboard;
   if (!config.logging().tensorboard_dir().empty() && IsTensorBoardRank(**state)) {
     absl::StatusOr<std::unique_ptr<tensorboard::MegatronScalars>> started =
         tensorboard::MegatronScalars::Start(config.logging());
-    if (!started.ok()) return RunFailure(err, who, started.status());
+    if (!started.ok()) return Fail(err, who, started.status());
     tensorboard = std::move(*started);
   }
   absl::StatusOr<RankRun> run =
       TrainOnRank(resolved, **state, *data->train, {&out, metrics.get(), tensorboard.get()},
                   {data->valid.get(), data->test.get()}, *backend);
   if (!run.ok()) {
-    return RunFailure(err, who, run.status());
+    return Fail(err, who, run.status());
+  }
+  if (metrics != nullptr) {
+    if (absl::Status closed = metrics->Close(); !closed.ok()) return Fail(err, who, closed);
   }
   if (tensorboard != nullptr) {
     absl::StatusOr<std::string> closed = tensorboard->Close((**state).rank());
-    if (!closed.ok()) return RunFailure(err, who, closed.status());
+    if (!closed.ok()) return Fail(err, who, closed.status());
     out << *closed << "\n";
   }
   if (IsLoggingRank(**state)) {
     const std::vector<double>& losses = run->result.losses;
-    out << absl::StrFormat("conveyor: trained %d iterations", losses.size());
+    // Skipped steps (--nan-policy skip) changed nothing: they are not counted as trained.
+    const int64_t skipped = run->result.skipped_iterations;
+    out << absl::StrFormat("conveyor: trained %d iterations",
+                           static_cast<int64_t>(losses.size()) - skipped);
+    if (skipped > 0) {
+      out << absl::StrFormat(" (%d more skipped for a NaN or inf, --nan-policy skip)", skipped);
+    }
     if (!losses.empty()) out << absl::StrFormat(", final lm loss %.4f", losses.back());
     out << "\n";
     const std::string memory = DeviceMemorySummary(*backend);
@@ -179,13 +193,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   std::vector<std::string> ignored_megatron_flags;
   absl::StatusOr<Config> parsed = ParseFlags(args, &ignored_megatron_flags);
-  if (!parsed.ok()) return UsageError(err, std::string(parsed.status().message()));
+  if (!parsed.ok()) return Refuse(err, parsed.status());
   // A Hugging Face model's config.json fixes the model flags before anything reads them.
   if (!parsed->checkpoint().load_hf().empty()) {
     std::vector<std::string> hf_warnings;
     if (absl::Status hf = ApplyHfConfig(parsed->checkpoint().load_hf(), &*parsed, &hf_warnings);
         !hf.ok()) {
-      return UsageError(err, std::string(hf.message()));
+      return Refuse(err, hf);
     }
     for (const std::string& warning : hf_warnings) {
       err << kProgram << ": warning: " << warning << "\n";
@@ -196,15 +210,15 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (absl::Status agree =
           CheckLauncherAgreement(parsed->parallel().nproc_per_node(), parsed->parallel().nnodes());
       !agree.ok()) {
-    return UsageError(err, std::string(agree.message()));
+    return Refuse(err, agree);
   }
   absl::StatusOr<std::optional<RankEnvironment>> env = RankEnvironmentFromEnv();
-  if (!env.ok()) return UsageError(err, std::string(env.status().message()));
+  if (!env.ok()) return Refuse(err, env.status());
   const int world_size = WorldSizeFromEnvironment(*parsed);
   // Resolved once (derived values and the tokenizer's vocabulary); everything below
   // reads this.
   absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, world_size);
-  if (!resolved.ok()) return UsageError(err, std::string(resolved.status().message()));
+  if (!resolved.ok()) return Refuse(err, resolved.status());
   const Config& config = resolved->config();
 
   const GpuInfo gpus = ProbeGpus();
@@ -230,33 +244,36 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (config.training().dry_run()) {
     if (!first_rank) return kExitOk;
     absl::StatusOr<std::string> plan = FormatPlan(*resolved, shape);
-    if (!plan.ok()) return UsageError(err, std::string(plan.status().message()));
+    if (!plan.ok()) return Refuse(err, plan.status());
     out << *plan << HostMemoryLine(*resolved, shape, on_host);
     if (const std::string& html = config.logging().plan_html(); !html.empty()) {
       absl::StatusOr<std::string> page = PlanHtml(*resolved, shape);
-      if (!page.ok()) return UsageError(err, std::string(page.status().message()));
+      if (!page.ok()) return Refuse(err, page.status());
       if (absl::Status written = WriteFile(html, *page, Durability::kVisible); !written.ok()) {
-        return UsageError(
-            err, absl::StrCat("--plan-html: ", written.message(), "; choose a writable path"));
+        return Fail(err, "",
+                    absl::Status(written.code(), absl::StrCat("--plan-html: ", written.message(),
+                                                              "; choose a writable path")));
       }
       out << "plan: page written to " << html << "\n";
     }
     return kExitOk;
   }
   if (absl::Status writable = CheckOutputFiles(config); !writable.ok()) {
-    return UsageError(err, std::string(writable.message()));
+    return Refuse(err, writable);
+  }
+  if (const std::string warning = ProfileWindowWarning(config); first_rank && !warning.empty()) {
+    err << kProgram << ": " << warning << "\n";
   }
   if (absl::Status fits = CheckRunFitsHostMemory(*resolved, shape, on_host); !fits.ok()) {
-    err << kProgram << ": error: " << fits.message() << "\n";
-    return kExitFailure;
+    return Fail(err, "", fits);
   }
   if (external != nullptr) return RunRank(*resolved, external, out, err);
   if (world_size == 1) return RunRank(*resolved, nullptr, out, err);
   if (config.parallel().nnodes() > 1) {
-    return UsageError(err,
-                      "--nnodes > 1: start one trainer per rank with torchrun or srun "
-                      "(RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS); the built-in "
-                      "launcher starts ranks on this machine only");
+    return Refuse(err, absl::InvalidArgumentError(
+                           "--nnodes > 1: start one trainer per rank with torchrun or srun "
+                           "(RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS); the built-in "
+                           "launcher starts ranks on this machine only"));
   }
   out.flush();
   LaunchOptions launch;

@@ -2,13 +2,16 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "parallel/pipeline/bubble.h"
 #include "parallel/pipeline/chrome_trace.h"
+#include "trainer/line_file.h"
 
 namespace conveyor {
 
@@ -71,12 +74,14 @@ absl::Status WriteMergedTrace(const std::string& path,
                               Communicator& world) {
   const std::string part = absl::StrFormat("%s.rank%d", path, world.rank());
   {
-    std::ofstream f(part);
+    std::ostringstream f;
     for (const pipeline::TimedAction& t : timeline) {
       f << static_cast<int>(t.action.type) << " " << t.action.micro_batch << " " << t.action.chunk
         << " " << t.action.peer << " " << absl::StrFormat("%.9f %.9f", t.start, t.end) << "\n";
     }
-    if (!f) return absl::InternalError("--trace-file: cannot write " + part);
+    // Checked to the close, with the errno text (base/atomic_file.h).
+    RETURN_IF_ERROR(OutputWriteFailure(WriteFile(part, f.str(), Durability::kVisible)))
+        << "--trace-file";
   }
   RETURN_IF_ERROR(world.Barrier());
   if (world.rank() == 0) {
@@ -94,9 +99,9 @@ absl::Status WriteMergedTrace(const std::string& path,
       }
       std::remove(name.c_str());
     }
-    std::ofstream out(path);
-    out << pipeline::ChromeTraceJson(merged, 1e6);
-    if (!out) return absl::InternalError("--trace-file: cannot write " + path);
+    RETURN_IF_ERROR(OutputWriteFailure(
+        WriteFile(path, pipeline::ChromeTraceJson(merged, 1e6), Durability::kVisible)))
+        << "--trace-file";
   }
   return world.Barrier();
 }
