@@ -43,6 +43,7 @@ struct Line {
 struct Document {
   std::vector<int32_t> ids;
   std::vector<int32_t> lengths;
+  int64_t text_bytes = 0;  // of the field's text: no tokens from text blames the tokenizer
 };
 
 // Why a line cannot be used. The fix is shown when the line stops the run;
@@ -145,6 +146,7 @@ std::optional<LineError> EncodeField(const JsonValue& doc, const std::string& ke
                      absl::StrCat(kFixLine, kOrSkip)};
   }
   for (const std::string* sentence : sentences) {
+    out->text_bytes += int64_t(sentence->size());
     absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Tokenize(*sentence);
     if (!ids.ok()) {
       return LineError{absl::StrCat("field \"", key, "\": ", ids.status().message()),
@@ -229,6 +231,7 @@ class OutputDatasets {
       prefixes_.push_back(absl::StrCat(options.output_prefix, "_", key, "_document"));
     }
     tokens_.assign(prefixes_.size(), 0);
+    text_bytes_.assign(prefixes_.size(), 0);
   }
   const std::vector<std::string>& prefixes() const { return prefixes_; }
 
@@ -247,12 +250,14 @@ class OutputDatasets {
       const Document& doc = documents[k];
       RETURN_IF_ERROR(builders_[k]->AddDocument(absl::MakeConstSpan(doc.ids), doc.lengths));
       tokens_[k] += int64_t(doc.ids.size());
+      text_bytes_[k] += doc.text_bytes;
       *tokens += int64_t(doc.ids.size());
     }
     return absl::OkStatus();
   }
-  // Tokens written so far, per key.
+  // Tokens written so far, per key, and the bytes of text they came from.
   const std::vector<int64_t>& tokens() const { return tokens_; }
+  const std::vector<int64_t>& text_bytes() const { return text_bytes_; }
 
   absl::Status Finalize() {
     for (size_t k = 0; k < builders_.size(); ++k) {
@@ -276,6 +281,7 @@ class OutputDatasets {
   std::vector<std::string> prefixes_;
   std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders_;
   std::vector<int64_t> tokens_;
+  std::vector<int64_t> text_bytes_;
 };
 
 absl::Status CheckOptions(const PreprocessOptions& options) {
@@ -307,10 +313,19 @@ absl::Status CheckOptions(const PreprocessOptions& options) {
 // A run that wrote no document, or no token under some key, made nothing to
 // train on (the trainer refuses an empty dataset), so it fails and says why.
 absl::Status CheckWroteTokens(const PreprocessOptions& options, const PreprocessSummary& summary,
-                              const OutputDatasets& outputs) {
+                              const OutputDatasets& outputs, const Tokenizer& tokenizer) {
   if (summary.documents > 0) {
     for (size_t k = 0; k < options.json_keys.size(); ++k) {
       if (outputs.tokens()[k] > 0) continue;
+      if (outputs.text_bytes()[k] > 0) {  // the field has text: the tokenizer made nothing of it
+        return absl::InvalidArgumentError(absl::StrCat(
+            options.input, ": field \"", options.json_keys[k], "\" holds ", outputs.text_bytes()[k],
+            " bytes of text in ", summary.documents,
+            " documents, but the tokenizer made no token of any of it: its vocabulary (",
+            tokenizer.vocab_size(),
+            " ids) is empty or matches none of the text; check the tokenizer files "
+            "(--vocab-file and --merge-file, --tokenizer-model) and --tokenizer-type"));
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           options.input, ": field \"", options.json_keys[k],
           "\" is empty (no tokens) in every document (", summary.documents,
@@ -395,7 +410,7 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options,
   OutputDatasets outputs(options);
   absl::Status status = outputs.Create(summary.dtype);
   if (status.ok()) status = ProcessLines(in, options, tokenizer, &outputs, &summary);
-  if (status.ok()) status = CheckWroteTokens(options, summary, outputs);
+  if (status.ok()) status = CheckWroteTokens(options, summary, outputs, tokenizer);
   if (status.ok()) status = outputs.Finalize();
   if (!status.ok()) {
     outputs.Discard();

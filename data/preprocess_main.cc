@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/preprocess.h"
@@ -304,8 +305,9 @@ int UsageError(const absl::Status& status) {
   for (absl::string_view line : absl::StrSplit(status.message(), '\n')) {
     std::fprintf(stderr, "preprocess: %s\n", std::string(line).c_str());
   }
-  std::fputs(Usage().c_str(), stderr);
-  return 2;
+  // Not the whole help: it would push the problems off the screen.
+  std::fputs("preprocess: run with --help to list every flag\n", stderr);
+  return kExitUsage;
 }
 
 void PrintSummary(const PreprocessSummary& s, int workers) {
@@ -333,7 +335,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<PreprocessSummary> summary = Preprocess(flags.options, **tokenizer);
   if (!summary.ok()) {
     std::fprintf(stderr, "preprocess: %s\n", std::string(summary.status().message()).c_str());
-    return 1;
+    return ExitCodeFor(summary.status());
   }
   PrintSummary(*summary, flags.options.workers);
   return 0;

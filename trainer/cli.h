@@ -1,6 +1,6 @@
 // The trainer's command line: flags -> validated config -> plan or training run.
-// Returns the process exit code: 0 success, 1 a failure while running, 2 a usage error
-// (bad flags or config), as argparse-based launchers do.
+// Returns the process exit code by the project's one rule (base/exit_code.h): 0 success,
+// 2 input refused (flags, config or data files, checkpoints), 1 a failure while running.
 #ifndef CONVEYOR_TRAINER_CLI_H_
 #define CONVEYOR_TRAINER_CLI_H_
 
@@ -8,11 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace conveyor {
+#include "base/exit_code.h"
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
+namespace conveyor {
 
 // `args` excludes the program name.
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

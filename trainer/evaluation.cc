@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "parallel/pipeline/forward_only.h"
+#include "trainer/line_file.h"
 #include "trainer/pipeline_pass.h"
 #include "trainer/training_log.h"
 
@@ -53,7 +54,10 @@ absl::Status EvaluateDuringTraining(const Config& config, const RankContext& con
   if (out.log != nullptr) {
     *out.log << FormatValidationLine(absl::StrCat("iteration ", iteration), loss) << std::endl;
   }
-  if (out.metrics != nullptr) *out.metrics << FormatValidationJson(iteration, loss) << std::endl;
+  if (out.metrics != nullptr) {
+    RETURN_IF_ERROR(
+        WriteLine(*out.metrics, FormatValidationJson(iteration, loss), "--metrics-file"));
+  }
   if (out.tensorboard != nullptr) {
     out.tensorboard->Evaluation("validation", loss, iteration, result->consumed_samples);
   }
@@ -89,7 +93,8 @@ absl::Status EvaluateAfterTraining(const Config& config, const RankContext& cont
                << std::endl;
     }
     if (out.metrics != nullptr) {
-      *out.metrics << FormatValidationJson(iteration, loss, split.json_key) << std::endl;
+      RETURN_IF_ERROR(WriteLine(*out.metrics, FormatValidationJson(iteration, loss, split.json_key),
+                                "--metrics-file"));
     }
     if (out.tensorboard != nullptr) {
       out.tensorboard->Evaluation(split.name, loss, iteration, result->consumed_samples);

@@ -8,8 +8,12 @@
 
 #include "runtime/cpu/blas_kernels.h"
 #include "trainer/cli.h"
+#include "trainer/stdout_stream.h"
 
 int main(int argc, char** argv) {
+  // A closed stdout (`trainer ... | head`) or a file at its size limit must not kill the
+  // run without a word (trainer/stdout_stream.h).
+  conveyor::SurviveFailedWrites();
   // OpenBLAS reads OPENBLAS_CORETYPE only as it loads, so naming faster kernels than the
   // generic ones it fell back to takes a fresh start of this program, with the same
   // arguments (runtime/cpu/blas_kernels.h); the ranks it forks inherit the choice.
@@ -18,5 +22,7 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only when it fails: go on with these kernels
   }
   const std::vector<std::string> args(argv + 1, argv + argc);
-  return conveyor::RunCli(args, std::cout, std::cerr);
+  const int code = conveyor::RunCli(args, std::cout, std::cerr);
+  std::cout.flush();
+  return code;
 }

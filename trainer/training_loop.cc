@@ -21,6 +21,7 @@
 #include "trainer/exit_conditions.h"
 #include "trainer/expert_bias_update.h"
 #include "trainer/flops.h"
+#include "trainer/line_file.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/message_bytes.h"
 #include "trainer/micro_batch_feed.h"
@@ -76,6 +77,13 @@ UpdatedParameters StageParameters(const GptStage& stage, std::vector<Parameter*>
   return params;
 }
 
+// --nan-policy skip: after this many skipped steps in a row the run stops. A NaN step
+// leaves the weights as they were, so one that keeps recurring means the weights or the
+// data are broken, and every further step would be skipped too. Megatron has no such
+// bound only because it stops at the first NaN (--check-for-nan-in-loss-and-grad); its
+// fp16 loss scaler skips a handful of steps while it searches for a scale.
+constexpr int64_t kMaxSkippedInARow = 10;
+
 // What one step measured.
 struct StepOutcome {
   double loss = 0.0;  // mean over micro-batches and DP ranks
@@ -126,7 +134,7 @@ class TrainingRun {
     ASSIGN_OR_RETURN(const ResumePoint resume, checkpoints_.Load(out_.log));
     RefreshComputeCopies(stage_->ops(), params_);
     result_.consumed_samples = resume.consumed_samples;
-    iteration_ = saved_iteration_ = resume.iteration;
+    iteration_ = saved_iteration_ = first_iteration_ = resume.iteration;
     if (iteration_ >= t_.train_iters()) return NothingToTrain();
     ExitConditions exit_conditions(config_.checkpoint());
     stage_->OnParametersNeeded(
@@ -293,6 +301,7 @@ class TrainingRun {
       RefreshComputeCopies(stage_->ops(), params_);
       interval_loss_ += step.loss;
       ++interval_good_iterations_;
+      skipped_in_a_row_ = 0;
       return absl::OkStatus();
     }
     ++result_.nan_iterations;
@@ -306,7 +315,19 @@ class TrainingRun {
     }
     ++result_.skipped_iterations;
     ++interval_.skipped_iterations;
-    return absl::OkStatus();
+    if (++skipped_in_a_row_ < kMaxSkippedInARow) return absl::OkStatus();
+    return absl::InternalError(absl::StrFormat(
+        "iteration %d: the last %d steps had a NaN or inf loss or gradient norm and were all "
+        "skipped (--nan-policy skip); the model has diverged or its data is broken, so the run "
+        "stops without saving. Resume from the last checkpoint with a lower --lr, a higher "
+        "--lr-warmup-iters or --clip-grad",
+        iteration_, skipped_in_a_row_));
+  }
+
+  // Whether every step since iteration `since` was skipped: the weights are those of
+  // iteration `since`, and a checkpoint would claim iterations that never trained.
+  bool AllSkippedSince(int64_t since) const {
+    return iteration_ > since && skipped_in_a_row_ >= iteration_ - since;
   }
 
   absl::Status ReportMemory() {
@@ -346,7 +367,9 @@ class TrainingRun {
                 << messages_line << "\n"
                 << bubble_line << std::flush;
     }
-    if (out_.metrics != nullptr) *out_.metrics << FormatMetricsJson(interval_) << std::endl;
+    if (out_.metrics != nullptr) {
+      RETURN_IF_ERROR(WriteLine(*out_.metrics, FormatMetricsJson(interval_), "--metrics-file"));
+    }
     if (out_.tensorboard != nullptr) {
       figures.iteration = iteration_;
       figures.seconds_per_iteration = interval_.ms_per_iteration / 1e3;
@@ -434,6 +457,15 @@ class TrainingRun {
         iteration_ % ckpt.save_interval() != 0) {
       return absl::OkStatus();
     }
+    if (AllSkippedSince(saved_iteration_)) {
+      if (out_.log != nullptr) {
+        *out_.log << absl::StrFormat(
+            "conveyor: not saving iteration %d: every step since iteration %d was skipped "
+            "(--nan-policy skip), so its weights are iteration %d's\n",
+            iteration_, saved_iteration_, saved_iteration_);
+      }
+      return absl::OkStatus();
+    }
     RETURN_IF_ERROR(checkpoints_.Save({iteration_, result_.consumed_samples}));
     saved_iteration_ = iteration_;
     return absl::OkStatus();
@@ -452,6 +484,13 @@ class TrainingRun {
 
   // The last save, the final evaluations of a completed run, and the trace.
   absl::StatusOr<TrainingResult> Finish() {
+    if (AllSkippedSince(first_iteration_)) {
+      return absl::InternalError(absl::StrFormat(
+          "iteration %d: every one of this run's %d steps had a NaN or inf loss or gradient "
+          "norm and was skipped (--nan-policy skip): nothing was trained, and nothing was "
+          "saved. Lower --lr, raise --lr-warmup-iters or set --clip-grad",
+          iteration_, iteration_ - first_iteration_));
+    }
     // What the run leaves (the stage's parameters, a final checkpoint) is current.
     RETURN_IF_ERROR(updater_->ParametersCurrent());
     if (!config_.checkpoint().save().empty() && saved_iteration_ != iteration_) {
@@ -501,6 +540,8 @@ class TrainingRun {
   TrainingResult result_;
   int64_t iteration_ = 0;        // the last completed (or, in a step, the current) one
   int64_t saved_iteration_ = 0;  // of the last checkpoint
+  int64_t first_iteration_ = 0;  // where this launch resumed
+  int64_t skipped_in_a_row_ = 0;  // --nan-policy skip: the steps skipped since the last applied
   // Since the last log line.
   IntervalStats interval_;
   double interval_seconds_ = 0.0;

@@ -268,6 +268,34 @@ TEST(PreprocessTest, EveryTextEmptyIsAnErrorNamingTheFileAndTheKey) {
   EXPECT_FALSE(Exists(dir + "/out_title_document.idx"));
 }
 
+// A tokenizer whose vocabulary matches nothing: every text tokenizes to no ids.
+class EmptyVocabularyTokenizer : public Tokenizer {
+ public:
+  absl::StatusOr<std::vector<int32_t>> Tokenize(absl::string_view) const override {
+    return std::vector<int32_t>();
+  }
+  absl::StatusOr<std::string> Detokenize(absl::Span<const int32_t>) const override { return ""; }
+  int64_t vocab_size() const override { return 1; }
+  int32_t eod() const override { return 0; }
+};
+
+// Text that makes no tokens blames the tokenizer, not --json-keys (which named the
+// field that holds the text).
+TEST(PreprocessTest, TextThatMakesNoTokensBlamesTheTokenizer) {
+  const std::string dir = FreshDir("preprocess");
+  const PreprocessOptions options = ByteOptions(dir, "{\"text\": \"hello\"}\n{\"text\": \"you\"}\n");
+  EmptyVocabularyTokenizer tok;
+  absl::StatusOr<PreprocessSummary> summary = Preprocess(options, tok);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().message(),
+            options.input +
+                ": field \"text\" holds 8 bytes of text in 2 documents, but the tokenizer made no "
+                "token of any of it: its vocabulary (1 ids) is empty or matches none of the text; "
+                "check the tokenizer files (--vocab-file and --merge-file, --tokenizer-model) and "
+                "--tokenizer-type");
+  EXPECT_FALSE(Exists(dir + "/out_text_document.bin"));
+}
+
 TEST(PreprocessTest, AFailedRunRemovesWhatItWrote) {
   const std::string dir = FreshDir("preprocess");
   // Two keys, and the bad line comes after a batch's worth of good ones
@@ -377,7 +405,7 @@ TEST(PreprocessBinaryTest, RunsEndToEnd) {
                           "--input " + dir + "/missing.jsonl --output-prefix " + dir +
                               "/x --tokenizer-type ByteTokenizer",
                           &log),
-            1);
+            2);  // input to change, as every refusal of input (base/exit_code.h)
   ExpectContains(log, {"cannot read --input " + dir + "/missing.jsonl: No such file"});
 }
 
@@ -398,18 +426,19 @@ TEST(PreprocessBinaryTest, WritingNothingFailsAndLeavesNoFiles) {
   const std::string dir = FreshDir("preprocess");
   const std::string bytes = " --output-prefix " + dir + "/out --tokenizer-type ByteTokenizer";
   std::string log;
-  EXPECT_EQ(RunPreprocess(dir, "--input " + dir + bytes, &log), 1);
+  // Input to change: exit 2, as every refusal of input (base/exit_code.h).
+  EXPECT_EQ(RunPreprocess(dir, "--input " + dir + bytes, &log), 2);
   ExpectContains(log, {"preprocess: --input " + dir + " is a directory, not a file"});
 
   const std::string empty = WriteInput(dir, "");
-  EXPECT_EQ(RunPreprocess(dir, "--input " + empty + bytes, &log), 1);
+  EXPECT_EQ(RunPreprocess(dir, "--input " + empty + bytes, &log), 2);
   ExpectContains(log, {"preprocess: " + empty +
                        ": no documents to write, so no dataset was written: the file is empty"});
   EXPECT_FALSE(Exists(dir + "/out_text_document.bin"));
   EXPECT_FALSE(Exists(dir + "/out_text_document.idx"));
 
   const std::string empty_texts = WriteInput(dir, "{\"text\": \"\"}\n");
-  EXPECT_EQ(RunPreprocess(dir, "--input " + empty_texts + bytes + " --append-eod", &log), 1);
+  EXPECT_EQ(RunPreprocess(dir, "--input " + empty_texts + bytes + " --append-eod", &log), 2);
   ExpectContains(log, {"preprocess: " + empty_texts +
                        ": field \"text\" is empty (no tokens) in every document (1 in all)"});
   EXPECT_FALSE(Exists(dir + "/out_text_document.bin"));
@@ -460,7 +489,10 @@ TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
   for (const Case& c : cases) {
     std::string log;
     EXPECT_EQ(RunPreprocess(dir, base + c.flags, &log), 2) << c.flags;
-    ExpectContains(log, {c.message, "usage: preprocess"});
+    // The problem and a pointer to --help, not the whole help after it (which pushed
+    // the problem off the screen).
+    ExpectContains(log, {c.message, "preprocess: run with --help to list every flag"});
+    EXPECT_EQ(log.find("usage: preprocess"), std::string::npos) << c.flags;
     EXPECT_FALSE(Exists(dir + "/out_text_document.bin")) << c.flags;
   }
 }

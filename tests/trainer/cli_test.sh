@@ -55,13 +55,14 @@ cp "$tmp/metrics.jsonl" "$tmp/metrics.first"
   fail "the second run changed the first run's metrics"
 expect_usage_error "--overwrite-save needs --save FOLDER" --config "$config" --overwrite-save
 
-# --device cuda without a GPU (CI) fails on every rank, naming the flag and the fix.
+# --device cuda without a GPU (CI) is refused on every rank (exit 2: a flag to change),
+# naming the flag and the fix.
 if ! nvidia-smi >/dev/null 2>&1; then
   for ranks in 1 2; do
     "$trainer" --config "$config" --device cuda --nproc-per-node "$ranks" --train-iters 2 \
       --lr-warmup-iters 1 >"$tmp/out" 2>"$tmp/err"
     code=$?
-    [[ $code -eq 1 ]] || fail "--device cuda without a GPU ($ranks ranks) exited $code, want 1"
+    [[ $code -eq 2 ]] || fail "--device cuda without a GPU ($ranks ranks) exited $code, want 2"
     grep -qF -- "--device cuda: no usable CUDA device" "$tmp/err" &&
       grep -qF -- "use --device cpu" "$tmp/err" ||
       fail "--device cuda error ($ranks ranks) lacks the flag or the fix: $(cat "$tmp/err")"
@@ -113,7 +114,7 @@ done
 for rank in 0 1; do
   wait "${pids[rank]}"
   code=$?
-  [[ $code -eq 1 ]] || fail "ranks with different flags: rank $rank exited $code, want 1: $(tail -3 "$tmp/differ.$rank")"
+  [[ $code -eq 2 ]] || fail "ranks with different flags: rank $rank exited $code, want 2: $(tail -3 "$tmp/differ.$rank")"
   for want in "rank $rank: the ranks were started with different settings" \
       "--num-layers 2 on rank 0, 3 on rank 1" "--lr 0.001 on rank 0, 0.002 on rank 1"; do
     grep -qF -- "$want" "$tmp/differ.$rank" || fail "ranks with different flags: rank $rank lacks '$want': $(tail -3 "$tmp/differ.$rank")"
@@ -181,7 +182,7 @@ touch "$tmp/not-a-dir"
 RANK=0 WORLD_SIZE=2 CONVEYOR_RUN_DIR="$tmp/not-a-dir/run" timeout 60 "$trainer" --config "$config" \
   >"$tmp/out" 2>"$tmp/err"
 code=$?
-[[ $code -eq 1 ]] || fail "an unusable CONVEYOR_RUN_DIR exited $code, want 1"
+[[ $code -eq 2 ]] || fail "an unusable CONVEYOR_RUN_DIR exited $code, want 2"
 grep -qF "trainer: error: rank 0: meeting the other ranks in CONVEYOR_RUN_DIR=$tmp/not-a-dir/run" \
   "$tmp/err" || fail "no error naming the run dir: $(cat "$tmp/err")"
 grep -q "rank 0: rank 0" "$tmp/err" && fail "the rank is named twice: $(cat "$tmp/err")"
@@ -232,7 +233,7 @@ done
 # Resuming a checkpoint of another model is refused, naming every differing flag.
 "$trainer" --config "$config" --load "$tmp/signal1" --hidden-size 64 >"$tmp/out" 2>"$tmp/err"
 code=$?
-[[ $code -eq 1 ]] || fail "loading another model's checkpoint exited $code, want 1"
+[[ $code -eq 2 ]] || fail "loading another model's checkpoint exited $code, want 2"
 grep -qF -- "--hidden-size 64 (checkpoint: 128)" "$tmp/err" || fail "no field list: $(cat "$tmp/err")"
 
 # One task launched by srun (-n1) forks --nproc-per-node ranks itself, as torchrun would.

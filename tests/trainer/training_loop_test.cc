@@ -9,9 +9,12 @@
 #include <sstream>
 #include <vector>
 
+#include "base/exit_code.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/memory_tracker.h"
+#include "tests/util/test_dirs.h"
+#include "trainer/checkpoint/file_io.h"
 #include "trainer/config_validation.h"
 #include "trainer/evaluation.h"
 #include "trainer/expert_bias_update.h"
@@ -135,10 +138,16 @@ TEST(TrainingLoopTest, NanLossStopsWithIterationAndFlag) {
       ::testing::AllOf(::testing::HasSubstr("iteration 1"), ::testing::HasSubstr("--nan-policy")));
 }
 
-TEST(TrainingLoopTest, NanPolicySkipSkipsStepsAndReportsThem) {
+// A run whose every step was skipped trained nothing: it fails, saving nothing (a
+// checkpoint would hold the loaded weights under a later iteration), after logging the
+// skipped steps.
+TEST(TrainingLoopTest, NanPolicySkipFailsWhenEveryStepWasSkipped) {
   Config c = SmallConfig();
   c.mutable_training()->set_nan_policy("skip");
   c.mutable_training()->set_train_iters(3);
+  const std::string save = testing_util::FreshDir("all_skipped");
+  c.mutable_checkpoint()->set_save(save);
+  c.mutable_checkpoint()->set_save_interval(1);
   c = Resolve(c);
   std::unique_ptr<GptStage> model = OneRankModel(c);
   Parameter* p = model->parameters()[0];
@@ -146,12 +155,33 @@ TEST(TrainingLoopTest, NanPolicySkipSkipsStepsAndReportsThem) {
   std::ostringstream log, metrics;
   absl::StatusOr<TrainingResult> r =
       Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {&log, &metrics});
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->skipped_iterations, 3);
-  EXPECT_EQ(r->nan_iterations, 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("every one of this run's 3 steps"),
+                               ::testing::HasSubstr("--nan-policy skip"),
+                               ::testing::HasSubstr("nothing was saved")));
+  EXPECT_EQ(ExitCodeFor(r.status()), 1);
   EXPECT_TRUE(std::isinf(p->value.data()[0]));  // no update was applied
   EXPECT_THAT(log.str(), ::testing::HasSubstr("number of nan iterations:   1"));
+  EXPECT_THAT(log.str(), ::testing::HasSubstr("not saving iteration 1"));
   EXPECT_THAT(metrics.str(), ::testing::HasSubstr("\"lm_loss\": null"));
+  EXPECT_FALSE(PathExists(save + "/latest_checkpointed_iteration.txt"));
+}
+
+// Skipped steps in a row beyond the bound stop a long run at once, not after it.
+TEST(TrainingLoopTest, NanPolicySkipStopsAfterTenSkippedStepsInARow) {
+  Config c = SmallConfig();
+  c.mutable_training()->set_nan_policy("skip");
+  c.mutable_training()->set_train_iters(1000);
+  c = Resolve(c);
+  std::unique_ptr<GptStage> model = OneRankModel(c);
+  model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::infinity();
+  absl::StatusOr<TrainingResult> r =
+      Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("iteration 10: the last 10 steps"),
+                               ::testing::HasSubstr("stops without saving")));
 }
 
 // --moe-router-enable-expert-bias: a skipped step (NaN) leaves the expert biases alone
@@ -174,8 +204,8 @@ TEST(TrainingLoopTest, SkippedStepsLeaveTheExpertBiasAlone) {
     if (skipped) model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::infinity();
     absl::StatusOr<TrainingResult> r =
         Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {});
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->skipped_iterations, skipped ? 1 : 0);
+    // The one step skipped: the run trained nothing and fails (the model is still there).
+    ASSERT_EQ(r.ok(), !skipped) << r.status();
     const std::vector<ExpertBias*> biases = StageExpertBiases(model.get());
     ASSERT_EQ(biases.size(), 2u);
     for (const ExpertBias* bias : biases) {

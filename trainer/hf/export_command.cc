@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/exit_code.h"
 #include "flags/proto_flags.h"
 #include "proto/tools.pb.h"
 #include "trainer/hf/export.h"
@@ -36,10 +37,12 @@ std::string Usage() {
   return out;
 }
 
+// The problems alone, then where the flags are listed: the whole help after them would
+// push them off the screen.
 int UsageError(const std::vector<std::string>& problems, std::ostream& err) {
   for (const std::string& problem : problems) err << "trainer export: " << problem << "\n";
-  err << Usage();
-  return 2;
+  err << "trainer export: run with --help to list every flag\n";
+  return kExitUsage;
 }
 
 }  // namespace
@@ -93,7 +96,7 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
   const absl::Status status = ExportHf(load, step, output, export_options, &summary);
   if (!status.ok()) {
     err << "trainer export: " << status.message() << "\n";
-    return 1;
+    return ExitCodeFor(status);
   }
   out << "exported iteration " << summary.iteration << " of " << load << " to " << output << " ("
       << summary.architecture << "): " << summary.tensors << " tensors, " << summary.parameters

@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "profiler/recorder.h"
+#include "trainer/line_file.h"
 
 namespace conveyor::profiler {
 namespace {
@@ -58,15 +60,18 @@ absl::Status StepProfiler::Finish(const std::string& process_name, Communicator&
   const std::string& path = logging_.profile_file();
   const std::string part = absl::StrFormat("%s.rank%d", path, world.rank());
   if (enabled_) {
-    std::ofstream f(part);
-    const int pid = world.rank();
-    f << NameJson("process_name", pid, 0, process_name) << ",\n";
+    std::string text = NameJson("process_name", world.rank(), 0, process_name) + ",\n";
     const std::vector<std::string> threads = Recorder::Global().ThreadNames();
     for (size_t t = 0; t < threads.size(); ++t) {
-      f << NameJson("thread_name", pid, static_cast<int>(t), threads[t]) << ",\n";
+      absl::StrAppend(&text, NameJson("thread_name", world.rank(), static_cast<int>(t), threads[t]),
+                      ",\n");
     }
-    for (const Span& s : Recorder::Global().Take()) f << EventJson(s, pid) << ",\n";
-    if (!f) return absl::InternalError(absl::StrCat("--profile-file: cannot write ", part));
+    for (const Span& s : Recorder::Global().Take()) {
+      absl::StrAppend(&text, EventJson(s, world.rank()), ",\n");
+    }
+    // Every write checked, close included (base/atomic_file.h), with the errno text.
+    RETURN_IF_ERROR(OutputWriteFailure(WriteFile(part, text, Durability::kVisible)))
+        << "--profile-file";
   }
   RETURN_IF_ERROR(world.Barrier());
   if (world.rank() == 0) {
@@ -81,9 +86,10 @@ absl::Status StepProfiler::Finish(const std::string& process_name, Communicator&
       std::remove(name.c_str());
     }
     if (!events.empty()) events.resize(events.size() - 2);  // the last ",\n"
-    std::ofstream out(path);
-    out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" << events << "\n]}\n";
-    if (!out) return absl::InternalError(absl::StrCat("--profile-file: cannot write ", path));
+    RETURN_IF_ERROR(OutputWriteFailure(WriteFile(
+        path, absl::StrCat("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", events, "\n]}\n"),
+        Durability::kVisible)))
+        << "--profile-file";
   }
   return world.Barrier();
 }

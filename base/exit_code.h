@@ -1,0 +1,32 @@
+// The process exit code of a failure, one rule for every binary of the project (the
+// trainer, its export command, preprocess, inspect_data):
+//   0  success;
+//   2  the input was refused: something the user gave must change (a flag value, a
+//      config or data file, a checkpoint folder, the launcher's environment), before
+//      or during the run;
+//   1  a failure while running that a change of input would not fix: an I/O error, a
+//      full disk, a damaged file, a peer that died, a timeout, memory the machine lacks.
+// The status code decides, so that a refusal exits 2 wherever it is found:
+// InvalidArgument, FailedPrecondition, NotFound, OutOfRange, AlreadyExists and
+// PermissionDenied are refusals of input; every other code is a failure. Code that
+// reports a broken invariant of its own uses Internal, never InvalidArgument.
+#ifndef CONVEYOR_BASE_EXIT_CODE_H_
+#define CONVEYOR_BASE_EXIT_CODE_H_
+
+#include "absl/status/status.h"
+
+namespace conveyor {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// Whether `status` refuses the user's input (the codes above).
+bool IsInputRefusal(const absl::Status& status);
+
+// kExitOk for OK, kExitUsage for a refusal of input, else kExitFailure.
+int ExitCodeFor(const absl::Status& status);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_BASE_EXIT_CODE_H_

@@ -1,0 +1,36 @@
+#include "base/exit_code.h"
+
+#include <cerrno>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+
+namespace conveyor {
+namespace {
+
+TEST(ExitCodeTest, RefusalsOfInputExitTwo) {
+  EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("--lr -1")), 2);
+  EXPECT_EQ(ExitCodeFor(absl::FailedPreconditionError("ranks differ")), 2);
+  EXPECT_EQ(ExitCodeFor(absl::NotFoundError("no such data file")), 2);
+  EXPECT_EQ(ExitCodeFor(absl::OutOfRangeError("token id past the vocabulary")), 2);
+  EXPECT_EQ(ExitCodeFor(absl::AlreadyExistsError("rank 1 was claimed")), 2);
+  // A file the user named but this process may not read.
+  EXPECT_EQ(ExitCodeFor(absl::ErrnoToStatus(EACCES, "open data.bin")), 2);
+  EXPECT_EQ(ExitCodeFor(absl::ErrnoToStatus(ENOENT, "open data.bin")), 2);
+}
+
+TEST(ExitCodeTest, FailuresWhileRunningExitOne) {
+  EXPECT_EQ(ExitCodeFor(absl::ErrnoToStatus(ENOSPC, "write metrics.jsonl")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::ErrnoToStatus(EIO, "read data.bin")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::DeadlineExceededError("all-reduce timed out")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::UnavailableError("peer closed the connection")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::DataLossError("checksum mismatch")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("out of host memory")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::InternalError("NaN loss")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::AbortedError("rank 2 failed")), 1);
+}
+
+TEST(ExitCodeTest, SuccessExitsZero) { EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0); }
+
+}  // namespace
+}  // namespace conveyor
