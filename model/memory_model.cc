@@ -10,8 +10,9 @@
 #include "model/moe_layer.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/action.h"
-#include "parallel/rank_layout.h"
+#include "parallel/pipeline/bubble.h"
 #include "parallel/pipeline/schedule.h"
+#include "parallel/rank_layout.h"
 #include "proto/config_choices.h"
 
 namespace conveyor {
@@ -457,6 +458,26 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     ranks.push_back(m);
   }
   return ranks;
+}
+
+absl::Status ExtendToMicroBatches(const Config& config, int simulated_micro_batches,
+                                  std::vector<RankMemory>* memory) {
+  const ParallelConfig& p = config.parallel();
+  const int P = p.pipeline_model_parallel_size();
+  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
+  const int M = config.training().num_micro_batches();
+  if (simulated_micro_batches >= M) return absl::OkStatus();
+  for (RankMemory& m : *memory) {
+    ASSIGN_OR_RETURN(const int run,
+                     pipeline::PeakStashed(p.pipeline_schedule(), P, V, M, m.pipeline_rank));
+    ASSIGN_OR_RETURN(const int simulated,
+                     pipeline::PeakStashed(p.pipeline_schedule(), P, V, simulated_micro_batches,
+                                           m.pipeline_rank));
+    if (run <= simulated) continue;
+    m.peak_stashed += run - simulated;
+    m.activation_peak_bytes += int64_t{run - simulated} * m.stash_bytes_per_micro_batch;
+  }
+  return absl::OkStatus();
 }
 
 double MegatronBytesPerParameter(const Config& config, int data_parallel_size) {

@@ -94,6 +94,13 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
                                                       int data_parallel_size,
                                                       int data_parallel_rank = 0);
 
+// `memory`, predicted from a timeline of `simulated_micro_batches` (fewer than the
+// config's M when a plan simulates a prefix, pipeline::SimulatedMicroBatches), made the
+// prediction for M: where a rank's closed-form peak (pipeline::PeakStashed) grows
+// between the two, GPipe's one chunk per rank, each more micro-batch holds its stash.
+absl::Status ExtendToMicroBatches(const Config& config, int simulated_micro_batches,
+                                  std::vector<RankMemory>* memory);
+
 // Megatron's model-state bytes per parameter for the same settings (its theoretical
 // memory: 18 with Adam under bf16, 6 + 12/DP with the distributed optimizer), in general
 // weight + fp32 gradient + (fp32 master under bf16 + optimizer state) / (DP if sharded).

@@ -14,9 +14,12 @@ namespace {
 //   sum := product ('+' product)*
 //   product := atom ('*' integer)*
 //   atom := '[' integer (',' integer)* ']' | '(' sum ')'
+// Repetition stops at `max_entries` (the layer count): an expression such as
+// "[0]*3000000000" is refused by its length before a list that long is built.
 class ListExpression {
  public:
-  explicit ListExpression(absl::string_view text) : text_(text) {}
+  ListExpression(absl::string_view text, int64_t max_entries)
+      : text_(text), max_entries_(max_entries) {}
 
   absl::StatusOr<std::vector<int64_t>> Parse() {
     absl::StatusOr<std::vector<int64_t>> list = Sum();
@@ -38,6 +41,16 @@ class ListExpression {
     return absl::InvalidArgumentError(absl::StrCat(
         "--moe-layer-freq '", text_, "': ", what, " at character ", pos_ + 1,
         "; give an integer N (every N-th layer is MoE) or a list such as '([1]*3+[0]*1)*3'"));
+  }
+
+  // `what` would build a list of more entries than layers.
+  absl::Status TooLong(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--moe-layer-freq '", text_, "' ", what, " (at character ", pos_,
+        "): more entries than --num-layers ", max_entries_, "; give one 0 or 1 per layer"));
+  }
+  bool Fits(size_t entries_per_copy, int64_t copies) const {
+    return copies == 0 || static_cast<int64_t>(entries_per_copy) <= max_entries_ / copies;
   }
 
   absl::StatusOr<int64_t> Integer() {
@@ -73,6 +86,10 @@ class ListExpression {
     while (list.ok() && Take('*')) {
       absl::StatusOr<int64_t> times = Integer();
       if (!times.ok()) return times.status();
+      if (!Fits(list->size(), *times)) {
+        return TooLong(absl::StrCat("repeats ", list->size(), " entries ", *times, " times"));
+      }
+      if (list->empty()) continue;  // "([1]*0)*N" repeats nothing
       std::vector<int64_t> repeated;
       for (int64_t i = 0; i < *times; ++i) {
         repeated.insert(repeated.end(), list->begin(), list->end());
@@ -87,12 +104,16 @@ class ListExpression {
     while (list.ok() && Take('+')) {
       absl::StatusOr<std::vector<int64_t>> more = Product();
       if (!more.ok()) return more.status();
+      if (!Fits(list->size() + more->size(), 1)) {
+        return TooLong(absl::StrCat("joins ", list->size(), " and ", more->size(), " entries"));
+      }
       list->insert(list->end(), more->begin(), more->end());
     }
     return list;
   }
 
   absl::string_view text_;
+  int64_t max_entries_;
   size_t pos_ = 0;
 };
 
@@ -109,7 +130,7 @@ absl::StatusOr<std::vector<bool>> ParseMoeLayerFreq(absl::string_view text, int6
     for (int64_t i = 0; i < num_layers; ++i) pattern[i] = i % every == 0;
     return pattern;
   }
-  absl::StatusOr<std::vector<int64_t>> list = ListExpression(text).Parse();
+  absl::StatusOr<std::vector<int64_t>> list = ListExpression(text, num_layers).Parse();
   if (!list.ok()) return list.status();
   if (static_cast<int64_t>(list->size()) != num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("--moe-layer-freq '", text, "' gives ",

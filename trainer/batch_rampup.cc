@@ -1,6 +1,6 @@
 #include "trainer/batch_rampup.h"
 
-#include <set>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 
@@ -25,24 +25,44 @@ int64_t BatchRampup::GlobalBatchAt(int64_t consumed_samples) const {
   return start_ + steps * increment_;
 }
 
-std::vector<int64_t> BatchRampup::RampSteps() const {
-  std::vector<int64_t> batches;
-  if (!ramps_) return batches;
-  for (int64_t consumed = 0; consumed <= samples_;) {
-    batches.push_back(GlobalBatchAt(consumed));
-    consumed += batches.back();
+int64_t BatchRampup::RampStageSteps(int64_t consumed, int64_t batch) const {
+  // Step i of the stage starts after consumed + i * batch samples; it is at `batch` while
+  // that is within SAMPLES and the formula still gives `batch`, a condition that holds
+  // for a prefix of i because the batch never falls. Bisect for the prefix's length.
+  int64_t in = 1, out = (samples_ - consumed) / batch + 1;  // step `in - 1` holds, `out` not
+  while (out - in > 0) {
+    const int64_t mid = in + (out - in) / 2;
+    if (GlobalBatchAt(consumed + mid * batch) == batch) {
+      in = mid + 1;
+    } else {
+      out = mid;
+    }
   }
-  return batches;
+  return in;
+}
+
+std::vector<RampStage> BatchRampup::Stages(int64_t train_samples) const {
+  std::vector<RampStage> stages;
+  int64_t consumed = 0;
+  while (ramps_ && consumed <= samples_) {
+    const int64_t batch = GlobalBatchAt(consumed);
+    if (batch >= final_) break;  // the rest is at the final batch
+    const int64_t fits = train_samples > consumed ? (train_samples - consumed) / batch : 0;
+    const int64_t steps = std::min(RampStageSteps(consumed, batch), fits);
+    if (steps == 0) return stages;  // no later batch is smaller
+    stages.push_back({batch, steps, consumed});
+    consumed += steps * batch;
+    if (steps == fits) return stages;
+  }
+  const int64_t steps = train_samples > consumed ? (train_samples - consumed) / final_ : 0;
+  if (steps > 0) stages.push_back({final_, steps, consumed});
+  return stages;
 }
 
 int64_t BatchRampup::TrainIters(int64_t train_samples) const {
-  int64_t consumed = 0;
-  const std::vector<int64_t> ramp = RampSteps();
-  for (const int64_t batch : ramp) consumed += batch;
-  const int64_t left = train_samples - consumed;
-  // Python's floor division: a ramp longer than --train-samples takes steps back.
-  const int64_t whole = left >= 0 ? left / final_ : -((-left + final_ - 1) / final_);
-  return static_cast<int64_t>(ramp.size()) + whole;
+  int64_t steps = 0;
+  for (const RampStage& stage : Stages(train_samples)) steps += stage.steps;
+  return steps;
 }
 
 std::vector<std::string> RampupProblems(const TrainingConfig& t, int64_t global_batch,
@@ -79,14 +99,18 @@ std::vector<std::string> RampupProblems(const TrainingConfig& t, int64_t global_
     return problems;
   }
   if (samples_per_micro_batch <= 0) return problems;
-  std::set<int64_t> reached;
-  for (const int64_t batch : BatchRampup(t, global_batch).RampSteps()) {
-    if (batch % samples_per_micro_batch != 0 && reached.insert(batch).second) {
-      problems.push_back(absl::StrCat(
-          given, " reaches a global batch of ", batch, ", not a multiple of --micro-batch-size x ",
-          "DP = ", samples_per_micro_batch, ": choose START and INCREMENT multiples of ",
-          samples_per_micro_batch));
-    }
+  // The batches the run reaches (Megatron checks each when the ramp reaches it); the
+  // first that does not split into micro-batches stands for all.
+  int64_t bad = 0, first_bad = 0;
+  for (const RampStage& stage : BatchRampup(t, global_batch).Stages(t.train_samples())) {
+    if (stage.batch % samples_per_micro_batch != 0 && bad++ == 0) first_bad = stage.batch;
+  }
+  if (bad > 0) {
+    problems.push_back(
+        absl::StrCat(given, " reaches a global batch of ", first_bad,
+                     bad > 1 ? absl::StrCat(" (and ", bad - 1, " more)") : "",
+                     ", not a multiple of --micro-batch-size x DP = ", samples_per_micro_batch,
+                     ": choose START and INCREMENT multiples of ", samples_per_micro_batch));
   }
   return problems;
 }

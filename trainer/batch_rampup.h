@@ -7,6 +7,10 @@
 // (the division in double precision, as Megatron's Python). A step's batch depends only
 // on the samples consumed before it, so a resumed run continues the ramp where the
 // checkpoint left it. The micro-batch count of a step is its batch / (micro batch x DP).
+// --train-samples bounds the samples a run consumes, ramp or not: Megatron's
+// update_train_iters counts every ramp step even past --train-samples (and then
+// subtracts), which trains on more samples than asked; here the run ends at the last
+// whole global batch that fits.
 #ifndef CONVEYOR_TRAINER_BATCH_RAMPUP_H_
 #define CONVEYOR_TRAINER_BATCH_RAMPUP_H_
 
@@ -17,6 +21,13 @@
 #include "proto/config.pb.h"
 
 namespace conveyor {
+
+// Consecutive steps at one global batch.
+struct RampStage {
+  int64_t batch = 0;           // the global batch of each step
+  int64_t steps = 0;           // at least 1
+  int64_t first_consumed = 0;  // samples consumed before the first of them
+};
 
 class BatchRampup {
  public:
@@ -29,15 +40,22 @@ class BatchRampup {
   bool ramps() const { return ramps_; }
   int64_t GlobalBatchAt(int64_t consumed_samples) const;
 
-  // The global batch of each step that starts at or before SAMPLES consumed samples, in
-  // order (the ramp's steps, Megatron's "rampup phase"; empty without a ramp).
-  std::vector<int64_t> RampSteps() const;
+  // The steps of a run of `train_samples` samples as stages of equal global batch, in
+  // order: the ramp's, then the final batch's. A run ends when the next step's batch no
+  // longer fits in what is left of `train_samples` (Megatron drops the partial last
+  // batch), even within the ramp. Found by bisection per stage, never step by step: a
+  // ramp of billions of samples has at most (GLOBAL - START) / INCREMENT + 1 stages.
+  std::vector<RampStage> Stages(int64_t train_samples) const;
 
-  // Megatron's update_train_iters for --train-samples: the ramp's steps, then whole
-  // final global batches of the samples left (floor division, as Python's //).
+  // The steps of a run of `train_samples` samples (--train-iters under --train-samples):
+  // the sum of Stages' steps.
   int64_t TrainIters(int64_t train_samples) const;
 
  private:
+  // Steps at `batch` = GlobalBatchAt(consumed) before the batch grows or SAMPLES is
+  // passed (the ramp's part of a stage).
+  int64_t RampStageSteps(int64_t consumed, int64_t batch) const;
+
   int64_t final_ = 0, start_ = 0, increment_ = 0, samples_ = 0;
   double samples_per_increment_ = 0.0;
   bool ramps_ = false;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "data/blend.h"
 #include "google/protobuf/message.h"
 #include "model/pipeline_split.h"
@@ -23,6 +24,7 @@
 #include "trainer/batch_rampup.h"
 #include "trainer/flags.h"
 #include "trainer/moe_validation.h"
+#include "trainer/size_limits.h"
 
 namespace conveyor {
 namespace {
@@ -343,10 +345,13 @@ void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* 
 // (after --rampup-batch-size's steps), and --train-iters unset (or 0, which clears a
 // --config file's) or agreeing.
 void CheckTrainSamples(const TrainingConfig& t, int64_t global_batch, Problems* out) {
-  const int64_t iterations = BatchRampup(t, global_batch).TrainIters(t.train_samples());
+  const BatchRampup rampup(t, global_batch);
+  const int64_t iterations = rampup.TrainIters(t.train_samples());
   if (iterations <= 0) {
-    out->Add("--train-samples ", t.train_samples(), " is less than one global batch (",
-             global_batch, " samples): train on at least ", global_batch, " samples");
+    const int64_t first = rampup.GlobalBatchAt(0);
+    out->Add("--train-samples ", t.train_samples(), " is less than one global batch (", first,
+             " samples", rampup.ramps() ? ", the ramp's first" : "", "): train on at least ", first,
+             " samples");
   } else if (iterations > kInt32Max) {
     out->Add("--train-samples ", t.train_samples(), " / global batch ", global_batch,
              " overflows --train-iters (int32): use a larger global batch");
@@ -704,8 +709,12 @@ int WorldSizeFromEnvironment(const Config& config) {
 }
 
 std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
-  Problems problems;
   const Derived d = Derive(config, world_size);
+  // Sizes first, and alone when one is beyond its limit: the rules below build
+  // structures per layer, per pattern entry and per micro-batch.
+  std::vector<std::string> sizes = SizeLimitProblems(config, d.dp);
+  if (!sizes.empty()) return sizes;
+  Problems problems;
   CheckModel(config, d, &problems);
   CheckParallel(config, d, world_size, &problems);
   CheckBatch(config, d, &problems);
@@ -802,6 +811,25 @@ void ResolveRecompute(RecomputeConfig* r) {
   }
 }
 
+// The schedule's own rules on V and M (zbv runs two chunks per rank, interleaving needs
+// M divisible by P, ...) through its generator: rank 0's list (it is built from every
+// rank's order) for the micro-batches a plan simulates, which keep M's rules without a
+// list of billions of actions for a huge global batch.
+absl::Status CheckScheduleRules(const ParallelConfig& p, int pp, int64_t micro_batches) {
+  ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
+                   pipeline::ScheduleByName(p.pipeline_schedule()));
+  const int simulated = pipeline::SimulatedMicroBatches(pp, static_cast<int>(micro_batches));
+  const absl::StatusOr<std::vector<pipeline::Action>> actions =
+      schedule.actions(pp, p.num_virtual_stages_per_pipeline_rank(), simulated, /*rank=*/0);
+  if (actions.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      actions.status().message(),
+      simulated < micro_batches ? absl::StrCat(" (checked on ", simulated,
+                                               " micro-batches, which have the remainder of M = ",
+                                               micro_batches, " modulo P)")
+                                : ""));
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
@@ -819,31 +847,26 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
   }
   ResolveRecompute(out.mutable_recompute());
 
-  // The schedule's own rules on V and M (zbv runs two chunks per rank, interleaving needs
-  // M divisible by P, ...), checked with the flags rather than once the ranks have started.
+  // The schedule's rules, checked with the flags rather than once the ranks have started.
   const ParallelConfig& p = out.parallel();
-  const absl::StatusOr<pipeline::Plan> plan = pipeline::MakePlan(
-      p.pipeline_schedule(), static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
-      out.training().num_micro_batches());
-  if (!plan.ok()) {
+  const absl::Status rules =
+      CheckScheduleRules(p, static_cast<int>(d.pp), out.training().num_micro_batches());
+  if (!rules.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", plan.status().message()));
+        absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", rules.message()));
   }
-  // So are the smaller micro-batch counts of --rampup-batch-size's steps (the rules are
-  // every rank's, so rank 0's list shows them: GPT-3's ramp has 95 counts).
+  // So are the smaller micro-batch counts of --rampup-batch-size's steps (GPT-3's ramp
+  // has 95 counts).
   std::set<int64_t> ramp_micro_batches;
-  for (const int64_t batch : BatchRampup(out.training()).RampSteps()) {
-    ramp_micro_batches.insert(batch / (int64_t{out.training().micro_batch_size()} * d.dp));
+  for (const RampStage& stage :
+       BatchRampup(out.training()).Stages(out.training().train_samples())) {
+    ramp_micro_batches.insert(stage.batch / (int64_t{out.training().micro_batch_size()} * d.dp));
   }
-  const absl::StatusOr<pipeline::Schedule> schedule =
-      pipeline::ScheduleByName(p.pipeline_schedule());
   for (const int64_t micro_batches : ramp_micro_batches) {
-    const absl::StatusOr<std::vector<pipeline::Action>> actions =
-        schedule->actions(static_cast<int>(d.pp), p.num_virtual_stages_per_pipeline_rank(),
-                          static_cast<int>(micro_batches), /*rank=*/0);
-    if (!actions.ok()) {
+    const absl::Status ramp_rules = CheckScheduleRules(p, static_cast<int>(d.pp), micro_batches);
+    if (!ramp_rules.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--pipeline-schedule ", p.pipeline_schedule(), ": ", actions.status().message(),
+          "--pipeline-schedule ", p.pipeline_schedule(), ": ", ramp_rules.message(),
           " (at a global batch of --rampup-batch-size with ", micro_batches,
           " micro-batches): choose START and INCREMENT so that every step's micro-batch count "
           "suits the schedule"));

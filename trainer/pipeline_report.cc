@@ -40,12 +40,26 @@ absl::StatusOr<BubblePrediction> PredictBubble(const Config& config) {
   const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
   const int M = config.training().num_micro_batches();
   ASSIGN_OR_RETURN(const pipeline::Costs costs, ParsePipelineCosts(p.pipeline_costs()));
-  ASSIGN_OR_RETURN(const pipeline::Plan plan, pipeline::MakePlan(p.pipeline_schedule(), P, V, M));
   BubblePrediction prediction;
+  prediction.simulated_micro_batches = pipeline::SimulatedMicroBatches(P, M);
+  ASSIGN_OR_RETURN(const pipeline::Plan plan,
+                   pipeline::MakePlan(p.pipeline_schedule(), P, V,
+                                      prediction.simulated_micro_batches));
   ASSIGN_OR_RETURN(prediction.formula, pipeline::PredictedBubble(p.pipeline_schedule(), P, V, M));
   ASSIGN_OR_RETURN(prediction.simulation, pipeline::Simulate(plan, costs));
   prediction.simulated = prediction.simulation.bubble_fraction;
   return prediction;
+}
+
+absl::StatusOr<std::vector<RankMemory>> PredictRunMemory(const Config& config,
+                                                         const ModelShape& shape,
+                                                         const BubblePrediction& prediction,
+                                                         int data_parallel_size) {
+  ASSIGN_OR_RETURN(std::vector<RankMemory> memory,
+                   PredictMemory(config, shape, prediction.simulation.timeline,
+                                 data_parallel_size));
+  RETURN_IF_ERROR(ExtendToMicroBatches(config, prediction.simulated_micro_batches, &memory));
+  return memory;
 }
 
 void BubbleMeter::AddStep(const std::vector<pipeline::TimedAction>& step, double step_seconds) {

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/memory_model.h"
+#include "model/model_shape.h"
 #include "parallel/communicator.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/simulator.h"
@@ -22,11 +24,22 @@ absl::StatusOr<pipeline::Costs> ParsePipelineCosts(const std::string& text);
 struct BubblePrediction {
   double formula = 0;    // the schedule's closed form (docs/design.md §10)
   double simulated = 0;  // the simulator, with --pipeline-costs
+  // The micro-batches simulated: M, or fewer for a very large M
+  // (pipeline::SimulatedMicroBatches); `simulated` and `simulation` are theirs.
+  int simulated_micro_batches = 0;
   pipeline::SimulationResult simulation;
 };
 
-// For the schedule, P, V and M of a ResolvedConfig's config() (trainer/resolved_config.h).
+// For the schedule, P, V and M of a ResolvedConfig's config() (trainer/resolved_config.h);
+// the formula for M, the simulation for simulated_micro_batches.
 absl::StatusOr<BubblePrediction> PredictBubble(const Config& config);
+
+// Memory per pipeline rank (model/memory_model.h) for the config's M micro-batches,
+// from `prediction`'s simulation, which may hold fewer.
+absl::StatusOr<std::vector<RankMemory>> PredictRunMemory(const Config& config,
+                                                         const ModelShape& shape,
+                                                         const BubblePrediction& prediction,
+                                                         int data_parallel_size);
 
 // A rank's measured bubble over the steps it has seen: idle / wall-clock of the
 // executor's run, where busy is the time in compute actions.

@@ -87,6 +87,34 @@ std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int worl
       groups(GroupKind::kExpertData), Bytes(bytes));
 }
 
+// --rampup-batch-size's steps, counted by stages of equal batch (a ramp over billions of
+// samples has billions of steps), and where --train-samples ends the run.
+std::string RampLine(const TrainingConfig& t) {
+  const std::vector<RampStage> stages = BatchRampup(t).Stages(t.train_samples());
+  if (stages.empty() || stages.front().batch >= t.global_batch_size()) return "";
+  int64_t ramp_steps = 0, ramp_samples = 0;
+  for (const RampStage& stage : stages) {
+    if (stage.batch >= t.global_batch_size()) continue;
+    ramp_steps += stage.steps;
+    ramp_samples += stage.steps * stage.batch;
+  }
+  if (stages.back().batch < t.global_batch_size()) {
+    const std::string batches = stages.size() == 1
+                                    ? absl::StrCat("a global batch of ", stages.front().batch)
+                                    : absl::StrCat("global batches from ", stages.front().batch,
+                                                   " to ", stages.back().batch);
+    return absl::StrFormat(
+        "plan: --rampup-batch-size: --train-samples %d ends the run within the ramp: %d steps "
+        "on %d samples at %s, never reaching --global-batch-size %d (this plan's)\n",
+        t.train_samples(), ramp_steps, ramp_samples, batches, t.global_batch_size());
+  }
+  return absl::StrFormat(
+      "plan: --rampup-batch-size: %d steps ramp the global batch from %d to %d over %d "
+      "samples, then %d steps at %d; this plan is for the final global batch (its largest M)\n",
+      ramp_steps, stages.front().batch, t.global_batch_size(), t.rampup_batch_size(2),
+      t.train_iters() - ramp_steps, t.global_batch_size());
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const ModelShape& shape) {
@@ -112,22 +140,20 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
       t.global_batch_size(), M, dp, t.micro_batch_size(), shape.seq,
       int64_t{t.global_batch_size()} * shape.seq,
       MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12, shape.padded_vocab);
-  const std::vector<int64_t> ramp = BatchRampup(t).RampSteps();
-  if (!ramp.empty()) {
-    absl::StrAppendFormat(&out,
-                          "plan: --rampup-batch-size: %d steps ramp the global batch from %d to "
-                          "%d over %d samples, then %d steps at %d; this plan is for the final "
-                          "global batch (its largest M)\n",
-                          ramp.size(), ramp.front(), t.global_batch_size(), t.rampup_batch_size(2),
-                          t.train_iters() - int64_t(ramp.size()), t.global_batch_size());
-  }
+  out += RampLine(t);
 
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
+  // A very large M is simulated by a prefix of the same shape (pipeline::SimulatedMicroBatches).
+  const std::string simulated =
+      bubble.simulated_micro_batches < M
+          ? absl::StrCat("simulated for the first ", bubble.simulated_micro_batches,
+                         " micro-batches (the steady state repeats beyond)")
+          : "simulated";
   absl::StrAppendFormat(&out,
                         "plan: schedule %s, P %d, V %d, M %d, costs F,B,W = %s: bubble %.1f%% "
-                        "(formula), %.1f%% (simulated), makespan %.0f units\n",
+                        "(formula), %.1f%% (%s), makespan %.0f units\n",
                         p.pipeline_schedule(), pp, V, M, p.pipeline_costs(), 100 * bubble.formula,
-                        100 * bubble.simulated, bubble.simulation.makespan);
+                        100 * bubble.simulated, simulated, bubble.simulation.makespan);
   if (bubble.simulation.makespan <= kMaxGanttColumns) {
     out += pipeline::GanttChart(bubble.simulation.timeline);
   } else {
@@ -136,7 +162,7 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   }
 
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
-                   PredictMemory(config, shape, bubble.simulation.timeline, resolved.dp()));
+                   PredictRunMemory(config, shape, bubble, resolved.dp()));
   const std::string backend =
       absl::StrCat(resolved.on_gpu() ? "CUDA" : "CPU", " backend, ",
                    config.precision().bf16() ? "bf16 activations and weight copies" : "fp32");

@@ -1,6 +1,7 @@
 #include "parallel/pipeline/bubble.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -8,7 +9,9 @@
 namespace conveyor {
 namespace pipeline {
 
-double PipelineBubble(int P, int M) { return static_cast<double>(P - 1) / (M + P - 1); }
+double PipelineBubble(int P, int M) {
+  return static_cast<double>(P - 1) / (static_cast<double>(M) + P - 1);
+}
 
 double InterleavedBubble(int P, int V, int M) {
   return static_cast<double>(P - 1) / (static_cast<double>(V) * M + P - 1);
@@ -31,11 +34,12 @@ absl::StatusOr<int> PeakStashed(absl::string_view schedule, int P, int V, int M,
   if (schedule == "gpipe") return M;
   if (schedule == "1f1b") return std::min(P - rank, M);
   if (schedule == "interleaved-1f1b") {
-    return std::min(2 * (P - 1 - rank) + (V - 1) * P + 1, V * M);
+    return static_cast<int>(
+        std::min<int64_t>(2 * (P - 1 - rank) + (V - 1) * P + 1, int64_t{V} * M));
   }
   if (schedule == "zb-h1") return std::min(P, M);
   if (schedule == "zb-h2") return std::min(2 * P - 1, M);
-  if (schedule == "zbv") return std::min(2 * P, 2 * M);
+  if (schedule == "zbv") return static_cast<int>(std::min<int64_t>(2 * P, int64_t{2} * M));
   return absl::NotFoundError(absl::StrCat("no memory formula for schedule '", schedule, "'"));
 }
 

@@ -1,5 +1,7 @@
 #include "parallel/pipeline/schedule.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -92,6 +94,13 @@ absl::StatusOr<Plan> MakePlan(absl::string_view schedule, int P, int V, int M) {
     plan.ranks.push_back(std::move(actions));
   }
   return plan;
+}
+
+int SimulatedMicroBatches(int P, int M) {
+  const int64_t bound = std::max<int64_t>(kMaxSimulatedMicroBatches, int64_t{4} * P);
+  if (P < 1 || M <= bound) return M;
+  const int64_t excess = (int64_t{M} - bound) % P;  // bound + excess == M (mod P)
+  return static_cast<int>(excess == 0 ? bound : bound - P + excess);
 }
 
 }  // namespace pipeline

@@ -47,6 +47,15 @@ struct Plan {
 
 absl::StatusOr<Plan> MakePlan(absl::string_view schedule, int P, int V, int M);
 
+// The micro-batches a prediction simulates for a step of M (a plan's lists hold
+// O(P*V*M) actions, built P times): M itself up to max(kMaxSimulatedMicroBatches, 4P);
+// beyond, the largest count up to that bound with M's remainder modulo P (the one rule
+// on M, interleaved-1f1b's M % P == 0), which is more than 3P: every schedule's
+// warm-up, steady state and cool-down, and the peak stash of all but GPipe's
+// (PeakStashed in bubble.h), are those of M.
+inline constexpr int kMaxSimulatedMicroBatches = 1024;
+int SimulatedMicroBatches(int P, int M);
+
 // The generators behind the registry, callable directly.
 absl::StatusOr<std::vector<Action>> GpipeSchedule(int P, int V, int M, int rank);
 absl::StatusOr<std::vector<Action>> OneFOneBSchedule(int P, int V, int M, int rank);

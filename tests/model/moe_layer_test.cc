@@ -309,5 +309,29 @@ TEST(MoeLayerFreqTest, IntegersAndListExpressions) {
   }
 }
 
+// Expressions that expand to billions of entries are refused by their length before a
+// list that long is built (they ended in std::bad_alloc), and so is repeating nothing
+// forever.
+TEST(MoeLayerFreqTest, RefusesExpansionsLongerThanTheModel) {
+  const absl::StatusOr<std::vector<bool>> repeated = ParseMoeLayerFreq("([1]*1000000000)", 4);
+  ASSERT_FALSE(repeated.ok());
+  EXPECT_EQ(repeated.status().message(),
+            "--moe-layer-freq '([1]*1000000000)' repeats 1 entries 1000000000 times (at "
+            "character 15): more entries than --num-layers 4; give one 0 or 1 per layer");
+  const absl::StatusOr<std::vector<bool>> nested =
+      ParseMoeLayerFreq("([0]*3000000000)*3000000000", 4);
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("repeats 1 entries 3000000000 times"),
+            std::string::npos);
+  const absl::StatusOr<std::vector<bool>> joined = ParseMoeLayerFreq("[1]*3+[0]*2", 4);
+  ASSERT_FALSE(joined.ok());
+  EXPECT_NE(joined.status().message().find("joins 3 and 2 entries"), std::string::npos);
+  const absl::StatusOr<std::vector<bool>> empty =
+      ParseMoeLayerFreq("([1]*0)*9000000000000000000+[1]*4", 4);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, std::vector<bool>(4, true));
+  EXPECT_EQ(*ParseMoeLayerFreq("[1]*4", 4), std::vector<bool>(4, true));  // exactly fits
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -23,6 +23,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+MATCHER_P3(Stage, batch, steps, first_consumed, "") {
+  return arg.batch == batch && arg.steps == steps && arg.first_consumed == first_consumed;
+}
+
 TrainingConfig Ramp(int64_t start, int64_t increment, int64_t samples, int32_t global_batch) {
   TrainingConfig t;
   t.add_rampup_batch_size(start);
@@ -45,19 +49,95 @@ TEST(BatchRampupTest, FollowsMegatronsFormula) {
   EXPECT_EQ(ramp.GlobalBatchAt(7), 6);   // 7 / 3.33 = 2.1
   EXPECT_EQ(ramp.GlobalBatchAt(10), 8);  // 10 / 3.33 = 3 (in double: exactly 3.0)
   EXPECT_EQ(ramp.GlobalBatchAt(11), 8);
-  EXPECT_THAT(ramp.RampSteps(), ElementsAre(2, 2, 4, 6));
+  EXPECT_THAT(ramp.Stages(46),
+              ElementsAre(Stage(2, 2, 0), Stage(4, 1, 4), Stage(6, 1, 8), Stage(8, 4, 14)));
   // 4 ramp steps consume 14 samples; then (46 - 14) // 8 = 4 steps.
   EXPECT_EQ(ramp.TrainIters(46), 8);
   EXPECT_EQ(ramp.TrainIters(45), 7);
-  // Fewer samples than the ramp consumes: Python's floor division, (6 - 14) // 8 = -1.
-  EXPECT_EQ(ramp.TrainIters(6), 3);
+  // Fewer samples than the ramp consumes: the run ends at the last whole batch that fits
+  // (2 + 2 = 4 samples; the next step's 4 would pass 6), not Megatron's 4 + (6 - 14) // 8.
+  EXPECT_EQ(ramp.TrainIters(6), 2);
+  EXPECT_THAT(ramp.Stages(6), ElementsAre(Stage(2, 2, 0)));
+  EXPECT_EQ(ramp.TrainIters(1), 0);
   // Without the flag: constant.
   TrainingConfig constant;
   constant.set_global_batch_size(8);
   EXPECT_FALSE(BatchRampup(constant).ramps());
   EXPECT_EQ(BatchRampup(constant).GlobalBatchAt(0), 8);
-  EXPECT_TRUE(BatchRampup(constant).RampSteps().empty());
+  EXPECT_THAT(BatchRampup(constant).Stages(46), ElementsAre(Stage(8, 5, 0)));
   EXPECT_EQ(BatchRampup(constant).TrainIters(46), 5);
+}
+
+// Megatron's meaning of --train-samples, computed here step by step and independently of
+// BatchRampup: every step trains on START + INCREMENT * int(consumed / (SAMPLES / n))
+// samples (GLOBAL once consumed > SAMPLES) while that whole batch fits in what is left.
+struct Walk {
+  int64_t steps = 0;
+  int64_t consumed = 0;
+  std::vector<int64_t> distinct_batches;
+};
+Walk StepByStep(int64_t start, int64_t increment, int64_t samples, int64_t global,
+                int64_t train_samples) {
+  const double per_increment =
+      static_cast<double>(samples) / static_cast<double>((global - start) / increment);
+  Walk walk;
+  for (;;) {
+    const int64_t batch =
+        walk.consumed > samples
+            ? global
+            : start + increment *
+                          static_cast<int64_t>(static_cast<double>(walk.consumed) / per_increment);
+    if (walk.consumed + batch > train_samples) return walk;
+    if (walk.distinct_batches.empty() || walk.distinct_batches.back() != batch) {
+      walk.distinct_batches.push_back(batch);
+    }
+    walk.consumed += batch;
+    ++walk.steps;
+  }
+}
+
+// Runs shorter and longer than the ramp, ramps with one increment and with many, and
+// increments that skip stages (SAMPLES / n smaller than a batch).
+TEST(BatchRampupTest, StagesAndIterationsFollowTheStepByStepWalk) {
+  struct Case {
+    int64_t start, increment, samples, global;
+  };
+  for (const Case& c : {Case{2, 2, 10, 8}, Case{4, 4, 1000, 8}, Case{16, 16, 58593, 1536},
+                        Case{1, 1, 7, 64}, Case{3, 6, 100000, 603}, Case{8, 8, 1, 64}}) {
+    for (const int64_t train_samples : {int64_t{0}, int64_t{1}, int64_t{40}, int64_t{409},
+                                        int64_t{410}, int64_t{5000}, int64_t{1000003}}) {
+      SCOPED_TRACE(::testing::Message() << c.start << " " << c.increment << " " << c.samples
+                                        << " -> " << c.global << ", " << train_samples);
+      const BatchRampup ramp(Ramp(c.start, c.increment, c.samples, c.global));
+      const Walk want = StepByStep(c.start, c.increment, c.samples, c.global, train_samples);
+      EXPECT_EQ(ramp.TrainIters(train_samples), want.steps);
+      int64_t consumed = 0;
+      std::vector<int64_t> batches;
+      for (const RampStage& stage : ramp.Stages(train_samples)) {
+        EXPECT_EQ(stage.first_consumed, consumed);
+        EXPECT_GE(stage.steps, 1);
+        consumed += stage.steps * stage.batch;
+        if (batches.empty() || batches.back() != stage.batch) batches.push_back(stage.batch);
+      }
+      EXPECT_EQ(consumed, want.consumed);
+      EXPECT_LE(consumed, train_samples);
+      EXPECT_EQ(batches, want.distinct_batches);
+    }
+  }
+}
+
+// A ramp over 1.9e9 samples towards 8 has about 6e8 steps but three stages: planning it
+// counts stages (the step-by-step list took minutes and gigabytes).
+TEST(BatchRampupTest, BillionsOfSamplesTakeOneStagePerBatch) {
+  const BatchRampup ramp(Ramp(2, 2, 1900000000, 8));
+  const std::vector<RampStage> stages = ramp.Stages(2000000000);
+  // Stage k holds the steps that start below (k + 1) * 1.9e9 / 3 consumed samples; at
+  // exactly 1.9e9 the formula gives 2 + 2 * 3 = 8.
+  EXPECT_THAT(stages, ElementsAre(Stage(2, 316666667, 0),            // 0, 2, ..., 633333332
+                                  Stage(4, 158333334, 633333334),    // ..., 1266666666
+                                  Stage(6, 105555555, 1266666670),   // ..., 1899999994
+                                  Stage(8, 12500000, 1900000000)));  // (2e9 - 1.9e9) / 8
+  EXPECT_EQ(ramp.TrainIters(2000000000), 316666667 + 158333334 + 105555555 + 12500000);
 }
 
 // Megatron's GPT-3 175B recipe: 16 16 5859375 towards 1536, so 95 increments of
@@ -69,10 +149,14 @@ TEST(BatchRampupTest, Gpt3RecipeRamp) {
   EXPECT_EQ(ramp.GlobalBatchAt(61678), 32);
   EXPECT_EQ(ramp.GlobalBatchAt(5859374), 1520);
   EXPECT_EQ(ramp.GlobalBatchAt(5859375), 1536);  // 95 increments at exactly SAMPLES
-  const std::vector<int64_t> steps = ramp.RampSteps();
-  ASSERT_EQ(steps.size(), 19802u);
-  EXPECT_EQ(std::count(steps.begin(), steps.end(), 16), 3855);
-  EXPECT_EQ(steps.back(), 1520);
+  const std::vector<RampStage> stages = ramp.Stages(146484375);
+  ASSERT_EQ(stages.size(), 96u);  // 95 batches of the ramp, then 1536
+  int64_t ramp_steps = 0;
+  for (size_t i = 0; i + 1 < stages.size(); ++i) ramp_steps += stages[i].steps;
+  EXPECT_EQ(ramp_steps, 19802);
+  EXPECT_EQ(stages[0].steps, 3855);
+  EXPECT_EQ(stages[94].batch, 1520);
+  EXPECT_EQ(stages[95].first_consumed, 5859424);
   // --train-samples 146484375: 19802 ramp steps (5859424 samples), then 91552 of 1536.
   EXPECT_EQ(ramp.TrainIters(146484375), 111354);
 }

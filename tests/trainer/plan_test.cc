@@ -8,9 +8,13 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/memory_model.h"
 #include "model/model_shape.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/simulator.h"
 #include "trainer/config_validation.h"
 #include "trainer/flags.h"
+#include "trainer/pipeline_report.h"
 #include "trainer/resolved_config.h"
 
 namespace conveyor {
@@ -207,6 +211,78 @@ TEST(PlanTest, ExpertTensorParallelismBelowTpSharesRows) {
     return text.substr(at, text.find('\n', at) - at);
   };
   EXPECT_EQ(total_line(plan), total_line(reference));
+}
+
+// PP 2 on 2 ranks, 4 layers of hidden 64, micro-batches of 1 sample: `extra` sets the
+// global batch and the schedule.
+std::vector<std::string> PipelineArgs(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--mock-data", "--vocab-size",
+                                   "256",         "--num-layers",
+                                   "4",           "--hidden-size",
+                                   "64",          "--num-attention-heads",
+                                   "2",           "--seq-length",
+                                   "16",          "--micro-batch-size",
+                                   "1",           "--pipeline-model-parallel-size",
+                                   "2",           "--nproc-per-node",
+                                   "2",           "--dry-run"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// A global batch of 2e8 under PP 2 is 2e8 micro-batches a step: the plan simulates a
+// prefix of the schedule (its lists for every micro-batch took many GB and ended in
+// std::bad_alloc) and says so; the formula, the traffic and GPipe's stash are M's.
+TEST(PlanTest, AHugeGlobalBatchIsPlannedFromAPrefixOfTheSchedule) {
+  const std::string plan = PlanOf(PipelineArgs({"--global-batch-size", "200000000"}), 2);
+  EXPECT_THAT(plan, HasSubstr("plan: schedule 1f1b, P 2, V 1, M 200000000,"));
+  EXPECT_THAT(plan, HasSubstr("bubble 0.0% (formula), 0.1% (simulated for the first 1024 "
+                              "micro-batches (the steady state repeats beyond))"));
+  // Forward activations and backward gradients of 16 x 64 fp32 per micro-batch.
+  EXPECT_THAT(
+      plan, HasSubstr(absl::StrFormat("pipeline %.2f GiB,", 2.0 * 2e8 * 16 * 64 * 4 / (1 << 30))));
+  const std::string gpipe =
+      PlanOf(PipelineArgs({"--global-batch-size", "200000000", "--pipeline-schedule", "gpipe"}), 2);
+  EXPECT_THAT(gpipe, ::testing::ContainsRegex(" 200000000 +[0-9.]+ MiB +[0-9.]+ GiB"));
+}
+
+// The memory a prefix predicts, extended to M, is what simulating all M micro-batches
+// predicts, for every schedule (only GPipe's stash grows past the steady state).
+TEST(PlanTest, APrefixPredictsTheMemoryOfAllMicroBatches) {
+  struct Case {
+    const char* schedule;
+    const char* chunks;
+  };
+  for (const Case& c : {Case{"gpipe", "1"}, Case{"1f1b", "1"}, Case{"interleaved-1f1b", "2"},
+                        Case{"zb-h1", "1"}, Case{"zb-h2", "1"}, Case{"zbv", "2"}}) {
+    SCOPED_TRACE(c.schedule);
+    absl::StatusOr<Config> parsed =
+        ParseFlags(PipelineArgs({"--global-batch-size", "1030", "--pipeline-schedule", c.schedule,
+                                 "--num-virtual-stages-per-pipeline-rank", c.chunks}));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 2);
+    ASSERT_TRUE(resolved.ok()) << resolved.status();
+    const Config& config = resolved->config();
+    const ModelShape shape = ModelShapeFromConfig(config, resolved->padded_vocab_size());
+    absl::StatusOr<BubblePrediction> prefix = PredictBubble(config);
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    EXPECT_LT(prefix->simulated_micro_batches, 1030);
+    absl::StatusOr<std::vector<RankMemory>> extended = PredictRunMemory(config, shape, *prefix, 1);
+    ASSERT_TRUE(extended.ok()) << extended.status();
+    absl::StatusOr<pipeline::Plan> all =
+        pipeline::MakePlan(c.schedule, 2, std::stoi(c.chunks), 1030);
+    ASSERT_TRUE(all.ok()) << all.status();
+    absl::StatusOr<pipeline::SimulationResult> simulated = pipeline::Simulate(*all);
+    ASSERT_TRUE(simulated.ok()) << simulated.status();
+    absl::StatusOr<std::vector<RankMemory>> full =
+        PredictMemory(config, shape, simulated->timeline, 1);
+    ASSERT_TRUE(full.ok()) << full.status();
+    ASSERT_EQ(extended->size(), full->size());
+    for (size_t r = 0; r < full->size(); ++r) {
+      EXPECT_EQ((*extended)[r].peak_stashed, (*full)[r].peak_stashed) << "rank " << r;
+      EXPECT_EQ((*extended)[r].activation_peak_bytes, (*full)[r].activation_peak_bytes)
+          << "rank " << r;
+    }
+  }
 }
 
 }  // namespace

@@ -106,6 +106,20 @@ TEST(ScheduleTest, RegistryKnowsExactlyTheDocumentedNames) {
               HasSubstr("gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv"));
 }
 
+// A prediction simulates M itself up to max(1024, 4P) micro-batches, beyond that the
+// largest count within the bound with M's remainder modulo P.
+TEST(ScheduleTest, SimulatedMicroBatchesKeepTheRemainderModuloP) {
+  EXPECT_EQ(SimulatedMicroBatches(2, 8), 8);
+  EXPECT_EQ(SimulatedMicroBatches(2, 1024), 1024);
+  EXPECT_EQ(SimulatedMicroBatches(2, 200000000), 1024);
+  EXPECT_EQ(SimulatedMicroBatches(2, 200000001), 1023);
+  EXPECT_EQ(SimulatedMicroBatches(3, 1025), 1022);    // both 2 (mod 3)
+  EXPECT_EQ(SimulatedMicroBatches(3, 1026), 1023);    // both 0
+  EXPECT_EQ(SimulatedMicroBatches(3, 1027), 1024);    // both 1
+  EXPECT_EQ(SimulatedMicroBatches(300, 1200), 1200);  // the bound is 4P = 1200
+  EXPECT_EQ(SimulatedMicroBatches(300, 5000), 1100);  // both 200 (mod 300)
+}
+
 TEST(ScheduleTest, RefusalsSpellOutTheConstraint) {
   auto message = [](absl::string_view name, int P, int V, int M, int rank) {
     absl::StatusOr<std::vector<Action>> r = ScheduleByName(name)->actions(P, V, M, rank);
