@@ -17,13 +17,13 @@
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/device.h"
 #include "trainer/backend.h"
-#include "trainer/config_agreement.h"
 #include "trainer/config_validation.h"
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
 #include "trainer/hf/export.h"
 #include "trainer/hf/export_command.h"
 #include "trainer/host_memory_fit.h"
+#include "trainer/input_fingerprint.h"
 #include "trainer/line_file.h"
 #include "trainer/megatron_flags_not_here.h"
 #include "trainer/output_files.h"
@@ -32,6 +32,7 @@
 #include "trainer/rank_training.h"
 #include "trainer/rehearsal.h"
 #include "trainer/resolved_config.h"
+#include "trainer/training_data_turns.h"
 
 namespace conveyor {
 namespace {
@@ -95,7 +96,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
           : ParallelState::Create(
                 *env, resolved.tp(), resolved.pp(),
                 absl::Minutes(config.parallel().distributed_timeout_minutes()), backend->transport,
-                [&config](Communicator& world) { return AgreeOnConfig(config, world); },
+                [&config](Communicator& world) { return AgreeOnConfigAndInputs(config, world); },
                 resolved.cp(), config.parallel().expert_model_parallel_size(),
                 config.parallel().expert_tensor_parallel_size());
   if (!state.ok()) {
@@ -119,9 +120,9 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
   // Megatron sizes the training split by --train-samples when it is given (the same
   // sample order as Megatron's for the same data and seed).
   if (t.train_samples() > 0) counts.train = t.train_samples();
-  // Rank 0 builds the sample indices (and --data-cache-path files); the others load them.
-  absl::StatusOr<DataSplits> data = BuildTrainingData(
-      config, counts.train, counts.valid, counts.test, env == nullptr || env->rank == 0);
+  // The ranks build the sample indices in turns: each view of --data-cache-path once.
+  absl::StatusOr<DataSplits> data = BuildTrainingDataInTurns(
+      config, counts, (**state).world(), env == nullptr ? 0 : env->local_rank);
   if (!data.ok()) {
     return Fail(err, who, data.status());
   }
