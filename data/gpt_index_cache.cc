@@ -12,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "data/mapped_file.h"
@@ -157,21 +156,6 @@ absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> seque
                                                  const GptIndexCacheOptions& options) {
   if (options.path.empty()) return BuildGptIndices(sequence_lengths, documents, key.config);
   const GptIndexCacheFiles files = CacheFilesFor(options.path, key);
-  if (!options.build_here) {
-    const absl::Time deadline = absl::Now() + options.timeout;
-    while (!AllExist(files)) {
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "--data-cache-path: waited ", absl::FormatDuration(options.timeout), " for ",
-            files.description, " (the ", key.index_split, " indices of ", key.dataset_path,
-            "), which rank 0 writes; check that rank 0 is running with the same "
-            "--data-cache-path, --split, --seq-length and --seed and that this rank can see "
-            "that folder"));
-      }
-      absl::SleepFor(options.poll_interval);
-    }
-    return LoadIndices(sequence_lengths, documents, key, files);
-  }
   if (AllExist(files)) return LoadIndices(sequence_lengths, documents, key, files);
 
   ASSIGN_OR_RETURN(GptIndices built, BuildGptIndices(sequence_lengths, documents, key.config));

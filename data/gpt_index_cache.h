@@ -3,10 +3,13 @@
 // description of everything that determines the indices,
 //   <hash>-GPTDataset-<split>-description.txt
 //   <hash>-GPTDataset-<split>-{document,sample,shuffle}_index.npy
-// Rank 0 builds and writes them once; the other ranks wait for them and load
-// them instead of spending minutes rebuilding the same arrays. Every file is
-// written under a temporary name and renamed into place, and the description
-// goes last, so a rank that sees all four never reads a half-written one.
+// The first rank that needs them builds and writes them; ranks that find them
+// load them instead of spending minutes rebuilding the same arrays (the trainer
+// lets the ranks build in turns, trainer/training_data_turns.h, so that each
+// view of the folder is built once). Every file is written under a temporary
+// name and renamed into place, and the description goes last, so a rank that
+// sees all four never reads a half-written one, and two ranks writing the same
+// (identical) files at once leave them whole.
 #ifndef CONVEYOR_DATA_GPT_INDEX_CACHE_H_
 #define CONVEYOR_DATA_GPT_INDEX_CACHE_H_
 
@@ -17,7 +20,6 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "data/gpt_indices.h"
 
@@ -26,11 +28,6 @@ namespace conveyor {
 struct GptIndexCacheOptions {
   // --data-cache-path; empty means build in memory on every rank.
   std::string path;
-  // True on the rank that builds (rank 0); the others wait and load.
-  bool build_here = true;
-  // How long a waiting rank waits before giving up with an error.
-  absl::Duration timeout = absl::Minutes(30);
-  absl::Duration poll_interval = absl::Milliseconds(100);
 };
 
 // What identifies one dataset split's indices, like Megatron's
@@ -54,11 +51,9 @@ struct GptIndexCacheFiles {
 };
 GptIndexCacheFiles CacheFilesFor(const std::string& cache_dir, const GptIndexKey& key);
 
-// The indices of `documents`, from the cache when it has them; otherwise
-// built (and, on the building rank, written) or waited for (other ranks:
-// DeadlineExceeded after options.timeout, naming the file and the likely
-// causes). A cached file that is malformed or does not fit the dataset is a
-// DataLoss error naming it.
+// The indices of `documents`, from the cache when it has them; otherwise built
+// and written there. Nothing here waits for another rank. A cached file that is
+// malformed or does not fit the dataset is a DataLoss error naming it.
 absl::StatusOr<GptIndices> BuildOrLoadGptIndices(absl::Span<const int32_t> sequence_lengths,
                                                  absl::Span<const int32_t> documents,
                                                  const GptIndexKey& key,

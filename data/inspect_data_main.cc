@@ -185,7 +185,7 @@ int Main(int argc, char** argv) {
   options.check_token_ids = false;
   options.sample_count_flags[0] = "--train-samples (default: --num-samples)";
   absl::StatusOr<DataSplits> splits =
-      BuildTrainingData(config, train_samples, 0, 0, /*build_cache_here=*/true, options);
+      BuildTrainingData(config, train_samples, 0, 0, options);
   if (!splits.ok()) {
     return Fail(splits.status());
   }

@@ -71,7 +71,6 @@ SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch
 
 absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int64_t train_samples,
                                              int64_t valid_samples, int64_t test_samples,
-                                             bool build_cache_here,
                                              const TrainingDataOptions& options) {
   const DataConfig& data = resolved_config.data();
   const ModelConfig& model = resolved_config.model();
@@ -125,8 +124,6 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
       build.blend_per_split[i] = std::move(b);
     }
     build.cache.path = data.data_cache_path();
-    build.cache.build_here = build_cache_here;
-    build.cache.timeout = options.cache_timeout;
     if (options.check_token_ids) build.token_ids = out.token_ids;
     build.sample_count_flags = options.sample_count_flags;
     ASSIGN_OR_RETURN(SplitSources built, BuildSplitDatasets(build, sizes));

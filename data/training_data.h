@@ -9,7 +9,6 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "data/dataset_builder.h"
 #include "data/sample_source.h"
 #include "data/token_id_limit.h"
@@ -50,8 +49,6 @@ SplitSampleCounts MegatronSampleCounts(int64_t train_iters, int64_t global_batch
                                        int64_t eval_interval, int64_t eval_iters);
 
 struct TrainingDataOptions {
-  // How long a rank other than 0 waits for rank 0's --data-cache-path files.
-  absl::Duration cache_timeout = absl::Minutes(30);
   // False reads whatever ids the files hold (for tools that train nothing).
   bool check_token_ids = true;
   // Named when a split's indices would not fit in memory.
@@ -60,14 +57,14 @@ struct TrainingDataOptions {
 
 // `resolved_config`: a config ResolveVocabulary has seen, so that its
 // --vocab-size is the vocabulary (no tokenizer is built here).
-// `build_cache_here`: true on rank 0, which builds and writes the GPT index
-// cache; the other ranks wait for it and load it (with no --data-cache-path
-// every rank builds its own, identical, indices). Errors name the flag and
-// the file involved. The first sample of each split is read here, so that
+// With --data-cache-path the GPT indices are loaded from there when present,
+// else built and written there; nothing here waits for another rank (the
+// trainer orders the ranks, trainer/training_data_turns.h). Without it every
+// rank builds its own, identical, indices. Errors name the flag and the file
+// involved. The first sample of each split is read here, so that
 // data outside the vocabulary usually fails before any model is built.
 absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int64_t train_samples,
                                              int64_t valid_samples, int64_t test_samples,
-                                             bool build_cache_here,
                                              const TrainingDataOptions& options = {});
 
 }  // namespace conveyor

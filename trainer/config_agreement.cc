@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "data/blend.h"
 #include "google/protobuf/text_format.h"
 #include "parallel/string_gather.h"
 #include "trainer/flags.h"
@@ -24,9 +25,36 @@ using google::protobuf::TextFormat;
 // Settings a rank may hold on its own (see the header).
 const absl::flat_hash_set<std::string>& PerRankSettings() {
   static const auto* settings = new absl::flat_hash_set<std::string>{
-      "load",         "load_hf",    "data_cache_path",          "vocab_file", "merge_file",
-      "metrics_file", "trace_file", "cuda_synchronize_each_op", "dry_run"};
+      "load",       "load_hf",         "data_cache_path", "vocab_file",
+      "merge_file", "tokenizer_model", "metrics_file",    "trace_file",
+      "cuda_synchronize_each_op", "dry_run"};
   return *settings;
+}
+
+// Dataset lists whose prefixes are a rank's own view of the files: only how many
+// datasets there are and their weights are settings.
+const absl::flat_hash_set<std::string>& DatasetListSettings() {
+  static const auto* settings = new absl::flat_hash_set<std::string>{
+      "data_path", "train_data_path", "valid_data_path", "test_data_path"};
+  return *settings;
+}
+
+// "2 datasets, weights [0.3, 0.7]" for --data-path 0.3 a 0.7 b; the list as given when
+// it does not parse (validation names the fault).
+std::string DatasetListText(const Message& group, const FieldDescriptor& field,
+                            const std::string& as_given) {
+  const Reflection& reflection = *group.GetReflection();
+  std::vector<std::string> words;
+  for (int i = 0; i < reflection.FieldSize(group, &field); ++i) {
+    words.push_back(reflection.GetRepeatedString(group, &field, i));
+  }
+  if (words.empty()) return as_given;
+  const absl::StatusOr<Blend> blend = ParseBlend(words, FlagName(field));
+  if (!blend.ok()) return as_given;
+  std::string text = absl::StrCat(blend->prefixes.size(), " dataset",
+                                  blend->prefixes.size() == 1 ? "" : "s");
+  if (blend->weighted()) absl::StrAppend(&text, ", weights [", absl::StrJoin(blend->weights, ", "), "]");
+  return text;
 }
 
 std::string ValueText(const Message& group, const FieldDescriptor& field) {
@@ -41,16 +69,6 @@ std::string ValueText(const Message& group, const FieldDescriptor& field) {
     TextFormat::PrintFieldValueToString(group, &field, static_cast<int>(i), &items[i]);
   }
   return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
-}
-
-// 64-bit FNV-1a: the same bits in every process (absl::Hash is seeded per process).
-std::string Fingerprint(absl::string_view text) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return absl::StrFormat("%016x", hash);
 }
 
 // "0-2, 5" for ranks {0, 1, 2, 5}.
@@ -86,13 +104,26 @@ std::string DescribeDifference(const std::string& flag, const std::vector<std::s
 
 }  // namespace
 
+std::string TextFingerprint(absl::string_view text) {
+  uint64_t hash = 14695981039346656037ull;  // 64-bit FNV-1a
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
 std::vector<std::pair<std::string, std::string>> SettingsEveryRankShares(const Config& config) {
   std::vector<std::pair<std::string, std::string>> settings;
   const Reflection& reflection = *config.GetReflection();
   for (const FlagField& f : AllFlagFields()) {
     if (PerRankSettings().contains(f.field->name())) continue;
     const Message& group = reflection.GetMessage(config, f.group);
-    settings.push_back({FlagName(*f.field), ValueText(group, *f.field)});
+    std::string value = ValueText(group, *f.field);
+    if (DatasetListSettings().contains(f.field->name())) {
+      value = DatasetListText(group, *f.field, value);
+    }
+    settings.push_back({FlagName(*f.field), std::move(value)});
   }
   return settings;
 }
@@ -103,10 +134,10 @@ absl::Status AgreeOnConfig(const Config& config, Communicator& world) {
   for (const auto& [flag, value] : settings) {
     // The flag's name separates values, so that no two settings' texts run together.
     absl::StrAppend(&whole, flag, "=", value, "\n");
-    absl::StrAppend(&all_fingerprints, Fingerprint(value));
+    absl::StrAppend(&all_fingerprints, TextFingerprint(value));
   }
   ASSIGN_OR_RETURN(const std::vector<std::string> wholes,
-                   AllGatherStrings(world, Fingerprint(whole)));
+                   AllGatherStrings(world, TextFingerprint(whole)));
   if (std::all_of(wholes.begin(), wholes.end(),
                   [&](const std::string& w) { return w == wholes[0]; })) {
     return absl::OkStatus();

@@ -13,17 +13,24 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "parallel/communicator.h"
 #include "proto/config.pb.h"
 
 namespace conveyor {
 
 // The settings every rank must share, as (flag, value) in declaration order: every
-// flag except those that name a rank's own view of a file (--load, --data-cache-path,
-// tokenizer files: each node may hold its own copy, and what was loaded is compared
-// on its own) or what only this process does (--metrics-file, --trace-file,
-// --cuda-synchronize-each-op, --dry-run).
+// flag except those that name a rank's own view of a file (--load, --load-hf,
+// --data-cache-path, tokenizer files: each node may hold its own copy at its own path,
+// and what was read is compared by its contents, input_fingerprint.h) or what only this
+// process does (--metrics-file, --trace-file, --cuda-synchronize-each-op, --dry-run).
+// Of a dataset list (--data-path, --train/valid/test-data-path) only the number of
+// datasets and their weights are settings: "2 datasets, weights [0.3, 0.7]".
 std::vector<std::pair<std::string, std::string>> SettingsEveryRankShares(const Config& config);
+
+// 16 hex digits of a 64-bit FNV-1a of `text`: the same in every process (absl::Hash is
+// seeded per process), for comparing texts across ranks by one short gather.
+std::string TextFingerprint(absl::string_view text);
 
 // A collective over `world`: OK on every rank when all ranks hold the same settings,
 // else FailedPrecondition on every rank naming each differing flag and which ranks

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <numeric>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -149,11 +148,8 @@ TEST_F(GptIndexCacheTest, BuildsWritesAndLoadsMegatronLayout) {
   ASSERT_TRUE(shuffle.ok()) << shuffle.status();
   EXPECT_EQ(shuffle->descr, "<u4");
 
-  // Another rank loads what rank 0 wrote, without building.
-  GptIndexCacheOptions other = options_;
-  other.build_here = false;
-  other.timeout = absl::ZeroDuration();
-  auto loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, other);
+  // Another rank that sees the folder loads what the first one wrote.
+  auto loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, options_);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ExpectFixtureIndices(*loaded);
 }
@@ -270,36 +266,8 @@ TEST_F(GptIndexCacheTest, ADirectoryInPlaceOfACacheFileIsNamed) {
                                      " is a directory, not a file; delete the four ")));
 }
 
-TEST_F(GptIndexCacheTest, WaitingRankTimesOutWithAClearMessage) {
-  GptIndexCacheOptions other = options_;
-  other.build_here = false;
-  other.timeout = absl::Milliseconds(50);
-  other.poll_interval = absl::Milliseconds(10);
-  auto loaded = BuildOrLoadGptIndices(lengths_, documents_, key_, other);
-  ASSERT_FALSE(loaded.ok());
-  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(loaded.status().message(), HasSubstr("--data-cache-path"));
-  EXPECT_THAT(loaded.status().message(), HasSubstr("-GPTDataset-train-description.txt"));
-  EXPECT_THAT(loaded.status().message(), HasSubstr("rank 0"));
-}
-
-TEST_F(GptIndexCacheTest, WaitingRankPicksUpWhatRankZeroWritesLater) {
-  GptIndexCacheOptions other = options_;
-  other.build_here = false;
-  other.timeout = absl::Seconds(60);
-  other.poll_interval = absl::Milliseconds(5);
-  absl::StatusOr<GptIndices> waited = absl::UnknownError("not run");
-  std::thread waiter([&] { waited = BuildOrLoadGptIndices(lengths_, documents_, key_, other); });
-  absl::SleepFor(absl::Milliseconds(30));
-  ASSERT_TRUE(BuildOrLoadGptIndices(lengths_, documents_, key_, options_).ok());
-  waiter.join();
-  ASSERT_TRUE(waited.ok()) << waited.status();
-  ExpectFixtureIndices(*waited);
-}
-
 TEST_F(GptIndexCacheTest, NoCachePathBuildsInMemoryOnEveryRank) {
   GptIndexCacheOptions none;
-  none.build_here = false;
   auto built = BuildOrLoadGptIndices(lengths_, documents_, key_, none);
   ASSERT_TRUE(built.ok()) << built.status();
   ExpectFixtureIndices(*built);
@@ -315,8 +283,6 @@ TEST_F(GptIndexCacheTest, BuilderUsesTheCache) {
   auto first = BuildSplitDatasets(c, {40, 0, 0});
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(ListDir(options_.path).size(), 4u);
-  c.cache.build_here = false;
-  c.cache.timeout = absl::ZeroDuration();
   auto second = BuildSplitDatasets(c, {40, 0, 0});
   ASSERT_TRUE(second.ok()) << second.status();
   for (const JsonValue& item : expected_["samples"]["items"].array()) {

@@ -163,7 +163,7 @@ TEST(TokenIdsTest, NegativeIdsAreRefused) {
                                           Documents({{5, 1, -3}}), TokenDType::kInt32);
   Config c = FixtureConfig(prefix);
   c.mutable_model()->set_vocab_size(100);
-  const absl::Status st = FirstError(BuildTrainingData(c, 200, 0, 0, true), 200);
+  const absl::Status st = FirstError(BuildTrainingData(c, 200, 0, 0), 200);
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr(prefix));
   EXPECT_THAT(st.message(), HasSubstr("holds token id -3, which is negative"));
@@ -172,7 +172,7 @@ TEST(TokenIdsTest, NegativeIdsAreRefused) {
 TEST(TokenIdsTest, FixtureOverTheVocabularyFailsNamingFileIdAndFix) {
   Config c = FixtureConfig(Fixture());
   c.mutable_model()->set_vocab_size(64);
-  auto data = BuildTrainingData(c, 40, 0, 0, true);
+  auto data = BuildTrainingData(c, 40, 0, 0);
   ASSERT_FALSE(data.ok()) << "ids up to 49966 with --vocab-size 64 built";
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
   std::string m(data.status().message());
@@ -188,7 +188,7 @@ TEST(TokenIdsTest, FixtureOverTheVocabularyFailsNamingFileIdAndFix) {
   c.mutable_data()->set_tokenizer_type("NullTokenizer");
   c.mutable_model()->set_vocab_size(1000);
   ASSERT_TRUE(ResolveVocabulary(&c).ok());
-  data = BuildTrainingData(c, 40, 0, 0, true);
+  data = BuildTrainingData(c, 40, 0, 0);
   ASSERT_FALSE(data.ok());
   m = std::string(data.status().message());
   EXPECT_THAT(m, HasSubstr(Fixture()));
@@ -199,7 +199,7 @@ TEST(TokenIdsTest, FixtureOverTheVocabularyFailsNamingFileIdAndFix) {
   // A tokenizer with a fixed vocabulary: --vocab-size cannot help.
   c.mutable_data()->set_tokenizer_type("ByteTokenizer");
   ASSERT_TRUE(ResolveVocabulary(&c).ok());
-  data = BuildTrainingData(c, 40, 0, 0, true);
+  data = BuildTrainingData(c, 40, 0, 0);
   ASSERT_FALSE(data.ok());
   m = std::string(data.status().message());
   EXPECT_THAT(m, HasSubstr(Fixture()));
@@ -217,7 +217,7 @@ TEST(TokenIdsTest, NullTokenizerAsTheTrainerResolvesIt) {
   c.mutable_data()->set_tokenizer_type("NullTokenizer");
   c.mutable_model()->set_vocab_size(49966);
   ASSERT_TRUE(ResolveVocabulary(&c).ok());
-  auto data = BuildTrainingData(c, 40, 0, 0, true);
+  auto data = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->token_ids.vocab_size, 49967);
   for (int64_t i = 0; i < 40; ++i) EXPECT_TRUE(data->train->Sample(i).ok()) << i;
@@ -225,7 +225,7 @@ TEST(TokenIdsTest, NullTokenizerAsTheTrainerResolvesIt) {
   c.mutable_data()->set_tokenizer_type("NullTokenizer");
   c.mutable_model()->set_vocab_size(49965);
   ASSERT_TRUE(ResolveVocabulary(&c).ok());
-  const absl::Status st = FirstError(BuildTrainingData(c, 40, 0, 0, true), 40);
+  const absl::Status st = FirstError(BuildTrainingData(c, 40, 0, 0), 40);
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("holds token id 49966, outside the model's vocabulary of "
                                       "49966 ids"));
@@ -235,11 +235,11 @@ TEST(TokenIdsTest, NullTokenizerAsTheTrainerResolvesIt) {
 TEST(TokenIdsTest, InRangeDataIsServedUnchanged) {
   Config c = FixtureConfig(Fixture());
   c.mutable_model()->set_vocab_size(kFixtureLargestId + 1);  // the smallest that holds it
-  auto checked = BuildTrainingData(c, 40, 0, 0, true);
+  auto checked = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(checked.ok()) << checked.status();
   TrainingDataOptions off;
   off.check_token_ids = false;
-  auto plain = BuildTrainingData(c, 40, 0, 0, true, off);
+  auto plain = BuildTrainingData(c, 40, 0, 0, off);
   ASSERT_TRUE(plain.ok()) << plain.status();
   for (int64_t i = 0; i < 40; ++i) {
     auto a = checked->train->Sample(i);
@@ -252,7 +252,7 @@ TEST(TokenIdsTest, InRangeDataIsServedUnchanged) {
   c.mutable_data()->set_vocab_file(SharedDataDir() + "/gpt2/vocab.json");
   c.mutable_data()->set_merge_file(SharedDataDir() + "/gpt2/merges.txt");
   c.mutable_model()->set_vocab_size(50257);
-  auto gpt2 = BuildTrainingData(c, 40, 0, 0, true);
+  auto gpt2 = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();
   EXPECT_EQ(gpt2->token_ids.vocab_size, 50257);
 }
@@ -282,12 +282,12 @@ TEST(TokenIdsTest, EverySplitAndEveryBlendedDatasetIsChecked) {
   Config c = FixtureConfig(bad);
   c.mutable_data()->set_split("1,1,0");
   c.mutable_model()->set_vocab_size(100);
-  auto data = BuildTrainingData(c, 40, 20, 0, true);
+  auto data = BuildTrainingData(c, 40, 20, 0);
   ASSERT_FALSE(data.ok());
   EXPECT_THAT(data.status().message(), HasSubstr(bad));
   TrainingDataOptions off;
   off.check_token_ids = false;
-  ASSERT_TRUE(BuildTrainingData(c, 40, 20, 0, true, off).ok());
+  ASSERT_TRUE(BuildTrainingData(c, 40, 20, 0, off).ok());
 
   // A blend of a clean and a bad dataset: the error names the bad one.
   const std::string clean = WriteDataset(FreshDir("token_ids") + "/clean", Documents({}));
@@ -324,7 +324,7 @@ TEST(TokenIdsTest, MockDataStaysBelowTheModelVocabulary) {
   ASSERT_TRUE(ResolveVocabulary(&c).ok());
   for (const bool null_tokenizer : {true, false}) {
     if (!null_tokenizer) c.mutable_data()->clear_tokenizer_type();
-    auto data = BuildTrainingData(c, 500, 0, 0, true);
+    auto data = BuildTrainingData(c, 500, 0, 0);
     ASSERT_TRUE(data.ok()) << data.status();
     EXPECT_EQ(data->token_ids.vocab_size, 128);
     int64_t largest = 0;
@@ -344,7 +344,7 @@ TEST(DataPathTest, BinOrIdxPathSaysToPassThePrefix) {
   for (const char* suffix : {".bin", ".idx"}) {
     Config c = FixtureConfig(Fixture() + suffix);
     c.mutable_model()->set_vocab_size(50257);
-    auto data = BuildTrainingData(c, 40, 0, 0, true);
+    auto data = BuildTrainingData(c, 40, 0, 0);
     ASSERT_FALSE(data.ok());
     EXPECT_THAT(data.status().message(),
                 HasSubstr(absl::StrCat("--data-path ", Fixture(), suffix,
@@ -363,7 +363,7 @@ TEST(DataPathTest, BinOrIdxPathSaysToPassThePrefix) {
   // A missing dataset named by its .bin says that as well.
   Config c = FixtureConfig("/nonexistent/corpus.bin");
   c.mutable_model()->set_vocab_size(64);
-  auto missing = BuildTrainingData(c, 40, 0, 0, true);
+  auto missing = BuildTrainingData(c, 40, 0, 0);
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("pass --data-path /nonexistent/corpus"));
   EXPECT_THAT(missing.status().message(),
@@ -372,7 +372,7 @@ TEST(DataPathTest, BinOrIdxPathSaysToPassThePrefix) {
   const std::string odd = WriteDataset(FreshDir("token_ids") + "/odd.bin", Documents({}));
   c = FixtureConfig(odd);
   c.mutable_model()->set_vocab_size(100);
-  auto data = BuildTrainingData(c, 10, 0, 0, true);
+  auto data = BuildTrainingData(c, 10, 0, 0);
   EXPECT_TRUE(data.ok()) << data.status();
 }
 
@@ -382,7 +382,7 @@ TEST(DataPathTest, EmptyDatasetSaysSoNamingTheFile) {
   for (const std::string& prefix : {none, hollow}) {
     Config c = FixtureConfig(prefix);
     c.mutable_model()->set_vocab_size(64);
-    auto data = BuildTrainingData(c, 8, 0, 0, true);
+    auto data = BuildTrainingData(c, 8, 0, 0);
     ASSERT_FALSE(data.ok()) << prefix;
     const std::string m(data.status().message());
     EXPECT_THAT(m, HasSubstr("--data-path " + prefix + ": the dataset is empty"));

@@ -144,7 +144,7 @@ TEST(TrainerDataErrorsTest, AnIdFirstReadAtALaterStepStopsTheRunThere) {
   c.mutable_training()->set_seed(1234);
   c.mutable_data()->add_data_path(probe);
   c.mutable_data()->set_split("1,0,0");
-  auto data = BuildTrainingData(c, 6 * 8, 0, 0, true);
+  auto data = BuildTrainingData(c, 6 * 8, 0, 0);
   ASSERT_TRUE(data.ok()) << data.status();
   std::map<int, int64_t> first_sample;
   for (int64_t i = 0; i < 6 * 8; ++i) {

@@ -71,7 +71,7 @@ TEST(TrainingDataTest, SampleCountsSaturateInsteadOfOverflowing) {
 TEST(TrainingDataTest, IndicesTooLargeForMemoryNameSizesFlagsAndFix) {
   const std::string prefix = Fixtures() + "/tiny_uint16";
   // 1e12 samples: 49535603716 epochs of the fixture's 7 documents, 323 tokens.
-  auto huge = BuildTrainingData(FixtureConfig(), 1000000000000, 0, 0, true);
+  auto huge = BuildTrainingData(FixtureConfig(), 1000000000000, 0, 0);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(huge.status().message(),
@@ -88,7 +88,7 @@ TEST(TrainingDataTest, IndicesTooLargeForMemoryNameSizesFlagsAndFix) {
   // The validation split names its own flags; a count past int64 tokens too.
   Config with_valid = FixtureConfig();
   with_valid.mutable_data()->set_split("1,1,0");
-  auto overflow = BuildTrainingData(with_valid, 40, std::numeric_limits<int64_t>::max(), 0, true);
+  auto overflow = BuildTrainingData(with_valid, 40, std::numeric_limits<int64_t>::max(), 0);
   ASSERT_FALSE(overflow.ok());
   EXPECT_EQ(overflow.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(overflow.status().message(),
@@ -103,7 +103,7 @@ TEST(TrainingDataTest, IndicesTooLargeForMemoryNameSizesFlagsAndFix) {
   for (const std::string& word : {std::string("1"), prefix, std::string("3"), prefix}) {
     blend.mutable_data()->add_data_path(word);
   }
-  auto blended = BuildTrainingData(blend, 1000000000000, 0, 0, true);
+  auto blended = BuildTrainingData(blend, 1000000000000, 0, 0);
   ASSERT_FALSE(blended.ok());
   EXPECT_EQ(blended.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(blended.status().message(), HasSubstr(" GiB of host memory"));
@@ -119,7 +119,7 @@ TEST(TrainingDataTest, PrefixesWithSpacesAreTakenWhole) {
   }
   Config c = FixtureConfig();
   c.mutable_data()->set_data_path(0, dir + "/tiny_uint16");
-  auto one = BuildTrainingData(c, 40, 0, 0, true);
+  auto one = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->train->size(), 40);
 
@@ -128,7 +128,7 @@ TEST(TrainingDataTest, PrefixesWithSpacesAreTakenWhole) {
                                   Fixtures() + "/tiny_uint16"}) {
     c.mutable_data()->add_data_path(word);
   }
-  auto blend = BuildTrainingData(c, 40, 0, 0, true);
+  auto blend = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(blend.ok()) << blend.status();
   const auto& blended = dynamic_cast<const BlendedDataset&>(*blend->train);
   EXPECT_EQ(blended.num_datasets(), 2);
@@ -144,7 +144,7 @@ TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {
   EXPECT_EQ((*tokenizer)->eod(), 50256);
   EXPECT_EQ(c.model().vocab_size(), 50257);
   c.mutable_data()->set_data_cache_path(FreshDir("training_data") + "/cache");
-  auto data = BuildTrainingData(c, 40, 0, 0, /*build_cache_here=*/true);
+  auto data = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->token_ids.vocab_size, 50257);
   ASSERT_NE(data->train, nullptr);
@@ -153,8 +153,8 @@ TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {
   for (const JsonValue& item : expected["samples"]["items"].array()) {
     EXPECT_EQ(Tokens(*data->train, item["idx"].integer()), item["tokens"].IntArray());
   }
-  // A second rank loads rank 0's cache and serves the same samples.
-  auto other = BuildTrainingData(c, 40, 0, 0, /*build_cache_here=*/false);
+  // A second rank finds the first one's cache, loads it and serves the same samples.
+  auto other = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(other.ok()) << other.status();
   for (int64_t i = 0; i < 40; ++i) EXPECT_EQ(Tokens(*other->train, i), Tokens(*data->train, i));
 }
@@ -166,7 +166,7 @@ TEST(TrainingDataTest, WeightedDataPathBlends) {
     c.mutable_data()->add_data_path(w);
     c.mutable_data()->add_data_path(Fixtures() + "/tiny_uint16");
   }
-  auto data = BuildTrainingData(c, 10, 0, 0, true);
+  auto data = BuildTrainingData(c, 10, 0, 0);
   ASSERT_TRUE(data.ok()) << data.status();
   const auto* blend = dynamic_cast<const BlendedDataset*>(data->train.get());
   ASSERT_NE(blend, nullptr);
@@ -178,7 +178,7 @@ TEST(TrainingDataTest, SeparatePathsAndSplitSizes) {
   c.mutable_data()->clear_data_path();
   c.mutable_data()->add_train_data_path(Fixtures() + "/tiny_uint16");
   c.mutable_data()->add_valid_data_path(Fixtures() + "/tiny_uint16");
-  auto data = BuildTrainingData(c, 40, 8, 0, true);
+  auto data = BuildTrainingData(c, 40, 8, 0);
   ASSERT_TRUE(data.ok()) << data.status();
   ASSERT_NE(data->train, nullptr);
   ASSERT_NE(data->valid, nullptr);
@@ -193,7 +193,7 @@ TEST(TrainingDataTest, MockDataPerSplit) {
   c.mutable_model()->set_vocab_size(100);
   c.mutable_training()->set_seed(7);
   c.mutable_data()->set_mock_data(true);
-  auto data = BuildTrainingData(c, 64, 16, 0, true);
+  auto data = BuildTrainingData(c, 64, 16, 0);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->token_ids.vocab_size, 100);
   ASSERT_NE(data->train, nullptr);
@@ -239,7 +239,7 @@ TEST(TrainingDataTest, TokenizersAndVocabSizes) {
     if (*tokenizer != nullptr) {
       EXPECT_EQ((*tokenizer)->vocab_size(), want.vocab_size);
     }
-    auto data = BuildTrainingData(c, 200, 0, 0, true);
+    auto data = BuildTrainingData(c, 200, 0, 0);
     ASSERT_TRUE(data.ok()) << data.status();
     // Not NullTokenizer rebuilt from the resolved size (1002 ids, eod 1001).
     EXPECT_EQ(data->token_ids.vocab_size, want.vocab_size);
@@ -275,13 +275,13 @@ TEST(TrainingDataTest, ErrorsNameFlagsAndFiles) {
   EXPECT_THAT(no_vocab.status().message(),
               HasSubstr("--vocab-size 0 must be positive without --tokenizer-type"));
   // A config whose vocabulary was never resolved is refused, not built with none.
-  auto unresolved = BuildTrainingData(FixtureFlags(), 1, 0, 0, true);
+  auto unresolved = BuildTrainingData(FixtureFlags(), 1, 0, 0);
   ASSERT_FALSE(unresolved.ok());
   EXPECT_THAT(unresolved.status().message(), HasSubstr("ResolveVocabulary"));
 
   c = FixtureConfig();
   c.mutable_data()->set_data_path(0, Fixtures() + "/missing");
-  auto missing = BuildTrainingData(c, 1, 0, 0, true);
+  auto missing = BuildTrainingData(c, 1, 0, 0);
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("--data-path"));
   EXPECT_THAT(missing.status().message(), HasSubstr("missing.idx"));
@@ -289,24 +289,16 @@ TEST(TrainingDataTest, ErrorsNameFlagsAndFiles) {
   // A zero train weight leaves nothing to train on (it used to leave a null split).
   c = FixtureConfig();
   c.mutable_data()->set_split("0,0,1");
-  auto no_train = BuildTrainingData(c, 4, 0, 1, true);
+  auto no_train = BuildTrainingData(c, 4, 0, 1);
   ASSERT_FALSE(no_train.ok());
   EXPECT_THAT(no_train.status().message(),
               HasSubstr("--split 0,0,1 gives the train split no share of --data-path"));
 
   c = FixtureConfig();
   c.mutable_training()->set_seed(-1);
-  auto bad_seed = BuildTrainingData(c, 1, 0, 0, true);
+  auto bad_seed = BuildTrainingData(c, 1, 0, 0);
   ASSERT_FALSE(bad_seed.ok());
   EXPECT_THAT(bad_seed.status().message(), HasSubstr("--seed"));
-
-  c = FixtureConfig();
-  c.mutable_data()->set_data_cache_path(FreshDir("training_data") + "/empty_cache");
-  TrainingDataOptions quick;
-  quick.cache_timeout = absl::Milliseconds(20);
-  auto waited = BuildTrainingData(c, 40, 0, 0, /*build_cache_here=*/false, quick);
-  ASSERT_FALSE(waited.ok());
-  EXPECT_THAT(waited.status().message(), HasSubstr("--data-cache-path"));
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ TEST(ConfigAgreementTest, ModelShapeAndLayoutDifferencesAreFound) {
 }
 
 TEST(ConfigAgreementTest, ARanksOwnViewOfFilesAndOutputsMayDiffer) {
-  // Per-node copies of a checkpoint or a tokenizer, and this process's own outputs.
+  // Per-node copies of a checkpoint, and this process's own outputs.
   const Config a = Parse({"--mock-data", "--load", "/node0/ckpt", "--metrics-file", "a.jsonl",
                           "--trace-file", "a.json", "--data-cache-path", "/local0"});
   const Config b = Parse({"--mock-data", "--load", "/node1/ckpt", "--metrics-file", "b.jsonl",
@@ -74,10 +74,32 @@ TEST(ConfigAgreementTest, ARanksOwnViewOfFilesAndOutputsMayDiffer) {
 }
 
 TEST(ConfigAgreementTest, ListsAreComparedWhole) {
-  const Config a = Parse({"--data-path", "0.5", "x", "0.5", "y"});
-  const Config b = Parse({"--data-path", "0.5", "x", "0.5", "z"});
+  const Config a = Parse({"--recompute-modules", "core_attn", "mlp"});
+  const Config b = Parse({"--recompute-modules", "core_attn", "layernorm"});
   for (const absl::Status& s : Agree({a, b})) {
-    EXPECT_THAT(s.message(), HasSubstr("--data-path [\"0.5\", \"x\", \"0.5\", \"y\"] on rank 0"));
+    EXPECT_THAT(s.message(), HasSubstr("--recompute-modules [\"core_attn\", \"mlp\"] on rank 0"));
+  }
+}
+
+// Input files are a rank's own view: a node-local copy at another path is the same
+// input (their contents are compared, input_fingerprint.h). Their number and weights
+// are settings.
+TEST(ConfigAgreementTest, InputFilePathsMayDifferButNotDatasetWeights) {
+  const Config a = Parse({"--data-path", "0.5", "/node0/x", "0.5", "/node0/y", "--tokenizer-model",
+                          "/node0/tok.model", "--vocab-file", "/node0/v.json", "--merge-file",
+                          "/node0/m.txt", "--train-data-path", "/node0/t"});
+  const Config b = Parse({"--data-path", "0.5 /node1/x 0.5 /node1/y", "--tokenizer-model",
+                          "/node1/tok.model", "--vocab-file", "/node1/v.json", "--merge-file",
+                          "/node1/m.txt", "--train-data-path", "/node1/t"});
+  for (const absl::Status& s : Agree({a, b})) EXPECT_TRUE(s.ok()) << s;
+  const Config other_weights = Parse({"--data-path", "0.3", "/node1/x", "0.7", "/node1/y"});
+  const Config one_dataset = Parse({"--data-path", "/node1/x"});
+  for (const absl::Status& s : Agree({a, other_weights, one_dataset})) {
+    EXPECT_THAT(std::string(s.message()),
+                AllOf(HasSubstr("--data-path 2 datasets, weights [0.5, 0.5] on rank 0, 2 "
+                                "datasets, weights [0.3, 0.7] on rank 1, 1 dataset on rank 2"),
+                      HasSubstr("--train-data-path 1 dataset on rank 0, [] on ranks 1-2"),
+                      Not(HasSubstr("--tokenizer-model"))));
   }
 }
 
@@ -86,7 +108,7 @@ TEST(ConfigAgreementTest, SettingsExcludeOnlyPerRankFlags) {
   const std::vector<std::pair<std::string, std::string>> settings = SettingsEveryRankShares(config);
   EXPECT_THAT(settings, ::testing::Contains(Pair("--save", "\"s\"")));
   EXPECT_THAT(settings, ::testing::Not(::testing::Contains(Pair("--load", ::testing::_))));
-  EXPECT_EQ(settings.size() + 9, AllFlagFields().size());
+  EXPECT_EQ(settings.size() + 10, AllFlagFields().size());
 }
 
 }  // namespace
