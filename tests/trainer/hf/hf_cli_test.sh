@@ -4,7 +4,8 @@
 # rank and under TP 2 x PP 2 (the same losses), trained with --lr 0 and exported with
 # `trainer export --format hf` (the original weights, stored as fp32, bf16 or fp16,
 # back bit for bit; config.json loaded by transformers where it is installed:
-# transformers_check.py; CONVEYOR_PYTHON names the interpreter, python3 by default).
+# transformers_check.py; CONVEYOR_PYTHON names the interpreter, python3 by default);
+# config.json fields that are refused (exit 2, named) or unknown (one warning).
 set -uo pipefail
 trainer="$1"
 make_model="$2"
@@ -70,5 +71,33 @@ head -c 4096 "$tmp/llama-bf16/model.safetensors" | grep -qF '"dtype":"BF16"' ||
 [[ $? -eq 2 ]] || fail "a contradicting --num-layers should exit 2"
 grep -qF -- "--num-layers 3 contradicts num_hidden_layers = 2" "$tmp/bad.log" ||
   fail "the contradiction is not named: $(cat "$tmp/bad.log")"
+
+# config.json fields (trainer/hf/hf_config_fields.h): a value the file gives that Conveyor
+# does not compute, of the wrong type or of an absurd size exits 2 naming the key and the
+# value; an unknown field is named in one warning and the run goes on.
+edited() {  # edited NAME PYTHON-STATEMENT: a copy of llama-in whose config.json `c` is edited
+  rm -rf "$tmp/$1" && cp -r "$tmp/llama-in" "$tmp/$1"
+  "$python" -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); $2; json.dump(c, open(p, 'w'))" \
+    "$tmp/$1/config.json"
+}
+refused() {  # refused NAME MESSAGE: --load-hf NAME exits 2 and says MESSAGE
+  "$trainer" --load-hf "$tmp/$1" "${common[@]}" --train-iters 1 >"$tmp/$1.log" 2>&1
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "$1: exit $rc, want 2: $(tail -3 "$tmp/$1.log")"
+  grep -qF -- "$2" "$tmp/$1.log" || fail "$1: not named: $(cat "$tmp/$1.log")"
+}
+edited gpt2-scaled "c.clear(); c.update(model_type='gpt2', n_layer=2, n_embd=64, n_head=4, vocab_size=256, n_positions=64, scale_attn_by_inverse_layer_idx=True)"
+refused gpt2-scaled "scale_attn_by_inverse_layer_idx = true is not supported: Conveyor supports false"
+edited string-size "c['hidden_size'] = '64'"
+refused string-size 'hidden_size = "64" has the wrong type: expected an integer'
+edited huge-layers "c['num_hidden_layers'] = 100000000"
+refused huge-layers "num_hidden_layers = 100000000 is out of range"
+edited wrong-class "c['architectures'] = ['GPT2LMHeadModel']"
+refused wrong-class 'names architectures ["GPT2LMHeadModel"] but model_type "llama"'
+edited unknown-field "c['my_new_scale'] = 2.0"
+"$trainer" --load-hf "$tmp/unknown-field" "${common[@]}" --train-iters 1 >"$tmp/unknown.log" 2>&1 ||
+  fail "unknown field: $(tail -3 "$tmp/unknown.log")"
+[[ $(grep -c "warning: .*my_new_scale" "$tmp/unknown.log") -eq 1 ]] ||
+  fail "the unknown field is not named in one warning: $(head -5 "$tmp/unknown.log")"
 
 ((failures == 0)) && echo "PASS" || exit 1
