@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -77,13 +78,19 @@ std::chrono::milliseconds ConnectTimeout(absl::Duration timeout) {
 // have arrived the connections take milliseconds.
 std::string ArrivalKey(int group_rank) { return absl::StrCat("arrived_", group_rank); }
 
-std::vector<std::string> MissingMembers(const GroupSpec& group, RendezvousStore& store) {
+// The members whose arrival is not in `store`; nullopt when the store cannot answer.
+std::optional<std::vector<std::string>> MissingMembers(const GroupSpec& group,
+                                                       RendezvousStore& store) {
   std::vector<std::string> missing;
-  for (int r = 0; r < static_cast<int>(group.global_ranks.size()); ++r) {
-    if (!store.Has(ArrivalKey(r))) {
-      missing.push_back(
-          absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
+  try {
+    for (int r = 0; r < static_cast<int>(group.global_ranks.size()); ++r) {
+      if (!store.Has(ArrivalKey(r))) {
+        missing.push_back(
+            absl::StrFormat("group rank %d (global rank %d)", r, group.global_ranks[r]));
+      }
     }
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
   return missing;
 }
@@ -200,10 +207,12 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
 
   const absl::Time start = absl::Now();
   auto failure = [&](const std::string& what, const std::string& error) {
-    const std::vector<std::string> missing = MissingMembers(group, *store);
+    const std::optional<std::vector<std::string>> missing = MissingMembers(group, *store);
     std::string arrivals;
-    if (!missing.empty()) {
-      arrivals = "ranks that never arrived: " + absl::StrJoin(missing, ", ");
+    if (!missing.has_value()) {
+      arrivals = "arrivals unknown: the rendezvous store stopped answering";
+    } else if (!missing->empty()) {
+      arrivals = "ranks that never arrived: " + absl::StrJoin(*missing, ", ");
     } else {
       // Who had not finished connecting: their boards still say "rendezvous" (a rank
       // that died after arriving stays so).
@@ -226,7 +235,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
         DescribeGroup(group), meeting.Describe(),
         absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
         absl::FormatDuration(timeout), what, arrivals, error);
-    return missing.empty() ? absl::UnavailableError(message) : absl::DeadlineExceededError(message);
+    return missing.has_value() && !missing->empty() ? absl::DeadlineExceededError(message)
+                                                    : absl::UnavailableError(message);
   };
 
   try {

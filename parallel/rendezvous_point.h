@@ -38,6 +38,8 @@ class RendezvousStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
+  // Throws gloo::IoException when the store cannot answer, as it then never will (a
+  // TCP store whose connection was lost): get() and wait() end at once.
   virtual bool Has(const std::string& key) const = 0;
 
  protected:

@@ -191,8 +191,11 @@ class TcpStore : public RendezvousStore {
   }
 
   bool Has(const std::string& key) const override {
+    // A store that did not answer never will (the connection is out of step, or rank 0
+    // is gone): waiting out the timeout for it would only delay the error.
     absl::StatusOr<std::optional<std::string>> value = client_->Get(prefix_ + key);
-    return value.ok() && value->has_value();
+    if (!value.ok()) throw gloo::IoException(std::string(value.status().message()));
+    return value->has_value();
   }
 
  protected:

@@ -497,6 +497,41 @@ TEST(TcpStoreClientTest, AnUnresolvableMasterAddrFailsAtOnce) {
                     HasSubstr("set MASTER_ADDR to global rank 0's host name or IP address")));
 }
 
+// A rank waiting for the other members at the store when global rank 0 (and its store)
+// ends: the store will not answer again, so the wait ends at once, saying so, instead of
+// after the whole timeout with every rank named as never arrived.
+TEST(TcpStoreClientTest, ARendezvousEndsAtOnceWhenTheStoreGoes) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(0, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> waiter =
+      TcpStoreClient::Connect("127.0.0.1", port, {}, absl::Seconds(20));
+  absl::StatusOr<std::shared_ptr<TcpStoreClient>> watcher =
+      TcpStoreClient::Connect("127.0.0.1", port, {}, absl::Seconds(20));
+  ASSERT_TRUE(waiter.ok() && watcher.ok());
+  absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device = CreateGlooDevice("127.0.0.1");
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto rendezvous = std::async(std::launch::async, [&] {
+    return GlooCommunicator::Create({"world[0,1]", {0, 1}, 0}, TcpRendezvous(*waiter), *device,
+                                    absl::Seconds(20));
+  });
+  // Once rank 0 of the group has arrived (and so waits for rank 1), the store goes.
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(10);
+       !(*watcher)->Get("world[0,1]/arrived_0").value_or(std::nullopt).has_value();) {
+    ASSERT_LT(absl::Now(), give_up) << "rank 0 never arrived";
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  const absl::Time start = absl::Now();
+  server->reset();
+  const absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = rendezvous.get();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "waited out the timeout";
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kUnavailable) << comm.status();
+  EXPECT_THAT(comm.status().message(),
+              AllOf(HasSubstr("while waiting for the members to arrive: arrivals unknown: the "
+                              "rendezvous store stopped answering"),
+                    HasSubstr("lost the connection"), HasSubstr("did global rank 0 exit?")));
+}
+
 TEST_F(TcpStoreTest, GlooRendezvousNamesTheRankThatNeverCame) {
   GroupSpec world{"world[0,1]", {0, 1}, 0};
   absl::StatusOr<std::shared_ptr<gloo::transport::Device>> device = CreateGlooDevice("127.0.0.1");
