@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,27 @@ HostMemoryLimit HostMemoryLimitUnder(const std::string& root, int64_t physical_b
     }
   }
   return limit;
+}
+
+ProcessMemory ProcessMemoryFromStatus(absl::string_view status) {
+  ProcessMemory memory;
+  for (absl::string_view line : absl::StrSplit(status, '\n', absl::SkipEmpty())) {
+    int64_t* field = absl::StartsWith(line, "VmHWM:")     ? &memory.peak_bytes
+                     : absl::StartsWith(line, "RssAnon:") ? &memory.anonymous_bytes
+                                                          : nullptr;
+    if (field == nullptr) continue;
+    absl::string_view value = absl::StripAsciiWhitespace(line.substr(line.find(':') + 1));
+    int64_t kib = 0;
+    if (absl::ConsumeSuffix(&value, "kB") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(value), &kib)) {
+      *field = kib * 1024;
+    }
+  }
+  return memory;
+}
+
+ProcessMemory ThisProcessMemory() {
+  return ProcessMemoryFromStatus(ReadText("/proc/self/status").value_or(""));
 }
 
 HostMemoryLimit HostMemoryAvailable() {

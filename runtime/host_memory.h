@@ -27,6 +27,20 @@ HostMemoryLimit HostMemoryAvailable();
 // "/" in tests) and `physical_bytes` as physical memory.
 HostMemoryLimit HostMemoryLimitUnder(const std::string& root, int64_t physical_bytes);
 
+// This process's resident memory as /proc/self/status counts it: the peak so far
+// (VmHWM) and the anonymous part now (RssAnon, heaps and private buffers; the rest of
+// the resident set is mapped files: the program and its libraries).
+struct ProcessMemory {
+  int64_t peak_bytes = 0;
+  int64_t anonymous_bytes = 0;
+};
+
+// This process's, or zeros where /proc cannot be read.
+ProcessMemory ThisProcessMemory();
+
+// The same, from the text of a /proc/<pid>/status file ("VmHWM:  276848 kB").
+ProcessMemory ProcessMemoryFromStatus(absl::string_view status);
+
 // A size computed in double from flag values (so that products of them cannot
 // overflow) as int64 bytes, saturating at the int64 maximum.
 int64_t SaturatingBytes(double bytes);

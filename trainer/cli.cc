@@ -74,16 +74,20 @@ int FinishRun(ParallelState& state, std::ostream& err, const std::string& who) {
   return kExitOk;
 }
 
+// A rank's BLAS threads: the ranks on a machine share its cores (docs/design.md §9).
+// `one_process`: a job of one process (no launcher), which takes them all.
+int BlasThreadsPerRank(const Config& config, bool one_process) {
+  const int local_ranks = one_process ? 1 : config.parallel().nproc_per_node();
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
+}
+
 // One rank's whole run: groups, data, model, training. `env` is null for a job of
 // one process.
 int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ostream& out,
             std::ostream& err) {
   const Config& config = resolved.config();
   const std::string who = env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank);
-  // Ranks share the machine's cores (docs/design.md §9).
-  const int local_ranks = env == nullptr ? 1 : config.parallel().nproc_per_node();
-  cpu::SetBlasThreads(
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks));
+  cpu::SetBlasThreads(BlasThreadsPerRank(config, env == nullptr));
   // The backend first: the groups move its tensors, through its transport.
   const absl::StatusOr<Backend> backend =
       StartBackend(resolved, env == nullptr ? 0 : env->local_rank);
@@ -242,11 +246,16 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const bool launched_alone = env->has_value() && (*env)->world_size == 1 && world_size > 1;
   const RankEnvironment* external = env->has_value() && !launched_alone ? &**env : nullptr;
   const RanksOnHost on_host = RanksSharingThisHost(external, world_size);
+  // Measured before any tensor exists; the built-in launcher's ranks are forks of this
+  // process, an external launcher's are programs of their own.
+  const StartupMemory startup =
+      RanksStartupMemory(ThisProcessMemory(), on_host, /*own_processes=*/external != nullptr,
+                         BlasThreadsPerRank(config, world_size == 1 && external == nullptr));
   if (config.training().dry_run()) {
     if (!first_rank) return kExitOk;
     absl::StatusOr<std::string> plan = FormatPlan(*resolved, shape);
     if (!plan.ok()) return Refuse(err, plan.status());
-    out << *plan << HostMemoryLine(*resolved, shape, on_host);
+    out << *plan << HostMemoryLine(*resolved, shape, on_host, startup);
     if (const std::string& html = config.logging().plan_html(); !html.empty()) {
       absl::StatusOr<std::string> page = PlanHtml(*resolved, shape);
       if (!page.ok()) return Refuse(err, page.status());
@@ -265,7 +274,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (const std::string warning = ProfileWindowWarning(config); first_rank && !warning.empty()) {
     err << kProgram << ": " << warning << "\n";
   }
-  if (absl::Status fits = CheckRunFitsHostMemory(*resolved, shape, on_host); !fits.ok()) {
+  if (absl::Status fits = CheckRunFitsHostMemory(*resolved, shape, on_host, startup);
+      !fits.ok()) {
     return Fail(err, "", fits);
   }
   if (external != nullptr) return RunRank(*resolved, external, out, err);

@@ -64,6 +64,21 @@ TEST_F(HostMemoryTest, CgroupV1InsideAContainer) {
 
 TEST_F(HostMemoryTest, ThisMachineHasSomeMemory) { EXPECT_GT(HostMemoryAvailable().bytes, 0); }
 
+// The resident memory a process holds before its first tensor, read from
+// /proc/self/status (what trainer/host_memory_fit.h counts for every rank).
+TEST(ProcessMemoryTest, ReadsThePeakAndTheAnonymousPart) {
+  const ProcessMemory m = ProcessMemoryFromStatus(
+      "Name:\ttrainer\nVmPeak:\t 1843368 kB\nVmHWM:\t  276848 kB\nVmRSS:\t  215004 kB\n"
+      "RssAnon:\t  111748 kB\nRssFile:\t  103256 kB\n");
+  EXPECT_EQ(m.peak_bytes, int64_t{276848} * 1024);
+  EXPECT_EQ(m.anonymous_bytes, int64_t{111748} * 1024);
+  EXPECT_EQ(ProcessMemoryFromStatus("").peak_bytes, 0);
+
+  const ProcessMemory self = ThisProcessMemory();
+  EXPECT_GT(self.anonymous_bytes, 0);
+  EXPECT_GE(self.peak_bytes, self.anonymous_bytes);
+}
+
 TEST(CheckHostMemoryTest, NamesBothSizesAndTheSource) {
   const HostMemoryLimit limit{15 * kGiB + kGiB / 2, "physical memory"};
   EXPECT_TRUE(CheckHostMemory(15 * kGiB, "the indices", limit).ok());

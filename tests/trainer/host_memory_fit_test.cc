@@ -74,11 +74,15 @@ TEST(HostMemoryFitTest, SumsTheStageOfEveryRankOnTheHost) {
   EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {3, 1}), last);
 }
 
+// No memory before the first tensor: the model's figures alone.
+const StartupMemory kNoStartup = {0, "nothing before any tensor"};
+
 TEST(HostMemoryFitTest, RefusesAPredictionAboveTheLimitNamingBoth) {
   const PlannedRun run = MakeRun();
   const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {0, 4});
   const HostMemoryLimit limit{predicted - 1, "the cgroup limit /sys/fs/cgroup/job/memory.max"};
-  const absl::Status refused = CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, limit);
+  const absl::Status refused =
+      CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, kNoStartup, limit);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.message(),
               AllOf(HasSubstr("the 4 ranks on this machine are predicted to need " +
@@ -86,16 +90,64 @@ TEST(HostMemoryFitTest, RefusesAPredictionAboveTheLimitNamingBoth) {
                     HasSubstr("this process may use " + FormatMemorySize(predicted - 1) +
                               " (the cgroup limit /sys/fs/cgroup/job/memory.max)"),
                     HasSubstr("nothing was started"), HasSubstr("--recompute-granularity")));
-  EXPECT_TRUE(
-      CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, {predicted, "physical memory"}).ok());
+  EXPECT_TRUE(CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, kNoStartup,
+                                     {predicted, "physical memory"})
+                  .ok());
+}
+
+// A process of the trainer holds about 260 MB before its first tensor (the program, its
+// libraries, heaps, BLAS buffers): a limit the model alone fits under, but not with
+// that, used to pass, and the kernel then killed the rank. Figures as measured for one
+// CPU rank: VmHWM 277 MB of which 112 MB anonymous.
+TEST(HostMemoryFitTest, CountsWhatTheProcessesHoldBeforeAnyTensor) {
+  const PlannedRun run = MakeRun();
+  const ProcessMemory self{int64_t{277} << 20, int64_t{112} << 20};
+  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {0, 1});
+  const HostMemoryLimit limit{predicted + (int64_t{100} << 20), "the cgroup limit memory.max"};
+  ASSERT_TRUE(CheckRunFitsHostMemory(run.config, run.shape, {0, 1}, kNoStartup, limit).ok());
+
+  const StartupMemory one = RanksStartupMemory(self, {0, 1}, /*own_processes=*/false, 16);
+  EXPECT_EQ(one.bytes, (int64_t{277} << 20) + kRankPrivateBytes + 16 * kBlasBytesPerThread);
+  const absl::Status refused = CheckRunFitsHostMemory(run.config, run.shape, {0, 1}, one, limit);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(
+      refused.message(),
+      AllOf(HasSubstr("this rank is predicted to need " + FormatMemorySize(predicted + one.bytes)),
+            HasSubstr(FormatMemorySize(predicted) + " for the model and its activations"),
+            HasSubstr(FormatMemorySize(one.bytes) + " before any tensor"),
+            HasSubstr("this process may use " + FormatMemorySize(limit.bytes))));
+  // The line --dry-run prints says the same.
+  EXPECT_THAT(HostMemoryLine(run.config, run.shape, {0, 1}, one, limit),
+              HasSubstr(FormatMemorySize(predicted + one.bytes) + " predicted (of which " +
+                        FormatMemorySize(one.bytes) + " before any tensor)"));
+}
+
+// Forked ranks (the built-in launcher) share the launching process's pages copy on
+// write; ranks that are programs of their own (torchrun, srun) each hold their heap.
+// Mapped files (the program, its libraries) are counted once either way.
+TEST(HostMemoryFitTest, StartupMemoryGrowsWithRanksAndBlasThreads) {
+  const ProcessMemory self{int64_t{277} << 20, int64_t{112} << 20};
+  const int64_t files = int64_t{165} << 20, heap = int64_t{112} << 20;
+  const int64_t rank = kRankPrivateBytes + 4 * kBlasBytesPerThread;
+  EXPECT_EQ(RanksStartupMemory(self, {0, 4}, /*own_processes=*/false, 4).bytes,
+            files + heap + 4 * rank);
+  EXPECT_EQ(RanksStartupMemory(self, {0, 4}, /*own_processes=*/true, 4).bytes,
+            files + 4 * heap + 4 * rank);
+  EXPECT_EQ(RanksStartupMemory(self, {0, 1}, false, 64).bytes -
+                RanksStartupMemory(self, {0, 1}, false, 1).bytes,
+            63 * kBlasBytesPerThread);
 }
 
 TEST(HostMemoryFitTest, DryRunSaysWhatTheRanksOnThisMachineNeedAndMayUse) {
   const PlannedRun run = MakeRun();
   const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {2, 2});
-  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {2, 2}, {int64_t{16} << 30, "physical memory"}),
-            "plan: host memory of the 2 ranks on this machine: " + FormatMemorySize(predicted) +
-                " predicted, 16.0 GiB usable (physical memory)\n");
+  const StartupMemory startup = {int64_t{300} << 20, "300.0 MiB before any tensor"};
+  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {2, 2}, startup,
+                           {int64_t{16} << 30, "physical memory"}),
+            "plan: host memory of the 2 ranks on this machine: " +
+                FormatMemorySize(predicted + startup.bytes) +
+                " predicted (of which 300.0 MiB before any tensor), 16.0 GiB usable (physical "
+                "memory)\n");
 }
 
 // Under an external launcher the world size comes from WORLD_SIZE, not from
@@ -116,8 +168,10 @@ TEST(HostMemoryFitTest, TheDistributedOptimizerIsShardedOverTheResolvedDataParal
 
 TEST(HostMemoryFitTest, TheGpuBackendKeepsItsModelOffTheHost) {
   const PlannedRun run = MakeRun({"--device", "cuda"});
-  EXPECT_TRUE(CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, {1, "physical memory"}).ok());
-  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {0, 4}, {1, "physical memory"}), "");
+  EXPECT_TRUE(
+      CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, kNoStartup, {1, "physical memory"})
+          .ok());
+  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {0, 4}, kNoStartup, {1, "physical memory"}), "");
 }
 
 }  // namespace

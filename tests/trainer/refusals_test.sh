@@ -80,6 +80,13 @@ expect_exit_at_size_limit "--trace-file: cannot write $tmp/trace.json.rank0: Fil
 expect_exit_at_size_limit "--profile-file: cannot write $tmp/profile.json.rank0: File too large" \
   --profile --profile-file "$tmp/profile.json" --profile-step-start 0 --profile-step-end 1
 
+# The host-memory check counts what the process holds before any tensor (the program,
+# libraries, heaps: measured, some 200 MiB), not the model's memory alone.
+"$trainer" --config "$config" --dry-run >"$tmp/plan" 2>&1 || fail "--dry-run failed: $(tail -3 "$tmp/plan")"
+startup=$(sed -nE 's/^plan: host memory of this rank: .* predicted \(of which ([0-9.]+) MiB before any tensor\).*/\1/p' "$tmp/plan")
+awk -v m="${startup:-0}" 'BEGIN { exit !(m > 50) }' ||
+  fail "the host-memory line lacks what the process holds before any tensor: $(grep 'host memory' "$tmp/plan")"
+
 if ((failures)); then
   echo "$failures failure(s)"
   exit 1
