@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,10 +14,13 @@
 namespace conveyor {
 namespace {
 
-// Whether `value` is an integer (64 or 64.0, not 64.5) that an int64 holds.
-bool IsInteger(const JsonValue& value) {
+// Whether `value` is an integer (64 or 64.0, not 64.5); IsInteger: one an int64 holds.
+bool IsIntegral(const JsonValue& value) {
   return value.is_number() && std::isfinite(value.number()) &&
-         std::floor(value.number()) == value.number() && std::fabs(value.number()) < 9e18;
+         std::floor(value.number()) == value.number();
+}
+bool IsInteger(const JsonValue& value) {
+  return IsIntegral(value) && std::fabs(value.number()) < 9e18;
 }
 
 bool HasType(const JsonValue& value, HfJsonType type) {
@@ -24,9 +28,9 @@ bool HasType(const JsonValue& value, HfJsonType type) {
     case HfJsonType::kAny:
       return true;
     case HfJsonType::kInteger:
-      return IsInteger(value);
+      return IsIntegral(value);
     case HfJsonType::kIntegerOrNull:
-      return value.is_null() || IsInteger(value);
+      return value.is_null() || IsIntegral(value);
     case HfJsonType::kNumber:
       return value.is_number() && std::isfinite(value.number());
     case HfJsonType::kBool:
@@ -74,9 +78,16 @@ std::string FieldProblem(const HfConfigField& field, const JsonValue& value) {
   if (!HasType(value, field.type)) {
     return absl::StrCat(shown, " has the wrong type: expected ", TypeName(field.type));
   }
-  if (field.max > 0 && IsInteger(value) && (value.number() < 1 || value.number() > field.max)) {
-    return absl::StrCat(shown, " is out of range: Conveyor accepts 1 to ", field.max, " (",
-                        kHfSizeBoundReason, ")");
+  if (field.limit != nullptr && IsIntegral(value)) {
+    if (value.number() < 1) return absl::StrCat(shown, " is not a size: it must be at least 1");
+    // Beyond int64 is beyond every limit: shown as the int64 maximum would mislead.
+    const int64_t size = IsInteger(value) ? value.integer() : field.limit->max + 1;
+    if (std::optional<std::string> problem =
+            SizeLimitProblem(absl::StrCat(field.key, " ="), size, *field.limit)) {
+      return IsInteger(value) ? *problem
+                              : absl::StrCat(shown, " is more than ", field.limit->max,
+                                             ", the largest Conveyor accepts");
+    }
   }
   if (field.use == HfFieldUse::kRefusedUnlessAllowed &&
       std::find(field.allowed.begin(), field.allowed.end(), JsonValueText(value)) ==
@@ -106,8 +117,7 @@ const JsonValue* FindWithAliases(const JsonValue& hf, const HfArchitecture& arch
   return nullptr;
 }
 
-JsonValue HfFieldOrDefault(const JsonValue& hf, const HfArchitecture& arch,
-                           absl::string_view key) {
+JsonValue HfFieldOrDefault(const JsonValue& hf, const HfArchitecture& arch, absl::string_view key) {
   if (const JsonValue* value = FindWithAliases(hf, arch, key)) return *value;
   const HfConfigField* field = FindHfConfigField(arch, key);
   if (field == nullptr || field->hf_default.empty()) return JsonValue();
@@ -198,12 +208,12 @@ std::string HfConfigFieldsMarkdown() {
     out += "\n| field | transformers' default | Conveyor | what and why |\n|---|---|---|---|\n";
     for (const HfConfigField& f : fields) {
       const std::string use =
-          f.use == HfFieldUse::kHonoured  ? "honoured"
-          : f.use == HfFieldUse::kIgnored ? "ignored"
-                                          : absl::StrCat("refused unless `",
-                                                         absl::StrJoin(f.allowed, "` or `"), "`");
+          f.use == HfFieldUse::kHonoured ? "honoured"
+          : f.use == HfFieldUse::kIgnored
+              ? "ignored"
+              : absl::StrCat("refused unless `", absl::StrJoin(f.allowed, "` or `"), "`");
       std::string note = f.note;
-      if (f.max > 0) absl::StrAppend(&note, "; at most ", f.max);
+      if (f.limit != nullptr) absl::StrAppend(&note, "; at most ", f.limit->max);
       if (f.required) note += "; required";
       const std::string shown = f.hf_default.empty() ? "—" : absl::StrCat("`", f.hf_default, "`");
       absl::StrAppend(&out, "| `", f.key, "` | ", shown, " | ",

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "data/json_lite.h"
 #include "trainer/hf/hf_architecture.h"
+#include "trainer/size_limits.h"
 
 namespace conveyor {
 
@@ -44,7 +45,8 @@ struct HfConfigField {
   std::string hf_default;            // transformers' default as JSON text; "" when derived
   std::vector<std::string> allowed;  // kRefusedUnlessAllowed: the values (JSON text) Conveyor
                                      // computes; absence (transformers' default) is one of them
-  int64_t max = 0;                   // a size: a positive integer up to `max`; 0: not a size
+  const SizeLimit* limit = nullptr;  // a size: a positive integer within this shared limit
+                                     // (trainer/size_limits.h, as for the flags)
   bool required = false;             // the file must give it (or its alias)
   std::string alias_of;              // another name of that field (GPT2Config.attribute_map)
   std::string note;                  // honoured: the Conveyor setting; else why

@@ -4,10 +4,6 @@
 
 namespace conveyor {
 
-const char kHfSizeBoundReason[] =
-    "a fixed sanity bound, tens of times what published models use, so that a damaged or "
-    "hand-edited config.json is refused before anything is allocated for it";
-
 const char kHfConfigFieldsPreamble[] =
     "# Hugging Face config.json fields\n"
     "\n"
@@ -24,19 +20,12 @@ const char kHfConfigFieldsPreamble[] =
     "- **ignored**: the model's function cannot depend on the field (the reason is given).\n"
     "\n"
     "Every present field must have the JSON type transformers expects (`\"64\"` is not an\n"
-    "integer, nor is `64.5`). Sizes must be positive and at most the bound given: a fixed\n"
-    "sanity bound, tens of times what published models use, so that a damaged file is\n"
-    "refused before anything is allocated. A field not listed here is named in one\n"
-    "warning line and not applied.\n";
+    "integer, nor is `64.5`). Sizes must be positive and at most the bound given, the\n"
+    "limit the matching flag has (`trainer/size_limits.h`: far above any published model),\n"
+    "so that a damaged or hand-edited file is refused before anything is built for it.\n"
+    "A field not listed here is named in one warning line and not applied.\n";
 
 namespace {
-
-constexpr int64_t kMaxLayers = 10000;
-constexpr int64_t kMaxHidden = int64_t{1} << 20;
-constexpr int64_t kMaxFfn = int64_t{1} << 22;
-constexpr int64_t kMaxHeads = int64_t{1} << 16;
-constexpr int64_t kMaxVocab = int64_t{1} << 27;
-constexpr int64_t kMaxPositions = int64_t{1} << 28;
 
 constexpr char kDropout[] =
     "dropout, applied in training only: Conveyor's --attention-dropout and --hidden-dropout "
@@ -56,19 +45,17 @@ HfConfigField Field(std::string key, HfFieldUse use, HfJsonType type, std::strin
   return f;
 }
 
-HfConfigField Size(std::string key, std::string hf_default, int64_t max, std::string note,
-                   bool required) {
+HfConfigField Size(std::string key, std::string hf_default, const SizeLimit& limit,
+                   std::string note, bool required) {
   HfConfigField f = Field(std::move(key), HfFieldUse::kHonoured, HfJsonType::kInteger,
                           std::move(hf_default), std::move(note));
-  f.max = max;
+  f.limit = &limit;
   f.required = required;
   return f;
 }
 
-HfConfigField Honoured(std::string key, HfJsonType type, std::string hf_default,
-                       std::string note) {
-  return Field(std::move(key), HfFieldUse::kHonoured, type, std::move(hf_default),
-               std::move(note));
+HfConfigField Honoured(std::string key, HfJsonType type, std::string hf_default, std::string note) {
+  return Field(std::move(key), HfFieldUse::kHonoured, type, std::move(hf_default), std::move(note));
 }
 
 HfConfigField Refused(std::string key, HfJsonType type, std::string hf_default,
@@ -84,10 +71,10 @@ HfConfigField Ignored(std::string key, std::string hf_default, std::string note)
                std::move(note));
 }
 
-HfConfigField Alias(std::string key, const std::string& of, int64_t max) {
+HfConfigField Alias(std::string key, const std::string& of, const SizeLimit& limit) {
   HfConfigField f = Field(std::move(key), HfFieldUse::kHonoured, HfJsonType::kInteger, "",
                           "another name of " + of + " (GPT2Config.attribute_map), read as it");
-  f.max = max;
+  f.limit = &limit;
   f.alias_of = of;
   return f;
 }
@@ -95,8 +82,9 @@ HfConfigField Alias(std::string key, const std::string& of, int64_t max) {
 std::vector<HfConfigField> Gpt2Fields() {
   using T = HfJsonType;
   return {
-      Size("vocab_size", "50257", kMaxVocab, "must equal --vocab-size (the tokenizer's)", true),
-      Size("n_positions", "1024", kMaxPositions,
+      Size("vocab_size", "50257", kMaxVocabulary, "must equal --vocab-size (the tokenizer's)",
+           true),
+      Size("n_positions", "1024", kMaxSequence,
            "at least --max-position-embeddings; the rows Conveyor uses are imported", true),
       Size("n_embd", "768", kMaxHidden, "must equal --hidden-size", true),
       Size("n_layer", "12", kMaxLayers, "must equal --num-layers", true),
@@ -104,12 +92,12 @@ std::vector<HfConfigField> Gpt2Fields() {
       Alias("hidden_size", "n_embd", kMaxHidden),
       Alias("num_hidden_layers", "n_layer", kMaxLayers),
       Alias("num_attention_heads", "n_head", kMaxHeads),
-      Alias("max_position_embeddings", "n_positions", kMaxPositions),
+      Alias("max_position_embeddings", "n_positions", kMaxSequence),
       [] {
         HfConfigField f = Honoured("n_inner", T::kIntegerOrNull, "null",
                                    "null or 4 * n_embd (Conveyor's GPT-2 MLP); other "
                                    "values are refused");
-        f.max = kMaxFfn;
+        f.limit = &kMaxFfnHidden;
         return f;
       }(),
       Refused("activation_function", T::kString, "\"gelu_new\"", {"\"gelu_new\""},
@@ -146,17 +134,23 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
   using T = HfJsonType;
   const bool llama = model_type == "llama", mistral = model_type == "mistral";
   return {
-      Size("vocab_size", llama || mistral ? "32000" : "151936", kMaxVocab, "--vocab-size", true),
+      Size("vocab_size", llama || mistral ? "32000" : "151936", kMaxVocabulary, "--vocab-size",
+           true),
       Size("hidden_size", "4096", kMaxHidden, "--hidden-size", true),
-      Size("intermediate_size", llama ? "11008" : mistral ? "14336" : "22016", kMaxFfn,
-           "--ffn-hidden-size", true),
+      Size("intermediate_size",
+           llama     ? "11008"
+           : mistral ? "14336"
+                     : "22016",
+           kMaxFfnHidden, "--ffn-hidden-size", true),
       Size("num_hidden_layers", "32", kMaxLayers, "--num-layers", true),
       Size("num_attention_heads", "32", kMaxHeads, "--num-attention-heads", true),
       [&] {
         HfConfigField f = Honoured("num_key_value_heads", T::kIntegerOrNull,
-                                   llama ? "null" : mistral ? "8" : "32",
+                                   llama     ? "null"
+                                   : mistral ? "8"
+                                             : "32",
                                    "--num-query-groups (null: num_attention_heads)");
-        f.max = kMaxHeads;
+        f.limit = &kMaxHeads;
         return f;
       }(),
       [&] {
@@ -164,11 +158,14 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
             Honoured("head_dim", model_type == "qwen3" ? T::kInteger : T::kIntegerOrNull,
                      model_type == "qwen3" ? "128" : "null",
                      "--kv-channels (null: hidden_size / num_attention_heads)");
-        f.max = kMaxHeads;
+        f.limit = &kMaxHeads;
         return f;
       }(),
-      Size("max_position_embeddings", llama ? "2048" : mistral ? "131072" : "32768", kMaxPositions,
-           "--max-position-embeddings (with RoPE a length limit, no table)", false),
+      Size("max_position_embeddings",
+           llama     ? "2048"
+           : mistral ? "131072"
+                     : "32768",
+           kMaxSequence, "--max-position-embeddings (with RoPE a length limit, no table)", false),
       Honoured("rms_norm_eps", T::kNumber, "1e-06", "--norm-epsilon"),
       Honoured("tie_word_embeddings", T::kBool, "false",
                "--untie-embeddings-and-output-weights when false"),
@@ -196,8 +193,8 @@ std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
   if (model_type == "llama") {
     fields.push_back(Refused("attention_bias", T::kBool, "false", {"false"},
                              "Conveyor's Llama linears have no biases"));
-    fields.push_back(Refused("mlp_bias", T::kBool, "false", {"false"},
-                             "Conveyor's Llama MLP has no biases"));
+    fields.push_back(
+        Refused("mlp_bias", T::kBool, "false", {"false"}, "Conveyor's Llama MLP has no biases"));
     fields.push_back(Ignored("pretraining_tp", "1",
                              "transformers 4 computed the linear layers in this many slices: "
                              "the same products; 5 no longer reads it"));

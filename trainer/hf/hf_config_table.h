@@ -17,9 +17,6 @@ std::vector<HfConfigField> HfFamilyFields(const std::string& model_type);
 // The fields every PretrainedConfig has, and metadata transformers writes.
 std::vector<HfConfigField> HfCommonFields();
 
-// Why sizes are bounded where they are, for messages and the doc.
-extern const char kHfSizeBoundReason[];
-
 // The top of docs/hf_config_fields.md.
 extern const char kHfConfigFieldsPreamble[];
 

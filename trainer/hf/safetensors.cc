@@ -427,7 +427,7 @@ const SafetensorsEntry* SafetensorsFile::Find(absl::string_view name) const {
 }
 
 absl::StatusOr<HfTensor> SafetensorsFile::Read(absl::string_view name,
-                                              FiniteCheck check_finite) const {
+                                               FiniteCheck check_finite) const {
   const SafetensorsEntry* entry = Find(name);
   if (entry == nullptr) {
     return absl::NotFoundError(absl::StrCat("safetensors file ", path(), " has no tensor ", name));

@@ -91,7 +91,7 @@ refused gpt2-scaled "scale_attn_by_inverse_layer_idx = true is not supported: Co
 edited string-size "c['hidden_size'] = '64'"
 refused string-size 'hidden_size = "64" has the wrong type: expected an integer'
 edited huge-layers "c['num_hidden_layers'] = 100000000"
-refused huge-layers "num_hidden_layers = 100000000 is out of range"
+refused huge-layers "num_hidden_layers = 100000000 is more than 16384"
 edited wrong-class "c['architectures'] = ['GPT2LMHeadModel']"
 refused wrong-class 'names architectures ["GPT2LMHeadModel"] but model_type "llama"'
 edited unknown-field "c['my_new_scale'] = 2.0"

@@ -99,8 +99,9 @@ TEST(HfConfigFieldsTest, Gpt2AttentionScalingIsRefusedByName) {
                     HasSubstr("scale_attn_by_inverse_layer_idx = true is not supported: "
                               "Conveyor supports false")));
   // transformers' defaults, written out, are fine.
-  EXPECT_TRUE(Apply(ConfigJson(Arch("gpt2"), "\"scale_attn_weights\": true, "
-                                             "\"scale_attn_by_inverse_layer_idx\": false"),
+  EXPECT_TRUE(Apply(ConfigJson(Arch("gpt2"),
+                               "\"scale_attn_weights\": true, "
+                               "\"scale_attn_by_inverse_layer_idx\": false"),
                     "gpt2_scaling_defaults")
                   .ok());
 }
@@ -145,26 +146,36 @@ TEST(HfConfigFieldsTest, WrongTypesNameTheFileKeyValueAndType) {
   EXPECT_EQ(config->model().hidden_size(), 64);
 }
 
-// Each size of each table, one past its bound (and past what int32 flags hold).
+// Each size of each table, one past the limit its flag has (trainer/size_limits.h), past
+// what an int32 flag holds, and zero.
 TEST(HfConfigFieldsTest, AbsurdSizesAreRefusedByKeyBeforeAnythingIsBuilt) {
   for (const HfArchitecture& arch : HfArchitectures()) {
     for (const HfConfigField& field : HfConfigFields(arch)) {
-      if (field.max == 0) continue;
-      for (const int64_t value : {field.max + 1, int64_t{1} << 40, int64_t{0}}) {
+      if (field.limit == nullptr) continue;
+      for (const int64_t value : {field.limit->max + 1, int64_t{1} << 40}) {
         const absl::StatusOr<Config> config =
             Apply(ConfigJson(arch, absl::StrCat("\"", field.key, "\": ", value)), "absurd");
         ASSERT_FALSE(config.ok()) << arch.class_name << " " << field.key << " " << value;
-        EXPECT_THAT(config.status().message(),
-                    AllOf(HasSubstr(absl::StrCat(field.key, " = ", value, " is out of range")),
-                          HasSubstr("sanity bound")));
+        EXPECT_THAT(
+            config.status().message(),
+            HasSubstr(absl::StrCat(field.key, " = ", value, " is more than ", field.limit->max,
+                                   ", the largest Conveyor accepts (", field.limit->why, ")")));
       }
+      const absl::StatusOr<Config> zero =
+          Apply(ConfigJson(arch, absl::StrCat("\"", field.key, "\": 0")), "zero");
+      EXPECT_THAT(zero.status().message(),
+                  HasSubstr(absl::StrCat(field.key, " = 0 is not a size: it must be at least 1")));
     }
   }
   const absl::StatusOr<Config> layers =
       Apply(ConfigJson(Arch("qwen2"), "\"num_hidden_layers\": 100000000"), "layers");
   EXPECT_THAT(layers.status().message(),
-              HasSubstr("num_hidden_layers = 100000000 is out of range: Conveyor accepts 1 to "
-                        "10000"));
+              HasSubstr("num_hidden_layers = 100000000 is more than 16384, the largest Conveyor "
+                        "accepts (each layer is built as its own objects)"));
+  const absl::StatusOr<Config> beyond_int64 =
+      Apply(ConfigJson(Arch("llama"), "\"vocab_size\": 1e30"), "beyond_int64");
+  EXPECT_THAT(beyond_int64.status().message(),
+              HasSubstr("vocab_size = 1e+30 is more than 16777216, the largest Conveyor accepts"));
 }
 
 // The case: a Llama config naming GPT2LMHeadModel ended in "--vocab-size 0".

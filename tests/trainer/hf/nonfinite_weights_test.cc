@@ -80,13 +80,12 @@ TEST(NonFiniteWeightsTest, LoadHfSlicesNamesTheHfTensor) {
   const Config config = testing_util::SmallGpt2Config();
   const absl::StatusOr<Gpt2Dims> dims = Gpt2DimsFromConfig(config, PaddedVocabSize(config));
   ASSERT_TRUE(dims.ok()) << dims.status();
-  absl::StatusOr<HfTensorMap> hf =
-      ConveyorToHfGpt2(testing_util::PatternParameters(*dims), *dims);
+  absl::StatusOr<HfTensorMap> hf = ConveyorToHfGpt2(testing_util::PatternParameters(*dims), *dims);
   ASSERT_TRUE(hf.ok()) << hf.status();
   const std::string dir = FreshDir("slices");
   const std::string config_path = JoinPath(dir, kHfConfigFile);
-  ASSERT_TRUE(WriteFileAtomically(config_path, Gpt2ConfigJson(config, *dims),
-                                  config_path + ".tmp", Durability::kVisible)
+  ASSERT_TRUE(WriteFileAtomically(config_path, Gpt2ConfigJson(config, *dims), config_path + ".tmp",
+                                  Durability::kVisible)
                   .ok());
   HfElementRequest request;
   for (const auto& [name, shape] : GptParameterShapes(*dims)) {
