@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -856,13 +856,16 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
         absl::StrCat("--pipeline-schedule ", p.pipeline_schedule(), ": ", rules.message()));
   }
   // So are the smaller micro-batch counts of --rampup-batch-size's steps (GPT-3's ramp
-  // has 95 counts).
-  std::set<int64_t> ramp_micro_batches;
+  // has 95 counts), each count once per list the rules are checked on.
+  std::map<int, int64_t> ramp_micro_batches;  // simulated count -> the first step's
   for (const RampStage& stage :
        BatchRampup(out.training()).Stages(out.training().train_samples())) {
-    ramp_micro_batches.insert(stage.batch / (int64_t{out.training().micro_batch_size()} * d.dp));
+    const int64_t micro_batches = stage.batch / (int64_t{out.training().micro_batch_size()} * d.dp);
+    ramp_micro_batches.insert(
+        {pipeline::SimulatedMicroBatches(static_cast<int>(d.pp), static_cast<int>(micro_batches)),
+         micro_batches});
   }
-  for (const int64_t micro_batches : ramp_micro_batches) {
+  for (const auto& [simulated, micro_batches] : ramp_micro_batches) {
     const absl::Status ramp_rules = CheckScheduleRules(p, static_cast<int>(d.pp), micro_batches);
     if (!ramp_rules.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(

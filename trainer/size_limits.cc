@@ -75,6 +75,23 @@ void CheckStepActions(const Config& c, int64_t data_parallel, Limits* out) {
              "plans any size)");
 }
 
+// --rampup-batch-size START INCREMENT SAMPLES towards the global batch (the flag's, or
+// the micro-batches' when it is 0 and DP is known).
+void CheckRamp(const TrainingConfig& t, int64_t data_parallel, Limits* out) {
+  out->Check("--rampup-batch-size's SAMPLES", t.rampup_batch_size(2), kMaxSamples);
+  const int64_t global = t.global_batch_size() > 0 ? t.global_batch_size()
+                                                   : int64_t{std::max(1, t.num_micro_batches())} *
+                                                         t.micro_batch_size() * data_parallel;
+  const int64_t start = t.rampup_batch_size(0), increment = t.rampup_batch_size(1);
+  if (start <= 0 || increment <= 0 || global <= start) return;  // RampupProblems reports
+  out->Check(
+      absl::StrCat("the increments of --rampup-batch-size ", start, " ", increment,
+                   " towards --global-batch-size ", global, ", (GLOBAL - START) / INCREMENT ="),
+      (global - start) / increment, kMaxRampIncrements,
+      absl::StrCat("; choose an INCREMENT of at least ",
+                   (global - start + kMaxRampIncrements.max - 1) / kMaxRampIncrements.max));
+}
+
 }  // namespace
 
 std::optional<std::string> SizeLimitProblem(absl::string_view source, int64_t value,
@@ -111,9 +128,7 @@ std::vector<std::string> SizeLimitProblems(const Config& config, int64_t data_pa
             int64_t{t.micro_batch_size()} * config.model().seq_length(), kMaxMicroBatchTokens,
             "; use a smaller micro-batch or sequence");
   out.Check("--train-samples", t.train_samples(), kMaxSamples);
-  if (t.rampup_batch_size_size() == 3) {
-    out.Check("--rampup-batch-size's SAMPLES", t.rampup_batch_size(2), kMaxSamples);
-  }
+  if (t.rampup_batch_size_size() == 3) CheckRamp(t, data_parallel, &out);
   out.Check("--lr-warmup-samples", config.optimizer().lr_warmup_samples(), kMaxSamples);
   out.Check("--lr-decay-samples", config.optimizer().lr_decay_samples(), kMaxSamples);
   out.Check("--nproc-per-node", config.parallel().nproc_per_node(), kMaxRanksPerNode);

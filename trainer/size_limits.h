@@ -51,6 +51,10 @@ inline constexpr SizeLimit kMaxParameters{int64_t{1} << 48,
 inline constexpr SizeLimit kMaxStepActions{int64_t{1} << 22,
                                            "the schedule of a step lists every micro-batch's "
                                            "forward and backward of every stage"};
+// --rampup-batch-size's increments, (GLOBAL - START) / INCREMENT: the ramp is planned
+// and checked once per batch size (GPT-3's has 95).
+inline constexpr SizeLimit kMaxRampIncrements{int64_t{1} << 20,
+                                              "the ramp is planned once per batch size"};
 // Samples and sample counts are also doubles (the learning-rate schedule, the ramp).
 inline constexpr SizeLimit kMaxSamples{int64_t{1} << 53, "sample counts are exact in double"};
 inline constexpr SizeLimit kMaxRanksPerNode{4096, "each local rank is a forked process"};

@@ -105,6 +105,27 @@ TEST(SizeLimitsTest, ScheduleRulesOfAHugeGlobalBatchNeedNoLists) {
                         "200000001 modulo P)"));
 }
 
+// The ramp is planned and checked once per batch size.
+TEST(SizeLimitsTest, TheRampHasAtMostAMillionIncrements) {
+  const std::vector<std::string> ramp = {"--train-samples",
+                                         "1000000",
+                                         "--global-batch-size",
+                                         "2097154",
+                                         "--rampup-batch-size",
+                                         "2",
+                                         "2"};
+  std::vector<std::string> fine = ramp, many = ramp;
+  fine.push_back("1000");
+  many.push_back("1000");
+  many[3] = "2097156";
+  EXPECT_THAT(SizeLimitProblems(Parsed(fine), 1), IsEmpty());  // 2^20 increments
+  EXPECT_THAT(SizeLimitProblems(Parsed(many), 1),
+              ElementsAre("the increments of --rampup-batch-size 2 2 towards "
+                          "--global-batch-size 2097156, (GLOBAL - START) / INCREMENT = 1048577 is "
+                          "more than 1048576, the largest Conveyor accepts (the ramp is planned "
+                          "once per batch size); choose an INCREMENT of at least 3"));
+}
+
 TEST(SizeLimitsTest, SampleCountsStayExactInDouble) {
   EXPECT_THAT(SizeLimitProblems(Parsed({"--train-samples", "9007199254740993"}), 1),
               ElementsAre(HasSubstr("--train-samples 9007199254740993 is more than "
