@@ -58,6 +58,14 @@ for n, line in enumerate(lines, 1):
     assert json.loads(line)["iteration"] == n, (n, line)
 PY
 
+# TensorBoard's event file at the size limit: exit 1 naming the file and the errno text.
+{ (ulimit -f 1; exec "$trainer" --config "$config" --train-iters 20 --lr-warmup-iters 0 \
+    --tensorboard-dir "$tmp/tb") 2>&1 >/dev/null; } | cat >"$tmp/tb.err"
+code=${PIPESTATUS[0]}
+[[ $code -eq 1 ]] || fail "events at the size limit: exit $code, want 1: $(cat "$tmp/tb.err")"
+grep -qE -- "--tensorboard-dir: cannot write $tmp/tb/events.out.tfevents.* \(File too large\)" \
+  "$tmp/tb.err" || fail "events at the size limit: no message naming the file: $(cat "$tmp/tb.err")"
+
 # --nan-policy skip where every step is NaN (weights of 1e30): exit 1, the error says
 # all were skipped, no checkpoint is saved (it would hold the initial weights under a
 # later iteration), and no line claims the iterations were trained.

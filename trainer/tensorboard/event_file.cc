@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -45,11 +47,14 @@ absl::StatusOr<std::unique_ptr<EventFile>> EventFile::Create(const std::string& 
 }
 
 absl::Status EventFile::Append(const std::vector<Event>& events) {
+  errno = 0;
   for (const Event& event : events) out_ << FrameRecord(event.SerializeAsString());
   out_.flush();
   if (!out_) {
+    // The stream keeps no error of its own: errno is the failed write(2)'s.
     return absl::DataLossError(absl::StrFormat(
-        "--tensorboard-dir: cannot write %s (disk full?); TensorBoard logging stopped", path_));
+        "--tensorboard-dir: cannot write %s (%s); TensorBoard logging stopped", path_,
+        errno != 0 ? std::strerror(errno) : "disk full?"));
   }
   return absl::OkStatus();
 }
