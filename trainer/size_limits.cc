@@ -70,7 +70,11 @@ void CheckStepActions(const Config& c, int64_t data_parallel, Limits* out) {
   out->Check(absl::StrCat("a training step's forward and backward actions, PP ", pp, " x V ",
                           virtual_stages, " x M ", micro_batches,
                           " micro-batches (--global-batch-size / (--micro-batch-size x DP)) ="),
-             pp * virtual_stages * micro_batches, kMaxStepActions,
+             // In double first: PP and V are flags of their own, up to 2^31 each.
+             static_cast<int64_t>(
+                 std::min(9e18, static_cast<double>(pp) * static_cast<double>(virtual_stages) *
+                                    static_cast<double>(micro_batches))),
+             kMaxStepActions,
              "; use a smaller --global-batch-size or a larger --micro-batch-size (--dry-run "
              "plans any size)");
 }
