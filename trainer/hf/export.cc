@@ -103,6 +103,32 @@ absl::StatusOr<CheckedHfConfig> ReadCheckedHfConfig(const std::string& dir,
   return checked;
 }
 
+// GPT-2's config.json gives the flags not given: the sizes, the epsilon, and the
+// vocabulary unless a tokenizer fixes it (a given flag is compared with the file when
+// the weights are read: CheckGpt2ConfigJson). The vocabulary is not padded unless
+// asked: a padding row adds a logit of 0 to every softmax, so the loss would not be
+// transformers'. `hf` passed CheckHfConfigFields (its sizes are present and bounded).
+void ApplyGpt2ConfigJson(const JsonValue& hf, const HfArchitecture& arch, Config* config) {
+  ModelConfig* m = config->mutable_model();
+  auto size = [&](const char* key) {
+    const JsonValue* value = FindWithAliases(hf, arch, key);
+    return value == nullptr ? 0 : static_cast<int32_t>(value->integer());
+  };
+  if (!m->has_num_layers()) m->set_num_layers(size("n_layer"));
+  if (!m->has_hidden_size()) m->set_hidden_size(size("n_embd"));
+  if (!m->has_num_attention_heads()) m->set_num_attention_heads(size("n_head"));
+  if (!m->has_max_position_embeddings()) m->set_max_position_embeddings(size("n_positions"));
+  const std::string& tokenizer = config->data().tokenizer_type();
+  if (!m->has_vocab_size() && (tokenizer.empty() || tokenizer == "NullTokenizer")) {
+    m->set_vocab_size(size("vocab_size"));
+  }
+  if (!m->has_norm_epsilon()) {
+    const JsonValue epsilon = HfFieldOrDefault(hf, arch, "layer_norm_epsilon");
+    m->set_norm_epsilon(static_cast<float>(epsilon.number()));
+  }
+  if (!m->has_make_vocab_size_divisible_by()) m->set_make_vocab_size_divisible_by(1);
+}
+
 }  // namespace
 
 absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iteration,
@@ -157,7 +183,10 @@ absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iterat
 absl::Status ApplyHfConfig(const std::string& dir, Config* config,
                            std::vector<std::string>* warnings) {
   ASSIGN_OR_RETURN(const CheckedHfConfig checked, ReadCheckedHfConfig(dir, warnings));
-  if (checked.arch->family == HfFamily::kGpt2) return absl::OkStatus();
+  if (checked.arch->family == HfFamily::kGpt2) {
+    ApplyGpt2ConfigJson(checked.hf, *checked.arch, config);
+    return absl::OkStatus();
+  }
   return ApplyLlamaConfigJson(checked.hf, checked.path, *checked.arch, config);
 }
 

@@ -53,8 +53,10 @@ absl::Status ExportHf(const std::string& load_dir, std::optional<int64_t> iterat
 
 // --load-hf DIR: checks every field of DIR/config.json against its architecture's
 // table (hf_config_fields.h: types, size bounds, fields that change the model in ways
-// Conveyor does not compute) and sets the model flags the file fixes (Llama family; a
-// GPT-2 config.json is compared with the flags when the weights are read).
+// Conveyor does not compute) and sets the model flags the file fixes (Llama family); a
+// GPT-2 config.json sets the size flags not given (those given are compared with it
+// when the weights are read). Both leave the vocabulary unpadded unless
+// --make-vocab-size-divisible-by is given, so that the loss is transformers'.
 // InvalidArgument listing every flag that contradicts the file and every feature the
 // file asks for that Conveyor lacks; the file's errors otherwise. Fields the tables do
 // not know are named in one line added to `warnings` (when not null).

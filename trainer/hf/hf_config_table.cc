@@ -12,8 +12,10 @@ const char kHfConfigFieldsPreamble[] =
     "`Qwen2Config`, `Qwen3Config`) and their modeling files. Generated from the tables in\n"
     "`trainer/hf/hf_config_table.cc` (a test keeps this file equal to them).\n"
     "\n"
-    "- **honoured**: the field sets a Conveyor flag (Llama family: a flag given on the\n"
-    "  command line that disagrees is refused) or, for GPT-2, must agree with the flag.\n"
+    "- **honoured**: the field sets the Conveyor flag named. A flag given on the command\n"
+    "  line that disagrees is refused: at once for the Llama family, when the weights are\n"
+    "  read for GPT-2. The vocabulary is not padded unless --make-vocab-size-divisible-by\n"
+    "  is given (a padding row would add a logit of 0 to every softmax).\n"
     "  A field absent from the file takes transformers' default, as transformers does.\n"
     "- **refused unless** *v*: a value other than *v* changes the model in a way Conveyor\n"
     "  does not compute; the run stops (exit 2) naming the field, its value and *v*.\n"
@@ -82,13 +84,15 @@ HfConfigField Alias(std::string key, const std::string& of, const SizeLimit& lim
 std::vector<HfConfigField> Gpt2Fields() {
   using T = HfJsonType;
   return {
-      Size("vocab_size", "50257", kMaxVocabulary, "must equal --vocab-size (the tokenizer's)",
-           true),
+      Size("vocab_size", "50257", kMaxVocabulary,
+           "--vocab-size unless a tokenizer fixes it; the tokenizer's must equal it", true),
       Size("n_positions", "1024", kMaxSequence,
-           "at least --max-position-embeddings; the rows Conveyor uses are imported", true),
-      Size("n_embd", "768", kMaxHidden, "must equal --hidden-size", true),
-      Size("n_layer", "12", kMaxLayers, "must equal --num-layers", true),
-      Size("n_head", "12", kMaxHeads, "must equal --num-attention-heads", true),
+           "--max-position-embeddings; a given one may be smaller (the rows Conveyor uses are "
+           "imported)",
+           true),
+      Size("n_embd", "768", kMaxHidden, "--hidden-size", true),
+      Size("n_layer", "12", kMaxLayers, "--num-layers", true),
+      Size("n_head", "12", kMaxHeads, "--num-attention-heads", true),
       Alias("hidden_size", "n_embd", kMaxHidden),
       Alias("num_hidden_layers", "n_layer", kMaxLayers),
       Alias("num_attention_heads", "n_head", kMaxHeads),
@@ -102,7 +106,7 @@ std::vector<HfConfigField> Gpt2Fields() {
       }(),
       Refused("activation_function", T::kString, "\"gelu_new\"", {"\"gelu_new\""},
               "Conveyor's GELU is the tanh form, transformers' gelu_new"),
-      Honoured("layer_norm_epsilon", T::kNumber, "1e-05", "must equal --norm-epsilon"),
+      Honoured("layer_norm_epsilon", T::kNumber, "1e-05", "--norm-epsilon"),
       Refused("tie_word_embeddings", T::kBool, "true", {"true"},
               "Conveyor's GPT-2 ties the output layer to wte"),
       Refused("scale_attn_weights", T::kBool, "true", {"true"},

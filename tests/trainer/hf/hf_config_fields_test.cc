@@ -254,6 +254,29 @@ TEST(HfConfigFieldsTest, MistralsDefaultSlidingWindowIsChecked) {
   EXPECT_THAT(sliding.status().message(), HasSubstr("sliding_window = 4096"));
 }
 
+// A GPT-2 folder alone configures the run (it ended in "--vocab-size 0"), unpadded so
+// that no padding row adds a logit of 0 to the softmax; flags given stay (compared with
+// the file when the weights are read).
+TEST(HfConfigFieldsTest, Gpt2ConfigSetsTheFlagsNotGiven) {
+  const absl::StatusOr<Config> config =
+      Apply(ConfigJson(Arch("gpt2"), "\"layer_norm_epsilon\": 1e-6"), "gpt2_flags",
+            {"--num-layers", "3"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const ModelConfig& m = config->model();
+  EXPECT_EQ(m.num_layers(), 3);
+  EXPECT_EQ(m.hidden_size(), 64);
+  EXPECT_EQ(m.num_attention_heads(), 4);
+  EXPECT_EQ(m.vocab_size(), 256);
+  EXPECT_EQ(m.max_position_embeddings(), 64);
+  EXPECT_EQ(m.norm_epsilon(), 1e-6f);
+  EXPECT_EQ(m.make_vocab_size_divisible_by(), 1);
+  const absl::StatusOr<Config> padded =
+      Apply(ConfigJson(Arch("gpt2")), "gpt2_padded", {"--make-vocab-size-divisible-by", "128"});
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  EXPECT_EQ(padded->model().make_vocab_size_divisible_by(), 128);
+  EXPECT_EQ(padded->model().norm_epsilon(), 1e-5f);  // GPT2Config's default
+}
+
 TEST(HfConfigFieldsTest, Gpt2EpsilonAbsentIsTransformersDefault) {
   const Config config = [] {
     Config c;
