@@ -136,6 +136,10 @@ class TrainingRun {
     result_.consumed_samples = resume.consumed_samples;
     iteration_ = saved_iteration_ = first_iteration_ = resume.iteration;
     if (iteration_ >= t_.train_iters()) return NothingToTrain();
+    if (const std::string late = profiler_.ResumedPastTheWindow(iteration_);
+        !late.empty() && out_.log != nullptr) {
+      *out_.log << "conveyor: " << late << "\n";
+    }
     ExitConditions exit_conditions(config_.checkpoint());
     stage_->OnParametersNeeded(
         [this](const std::vector<Parameter*>& p) { return updater_->ParametersNeeded(p); });

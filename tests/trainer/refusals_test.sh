@@ -60,6 +60,12 @@ expect_exit 2 "--profile-step-start 4: the run ends after --train-iters 4" \
 expect_exit 0 "warning: --profile-step-end 6 is past --train-iters 4: the profile records iterations 3 to 4 only" \
   --profile --profile-file "$tmp/p.json" --profile-step-start 2 --profile-step-end 6
 grep -q '"name": "iteration 4"' "$tmp/p.json" || fail "the profile lacks iteration 4"
+# A run that resumes after the window has nothing to profile: it says so.
+"$trainer" --config "$config" --train-iters 4 --lr-warmup-iters 0 --load "$tmp/ckpt" --profile \
+  --profile-file "$tmp/late.json" --profile-step-start 0 --profile-step-end 1 >"$tmp/late.out" 2>&1 ||
+  fail "a resumed profiled run failed: $(tail -3 "$tmp/late.out")"
+grep -qF "warning: --profile records iterations 1 to 1, but this run resumes after iteration 2" \
+  "$tmp/late.out" || fail "a resume past the profile window says nothing: $(grep -i profile "$tmp/late.out")"
 
 # Failures while running exit 1: a write that fails (a full disk; a file at the size
 # limit, `ulimit -f`, which the trainer survives to report instead of dying by SIGXFSZ).

@@ -47,6 +47,16 @@ bool StepProfiler::profiling(int64_t iteration) const {
          iteration <= logging_.profile_step_end();
 }
 
+std::string StepProfiler::ResumedPastTheWindow(int64_t resumed_iteration) const {
+  if (!enabled_ || logging_.profile_step_end() > resumed_iteration) return "";
+  return absl::StrFormat(
+      "warning: --profile records iterations %d to %d, but this run resumes after iteration "
+      "%d: the trace --profile-file writes will hold no iteration; move the window "
+      "(--profile-step-start, --profile-step-end) after %d",
+      logging_.profile_step_start() + 1, logging_.profile_step_end(), resumed_iteration,
+      resumed_iteration);
+}
+
 void StepProfiler::BeforeStep(int64_t iteration) {
   if (profiling(iteration)) Recorder::Global().Start();
 }

@@ -28,6 +28,11 @@ class StepProfiler {
   // Whether this rank records at all (--profile and among --profile-ranks).
   bool enabled() const { return enabled_; }
 
+  // A warning when a run that resumes after `resumed_iteration` completed iterations
+  // has left --profile's window behind (the trace would be empty), else empty. The
+  // window past --train-iters is refused or warned of before the run starts.
+  std::string ResumedPastTheWindow(int64_t resumed_iteration) const;
+
   // Around each training step: `iteration` counts from 1, the step about to run.
   void BeforeStep(int64_t iteration);
   void AfterStep(int64_t iteration);
