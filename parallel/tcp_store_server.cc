@@ -206,7 +206,7 @@ absl::Status TcpStoreServer::ClaimedTwice(int rank, const std::string& first,
   // One of the two was meant to be another rank, which is missing: the job cannot form.
   FailAssembly(absl::AlreadyExistsError(absl::StrFormat(
       "global rank %d was claimed by two processes at %s, from %s and from %s: one of them was "
-      "meant to be another rank; %s",
+      "meant to be another rank (or is left from an earlier launch); %s",
       rank, Where(port_), first, second, fix)));
   return failure_;
 }

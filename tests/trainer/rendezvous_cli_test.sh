@@ -61,7 +61,7 @@ done
 for p in 0 1 2; do
   r=$((p == 0 ? 0 : 1))
   [[ ${codes[p]} == 2 ]] || fail "RANK given twice: process $p (rank $r) exited ${codes[p]}, want 2: $(grep error "$tmp/twice.$p")"
-  grep -qE "^trainer: error: rank $r: .*global rank 1 was claimed by two processes at the TCP store global rank 0 serves at port $port, from 127\.0\.0\.1:[0-9]+ and from 127\.0\.0\.1:[0-9]+: one of them was meant to be another rank; start each rank once, with its own RANK" \
+  grep -qE "^trainer: error: rank $r: .*global rank 1 was claimed by two processes at the TCP store global rank 0 serves at port $port, from 127\.0\.0\.1:[0-9]+ and from 127\.0\.0\.1:[0-9]+: one of them was meant to be another rank \(or is left from an earlier launch\); start each rank once, with its own RANK" \
     "$tmp/twice.$p" || fail "RANK given twice: process $p (rank $r) does not say so: $(grep error "$tmp/twice.$p")"
 done
 
