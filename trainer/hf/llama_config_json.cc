@@ -124,16 +124,18 @@ double RopeTheta(const JsonValue& hf, const HfArchitecture& arch) {
 }
 
 // Whether any layer attends through config.json's sliding window: every layer of
-// Mistral's; Qwen's by layer_types, else from max_window_layers on when
-// use_sliding_window (Qwen2Config.__post_init__); Llama has none.
+// Mistral's; Qwen's only with use_sliding_window (else Qwen2Config.__post_init__ drops
+// the window), those layer_types calls sliding, else from max_window_layers on; Llama
+// has none. Layer kinds Conveyor does not know are refused.
 bool SlidingWindowUsed(const JsonValue& hf, const HfArchitecture& arch,
                        ModelFlagsFromFile* flags) {
   if (std::string(arch.model_type) == "mistral") return true;
   if (!arch.qkv_bias && !arch.qk_norm) return false;
+  const bool window = HfFieldOrDefault(hf, arch, "use_sliding_window").boolean();
   if (hf["layer_types"].is_array()) {
     bool used = false;
     for (const JsonValue& kind : hf["layer_types"].array()) {
-      used = used || kind.str() == "sliding_attention";
+      used = used || (window && kind.str() == "sliding_attention");
       if (kind.str() != "sliding_attention" && kind.str() != "full_attention") {
         flags->Unsupported(absl::StrCat("layer_types holds ", JsonValueText(kind),
                                         ": Conveyor supports \"full_attention\" and "
@@ -143,9 +145,8 @@ bool SlidingWindowUsed(const JsonValue& hf, const HfArchitecture& arch,
     }
     return used;
   }
-  return HfFieldOrDefault(hf, arch, "use_sliding_window").boolean() &&
-         HfFieldOrDefault(hf, arch, "max_window_layers").integer() <
-             hf["num_hidden_layers"].integer();
+  return window && HfFieldOrDefault(hf, arch, "max_window_layers").integer() <
+                       hf["num_hidden_layers"].integer();
 }
 
 void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t seq_length,

@@ -21,9 +21,11 @@ namespace conveyor {
 // for Qwen2), and --make-vocab-size-divisible-by 1 unless given (so that Conveyor's
 // vocabulary is the file's, unpadded where the TP size divides it). A flag already set (by the
 // command line or --config) to another value is a contradiction; a feature the file asks for that
-// Conveyor lacks (rope_scaling, a sliding window shorter than --seq-length, attention or MLP
-// biases, another activation) is unsupported. InvalidArgument lists every one of both, naming the
-// flag and the config.json key.
+// Conveyor lacks (a RoPE type other than "default", a sliding window shorter than --seq-length,
+// a layer type it does not know) is unsupported. InvalidArgument lists every one of both, naming
+// the flag and the config.json key. `hf` must have passed CheckHfConfigFields
+// (hf_config_fields.h), which refuses the fields Conveyor does not compute (biases, another
+// activation, ...) and checks types and sizes; absent fields take `architecture`'s defaults.
 absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
                                   const HfArchitecture& architecture, Config* config);
 

@@ -252,6 +252,20 @@ TEST(HfConfigFieldsTest, MistralsDefaultSlidingWindowIsChecked) {
       Apply(ConfigJson(Arch("qwen2"), "\"use_sliding_window\": true, \"max_window_layers\": 1"),
             "qwen_sliding", {"--seq-length", "8192"});
   EXPECT_THAT(sliding.status().message(), HasSubstr("sliding_window = 4096"));
+  // Without use_sliding_window, Qwen2Config drops the window whatever layer_types says.
+  const std::string kinds = "\"layer_types\": [\"sliding_attention\", \"full_attention\"]";
+  EXPECT_TRUE(Apply(ConfigJson(Arch("qwen2"), kinds), "qwen_kinds", {"--seq-length", "8192"}).ok());
+  EXPECT_THAT(
+      Apply(ConfigJson(Arch("qwen2"), absl::StrCat(kinds, ", \"use_sliding_window\": true")),
+            "qwen_kinds_sliding", {"--seq-length", "8192"})
+          .status()
+          .message(),
+      HasSubstr("sliding_window = 4096"));
+  EXPECT_THAT(Apply(ConfigJson(Arch("qwen3"), "\"layer_types\": [\"chunked_attention\"]"),
+                    "qwen_unknown_kind")
+                  .status()
+                  .message(),
+              HasSubstr("layer_types holds \"chunked_attention\": Conveyor supports"));
 }
 
 // A GPT-2 folder alone configures the run (it ended in "--vocab-size 0"), unpadded so
