@@ -153,6 +153,13 @@ void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t s
                       ModelFlagsFromFile* flags) {
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const JsonValue& scaling = hf[key];
+    for (const auto& [name, value] : scaling.object()) {  // empty unless an object
+      if (value.is_object()) {  // transformers 5 nests them by layer type
+        flags->Unsupported(absl::StrCat(key, " per layer type (\"", name,
+                                        "\": {...}) is not implemented: Conveyor's layers share "
+                                        "one RoPE"));
+      }
+    }
     if (scaling.is_object() && RopeScalingType(scaling) != "default") {
       flags->Unsupported(absl::StrCat(key, " of type \"", RopeScalingType(scaling),
                                       "\" is not implemented: Conveyor's RoPE is unscaled "

@@ -233,6 +233,29 @@ TEST(HfConfigFieldsTest, AbsentFieldsTakeTheArchitecturesDefaults) {
   EXPECT_EQ(llama->model().max_position_embeddings(), 2048);
 }
 
+TEST(HfConfigFieldsTest, RopeOtherThanDefaultIsRefused) {
+  const absl::StatusOr<Config> scaled = Apply(
+      ConfigJson(Arch("llama"), "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
+      "yarn");
+  EXPECT_THAT(scaled.status().message(),
+              HasSubstr("rope_parameters of type \"yarn\" is not implemented"));
+  const absl::StatusOr<Config> nested =
+      Apply(ConfigJson(Arch("qwen3"),
+                       "\"rope_parameters\": {\"full_attention\": "
+                       "{\"rope_type\": \"default\", \"rope_theta\": 5.0}}"),
+            "nested");
+  EXPECT_THAT(nested.status().message(),
+              HasSubstr("rope_parameters per layer type (\"full_attention\": {...}) is not "
+                        "implemented"));
+  const absl::StatusOr<Config> plain =
+      Apply(ConfigJson(Arch("qwen3"),
+                       "\"rope_parameters\": {\"rope_type\": \"default\", "
+                       "\"rope_theta\": 5.0}"),
+            "plain");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->model().rotary_base(), 5.0f);
+}
+
 // MistralConfig's absent sliding_window is 4096, which a longer --seq-length outgrows.
 TEST(HfConfigFieldsTest, MistralsDefaultSlidingWindowIsChecked) {
   const absl::StatusOr<Config> config =
