@@ -180,7 +180,7 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
       Honoured("rope_parameters", T::kObjectOrNull, "null",
                "its rope_theta sets --rotary-base; a rope_type other than \"default\" "
                "(linear, dynamic, yarn, llama3, longrope) is refused: Conveyor's RoPE is "
-               "unscaled"),
+               "unscaled; so are parameters nested per layer type (one RoPE for all layers)"),
       Honoured("rope_scaling", T::kObjectOrNull, "null",
                "transformers 4's rope_parameters: a type other than \"default\" is refused"),
       Ignored("partial_rotary_factor", "null",
