@@ -100,4 +100,21 @@ edited unknown-field "c['my_new_scale'] = 2.0"
 [[ $(grep -c "warning: .*my_new_scale" "$tmp/unknown.log") -eq 1 ]] ||
   fail "the unknown field is not named in one warning: $(head -5 "$tmp/unknown.log")"
 
+# A NaN and an infinity in one weight: refused at load naming the tensor, file and count.
+rm -rf "$tmp/nan-in" && cp -r "$tmp/llama-in" "$tmp/nan-in"
+"$python" - "$tmp/nan-in" <<'EOF_PY'
+import json, os, struct, sys
+index = json.load(open(os.path.join(sys.argv[1], "model.safetensors.index.json")))
+name = "model.layers.1.mlp.up_proj.weight"
+path = os.path.join(sys.argv[1], index["weight_map"][name])
+data = bytearray(open(path, "rb").read())
+(n,) = struct.unpack("<Q", data[:8])
+start = 8 + n + json.loads(data[8:8 + n])[name]["data_offsets"][0]
+data[start + 12:start + 16] = struct.pack("<f", float("nan"))
+data[start + 40:start + 44] = struct.pack("<f", float("-inf"))
+open(path, "wb").write(bytes(data))
+EOF_PY
+refused nan-in "tensor model.layers.1.mlp.up_proj.weight in $tmp/nan-in/model-"
+grep -qF "holds 2 NaN or infinite values" "$tmp/nan-in.log" || fail "nan-in: count not given: $(cat "$tmp/nan-in.log")"
+
 ((failures == 0)) && echo "PASS" || exit 1
