@@ -10,6 +10,7 @@ bool IsInputRefusal(const absl::Status& status) {
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kDataLoss:
       return true;
     default:
       return false;

@@ -2,14 +2,16 @@
 // trainer, its export command, preprocess, inspect_data):
 //   0  success;
 //   2  the input was refused: something the user gave must change (a flag value, a
-//      config or data file, a checkpoint folder, the launcher's environment), before
-//      or during the run;
+//      config or data file, a damaged checkpoint or dataset, a checkpoint folder, the
+//      launcher's environment), before or during the run;
 //   1  a failure while running that a change of input would not fix: an I/O error, a
-//      full disk, a damaged file, a peer that died, a timeout, memory the machine lacks.
+//      full disk, a peer that died, a timeout, memory the machine lacks.
 // The status code decides, so that a refusal exits 2 wherever it is found:
-// InvalidArgument, FailedPrecondition, NotFound, OutOfRange, AlreadyExists and
-// PermissionDenied are refusals of input; every other code is a failure. Code that
-// reports a broken invariant of its own uses Internal, never InvalidArgument.
+// InvalidArgument, FailedPrecondition, NotFound, OutOfRange, AlreadyExists,
+// PermissionDenied and DataLoss (a file read that is damaged) are refusals of input;
+// every other code is a failure. Code that reports a broken invariant of its own uses
+// Internal, never InvalidArgument; a failed write uses ResourceExhausted (no room) or
+// Unavailable, never DataLoss.
 #ifndef CONVEYOR_BASE_EXIT_CODE_H_
 #define CONVEYOR_BASE_EXIT_CODE_H_
 

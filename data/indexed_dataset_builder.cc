@@ -122,7 +122,8 @@ absl::Status IndexedDatasetBuilder::Finalize(const std::string& idx_path) {
   }
   const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
   if (std::fclose(f) != 0 || !ok) {
-    return absl::DataLossError(absl::StrCat("write to ", idx_path, " failed"));
+    // A failed write, not a damaged input (base/exit_code.h): exit 1.
+    return absl::UnavailableError(absl::StrCat("write to ", idx_path, " failed"));
   }
   return absl::OkStatus();
 }

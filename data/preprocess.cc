@@ -389,7 +389,8 @@ absl::Status ProcessLines(std::istream& in, const PreprocessOptions& options,
     }
   }
   if (in.bad()) {
-    return absl::DataLossError(
+    // An I/O error, not a damaged input (base/exit_code.h): exit 1.
+    return absl::UnavailableError(
         absl::StrCat("reading ", options.input, " failed after line ", summary->lines));
   }
   summary->seconds = elapsed();

@@ -17,6 +17,8 @@ TEST(ExitCodeTest, RefusalsOfInputExitTwo) {
   // A file the user named but this process may not read.
   EXPECT_EQ(ExitCodeFor(absl::ErrnoToStatus(EACCES, "open data.bin")), 2);
   EXPECT_EQ(ExitCodeFor(absl::ErrnoToStatus(ENOENT, "open data.bin")), 2);
+  // A damaged file read: a checkpoint's checksum, a truncated dataset.
+  EXPECT_EQ(ExitCodeFor(absl::DataLossError("checksum mismatch")), 2);
 }
 
 TEST(ExitCodeTest, FailuresWhileRunningExitOne) {
@@ -24,7 +26,6 @@ TEST(ExitCodeTest, FailuresWhileRunningExitOne) {
   EXPECT_EQ(ExitCodeFor(absl::ErrnoToStatus(EIO, "read data.bin")), 1);
   EXPECT_EQ(ExitCodeFor(absl::DeadlineExceededError("all-reduce timed out")), 1);
   EXPECT_EQ(ExitCodeFor(absl::UnavailableError("peer closed the connection")), 1);
-  EXPECT_EQ(ExitCodeFor(absl::DataLossError("checksum mismatch")), 1);
   EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("out of host memory")), 1);
   EXPECT_EQ(ExitCodeFor(absl::InternalError("NaN loss")), 1);
   EXPECT_EQ(ExitCodeFor(absl::AbortedError("rank 2 failed")), 1);

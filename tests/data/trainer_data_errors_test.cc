@@ -216,7 +216,7 @@ TEST(TrainerDataErrorsTest, AbsurdSizesSpacesAndDirectoriesSayWhatIsWrong) {
   EXPECT_TRUE(std::isfinite(FinalLoss(spaced)));
 
   RunResult folder = Train("--data-path '" + dir + "' --vocab-size 49967");
-  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_EQ(folder.exit_code, 2);  // input to change (base/exit_code.h)
   EXPECT_THAT(folder.err, HasSubstr("--data-path " + dir +
                                     " is a directory: --data-path takes a dataset's prefix, the "
                                     "path of its .bin/.idx pair without the extension, e.g. "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The trainer binary's --load and --save checks end to end: checkpoint material that
-# cannot be loaded stops the run (exit 1, the file and the fix named) and leaves the
+# cannot be loaded stops the run (exit 2, the file and the fix named) and leaves the
 # folder byte for byte as it was, instead of training from scratch over it; only an
 # absent or empty --load folder starts from scratch (and not with
 # --exit-on-missing-checkpoint); a checkpoint without optimizer state, or with another
@@ -26,8 +26,8 @@ train() { "$trainer" --config "$config" --lr-warmup-iters 0 --log-interval 1 "$@
 snapshot() { (cd "$1" && find . | LC_ALL=C sort && find . -type f -print0 | LC_ALL=C sort -z |
   xargs -0 sha256sum); }
 
-# expect_refusal NAME FOLDER "<substring>"... -- trainer args: exit 1, each substring
-# in stderr, no training step, FOLDER unchanged.
+# expect_refusal NAME FOLDER "<substring>"... -- trainer args: exit 2 (input to change,
+# base/exit_code.h), each substring in stderr, no training step, FOLDER unchanged.
 expect_refusal() {
   local name="$1" folder="$2"; shift 2
   local wants=()
@@ -37,7 +37,7 @@ expect_refusal() {
   before=$(snapshot "$folder")
   train "$@" >"$name.out" 2>"$name.err"
   local code=$?
-  [[ $code -eq 1 ]] || fail "$name: exited $code, want 1: $(tail -3 "$name.err")"
+  [[ $code -eq 2 ]] || fail "$name: exited $code, want 2: $(tail -3 "$name.err")"
   for want in "${wants[@]}"; do
     grep -qF -- "$want" "$name.err" || fail "$name: stderr lacks '$want': $(grep error "$name.err")"
   done
@@ -108,7 +108,7 @@ expect_refusal exit_on_missing leftovers \
   -- --train-iters 2 --load leftovers --save leftovers --exit-on-missing-checkpoint
 train --train-iters 2 --load absent --exit-on-missing-checkpoint >absent2.out 2>absent2.err
 code=$?
-[[ $code -eq 1 ]] || fail "--exit-on-missing-checkpoint with an absent folder exited $code, want 1"
+[[ $code -eq 2 ]] || fail "--exit-on-missing-checkpoint with an absent folder exited $code, want 2"
 grep -qF -- "--exit-on-missing-checkpoint: --load absent does not exist" absent2.err ||
   fail "--exit-on-missing-checkpoint error lacks the folder: $(cat absent2.err)"
 
@@ -135,14 +135,14 @@ train --train-iters 4 --load vocab --make-vocab-size-divisible-by 72 --nproc-per
 echo x >a_file
 train --train-iters 2 --save a_file/ckpt >bad_save.out 2>bad_save.err
 code=$?
-[[ $code -eq 1 ]] || fail "--save under a file exited $code, want 1"
+[[ $code -eq 2 ]] || fail "--save under a file exited $code, want 2"
 grep -qF -- "--save a_file/ckpt cannot hold checkpoints (cannot create folder a_file/ckpt" bad_save.err ||
   fail "--save error lacks the flag or the reason: $(cat bad_save.err)"
 grep -q '^ iteration ' bad_save.out && fail "trained before finding --save unwritable"
 # ...a file itself, on every rank of a job (each reports it and none trains)...
 train --train-iters 2 --save a_file --nproc-per-node 2 >bad_save2.out 2>bad_save2.err
 code=$?
-[[ $code -eq 1 ]] || fail "--save a file with 2 ranks exited $code, want 1"
+[[ $code -eq 2 ]] || fail "--save a file with 2 ranks exited $code, want 2"
 grep -qF -- "--save a_file cannot hold checkpoints (a_file is a file, not a folder)" bad_save2.err ||
   fail "--save a file: $(cat bad_save2.err)"
 grep -q '^ iteration ' bad_save2.out && fail "2 ranks trained before finding --save unwritable"
@@ -151,7 +151,7 @@ mkdir -p read_only && chmod 555 read_only
 if ! touch read_only/probe 2>/dev/null; then
   train --train-iters 2 --save read_only >ro.out 2>ro.err
   code=$?
-  [[ $code -eq 1 ]] || fail "read-only --save exited $code, want 1"
+  [[ $code -eq 2 ]] || fail "read-only --save exited $code, want 2"
   grep -qF -- "--save read_only cannot hold checkpoints" ro.err && grep -qF "Permission denied" ro.err ||
     fail "read-only --save: $(cat ro.err)"
 fi
@@ -180,7 +180,7 @@ grep -q "global batch size changes" same.out && fail "warned without a change"
 # flags (--load ckpt --save ckpt), each in a folder of its own standing for its node's
 # storage.
 # mismatched_ranks NAME NODE0_CKPT NODE1_CKPT "<substring>"...: node N's ckpt is a copy of
-# NODEN_CKPT ("-": none); both ranks exit 1, each substring in both ranks' stderr, no
+# NODEN_CKPT ("-": none); both ranks exit 2, each substring in both ranks' stderr, no
 # training step, node 0's ckpt unchanged and node 1's not created when it had none.
 mismatched_ranks() {
   local name="$1" sources=("$2" "$3") rank before
@@ -201,7 +201,7 @@ mismatched_ranks() {
   for rank in 0 1; do
     wait "${pids[rank]}"
     local code=$?
-    [[ $code -eq 1 ]] || fail "$name: rank $rank exited $code, want 1: $(tail -3 "$name.$rank.err")"
+    [[ $code -eq 2 ]] || fail "$name: rank $rank exited $code, want 2: $(tail -3 "$name.$rank.err")"
     for want in "$@"; do
       grep -qF -- "$want" "$name.$rank.err" ||
         fail "$name: rank $rank's stderr lacks '$want': $(grep error "$name.$rank.err")"
@@ -222,7 +222,7 @@ echo 15 >stale/latest_checkpointed_iteration.txt
 mismatched_ranks stale_view clean stale \
   "(rank 0: iteration 20 (160 samples consumed); rank 1: iteration 15 (120 samples consumed))"
 
-# 7. A --save folder holding another run's committed checkpoints is refused (exit 1, the
+# 7. A --save folder holding another run's committed checkpoints is refused (exit 2, the
 # folder byte for byte as it was, its interrupted save not cleaned): a fresh run, a run
 # resuming from another folder, --finetune restarting at 0, on every rank of a job.
 refuse_save="--save foreign holds another run's checkpoints (latest iteration 20) and"

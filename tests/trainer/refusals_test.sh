@@ -40,6 +40,9 @@ expect_exit 2 "--hidden-size 64 (checkpoint: 128)" --load "$tmp/ckpt" --hidden-s
 expect_exit 2 "checkpoint of iteration 9 not found" --load "$tmp/ckpt" --ckpt-step 9
 expect_exit 2 "checkpoint of iteration 7 not found" --load "$tmp/dangling"
 grep -q '^ iteration ' "$tmp/out" && fail "a refused run trained"
+# Every rank of a job exits 2 when one refuses its input, whichever the launcher sees
+# first: the others stop with the refusal's kind, not as a failure of their own.
+expect_exit 2 "--save $tmp/a-file cannot hold checkpoints" --save "$tmp/a-file" --nproc-per-node 2
 
 # Output paths are checked before training, naming the flag and the reason.
 expect_exit 2 "--profile-file $tmp/no-such-folder/p.json: the folder $tmp/no-such-folder does not exist" \

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "parallel/group.h"
 #include "trainer/checkpoint/envelope.h"
@@ -29,21 +30,31 @@ absl::StatusOr<std::vector<double>> GatherRows(Communicator& world,
   return table;
 }
 
+// The first element of a rank's row: 0 where it succeeded, else the exit code of its
+// error (base/exit_code.h), so that the others stop with the same kind of error.
+double FailureCell(const absl::Status& mine) { return double(ExitCodeFor(mine)); }
+
 // The verdict on failures, once `table` (rows of `width`, the first element of each
-// 1 where that rank failed) is gathered: this rank's own error first, so that its
-// message is the one it reports.
+// FailureCell) is gathered: this rank's own error first, so that its message is the
+// one it reports. The others' is a refusal of input (exit 2) when a failed rank's was,
+// so that every process of the job exits alike, whichever the launcher sees first.
 absl::Status FailureVerdict(const absl::StatusOr<std::vector<double>>& table, size_t width,
                             const absl::Status& mine, absl::string_view what) {
   if (!mine.ok()) return mine;
   RETURN_IF_ERROR(table.status());
   std::vector<int> failed;
+  bool refused = false;
   for (size_t r = 0; r * width < table->size(); ++r) {
-    if ((*table)[r * width] != 0.0) failed.push_back(int(r));
+    const double cell = (*table)[r * width];
+    if (cell == 0.0) continue;
+    failed.push_back(int(r));
+    refused = refused || cell == double(kExitUsage);
   }
   if (failed.empty()) return absl::OkStatus();
-  return absl::AbortedError(
+  const std::string message =
       absl::StrFormat("stopping before training: rank(s) %s could not %s (their errors say why)",
-                      FormatRanks(failed), what));
+                      FormatRanks(failed), what);
+  return refused ? absl::FailedPreconditionError(message) : absl::AbortedError(message);
 }
 
 // The checkpoint a rank loaded, with its manifest's checksum: two runs' checkpoints of
@@ -124,7 +135,7 @@ std::string DescribeLoadDir(absl::string_view load_dir, const LoadedCheckpointId
 
 absl::Status AgreeAcrossRanks(Communicator& world, const absl::Status& mine,
                               absl::string_view what) {
-  return FailureVerdict(GatherRows(world, {mine.ok() ? 0.0 : 1.0}), 1, mine, what);
+  return FailureVerdict(GatherRows(world, {FailureCell(mine)}), 1, mine, what);
 }
 
 absl::Status AgreeOnLoadedCheckpoint(Communicator& world,
@@ -135,7 +146,8 @@ absl::Status AgreeOnLoadedCheckpoint(Communicator& world,
   const std::optional<uint32_t> crc =
       id.iteration.has_value() ? ManifestCrc32c(load_dir, *id.iteration) : std::nullopt;
   // Every value is an integer below 2^53: exact in a double.
-  const std::vector<double> row = {mine.ok() ? 0.0 : 1.0,         id.iteration.has_value() ? 1.0 : 0.0,
+  const std::vector<double> row = {FailureCell(mine.status()),
+                                   id.iteration.has_value() ? 1.0 : 0.0,
                                    double(id.iteration.value_or(0)), double(id.consumed_samples),
                                    crc.has_value() ? 1.0 : 0.0,      double(crc.value_or(0))};
   const absl::StatusOr<std::vector<double>> table = GatherRows(world, row);

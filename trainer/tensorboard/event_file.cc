@@ -51,8 +51,9 @@ absl::Status EventFile::Append(const std::vector<Event>& events) {
   for (const Event& event : events) out_ << FrameRecord(event.SerializeAsString());
   out_.flush();
   if (!out_) {
-    // The stream keeps no error of its own: errno is the failed write(2)'s.
-    return absl::DataLossError(absl::StrFormat(
+    // The stream keeps no error of its own: errno is the failed write(2)'s. A failure
+    // while running (exit 1, base/exit_code.h), not a damaged input.
+    return absl::UnavailableError(absl::StrFormat(
         "--tensorboard-dir: cannot write %s (%s); TensorBoard logging stopped", path_,
         errno != 0 ? std::strerror(errno) : "disk full?"));
   }

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/exit_code.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
@@ -142,7 +143,9 @@ TEST(LoadAgreementTest, AFailedRankStopsEveryRankAndKeepsItsOwnError) {
   const std::vector<absl::Status> verdicts = Agree({At(20, 160), damaged, kNone}, {"c", "c", "c"});
   EXPECT_EQ(verdicts[1], damaged);
   for (int rank : {0, 2}) {
-    EXPECT_TRUE(absl::IsAborted(verdicts[rank])) << verdicts[rank];
+    // A damaged checkpoint is input to change (exit 2, base/exit_code.h): the ranks that
+    // stop for it exit alike, whichever the launcher sees first.
+    EXPECT_TRUE(absl::IsFailedPrecondition(verdicts[rank])) << verdicts[rank];
     EXPECT_THAT(verdicts[rank].message(),
                 HasSubstr("rank(s) 1 could not load --load (their errors say why)"));
     // A failure is reported as such, not as a disagreement.
@@ -161,9 +164,19 @@ TEST(AgreeAcrossRanksTest, EveryRankLearnsWhichRanksFailed) {
   EXPECT_THAT(verdicts[1].message(), HasSubstr("--save cannot hold checkpoints"));
   EXPECT_THAT(verdicts[2].message(), HasSubstr("--save cannot hold checkpoints"));
   for (int rank : {0, 3}) {
-    EXPECT_TRUE(absl::IsAborted(verdicts[rank])) << verdicts[rank];
+    EXPECT_EQ(ExitCodeFor(verdicts[rank]), 2) << verdicts[rank];  // as ranks 1 and 2's
     EXPECT_THAT(verdicts[rank].message(), HasSubstr("rank(s) 1,2 could not prepare --save"));
   }
+  // A failure that is not the input's (an I/O error) stops the others with exit 1.
+  InProcessWorld io(2);
+  const std::vector<absl::Status> io_verdicts = io.Run([](int rank, Communicator& comm) {
+    const absl::Status mine =
+        rank == 1 ? absl::UnavailableError("cannot write the probe: Input/output error")
+                  : absl::OkStatus();
+    return AgreeAcrossRanks(comm, mine, "prepare --save");
+  });
+  EXPECT_TRUE(absl::IsAborted(io_verdicts[0])) << io_verdicts[0];
+  EXPECT_EQ(ExitCodeFor(io_verdicts[0]), 1);
   InProcessWorld healthy(2);
   EXPECT_THAT(healthy.Run([](int, Communicator& comm) {
     return AgreeAcrossRanks(comm, absl::OkStatus(), "prepare --save");
