@@ -174,8 +174,8 @@ absl::Status IndexedDataset::CheckIndexTilesBin(IndexedDataset& ds, const std::s
     const int64_t ptr = ds.sequence_pointers_[i];
     if (len < 0 || ptr < 0 || ptr > bin_size || len > (bin_size - ptr) / item) {
       return absl::InvalidArgumentError(absl::StrCat(
-          bin_path, ": truncated or index points past the end: sequence ", i, " spans bytes [",
-          ptr, ", ", ptr + len * item, ") but the .bin has ", bin_size, " bytes"));
+          bin_path, ": truncated or index points past the end: sequence ", i, " spans bytes [", ptr,
+          ", ", ptr + len * item, ") but the .bin has ", bin_size, " bytes"));
     }
     if (ptr != end) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -190,8 +190,8 @@ absl::Status IndexedDataset::CheckIndexTilesBin(IndexedDataset& ds, const std::s
   if (end != bin_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         idx_path, " does not describe ", bin_path, ": its ", ds.sequence_lengths_.size(),
-        " sequences of ", TokenDTypeName(ds.dtype_), " tokens take ", end, " bytes but ",
-        bin_path, " holds ", bin_size,
+        " sequences of ", TokenDTypeName(ds.dtype_), " tokens take ", end, " bytes but ", bin_path,
+        " holds ", bin_size,
         " (an .idx of another corpus or a stale copy beside this .bin); rebuild the pair with "
         "preprocess, or copy the .idx that was written with this .bin"));
   }

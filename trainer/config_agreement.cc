@@ -24,10 +24,11 @@ using google::protobuf::TextFormat;
 
 // Settings a rank may hold on its own (see the header).
 const absl::flat_hash_set<std::string>& PerRankSettings() {
-  static const auto* settings = new absl::flat_hash_set<std::string>{
-      "load",       "load_hf",         "data_cache_path", "vocab_file",
-      "merge_file", "tokenizer_model", "metrics_file",    "trace_file",
-      "cuda_synchronize_each_op", "dry_run"};
+  static const auto* settings =
+      new absl::flat_hash_set<std::string>{"load",         "load_hf",    "data_cache_path",
+                                           "vocab_file",   "merge_file", "tokenizer_model",
+                                           "metrics_file", "trace_file", "cuda_synchronize_each_op",
+                                           "dry_run"};
   return *settings;
 }
 
@@ -51,9 +52,11 @@ std::string DatasetListText(const Message& group, const FieldDescriptor& field,
   if (words.empty()) return as_given;
   const absl::StatusOr<Blend> blend = ParseBlend(words, FlagName(field));
   if (!blend.ok()) return as_given;
-  std::string text = absl::StrCat(blend->prefixes.size(), " dataset",
-                                  blend->prefixes.size() == 1 ? "" : "s");
-  if (blend->weighted()) absl::StrAppend(&text, ", weights [", absl::StrJoin(blend->weights, ", "), "]");
+  std::string text =
+      absl::StrCat(blend->prefixes.size(), " dataset", blend->prefixes.size() == 1 ? "" : "s");
+  if (blend->weighted()) {
+    absl::StrAppend(&text, ", weights [", absl::StrJoin(blend->weights, ", "), "]");
+  }
   return text;
 }
 

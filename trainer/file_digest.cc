@@ -66,7 +66,8 @@ absl::StatusOr<std::string> DescribeDatasetIndex(const std::string& path) {
 
 absl::StatusOr<std::string> DescribeSafetensorsFile(const std::string& path) {
   ASSIGN_OR_RETURN(const std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  if (HashedWhole(*file, kWholeFileDigestBytes)) return DescribeMapped(*file, kWholeFileDigestBytes);
+  if (HashedWhole(*file, kWholeFileDigestBytes))
+    return DescribeMapped(*file, kWholeFileDigestBytes);
   uint32_t crc = SampledCrc(*file, 0);
   const absl::StatusOr<SafetensorsFile> parsed = SafetensorsFile::Open(path);
   if (!parsed.ok()) return Described(*file, crc, kSampled);
@@ -83,8 +84,9 @@ absl::StatusOr<std::string> DescribeSafetensorsFile(const std::string& path) {
     const int64_t tail_start = std::max(entry.begin + head, entry.end - kEnd);
     crc = Crc32c(file->data() + tail_start, size_t(entry.end - tail_start), crc);
   }
-  return Described(*file, crc, absl::StrCat("the header, each tensor's first and last ", kEnd,
-                                            " bytes and ", kSampled));
+  return Described(
+      *file, crc,
+      absl::StrCat("the header, each tensor's first and last ", kEnd, " bytes and ", kSampled));
 }
 
 std::string DescribeUnreadable(const absl::Status& status) {

@@ -21,8 +21,7 @@
 namespace conveyor {
 namespace {
 
-RankInput Input(std::string what, std::string path,
-                const absl::StatusOr<std::string>& contents) {
+RankInput Input(std::string what, std::string path, const absl::StatusOr<std::string>& contents) {
   return {std::move(what), std::move(path),
           contents.ok() ? *contents : DescribeUnreadable(contents.status())};
 }
@@ -37,8 +36,8 @@ void AddDatasets(const google::protobuf::RepeatedPtrField<std::string>& words,
   for (size_t k = 0; k < n; ++k) {
     const std::string& prefix = blend->prefixes[k];
     const std::string what = absl::StrFormat("%s dataset %d of %d", flag, k + 1, n);
-    out->push_back(
-        Input(absl::StrCat(what, " (.idx)"), prefix + ".idx", DescribeDatasetIndex(prefix + ".idx")));
+    out->push_back(Input(absl::StrCat(what, " (.idx)"), prefix + ".idx",
+                         DescribeDatasetIndex(prefix + ".idx")));
     // The tokens are sampled: a dataset is never read whole twice.
     out->push_back(Input(absl::StrCat(what, " (.bin)"), prefix + ".bin",
                          DescribeFileContents(prefix + ".bin", 0)));
@@ -46,9 +45,9 @@ void AddDatasets(const google::protobuf::RepeatedPtrField<std::string>& words,
 }
 
 void AddTokenizerFiles(const DataConfig& data, std::vector<RankInput>* out) {
-  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{
-                                       "--vocab-file", &data.vocab_file()},
-                                   {"--merge-file", &data.merge_file()}}) {
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string*>{"--vocab-file", &data.vocab_file()},
+        {"--merge-file", &data.merge_file()}}) {
     if (!path->empty()) out->push_back(Input(flag, *path, DescribeFileContents(*path)));
   }
   const std::string& model = data.tokenizer_model();
@@ -61,8 +60,8 @@ void AddTokenizerFiles(const DataConfig& data, std::vector<RankInput>* out) {
   // A Hugging Face folder: the two files the tokenizer reads (hf_tokenizer.h).
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
     const std::string path = absl::StrCat(model, "/", name);
-    out->push_back(Input(absl::StrCat("--tokenizer-model ", name), path,
-                         DescribeFileContents(path)));
+    out->push_back(
+        Input(absl::StrCat("--tokenizer-model ", name), path, DescribeFileContents(path)));
   }
 }
 
@@ -75,8 +74,8 @@ void AddHfWeights(const std::string& dir, std::vector<RankInput>* out) {
   }
   if (files->size() > 1 || !files->begin()->second.empty()) {  // shards: the index too
     const std::string index = absl::StrCat(dir, "/", kHfIndexFile);
-    out->push_back(Input(absl::StrCat("--load-hf ", kHfIndexFile), index,
-                         DescribeFileContents(index)));
+    out->push_back(
+        Input(absl::StrCat("--load-hf ", kHfIndexFile), index, DescribeFileContents(index)));
   }
   for (const auto& [path, tensors] : *files) {
     const std::string name = std::filesystem::path(path).filename().string();

@@ -45,9 +45,8 @@ absl::StatusOr<DataSplits> BuildTrainingDataInTurns(const Config& resolved_confi
     if (!ours.ok() || absl::IsAborted(verdict)) return verdict;
     // The collective failed: the ranks of this turn took longer than
     // --distributed-timeout-minutes, or one of them died.
-    return absl::Status(verdict.code(),
-                        absl::StrCat("waiting for the ranks whose turn it was to ",
-                                     kTurns[turn], ": ", verdict.message()));
+    return absl::Status(verdict.code(), absl::StrCat("waiting for the ranks whose turn it was to ",
+                                                     kTurns[turn], ": ", verdict.message()));
   }
   return *std::move(built);
 }

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "data/indexed_dataset_builder.h"
 #include "absl/strings/str_cat.h"
+#include "data/indexed_dataset_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
@@ -183,9 +183,9 @@ TEST(IndexedDatasetTest, AnIdxThatDoesNotTileItsBinIsRefusedNamingBothFiles) {
   ASSERT_FALSE(longer.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(longer.status())) << longer.status();
   EXPECT_EQ(longer.status().message(),
-            absl::StrCat(prefix, ".idx does not describe ", prefix, ".bin: its ", n, " sequences of ",
-                         "uint16 tokens take ", bin.size(), " bytes but ", prefix, ".bin holds ",
-                         bin.size() + 6,
+            absl::StrCat(prefix, ".idx does not describe ", prefix, ".bin: its ", n,
+                         " sequences of ", "uint16 tokens take ", bin.size(), " bytes but ", prefix,
+                         ".bin holds ", bin.size() + 6,
                          " (an .idx of another corpus or a stale copy beside this .bin); "
                          "rebuild the pair with preprocess, or copy the .idx that was written "
                          "with this .bin"));

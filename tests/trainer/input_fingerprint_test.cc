@@ -38,9 +38,8 @@ Config Parse(const std::vector<std::string>& args) {
 // Each rank's verdict when rank r runs with configs[r].
 std::vector<absl::Status> Agree(const std::vector<Config>& configs) {
   InProcessWorld world(int(configs.size()));
-  return world.Run([&](int rank, Communicator& comm) {
-    return AgreeOnInputs(InputsOf(configs[rank]), comm);
-  });
+  return world.Run(
+      [&](int rank, Communicator& comm) { return AgreeOnInputs(InputsOf(configs[rank]), comm); });
 }
 
 // A dataset of `documents` documents of three tokens each at `prefix`, the first token
@@ -97,7 +96,8 @@ TEST(InputFingerprintTest, AStaleDatasetOnOneNodeStopsEveryRankNamingIt) {
                                 "would train apart: --data-path dataset 1 of 1 (.bin): 24 bytes, "
                                 "CRC32C "),
                       HasSubstr(" on ranks 0,1 (rank 0 reads " + node0 + ".bin), 24 bytes, "),
-                      HasSubstr(" on rank 2 (rank 2 reads " + node2 + ".bin). Every rank must "
+                      HasSubstr(" on rank 2 (rank 2 reads " + node2 +
+                                ".bin). Every rank must "
                                 "read the same bytes, whatever the path: give every node the "
                                 "same copy"),
                       ::testing::Not(HasSubstr("(.idx)"))));
@@ -108,12 +108,11 @@ TEST(InputFingerprintTest, AnIdxOfAnotherCorpusIsNamedWithItsCounts) {
   const std::vector<Config> configs =
       DataRanks("other_idx", 2, 1, [](const std::string& prefix) { WriteDataset(prefix, 6); });
   for (const absl::Status& st : Agree(configs)) {
-    EXPECT_THAT(st.message(),
-                AllOf(HasSubstr("--data-path dataset 1 of 1 (.idx): 4 sequences in 4 documents"),
-                      HasSubstr("on rank 0 (rank 0 reads "),
-                      HasSubstr(", 6 sequences in 6 documents, "),
-                      HasSubstr("--data-path dataset 1 of 1 (.bin): 24 bytes"),
-                      HasSubstr(", 36 bytes")));
+    EXPECT_THAT(
+        st.message(),
+        AllOf(HasSubstr("--data-path dataset 1 of 1 (.idx): 4 sequences in 4 documents"),
+              HasSubstr("on rank 0 (rank 0 reads "), HasSubstr(", 6 sequences in 6 documents, "),
+              HasSubstr("--data-path dataset 1 of 1 (.bin): 24 bytes"), HasSubstr(", 36 bytes")));
   }
 }
 
@@ -124,15 +123,15 @@ TEST(InputFingerprintTest, TokenizerFilesAreComparedByContentsNotPaths) {
     WriteText(node + "/vocab.json", "{\"a\": 0, \"b\": 1}");
     WriteText(node + "/merges.txt", r == 0 ? "#version: 0.2\na b\n" : "#version: 0.2\nb a\n");
     same.push_back(Parse({"--mock-data", "--vocab-file", node + "/vocab.json"}));
-    different.push_back(Parse({"--mock-data", "--vocab-file", node + "/vocab.json",
-                               "--merge-file", node + "/merges.txt"}));
+    different.push_back(Parse({"--mock-data", "--vocab-file", node + "/vocab.json", "--merge-file",
+                               node + "/merges.txt"}));
   }
   EXPECT_THAT(Agree(same), Each(absl::OkStatus()));
   for (const absl::Status& st : Agree(different)) {
     EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
-    EXPECT_THAT(st.message(), AllOf(HasSubstr("--merge-file: 18 bytes, CRC32C "),
-                                    HasSubstr("/merges.txt)"),
-                                    ::testing::Not(HasSubstr("--vocab-file"))));
+    EXPECT_THAT(st.message(),
+                AllOf(HasSubstr("--merge-file: 18 bytes, CRC32C "), HasSubstr("/merges.txt)"),
+                      ::testing::Not(HasSubstr("--vocab-file"))));
   }
 }
 
@@ -171,8 +170,7 @@ TEST(InputFingerprintTest, OtherLoadHfWeightsOnOneNodeStopEveryRank) {
     EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
     EXPECT_THAT(st.message(),
                 AllOf(HasSubstr("--load-hf model.safetensors: "), HasSubstr(" on ranks 0,2 ("),
-                      HasSubstr(" on rank 1 (rank 1 reads "),
-                      HasSubstr("/model.safetensors)")));
+                      HasSubstr(" on rank 1 (rank 1 reads "), HasSubstr("/model.safetensors)")));
   }
   configs.pop_back();
   configs.erase(configs.begin() + 1);  // nodes 0 and 2: the same weights

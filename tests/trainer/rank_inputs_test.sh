@@ -108,13 +108,15 @@ expect_refused stale "the ranks read different files, and would train apart" \
 # other: the same iteration and consumed samples, other weights.
 for seed in 1 2; do
   "$trainer" --config "$config" --lr-warmup-iters 0 --train-iters 3 --seed $seed \
-    --save "run$seed" >"run$seed.log" 2>&1 || fail "run $seed did not save: $(tail -2 "run$seed.log")"
+    --save "run$seed" >"run$seed.log" 2>&1 ||
+    fail "run $seed did not save: $(tail -2 "run$seed.log")"
 done
 mkdir -p ckpt.node0 ckpt.node1
 cp -r run1 ckpt.node0/ckpt
 cp -r run2 ckpt.node1/ckpt
 two_ranks ckpt 1 -- --train-iters 5 --load ckpt
-expect_refused ckpt "the ranks loaded different checkpoints (rank 0: iteration 3 (24 samples consumed, manifest CRC32C " \
+expect_refused ckpt "the ranks loaded different checkpoints" \
+  "(rank 0: iteration 3 (24 samples consumed, manifest CRC32C " \
   "rank 1: iteration 3 (24 samples consumed, manifest CRC32C " \
   "this rank's is ckpt (it loaded ckpt/iter_0000003/manifest.pb)"
 # Copies of one run's checkpoint at each node agree (no --save: it must be one folder).

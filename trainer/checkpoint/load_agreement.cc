@@ -95,8 +95,8 @@ std::string Describe(const CheckpointSeen& loaded, bool with_checksum) {
                    ? absl::StrFormat(", manifest CRC32C %08x", *loaded.manifest_crc32c)
                    : ", manifest unreadable";
   }
-  return absl::StrFormat("iteration %d (%d samples consumed%s)", *id.iteration,
-                         id.consumed_samples, checksum);
+  return absl::StrFormat("iteration %d (%d samples consumed%s)", *id.iteration, id.consumed_samples,
+                         checksum);
 }
 
 // "rank 0: iteration 20 (160 samples consumed); ranks 1-3: no checkpoint (...)": one
@@ -146,10 +146,10 @@ absl::Status AgreeOnLoadedCheckpoint(Communicator& world,
   const std::optional<uint32_t> crc =
       id.iteration.has_value() ? ManifestCrc32c(load_dir, *id.iteration) : std::nullopt;
   // Every value is an integer below 2^53: exact in a double.
-  const std::vector<double> row = {FailureCell(mine.status()),
-                                   id.iteration.has_value() ? 1.0 : 0.0,
-                                   double(id.iteration.value_or(0)), double(id.consumed_samples),
-                                   crc.has_value() ? 1.0 : 0.0,      double(crc.value_or(0))};
+  const std::vector<double> row = {
+      FailureCell(mine.status()),       id.iteration.has_value() ? 1.0 : 0.0,
+      double(id.iteration.value_or(0)), double(id.consumed_samples),
+      crc.has_value() ? 1.0 : 0.0,      double(crc.value_or(0))};
   const absl::StatusOr<std::vector<double>> table = GatherRows(world, row);
   RETURN_IF_ERROR(FailureVerdict(table, row.size(), mine.status(), "load --load"));
   std::vector<CheckpointSeen> loaded(world.size());

@@ -121,16 +121,16 @@ TEST(LoadAgreementTest, TwoRunsCheckpointsOfOneIterationAreRefusedByTheirManifes
   for (int rank = 0; rank < 3; ++rank) {
     const absl::Status& st = verdicts[rank];
     EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
-    EXPECT_THAT(std::string(st.message()),
-                AllOf(::testing::ContainsRegex(
-                          "the ranks loaded different checkpoints \\(ranks 0,1: iteration 20 "
-                          "\\(160 samples consumed, manifest CRC32C [0-9a-f]{8}\\); rank 2: "
-                          "iteration 20 \\(160 samples consumed, manifest CRC32C [0-9a-f]{8}\\)\\)"),
-                      HasSubstr("Every rank must see the same --load folder")));
+    EXPECT_THAT(
+        std::string(st.message()),
+        AllOf(::testing::ContainsRegex(
+                  "the ranks loaded different checkpoints \\(ranks 0,1: iteration 20 "
+                  "\\(160 samples consumed, manifest CRC32C [0-9a-f]{8}\\); rank 2: "
+                  "iteration 20 \\(160 samples consumed, manifest CRC32C [0-9a-f]{8}\\)\\)"),
+              HasSubstr("Every rank must see the same --load folder")));
   }
-  EXPECT_THAT(verdicts[2].message(),
-              HasSubstr("this rank's is " + run_b + " (it loaded " + run_b +
-                        "/iter_0000020/manifest.pb)"));
+  EXPECT_THAT(verdicts[2].message(), HasSubstr("this rank's is " + run_b + " (it loaded " + run_b +
+                                               "/iter_0000020/manifest.pb)"));
 }
 
 TEST(LoadAgreementTest, ARankWithoutLoadIsNamed) {
