@@ -41,10 +41,12 @@ absl::StatusOr<DataSplits> BuildTrainingDataInTurns(const Config& resolved_confi
     const absl::Status ours = turn == mine ? built->status() : absl::OkStatus();
     const absl::Status verdict = AgreeAcrossRanks(world, ours, kTurns[turn]);
     if (verdict.ok()) continue;
-    // This rank's own error, or Aborted naming the ranks of the turn that failed.
-    if (!ours.ok() || absl::IsAborted(verdict)) return verdict;
-    // The collective failed: the ranks of this turn took longer than
-    // --distributed-timeout-minutes, or one of them died.
+    // The collective itself failed (parallel/collective_failure.h): the ranks of this
+    // turn took longer than --distributed-timeout-minutes, or one of them died. Any
+    // other error is this rank's own, or names the ranks of the turn that failed.
+    if (!ours.ok() || (!absl::IsDeadlineExceeded(verdict) && !absl::IsUnavailable(verdict))) {
+      return verdict;
+    }
     return absl::Status(verdict.code(), absl::StrCat("waiting for the ranks whose turn it was to ",
                                                      kTurns[turn], ": ", verdict.message()));
   }
