@@ -81,6 +81,13 @@ grep -q "trained" "$tmp/nan.out" && fail "every step skipped: a line claims trai
 [[ -z $(ls -A "$tmp/nan" 2>/dev/null | grep -v '^\.') ]] ||
   fail "every step skipped: a checkpoint was saved: $(ls -A "$tmp/nan")"
 
+# Some steps skipped (an absurd --lr makes every step after the first NaN): the run ends,
+# and its last line counts the skipped steps apart from the trained ones.
+"$trainer" --config "$config" --train-iters 5 --lr 1e30 --min-lr 0 --lr-warmup-iters 0 \
+  --nan-policy skip >"$tmp/some.out" 2>&1 || fail "some steps skipped: exit $?: $(tail -3 "$tmp/some.out")"
+grep -qF "conveyor: trained 1 iterations (4 more skipped for a NaN or inf, --nan-policy skip)" \
+  "$tmp/some.out" || fail "some steps skipped: the last line does not count them: $(grep trained "$tmp/some.out")"
+
 if ((failures)); then
   echo "$failures failure(s)"
   exit 1
