@@ -8,7 +8,9 @@
 #   2. a stale copy of the dataset on one node stops both ranks before training (exit 2),
 #      naming the file, the ranks and the contents each read;
 #   3. node-local copies of two runs' checkpoints of the same iteration stop both ranks
-#      (exit 2), naming the manifests' checksums.
+#      (exit 2), naming the manifests' checksums;
+#   4. other --load-hf weights on one node (another run's export) stop both (exit 2).
+# Copies of the same files at each node train.
 set -uo pipefail
 trainer="$(realpath "$1")"
 config="$(realpath "$2")"
@@ -124,6 +126,24 @@ rm -rf ckpt.node1/ckpt ckpt.run && cp -r run1 ckpt.node1/ckpt
 two_ranks ckpt 1 -- --train-iters 5 --load ckpt
 [[ ${codes[0]} -eq 0 && ${codes[1]} -eq 0 ]] ||
   fail "copies of one checkpoint: exit codes ${codes[*]}: $(tail -2 ckpt.1.err)"
+
+# 4. --load-hf: node 1 holds the other run's export, the same model with other weights;
+# copies of one export at each node agree.
+for seed in 1 2; do
+  "$trainer" export --load "run$seed" --format hf --output "hf$seed" >"hf$seed.log" 2>&1 ||
+    fail "export of run $seed: $(tail -2 "hf$seed.log")"
+done
+mkdir -p hf.node0 hf.node1
+cp -r hf1 hf.node0/hf
+cp -r hf2 hf.node1/hf
+two_ranks hf 1 -- --train-iters 2 --load-hf hf
+expect_refused hf "the ranks read different files, and would train apart" \
+  "--load-hf model.safetensors: " "on rank 0 (rank 0 reads hf/model.safetensors)" \
+  "on rank 1 (rank 1 reads hf/model.safetensors)"
+rm -rf hf.node1/hf hf.run && cp -r hf1 hf.node1/hf
+two_ranks hf 1 -- --train-iters 2 --load-hf hf
+[[ ${codes[0]} -eq 0 && ${codes[1]} -eq 0 ]] ||
+  fail "copies of one export: exit codes ${codes[*]}: $(tail -2 hf.1.err)"
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures failure(s); outputs in $tmp"
