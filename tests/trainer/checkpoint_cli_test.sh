@@ -9,14 +9,9 @@
 # different checkpoints stop before writing anything; a --save holding another run's
 # checkpoints, or in use by a running job, is refused; interrupted saves are cleaned
 # up; relaunching a finished run trains and changes nothing.
-set -uo pipefail
-trainer="$(realpath "$1")"
-config="$(realpath "$2")"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+source "$(dirname "$0")/trainer_test_lib.sh"
 cd "$tmp" || exit 1
-failures=0
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # Short runs of the tiny model; --lr-warmup-iters 0 lets any --train-iters validate.
 train() { "$trainer" --config "$config" --lr-warmup-iters 0 --log-interval 1 "$@"; }
@@ -348,8 +343,4 @@ expect_refusal moe_bias moe_ckpt "--load moe_ckpt/iter_0000002 holds a different
 expect_refusal moe_dense moe_ckpt "--num-experts 0 (checkpoint: 4)" \
   -- --train-iters 4 --disable-bias-linear --load moe_ckpt --save moe_ckpt
 
-if ((failures)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

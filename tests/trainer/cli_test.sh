@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # The trainer binary end to end: exit codes and messages for bad input, --help, a short
 # training run on mock data whose loss falls, and fast OpenBLAS kernels.
-set -uo pipefail
-trainer="$1"
-config="$2"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/trainer_test_lib.sh"
 
 # expect_usage_error "<substring of stderr>" args...: exit code 2 and the message.
 expect_usage_error() {
@@ -251,8 +245,4 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
     fail "OpenBLAS runs '${core:-no reported}' kernels on a CPU with AVX2 and FMA"
 fi
 
-if ((failures)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -4,13 +4,7 @@
 # most tokens per expert and the dropped tokens (exactly) of a run whose samples are
 # spread over two context-parallel ranks (alone, and with two data-parallel ranks) equal
 # those of the same run on one rank.
-set -uo pipefail
-trainer="$1"
-config="$2"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/trainer_test_lib.sh"
 
 # A capacity of 1.0 drops tokens at every step.
 flags=(--config "$config" --num-experts 4 --disable-bias-linear --moe-aux-loss-coeff 0.01
@@ -48,8 +42,4 @@ for layout in cp2 cp2_dp2; do
   done
 done
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -16,13 +16,8 @@
 #
 # Needs root, ip(8), unshare(1) and network namespaces; skips (exit 0, "SKIP: ...")
 # without them. Runs outside Bazel's sandbox (tags local, no-sandbox, exclusive).
-set -uo pipefail
-trainer="$(realpath "$1")"
-config="$(realpath "$2")"
-tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/multi_node.XXXXXX")"
-failures=0
+source "$(dirname "$0")/trainer_test_lib.sh"
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 skip() {
   echo "SKIP: $*"
   echo "SKIP: to run it, run as root on a machine that allows network namespaces and veth" \
@@ -236,8 +231,4 @@ diff "$tmp/reference.tail" "$tmp/resumed.losses" >"$tmp/diff" ||
   fail "resumed losses differ from the uninterrupted run's (< uninterrupted, > resumed): $(cat "$tmp/diff")"
 echo "resumed from iteration $resumed_from: iterations $((resumed_from + 1))-$iters equal the uninterrupted run's"
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

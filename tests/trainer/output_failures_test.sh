@@ -2,13 +2,7 @@
 # What a run does when what it writes fails: a closed stdout does not stop it; a metrics
 # file that cannot take a line stops it (exit 1) with every earlier line whole; a run
 # whose every step was skipped for NaN fails and saves nothing.
-set -uo pipefail
-trainer="$1"
-config="$2"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/trainer_test_lib.sh"
 
 # A closed stdout, one rank and two: stdout is a pipe whose reader is gone before the
 # trainer starts (deterministic, unlike `| head`, which may exit after the last line),
@@ -88,8 +82,4 @@ grep -q "trained" "$tmp/nan.out" && fail "every step skipped: a line claims trai
 grep -qF "conveyor: trained 1 iterations (4 more skipped for a NaN or inf, --nan-policy skip)" \
   "$tmp/some.out" || fail "some steps skipped: the last line does not count them: $(grep trained "$tmp/some.out")"
 
-if ((failures)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

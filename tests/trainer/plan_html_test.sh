@@ -2,13 +2,8 @@
 # --dry-run --plan-html: the page's embedded figures equal the --dry-run text's, and
 # headless Chromium (Debian's chromium, installed by tools/setup.sh) runs its script
 # and renders a non-blank picture.
-set -uo pipefail
-trainer="$1"
-config="$2"
+source "$(dirname "$0")/trainer_test_lib.sh"
 check="$3"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 chromium=$(command -v chromium || command -v chromium-browser || true)
 if [[ -z "$chromium" ]]; then
@@ -44,5 +39,4 @@ done
 [[ $? -eq 2 ]] && grep -qF -- "--plan-html is written by --dry-run" "$tmp/nodry.txt" ||
   fail "--plan-html without --dry-run: $(cat "$tmp/nodry.txt")"
 
-((failures == 0)) && echo PASS
-exit $((failures > 0))
+finish

@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # --profile on a TP 2 x PP 2 run: one trace with every rank as a process, its ops,
 # communications (bytes, group) and pipeline actions, properly nested per thread.
-set -uo pipefail
-trainer="$1"
-config="$2"
+source "$(dirname "$0")/trainer_test_lib.sh"
 check="$3"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # gpt-tiny: micro-batch 4, seq 64, hidden 128; M 2. Iterations 3 and 4 profiled. The
 # --dry-run of the same layout prints the rank map the process names must follow.
@@ -35,5 +30,4 @@ pids=$(python3 -c 'import json,sys; print(sorted({e["pid"] for e in json.load(op
 [[ $? -eq 2 ]] && grep -qF -- "--profile-step-end" "$tmp/bad.log" ||
   fail "--profile-step-end 4 = start: $(cat "$tmp/bad.log")"
 
-((failures == 0)) && echo PASS
-exit $((failures > 0))
+finish

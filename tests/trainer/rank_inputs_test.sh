@@ -11,14 +11,9 @@
 #      (exit 2), naming the manifests' checksums;
 #   4. other --load-hf weights on one node (another run's export) stop both (exit 2).
 # Copies of the same files at each node train.
-set -uo pipefail
-trainer="$(realpath "$1")"
-config="$(realpath "$2")"
-tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/rank_inputs.XXXXXX")"
+source "$(dirname "$0")/trainer_test_lib.sh"
 cd "$tmp" || exit 1
-failures=0
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # make_dataset PREFIX SEED: a Megatron uint16 dataset of 400 documents of 20-120 tokens.
 make_dataset() {
@@ -145,8 +140,4 @@ two_ranks hf 1 -- --train-iters 2 --load-hf hf
 [[ ${codes[0]} -eq 0 && ${codes[1]} -eq 0 ]] ||
   fail "copies of one export: exit codes ${codes[*]}: $(tail -2 hf.1.err)"
 
-if [[ $failures -gt 0 ]]; then
-  echo "$failures failure(s); outputs in $tmp"
-  exit 1
-fi
-echo "PASS"
+finish

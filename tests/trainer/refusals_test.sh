@@ -3,13 +3,7 @@
 # 2 whatever kind it is and whenever it is found (a flag, a config file, a data file, a
 # checkpoint folder, an output path), and a failure while running exits 1. Output paths
 # and --profile's window are checked before the first step, naming the flag and errno.
-set -uo pipefail
-trainer="$1"
-config="$2"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/trainer_test_lib.sh"
 
 # expect_exit <code> "<substring of stderr>" args...: the exit code and the message, and
 # no training step ran.
@@ -96,8 +90,4 @@ startup=$(sed -nE 's/^plan: host memory of this rank: .* predicted \(of which ([
 awk -v m="${startup:-0}" 'BEGIN { exit !(m > 50) }' ||
   fail "the host-memory line lacks what the process holds before any tensor: $(grep 'host memory' "$tmp/plan")"
 
-if ((failures)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -5,14 +5,9 @@
 #   1. MASTER_ADDR that does not resolve: named, with the fix, instead of retried.
 #   2. Two processes started with RANK=1 (the launcher gave rank 2's process rank 1's
 #      number): every process of the job says that rank 1 was claimed twice, and by whom.
-set -uo pipefail
-trainer="$(realpath "$1")"
-config="$(realpath "$2")"
-tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/rendezvous_cli.XXXXXX")"
-failures=0
+source "$(dirname "$0")/trainer_test_lib.sh"
 pids=()
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cleanup() {
   local pid
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
@@ -65,8 +60,4 @@ for p in 0 1 2; do
     "$tmp/twice.$p" || fail "RANK given twice: process $p (rank $r) does not say so: $(grep error "$tmp/twice.$p")"
 done
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -6,14 +6,9 @@
 # the first run stops at its next save (exit 1) without renaming anything into the
 # folder, naming what happened, while the folder stays loadable and, with the second
 # run, ends as that run's.
-set -uo pipefail
-trainer="$(realpath "$1")"
-config="$(realpath "$2")"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+source "$(dirname "$0")/trainer_test_lib.sh"
 cd "$tmp" || exit 1
-failures=0
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 train() { "$trainer" --config "$config" --lr-warmup-iters 0 --log-interval 1 "$@"; }
 
 # start_long_run NAME: trains into NAME for far longer than the test takes, saving every
@@ -77,8 +72,4 @@ mv moved moved_elsewhere
 expect_stopped moved "--save moved is no longer this run's: the folder was moved or deleted"
 [[ -e moved ]] && fail "moved: the folder was recreated: $(ls moved)"
 
-if ((failures)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

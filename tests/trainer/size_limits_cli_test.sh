@@ -4,13 +4,7 @@
 # the limit (they ended in std::bad_alloc, SIGABRT); --dry-run plans a huge global batch
 # under pipeline parallelism and a ramp over billions of samples at once; --train-samples
 # ends a run within the ramp.
-set -uo pipefail
-trainer="$1"
-config="$2"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/trainer_test_lib.sh"
 
 # run CODE args...: the trainer on the tiny config, bounded in memory and time; fails
 # unless it exits CODE (a crash is 134, the timeout 124).
@@ -73,8 +67,4 @@ grep -qF "conveyor: trained 10 iterations" "$tmp/out" ||
 grep -qE "iteration +10/ +10 \| consumed samples: +40 \|" "$tmp/out" ||
   fail "the short ramp's last log line: $(grep 'consumed samples' "$tmp/out" | tail -1)"
 
-if [[ $failures -gt 0 ]]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -2,13 +2,8 @@
 # --tensorboard-dir end to end: a pipelined run's events read back with TensorBoard's
 # own reader and compared with the same run's --metrics-file and log, and a run killed
 # with SIGKILL mid-way whose events stay readable up to the last flush.
-set -uo pipefail
-trainer="$1"
-config="$2"
+source "$(dirname "$0")/trainer_test_lib.sh"
 check="$3"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 python3 -c 'import tensorboard' 2>/dev/null || {
   echo "FAIL: the Python package 'tensorboard' is missing for $(command -v python3); run" \
@@ -125,5 +120,4 @@ for flag in --tensorboard-dir --tensorboard-log-interval --tensorboard-queue-siz
   grep -qF -- "$flag" "$tmp/help" || fail "--help lacks $flag"
 done
 
-((failures == 0)) && echo PASS
-exit $((failures > 0))
+finish

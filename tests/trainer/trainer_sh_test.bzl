@@ -3,6 +3,9 @@
 def trainer_sh_test(name, checker = None, **kwargs):
     """`name`.sh runs as `name`.sh TRAINER CONFIG [CHECKER].
 
+    The script starts by sourcing trainer_test_lib.sh (its paths, scratch folder, fail
+    and finish).
+
     Args:
       name: the test, whose script is `name`.sh.
       checker: a script the test runs on the trainer's output (its path is the third
@@ -14,6 +17,7 @@ def trainer_sh_test(name, checker = None, **kwargs):
         "$(location //configs:gpt-tiny.textproto)",
     ]
     data = [
+        ":trainer_test_lib.sh",
         "//configs:gpt-tiny.textproto",
         "//trainer:trainer",
     ]
