@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "data/training_data.h"
 #include "parallel/launcher.h"
 #include "parallel/parallel_state.h"
@@ -186,6 +187,54 @@ RanksOnHost RanksSharingThisHost(const RankEnvironment* env, int world_size) {
   return {env->rank, 1};
 }
 
+// A Hugging Face model's config.json (--load-hf) fixes the model flags before anything
+// reads them; the fields it does not know are warned about on `err`.
+absl::Status ApplyLoadHfConfig(Config* config, std::ostream& err) {
+  if (config->checkpoint().load_hf().empty()) return absl::OkStatus();
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(ApplyHfConfig(config->checkpoint().load_hf(), config, &warnings));
+  for (const std::string& warning : warnings) {
+    err << kProgram << ": warning: " << warning << "\n";
+  }
+  return absl::OkStatus();
+}
+
+// What the first rank says before anything runs: the Megatron flags that change nothing
+// here, the backend, and every setting (Megatron's argument dump).
+void PrintRunStart(const ResolvedConfig& resolved,
+                   const std::vector<std::string>& ignored_megatron_flags, std::ostream& out,
+                   std::ostream& err) {
+  if (!ignored_megatron_flags.empty()) {
+    err << kProgram << ": " << MegatronNoOpWarning(ignored_megatron_flags) << "\n";
+  }
+  const GpuInfo gpus = ProbeGpus();
+  out << "conveyor: " << DescribeBackend(gpus)
+      << (gpus.count > 0 && !resolved.on_gpu()
+              ? "; training runs on the CPU backend (fp32): --device cuda trains on the GPU"
+              : "")
+      << "\n";
+  out << FormatEffectiveConfig(resolved.config());
+}
+
+// --dry-run: the plan and its host-memory line, and with --plan-html the plan's page.
+int DryRun(const ResolvedConfig& resolved, const ModelShape& shape, const RanksOnHost& on_host,
+           const StartupMemory& startup, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::string> plan = FormatPlan(resolved, shape);
+  if (!plan.ok()) return Refuse(err, plan.status());
+  out << *plan << HostMemoryLine(resolved, shape, on_host, startup);
+  const std::string& html = resolved.config().logging().plan_html();
+  if (html.empty()) return kExitOk;
+  absl::StatusOr<std::string> page = PlanHtml(resolved, shape);
+  if (!page.ok()) return Refuse(err, page.status());
+  if (absl::Status written = WriteFile(html, *page, Durability::kVisible); !written.ok()) {
+    return Fail(err, "",
+                absl::Status(written.code(), absl::StrCat("--plan-html: ", written.message(),
+                                                          "; choose a writable path")));
+  }
+  out << "plan: page written to " << html << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -199,17 +248,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   std::vector<std::string> ignored_megatron_flags;
   absl::StatusOr<Config> parsed = ParseFlags(args, &ignored_megatron_flags);
   if (!parsed.ok()) return Refuse(err, parsed.status());
-  // A Hugging Face model's config.json fixes the model flags before anything reads them.
-  if (!parsed->checkpoint().load_hf().empty()) {
-    std::vector<std::string> hf_warnings;
-    if (absl::Status hf = ApplyHfConfig(parsed->checkpoint().load_hf(), &*parsed, &hf_warnings);
-        !hf.ok()) {
-      return Refuse(err, hf);
-    }
-    for (const std::string& warning : hf_warnings) {
-      err << kProgram << ": warning: " << warning << "\n";
-    }
-  }
+  if (absl::Status hf = ApplyLoadHfConfig(&*parsed, err); !hf.ok()) return Refuse(err, hf);
   // torchrun's or srun's environment and --nproc-per-node > 1 cannot both hold; said
   // first, as what else the environment lacks follows from it.
   if (absl::Status agree =
@@ -226,20 +265,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!resolved.ok()) return Refuse(err, resolved.status());
   const Config& config = resolved->config();
 
-  const GpuInfo gpus = ProbeGpus();
-  const bool on_gpu = resolved->on_gpu();
   const bool first_rank = !env->has_value() || (*env)->rank == 0;
-  if (first_rank && !ignored_megatron_flags.empty()) {
-    err << kProgram << ": " << MegatronNoOpWarning(ignored_megatron_flags) << "\n";
-  }
-  if (first_rank) {
-    out << "conveyor: " << DescribeBackend(gpus)
-        << (gpus.count > 0 && !on_gpu
-                ? "; training runs on the CPU backend (fp32): --device cuda trains on the GPU"
-                : "")
-        << "\n";
-    out << FormatEffectiveConfig(config);
-  }
+  if (first_rank) PrintRunStart(*resolved, ignored_megatron_flags, out, err);
   const ModelShape shape = ModelShapeFromConfig(config, resolved->padded_vocab_size());
   // An external launcher's ranks; one launched process with --nproc-per-node > 1 forks
   // them itself (srun -n1 trainer --nproc-per-node 4).
@@ -252,21 +279,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       RanksStartupMemory(ThisProcessMemory(), on_host, /*own_processes=*/external != nullptr,
                          BlasThreadsPerRank(config, world_size == 1 && external == nullptr));
   if (config.training().dry_run()) {
-    if (!first_rank) return kExitOk;
-    absl::StatusOr<std::string> plan = FormatPlan(*resolved, shape);
-    if (!plan.ok()) return Refuse(err, plan.status());
-    out << *plan << HostMemoryLine(*resolved, shape, on_host, startup);
-    if (const std::string& html = config.logging().plan_html(); !html.empty()) {
-      absl::StatusOr<std::string> page = PlanHtml(*resolved, shape);
-      if (!page.ok()) return Refuse(err, page.status());
-      if (absl::Status written = WriteFile(html, *page, Durability::kVisible); !written.ok()) {
-        return Fail(err, "",
-                    absl::Status(written.code(), absl::StrCat("--plan-html: ", written.message(),
-                                                              "; choose a writable path")));
-      }
-      out << "plan: page written to " << html << "\n";
-    }
-    return kExitOk;
+    return first_rank ? DryRun(*resolved, shape, on_host, startup, out, err) : kExitOk;
   }
   if (absl::Status writable = CheckOutputFiles(config); !writable.ok()) {
     return Refuse(err, writable);
