@@ -4,7 +4,6 @@
 // binary defines renameat2 and flock itself, so the checkpoint library's calls reach
 // these versions (the executable's definitions come before libc's).
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
