@@ -32,6 +32,12 @@ struct MoeShape {
   bool IsMoeLayer(int64_t layer) const {
     return router.experts > 0 && layer < static_cast<int64_t>(layers.size()) && layers[layer];
   }
+  // How many of the first `num_layers` layers are MoE layers.
+  int64_t CountMoeLayers(int64_t num_layers) const {
+    int64_t count = 0;
+    for (int64_t layer = 0; layer < num_layers; ++layer) count += IsMoeLayer(layer);
+    return count;
+  }
   bool drops_tokens() const { return capacity_factor > 0.0f; }
 };
 
