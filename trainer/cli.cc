@@ -200,12 +200,18 @@ absl::Status ApplyLoadHfConfig(Config* config, std::ostream& err) {
 }
 
 // What the first rank says before anything runs: the Megatron flags that change nothing
-// here, the backend, and every setting (Megatron's argument dump).
+// here, a --save-interval that saves nothing, the backend, and every setting (Megatron's
+// argument dump).
 void PrintRunStart(const ResolvedConfig& resolved,
                    const std::vector<std::string>& ignored_megatron_flags, std::ostream& out,
                    std::ostream& err) {
   if (!ignored_megatron_flags.empty()) {
     err << kProgram << ": " << MegatronNoOpWarning(ignored_megatron_flags) << "\n";
+  }
+  const CheckpointConfig& ckpt = resolved.config().checkpoint();
+  if (ckpt.save_interval() > 0 && ckpt.save().empty()) {  // tolerated, as Megatron does
+    err << kProgram << ": warning: --save-interval " << ckpt.save_interval()
+        << " without --save: no checkpoint is saved\n";
   }
   const GpuInfo gpus = ProbeGpus();
   out << "conveyor: " << DescribeBackend(gpus)

@@ -547,6 +547,16 @@ void CheckBlend(const char* flag, const google::protobuf::RepeatedPtrField<std::
   if (!blend.ok()) out->Add(blend.status().message());
 }
 
+// Megatron's pretrain_gpt.py defaults --tokenizer-type to GPT2BPETokenizer
+// (args_defaults); Conveyor takes that default when a GPT-2 file is given, and keeps
+// "no tokenizer" (ids below --vocab-size) when neither is.
+std::string EffectiveTokenizerType(const DataConfig& data) {
+  if (data.tokenizer_type().empty() && (!data.vocab_file().empty() || !data.merge_file().empty())) {
+    return "GPT2BPETokenizer";
+  }
+  return data.tokenizer_type();
+}
+
 void CheckData(const Config& c, Problems* out) {
   const DataConfig& data = c.data();
   const bool blend = data.data_path_size() > 0;
@@ -592,7 +602,7 @@ void CheckData(const Config& c, Problems* out) {
   out->Positive("--eval-interval", data.eval_interval());
   out->NonNegative("--eval-iters", data.eval_iters());
   // Without a tokenizer that fixes the vocabulary, nothing else sizes the embedding.
-  const std::string& tokenizer = data.tokenizer_type();
+  const std::string tokenizer = EffectiveTokenizerType(data);
   if ((tokenizer.empty() || tokenizer == "NullTokenizer") && c.model().vocab_size() <= 0) {
     out->Add("--vocab-size ", c.model().vocab_size(), " must be positive with ",
              tokenizer.empty() ? "no --tokenizer-type" : "--tokenizer-type NullTokenizer",
@@ -600,12 +610,12 @@ void CheckData(const Config& c, Problems* out) {
              ": nothing else fixes the vocabulary; set e.g. --vocab-size 50257");
   }
   if (tokenizer == "GPT2BPETokenizer") {
-    if (data.vocab_file().empty()) {
-      out->Add("--vocab-file is missing: --tokenizer-type GPT2BPETokenizer needs vocab.json");
-    }
-    if (data.merge_file().empty()) {
-      out->Add("--merge-file is missing: --tokenizer-type GPT2BPETokenizer needs merges.txt");
-    }
+    const char* why = data.tokenizer_type().empty()
+                          ? "without --tokenizer-type, the tokenizer is Megatron's default "
+                            "GPT2BPETokenizer, which"
+                          : "--tokenizer-type GPT2BPETokenizer";
+    if (data.vocab_file().empty()) out->Add("--vocab-file is missing: ", why, " needs vocab.json");
+    if (data.merge_file().empty()) out->Add("--merge-file is missing: ", why, " needs merges.txt");
   }
 }
 
@@ -615,12 +625,9 @@ void CheckCheckpoint(const Config& c, Problems* out) {
   out->NonNegative("--ckpt-step", k.ckpt_step());
   out->NonNegative("--exit-interval", k.exit_interval());
   out->NonNegative("--exit-duration-in-mins", k.exit_duration_in_mins());
+  // --save-interval without --save is tolerated, as Megatron tolerates it (its recipes
+  // set the interval and leave --save to the launch); the run says nothing is saved.
   if (k.save().empty()) {
-    if (k.save_interval() > 0) {
-      out->Add("--save-interval ", k.save_interval(),
-               " needs --save FOLDER: nothing would be "
-               "saved");
-    }
     if (k.async_save()) out->Add("--async-save needs --save FOLDER: nothing would be saved");
     if (k.overwrite_save()) {
       out->Add("--overwrite-save needs --save FOLDER: there is nothing to overwrite");
@@ -846,6 +853,7 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
     out.mutable_precision()->set_bf16(true);
   }
   ResolveRecompute(out.mutable_recompute());
+  out.mutable_data()->set_tokenizer_type(EffectiveTokenizerType(out.data()));
 
   // The schedule's rules, checked with the flags rather than once the ranks have started.
   const ParallelConfig& p = out.parallel();

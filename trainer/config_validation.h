@@ -33,8 +33,10 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size);
 // kv_channels, max_position_embeddings, num_micro_batches, global_batch_size,
 // lr_decay_iters, lr_warmup_iters (from lr_warmup_fraction, which is then cleared),
 // num_virtual_stages_per_pipeline_rank (from num_layers_per_virtual_pipeline_stage,
-// which is then cleared), pipeline_schedule, recompute_granularity and
-// recompute_modules. The result validates again and resolves to itself.
+// which is then cleared), pipeline_schedule, recompute_granularity,
+// recompute_modules and tokenizer_type (GPT2BPETokenizer, Megatron's default, when
+// --vocab-file and --merge-file are given without it). The result validates again
+// and resolves to itself.
 // Returns InvalidArgumentError listing every problem (one per line) when invalid.
 // The run resolves through ResolvedConfig::Resolve (trainer/resolved_config.h), which
 // adds the tokenizer's vocabulary, the derived sizes and the choice enums.

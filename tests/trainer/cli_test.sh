@@ -48,6 +48,18 @@ cp "$tmp/metrics.jsonl" "$tmp/metrics.first"
 [[ "$(head -5 "$tmp/metrics.jsonl")" == "$(cat "$tmp/metrics.first")" ]] ||
   fail "the second run changed the first run's metrics"
 expect_usage_error "--overwrite-save needs --save FOLDER" --config "$config" --overwrite-save
+# Megatron's default --tokenizer-type is GPT2BPETokenizer: one of its two files alone is
+# refused naming the other (resolved_config_test runs both with GPT-2's own files).
+expect_usage_error "--merge-file is missing: without --tokenizer-type" --config "$config" \
+  --vocab-file "$tmp/vocab.json"
+# --save-interval without --save is tolerated, as Megatron tolerates it: the run trains
+# and says that nothing is saved.
+"$trainer" --config "$config" --train-iters 5 --save-interval 5 >"$tmp/nosave" 2>&1 ||
+  fail "--save-interval 5 without --save exited non-zero: $(tail "$tmp/nosave")"
+grep -qF -- "--save-interval 5 without --save: no checkpoint is saved" "$tmp/nosave" ||
+  fail "--save-interval without --save is not warned: $(head "$tmp/nosave")"
+grep -qE "iteration +5/ +5" "$tmp/nosave" ||
+  fail "--save-interval without --save did not train 5 steps"
 
 # --device cuda without a GPU (CI) is refused on every rank (exit 2: a flag to change),
 # naming the flag and the fix.

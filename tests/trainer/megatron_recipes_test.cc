@@ -67,9 +67,8 @@ Recipe Gpt3_175b() {
        "--data-path", "/data/my-gpt3_00_text_document", "--vocab-file",
        SharedFile("data/gpt2/vocab.json"), "--merge-file", SharedFile("data/gpt2/merges.txt"),
        "--split", "949,50,1",
-       // Not in the script: Megatron's --tokenizer-type defaults to None, for which
-       // build_tokenizer raises NotImplementedError, so the script needs it there too.
-       "--tokenizer-type", "GPT2BPETokenizer",
+       // No --tokenizer-type, as in the script: pretrain_gpt.py's default is
+       // GPT2BPETokenizer.
        // EVAL_AND_LOGGING_ARGS
        "--log-interval", "100", "--save-interval", "10000", "--eval-interval", "1000", "--save",
        "/ckpt/gpt3", "--load", "/ckpt/gpt3", "--eval-iters", "10", "--tensorboard-dir", "/tb/gpt3"},

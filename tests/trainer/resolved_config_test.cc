@@ -6,19 +6,24 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parallel/pipeline/schedule.h"
 #include "proto/config_choices.h"
+#include "tests/data/shared_data.h"
 #include "trainer/config_validation.h"
+#include "trainer/effective_config.h"
 #include "trainer/flags.h"
 
 namespace conveyor {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Parses `choice` into Enum and back; returns the enum value as an int (-1: none).
 template <typename Enum>
@@ -168,6 +173,49 @@ TEST(ResolvedConfigTest, FixesTheVocabularyAndResolvesToItself) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->config().SerializeAsString(), bytes.config().SerializeAsString());
   EXPECT_EQ(again->dp(), 2);
+}
+
+// Megatron's pretrain_gpt.py: --tokenizer-type defaults to GPT2BPETokenizer, so a
+// command line with GPT-2's vocab.json and merges.txt and no type trains on GPT-2's
+// 50257 tokens.
+TEST(ResolvedConfigTest, GptFilesWithoutATypeAreMegatronsGpt2BpeTokenizer) {
+  const std::string gpt2 = testing_util::SharedDataDir() + "/gpt2/";
+  const absl::StatusOr<Config> parsed =
+      ParseFlags({"--mock-data", "--vocab-file", gpt2 + "vocab.json", "--merge-file",
+                  gpt2 + "merges.txt", "--make-vocab-size-divisible-by", "128"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 1);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->config().data().tokenizer_type(), "GPT2BPETokenizer");
+  EXPECT_EQ(resolved->config().model().vocab_size(), 50257);
+  // Megatron's _vocab_size_with_padding: while after % (divisible_by * TP): after += 1.
+  int64_t padded = 50257;
+  while (padded % (128 * 1) != 0) ++padded;
+  EXPECT_EQ(padded, 50304);
+  EXPECT_EQ(resolved->padded_vocab_size(), padded);
+  // The effective config names the tokenizer, and resolves to itself.
+  EXPECT_THAT(FormatEffectiveConfig(resolved->config()), HasSubstr("GPT2BPETokenizer"));
+  const absl::StatusOr<ResolvedConfig> again = ResolvedConfig::Resolve(resolved->config(), 1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->config().SerializeAsString(), resolved->config().SerializeAsString());
+}
+
+// One of the two files without a type is refused naming the missing one (exit 2 at the
+// command line), not with "--vocab-size 0 must be positive".
+TEST(ResolvedConfigTest, OneGptFileWithoutATypeNamesTheOther) {
+  const std::string gpt2 = testing_util::SharedDataDir() + "/gpt2/";
+  for (const auto& [given, path, missing] :
+       {std::tuple{"--vocab-file", "vocab.json", "--merge-file"},
+        std::tuple{"--merge-file", "merges.txt", "--vocab-file"}}) {
+    SCOPED_TRACE(given);
+    const absl::StatusOr<Config> parsed = ParseFlags({"--mock-data", given, gpt2 + path});
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 1);
+    EXPECT_EQ(resolved.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(resolved.status().message(),
+                HasSubstr(absl::StrCat(missing, " is missing: without --tokenizer-type")));
+    EXPECT_THAT(resolved.status().message(), Not(HasSubstr("--vocab-size")));
+  }
 }
 
 TEST(ResolvedConfigTest, ReportsAnInvalidConfig) {
