@@ -84,6 +84,37 @@ int BlasThreadsPerRank(const Config& config, bool one_process) {
 
 // One rank's whole run: groups, data, model, training. `env` is null for a job of
 // one process.
+// This rank's datasets: Megatron's split sizes (the training split sized by
+// --train-samples when it is given, the same sample order as Megatron's for the same data
+// and seed), built in turns by the ranks so that each view of --data-cache-path is
+// written once.
+absl::StatusOr<DataSplits> BuildRankData(const Config& config, Communicator& world,
+                                         int local_rank) {
+  const TrainingConfig& t = config.training();
+  SplitSampleCounts counts =
+      MegatronSampleCounts(t.train_iters(), t.global_batch_size(), config.data().eval_interval(),
+                           config.data().eval_iters());
+  if (t.train_samples() > 0) counts.train = t.train_samples();
+  return BuildTrainingDataInTurns(config, counts, world, local_rank);
+}
+
+// The logging rank's last lines: what was trained (skipped steps, --nan-policy skip,
+// changed nothing and are not counted as trained) and the device memory.
+void PrintRunEnd(const TrainingResult& result, const Backend& backend, std::ostream& out) {
+  const int64_t skipped = result.skipped_iterations;
+  out << absl::StrFormat("conveyor: trained %d iterations",
+                         static_cast<int64_t>(result.losses.size()) - skipped);
+  if (skipped > 0) {
+    out << absl::StrFormat(" (%d more skipped for a NaN or inf, --nan-policy skip)", skipped);
+  }
+  if (!result.losses.empty()) {
+    out << absl::StrFormat(", final lm loss %.4f", result.losses.back());
+  }
+  out << "\n";
+  const std::string memory = DeviceMemorySummary(backend);
+  if (!memory.empty()) out << "conveyor: " << memory << "\n";
+}
+
 int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ostream& out,
             std::ostream& err) {
   const Config& config = resolved.config();
@@ -118,16 +149,8 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
     }
     return FinishRun(**state, err, who);
   }
-  const TrainingConfig& t = config.training();
-  SplitSampleCounts counts =
-      MegatronSampleCounts(t.train_iters(), t.global_batch_size(), config.data().eval_interval(),
-                           config.data().eval_iters());
-  // Megatron sizes the training split by --train-samples when it is given (the same
-  // sample order as Megatron's for the same data and seed).
-  if (t.train_samples() > 0) counts.train = t.train_samples();
-  // The ranks build the sample indices in turns: each view of --data-cache-path once.
-  absl::StatusOr<DataSplits> data = BuildTrainingDataInTurns(
-      config, counts, (**state).world(), env == nullptr ? 0 : env->local_rank);
+  absl::StatusOr<DataSplits> data =
+      BuildRankData(config, (**state).world(), env == nullptr ? 0 : env->local_rank);
   if (!data.ok()) {
     return Fail(err, who, data.status());
   }
@@ -161,20 +184,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
     if (!closed.ok()) return Fail(err, who, closed.status());
     out << *closed << "\n";
   }
-  if (IsLoggingRank(**state)) {
-    const std::vector<double>& losses = run->result.losses;
-    // Skipped steps (--nan-policy skip) changed nothing: they are not counted as trained.
-    const int64_t skipped = run->result.skipped_iterations;
-    out << absl::StrFormat("conveyor: trained %d iterations",
-                           static_cast<int64_t>(losses.size()) - skipped);
-    if (skipped > 0) {
-      out << absl::StrFormat(" (%d more skipped for a NaN or inf, --nan-policy skip)", skipped);
-    }
-    if (!losses.empty()) out << absl::StrFormat(", final lm loss %.4f", losses.back());
-    out << "\n";
-    const std::string memory = DeviceMemorySummary(*backend);
-    if (!memory.empty()) out << "conveyor: " << memory << "\n";
-  }
+  if (IsLoggingRank(**state)) PrintRunEnd(run->result, *backend, out);
   return FinishRun(**state, err, who);
 }
 
@@ -293,8 +303,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (const std::string warning = ProfileWindowWarning(config); first_rank && !warning.empty()) {
     err << kProgram << ": " << warning << "\n";
   }
-  if (absl::Status fits = CheckRunFitsHostMemory(*resolved, shape, on_host, startup);
-      !fits.ok()) {
+  if (absl::Status fits = CheckRunFitsHostMemory(*resolved, shape, on_host, startup); !fits.ok()) {
     return Fail(err, "", fits);
   }
   if (external != nullptr) return RunRank(*resolved, external, out, err);
