@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/exit_code.h"
 
 namespace conveyor {
 namespace {
@@ -22,7 +23,7 @@ absl::Status WriteAll(int fd, absl::string_view contents, const std::string& pat
         ::write(fd, contents.data() + done, std::min(contents.size() - done, kMaxWrite));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return absl::ErrnoToStatus(n < 0 ? errno : EIO, absl::StrCat("cannot write ", path));
+      return WriteErrnoToStatus(n < 0 ? errno : EIO, absl::StrCat("cannot write ", path));
     }
     done += static_cast<size_t>(n);
   }
@@ -38,10 +39,10 @@ absl::Status WriteFile(const std::string& path, absl::string_view contents, Dura
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
   absl::Status status = WriteAll(fd, contents, path);
   if (status.ok() && durability == Durability::kDurable && ::fsync(fd) != 0) {
-    status = absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync ", path));
+    status = WriteErrnoToStatus(errno, absl::StrCat("cannot fsync ", path));
   }
   if (::close(fd) != 0 && status.ok()) {
-    status = absl::ErrnoToStatus(errno, absl::StrCat("cannot close ", path));
+    status = WriteErrnoToStatus(errno, absl::StrCat("cannot close ", path));
   }
   return status;
 }

@@ -16,6 +16,7 @@
 #define CONVEYOR_BASE_EXIT_CODE_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace conveyor {
 
@@ -28,6 +29,14 @@ bool IsInputRefusal(const absl::Status& status);
 
 // kExitOk for OK, kExitUsage for a refusal of input, else kExitFailure.
 int ExitCodeFor(const absl::Status& status);
+
+// The code of a failed write, fsync or close of a file that is open (its path was
+// fine), from its errno: ResourceExhausted when there is no room (ENOSPC, EDQUOT, EFBIG
+// past `ulimit -f`), else Unavailable: a failure while running, whatever code Abseil's
+// ErrnoToStatus gives the errno (EFBIG is InvalidArgument there, EIO DataLoss).
+absl::StatusCode WriteFailureCode(int error);
+// ErrnoToStatus's message under WriteFailureCode's code.
+absl::Status WriteErrnoToStatus(int error, absl::string_view what);
 
 }  // namespace conveyor
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/exit_code.h"
 
 namespace conveyor {
 namespace {
@@ -19,7 +20,7 @@ absl::Status WriteFailure(int error, const std::string& what) {
 
 absl::Status OutputWriteFailure(const absl::Status& status, int error) {
   if (status.ok()) return status;
-  const bool no_room = error == ENOSPC || error == EDQUOT || error == EFBIG ||
+  const bool no_room = WriteFailureCode(error) == absl::StatusCode::kResourceExhausted ||
                        status.code() == absl::StatusCode::kResourceExhausted;
   return absl::Status(
       no_room ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kUnavailable,

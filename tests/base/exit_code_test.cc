@@ -33,5 +33,22 @@ TEST(ExitCodeTest, FailuresWhileRunningExitOne) {
 
 TEST(ExitCodeTest, SuccessExitsZero) { EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0); }
 
+// A write of an open file that fails is a failure while running, whatever code Abseil
+// gives its errno: EFBIG (past `ulimit -f`) is InvalidArgument there, EIO DataLoss.
+TEST(ExitCodeTest, FailedWritesExitOneWhateverTheirErrno) {
+  for (const int error : {EFBIG, ENOSPC, EDQUOT}) {
+    const absl::Status status = WriteErrnoToStatus(error, "cannot write rank_00000.bin");
+    EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
+    EXPECT_EQ(status.message(),
+              absl::ErrnoToStatus(error, "cannot write rank_00000.bin").message());
+    EXPECT_EQ(ExitCodeFor(status), 1);
+  }
+  for (const int error : {EIO, EROFS}) {
+    const absl::Status status = WriteErrnoToStatus(error, "cannot fsync manifest.pb");
+    EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+    EXPECT_EQ(ExitCodeFor(status), 1);
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
+#include "base/exit_code.h"
 
 namespace conveyor {
 namespace {
@@ -46,7 +47,7 @@ absl::Status WritableFile::Append(const void* data, int64_t n) {
     const ssize_t done = write(fd_, p, std::min(n, kMaxIo));
     if (done < 0) {
       if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
+      return WriteErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
     }
     p += done;
     n -= done;
@@ -62,9 +63,9 @@ absl::Status WritableFile::SyncAndClose() {
   if (fsync(fd) != 0) {
     const int err = errno;
     close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot fsync ", path_));
+    return WriteErrnoToStatus(err, absl::StrCat("cannot fsync ", path_));
   }
-  if (close(fd) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot close ", path_));
+  if (close(fd) != 0) return WriteErrnoToStatus(errno, absl::StrCat("cannot close ", path_));
   return absl::OkStatus();
 }
 
@@ -158,11 +159,11 @@ absl::Status FileLock::Write(const std::string& contents) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot truncate ", path_));
   }
   const ssize_t done = pwrite(fd_, contents.data(), contents.size(), 0);
-  if (done < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
+  if (done < 0) return WriteErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
   if (done != static_cast<ssize_t>(contents.size())) {
     return absl::InternalError(absl::StrCat("short write to ", path_));
   }
-  if (fsync(fd_) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync ", path_));
+  if (fsync(fd_) != 0) return WriteErrnoToStatus(errno, absl::StrCat("cannot fsync ", path_));
   return absl::OkStatus();
 }
 
