@@ -23,6 +23,23 @@ namespace {
 // write(2) and read(2) move at most about 2 GiB per call on Linux.
 constexpr int64_t kMaxIo = int64_t{1} << 30;
 
+// OK when `path` names the open file `fd` (same device and inode); NotFound when the
+// name is gone, FailedPrecondition when it names another file.
+absl::Status CheckNamesOpenFile(const std::string& path, int fd) {
+  struct stat held, named;
+  if (fstat(fd, &held) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat the lock file ", path));
+  }
+  if (stat(path.c_str(), &named) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("the lock file ", path, " is gone"));
+  }
+  if (held.st_dev != named.st_dev || held.st_ino != named.st_ino) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is no longer the file this process locked"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<WritableFile> WritableFile::Create(const std::string& path) {
@@ -133,11 +150,7 @@ absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) {
     }
     // A holder removes the file as it releases the lock: a lock taken on a file that
     // no longer has the name protects nothing, so lock the file that has it now.
-    struct stat held, named;
-    if (fstat(fd, &held) == 0 && stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-        held.st_ino == named.st_ino) {
-      return FileLock(path, fd);
-    }
+    if (CheckNamesOpenFile(path, fd).ok()) return FileLock(path, fd);
     close(fd);
   }
 }
@@ -167,20 +180,7 @@ absl::Status FileLock::Write(const std::string& contents) {
   return absl::OkStatus();
 }
 
-absl::Status FileLock::CheckStillNamed() const {
-  struct stat held, named;
-  if (fstat(fd_, &held) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat the lock file ", path_));
-  }
-  if (stat(path_.c_str(), &named) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("the lock file ", path_, " is gone"));
-  }
-  if (held.st_dev != named.st_dev || held.st_ino != named.st_ino) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path_, " is no longer the file this process locked"));
-  }
-  return absl::OkStatus();
-}
+absl::Status FileLock::CheckStillNamed() const { return CheckNamesOpenFile(path_, fd_); }
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
   absl::StatusOr<ReadableFile> file = ReadableFile::Open(path);
