@@ -29,6 +29,14 @@ using testing_util::Fail;
 using testing_util::FakeDeviceTransport;
 
 // All-reduces the global rank within `comm` and compares with the expected group.
+// The launched rank's environment as srun with MASTER_ADDR/MASTER_PORT sets it: the ranks
+// meet at global rank 0's TCP store on `port` instead of the run directory.
+void MeetAtTcpStore(int port, RankEnvironment* env) {
+  env->run_dir.clear();
+  env->master_addr = "127.0.0.1";
+  env->master_port = env->store_port = port;
+}
+
 int CheckGroup(const RankEnvironment& env, Communicator* comm, const std::vector<int>& expected,
                const char* what) {
   if (expected.empty()) {
@@ -97,11 +105,11 @@ int CheckExpertGroups(const RankEnvironment& env, int tp, int ep) {
   ParallelState& ps = **state;
   const int world = env.world_size;
   if (ps.ep_size() != ep) return Fail(env, "ep_size differs from the requested EP");
-  int failures = CheckGroup(env, &ps.ep(),
-                            GroupOf(GroupKind::kExpert, env.rank, tp, 1, world, 1, ep), "ep");
-  failures += CheckGroup(env, &ps.expert_dp(),
-                         GroupOf(GroupKind::kExpertData, env.rank, tp, 1, world, 1, ep),
-                         "expert-dp");
+  int failures =
+      CheckGroup(env, &ps.ep(), GroupOf(GroupKind::kExpert, env.rank, tp, 1, world, 1, ep), "ep");
+  failures +=
+      CheckGroup(env, &ps.expert_dp(),
+                 GroupOf(GroupKind::kExpertData, env.rank, tp, 1, world, 1, ep), "expert-dp");
   if (ep == 1 && &ps.expert_dp() != &ps.dp_cp()) {
     return Fail(env, "with EP 1 the expert-data group should be data x context itself");
   }
@@ -206,10 +214,8 @@ TEST(ParallelStateTest, RanksWithoutASharedDirectoryMeetAtRankZerosTcpStore) {
   const int code = LaunchLocalRanks(
       4,
       [port](const RankEnvironment& launched) {
-        RankEnvironment env = launched;  // as srun with MASTER_ADDR/MASTER_PORT sets it
-        env.run_dir.clear();
-        env.master_addr = "127.0.0.1";
-        env.master_port = env.store_port = port;
+        RankEnvironment env = launched;
+        MeetAtTcpStore(port, &env);
         return CheckLayout(env, 2, 2);
       },
       err);
@@ -227,11 +233,7 @@ TEST(ParallelStateTest, RanksThatDisagreeOnTheWorldSizeFailAtOnceNamingBoth) {
         [tcp, port](const RankEnvironment& launched) {
           RankEnvironment env = launched;
           if (env.rank == 1) env.world_size = 3;
-          if (tcp) {
-            env.run_dir.clear();
-            env.master_addr = "127.0.0.1";
-            env.master_port = env.store_port = port;
-          }
+          if (tcp) MeetAtTcpStore(port, &env);
           const absl::Time start = absl::Now();
           auto state = ParallelState::Create(env, 1, 1, absl::Seconds(20));
           const absl::Duration took = absl::Now() - start;
@@ -263,9 +265,7 @@ TEST(ParallelStateTest, TwoProcessesWithOneRankFailAtOnceNamingTheRank) {
       [port](const RankEnvironment& launched) {
         RankEnvironment env = launched;
         if (env.rank == 2) env.rank = 1;
-        env.run_dir.clear();
-        env.master_addr = "127.0.0.1";
-        env.master_port = env.store_port = port;
+        MeetAtTcpStore(port, &env);
         const absl::Time start = absl::Now();
         auto state = ParallelState::Create(env, 1, 1, absl::Seconds(20));
         const absl::Duration took = absl::Now() - start;
