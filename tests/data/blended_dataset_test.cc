@@ -19,7 +19,7 @@ namespace conveyor {
 namespace {
 
 using ::conveyor::testing_util::ReadJsonOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -127,7 +127,7 @@ TEST(BlendingIndicesTest, SamplesPerDatasetSaturates) {
 // fixture's 40-sample GPT dataset; the blend alternates 0,1,0,1 and serves
 // sample j of each at positions 2j and 2j + 1.
 TEST(BlendedDatasetTest, WeightedDataPathOverTheMegatronFixture) {
-  const std::string dir = SharedDataDir() + "/megatron-fixtures";
+  const std::string dir = TestDataDir() + "/megatron-fixtures";
   const JsonValue items =
       ReadJsonOrDie(dir + "/gpt_tiny_uint16_seq16_seed1234_n40.json")["samples"]["items"];
   DatasetBuildConfig c;
@@ -155,7 +155,7 @@ TEST(BlendedDatasetTest, WeightedDataPathOverTheMegatronFixture) {
 TEST(BlendedDatasetTest, UnweightedPrefixesBlendOneEpochEachBySize) {
   // No weights: one epoch of each (323 tokens -> (323 - 1) / 16 = 20
   // samples), blended 20:20 and capped at the request.
-  const std::string prefix = SharedDataDir() + "/megatron-fixtures/tiny_uint16";
+  const std::string prefix = TestDataDir() + "/megatron-fixtures/tiny_uint16";
   DatasetBuildConfig c;
   c.sequence_length = 16;
   c.random_seed = 1234;

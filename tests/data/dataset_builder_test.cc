@@ -18,14 +18,14 @@ namespace conveyor {
 namespace {
 
 using ::conveyor::testing_util::ReadJsonOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 using ::testing::HasSubstr;
 
-std::string FixturePrefix() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
+std::string FixturePrefix() { return TestDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
 JsonValue FixtureSamples() {
   return ReadJsonOrDie(
-      SharedDataDir() +
+      TestDataDir() +
       "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json")["samples"]["items"];
 }
 

@@ -15,11 +15,11 @@ namespace {
 
 using ::conveyor::testing_util::FreshDir;
 using ::conveyor::testing_util::ReadFileOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 
 const Gpt2BpeTokenizer& Tok() {
   static const Gpt2BpeTokenizer* const tok = [] {
-    const std::string dir = SharedDataDir() + "/gpt2";
+    const std::string dir = TestDataDir() + "/gpt2";
     auto t = Gpt2BpeTokenizer::Load(dir + "/vocab.json", dir + "/merges.txt");
     if (!t.ok()) {
       ADD_FAILURE() << t.status();
@@ -36,7 +36,7 @@ TEST(Gpt2BpeTokenizerTest, VocabularyShape) {
 }
 
 TEST(Gpt2BpeTokenizerTest, MatchesEveryCheckedExample) {
-  const std::string lines = ReadFileOrDie(SharedDataDir() + "/gpt2/tokenization-examples.jsonl");
+  const std::string lines = ReadFileOrDie(TestDataDir() + "/gpt2/tokenization-examples.jsonl");
   int checked = 0;
   for (absl::string_view line : absl::StrSplit(lines, '\n', absl::SkipWhitespace())) {
     auto example = ParseJson(line);
@@ -76,7 +76,7 @@ TEST(Gpt2BpeTokenizerTest, MissingFilesAreNamed) {
   EXPECT_NE(std::string(t.status().message()).find("/nonexistent/vocab.json"), std::string::npos);
   // A directory in place of the merges file (it used to read as an empty file).
   const std::string dir = FreshDir("bpe");
-  auto merges_dir = Gpt2BpeTokenizer::Load(SharedDataDir() + "/gpt2/vocab.json", dir);
+  auto merges_dir = Gpt2BpeTokenizer::Load(TestDataDir() + "/gpt2/vocab.json", dir);
   ASSERT_FALSE(merges_dir.ok());
   EXPECT_EQ(merges_dir.status().message(), dir + " is a directory, not a file");
 }

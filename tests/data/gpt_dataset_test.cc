@@ -12,12 +12,12 @@ namespace conveyor {
 namespace {
 
 using ::conveyor::testing_util::ReadJsonOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 
 class GptDatasetFixtureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string dir = SharedDataDir() + "/megatron-fixtures";
+    const std::string dir = TestDataDir() + "/megatron-fixtures";
     expected_ = ReadJsonOrDie(dir + "/gpt_tiny_uint16_seq16_seed1234_n40.json");
     auto ds = IndexedDataset::Open(dir + "/tiny_uint16");
     ASSERT_TRUE(ds.ok()) << ds.status();

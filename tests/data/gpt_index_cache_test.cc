@@ -27,7 +27,7 @@ namespace {
 using ::conveyor::testing_util::FreshDir;
 using ::conveyor::testing_util::ReadFileOrDie;
 using ::conveyor::testing_util::ReadJsonOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -82,7 +82,7 @@ TEST(NpyTest, RoundTripsAndRejectsDamage) {
 class GptIndexCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string dir = SharedDataDir() + "/megatron-fixtures";
+    const std::string dir = TestDataDir() + "/megatron-fixtures";
     expected_ = ReadJsonOrDie(dir + "/gpt_tiny_uint16_seq16_seed1234_n40.json");
     auto ds = IndexedDataset::Open(dir + "/tiny_uint16");
     ASSERT_TRUE(ds.ok()) << ds.status();

@@ -19,9 +19,9 @@ namespace {
 using ::conveyor::testing_util::FreshDir;
 using ::conveyor::testing_util::ReadFileOrDie;
 using ::conveyor::testing_util::ReadJsonOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 
-std::string FixturePrefix() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
+std::string FixturePrefix() { return TestDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");

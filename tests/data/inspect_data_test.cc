@@ -21,7 +21,7 @@ namespace {
 using ::conveyor::testing_util::FreshDir;
 using ::conveyor::testing_util::ReadFileOrDie;
 using ::conveyor::testing_util::ReadJsonOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -40,11 +40,11 @@ RunResult InspectData(const std::string& args) {
           ReadFileOrDie(dir + "/err")};
 }
 
-std::string Fixture() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
+std::string Fixture() { return TestDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
 TEST(InspectDataTest, SummaryAndSamplesMatchTheFixture) {
   const JsonValue expected =
-      ReadJsonOrDie(SharedDataDir() + "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json");
+      ReadJsonOrDie(TestDataDir() + "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json");
   // The fixture's request: 40 train samples, split 1,0,0, seed 1234.
   RunResult r = InspectData(absl::StrCat("--data-path ", Fixture(),
                                          " --split 1,0,0 --seq-length 16 --seed 1234"
@@ -89,7 +89,7 @@ TEST(InspectDataTest, HelpComesFromTheProto) {
 }
 
 TEST(InspectDataTest, DecodesWithTheGpt2Tokenizer) {
-  const std::string gpt2 = SharedDataDir() + "/gpt2";
+  const std::string gpt2 = TestDataDir() + "/gpt2";
   RunResult r = InspectData(
       absl::StrCat("--data-path 1 ", Fixture(), " 3 ", Fixture(),
                    " --split 1,0,0 --seq-length 16 --num-samples 2 --decode --tokenizer-type "

@@ -33,7 +33,7 @@ TEST(NumpyRandomTest, PermutationMatchesNumpy) {
 TEST(NumpyRandomTest, RandIntMatchesMegatronFixtureTokens) {
   // The fixture's documents are successive RandomState(1234).randint(0, 50257,
   // size=L) draws, one document after another.
-  const JsonValue fixture = testing_util::ReadJsonOrDie(testing_util::SharedDataDir() +
+  const JsonValue fixture = testing_util::ReadJsonOrDie(testing_util::TestDataDir() +
                                                         "/megatron-fixtures/tiny_uint16.json");
   NumpyRandomState rng(1234);
   int checked = 0;

@@ -20,7 +20,7 @@ namespace conveyor {
 namespace {
 
 using ::conveyor::testing_util::FreshDir;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 
 std::string WriteInput(const std::string& dir, const std::string& text) {
   const std::string path = dir + "/in.jsonl";
@@ -343,7 +343,7 @@ TEST(PreprocessTest, LogIntervalCountsDocuments) {
 }
 
 TEST(PreprocessTest, Gpt2TokensForSeveralKeysAndWorkers) {
-  const std::string shared = SharedDataDir() + "/gpt2";
+  const std::string shared = TestDataDir() + "/gpt2";
   auto tok = Gpt2BpeTokenizer::Load(shared + "/vocab.json", shared + "/merges.txt");
   ASSERT_TRUE(tok.ok()) << tok.status();
   const std::string dir = FreshDir("preprocess");
@@ -513,7 +513,7 @@ TEST(PreprocessBinaryTest, HelpComesFromTheProto) {
 
 TEST(PreprocessBinaryTest, VocabSizeIsRefusedWithGpt2) {
   const std::string dir = FreshDir("preprocess");
-  const std::string shared = SharedDataDir() + "/gpt2";
+  const std::string shared = TestDataDir() + "/gpt2";
   const std::string input = WriteInput(dir, "{\"text\": \"a\"}\n");
   std::string log;
   EXPECT_EQ(RunPreprocess(dir,

@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,31 +25,15 @@ std::string Env(const char* name) {
 
 }  // namespace
 
-std::string SharedDataDir() {
-  // tools/test.sh passes the folder it found (CONVEYOR_SHARED_DIR), so a checkout
-  // that does not sit beside ../shared still finds it.
-  const std::string given = Env("CONVEYOR_SHARED_DIR");
+std::string TestDataDir() {
+  // The fixtures are the data of this library (//tests/testdata), so Bazel places
+  // them in every dependent test's runfiles tree.
+  const std::string dir = Env("TEST_SRCDIR") + "/" + Env("TEST_WORKSPACE") + "/tests/testdata";
   struct stat st;
-  if (!given.empty() && ::stat((given + "/data").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return given + "/data";
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    Die("test fixtures not found at " + dir + " (run this test through bazel)");
   }
-  // Otherwise: the runfiles tree holds a symlink to the source file; its target is
-  // <workspace>/tests/data/workspace_anchor.txt.
-  const std::string anchor =
-      Env("TEST_SRCDIR") + "/" + Env("TEST_WORKSPACE") + "/tests/data/workspace_anchor.txt";
-  char resolved[PATH_MAX];
-  if (::realpath(anchor.c_str(), resolved) == nullptr) {
-    Die("cannot resolve " + anchor + " (run this test through bazel)");
-  }
-  std::string path = resolved;
-  for (int i = 0; i < 3; ++i) path = path.substr(0, path.rfind('/'));
-  const std::string shared = path + "/../shared/data";
-  if (::stat(shared.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    Die("shared data folder not found at " + shared +
-        ": the project expects ../shared beside the workspace (or CONVEYOR_SHARED_DIR "
-        "naming it, as tools/test.sh sets)");
-  }
-  return shared;
+  return dir;
 }
 
 std::string ReadFileOrDie(const std::string& path) {

@@ -1,5 +1,5 @@
-// Locating ../shared (fixtures written by Megatron-LM, the GPT-2 vocabulary)
-// from inside a Bazel test sandbox.
+// Locating the repository's test fixtures (tests/testdata: files written by
+// Megatron-LM, the GPT-2 vocabulary) from inside a Bazel test sandbox.
 #ifndef CONVEYOR_TESTS_DATA_SHARED_DATA_H_
 #define CONVEYOR_TESTS_DATA_SHARED_DATA_H_
 
@@ -10,10 +10,9 @@
 
 namespace conveyor::testing_util {
 
-// Absolute path of /.../shared/data (the folder beside the workspace). The
-// test aborts with a clear message when it cannot be found: CI always has it,
-// so silently skipping would only hide a broken checkout.
-std::string SharedDataDir();
+// Path of tests/testdata in the test's runfiles. The test aborts with a clear
+// message when it is missing.
+std::string TestDataDir();
 
 // Whole file contents; aborts with the path on failure.
 std::string ReadFileOrDie(const std::string& path);

@@ -22,11 +22,11 @@ namespace conveyor {
 namespace {
 
 using ::conveyor::testing_util::FreshDir;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Fixture() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
+std::string Fixture() { return TestDataDir() + "/megatron-fixtures/tiny_uint16"; }
 // The largest id in tiny_uint16 (323 draws from randint(0, 50257)).
 constexpr int kFixtureLargestId = 49966;
 
@@ -249,8 +249,8 @@ TEST(TokenIdsTest, InRangeDataIsServedUnchanged) {
   }
   // The GPT-2 tokenizer the fixture's ids were drawn for.
   c.mutable_data()->set_tokenizer_type("GPT2BPETokenizer");
-  c.mutable_data()->set_vocab_file(SharedDataDir() + "/gpt2/vocab.json");
-  c.mutable_data()->set_merge_file(SharedDataDir() + "/gpt2/merges.txt");
+  c.mutable_data()->set_vocab_file(TestDataDir() + "/gpt2/vocab.json");
+  c.mutable_data()->set_merge_file(TestDataDir() + "/gpt2/merges.txt");
   c.mutable_model()->set_vocab_size(50257);
   auto gpt2 = BuildTrainingData(c, 40, 0, 0);
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();

@@ -28,7 +28,7 @@ namespace {
 
 using ::conveyor::testing_util::FreshDir;
 using ::conveyor::testing_util::ReadFileOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -66,7 +66,7 @@ double FinalLoss(const RunResult& r) {
   return loss;
 }
 
-std::string Fixture() { return SharedDataDir() + "/megatron-fixtures/tiny_uint16"; }
+std::string Fixture() { return TestDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
 TEST(TrainerDataErrorsTest, IdsOverTheVocabularyStopTheRunNamingFileIdAndFix) {
   RunResult r = Train("--data-path " + Fixture() + " --vocab-size 64");
@@ -111,7 +111,7 @@ TEST(TrainerDataErrorsTest, InRangeDataTrainsWithOneLossForEveryLayout) {
   // The tokenizer the fixture was drawn for.
   RunResult gpt2 = Train(absl::StrCat(
       "--data-path ", Fixture(), " --tokenizer-type GPT2BPETokenizer --vocab-file ",
-      SharedDataDir(), "/gpt2/vocab.json --merge-file ", SharedDataDir(), "/gpt2/merges.txt"));
+      TestDataDir(), "/gpt2/vocab.json --merge-file ", TestDataDir(), "/gpt2/merges.txt"));
   ASSERT_EQ(gpt2.exit_code, 0) << gpt2.err;
   EXPECT_TRUE(std::isfinite(FinalLoss(gpt2)));
 }

@@ -17,10 +17,10 @@ namespace {
 
 using ::conveyor::testing_util::FreshDir;
 using ::conveyor::testing_util::ReadJsonOrDie;
-using ::conveyor::testing_util::SharedDataDir;
+using ::conveyor::testing_util::TestDataDir;
 using ::testing::HasSubstr;
 
-std::string Fixtures() { return SharedDataDir() + "/megatron-fixtures"; }
+std::string Fixtures() { return TestDataDir() + "/megatron-fixtures"; }
 
 // The fixture's settings as the flags give them.
 Config FixtureFlags() {
@@ -30,8 +30,8 @@ Config FixtureFlags() {
   c.mutable_data()->add_data_path(Fixtures() + "/tiny_uint16");
   c.mutable_data()->set_split("1,0,0");
   c.mutable_data()->set_tokenizer_type("GPT2BPETokenizer");
-  c.mutable_data()->set_vocab_file(SharedDataDir() + "/gpt2/vocab.json");
-  c.mutable_data()->set_merge_file(SharedDataDir() + "/gpt2/merges.txt");
+  c.mutable_data()->set_vocab_file(TestDataDir() + "/gpt2/vocab.json");
+  c.mutable_data()->set_merge_file(TestDataDir() + "/gpt2/merges.txt");
   return c;
 }
 

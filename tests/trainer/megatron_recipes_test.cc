@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -43,9 +44,10 @@ struct Recipe {
   std::vector<std::string> warned_no_ops;  // as the warning lists them
 };
 
-std::string SharedFile(const std::string& path) {
-  const char* shared = std::getenv("CONVEYOR_SHARED_DIR");
-  return std::string(shared != nullptr ? shared : "../shared") + "/" + path;
+// A fixture of tests/testdata, from the test's runfiles.
+std::string TestDataFile(const std::string& path) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
+                      "/tests/testdata/", path);
 }
 
 // $DATA_PATH, $VOCAB_FILE, ... of the scripts; the plan reads only the tokenizer.
@@ -65,7 +67,7 @@ Recipe Gpt3_175b() {
        "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "16",
        // DATA_ARGS
        "--data-path", "/data/my-gpt3_00_text_document", "--vocab-file",
-       SharedFile("data/gpt2/vocab.json"), "--merge-file", SharedFile("data/gpt2/merges.txt"),
+       TestDataFile("gpt2/vocab.json"), "--merge-file", TestDataFile("gpt2/merges.txt"),
        "--split", "949,50,1",
        // No --tokenizer-type, as in the script: pretrain_gpt.py's default is
        // GPT2BPETokenizer.

@@ -179,7 +179,7 @@ TEST(ResolvedConfigTest, FixesTheVocabularyAndResolvesToItself) {
 // command line with GPT-2's vocab.json and merges.txt and no type trains on GPT-2's
 // 50257 tokens.
 TEST(ResolvedConfigTest, GptFilesWithoutATypeAreMegatronsGpt2BpeTokenizer) {
-  const std::string gpt2 = testing_util::SharedDataDir() + "/gpt2/";
+  const std::string gpt2 = testing_util::TestDataDir() + "/gpt2/";
   const absl::StatusOr<Config> parsed =
       ParseFlags({"--mock-data", "--vocab-file", gpt2 + "vocab.json", "--merge-file",
                   gpt2 + "merges.txt", "--make-vocab-size-divisible-by", "128"});
@@ -203,7 +203,7 @@ TEST(ResolvedConfigTest, GptFilesWithoutATypeAreMegatronsGpt2BpeTokenizer) {
 // One of the two files without a type is refused naming the missing one (exit 2 at the
 // command line), not with "--vocab-size 0 must be positive".
 TEST(ResolvedConfigTest, OneGptFileWithoutATypeNamesTheOther) {
-  const std::string gpt2 = testing_util::SharedDataDir() + "/gpt2/";
+  const std::string gpt2 = testing_util::TestDataDir() + "/gpt2/";
   for (const auto& [given, path, missing] :
        {std::tuple{"--vocab-file", "vocab.json", "--merge-file"},
         std::tuple{"--merge-file", "merges.txt", "--vocab-file"}}) {
