@@ -326,34 +326,109 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
          RingAttentionBytes(s, a);
 }
 
-absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
-                                                      const pipeline::Timeline& timeline,
-                                                      int data_parallel_size,
-                                                      int data_parallel_rank) {
+namespace {
+
+// The parameters of global stage `stage` (of `stages`), whose layers are
+// [first_layer, first_layer + num_layers), in model/gpt_model.cc's order (GptStage::parameters).
+void AppendStageParameters(const ModelShape& s, const ActivationShape& a, int stage, int stages,
+                           int64_t first_layer, int64_t num_layers,
+                           std::vector<ParameterExtent>* params) {
+  const bool first = stage == 0, last = stage == stages - 1;
+  const int64_t vocab_rows = s.padded_vocab / a.tp;
+  if (first || (last && s.tied_embeddings)) params->push_back({vocab_rows * s.hidden, true});
+  if (first && s.learned_positions()) {
+    params->push_back({s.max_positions * s.hidden, false, false, a.sequence_parallel});
+  }
+  for (int64_t i = 0; i < num_layers; ++i) AppendLayer(s, a, first_layer + i, params);
+  if (last) {
+    params->push_back({s.hidden, false, false, a.sequence_parallel});
+    if (!s.rms_norm) params->push_back({s.hidden, false, false, a.sequence_parallel});
+    if (!s.tied_embeddings) params->push_back({vocab_rows * s.hidden, true});
+  }
+}
+
+// What one micro-batch leaves held by a model chunk: from its F until its B, and
+// (zero-bubble schedules, which run W later) from its B until its W.
+struct ChunkHeldBytes {
+  int64_t stash = 0;
+  int64_t awaiting = 0;
+};
+
+// A chunk's held bytes: its layers [first_layer, first_layer + num_layers) under
+// `recompute` (whose layer indices count within the chunk), and the head on the last stage.
+ChunkHeldBytes ChunkBytes(const ModelShape& s, const ActivationShape& a,
+                          const RecomputePolicy& recompute, bool deferred_weights, bool last,
+                          int64_t first_layer, int64_t num_layers) {
+  ChunkHeldBytes chunk;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    const bool moe = s.moe.IsMoeLayer(first_layer + i);
+    chunk.stash += LayerStashBytes(s, a, recompute.selective, recompute.Recomputes(i),
+                                   recompute.KeepsCheckpoint(i));
+    if (moe && !recompute.Recomputes(i)) {
+      chunk.stash += MoeStashDifference(s, a, recompute.selective, false);
+    }
+    if (deferred_weights) {
+      chunk.awaiting += LayerAwaitingWeightBytes(s, a) +
+                        (moe ? MoeStashDifference(s, a, recompute.selective, true) : 0);
+    }
+  }
+  if (last) chunk.stash += HeadStashBytes(s, a);
+  return chunk;
+}
+
+// Walks a rank's schedule: a (micro-batch, chunk) holds its chunk's stash from its F
+// until its B, then (split backward) what W needs until its W. Returns the peak of the
+// sum; `peak_stashed` gets the most (micro-batch, chunk) pairs held at once.
+int64_t PeakHeldBytes(absl::Span<const pipeline::TimedAction> actions,
+                      absl::Span<const ChunkHeldBytes> chunks, int* peak_stashed) {
+  int64_t held = 0, peak = 0;
+  int count = 0;
+  for (const pipeline::TimedAction& t : actions) {
+    const ChunkHeldBytes& chunk = chunks[t.action.chunk];
+    switch (t.action.type) {
+      case pipeline::ActionType::kForward:
+        held += chunk.stash;
+        *peak_stashed = std::max(*peak_stashed, ++count);
+        break;
+      case pipeline::ActionType::kBackwardInput:
+        held += chunk.awaiting - chunk.stash;
+        break;
+      case pipeline::ActionType::kBackwardWeight:
+        held -= chunk.awaiting;
+        --count;
+        break;
+      case pipeline::ActionType::kBackward:
+        held -= chunk.stash;
+        --count;
+        break;
+      default:
+        break;
+    }
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+// The micro-batch's activation shape on one rank under the config's layout.
+ActivationShape ActivationShapeOf(const Config& config, const ModelShape& shape) {
   const ParallelConfig& p = config.parallel();
   const int tp = p.tensor_model_parallel_size();
-  const int P = p.pipeline_model_parallel_size();
-  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int dp = std::max(1, data_parallel_size);
-  ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
-  ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
-                   pipeline::ScheduleByName(p.pipeline_schedule()));
-  const bool bf16 = config.precision().bf16();
   const int cp = std::max(1, p.context_parallel_size());
-  const int ep = std::max(1, p.expert_model_parallel_size());
-  const int etp = ExpertTensorParallelSize(p);
-  const ActivationShape a{config.training().micro_batch_size(),
-                          shape.seq / cp,
-                          tp,
-                          p.sequence_parallel() && tp > 1,
-                          bf16 ? 2 : kFloat,
-                          cp,
-                          ep,
-                          etp};
-  const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
-  const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
-  // One layer's stash with `selective`'s parts dropped: the larger of a dense and an MoE
-  // layer when both are present.
+  return ActivationShape{config.training().micro_batch_size(),
+                         shape.seq / cp,
+                         tp,
+                         p.sequence_parallel() && tp > 1,
+                         config.precision().bf16() ? 2 : kFloat,
+                         cp,
+                         std::max(1, p.expert_model_parallel_size()),
+                         ExpertTensorParallelSize(p)};
+}
+
+// What backward rebuilds of one layer: all of it under full recomputation, the dropped
+// parts under selective recomputation (the larger of a dense and an MoE layer when both
+// are present).
+int64_t RebuiltLayerBytes(const ModelShape& shape, const ActivationShape& a,
+                          const RecomputePolicy& recompute) {
   auto layer_stash = [&](const SelectiveRecompute& selective) {
     int64_t bytes = LayerStashBytes(shape, a, selective, false, false);
     if (shape.moe.experts() > 0) {
@@ -362,7 +437,28 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
     return bytes;
   };
   const int64_t full_layer = layer_stash({});  // a layer rebuilt whole
-  const int64_t vocab_rows = shape.padded_vocab / tp;
+  return recompute.full != RecomputePolicy::Full::kNone
+             ? full_layer
+             : full_layer - layer_stash(recompute.selective);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
+                                                      const pipeline::Timeline& timeline,
+                                                      int data_parallel_size,
+                                                      int data_parallel_rank) {
+  const ParallelConfig& p = config.parallel();
+  const int P = p.pipeline_model_parallel_size();
+  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
+  const int dp = std::max(1, data_parallel_size);
+  ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
+  ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
+                   pipeline::ScheduleByName(p.pipeline_schedule()));
+  const ActivationShape a = ActivationShapeOf(config, shape);
+  const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
+  const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
+  const int64_t rebuilt = RebuiltLayerBytes(shape, a, recompute);
   if (static_cast<int>(timeline.ranks.size()) != P) {
     return absl::InvalidArgumentError("PredictMemory: the schedule's timeline needs P ranks");
   }
@@ -371,90 +467,34 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
   for (int r = 0; r < P; ++r) {
     RankMemory m;
     m.pipeline_rank = r;
-    // Per chunk: what a micro-batch holds from F to B, and (zero-bubble schedules) from
-    // B to W.
-    std::vector<int64_t> chunk_stash_bytes(V, 0), chunk_awaiting_bytes(V, 0);
+    std::vector<ChunkHeldBytes> chunks(V);
     std::vector<ParameterExtent> params;  // in the stage's order (GptStage::parameters)
     for (int c = 0; c < V; ++c) {
       const int stage = pipeline::GlobalStage(schedule.layout, P, r, c);
       const bool first = stage == 0, last = stage == P * V - 1;
-      int64_t chunk_stash = 0, chunk_awaiting = 0;
-      // The chunk's parameters in model/gpt_model.cc's order.
-      if (first || (last && shape.tied_embeddings)) params.push_back({vocab_rows * shape.hidden, true});
-      if (first && shape.learned_positions()) {
-        params.push_back({shape.max_positions * shape.hidden, false, false, a.sequence_parallel});
-      }
-      m.first_stage = m.first_stage || first;
-      m.last_stage = m.last_stage || last;
       const int64_t first_layer =
           std::accumulate(layers.begin(), layers.begin() + stage, int64_t{0});
-      for (int64_t i = 0; i < layers[stage]; ++i) {
-        AppendLayer(shape, a, first_layer + i, &params);
-        const bool moe = shape.moe.IsMoeLayer(first_layer + i);
-        chunk_stash += LayerStashBytes(shape, a, recompute.selective, recompute.Recomputes(i),
-                                       recompute.KeepsCheckpoint(i));
-        if (moe && !recompute.Recomputes(i)) {
-          chunk_stash += MoeStashDifference(shape, a, recompute.selective, false);
-        }
-        if (deferred_weights) {
-          chunk_awaiting += LayerAwaitingWeightBytes(shape, a) +
-                            (moe ? MoeStashDifference(shape, a, recompute.selective, true) : 0);
-        }
-      }
-      if (last) {
-        params.push_back({shape.hidden, false, false, a.sequence_parallel});
-        if (!shape.rms_norm) params.push_back({shape.hidden, false, false, a.sequence_parallel});
-        if (!shape.tied_embeddings) params.push_back({vocab_rows * shape.hidden, true});
-        chunk_stash += HeadStashBytes(shape, a);
-      }
-      m.stash_bytes_per_micro_batch += std::max(chunk_stash, chunk_awaiting);
-      chunk_stash_bytes[c] = chunk_stash;
-      chunk_awaiting_bytes[c] = chunk_awaiting;
+      AppendStageParameters(shape, a, stage, P * V, first_layer, layers[stage], &params);
+      chunks[c] =
+          ChunkBytes(shape, a, recompute, deferred_weights, last, first_layer, layers[stage]);
+      m.first_stage = m.first_stage || first;
+      m.last_stage = m.last_stage || last;
+      m.stash_bytes_per_micro_batch += std::max(chunks[c].stash, chunks[c].awaiting);
     }
     for (const ParameterExtent& e : params) {
       m.parameters += e.elements;
       if (e.summed_over_tp) m.tp_summed_elements += e.elements;
     }
     // The ranks holding the same parameters are DP x CP: the distributed optimizer's shards.
-    const ModelStateBytes state = ModelState(params, config, dp * cp, data_parallel_rank, a);
+    const ModelStateBytes state = ModelState(params, config, dp * a.cp, data_parallel_rank, a);
     m.weight_bytes = state.weights;
     m.grad_bytes = state.grads;
     m.optimizer_bytes = state.optimizer;
     m.bucket_padding = state.padding;
-    // Walk the rank's schedule: a (micro-batch, chunk) holds its chunk's stash from its
-    // F until its B, then (split backward) what W needs until its W; the peak of the
-    // sum, then one layer's backward working set.
-    int64_t held = 0, peak = 0;
-    int count = 0;
-    for (const pipeline::TimedAction& t : timeline.ranks[r]) {
-      const int c = t.action.chunk;
-      switch (t.action.type) {
-        case pipeline::ActionType::kForward:
-          held += chunk_stash_bytes[c];
-          m.peak_stashed = std::max(m.peak_stashed, ++count);
-          break;
-        case pipeline::ActionType::kBackwardInput:
-          held += chunk_awaiting_bytes[c] - chunk_stash_bytes[c];
-          break;
-        case pipeline::ActionType::kBackwardWeight:
-          held -= chunk_awaiting_bytes[c];
-          --count;
-          break;
-        case pipeline::ActionType::kBackward:
-          held -= chunk_stash_bytes[c];
-          --count;
-          break;
-        default:
-          break;
-      }
-      peak = std::max(peak, held);
-    }
-    // Backward rebuilds one layer: all of it under full recomputation, the dropped
-    // parts under selective recomputation.
-    const int64_t rebuilt = recompute.full != RecomputePolicy::Full::kNone
-                                ? full_layer
-                                : full_layer - layer_stash(recompute.selective);
-    m.activation_peak_bytes = peak + LayerBackwardWorkingBytes(shape, a) + rebuilt;
+    // The peak of the stashes the schedule holds at once, then one layer's backward
+    // working set and what its backward rebuilds.
+    m.activation_peak_bytes = PeakHeldBytes(timeline.ranks[r], chunks, &m.peak_stashed) +
+                              LayerBackwardWorkingBytes(shape, a) + rebuilt;
     ranks.push_back(m);
   }
   return ranks;
