@@ -5,7 +5,7 @@
 // replaces a file atomically. Errors are absl::ErrnoToStatus's: "cannot <call> <path>:
 // <strerror>", with Abseil's choice of code for the errno.
 //
-// Not here (decided in issue 15): a LevelDB-style Env interface through which every
+// Not here, deliberately: a LevelDB-style Env interface through which every
 // file operation would go, so that crash tests could drop the writes not yet synced.
 // The crash tests kill processes (tests/trainer/checkpoint/crash_safety_test.cc), which
 // loses no synced or unsynced write the kernel accepted; only a machine crash drops

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch single-GPU training throughput baseline for Conveyor (issue 8).
+"""PyTorch single-GPU training throughput baseline for Conveyor.
 
 Trains the same GPT that Conveyor builds (pre-norm, LayerNorm with bias, learned
 position embeddings, tied embeddings, fused QKV, GELU-tanh MLP of 4*hidden, biases

@@ -195,7 +195,7 @@ TEST(TrainerDataErrorsTest, BinOrIdxPathAndEmptyDatasetSayWhatIsWrong) {
   EXPECT_THAT(r.err, Not(HasSubstr("larger share")));
 }
 
-// Issue 14: an absurd run length used to end in an uncaught std::bad_alloc (an
+// An absurd run length used to end in an uncaught std::bad_alloc (an
 // abort); a prefix with a space was split in two; a directory said "No such device".
 TEST(TrainerDataErrorsTest, AbsurdSizesSpacesAndDirectoriesSayWhatIsWrong) {
   // 2e9 steps of 4096 samples: petabytes of sample indices.

@@ -267,7 +267,7 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
   EXPECT_GE(deadline_exceeded, 1);
 }
 
-// Issue 33's flaky multi-node test: the peer behind a link that went down had posted
+// Once a flaky multi-node test: the peer behind a link that went down had posted
 // its progress for the collective before the cut, so the board shows every rank inside
 // it. The transfer stalled, not a rank: the message says so and names the peer whose
 // transfers did not complete. Rank 1 posts as if it had entered AllReduceSum #1, then

@@ -253,7 +253,7 @@ TEST(ParallelStateTest, RanksThatDisagreeOnTheWorldSizeFailAtOnceNamingBoth) {
   }
 }
 
-// Issue 33: two processes started with RANK=1 (the launcher gave rank 2's process
+// Two processes started with RANK=1 (the launcher gave rank 2's process
 // rank 1's number) met at the TCP store and failed later in gloo with "connection
 // refused". Now every process fails at the store at once, saying that rank 1 was
 // claimed twice and by whom, as a refusal of input (AlreadyExists).
@@ -283,7 +283,7 @@ TEST(ParallelStateTest, TwoProcessesWithOneRankFailAtOnceNamingTheRank) {
   EXPECT_EQ(code, 0) << err.str();
 }
 
-// Issue 33: a MASTER_ADDR that does not resolve fails within seconds, not after the
+// A MASTER_ADDR that does not resolve fails within seconds, not after the
 // whole --distributed-timeout-minutes, naming the variable (InvalidArgument: exit 2).
 TEST(ParallelStateTest, AnUnresolvableMasterAddrFailsAtOnce) {
   RankEnvironment env;

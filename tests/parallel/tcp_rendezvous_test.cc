@@ -288,7 +288,7 @@ TEST(TcpStoreClientTest, AStoreThatNeverAnswersEndsInAnErrorNotAHang) {
   EXPECT_LT(absl::Now() - later, absl::Milliseconds(100));
 }
 
-// The hang of issue 14: a gloo rendezvous over a store that stopped answering waited for
+// A former hang: a gloo rendezvous over a store that stopped answering waited for
 // its arrival to be stored, then for each member's arrival to be looked up (3 x the
 // timeout for two ranks). It ends within about one timeout now.
 TEST(TcpStoreClientTest, ARendezvousOverAStoreThatStoppedAnsweringEndsWithinTheTimeout) {
@@ -411,7 +411,7 @@ TEST(TcpStoreServerTest, ARankOfAnotherJobIsRefusedNamingBothJobs) {
               HasSubstr("to job none (its launcher names no job; see CONVEYOR_JOB_ID)"));
 }
 
-// Issue 33: a stray rank of another job, turned away, must not end this job: when this
+// A stray rank of another job, turned away, must not end this job: when this
 // job's rank 1 comes after it, the job assembles as if it had never been there.
 TEST(TcpStoreServerTest, AStrayRankOfAnotherJobDoesNotEndTheJob) {
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
@@ -432,7 +432,7 @@ TEST(TcpStoreServerTest, AStrayRankOfAnotherJobDoesNotEndTheJob) {
   EXPECT_TRUE(admitted.ok()) << admitted.status();
 }
 
-// Issue 33: two processes started with the same RANK. Before the job has assembled, one
+// Two processes started with the same RANK. Before the job has assembled, one
 // of them was meant to be another rank (which is then missing): both claimants and
 // rank 0 fail at once, naming the rank and both processes' addresses.
 TEST(TcpStoreServerTest, TwoClaimsOfARankBeforeTheJobAssembledFailItNamingBoth) {
@@ -482,7 +482,7 @@ TEST(TcpStoreServerTest, ALateClaimOfARankIsRefusedAlone) {
   EXPECT_TRUE((*holder)->Set("k", "v").ok());
 }
 
-// Issue 33: a MASTER_ADDR that does not resolve (the resolver answered that the name
+// A MASTER_ADDR that does not resolve (the resolver answered that the name
 // does not exist) is not retried for the whole timeout: it fails at once, naming the
 // variable and the fix, as a refusal of input.
 TEST(TcpStoreClientTest, AnUnresolvableMasterAddrFailsAtOnce) {

@@ -1,4 +1,4 @@
-// The model flags Megatron recipes use that issue 18 added: --rotary-percent,
+// The model flags Megatron recipes use added for them: --rotary-percent,
 // --add-qkv-bias and --position-embedding-type none, from the command line to the
 // model's parameters (their math is checked in tests/model: partial_rotary_test and
 // the grad tests' partial_rope_qkv_bias and no_positions variants).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The TCP store's refusals through the binary (issue 33), with the exit code of the
+# The TCP store's refusals through the binary with the exit code of the
 # project's rule (2: the launch must change) and within seconds, not after
 # --distributed-timeout-minutes:
 #   1. MASTER_ADDR that does not resolve: named, with the fix, instead of retried.

@@ -1,5 +1,5 @@
 // Save and load bandwidth of the checkpoint format on this machine's disk, for the
-// README (issue 7 asks for a model of at least 1 GB of state).
+// docs/benchmarks.md (a model of at least 1 GB of state).
 //
 //   checkpoint_benchmark DIR [GIB=1] [TENSORS=16]
 //
