@@ -87,27 +87,39 @@ std::string Escape(const std::string& text) {
   return out;
 }
 
-int Main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  if (WantsHelp(args)) {
-    std::fputs(UsageText().c_str(), stdout);
-    return 0;
-  }
-  tools::InspectDataOptions flags;
-  std::vector<std::string> problems = ParseFlagsInto(InspectDataFlags(), args, &flags);
-  if (!problems.empty()) return Usage(absl::StrJoin(problems, "\ninspect_data: "));
+// The samples to build: --train-samples, by default --num-samples (at least one).
+int64_t TrainSamples(const tools::InspectDataOptions& flags) {
+  return flags.has_train_samples() ? flags.train_samples()
+                                   : std::max<int64_t>(flags.num_samples(), 1);
+}
+
+// The first flag out of its range or missing, or "" when the flags describe a request.
+std::string FlagProblem(const tools::InspectDataOptions& flags) {
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   if (flags.seq_length() < 1 || flags.seq_length() > kInt32Max) {
-    return Usage("--seq-length needs a positive integer below 2^31");
+    return "--seq-length needs a positive integer below 2^31";
   }
-  if (flags.seed() < 0) return Usage("--seed needs a non-negative integer");
-  if (flags.num_samples() < 0) return Usage("--num-samples needs a non-negative integer");
+  if (flags.seed() < 0) return "--seed needs a non-negative integer";
+  if (flags.num_samples() < 0) return "--num-samples needs a non-negative integer";
   if (flags.has_train_samples() && flags.train_samples() < 1) {
-    return Usage("--train-samples needs a positive integer");
+    return "--train-samples needs a positive integer";
   }
   if (flags.has_vocab_size() && (flags.vocab_size() < 1 || flags.vocab_size() > kInt32Max)) {
-    return Usage("--vocab-size needs a positive integer below 2^31");
+    return "--vocab-size needs a positive integer below 2^31";
   }
+  if (flags.data_path_size() == 0) return "--data-path is required";
+  if (flags.decode() && flags.tokenizer_type().empty()) {
+    return "--decode needs --tokenizer-type (and its files)";
+  }
+  if (flags.num_samples() > TrainSamples(flags)) {
+    return absl::StrCat("--num-samples ", flags.num_samples(), " is more than --train-samples ",
+                        TrainSamples(flags));
+  }
+  return "";
+}
+
+// The trainer's configuration for the data the flags name.
+Config ConfigOf(const tools::InspectDataOptions& flags) {
   Config config;
   DataConfig& data = *config.mutable_data();
   data.mutable_data_path()->CopyFrom(flags.data_path());
@@ -120,29 +132,20 @@ int Main(int argc, char** argv) {
   data.set_tiktoken_pattern(flags.tiktoken_pattern());
   data.set_tiktoken_num_special_tokens(flags.tiktoken_num_special_tokens());
   data.set_vocab_extra_ids(flags.vocab_extra_ids());
-  const int64_t num_samples = flags.num_samples(), seed = flags.seed(),
-                seq_length = flags.seq_length(), vocab_size = flags.vocab_size();
-  const bool decode = flags.decode();
-  int64_t train_samples = flags.has_train_samples() ? flags.train_samples() : -1;
-  if (data.data_path_size() == 0) return Usage("--data-path is required");
-  if (decode && data.tokenizer_type().empty()) {
-    return Usage("--decode needs --tokenizer-type (and its files)");
-  }
-  if (train_samples < 0) train_samples = std::max<int64_t>(num_samples, 1);
-  if (num_samples > train_samples) {
-    return Usage(absl::StrCat("--num-samples ", num_samples, " is more than --train-samples ",
-                              train_samples));
-  }
-  config.mutable_model()->set_seq_length(int32_t(seq_length));
-  if (vocab_size > 0) {
-    config.mutable_model()->set_vocab_size(int32_t(vocab_size));
+  config.mutable_model()->set_seq_length(int32_t(flags.seq_length()));
+  if (flags.vocab_size() > 0) {
+    config.mutable_model()->set_vocab_size(int32_t(flags.vocab_size()));
   } else if (data.tokenizer_type().empty()) {
     // Without a tokenizer nothing here needs a vocabulary; any size will do.
     config.mutable_model()->set_vocab_size(1);
   }
-  config.mutable_training()->set_seed(seed);
+  config.mutable_training()->set_seed(flags.seed());
+  return config;
+}
 
-  // Per-file summary, from the same blend parsing the trainer uses.
+// Prints each dataset's summary, from the same blend parsing the trainer uses, and their
+// total. Returns 0, or the exit code of the first dataset that cannot be read.
+int PrintDatasets(const DataConfig& data) {
   absl::StatusOr<Blend> blend = ParseBlend(
       std::vector<std::string>(data.data_path().begin(), data.data_path().end()), "--data-path");
   if (!blend.ok()) return Usage(std::string(blend.status().message()));
@@ -175,32 +178,21 @@ int Main(int argc, char** argv) {
   std::printf("total: %zu dataset%s, %lld documents, %lld sequences, %lld tokens\n",
               blend->prefixes.size(), blend->prefixes.size() == 1 ? "" : "s", (long long)documents,
               (long long)sequences, (long long)tokens);
+  return 0;
+}
 
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = ResolveVocabulary(&config);
-  if (!tokenizer.ok()) {
-    return Fail(tokenizer.status());
-  }
-  // Shows the ids the files hold, whatever the vocabulary (the trainer checks them).
-  TrainingDataOptions options;
-  options.check_token_ids = false;
-  options.sample_count_flags[0] = "--train-samples (default: --num-samples)";
-  absl::StatusOr<DataSplits> splits =
-      BuildTrainingData(config, train_samples, 0, 0, options);
-  if (!splits.ok()) {
-    return Fail(splits.status());
-  }
-  std::printf(
-      "train split: --split %s, --seq-length %lld, --seed %lld, %lld samples requested, "
-      "%lld built\n",
-      data.split().c_str(), (long long)seq_length, (long long)seed, (long long)train_samples,
-      (long long)splits->train->size());
-  for (int64_t i = 0; i < num_samples; ++i) {
-    absl::StatusOr<std::vector<int32_t>> sample = splits->train->Sample(i);
+// Prints the train split's first --num-samples samples, as ids or (--decode) text.
+// Returns 0, or the exit code of the first that cannot be read or decoded.
+// `tokenizer` is null when none is named (then --decode is refused before).
+int PrintSamples(const tools::InspectDataOptions& flags, const SampleSource& train,
+                 const Tokenizer* tokenizer) {
+  for (int64_t i = 0; i < flags.num_samples(); ++i) {
+    absl::StatusOr<std::vector<int32_t>> sample = train.Sample(i);
     if (!sample.ok()) {
       return Fail(sample.status(), absl::StrCat("sample ", i, ": "));
     }
-    if (decode) {
-      absl::StatusOr<std::string> text = (*tokenizer)->Detokenize(*sample);
+    if (flags.decode()) {
+      absl::StatusOr<std::string> text = tokenizer->Detokenize(*sample);
       if (!text.ok()) {
         return Fail(text.status(), absl::StrCat("sample ", i, ": "));
       }
@@ -210,6 +202,40 @@ int Main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (WantsHelp(args)) {
+    std::fputs(UsageText().c_str(), stdout);
+    return 0;
+  }
+  tools::InspectDataOptions flags;
+  std::vector<std::string> problems = ParseFlagsInto(InspectDataFlags(), args, &flags);
+  if (!problems.empty()) return Usage(absl::StrJoin(problems, "\ninspect_data: "));
+  if (const std::string problem = FlagProblem(flags); !problem.empty()) return Usage(problem);
+  Config config = ConfigOf(flags);
+  if (const int code = PrintDatasets(config.data()); code != 0) return code;
+
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = ResolveVocabulary(&config);
+  if (!tokenizer.ok()) {
+    return Fail(tokenizer.status());
+  }
+  // Shows the ids the files hold, whatever the vocabulary (the trainer checks them).
+  TrainingDataOptions options;
+  options.check_token_ids = false;
+  options.sample_count_flags[0] = "--train-samples (default: --num-samples)";
+  const int64_t train_samples = TrainSamples(flags);
+  absl::StatusOr<DataSplits> splits = BuildTrainingData(config, train_samples, 0, 0, options);
+  if (!splits.ok()) {
+    return Fail(splits.status());
+  }
+  std::printf(
+      "train split: --split %s, --seq-length %lld, --seed %lld, %lld samples requested, "
+      "%lld built\n",
+      flags.split().c_str(), (long long)flags.seq_length(), (long long)flags.seed(),
+      (long long)train_samples, (long long)splits->train->size());
+  return PrintSamples(flags, *splits->train, tokenizer->get());
 }
 
 }  // namespace
