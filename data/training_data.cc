@@ -29,6 +29,71 @@ absl::StatusOr<std::optional<Blend>> OptionalBlend(
   return std::optional<Blend>(std::move(b));
 }
 
+// Mock data's splits: samples of ids below the vocabulary's size, each split from a
+// seed of its own.
+SplitSources MockSources(int64_t seed, int vocab_size, int seq_length,
+                         const std::array<int64_t, 3>& sizes) {
+  SplitSources sources;
+  for (int i = 0; i < 3; ++i) {
+    if (sizes[i] == 0) continue;
+    const int64_t split_seed = int64_t(uint64_t(seed) + uint64_t(i) * kMockSplitSeedStride);
+    sources[i] = std::make_unique<MockSampleSource>(split_seed, vocab_size, seq_length, sizes[i]);
+  }
+  return sources;
+}
+
+// The splits of the datasets the flags name (--data-path with --split, or a path per
+// split), each checked by reading its first sample.
+absl::StatusOr<SplitSources> FileSources(const Config& resolved_config,
+                                         const std::array<int64_t, 3>& sizes,
+                                         const TokenIdLimit& token_ids,
+                                         const TrainingDataOptions& options) {
+  const DataConfig& data = resolved_config.data();
+  const int64_t seed = resolved_config.training().seed();
+  // Megatron seeds numpy's RandomState with it, which takes 32 bits.
+  if (seed < 0 || seed > int64_t{std::numeric_limits<uint32_t>::max()}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seed ", seed, " must be in [0, 2^32) to shuffle datasets"));
+  }
+  DatasetBuildConfig build;
+  build.sequence_length = resolved_config.model().seq_length();
+  build.random_seed = uint32_t(seed);
+  build.split = data.split();
+  ASSIGN_OR_RETURN(std::optional<Blend> blend, OptionalBlend(data.data_path(), "--data-path"));
+  build.blend = std::move(blend);
+  const std::array<const google::protobuf::RepeatedPtrField<std::string>*, 3> per_split = {
+      &data.train_data_path(), &data.valid_data_path(), &data.test_data_path()};
+  const std::array<const char*, 3> flags = {"--train-data-path", "--valid-data-path",
+                                            "--test-data-path"};
+  for (int i = 0; i < 3; ++i) {
+    ASSIGN_OR_RETURN(std::optional<Blend> b, OptionalBlend(*per_split[i], flags[i]));
+    build.blend_per_split[i] = std::move(b);
+  }
+  build.cache.path = data.data_cache_path();
+  if (options.check_token_ids) build.token_ids = token_ids;
+  build.sample_count_flags = options.sample_count_flags;
+  ASSIGN_OR_RETURN(SplitSources sources, BuildSplitDatasets(build, sizes));
+  if (sizes[0] > 0 && sources[0] == nullptr) {
+    // A zero weight (--split 0,0,1) leaves no training split at all.
+    return absl::InvalidArgumentError(
+        data.data_path_size() > 0
+            ? absl::StrCat("--split ", data.split(),
+                           " gives the train split no share of --data-path: there is nothing "
+                           "to train on; give train a positive weight (e.g. --split 969,30,1)")
+            : std::string("--train-data-path is not set: there is nothing to train on; pass "
+                          "it (or --data-path with --split)"));
+  }
+  // A cheap early look (one sample per split): data made with another
+  // tokenizer usually shows in its first sample already.
+  for (const std::unique_ptr<SampleSource>& source : sources) {
+    if (source == nullptr || source->size() == 0) continue;
+    if (absl::StatusOr<std::vector<int32_t>> first = source->Sample(0); !first.ok()) {
+      return first.status();
+    }
+  }
+  return sources;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> ResolveVocabulary(Config* config) {
@@ -86,7 +151,6 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
     return absl::InvalidArgumentError(
         absl::StrCat("--seq-length ", model.seq_length(), " must be positive"));
   }
-  const int64_t seed = resolved_config.training().seed();
   const std::array<int64_t, 3> sizes = {train_samples, valid_samples, test_samples};
   for (int i = 0; i < 3; ++i) {
     if (sizes[i] < 0) {
@@ -94,58 +158,12 @@ absl::StatusOr<DataSplits> BuildTrainingData(const Config& resolved_config, int6
           absl::StrCat(kSplitNames[i], " split asked for ", sizes[i], " samples"));
     }
   }
-
-  std::array<std::unique_ptr<SampleSource>, 3> sources;
+  SplitSources sources;
   if (data.mock_data()) {
-    for (int i = 0; i < 3; ++i) {
-      if (sizes[i] == 0) continue;
-      const int64_t split_seed = int64_t(uint64_t(seed) + uint64_t(i) * kMockSplitSeedStride);
-      sources[i] = std::make_unique<MockSampleSource>(split_seed, int(out.token_ids.vocab_size),
-                                                      model.seq_length(), sizes[i]);
-    }
+    sources = MockSources(resolved_config.training().seed(), int(out.token_ids.vocab_size),
+                          model.seq_length(), sizes);
   } else {
-    // Megatron seeds numpy's RandomState with it, which takes 32 bits.
-    if (seed < 0 || seed > int64_t{std::numeric_limits<uint32_t>::max()}) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--seed ", seed, " must be in [0, 2^32) to shuffle datasets"));
-    }
-    DatasetBuildConfig build;
-    build.sequence_length = model.seq_length();
-    build.random_seed = uint32_t(seed);
-    build.split = data.split();
-    ASSIGN_OR_RETURN(std::optional<Blend> blend, OptionalBlend(data.data_path(), "--data-path"));
-    build.blend = std::move(blend);
-    const std::array<const google::protobuf::RepeatedPtrField<std::string>*, 3> per_split = {
-        &data.train_data_path(), &data.valid_data_path(), &data.test_data_path()};
-    const std::array<const char*, 3> flags = {"--train-data-path", "--valid-data-path",
-                                              "--test-data-path"};
-    for (int i = 0; i < 3; ++i) {
-      ASSIGN_OR_RETURN(std::optional<Blend> b, OptionalBlend(*per_split[i], flags[i]));
-      build.blend_per_split[i] = std::move(b);
-    }
-    build.cache.path = data.data_cache_path();
-    if (options.check_token_ids) build.token_ids = out.token_ids;
-    build.sample_count_flags = options.sample_count_flags;
-    ASSIGN_OR_RETURN(SplitSources built, BuildSplitDatasets(build, sizes));
-    sources = std::move(built);
-    if (sizes[0] > 0 && sources[0] == nullptr) {
-      // A zero weight (--split 0,0,1) leaves no training split at all.
-      return absl::InvalidArgumentError(
-          data.data_path_size() > 0
-              ? absl::StrCat("--split ", data.split(),
-                             " gives the train split no share of --data-path: there is nothing "
-                             "to train on; give train a positive weight (e.g. --split 969,30,1)")
-              : std::string("--train-data-path is not set: there is nothing to train on; pass "
-                            "it (or --data-path with --split)"));
-    }
-    // A cheap early look (one sample per split): data made with another
-    // tokenizer usually shows in its first sample already.
-    for (const std::unique_ptr<SampleSource>& source : sources) {
-      if (source == nullptr || source->size() == 0) continue;
-      if (absl::StatusOr<std::vector<int32_t>> first = source->Sample(0); !first.ok()) {
-        return first.status();
-      }
-    }
+    ASSIGN_OR_RETURN(sources, FileSources(resolved_config, sizes, out.token_ids, options));
   }
   out.train = std::move(sources[0]);
   out.valid = std::move(sources[1]);
