@@ -120,6 +120,120 @@ std::string MakeRunDir(const LaunchOptions& options, std::string* error) {
   return pattern;
 }
 
+// The launcher's ranks while they run: which are alive, the result so far, and whether
+// they are being stopped (after a failure or a signal; SIGKILL once the grace is over).
+class RankSupervisor {
+ public:
+  RankSupervisor(int nproc, const LaunchOptions& options, std::ostream& err)
+      : pids_(nproc, -1), options_(options), err_(err) {}
+
+  // Forks one child per rank; a failed fork stops the ranks already started.
+  void Start(const std::string& run_dir,
+             const std::function<int(const RankEnvironment&)>& rank_main) {
+    const pid_t parent = ::getpid();
+    const int nproc = static_cast<int>(pids_.size());
+    for (int r = 0; r < nproc; ++r) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        RankEnvironment env;
+        env.rank = r;
+        env.world_size = nproc;
+        env.local_rank = r;
+        env.run_dir = run_dir;
+        RunChild(env, parent, rank_main);
+      }
+      if (pid < 0) {
+        err_ << "launcher: cannot start rank " << r << ": fork: " << std::strerror(errno)
+             << "\n";
+        result_ = 1;
+        BeginStopping(SIGTERM);
+        return;
+      }
+      pids_[r] = pid;
+      ++alive_;
+    }
+  }
+
+  // Until every rank is reaped: reaps them, stops the others after the first failure,
+  // forwards signals, and kills what outlives the grace. Returns the launcher's code.
+  int Wait() {
+    while (alive_ > 0) {
+      ReapFinished();
+      HandleSignal();
+      if (stopping_ && absl::Now() >= kill_at_) {
+        StopAll(SIGKILL);
+        kill_at_ = absl::InfiniteFuture();
+      }
+      if (alive_ > 0) ::usleep(5000);
+    }
+    return result_;
+  }
+
+ private:
+  void StopAll(int signo) {
+    for (pid_t pid : pids_) {
+      if (pid > 0) ::kill(pid, signo);
+    }
+  }
+
+  void BeginStopping(int signo) {
+    stopping_ = true;
+    StopAll(signo);
+    kill_at_ = absl::Now() + options_.kill_grace;
+  }
+
+  void ReapFinished() {
+    for (size_t r = 0; r < pids_.size(); ++r) {
+      if (pids_[r] <= 0) continue;
+      int status = 0;
+      const pid_t done = ::waitpid(pids_[r], &status, WNOHANG);
+      if (done != pids_[r]) continue;
+      const pid_t pid = pids_[r];
+      pids_[r] = -1;
+      --alive_;
+      // Only the first failure is reported: the others are its consequences (peers
+      // that lost their connection, or the SIGTERM sent here).
+      if (!stopping_ && !Succeeded(status)) {
+        result_ = ExitCodeOf(status);
+        err_ << "launcher: rank " << r << " (pid " << pid << ") " << DescribeStatus(status)
+             << "; stopping the other " << alive_ << " rank" << (alive_ == 1 ? "" : "s") << "\n";
+        err_.flush();
+        BeginStopping(SIGTERM);
+      }
+    }
+  }
+
+  // A SIGINT or SIGTERM the launcher received: forwarded once to ranks that handle it
+  // themselves; otherwise the ranks are stopped, and a second one kills them.
+  void HandleSignal() {
+    const int received = g_received_signal;
+    if (received == 0) return;
+    g_received_signal = 0;
+    if (options_.ranks_handle_signals && !forwarded_once_) {
+      forwarded_once_ = true;
+      StopAll(received);  // no deadline: the ranks save and exit on their own
+    } else if (!stopping_) {
+      result_ = 128 + received;
+      err_ << "launcher: received " << strsignal(received) << "; stopping " << alive_ << " rank"
+           << (alive_ == 1 ? "" : "s") << "\n";
+      err_.flush();
+      BeginStopping(received);
+    } else {
+      // A second Ctrl-C means now.
+      StopAll(SIGKILL);
+    }
+  }
+
+  std::vector<pid_t> pids_;  // -1 once reaped (or never started)
+  int alive_ = 0;
+  int result_ = 0;
+  bool stopping_ = false;
+  absl::Time kill_at_ = absl::InfiniteFuture();
+  bool forwarded_once_ = false;
+  const LaunchOptions& options_;
+  std::ostream& err_;
+};
+
 }  // namespace
 
 int LaunchLocalRanks(int nproc, const std::function<int(const RankEnvironment&)>& rank_main,
@@ -147,88 +261,9 @@ int LaunchLocalRanks(int nproc, const std::function<int(const RankEnvironment&)>
   std::cerr.flush();
   std::fflush(nullptr);
 
-  const pid_t parent = ::getpid();
-  std::vector<pid_t> pids(nproc, -1);  // -1 once reaped (or never started)
-  int alive = 0;
-  int result = 0;
-  bool stopping = false;
-  absl::Time kill_at = absl::InfiniteFuture();
-  bool forwarded_once = false;
-  auto stop_all = [&](int signo) {
-    for (pid_t pid : pids) {
-      if (pid > 0) ::kill(pid, signo);
-    }
-  };
-  auto begin_stopping = [&](int signo) {
-    stopping = true;
-    stop_all(signo);
-    kill_at = absl::Now() + options.kill_grace;
-  };
-
-  for (int r = 0; r < nproc; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      RankEnvironment env;
-      env.rank = r;
-      env.world_size = nproc;
-      env.local_rank = r;
-      env.run_dir = run_dir;
-      RunChild(env, parent, rank_main);
-    }
-    if (pid < 0) {
-      err << "launcher: cannot start rank " << r << ": fork: " << std::strerror(errno) << "\n";
-      result = 1;
-      begin_stopping(SIGTERM);
-      break;
-    }
-    pids[r] = pid;
-    ++alive;
-  }
-
-  while (alive > 0) {
-    for (int r = 0; r < nproc; ++r) {
-      if (pids[r] <= 0) continue;
-      int status = 0;
-      const pid_t done = ::waitpid(pids[r], &status, WNOHANG);
-      if (done != pids[r]) continue;
-      const pid_t pid = pids[r];
-      pids[r] = -1;
-      --alive;
-      // Only the first failure is reported: the others are its consequences (peers
-      // that lost their connection, or the SIGTERM sent here).
-      if (!stopping && !Succeeded(status)) {
-        result = ExitCodeOf(status);
-        err << "launcher: rank " << r << " (pid " << pid << ") " << DescribeStatus(status)
-            << "; stopping the other " << alive << " rank" << (alive == 1 ? "" : "s") << "\n";
-        err.flush();
-        begin_stopping(SIGTERM);
-      }
-    }
-    const int received = g_received_signal;
-    if (received != 0 && options.ranks_handle_signals && !forwarded_once) {
-      g_received_signal = 0;
-      forwarded_once = true;
-      stop_all(received);  // no deadline: the ranks save and exit on their own
-    } else if (received != 0) {
-      g_received_signal = 0;
-      if (!stopping) {
-        result = 128 + received;
-        err << "launcher: received " << strsignal(received) << "; stopping " << alive << " rank"
-            << (alive == 1 ? "" : "s") << "\n";
-        err.flush();
-        begin_stopping(received);
-      } else {
-        // A second Ctrl-C means now.
-        stop_all(SIGKILL);
-      }
-    }
-    if (stopping && absl::Now() >= kill_at) {
-      stop_all(SIGKILL);
-      kill_at = absl::InfiniteFuture();
-    }
-    if (alive > 0) ::usleep(5000);
-  }
-
+  RankSupervisor ranks(nproc, options, err);
+  ranks.Start(run_dir, rank_main);
+  const int result = ranks.Wait();
   if (!options.keep_run_dir) {
     std::error_code ignored;
     std::filesystem::remove_all(run_dir, ignored);
