@@ -151,25 +151,30 @@ void Place(const Windows& sender, const Windows& receiver, double lower, Message
   m->send_pos = p;
 }
 
-}  // namespace
+// Per rank: (type, micro-batch, chunk) -> compute index, to find each message's
+// consumer (an input gradient is looked up as the backward it starts).
+using ConsumerIndex = std::map<std::tuple<ActionType, int, int>, size_t>;
 
-absl::StatusOr<std::vector<std::vector<Action>>> AddP2p(StageLayout layout, int V,
-                                                        const ComputeOrder& order) {
-  const int P = static_cast<int>(order.size());
-  const int stages = P * V;
-  ASSIGN_OR_RETURN(IdealTimes times, IdealTimeline(layout, V, order));
-  std::vector<Windows> windows;
-  // (type, micro-batch, chunk) -> compute index, per rank, to find each consumer.
-  std::vector<std::map<std::tuple<ActionType, int, int>, size_t>> index(P);
-  for (int rank = 0; rank < P; ++rank) {
-    windows.push_back(PostingWindows(times.start[rank], times.end[rank]));
+std::vector<ConsumerIndex> ConsumerIndices(const ComputeOrder& order) {
+  std::vector<ConsumerIndex> index(order.size());
+  for (size_t rank = 0; rank < order.size(); ++rank) {
     for (size_t i = 0; i < order[rank].size(); ++i) {
       const Action& a = order[rank][i];
       const ActionType type = IsInputGradient(a.type) ? ActionType::kBackward : a.type;
       index[rank][{type, a.micro_batch, a.chunk}] = i;
     }
   }
+  return index;
+}
 
+// The messages between ranks: a forward's output to the next stage, an input gradient
+// to the previous one, each from its producer to its consumer (hand-overs between two
+// chunks of one rank are local and send nothing).
+absl::StatusOr<std::vector<Message>> Messages(StageLayout layout, int V, const ComputeOrder& order,
+                                              const IdealTimes& times) {
+  const int P = static_cast<int>(order.size());
+  const int stages = P * V;
+  const std::vector<ConsumerIndex> index = ConsumerIndices(order);
   std::vector<Message> messages;
   for (int rank = 0; rank < P; ++rank) {
     for (size_t i = 0; i < order[rank].size(); ++i) {
@@ -208,27 +213,37 @@ absl::StatusOr<std::vector<std::vector<Action>>> AddP2p(StageLayout layout, int 
       messages.push_back(m);
     }
   }
-  // In send order, so that each channel's meeting times only grow: the k-th send on a
-  // channel then meets the k-th receive.
-  std::stable_sort(messages.begin(), messages.end(), [](const Message& x, const Message& y) {
+  return messages;
+}
+
+// Places every message (Place), in send order, so that each channel's meeting times
+// only grow: the k-th send on a channel then meets the k-th receive.
+void PlaceMessages(const std::vector<Windows>& windows, std::vector<Message>* messages) {
+  std::stable_sort(messages->begin(), messages->end(), [](const Message& x, const Message& y) {
     return std::make_tuple(x.ready, x.from, x.producer) <
            std::make_tuple(y.ready, y.from, y.producer);
   });
   std::map<std::pair<int, int>, double> channel_meet;
-  for (Message& m : messages) {
+  for (Message& m : *messages) {
     double& last = channel_meet[{m.from, m.to}];
     Place(windows[m.from], windows[m.to], std::max(m.ready, last), &m);
     last = m.meet;
   }
-  // Per rank and position: the transfers posted there, ordered by meeting time.
+}
+
+// Each rank's computes with the placed messages' sends and receives posted between
+// them, those at one position ordered by meeting time.
+std::vector<std::vector<Action>> Interleave(const ComputeOrder& order,
+                                            const std::vector<Message>& messages) {
+  const size_t P = order.size();
   std::vector<std::vector<std::vector<std::pair<std::pair<double, double>, Action>>>> at(P);
-  for (int rank = 0; rank < P; ++rank) at[rank].resize(order[rank].size() + 1);
+  for (size_t rank = 0; rank < P; ++rank) at[rank].resize(order[rank].size() + 1);
   for (const Message& m : messages) {
     at[m.from][m.send_pos].push_back({{m.meet, m.ready}, m.send});
     at[m.to][m.recv_pos].push_back({{m.meet, m.ready}, m.recv});
   }
   std::vector<std::vector<Action>> lists(P);
-  for (int rank = 0; rank < P; ++rank) {
+  for (size_t rank = 0; rank < P; ++rank) {
     for (size_t i = 0; i <= order[rank].size(); ++i) {
       auto& batch = at[rank][i];
       std::stable_sort(batch.begin(), batch.end(),
@@ -238,6 +253,20 @@ absl::StatusOr<std::vector<std::vector<Action>>> AddP2p(StageLayout layout, int 
     }
   }
   return lists;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<Action>>> AddP2p(StageLayout layout, int V,
+                                                        const ComputeOrder& order) {
+  ASSIGN_OR_RETURN(IdealTimes times, IdealTimeline(layout, V, order));
+  std::vector<Windows> windows;
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    windows.push_back(PostingWindows(times.start[rank], times.end[rank]));
+  }
+  ASSIGN_OR_RETURN(std::vector<Message> messages, Messages(layout, V, order, times));
+  PlaceMessages(windows, &messages);
+  return Interleave(order, messages);
 }
 
 }  // namespace pipeline
