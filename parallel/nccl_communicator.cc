@@ -61,6 +61,65 @@ ncclDataType_t NcclType(ScalarType type) {
   return ncclUint8;
 }
 
+// Rank 0 creates the id; the others read it (DirectoryStore::get waits `timeout`).
+absl::StatusOr<ncclUniqueId> ShareUniqueId(const GroupSpec& group, RendezvousStore& store,
+                                           const std::string& where, absl::Duration timeout) {
+  ncclUniqueId id;
+  if (group.rank == 0) {
+    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+      return absl::UnavailableError(
+          absl::StrCat(where, ": ncclGetUniqueId: ", NcclError(r, nullptr)));
+    }
+    try {
+      store.set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof(id)));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(where, ": ", e.what()));
+    }
+    return id;
+  }
+  std::vector<char> bytes;
+  try {
+    bytes = store.get(kUniqueIdKey);
+  } catch (const std::exception& e) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "%s: group rank 0 (global rank %d) never published the NCCL unique id within "
+        "%s: %s",
+        where, group.global_ranks[0], absl::FormatDuration(timeout), e.what()));
+  }
+  if (bytes.size() != sizeof(id)) {
+    return absl::DataLossError(absl::StrFormat("%s: unique id has %d bytes, expected %d", where,
+                                               bytes.size(), sizeof(id)));
+  }
+  std::copy(bytes.begin(), bytes.end(), id.internal);
+  return id;
+}
+
+// The group's communicator, initialised non-blocking, so that a rank that never joins
+// ends in a timeout, not a hang.
+absl::StatusOr<ncclComm_t> InitComm(const GroupSpec& group, const ncclUniqueId& id,
+                                    const std::string& where, absl::Duration timeout) {
+  const int size = static_cast<int>(group.global_ranks.size());
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, group.rank, &config);
+  ncclResult_t state = r;
+  if (r == ncclSuccess || r == ncclInProgress) {
+    if (!WaitNotInProgress(comm, absl::Now() + timeout, &state)) {
+      ncclCommAbort(comm);
+      return absl::DeadlineExceededError(
+          absl::StrFormat("%s: ncclCommInitRank did not complete within %s: not every rank joined",
+                          where, absl::FormatDuration(timeout)));
+    }
+  }
+  if (state != ncclSuccess) {
+    const std::string error = NcclError(state, comm);
+    if (comm != nullptr) ncclCommAbort(comm);
+    return absl::UnavailableError(absl::StrCat(where, ": ncclCommInitRank: ", error));
+  }
+  return comm;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
@@ -82,54 +141,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   ASSIGN_OR_RETURN(std::unique_ptr<ProgressBoard> board, meeting.OpenBoard(name, group.rank, size));
   board->Post(0, "rendezvous");
 
-  // Rank 0 creates the id; the others read it (DirectoryStore::get waits `timeout`).
-  ncclUniqueId id;
-  if (group.rank == 0) {
-    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
-      return absl::UnavailableError(
-          absl::StrCat(where, ": ncclGetUniqueId: ", NcclError(r, nullptr)));
-    }
-    try {
-      store->set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof(id)));
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(where, ": ", e.what()));
-    }
-  } else {
-    std::vector<char> bytes;
-    try {
-      bytes = store->get(kUniqueIdKey);
-    } catch (const std::exception& e) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "%s: group rank 0 (global rank %d) never published the NCCL unique id within "
-          "%s: %s",
-          where, group.global_ranks[0], absl::FormatDuration(timeout), e.what()));
-    }
-    if (bytes.size() != sizeof(id)) {
-      return absl::DataLossError(absl::StrFormat("%s: unique id has %d bytes, expected %d", where,
-                                                 bytes.size(), sizeof(id)));
-    }
-    std::copy(bytes.begin(), bytes.end(), id.internal);
-  }
-
-  // Non-blocking, so that a rank that never joins ends in a timeout, not a hang.
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, group.rank, &config);
-  ncclResult_t state = r;
-  if (r == ncclSuccess || r == ncclInProgress) {
-    if (!WaitNotInProgress(comm, absl::Now() + timeout, &state)) {
-      ncclCommAbort(comm);
-      return absl::DeadlineExceededError(
-          absl::StrFormat("%s: ncclCommInitRank did not complete within %s: not every rank joined",
-                          where, absl::FormatDuration(timeout)));
-    }
-  }
-  if (state != ncclSuccess) {
-    const std::string error = NcclError(state, comm);
-    if (comm != nullptr) ncclCommAbort(comm);
-    return absl::UnavailableError(absl::StrCat(where, ": ncclCommInitRank: ", error));
-  }
+  ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(group, *store, where, timeout));
+  ASSIGN_OR_RETURN(ncclComm_t comm, InitComm(group, id, where, timeout));
   // The object owns the handles from here: its destructor releases what was created.
   std::unique_ptr<NcclCommunicator> created(
       new NcclCommunicator(group, comm, cuda_device, std::move(board), timeout));
