@@ -75,6 +75,63 @@ std::string DescribeGemm(const Key& key) {
       align_vector, align_aux);
 }
 
+// The descriptor's operations. Column-major C^T[n, m] = op(B^T) op(A^T): the transposes
+// carry over unchanged, as a stored-transposed row-major matrix is a stored-transposed
+// column-major one.
+void SetOperations(cublasLtMatmulDesc_t desc, bool trans_a, bool trans_b) {
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)));
+}
+
+// The descriptor's epilogue (not kNone), its vector's type and the aux matrix's leading
+// dimension. In cuBLASLt's column-major terms c is D^T [n, m]: our row vector over c's n
+// columns is a bias over D's rows (EPILOGUE_BIAS), our aux [m, n] is a D-shaped matrix of
+// leading dimension n, and sums of our op(a) over k are sums of its B operand, one per
+// column of D (EPILOGUE_BGRADB).
+void SetEpilogue(cublasLtMatmulDesc_t desc, GemmLt::Epilogue kind, cudaDataType_t c_type,
+                 bool has_aux, int64_t n) {
+  cublasLtEpilogue_t lt_epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (kind == GemmLt::Epilogue::kGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
+  if (kind == GemmLt::Epilogue::kBiasGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (kind == GemmLt::Epilogue::kGeluGradAux) lt_epilogue = CUBLASLT_EPILOGUE_DGELU;
+  if (kind == GemmLt::Epilogue::kBiasGradOfA) lt_epilogue = CUBLASLT_EPILOGUE_BGRADB;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epilogue,
+                                              sizeof(lt_epilogue)));
+  const int32_t vector_type = c_type;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                              &vector_type, sizeof(vector_type)));
+  if (has_aux) {
+    const int64_t aux_ld = n;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                &aux_ld, sizeof(aux_ld)));
+  }
+}
+
+// The heuristic's preference: the workspace it may use and the buffers' alignments
+// (cuBLASLt's A is our b, its B our a). The caller destroys it.
+cublasLtMatmulPreference_t Preference(int align_a, int align_b, int align_c) {
+  cublasLtMatmulPreference_t preference;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const uint64_t workspace = GemmLt::kWorkspaceBytes;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+  const uint32_t alignments[3] = {static_cast<uint32_t>(align_b), static_cast<uint32_t>(align_a),
+                                  static_cast<uint32_t>(align_c)};
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignments[0], sizeof(uint32_t)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignments[1], sizeof(uint32_t)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignments[2], sizeof(uint32_t)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignments[2], sizeof(uint32_t)));
+  return preference;
+}
+
 }  // namespace
 
 struct GemmLt::Plan {
@@ -153,34 +210,9 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue
   const cudaDataType_t c_type = CudaType(static_cast<DType>(c_int));
   auto plan = std::make_unique<Plan>();
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  // Column-major C^T[n, m] = op(B^T) op(A^T): the transposes carry over unchanged, as a
-  // stored-transposed row-major matrix is a stored-transposed column-major one.
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)));
-  CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)));
-  // In cuBLASLt's column-major terms c is D^T [n, m]: our row vector over c's n columns
-  // is a bias over D's rows (EPILOGUE_BIAS), our aux [m, n] is a D-shaped matrix of
-  // leading dimension n, and sums of our op(a) over k are sums of its B operand, one per
-  // column of D (EPILOGUE_BGRADB).
+  SetOperations(plan->desc, trans_a, trans_b);
   if (epilogue.kind != Epilogue::kNone) {
-    cublasLtEpilogue_t lt_epilogue = CUBLASLT_EPILOGUE_BIAS;
-    if (epilogue.kind == Epilogue::kGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
-    if (epilogue.kind == Epilogue::kBiasGeluAux) lt_epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    if (epilogue.kind == Epilogue::kGeluGradAux) lt_epilogue = CUBLASLT_EPILOGUE_DGELU;
-    if (epilogue.kind == Epilogue::kBiasGradOfA) lt_epilogue = CUBLASLT_EPILOGUE_BGRADB;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                &lt_epilogue, sizeof(lt_epilogue)));
-    const int32_t vector_type = c_type;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                &vector_type, sizeof(vector_type)));
-    if (epilogue.aux != nullptr) {
-      const int64_t aux_ld = n;
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                  &aux_ld, sizeof(aux_ld)));
-    }
+    SetEpilogue(plan->desc, epilogue.kind, c_type, epilogue.aux != nullptr, n);
     SetEpiloguePointers(*plan, epilogue);
   }
   // Our b: [k, n] row-major = column-major [n, k] (ld n); stored transposed ([n, k]
@@ -191,23 +223,7 @@ const GemmLt::Plan* GemmLt::PlanFor(const Key& key, const EpilogueArgs& epilogue
                                           trans_a ? k : m, trans_a ? m : k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c_layout, c_type, n, m, n));
 
-  cublasLtMatmulPreference_t preference;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const uint64_t workspace = kWorkspaceBytes;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
-  // cuBLASLt's A is our b, its B our a.
-  const uint32_t alignments[3] = {static_cast<uint32_t>(align_b), static_cast<uint32_t>(align_a),
-                                  static_cast<uint32_t>(align_c)};
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignments[0], sizeof(uint32_t)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignments[1], sizeof(uint32_t)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignments[2], sizeof(uint32_t)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignments[2], sizeof(uint32_t)));
-
+  cublasLtMatmulPreference_t preference = Preference(align_a, align_b, align_c);
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   const cublasStatus_t query = cublasLtMatmulAlgoGetHeuristic(
