@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_format.h"
+
 namespace conveyor {
 
 std::string JsonQuote(absl::string_view s) {
@@ -49,6 +51,13 @@ std::string JsonFloat(float value) {
     if (std::strtof(buffer, nullptr) == value) break;
   }
   return buffer;
+}
+
+std::string PythonFloat(double value) {
+  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e16) {
+    return absl::StrFormat("%.1f", value);
+  }
+  return JsonFloat(static_cast<float>(value));
 }
 
 }  // namespace conveyor

@@ -17,6 +17,9 @@ std::string JsonQuote(absl::string_view s);
 // "9.99999975e-06"), so that config files show the numbers people typed.
 std::string JsonFloat(float value);
 
+// A float as Python's json module writes one: "10000.0", "1e-05".
+std::string PythonFloat(double value);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_TRAINER_HF_JSON_TEXT_H_

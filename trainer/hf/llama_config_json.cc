@@ -7,25 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "flags/proto_flags.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/message.h"
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/json_text.h"
+#include "trainer/hf/model_flags_from_file.h"
 
 namespace conveyor {
 namespace {
-
-using google::protobuf::FieldDescriptor;
-using google::protobuf::Reflection;
-
-// A float as Python's json writes a float: "10000.0", "1e-05".
-std::string PythonFloat(double value) {
-  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e16) {
-    return absl::StrFormat("%.1f", value);
-  }
-  return JsonFloat(static_cast<float>(value));
-}
 
 std::string IdOrNull(int64_t id) { return id < 0 ? "null" : absl::StrCat(id); }
 
@@ -36,73 +23,6 @@ std::string SortedJsonObject(const std::map<std::string, std::string>& fields) {
     lines.push_back(absl::StrCat("  ", JsonQuote(key), ": ", value));
   return absl::StrCat("{\n", absl::StrJoin(lines, ",\n"), "\n}\n");
 }
-
-// Sets model flags from the file, collecting contradictions with flags already set.
-class ModelFlagsFromFile {
- public:
-  ModelFlagsFromFile(const std::string& path, ModelConfig* model)
-      : path_(path), model_(model), reflection_(*model->GetReflection()) {}
-
-  // `field` (a ModelConfig field) takes `value`, which config.json's `key` says.
-  void Int(const char* field, const std::string& key, int64_t value) {
-    const FieldDescriptor* f = Field(field);
-    if (Given(f) && reflection_.GetInt32(*model_, f) != value) {
-      Contradiction(f, absl::StrCat(reflection_.GetInt32(*model_, f)), key, absl::StrCat(value));
-    } else {
-      reflection_.SetInt32(model_, f, static_cast<int32_t>(value));
-    }
-  }
-  void Float(const char* field, const std::string& key, double value) {
-    const FieldDescriptor* f = Field(field);
-    const float wanted = static_cast<float>(value);
-    if (Given(f) && reflection_.GetFloat(*model_, f) != wanted) {
-      Contradiction(f, JsonFloat(reflection_.GetFloat(*model_, f)), key, PythonFloat(value));
-    } else {
-      reflection_.SetFloat(model_, f, wanted);
-    }
-  }
-  void Bool(const char* field, const std::string& key, bool value, const std::string& says) {
-    const FieldDescriptor* f = Field(field);
-    if (Given(f) && reflection_.GetBool(*model_, f) != value) {
-      Contradiction(f, reflection_.GetBool(*model_, f) ? "true" : "false", key, says);
-    } else {
-      reflection_.SetBool(model_, f, value);
-    }
-  }
-  void String(const char* field, const std::string& key, const std::string& value) {
-    const FieldDescriptor* f = Field(field);
-    if (Given(f) && reflection_.GetString(*model_, f) != value) {
-      Contradiction(f, reflection_.GetString(*model_, f), key, value);
-    } else {
-      reflection_.SetString(model_, f, value);
-    }
-  }
-  void Unsupported(const std::string& what) { problems_.push_back(what); }
-
-  absl::Status Status() const {
-    if (problems_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("--load-hf: ", path_,
-                                                   " cannot configure this model:\n  ",
-                                                   absl::StrJoin(problems_, "\n  ")));
-  }
-
- private:
-  const FieldDescriptor* Field(const char* name) const {
-    return ModelConfig::descriptor()->FindFieldByName(name);
-  }
-  bool Given(const FieldDescriptor* f) const { return reflection_.HasField(*model_, f); }
-  void Contradiction(const FieldDescriptor* f, const std::string& flag_value,
-                     const std::string& key, const std::string& file_value) {
-    problems_.push_back(absl::StrCat(FlagName(*f), " ", flag_value, " contradicts ", key, " = ",
-                                     file_value, " in ", path_,
-                                     ": drop the flag (the file sets it) or load another model"));
-  }
-
-  const std::string& path_;
-  ModelConfig* model_;
-  const Reflection& reflection_;
-  std::vector<std::string> problems_;
-};
 
 // rope_scaling's kind: {"rope_type": "llama3", ...} or, older, {"type": "linear"}.
 std::string RopeScalingType(const JsonValue& scaling) {
