@@ -2,7 +2,8 @@
 #include "runtime/cuda/device_math.h"
 
 // Notation, per sample b and query head h (key/value group g = h / heads_per_group):
-//   S = scale Q K^T (causal: S[i][j] = -inf for j > i),  P = softmax_rows(S)
+//   S = scale Q K^T (causal: S[i][j] = -inf for j > i, and for j < i - window under a
+//   sliding window),  P = softmax_rows(S)
 //   lse[i] = log sum_j exp(S[i][j]),  so P[i][j] = exp(S[i][j] - lse[i])
 //   M = dropout mask scaled by 1 / (1 - p) (all ones without dropout),  P' = P * M
 //   O = P' V
@@ -40,9 +41,19 @@ struct Geometry {
   // Document masking: row i of sample b sees keys from document_start[b * seq + i] on
   // (null: from 0).
   const int32_t* document_start;
+  int64_t window;  // sliding window: keys from i - window on; -1: unbounded
 
   __device__ bool Visible(int64_t b, int64_t i, int64_t j) const {
-    return j <= i && (document_start == nullptr || j >= document_start[b * seq + i]);
+    return j <= i && (window < 0 || j >= i - window) &&
+           (document_start == nullptr || j >= document_start[b * seq + i]);
+  }
+  // The first key tile a query tile starting at q_start can see (0 without a window).
+  __device__ int64_t FirstKeyTile(int64_t q_start) const {
+    return window < 0 ? 0 : Max64(0, q_start - window) / kTile * kTile;
+  }
+  // The end of the query rows that can see a key tile starting at k_start.
+  __device__ int64_t QueryEnd(int64_t k_start) const {
+    return window < 0 ? seq : Min64(seq, k_start + kTile + window);
   }
 
   __device__ int64_t GroupStart(int64_t g) const { return g * (heads_per_group + 2) * head_dim; }
@@ -123,7 +134,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   const int64_t key_end = Min64(seq, q_start + kTile);  // causal: later keys are masked
-  for (int64_t k_start = 0; k_start < key_end; k_start += kTile) {
+  for (int64_t k_start = geo.FirstKeyTile(q_start); k_start < key_end; k_start += kTile) {
     __syncthreads();  // the previous tile's readers are done
     LoadTile(sample, geo.ld, geo.KeyOffset(g), k_start, seq, d, kd, k_s);
     LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, d, kd, v_s);
@@ -137,7 +148,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const bool valid = geo.Visible(b, i, j);
       const float s = valid ? scale * Dot(q_s + il * d, k_s + lane * kd, d) : -INFINITY;
       const float m_new = MaxOp{}(m[rr], WarpAllReduce(s, MaxOp{}));
-      if (m_new == -INFINITY) continue;  // nothing visible yet (document masking)
+      if (m_new == -INFINITY) continue;  // nothing visible yet (documents, window)
       const float p = valid ? expf(s - m_new) : 0.0f;
       const float correction = expf(m[rr] - m_new);  // 0 on the first tile (m = -inf)
       l[rr] = l[rr] * correction + WarpAllReduce(p, SumOp{});
@@ -227,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   const int64_t key_end = Min64(seq, q_start + kTile);
-  for (int64_t k_start = 0; k_start < key_end; k_start += kTile) {
+  for (int64_t k_start = geo.FirstKeyTile(q_start); k_start < key_end; k_start += kTile) {
     __syncthreads();
     LoadTile(sample, geo.ld, geo.KeyOffset(g), k_start, seq, d, kd, k_s);
     LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, d, kd, v_s);
@@ -270,9 +281,58 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// One query tile's share of the dK, dV kernel: for each of the warp's keys j and the
+// tile's query rows i (lane), P, dP' and dS as in the dQ kernel, then
+// dv_j += P'[i][j] dO_i and dk_j += dS[i][j] q_i. The tile's queries, their dO rows,
+// log-sum-exps and row dots are in shared memory (q_s, do_s, lse_s, d_s).
+template <int kDimsPerLane>
+__device__ __forceinline__ void AccumulateKeyValueTile(
+    const Geometry& geo, int64_t b, int64_t h, int64_t q_start, int64_t k_start, float scale,
+    const Dropout& drop, const float* k_s, const float* v_s, const float* q_s, const float* do_s,
+    const float* lse_s, const float* d_s, float (&dk)[kRowsPerWarp][kDimsPerLane],
+    float (&dv)[kRowsPerWarp][kDimsPerLane]) {
+  const int d = static_cast<int>(geo.head_dim), kd = d + 1;
+  const int64_t seq = geo.seq;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    const int jl = warp * kRowsPerWarp + rr;
+    const int64_t j = k_start + jl;
+    if (j >= seq) continue;  // warp-uniform
+    const int64_t i = q_start + lane;
+    float p_used = 0.0f, ds = 0.0f;
+    if (i < seq && geo.Visible(b, i, j)) {
+      const float p = expf(scale * Dot(q_s + lane * kd, k_s + jl * d, d) - lse_s[lane]);
+      float dp = Dot(do_s + lane * kd, v_s + jl * d, d);
+      p_used = p;
+      if (drop.enabled) {
+        const float mask = drop.Mask(drop.RowBase(b, h, i, seq), j);
+        p_used *= mask;
+        dp *= mask;
+      }
+      ds = p * (dp - d_s[lane]);
+    }
+    // Rows i < j of this tile have P = 0: start at the first row that can see key j.
+    const int first = static_cast<int>(Max64(0, j - q_start));
+    for (int ii = first; ii < kTile; ++ii) {
+      const float pi = __shfl_sync(kFullMask, p_used, ii);
+      const float dsi = __shfl_sync(kFullMask, ds, ii);
+#pragma unroll
+      for (int e = 0; e < kDimsPerLane; ++e) {
+        const int c = lane + 32 * e;
+        if (c < d) {
+          dv[rr][e] += pi * do_s[ii * kd + c];
+          dk[rr][e] += dsi * q_s[ii * kd + c];
+        }
+      }
+    }
+  }
+}
+
 // dK, dV: block (key tile, group g, sample b); each warp owns 4 keys j, lane i is a query
 // row of the current query tile. Over the group's heads and the query tiles from the
-// key tile on (causal): P, M, dP' and dS as in the dQ kernel, then
+// key tile on (causal) to the last that its window reaches: P, M, dP' and dS as in the
+// dQ kernel, then
 //   dv_j += P'[i][j] dO_i,  dk_j += dS[i][j] q_i;  finally dK_j = scale dk_j, dV_j = dv_j.
 // One block owns all of a key's gradient, so the heads of a group are summed without
 // atomics, in a fixed order.
@@ -307,7 +367,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   for (int64_t hh = 0; hh < geo.heads_per_group; ++hh) {
     const int64_t h = g * geo.heads_per_group + hh;
-    for (int64_t q_start = k_start; q_start < seq; q_start += kTile) {
+    for (int64_t q_start = k_start; q_start < geo.QueryEnd(k_start); q_start += kTile) {
       __syncthreads();
       LoadTile(sample, geo.ld, geo.QueryOffset(h), q_start, seq, d, kd, q_s);
       LoadTile(dsample, geo.ld_ctx, h * d, q_start, seq, d, kd, do_s);
@@ -318,39 +378,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         d_s[threadIdx.x] = i < seq ? row_dot[stat] : 0.0f;
       }
       __syncthreads();
-#pragma unroll
-      for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-        const int jl = warp * kRowsPerWarp + rr;
-        const int64_t j = k_start + jl;
-        if (j >= seq) continue;  // warp-uniform
-        const int64_t i = q_start + lane;
-        float p_used = 0.0f, ds = 0.0f;
-        if (i < seq && geo.Visible(b, i, j)) {
-          const float p = expf(scale * Dot(q_s + lane * kd, k_s + jl * d, d) - lse_s[lane]);
-          float dp = Dot(do_s + lane * kd, v_s + jl * d, d);
-          p_used = p;
-          if (drop.enabled) {
-            const float mask = drop.Mask(drop.RowBase(b, h, i, seq), j);
-            p_used *= mask;
-            dp *= mask;
-          }
-          ds = p * (dp - d_s[lane]);
-        }
-        // Rows i < j of this tile have P = 0: start at the first row that can see key j.
-        const int first = static_cast<int>(Max64(0, j - q_start));
-        for (int ii = first; ii < kTile; ++ii) {
-          const float pi = __shfl_sync(kFullMask, p_used, ii);
-          const float dsi = __shfl_sync(kFullMask, ds, ii);
-#pragma unroll
-          for (int e = 0; e < kDimsPerLane; ++e) {
-            const int c = lane + 32 * e;
-            if (c < d) {
-              dv[rr][e] += pi * do_s[ii * kd + c];
-              dk[rr][e] += dsi * q_s[ii * kd + c];
-            }
-          }
-        }
-      }
+      AccumulateKeyValueTile<kDimsPerLane>(geo, b, h, q_start, k_start, scale, drop, k_s, v_s,
+                                           q_s, do_s, lse_s, d_s, dk, dv);
     }
   }
 
@@ -370,9 +399,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-Geometry GeometryOf(const AttentionShape& s, const int32_t* document_start) {
-  return {s.seq,         s.heads(), s.heads_per_group, s.head_dim, s.qkv_width(),
-          s.heads() * s.head_dim, document_start};
+Geometry GeometryOf(const AttentionShape& s, const int32_t* document_start, int64_t window) {
+  return {s.seq,          s.heads(),     s.heads_per_group,
+          s.head_dim,     s.qkv_width(), s.heads() * s.head_dim,
+          document_start, window};
 }
 
 Dropout DropoutOf(const AttentionDropoutArgs& a) {
@@ -400,10 +430,10 @@ void CheckShape(const AttentionShape& s) {
 
 void LaunchAttentionForward(DType dtype, const AttentionShape& shape, const void* qkv, float scale,
                             const AttentionDropoutArgs& dropout, const int32_t* document_start,
-                            float* lse, void* ctx) {
+                            int64_t window, float* lse, void* ctx) {
   CheckShape(shape);
   if (shape.batch <= 0 || shape.seq <= 0 || shape.heads() <= 0) return;
-  const Geometry geo = GeometryOf(shape, document_start);
+  const Geometry geo = GeometryOf(shape, document_start, window);
   const Dropout drop = DropoutOf(dropout);
   const int d = static_cast<int>(shape.head_dim);
   const size_t smem = sizeof(float) * (kTile * d + 2 * kTile * (d + 1));
@@ -424,10 +454,10 @@ void LaunchAttentionForward(DType dtype, const AttentionShape& shape, const void
 void LaunchAttentionBackward(DType dtype, const AttentionShape& shape, const void* qkv,
                              const float* lse, const void* ctx, const void* dctx, float scale,
                              const AttentionDropoutArgs& dropout, const int32_t* document_start,
-                             float* row_dot, void* dqkv) {
+                             int64_t window, float* row_dot, void* dqkv) {
   CheckShape(shape);
   if (shape.batch <= 0 || shape.seq <= 0 || shape.heads() <= 0) return;
-  const Geometry geo = GeometryOf(shape, document_start);
+  const Geometry geo = GeometryOf(shape, document_start, window);
   const Dropout drop = DropoutOf(dropout);
   const int d = static_cast<int>(shape.head_dim);
   const unsigned tiles = static_cast<unsigned>((shape.seq + kTile - 1) / kTile);
