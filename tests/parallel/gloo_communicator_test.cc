@@ -211,7 +211,7 @@ TEST(GlooDeviceTest, BindsTheNamedInterfaceOrSaysItIsMissing) {
 
 TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
   const std::string dir = FreshDir("gloo_timeout");
-  const absl::Duration timeout = absl::Seconds(1);
+  const absl::Duration timeout = absl::Seconds(3);
   std::ostringstream err;
   const int code = LaunchLocalRanks(
       3,
@@ -219,8 +219,8 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
         auto comm = ConnectWorld(env, timeout);
         if (!comm.ok()) return Fail(env, comm.status().ToString());
         if (env.rank == 2) {  // alive and connected, but busy elsewhere
-          WaitForFile(dir + "/done.0", absl::Seconds(10));
-          WaitForFile(dir + "/done.1", absl::Seconds(10));
+          WaitForFile(dir + "/done.0", absl::Seconds(30));
+          WaitForFile(dir + "/done.1", absl::Seconds(30));
           return 0;
         }
         std::vector<float> data(100, 1.0f);
@@ -254,9 +254,10 @@ TEST(GlooTimeoutTest, MissingRankIsNamedWithinTheTimeout) {
         << message;
     if (status_code == static_cast<int>(absl::StatusCode::kDeadlineExceeded)) {
       ++deadline_exceeded;
-      EXPECT_GE(took_ms, 1000) << message;
+      EXPECT_GE(took_ms, 3000) << message;
     }
-    EXPECT_LT(took_ms, 2500) << message;
+    // Without the timeout the wait would last until rank 2 leaves (30 s).
+    EXPECT_LT(took_ms, 15000) << message;
     EXPECT_EQ(again_code, status_code) << "a broken communicator must stay broken";
     EXPECT_THAT(message, HasSubstr("AllReduceSum #1 on group world[0-2] (global ranks 0-2)"));
     EXPECT_THAT(message, HasSubstr("ranks that did not arrive: group rank 2 (global "
@@ -328,7 +329,7 @@ TEST(GlooTimeoutTest, RendezvousNamesTheRankThatNeverCame) {
             message.find("rendezvous of group world[0,1]") == std::string::npos ||
             message.find("ranks that never arrived: group rank 1 (global rank 1)") ==
                 std::string::npos ||
-            took > absl::Seconds(2)) {
+            took > absl::Seconds(15)) {  // not gloo's own 30 s
           return Fail(env, absl::StrCat("unexpected: ", comm.status().ToString()));
         }
         std::printf("%s\n", message.c_str());

@@ -234,14 +234,15 @@ TEST(TcpStoreClientTest, AProgramThatNeverAnswersTheHandshakeEndsWithinTheTimeou
   const ForeignServer silent(nullptr);  // connections complete (the backlog), unanswered
   const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, absl::Seconds(1));
+      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, absl::Seconds(5));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(client.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(client.status().message()),
               AllOf(NamesTheForeignPort(silent),
-                    HasSubstr("did not answer the TCP store's handshake within 1s")));
-  EXPECT_GE(took, absl::Seconds(1));
-  EXPECT_LT(took, absl::Seconds(2)) << "3 x the timeout again";
+                    HasSubstr("did not answer the TCP store's handshake within 5s")));
+  EXPECT_GE(took, absl::Seconds(5));
+  // The old wait was 3 x the timeout (15 s); the bound leaves a loaded machine 5 s.
+  EXPECT_LT(took, absl::Seconds(10)) << "3 x the timeout again";
 }
 
 TEST(TcpStoreClientTest, AProgramThatAnswersSomethingElseIsRecognisedAtOnce) {
@@ -264,7 +265,7 @@ TEST(TcpStoreClientTest, AProgramThatAnswersSomethingElseIsRecognisedAtOnce) {
     const absl::Time start = absl::Now();
     absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
         TcpStoreClient::Connect("127.0.0.1", c.server.port(), {}, absl::Seconds(30));
-    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << c.says;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "waited for the timeout: " << c.says;
     EXPECT_EQ(client.status().code(), c.code) << client.status();
     EXPECT_THAT(std::string(client.status().message()),
                 AllOf(NamesTheForeignPort(c.server), HasSubstr(c.says)));
@@ -275,17 +276,17 @@ TEST(TcpStoreClientTest, AStoreThatNeverAnswersEndsInAnErrorNotAHang) {
   // A store that completes the handshake, then never answers a request.
   const ForeignServer silent([](int fd) { AnswerHandshake(fd, {}); });
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, absl::Milliseconds(200));
+      TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, absl::Seconds(6));
   ASSERT_TRUE(client.ok()) << client.status();
-  const absl::Time start = absl::Now();
+  // A hang would end at the test's own timeout.
   absl::StatusOr<std::optional<std::string>> value = (*client)->Get("tp[0,1]/rank_0");
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(value.status().message(), HasSubstr("no answer within 200ms"));
-  // The connection is out of step now: every later request fails the same way at once.
+  EXPECT_THAT(value.status().message(), HasSubstr("no answer within 6s"));
+  // The connection is out of step now: every later request fails the same way at once,
+  // not after another 6 s.
   const absl::Time later = absl::Now();
   EXPECT_EQ((*client)->Set("tp[0,1]/rank_1", "x"), value.status());
-  EXPECT_LT(absl::Now() - later, absl::Milliseconds(100));
+  EXPECT_LT(absl::Now() - later, absl::Seconds(3));
 }
 
 // A former hang: a gloo rendezvous over a store that stopped answering waited for
@@ -293,7 +294,7 @@ TEST(TcpStoreClientTest, AStoreThatNeverAnswersEndsInAnErrorNotAHang) {
 // timeout for two ranks). It ends within about one timeout now.
 TEST(TcpStoreClientTest, ARendezvousOverAStoreThatStoppedAnsweringEndsWithinTheTimeout) {
   const ForeignServer silent([](int fd) { AnswerHandshake(fd, {}); });
-  const absl::Duration timeout = absl::Seconds(1);
+  const absl::Duration timeout = absl::Seconds(5);
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
       TcpStoreClient::Connect("127.0.0.1", silent.port(), {}, timeout);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -304,8 +305,8 @@ TEST(TcpStoreClientTest, ARendezvousOverAStoreThatStoppedAnsweringEndsWithinTheT
       GlooCommunicator::Create({"world[0,1]", {0, 1}, 0}, TcpRendezvous(*client), *device, timeout);
   const absl::Duration took = absl::Now() - start;
   EXPECT_FALSE(comm.ok());
-  EXPECT_THAT(comm.status().message(), HasSubstr("no answer within 1s"));
-  EXPECT_LT(took, timeout + absl::Milliseconds(500)) << "3 x the timeout again";
+  EXPECT_THAT(comm.status().message(), HasSubstr("no answer within 5s"));
+  EXPECT_LT(took, 2 * timeout) << "3 x the timeout again";
 }
 
 // A collective that timed out because the link to rank 0's node is gone: reading the
@@ -345,7 +346,7 @@ TEST(TcpStoreServerTest, ARankOfAnotherWorldSizeIsRefusedAndNamedOnBothSides) {
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> client =
       TcpStoreClient::Connect("localhost", (*server)->port(), {1, 3, ""}, absl::Seconds(30));
   const absl::Status rank0 = (*server)->AwaitRanks(absl::Seconds(30));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "waited for the timeout";
   const std::string said = "global rank 1 has WORLD_SIZE=3, global rank 0 has WORLD_SIZE=2";
   EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(client.status().message(),
@@ -369,7 +370,7 @@ TEST(TcpStoreServerTest, RankZeroNamesTheRanksThatNeverCame) {
   const absl::Time start = absl::Now();
   const absl::Status rank0 = (*server)->AwaitRanks(absl::Milliseconds(300));
   const absl::StatusOr<std::shared_ptr<TcpStoreClient>> told = rank1.get();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "rank 1 waited for its own timeout";
   EXPECT_EQ(rank0.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(rank0.message(), AllOf(HasSubstr("rank(s) 2 of 3 never reached"),
                                      HasSubstr("within 300ms"), HasSubstr("WORLD_SIZE 3")));
@@ -389,7 +390,7 @@ TEST(TcpStoreServerTest, ARankOfAnotherJobIsRefusedNamingBothJobs) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> stranger = TcpStoreClient::Connect(
       "127.0.0.1", (*server)->port(), {1, 2, "SLURM_JOB_ID=200"}, absl::Seconds(30));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "waited for the timeout";
   EXPECT_EQ(stranger.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(stranger.status().message(),
               AllOf(HasSubstr(absl::StrCat("127.0.0.1:", (*server)->port(), " serves another job")),
@@ -447,7 +448,7 @@ TEST(TcpStoreServerTest, TwoClaimsOfARankBeforeTheJobAssembledFailItNamingBoth) 
   auto second = std::async(std::launch::async, claim);
   const absl::Status rank0 = (*server)->AwaitRanks(absl::Seconds(20));
   const absl::StatusOr<std::shared_ptr<TcpStoreClient>> claimants[] = {first.get(), second.get()};
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "waited for the timeout";
   const auto names_both =
       AllOf(HasSubstr("global rank 1 was claimed by two processes"), HasSubstr("from 127.0.0.1:"),
             HasSubstr("and from 127.0.0.1:"), HasSubstr("start each rank once, with its own RANK"));
@@ -472,7 +473,7 @@ TEST(TcpStoreServerTest, ALateClaimOfARankIsRefusedAlone) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<TcpStoreClient>> late =
       TcpStoreClient::Connect("127.0.0.1", port, {1, 2, ""}, absl::Seconds(20));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "waited for the timeout";
   EXPECT_EQ(late.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(late.status().message(),
               AllOf(HasSubstr("refused this process (global rank 1): global rank 1 was already "
