@@ -137,7 +137,7 @@ TEST(DirectoryRendezvousTest, RankZeroNamesTheRanksThatNeverJoin) {
               AllOf(HasSubstr("rank(s) 1, 2 of 3 never joined"), HasSubstr(run_dir),
                     HasSubstr("within 300ms"), HasSubstr("same run directory")));
   EXPECT_GE(took, absl::Milliseconds(300));
-  EXPECT_LT(took, absl::Seconds(2));
+  EXPECT_LT(took, absl::Seconds(15)) << "not a wait that ends with the timeout";
 }
 
 TEST(DirectoryRendezvousTest, ARankNamesRankZeroWhenNoLaunchAnswers) {
@@ -152,7 +152,7 @@ TEST(DirectoryRendezvousTest, ARankNamesRankZeroWhenNoLaunchAnswers) {
               AllOf(HasSubstr("rank 0 never admitted rank 1 of 2"), HasSubstr(run_dir),
                     HasSubstr("start rank 0 with the same run directory")));
   EXPECT_GE(took, absl::Milliseconds(300));
-  EXPECT_LT(took, absl::Seconds(2));
+  EXPECT_LT(took, absl::Seconds(15)) << "not a wait that ends with the timeout";
 }
 
 // Two processes claiming rank 1 (two launches in one run directory, or a rank started
@@ -168,7 +168,7 @@ TEST(DirectoryRendezvousTest, ASecondClaimOfARankFailsAtOnce) {
                           absl::Seconds(20));
   const absl::Time start = absl::Now();
   const absl::StatusOr<std::string> loser = first.get();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "waited for the 20 s timeout";
   EXPECT_EQ(loser.status().code(), absl::StatusCode::kAlreadyExists) << loser.status();
   EXPECT_THAT(loser.status().message(),
               AllOf(HasSubstr("another process claimed rank 1"), HasSubstr("was replaced"),
@@ -249,7 +249,7 @@ TEST(DirectoryRendezvousTest, RanksOfAnotherWorldSizeAreNamedAtOnceOnBothSides) 
     const absl::StatusOr<std::string> rank0 =
         JoinAs(run_dir, 0, rank0_size, absl::ZeroDuration(), absl::Seconds(20));
     const absl::StatusOr<std::string> joined = rank1.get();
-    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << said;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "waited for the 20 s timeout: " << said;
     for (const absl::Status& status : {rank0.status(), joined.status()}) {
       EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
       EXPECT_THAT(status.message(),
