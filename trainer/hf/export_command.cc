@@ -1,6 +1,7 @@
 #include "trainer/hf/export_command.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,6 +26,25 @@ const FlagSpec& ExportFlags() {
     return sp;
   }();
   return *spec;
+}
+
+// An export writes whole files into --output; into a folder that already holds a model
+// it would overwrite some files and leave others (a longer shard list, a tokenizer) that
+// no longer belong, so only a new or empty folder is taken.
+std::optional<std::string> OutputFolderProblem(const std::string& output) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(output, ec);
+  if (!std::filesystem::exists(status)) return std::nullopt;
+  if (!std::filesystem::is_directory(status)) {
+    return absl::StrCat("--output ", output, ": exists and is not a folder; name a new folder");
+  }
+  std::filesystem::directory_iterator entries(output, ec);
+  if (ec) return absl::StrCat("--output ", output, ": cannot list the folder (", ec.message(), ")");
+  if (entries == std::filesystem::directory_iterator()) return std::nullopt;
+  return absl::StrCat("--output ", output, ": the folder is not empty (it holds ",
+                      entries->path().filename().string(),
+                      "); an export never overwrites files: name a new or empty folder, or "
+                      "remove this one first");
 }
 
 std::string Usage() {
@@ -77,6 +97,11 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
                                       options.ckpt_step(), "\""));
     } else {
       step = options.ckpt_step();
+    }
+  }
+  if (!options.output().empty()) {
+    if (std::optional<std::string> problem = OutputFolderProblem(options.output())) {
+      problems.push_back(*std::move(problem));
     }
   }
   if (!problems.empty()) return UsageError(problems, err);

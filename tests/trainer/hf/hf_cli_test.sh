@@ -65,6 +65,18 @@ head -c 4096 "$tmp/llama-bf16/model.safetensors" | grep -qF '"dtype":"BF16"' ||
 "$trainer" export --load "$tmp/llama-ckpt" --format hf --output "$tmp/bad" --dtype fp8 \
   >"$tmp/bad-dtype.log" 2>&1
 [[ $? -eq 2 ]] || fail "--dtype fp8 should exit 2"
+# An export never overwrites: a folder that holds files is refused (exit 2), untouched.
+before=$(cd "$tmp/llama-bf16" && sha256sum ./*)
+"$trainer" export --load "$tmp/llama-ckpt" --format hf --output "$tmp/llama-bf16" \
+  >"$tmp/overwrite.log" 2>&1
+[[ $? -eq 2 ]] || fail "an export into a non-empty folder should exit 2: $(cat "$tmp/overwrite.log")"
+grep -qF "the folder is not empty" "$tmp/overwrite.log" ||
+  fail "the non-empty --output is not named: $(cat "$tmp/overwrite.log")"
+[[ "$(cd "$tmp/llama-bf16" && sha256sum ./*)" == "$before" ]] ||
+  fail "the refused export changed the folder's files"
+mkdir "$tmp/empty-out"
+"$trainer" export --load "$tmp/llama-ckpt" --format hf --output "$tmp/empty-out" \
+  >"$tmp/empty-out.log" 2>&1 || fail "an export into an empty folder: $(cat "$tmp/empty-out.log")"
 
 # A flag that contradicts config.json stops the run before anything starts.
 "$trainer" --load-hf "$tmp/llama-in" "${common[@]}" --num-layers 3 >"$tmp/bad.log" 2>&1
