@@ -4,15 +4,15 @@
 
 namespace conveyor {
 
-RopeTable::RopeTable(int64_t seq, int64_t head_dim, float base)
+RopeTable::RopeTable(int64_t seq, int64_t head_dim, float base, const RopeScaling& scaling)
     : half(head_dim / 2), cos(seq * (head_dim / 2)), sin(seq * (head_dim / 2)) {
+  const std::vector<float> inv_freq = RopeFrequencies(head_dim, base, scaling);
+  const float concentration = RopeConcentration(scaling);
   for (int64_t i = 0; i < half; ++i) {
-    const float inv_freq =
-        1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(head_dim));
     for (int64_t p = 0; p < seq; ++p) {
-      const float angle = static_cast<float>(p) * inv_freq;
-      cos[p * half + i] = std::cos(angle);
-      sin[p * half + i] = std::sin(angle);
+      const float angle = static_cast<float>(p) * inv_freq[i];
+      cos[p * half + i] = std::cos(angle) * concentration;
+      sin[p * half + i] = std::sin(angle) * concentration;
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/philox.h"
+#include "runtime/rope_scaling.h"
 
 namespace conveyor {
 
@@ -42,9 +43,12 @@ struct AttentionDropout {
 };
 
 // cos and sin of every (position, pair) angle of rotary position embedding,
-// [seq, head_dim / 2] each, in fp32 like Megatron's inv_freq = 1 / base^(2i / d).
+// [seq, head_dim / 2] each, in fp32 like Megatron's inv_freq = 1 / base^(2i / d), or
+// scaled (runtime/rope_scaling.h; YaRN's concentration factor multiplies both, so a
+// rotation by the table is that factor times an orthogonal map, and its transpose, what
+// gradients need, is the same factor times the rotation by -angle).
 struct RopeTable {
-  RopeTable(int64_t seq, int64_t head_dim, float base);
+  RopeTable(int64_t seq, int64_t head_dim, float base, const RopeScaling& scaling = {});
   int64_t half;
   std::vector<float> cos;
   std::vector<float> sin;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "runtime/cpu/gemm.h"
@@ -49,9 +50,10 @@ class RowMask {
 
   void Select(int64_t b, int64_t h, int64_t i) {
     const int64_t query_position = mask_.query_positions.empty() ? i : mask_.query_positions[i];
-    const int64_t document_start =
+    int64_t first_position =
         mask_.document_start.empty() ? 0 : mask_.document_start[b * s_.seq + i];
-    begin_ = FirstKeyAtOrAfter(document_start);
+    if (mask_.window >= 0) first_position = std::max(first_position, query_position - mask_.window);
+    begin_ = FirstKeyAtOrAfter(first_position);
     end_ = std::max(begin_, FirstKeyAtOrAfter(query_position + 1));
     dropout_base_ = static_cast<uint64_t>(
         (((dropout_.first_sample + b) * dropout_.total_heads + dropout_.first_head + h) * length_ +
@@ -95,17 +97,20 @@ class RowMask {
 // parallelism's chunk layout (queries in chunks r and 2CP-1-r, keys in chunks s and
 // 2CP-1-s) it is half of every block but the rank's own: for s < r both query chunks see
 // only the first key chunk, for s > r only the late query chunk sees any key. So the
-// causal mask's work is skipped rather than computed and masked (Megatron does the same).
+// causal mask's work is skipped rather than computed and masked (Megatron does the same);
+// a block wholly outside a sliding window is empty and skipped.
 struct VisibleRectangle {
   int64_t rows_begin, rows_end, keys_begin, keys_end;
   bool empty() const { return rows_begin >= rows_end; }
 };
 
-VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask) {
-  VisibleRectangle r{s.seq, 0, key_rows, 0};
+// The rectangle of the query rows [first_row, last_row).
+VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+                           int64_t first_row, int64_t last_row) {
+  VisibleRectangle r{last_row, first_row, key_rows, 0};
   RowMask rows(s, key_rows, mask, AttentionDropout{});
   for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t i = 0; i < s.seq; ++i) {
+    for (int64_t i = first_row; i < last_row; ++i) {
       rows.Select(b, 0, i);
       const int64_t begin = rows.begin(0), end = rows.end(key_rows);
       if (begin >= end) continue;
@@ -116,6 +121,19 @@ VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const Atte
     }
   }
   return r;
+}
+
+// Query rows per tile under a sliding window: each tile computes only the keys its rows
+// can see (about tile + window of them) instead of the whole causal triangle.
+constexpr int64_t kWindowTileRows = 128;
+
+// The query row ranges computed apart: all rows at once without a window.
+std::vector<std::pair<int64_t, int64_t>> RowTiles(const AttentionShape& s,
+                                                  const AttentionMask& mask) {
+  const int64_t step = mask.window >= 0 ? kWindowTileRows : std::max<int64_t>(s.seq, 1);
+  std::vector<std::pair<int64_t, int64_t>> tiles;
+  for (int64_t i = 0; i < s.seq; i += step) tiles.emplace_back(i, std::min(s.seq, i + step));
+  return tiles;
 }
 
 }  // namespace
@@ -143,14 +161,17 @@ void AddKeyValueGrad(const AttentionShape& s, const float* dkv, float* dqkv) {
   }
 }
 
-void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-                           const float* qkv, const float* kv, float scale,
-                           const AttentionDropout& dropout, bool first, float* ctx, float* lse) {
+namespace {
+
+// AttentionBlockForward for the query rows [first_row, last_row) of every sample.
+void ForwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+                 const float* qkv, const float* kv, float scale, const AttentionDropout& dropout,
+                 bool first, int64_t first_row, int64_t last_row, float* ctx, float* lse) {
   const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
   const int64_t ld_ctx = s.heads() * s.head_dim;
-  const VisibleRectangle box = VisibleOf(s, key_rows, mask);
+  const VisibleRectangle box = VisibleOf(s, key_rows, mask, first_row, last_row);
   const int64_t keys = box.keys_end - box.keys_begin;  // computed per row
-  std::vector<float> scores(s.seq * std::max<int64_t>(keys, 0));
+  std::vector<float> scores((last_row - first_row) * std::max<int64_t>(keys, 0));
   RowMask rows(s, key_rows, mask, dropout);
   for (int64_t b = 0; b < s.batch; ++b) {
     const float* q_rows = qkv + b * s.seq * ld;
@@ -159,7 +180,7 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
       const HeadView v = View(s, h);
       float* out = ctx + b * s.seq * ld_ctx + h * s.head_dim;
       float* row_lse = lse + (b * s.heads() + h) * s.seq;
-      for (int64_t i = 0; i < s.seq && first; ++i) {  // rows with nothing visible yet
+      for (int64_t i = first_row; i < last_row && first; ++i) {  // nothing visible yet
         if (i >= box.rows_begin && i < box.rows_end) continue;
         row_lse[i] = kNegInf;
         std::fill(out + i * ld_ctx, out + i * ld_ctx + s.head_dim, 0.0f);
@@ -215,13 +236,14 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
   }
 }
 
-void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-                            const float* qkv, const float* kv, const float* ctx, const float* lse,
-                            const float* dctx, float scale, const AttentionDropout& dropout,
-                            float* dqkv, float* dkv) {
+// AttentionBlockBackward for the query rows [first_row, last_row) of every sample.
+void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+                  const float* qkv, const float* kv, const float* ctx, const float* lse,
+                  const float* dctx, float scale, const AttentionDropout& dropout,
+                  int64_t first_row, int64_t last_row, float* dqkv, float* dkv) {
   const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
   const int64_t ld_ctx = s.heads() * s.head_dim;
-  const VisibleRectangle box = VisibleOf(s, key_rows, mask);
+  const VisibleRectangle box = VisibleOf(s, key_rows, mask, first_row, last_row);
   if (box.empty()) return;
   const int64_t m = box.rows_end - box.rows_begin, keys = box.keys_end - box.keys_begin;
   std::vector<float> probs(m * keys), dp(m * keys);
@@ -271,6 +293,26 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
       GemmStrided(true, false, keys, s.head_dim, m, scale, dp.data(), keys, q_rows + v.q_offset, ld,
                   1.0f, dkv_rows + v.k_offset, kvw);
     }
+  }
+}
+
+}  // namespace
+
+void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+                           const float* qkv, const float* kv, float scale,
+                           const AttentionDropout& dropout, bool first, float* ctx, float* lse) {
+  for (const auto& [first_row, last_row] : RowTiles(s, mask)) {
+    ForwardRows(s, key_rows, mask, qkv, kv, scale, dropout, first, first_row, last_row, ctx, lse);
+  }
+}
+
+void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+                            const float* qkv, const float* kv, const float* ctx, const float* lse,
+                            const float* dctx, float scale, const AttentionDropout& dropout,
+                            float* dqkv, float* dkv) {
+  for (const auto& [first_row, last_row] : RowTiles(s, mask)) {
+    BackwardRows(s, key_rows, mask, qkv, kv, ctx, lse, dctx, scale, dropout, first_row, last_row,
+                 dqkv, dkv);
   }
 }
 

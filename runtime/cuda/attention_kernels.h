@@ -34,17 +34,19 @@ struct AttentionDropoutArgs {
 // qkv [batch * seq, qkv_width] (Megatron's grouped layout); writes ctx [batch * seq,
 // heads * head_dim] and lse fp32 [batch, heads, seq] (log-sum-exp of each scaled,
 // masked score row). document_start: device int32 [batch * seq], row i of sample b sees
-// keys j with document_start[b * seq + i] <= j <= i (document masking), or null: j <= i.
+// keys j with document_start[b * seq + i] <= j <= i (document masking), or null: j <= i;
+// window >= 0 (a sliding window) also hides the keys j < i - window, and the key tiles
+// wholly outside it are skipped.
 void LaunchAttentionForward(DType dtype, const AttentionShape& shape, const void* qkv, float scale,
                             const AttentionDropoutArgs& dropout, const int32_t* document_start,
-                            float* lse, void* ctx);
+                            int64_t window, float* lse, void* ctx);
 
 // Overwrites dqkv [batch * seq, qkv_width]. row_dot: device fp32 scratch of
 // batch * heads * seq floats (receives D = rowsum(dctx * ctx)).
 void LaunchAttentionBackward(DType dtype, const AttentionShape& shape, const void* qkv,
                              const float* lse, const void* ctx, const void* dctx, float scale,
                              const AttentionDropoutArgs& dropout, const int32_t* document_start,
-                             float* row_dot, void* dqkv);
+                             int64_t window, float* row_dot, void* dqkv);
 
 }  // namespace conveyor::cuda
 

@@ -528,12 +528,12 @@ void RequireAttentionShape(const char* op, const AttentionShape& s) {
 
 // cuDNN's kernels are bf16 (fp32 runs compare tightly with the CPU, on the built-in
 // kernels) and draw their own dropout mask, not the CPU's Philox one.
-// The document mask goes to the built-in kernels too.
+// The document mask and a sliding window go to the built-in kernels too.
 bool CudaOps::MayUseCudnnAttention(const Tensor& qkv, const AttentionDropout& dropout,
                                    const AttentionMask& mask) const {
   const bool has_dropout = dropout.rng != nullptr && dropout.p > 0.0f;
   return cudnn_attention_ != nullptr && qkv.dtype() == DType::kBFloat16 && !has_dropout &&
-         mask.document_start.empty();
+         mask.document_start.empty() && mask.window < 0;
 }
 
 const int32_t* CudaOps::DeviceDocumentStarts(const char* op, const AttentionShape& shape,
@@ -566,7 +566,7 @@ void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, f
     ++attention_paths_.cudnn_forward;
   } else {
     cuda::LaunchAttentionForward(qkv.dtype(), shape, qkv.raw(), scale, drop, document_start,
-                                 saved->data(), ctx->raw());
+                                 mask.window, saved->data(), ctx->raw());
     ++attention_paths_.builtin_forward;
   }
   Finish(op);
@@ -600,8 +600,8 @@ void CudaOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, 
   } else {
     Tensor row_dot = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
     cuda::LaunchAttentionBackward(qkv.dtype(), shape, qkv.raw(), saved.data(), ctx.raw(),
-                                  dctx.raw(), scale, drop, document_start, row_dot.data(),
-                                  dqkv->raw());
+                                  dctx.raw(), scale, drop, document_start, mask.window,
+                                  row_dot.data(), dqkv->raw());
     // row_dot goes back to the caching allocator before the kernels end: safe, since any
     // reuse is queued behind them on stream 0.
     ++attention_paths_.builtin_backward;
@@ -647,6 +647,7 @@ cuda::AttentionBlockArgs CudaOps::DeviceBlockArgs(const char* op, const Attentio
   args.key_positions = key_positions_.Upload(mask.key_positions.data(), key_rows);
   args.document_start = DeviceDocumentStarts(op, shape, {{}, {}, mask.document_start});
   args.sample_length = dropout.sample_length;
+  args.window = mask.window;
   return args;
 }
 
@@ -690,9 +691,9 @@ void CudaOps::AttentionBlockBackward(const AttentionShape& shape, int64_t key_ro
   RequireNumel(op, "lse", lse, shape.batch * shape.heads() * shape.seq);
   const cuda::AttentionBlockArgs args = DeviceBlockArgs(op, shape, key_rows, mask, dropout);
   Tensor row_dot = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
-  cuda::LaunchAttentionBlockBackward(qkv.dtype(), args, qkv.raw(), kv.raw(), ctx.raw(),
-                                     lse.data(), dctx.raw(), scale, DropoutArgsOf(op, dropout),
-                                     row_dot.data(), dqkv->raw(), dkv->data());
+  cuda::LaunchAttentionBlockBackward(qkv.dtype(), args, qkv.raw(), kv.raw(), ctx.raw(), lse.data(),
+                                     dctx.raw(), scale, DropoutArgsOf(op, dropout), row_dot.data(),
+                                     dqkv->raw(), dkv->data());
   Finish(op);
 }
 
@@ -790,7 +791,6 @@ void CudaOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                    logits->dim(1), vocab_start, scale, logits->raw());
   Finish(op);
 }
-
 
 // Mixture of experts' token movement (compile-checked; cuda_backend_test checks it against
 // the CPU on a GPU machine). Each op uploads one index array (ints_) and at most one

@@ -19,6 +19,7 @@ struct Block {
   const int32_t* key_positions;
   const int32_t* document_start;
   int64_t length;  // the sample's tokens, for dropout indices
+  int64_t window;  // sliding window, -1: none
 
   __device__ int64_t heads() const { return groups * per_group; }
   __device__ int64_t ld() const { return groups * (per_group + 2) * head_dim; }
@@ -31,8 +32,8 @@ struct Block {
     return document_start == nullptr ? 0 : document_start[b * seq + i];
   }
   __device__ bool Visible(int64_t first_key, int64_t i, int64_t j) const {
-    const int64_t k = key_positions[j];
-    return k >= first_key && k <= query_positions[i];
+    const int64_t k = key_positions[j], q = query_positions[i];
+    return k >= first_key && k <= q && (window < 0 || k >= q - window);
   }
 };
 
@@ -233,7 +234,8 @@ Block BlockOf(const AttentionBlockArgs& a) {
           a.key_rows,        s.groups,
           s.heads_per_group, s.head_dim,
           a.query_positions, a.key_positions,
-          a.document_start,  a.sample_length > 0 ? a.sample_length : s.seq};
+          a.document_start,  a.sample_length > 0 ? a.sample_length : s.seq,
+          a.window};
 }
 
 Dropout DropoutOf(const AttentionDropoutArgs& a) {

@@ -19,7 +19,8 @@ namespace conveyor::cuda {
 
 // A block's geometry and mask, device pointers. Query row i of sample b (position
 // query_positions[i]) sees key row j (position key_positions[j]) when
-//   document_start[b * seq + i] (0 when null) <= key_positions[j] <= query_positions[i].
+//   document_start[b * seq + i] (0 when null) <= key_positions[j] <= query_positions[i]
+// and, with window >= 0 (a sliding window), query_positions[i] - window <= key_positions[j].
 struct AttentionBlockArgs {
   AttentionShape shape;  // this rank's rows: seq = query rows per sample
   int64_t key_rows = 0;  // per sample in the block
@@ -27,6 +28,7 @@ struct AttentionBlockArgs {
   const int32_t* key_positions = nullptr;
   const int32_t* document_start = nullptr;
   int64_t sample_length = 0;  // the whole sample's tokens: the dropout indices' L
+  int64_t window = -1;
 };
 
 // kv [batch * seq, groups * 2 * head_dim] = qkv's key and value heads (dtype both).

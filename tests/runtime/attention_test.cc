@@ -1,5 +1,6 @@
 // The CPU attention (runtime/cpu/attention.h) against a float64 reference written here
-// from the definition: causal attention by position, document masks, dropout drawn by
+// from the definition: causal attention by position, document masks, sliding windows
+// (Megatron's --window-size (w, 0): a query at i sees keys i - w .. i), dropout drawn by
 // global index; the whole sample in one block, split into key blocks in any order (ring
 // attention's steps), and the gradients against finite differences of the reference.
 #include "runtime/cpu/attention.h"
@@ -36,24 +37,26 @@ int64_t ValueColumn(int64_t h, int64_t c) { return KeyColumn(h, c) + kHeadDim; }
 struct Case {
   std::vector<int32_t> document_start;  // [batch * seq] or empty
   float dropout = 0.0f;
+  int64_t window = -1;  // keys i - window .. i; -1: all earlier keys
 };
 
-// ctx[b, i, h, :] of the whole sample in float64: sum over visible j of
+// ctx[b, i, h, :] of the whole sample (seq tokens) in float64: sum over visible j of
 // keep(b, h, i, j) / (1 - p) * softmax_j(scale q_i . k_j) v_j.
 std::vector<double> Reference(const std::vector<double>& qkv, const Case& c,
-                              const CounterRng& rng) {
-  std::vector<double> ctx(kBatch * kSeq * Heads() * kHeadDim, 0.0);
+                              const CounterRng& rng, int64_t seq = kSeq) {
+  std::vector<double> ctx(kBatch * seq * Heads() * kHeadDim, 0.0);
   for (int64_t b = 0; b < kBatch; ++b) {
     for (int64_t h = 0; h < Heads(); ++h) {
-      for (int64_t i = 0; i < kSeq; ++i) {
-        const int64_t first = c.document_start.empty() ? 0 : c.document_start[b * kSeq + i];
-        std::vector<double> s(kSeq, -INFINITY);
+      for (int64_t i = 0; i < seq; ++i) {
+        int64_t first = c.document_start.empty() ? 0 : c.document_start[b * seq + i];
+        if (c.window >= 0) first = std::max(first, i - c.window);
+        std::vector<double> s(seq, -INFINITY);
         double max = -INFINITY;
         for (int64_t j = first; j <= i; ++j) {
           double dot = 0.0;
           for (int64_t d = 0; d < kHeadDim; ++d) {
-            dot += qkv[(b * kSeq + i) * Width() + QueryColumn(h, d)] *
-                   qkv[(b * kSeq + j) * Width() + KeyColumn(h, d)];
+            dot += qkv[(b * seq + i) * Width() + QueryColumn(h, d)] *
+                   qkv[(b * seq + j) * Width() + KeyColumn(h, d)];
           }
           s[j] = kScale * dot;
           max = std::max(max, s[j]);
@@ -63,12 +66,12 @@ std::vector<double> Reference(const std::vector<double>& qkv, const Case& c,
         for (int64_t j = first; j <= i; ++j) {
           double p = std::exp(s[j] - max) / sum;
           if (c.dropout > 0.0f) {
-            const uint64_t index = ((b * Heads() + h) * kSeq + i) * kSeq + j;
+            const uint64_t index = ((b * Heads() + h) * seq + i) * seq + j;
             p = rng.Uniform(index) >= c.dropout ? p / (1.0 - c.dropout) : 0.0;
           }
           for (int64_t d = 0; d < kHeadDim; ++d) {
-            ctx[(b * kSeq + i) * Heads() * kHeadDim + h * kHeadDim + d] +=
-                p * qkv[(b * kSeq + j) * Width() + ValueColumn(h, d)];
+            ctx[(b * seq + i) * Heads() * kHeadDim + h * kHeadDim + d] +=
+                p * qkv[(b * seq + j) * Width() + ValueColumn(h, d)];
           }
         }
       }
@@ -77,10 +80,10 @@ std::vector<double> Reference(const std::vector<double>& qkv, const Case& c,
   return ctx;
 }
 
-std::vector<float> RandomQkv() {
+std::vector<float> RandomQkv(int64_t seq = kSeq) {
   std::mt19937 gen(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> qkv(kBatch * kSeq * Width());
+  std::vector<float> qkv(kBatch * seq * Width());
   for (float& x : qkv) x = normal(gen);
   return qkv;
 }
@@ -92,8 +95,24 @@ std::vector<int32_t> TwoSampleDocuments() {
   return {0, 0, 0, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 5, 6, 6};
 }
 
+// Windows of 0 (a query sees itself alone), 1 and 2 keys back, alone, with documents
+// and with dropout: under context parallelism some key blocks then lie wholly outside.
 std::vector<Case> Cases() {
-  return {{{}, 0.0f}, {TwoSampleDocuments(), 0.0f}, {{}, 0.3f}, {TwoSampleDocuments(), 0.3f}};
+  return {{{}, 0.0f},
+          {TwoSampleDocuments(), 0.0f},
+          {{}, 0.3f},
+          {TwoSampleDocuments(), 0.3f},
+          {{}, 0.0f, 0},
+          {{}, 0.0f, 2},
+          {TwoSampleDocuments(), 0.0f, 1},
+          {TwoSampleDocuments(), 0.3f, 2}};
+}
+
+AttentionMask WholeSampleMask(const Case& c) {
+  AttentionMask mask;
+  mask.document_start = c.document_start;
+  mask.window = c.window;
+  return mask;
 }
 
 AttentionDropout DropoutOf(const Case& c, const CounterRng* rng) {
@@ -106,13 +125,12 @@ TEST(CpuAttentionTest, WholeSampleMatchesReference) {
   for (const Case& c : Cases()) {
     std::vector<float> ctx(kBatch * kSeq * Heads() * kHeadDim);
     std::vector<float> lse(kBatch * Heads() * kSeq);
-    AttentionMask mask;
-    mask.document_start = c.document_start;
-    AttentionForward(Shape(kSeq), mask, qkv.data(), kScale, DropoutOf(c, &rng), lse.data(),
-                     ctx.data());
+    AttentionForward(Shape(kSeq), WholeSampleMask(c), qkv.data(), kScale, DropoutOf(c, &rng),
+                     lse.data(), ctx.data());
     const std::vector<double> want = Reference(Wide(qkv), c, rng);
     for (size_t k = 0; k < want.size(); ++k) {
-      ASSERT_NEAR(ctx[k], want[k], 1e-5) << "element " << k << " dropout " << c.dropout;
+      ASSERT_NEAR(ctx[k], want[k], 1e-5)
+          << "element " << k << " dropout " << c.dropout << " window " << c.window;
     }
   }
 }
@@ -183,7 +201,7 @@ TEST(CpuAttentionTest, KeyBlocksInAnyOrderMatchReference) {
           std::vector<float> kv(kBatch * local * kGroups * 2 * kHeadDim);
           PackKeysValues(local_shape, source_qkv.data(), kv.data());
           const std::vector<int32_t> keys = RankPositions(source);
-          const AttentionMask mask{queries, keys, my_docs};
+          const AttentionMask mask{queries, keys, my_docs, c.window};
           AttentionBlockForward(local_shape, local, mask, my_qkv.data(), kv.data(), kScale,
                                 DropoutOf(c, &rng), /*first=*/step == 0, ctx.data(), lse.data());
         }
@@ -227,8 +245,7 @@ TEST(CpuAttentionTest, GradientsMatchFiniteDifferences) {
   std::vector<float> w(kBatch * kSeq * Heads() * kHeadDim);
   for (float& x : w) x = normal(gen);
   for (const Case& c : Cases()) {
-    AttentionMask mask;
-    mask.document_start = c.document_start;
+    const AttentionMask mask = WholeSampleMask(c);
     std::vector<float> ctx(w.size()), lse(kBatch * Heads() * kSeq), dqkv(qkv.size());
     AttentionForward(Shape(kSeq), mask, qkv.data(), kScale, DropoutOf(c, &rng), lse.data(),
                      ctx.data());
@@ -255,8 +272,7 @@ TEST(CpuAttentionTest, BlockGradientsSumToWholeSample) {
   const AttentionShape local_shape = Shape(local);
   const int64_t kv_width = kGroups * 2 * kHeadDim;
   for (const Case& c : Cases()) {
-    AttentionMask whole;
-    whole.document_start = c.document_start;
+    const AttentionMask whole = WholeSampleMask(c);
     std::vector<float> ctx(w.size()), lse(kBatch * Heads() * kSeq), want(qkv.size());
     AttentionForward(Shape(kSeq), whole, qkv.data(), kScale, DropoutOf(c, &rng), lse.data(),
                      ctx.data());
@@ -285,7 +301,7 @@ TEST(CpuAttentionTest, BlockGradientsSumToWholeSample) {
         std::vector<float> kv(kBatch * local * kv_width);
         PackKeysValues(local_shape, source_qkv.data(), kv.data());
         const std::vector<int32_t> queries = RankPositions(rank), keys = RankPositions(source);
-        const AttentionMask mask{queries, keys, my_docs};
+        const AttentionMask mask{queries, keys, my_docs, c.window};
         AttentionBlockBackward(local_shape, local, mask, my_qkv.data(), kv.data(), my_ctx.data(),
                                my_lse.data(), my_dctx.data(), kScale, DropoutOf(c, &rng),
                                dqkv[rank].data(), dkv[source].data());
@@ -299,6 +315,38 @@ TEST(CpuAttentionTest, BlockGradientsSumToWholeSample) {
       }
     }
   }
+}
+
+// Sequences longer than a tile of query rows: each tile computes only the keys its
+// window reaches, and the result is still the reference's, with the first tile's keys
+// wholly outside the last tile's window.
+TEST(CpuAttentionTest, LongSequenceWindowMatchesReference) {
+  constexpr int64_t kLong = 300;
+  const CounterRng rng(3, 11);
+  const std::vector<float> qkv = RandomQkv(kLong);
+  for (const int64_t window : {int64_t{0}, int64_t{37}, int64_t{150}}) {
+    const Case c{{}, 0.0f, window};
+    std::vector<float> ctx(kBatch * kLong * Heads() * kHeadDim), lse(kBatch * Heads() * kLong);
+    AttentionForward(Shape(kLong), WholeSampleMask(c), qkv.data(), kScale, {}, lse.data(),
+                     ctx.data());
+    const std::vector<double> want = Reference(Wide(qkv), c, rng, kLong);
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_NEAR(ctx[k], want[k], 1e-5) << "element " << k << " window " << window;
+    }
+  }
+}
+
+// A window of seq - 1 or more keys is plain causal attention, bit for bit.
+TEST(CpuAttentionTest, WindowAsLongAsTheSampleIsCausal) {
+  const std::vector<float> qkv = RandomQkv();
+  auto run = [&](int64_t window) {
+    std::vector<float> ctx(kBatch * kSeq * Heads() * kHeadDim), lse(kBatch * Heads() * kSeq);
+    AttentionForward(Shape(kSeq), WholeSampleMask({{}, 0.0f, window}), qkv.data(), kScale, {},
+                     lse.data(), ctx.data());
+    return ctx;
+  };
+  EXPECT_EQ(run(kSeq - 1), run(-1));
+  EXPECT_NE(run(kSeq - 2), run(-1));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,7 @@ struct AttentionCase {
   AttentionShape shape;
   float dropout_p;
   bool documents = false;  // --reset-attention-mask: documents of 1 to 40 tokens
+  int64_t window = -1;     // --window-size (window, 0); -1: none
 };
 
 // Document starts [batch * seq] for documents of varied lengths (one token included),
@@ -120,16 +122,21 @@ TEST_P(CudaBackendTest, Attention) {
       {{2, 512, 4, 2, 64}, 0.0f},   // a layer-sized case
       {{2, 100, 2, 2, 64}, 0.0f, /*documents=*/true},
       {{2, 70, 1, 2, 32}, 0.1f, /*documents=*/true},
+      {{1, 70, 1, 2, 32}, 0.0f, false, /*window=*/0},  // each query sees itself alone
+      {{2, 200, 2, 2, 32}, 0.0f, false, /*window=*/40},  // whole key tiles skipped
+      {{2, 100, 2, 2, 64}, 0.1f, /*documents=*/true, /*window=*/17},
   };
   uint32_t seed = 1000;
   for (const AttentionCase& c : cases) {
     const AttentionShape& s = c.shape;
     const std::string name =
         AttentionName(s) + (c.dropout_p > 0 ? absl::StrCat(" dropout p=", c.dropout_p) : "") +
-        (c.documents ? " documents" : "");
+        (c.documents ? " documents" : "") +
+        (c.window >= 0 ? absl::StrCat(" window ", c.window) : "");
     const std::vector<int32_t> starts = c.documents ? DocumentStarts(s) : std::vector<int32_t>();
     AttentionMask mask;
     mask.document_start = starts;
+    mask.window = c.window;
     const CounterRng rng(77, StreamId("attention.dropout"));
     AttentionDropout dropout;
     if (c.dropout_p > 0) {
@@ -235,10 +242,14 @@ TEST_P(CudaBackendTest, RingAttentionBlocks) {
     theirs[12 + i] = 24 + i;
   }
   uint32_t seed = 1500;
-  for (const bool documents : {false, true}) {
+  // A window of 10: chunk 3's queries (positions 36-47) see only the other rank's keys
+  // 26-35, and only some of them each.
+  const std::pair<bool, int64_t> masks[] = {{false, -1}, {true, -1}, {false, 10}};
+  for (const auto& [documents, window] : masks) {
     for (const float p : {0.0f, 0.1f}) {
-      const std::string name = absl::StrCat(AttentionName(s), documents ? " documents" : "",
-                                            p > 0 ? " dropout" : "");
+      const std::string name =
+          absl::StrCat(AttentionName(s), documents ? " documents" : "",
+                       window >= 0 ? absl::StrCat(" window ", window) : "", p > 0 ? " dropout" : "");
       std::vector<int32_t> starts;
       if (documents) {  // documents start at positions 0, 7, 30 and 40
         for (int64_t b = 0; b < s.batch; ++b) {
@@ -268,7 +279,7 @@ TEST_P(CudaBackendTest, RingAttentionBlocks) {
       };
       const Source ring[2] = {{&q_mine, &mine}, {&q_theirs, &theirs}};
       for (int step = 0; step < 2; ++step) {
-        const AttentionMask mask{mine, *ring[step].positions, starts};
+        const AttentionMask mask{mine, *ring[step].positions, starts, window};
         Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
         cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
         cpu().AttentionBlockForward(s, s.seq, mask, HostTensor(qs, q_mine), cpu_kv, scale, dropout,
@@ -292,7 +303,7 @@ TEST_P(CudaBackendTest, RingAttentionBlocks) {
                                               Device::kCuda);
       gpu_lse_from_cpu.CopyFrom(cpu_lse);
       for (int step = 0; step < 2; ++step) {
-        const AttentionMask mask{mine, *ring[step].positions, starts};
+        const AttentionMask mask{mine, *ring[step].positions, starts, window};
         Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
         cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
         Tensor cpu_dkv = Tensor::Zeros(ks, MemoryCategory::kActivations);
