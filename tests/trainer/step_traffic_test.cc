@@ -1,0 +1,122 @@
+// One step's traffic per rank and kind of parallelism (PredictStepTraffic), against figures
+// worked out by hand below from the collectives each kind runs (docs/design.md §10).
+#include "trainer/step_traffic.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "model/memory_model.h"
+#include "model/model_shape.h"
+#include "trainer/flags.h"
+#include "trainer/resolved_config.h"
+
+namespace conveyor {
+namespace {
+
+// `args` resolved for `world` ranks.
+ResolvedConfig Resolved(const std::vector<std::string>& args, int world) {
+  absl::StatusOr<Config> parsed = ParseFlags(args);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, world);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  return *std::move(resolved);
+}
+
+// A dense model: 4 layers, hidden 32, 4 heads in 2 query groups of head_dim 8, seq 64.
+ModelShape DenseShape() {
+  ModelShape shape;
+  shape.num_layers = 4;
+  shape.hidden = 32;
+  shape.ffn_hidden = 128;
+  shape.heads = 4;
+  shape.query_groups = 2;
+  shape.head_dim = 8;
+  shape.seq = 64;
+  shape.max_positions = 64;
+  return shape;
+}
+
+// TP 2 x CP 2 x PP 2 x DP 2 (16 ranks), SP, bf16, micro-batches of 2, M = 4, the
+// replicated updater with fp32 gradients, on the first stage's rank.
+TEST(StepTrafficTest, TensorContextPipelineAndDataParallelOnTheFirstStage) {
+  const ResolvedConfig resolved = Resolved(
+      {"--mock-data", "--vocab-size", "512", "--num-layers", "4", "--hidden-size", "32",
+       "--ffn-hidden-size", "128", "--num-attention-heads", "4", "--group-query-attention",
+       "--num-query-groups", "2", "--seq-length", "64", "--max-position-embeddings", "64",
+       "--micro-batch-size", "2", "--num-micro-batches", "4", "--tensor-model-parallel-size",
+       "2", "--context-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+       "--sequence-parallel", "--bf16"},
+      16);
+  ASSERT_EQ(resolved.dp(), 2);
+  ASSERT_EQ(resolved.micro_batches(), 4);
+  RankMemory first;
+  first.parameters = 1000;
+  first.first_stage = true;
+  first.last_stage = false;
+  first.tp_summed_elements = 100;
+
+  const StepTraffic traffic = PredictStepTraffic(resolved, DenseShape(), first);
+  // A micro-batch holds 2 x 64 / CP 2 = 64 tokens on a rank; a bf16 element is 2 bytes.
+  // Pipeline: 2 directions x M 4 x V 1 x 2 bytes x (64 tokens x 32 hidden / TP 2 under SP).
+  EXPECT_DOUBLE_EQ(traffic.pipeline, 2.0 * 4 * 1 * 2 * (64 * 32 / 2));  // 16384
+  // DP: a ring all-reduce over DP 2 x CP 2 = 4 replicas moves 2 x 3/4 of the fp32
+  // gradients: 2 x 0.75 x 4 x 1000.
+  EXPECT_DOUBLE_EQ(traffic.data_parallel, 6000.0);
+  // TP: a share 2 (TP - 1) / TP = 1 of each buffer; per micro-batch 4 all-reduces per layer
+  // for the stage's 2 layers and the embedding's region (first stage), each of 64 x 32
+  // bf16 activations (4096 bytes), and the 100 TP-summed fp32 gradient elements once:
+  // 4 x 9 x 4096 + 400.
+  EXPECT_DOUBLE_EQ(traffic.tensor_parallel, 147856.0);
+  // CP: per layer (2) and micro-batch (4), a key/value block of 64 tokens x 2 (K and V) x
+  // (2 query groups / TP 2) x 8 = 1024 elements passes CP - 1 = 1 time forward and once
+  // backward in bf16 (2 x 2 bytes), and CP 2 fp32 gradient blocks (2 x 4 bytes):
+  // 2 x 4 x 1024 x 12; no router (dense).
+  EXPECT_DOUBLE_EQ(traffic.context_parallel, 98304.0);
+}
+
+// TP 2 x DP 4 (8 ranks, one stage holding the embedding and the head), fp32, the
+// distributed optimizer with bf16 gradient reduction, micro-batches of 1, M = 2.
+TEST(StepTrafficTest, DistributedOptimizerAndTheHeadOnOneStage) {
+  const ResolvedConfig resolved = Resolved(
+      {"--mock-data", "--vocab-size", "512", "--num-layers", "3", "--hidden-size", "16",
+       "--ffn-hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+       "--max-position-embeddings", "32", "--micro-batch-size", "1", "--num-micro-batches",
+       "2", "--tensor-model-parallel-size", "2", "--use-distributed-optimizer",
+       "--grad-reduce-in-bf16"},
+      8);
+  ASSERT_EQ(resolved.dp(), 4);
+  ASSERT_EQ(resolved.micro_batches(), 2);
+  ModelShape shape;
+  shape.num_layers = 3;
+  shape.hidden = 16;
+  shape.ffn_hidden = 64;
+  shape.heads = 4;
+  shape.query_groups = 4;
+  shape.head_dim = 4;
+  shape.seq = 32;
+  shape.max_positions = 32;
+  RankMemory only;
+  only.parameters = 500;
+  only.bucket_padding = 4;
+  only.weight_bytes = 2016;
+  only.first_stage = true;
+  only.last_stage = true;
+  only.tp_summed_elements = 10;
+
+  const StepTraffic traffic = PredictStepTraffic(resolved, shape, only);
+  EXPECT_EQ(traffic.pipeline, 0.0);  // one stage
+  // DP 4: a reduce-scatter of the bf16 gradients (2 x (500 + 4 padding) = 1008 bytes) and
+  // an all-gather of the values (2016 bytes), each moving 3/4: 0.75 x 3024.
+  EXPECT_DOUBLE_EQ(traffic.data_parallel, 2268.0);
+  // TP share 1; per micro-batch (2): 4 x 3 layers plus the embedding's and the output
+  // layer's regions, 14 buffers of 32 tokens x 16 x 4 bytes = 2048, and the
+  // cross-entropy's 3 doubles per token, 3 x 8 x 32 = 768; then 10 fp32 elements:
+  // 2 x (14 x 2048 + 768) + 40.
+  EXPECT_DOUBLE_EQ(traffic.tensor_parallel, 58920.0);
+  EXPECT_EQ(traffic.context_parallel, 0.0);  // CP 1
+}
+
+}  // namespace
+}  // namespace conveyor
