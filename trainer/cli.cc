@@ -215,8 +215,8 @@ absl::Status ApplyLoadHfConfig(Config* config, std::ostream& err) {
 void PrintRunStart(const ResolvedConfig& resolved,
                    const std::vector<std::string>& ignored_megatron_flags, std::ostream& out,
                    std::ostream& err) {
-  if (!ignored_megatron_flags.empty()) {
-    err << kProgram << ": " << MegatronNoOpWarning(ignored_megatron_flags) << "\n";
+  for (const std::string& warning : MegatronNoOpWarnings(ignored_megatron_flags)) {
+    err << kProgram << ": " << warning << "\n";
   }
   const CheckpointConfig& ckpt = resolved.config().checkpoint();
   if (ckpt.save_interval() > 0 && ckpt.save().empty()) {  // tolerated, as Megatron does

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "flags/proto_flags.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -82,6 +84,26 @@ void MergeConfigFile(const std::string& path, Config* config, std::vector<std::s
   config->MergeFrom(file);
 }
 
+// The Conveyor flag spelt "--name", or null.
+const FlagField* FindFlagField(absl::string_view name) {
+  static const auto* const by_name = [] {
+    auto* map = new std::map<std::string, FlagField, std::less<>>();
+    for (const FlagField& f : AllFlagFields()) (*map)[FlagName(*f.field)] = f;
+    return map;
+  }();
+  const auto it = by_name->find(name);
+  return it == by_name->end() ? nullptr : &it->second;
+}
+
+// A scalar flag's value in `config`, as text-format prints it ("rope", "4", "true").
+std::string FlagValueText(const Config& config, const FlagField& f) {
+  const Message& group = config.GetReflection()->GetMessage(config, f.group);
+  std::string text;
+  google::protobuf::TextFormat::PrintFieldValueToString(group, f.field, -1, &text);
+  if (text.size() >= 2 && text.front() == '"') text = text.substr(1, text.size() - 2);
+  return text;
+}
+
 }  // namespace
 
 const std::vector<FlagField>& AllFlagFields() {
@@ -96,13 +118,6 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args,
   static const auto* const spec = [] {
     auto* sp = new FlagSpec();
     sp->fields = AllFlagFields();
-    sp->unknown_flag = [](const std::string& arg,
-                          const std::string& wanted) -> std::optional<std::string> {
-      if (const std::optional<std::string> why = MegatronFlagNotHere(wanted)) {
-        return absl::StrCat("Megatron's ", arg, " has no counterpart here: ", *why);
-      }
-      return std::nullopt;
-    };
     sp->file_flag = kConfigFlag;
     sp->file_value_name = "FILE.textproto";
     sp->merge_file = [](const std::string& path, Message* root,
@@ -111,11 +126,24 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args,
     };
     return sp;
   }();
-  MegatronNoOpSplit split = SplitMegatronNoOpFlags(args);
-  if (ignored_megatron_flags != nullptr) *ignored_megatron_flags = std::move(split.ignored);
+  MegatronFlagSplit split = SplitMegatronFlags(args, [](absl::string_view name) {
+    const FlagField* f = FindFlagField(name);
+    if (f == nullptr) return name == kConfigFlag ? ConveyorFlag::kValued : ConveyorFlag::kUnknown;
+    const bool is_switch =
+        f->field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL && !f->field->is_repeated();
+    return is_switch ? ConveyorFlag::kSwitch : ConveyorFlag::kValued;
+  });
   Config config;  // proto2 defaults
-  const std::vector<std::string> problems = ParseFlagsInto(*spec, split.kept, &config);
+  std::vector<std::string> problems = std::move(split.problems);
+  for (std::string& p : ParseFlagsInto(*spec, split.kept, &config)) problems.push_back(std::move(p));
+  if (problems.empty()) {
+    problems = MegatronConditionProblems(split.ignored, [&config](absl::string_view name) {
+      const FlagField* f = FindFlagField(name);
+      return f == nullptr ? std::string() : FlagValueText(config, *f);
+    });
+  }
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  if (ignored_megatron_flags != nullptr) *ignored_megatron_flags = std::move(split.ignored);
   return config;
 }
 

@@ -2,135 +2,51 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "trainer/megatron_flag_table.h"
 
 namespace conveyor {
 namespace {
 
-constexpr char kAlwaysFused[] =
-    "Conveyor fuses its kernels without changing the math and has no switch for it";
-constexpr char kNoExternalLogger[] =
-    "Conveyor writes no Weights & Biases logs (--tensorboard-dir DIR writes TensorBoard "
-    "event files; --metrics-file FILE every log line's figures as JSON lines)";
-constexpr char kOneImplementation[] = "Conveyor has one model implementation (model/)";
-constexpr char kOneDatasetFormat[] =
-    "Conveyor reads Megatron's .bin/.idx datasets, the only format, always memory-mapped";
-constexpr char kNoLossScaling[] =
-    "loss scaling is for fp16, which Conveyor does not train; bf16 (--bf16) needs none; drop "
-    "the flag";
-constexpr char kNoPython[] =
-    "Conveyor is not a Python process: there is no garbage collector "
-    "or caching allocator to tune";
-constexpr char kNoFp8[] = "not implemented: Conveyor trains in bf16 (--bf16) or fp32";
+using Values = MegatronFlagEntry::Values;
 
-// A Megatron flag that changes nothing here.
-struct NoOp {
-  bool takes_value;
-  // When set, the flag is a no-op only at this value (compared as numbers when both
-  // are); at any other value it is refused (MegatronFlagNotHere).
-  const char* only_value;
-  const char* reason;
+// The table indexed by flag name, and its prefixes ("--grpo-*"), built once.
+struct TableIndex {
+  std::map<std::string, MegatronFlagEntry, std::less<>> by_name;
+  std::vector<std::pair<std::string, const MegatronFlagGroup*>> prefixes;
 };
 
-const std::map<std::string, NoOp, std::less<>>& NoOps() {
-  static const auto* no_ops = new std::map<std::string, NoOp, std::less<>>{
-      {"--no-masked-softmax-fusion", {false, nullptr, kAlwaysFused}},
-      {"--no-bias-gelu-fusion", {false, nullptr, kAlwaysFused}},
-      {"--no-bias-dropout-fusion", {false, nullptr, kAlwaysFused}},
-      {"--no-bias-swiglu-fusion", {false, nullptr, kAlwaysFused}},
-      {"--no-gradient-accumulation-fusion", {false, nullptr, kAlwaysFused}},
-      {"--no-persist-layer-norm", {false, nullptr, kAlwaysFused}},
-      {"--no-rope-fusion", {false, nullptr, kAlwaysFused}},
-      {"--apply-rope-fusion", {false, nullptr, kAlwaysFused}},
-      {"--cross-entropy-loss-fusion", {false, nullptr, kAlwaysFused}},
-      {"--no-async-tensor-model-parallel-allreduce", {false, nullptr, kAlwaysFused}},
-      {"--tp-comm-overlap", {false, nullptr, kAlwaysFused}},
-      {"--attention-backend",
-       {true, nullptr, "Conveyor picks its attention kernel itself (the backend line says which)"}},
-      {"--attention-softmax-in-fp32",
-       {false, nullptr, "Conveyor's attention softmax always computes in fp32"}},
-      {"--accumulate-allreduce-grads-in-fp32",
-       {false, nullptr, "Conveyor always accumulates and reduces gradients in fp32"}},
-      {"--transformer-impl", {true, nullptr, kOneImplementation}},
-      {"--use-mcore-models", {false, nullptr, kOneImplementation}},
-      {"--use-legacy-models", {false, nullptr, kOneImplementation}},
-      {"--use-cpu-initialization",
-       {false, nullptr, "Conveyor always initialises the parameters on the host"}},
-      {"--distributed-backend",
-       {true, nullptr,
-        "Conveyor moves host buffers with gloo and GPU buffers with NCCL, chosen per buffer"}},
-      {"--data-impl", {true, nullptr, kOneDatasetFormat}},
-      {"--dataset-impl", {true, nullptr, kOneDatasetFormat}},
-      {"--no-mmap-bin-files", {false, nullptr, kOneDatasetFormat}},
-      {"--num-workers",
-       {true, nullptr,
-        "Conveyor builds its batches in the trainer itself, with no worker "
-        "processes"}},
-      {"--no-create-attention-mask-in-dataloader",
-       {false, nullptr, "the causal mask is never materialised"}},
-      {"--dataloader-type", {true, "single", "Conveyor reads samples in Megatron's single order"}},
-      {"--ckpt-format",
-       {true, nullptr,
-        "Conveyor writes one format, which reshards to any layout (trainer/checkpoint/FORMAT.md)"}},
-      {"--wandb-project", {true, nullptr, kNoExternalLogger}},
-      {"--wandb-exp-name", {true, nullptr, kNoExternalLogger}},
-      {"--wandb-save-dir", {true, nullptr, kNoExternalLogger}},
-      {"--log-throughput",
-       {false, nullptr, "Conveyor always logs throughput (tokens per second, TFLOP/s per GPU)"}},
-      {"--timing-log-level",
-       {true, nullptr,
-        "Conveyor always logs the forward-backward, gradient-reduction and optimizer times"}},
-      {"--manual-gc", {false, nullptr, kNoPython}},
-      {"--manual-gc-interval", {true, nullptr, kNoPython}},
-      {"--empty-unused-memory-level", {true, nullptr, kNoPython}},
-      {"--apply-layernorm-1p",
-       {false, nullptr,
-        "Megatron then stores each norm's gain g as g - 1 (zero-initialised); norm weights "
-        "take no weight decay, there and here, so storing g itself trains identically"}},
-  };
-  return *no_ops;
+const TableIndex& Index() {
+  static const auto* index = [] {
+    auto* built = new TableIndex();
+    for (const MegatronFlagGroup& group : MegatronFlagGroups()) {
+      for (absl::string_view token : absl::StrSplit(group.flags, ' ', absl::SkipEmpty())) {
+        if (absl::EndsWith(token, "*")) {
+          built->prefixes.emplace_back(token.substr(0, token.size() - 1), &group);
+          continue;
+        }
+        const std::vector<absl::string_view> parts = absl::StrSplit(token, '=');
+        Values values = Values::kNone;
+        if (parts.size() > 1) values = absl::EndsWith(parts[1], "...") ? Values::kSome : Values::kOne;
+        if (group.answer == MegatronAnswer::kRefused) values = Values::kUnstated;
+        built->by_name[std::string(parts[0])] = {&group, values};
+      }
+    }
+    return built;
+  }();
+  return *index;
 }
 
-const std::map<std::string, std::string, std::less<>>& Explanations() {
-  static const auto* explanations = new std::map<std::string, std::string, std::less<>>{
-      {"--use-checkpoint-args",
-       "not implemented: pass the model flags again (--load checks them against the "
-       "checkpoint's shapes)"},
-      {"--tiktoken-special-tokens",
-       "not implemented: TikTokenizer's special tokens are Megatron's defaults (<unk> <s> </s>, "
-       "then <SPECIAL_i> up to --tiktoken-num-special-tokens); drop the flag"},
-      {"--no-position-embedding",
-       "positions come from --position-embedding-type alone: rope keeps no learned table "
-       "(what Megatron's --position-embedding-type rope --no-position-embedding means); drop "
-       "the flag"},
-      {"--dataloader-type",
-       "Conveyor reads samples in Megatron's default (single) order, shuffled per epoch by "
-       "--seed; drop the flag"},
-      {"--loss-scale", kNoLossScaling},
-      {"--initial-loss-scale", kNoLossScaling},
-      {"--fp8-format", kNoFp8},
-      {"--fp8-amax-history-len", kNoFp8},
-      {"--fp8-amax-compute-algo", kNoFp8},
-      {"--fp8-param-gather", kNoFp8},
-      {"--decoupled-lr",
-       "not implemented: the embedding and output layer learn at --lr like every other "
-       "parameter"},
-      {"--decoupled-min-lr",
-       "not implemented: the embedding and output layer learn at --lr like every other "
-       "parameter"},
-      {"--use-rope-scaling",
-       "not implemented: Conveyor's RoPE is unscaled (Llama 3.1's frequency scaling changes "
-       "the positions' angles)"},
-  };
-  return *explanations;
-}
-
-// "--flag_name=v" -> "--flag-name": the spelling the tables use.
+// "--flag_name=v" -> "--flag-name": the spelling the table uses.
 std::string DashedName(absl::string_view arg) {
   const size_t eq = arg.find('=');
   const absl::string_view name = arg.substr(2, eq == absl::string_view::npos ? arg.npos : eq - 2);
@@ -145,55 +61,179 @@ bool SameValue(absl::string_view given, absl::string_view wanted) {
   return end != text.c_str() && *end == '\0' && number == std::strtod(wanted.data(), nullptr);
 }
 
+// Values never start with "--"; a single dash is fine ("-1").
+bool IsValue(const std::vector<std::string>& args, size_t j) {
+  return j < args.size() && !absl::StartsWith(args[j], "--");
+}
+
+// Walks argv once, filling a MegatronFlagSplit.
+class Splitter {
+ public:
+  Splitter(const std::vector<std::string>& args,
+           const std::function<ConveyorFlag(absl::string_view)>& conveyor_flag)
+      : args_(args), conveyor_flag_(conveyor_flag) {}
+
+  MegatronFlagSplit Split() {
+    for (i_ = 0; i_ < args_.size(); ++i_) {
+      const std::string& arg = args_[i_];
+      if (!absl::StartsWith(arg, "--") || arg == "--") {
+        split_.kept.push_back(arg);
+        continue;
+      }
+      const std::string name = DashedName(arg);
+      if (conveyor_flag_(name) != ConveyorFlag::kUnknown) {
+        split_.kept.push_back(arg);
+        continue;
+      }
+      const MegatronFlagEntry entry = FindMegatronFlag(name);
+      if (entry.group != nullptr) {
+        Answer(arg, entry);
+      } else if (absl::StartsWith(name, "--no-") && arg.find('=') == std::string::npos &&
+                 conveyor_flag_(absl::StrCat("--", name.substr(5))) == ConveyorFlag::kSwitch) {
+        // Megatron's store_false spelling of a switch Conveyor has.
+        split_.kept.push_back(absl::StrCat("--", name.substr(5), "=false"));
+      } else {
+        split_.kept.push_back(arg);  // the parser says it is unknown
+      }
+    }
+    for (const auto& [group, used] : refused_) {
+      split_.problems.push_back(absl::StrCat(absl::StrJoin(used, ", "), ": ", group->reason));
+    }
+    split_.kept.insert(split_.kept.end(), aliases_.begin(), aliases_.end());
+    return std::move(split_);
+  }
+
+ private:
+  void Answer(const std::string& arg, const MegatronFlagEntry& entry) {
+    const MegatronFlagGroup& group = *entry.group;
+    const std::string as_typed = arg.substr(0, arg.find('='));
+    std::optional<std::vector<std::string>> values = TakeValues(arg, entry.values);
+    if (!values.has_value()) return;  // a problem was reported
+    const std::string given =
+        values->empty() ? as_typed : absl::StrCat(as_typed, " ", absl::StrJoin(*values, " "));
+    switch (group.answer) {
+      case MegatronAnswer::kRefused:
+        Refuse(group, as_typed);
+        return;
+      case MegatronAnswer::kAlias:
+        for (absl::string_view word : absl::StrSplit(group.reason, ' ')) {
+          aliases_.emplace_back(word);
+        }
+        aliases_.insert(aliases_.end(), values->begin(), values->end());
+        return;
+      case MegatronAnswer::kNoOp:
+        if (!group.only_value.empty() &&
+            !(values->size() == 1 && SameValue(values->front(), group.only_value))) {
+          Refuse(group, absl::StrCat(given, " (a no-op at ", group.only_value, " only)"));
+          return;
+        }
+        split_.ignored.push_back(given);
+        return;
+    }
+  }
+
+  // The flag's values as Megatron takes them, advancing past them; nullopt, with a
+  // problem that shows Megatron's form, when they do not fit it.
+  std::optional<std::vector<std::string>> TakeValues(const std::string& arg, Values wanted) {
+    const std::string name = DashedName(arg);
+    const size_t eq = arg.find('=');
+    std::vector<std::string> values;
+    if (eq != std::string::npos) values.push_back(arg.substr(eq + 1));
+    if (wanted == Values::kNone) {
+      if (!values.empty() || IsValue(args_, i_ + 1)) {
+        const std::string& word = values.empty() ? args_[++i_] : values.front();
+        split_.problems.push_back(absl::StrCat("unexpected value '", word, "' of ", name,
+                                               ": Megatron's ", name,
+                                               " is a switch, given alone"));
+        return std::nullopt;
+      }
+      return values;
+    }
+    const bool several = wanted != Values::kOne;
+    while (values.empty() || (several && eq == std::string::npos)) {
+      if (!IsValue(args_, i_ + 1)) break;
+      values.push_back(args_[++i_]);
+    }
+    if (values.empty() && wanted != Values::kUnstated) {
+      split_.problems.push_back(absl::StrCat(name, " is missing its value: Megatron's form is ",
+                                             name, several ? " VALUE [VALUE ...]" : " VALUE"));
+      return std::nullopt;
+    }
+    return values;
+  }
+
+  void Refuse(const MegatronFlagGroup& group, const std::string& flag) {
+    for (auto& [known, used] : refused_) {
+      if (known == &group) {
+        used.push_back(flag);
+        return;
+      }
+    }
+    refused_.push_back({&group, {flag}});
+  }
+
+  const std::vector<std::string>& args_;
+  const std::function<ConveyorFlag(absl::string_view)>& conveyor_flag_;
+  size_t i_ = 0;
+  MegatronFlagSplit split_;
+  std::vector<std::string> aliases_;
+  // In the order each group was first used.
+  std::vector<std::pair<const MegatronFlagGroup*, std::vector<std::string>>> refused_;
+};
+
+const MegatronFlagGroup* GroupOf(const std::string& ignored) {
+  return FindMegatronFlag(DashedName(ignored.substr(0, ignored.find(' ')))).group;
+}
+
 }  // namespace
 
-std::optional<std::string> MegatronFlagNotHere(absl::string_view flag) {
-  const auto& explanations = Explanations();
-  const auto it = explanations.find(flag);
-  if (it == explanations.end()) return std::nullopt;
-  return it->second;
-}
-
-std::optional<std::string> MegatronNoOpReason(absl::string_view flag) {
-  const auto it = NoOps().find(flag);
-  if (it == NoOps().end()) return std::nullopt;
-  if (it->second.only_value == nullptr) return std::string(it->second.reason);
-  return absl::StrCat("at ", it->second.only_value, " only: ", it->second.reason);
-}
-
-MegatronNoOpSplit SplitMegatronNoOpFlags(const std::vector<std::string>& args) {
-  MegatronNoOpSplit split;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    const auto it = absl::StartsWith(arg, "--") ? NoOps().find(DashedName(arg)) : NoOps().end();
-    if (it == NoOps().end()) {
-      split.kept.push_back(arg);
-      continue;
-    }
-    const NoOp& no_op = it->second;
-    const size_t eq = arg.find('=');
-    std::optional<std::string> value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (no_op.takes_value && i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
-      value = args[i + 1];
-    }
-    if (no_op.only_value != nullptr &&
-        !(value.has_value() && SameValue(*value, no_op.only_value))) {
-      split.kept.push_back(arg);  // the parser refuses it, with the reason
-      continue;
-    }
-    if (value.has_value() && eq == std::string::npos) ++i;
-    split.ignored.push_back(
-        value.has_value() && eq == std::string::npos ? absl::StrCat(arg, " ", *value) : arg);
+MegatronFlagEntry FindMegatronFlag(absl::string_view flag) {
+  const TableIndex& index = Index();
+  if (const auto it = index.by_name.find(flag); it != index.by_name.end()) return it->second;
+  for (const auto& [prefix, group] : index.prefixes) {
+    if (absl::StartsWith(flag, prefix)) return {group, Values::kUnstated};
   }
-  return split;
+  return {};
 }
 
-std::string MegatronNoOpWarning(const std::vector<std::string>& ignored) {
-  return absl::StrCat(
-      "warning: Megatron flags that change nothing here were ignored (README: Megatron flags): ",
-      absl::StrJoin(ignored, ", "));
+MegatronFlagSplit SplitMegatronFlags(
+    const std::vector<std::string>& args,
+    const std::function<ConveyorFlag(absl::string_view)>& conveyor_flag) {
+  return Splitter(args, conveyor_flag).Split();
+}
+
+std::vector<std::string> MegatronConditionProblems(
+    const std::vector<std::string>& ignored,
+    const std::function<std::string(absl::string_view)>& value_of) {
+  std::vector<std::string> problems;
+  for (const std::string& given : ignored) {
+    const MegatronFlagGroup* group = GroupOf(given);
+    if (group == nullptr || group->only_with.empty()) continue;
+    const std::vector<absl::string_view> wanted = absl::StrSplit(group->only_with, ' ');
+    const std::string value = value_of(wanted[0]);
+    if (value == wanted[1]) continue;
+    problems.push_back(
+        absl::StrCat(given, " with ", wanted[0], " ", value, ": ", group->reason));
+  }
+  return problems;
+}
+
+std::vector<std::string> MegatronNoOpWarnings(const std::vector<std::string>& ignored) {
+  std::vector<std::pair<const MegatronFlagGroup*, std::vector<std::string>>> groups;
+  for (const std::string& given : ignored) {
+    const MegatronFlagGroup* group = GroupOf(given);
+    auto it = groups.begin();
+    while (it != groups.end() && it->first != group) ++it;
+    if (it == groups.end()) it = groups.insert(it, {group, {}});
+    it->second.push_back(given);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [group, flags] : groups) {
+    lines.push_back(absl::StrCat("warning: Megatron's ", absl::StrJoin(flags, ", "),
+                                 flags.size() == 1 ? " changes" : " change",
+                                 " nothing here: ", group->reason));
+  }
+  return lines;
 }
 
 }  // namespace conveyor

@@ -1,41 +1,61 @@
-// Megatron-LM flags that Conveyor has no field for, in two kinds:
-//   - no-ops: flags that change nothing here (kernel fusion switches, logging to
-//     services Conveyor does not write, PyTorch housekeeping, ...). A Megatron script
-//     runs unchanged: they are dropped before parsing and named in one warning line.
-//   - refused: flags that would change the math or the run and are not implemented.
-//     Parsing fails with the reason and what to do instead, not "unknown flag".
+// Megatron-LM flags that are not Conveyor flags, answered from the table of
+// trainer/megatron_flag_table.h before Conveyor's own parser runs:
+//   - no-ops are dropped with their values and named, with why, in one warning line
+//     per group (MegatronNoOpWarnings);
+//   - refused flags stop the command line with one line per feature naming every flag
+//     of it that was used, and why it is absent;
+//   - Megatron's other spellings become the Conveyor flag they mean.
+// A Conveyor flag always wins over the table, and "--no-X" where X is a Conveyor
+// switch is Megatron's store_false spelling of "--X=false".
 #ifndef CONVEYOR_TRAINER_MEGATRON_FLAGS_NOT_HERE_H_
 #define CONVEYOR_TRAINER_MEGATRON_FLAGS_NOT_HERE_H_
 
-#include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "trainer/megatron_flag_table.h"
 
 namespace conveyor {
 
-// For a refused Megatron flag spelt "--name" (dashes), why Conveyor has none and what
-// to do instead; nullopt for any other name.
-std::optional<std::string> MegatronFlagNotHere(absl::string_view flag);
-
-// For a no-op Megatron flag spelt "--name", why it changes nothing here; nullopt for
-// any other name. Some flags are no-ops at one value only (--context-parallel-size 1):
-// they are listed here with that value named in the reason, and refused at others.
-std::optional<std::string> MegatronNoOpReason(absl::string_view flag);
-
-// `args` with the no-op Megatron flags (and their values) taken out, and those flags
-// as given ("--transformer-impl local"), in order. A flag is recognised spelt with
-// dashes or underscores, as the parser recognises flags; one whose value is not the
-// no-op value stays in `kept`, for the parser to refuse.
-struct MegatronNoOpSplit {
-  std::vector<std::string> kept;
-  std::vector<std::string> ignored;
+// A flag of the table, and how many values Megatron gives it.
+struct MegatronFlagEntry {
+  enum class Values { kNone, kOne, kSome, kUnstated };  // kUnstated: a refusal or a prefix
+  const MegatronFlagGroup* group = nullptr;
+  Values values = Values::kUnstated;
 };
-MegatronNoOpSplit SplitMegatronNoOpFlags(const std::vector<std::string>& args);
 
-// The one warning line for `ignored` (non-empty), without a trailing newline.
-std::string MegatronNoOpWarning(const std::vector<std::string>& ignored);
+// The table's entry for "--name" (dashes, no value), or {nullptr} when it has none.
+MegatronFlagEntry FindMegatronFlag(absl::string_view flag);
+
+// What Conveyor's own parser knows of a flag name: nothing, a switch, or a flag that
+// takes a value.
+enum class ConveyorFlag { kUnknown, kSwitch, kValued };
+
+struct MegatronFlagSplit {
+  std::vector<std::string> kept;      // for Conveyor's parser; aliases rewritten at the end
+  std::vector<std::string> ignored;   // the no-ops as given ("--transformer-impl local")
+  std::vector<std::string> problems;  // refusals (one per group) and misspelt forms
+};
+
+// Splits argv (without argv[0]). A flag is recognised spelt with dashes or underscores,
+// as Conveyor's parser recognises its own; `conveyor_flag` says which names are
+// Conveyor's.
+MegatronFlagSplit SplitMegatronFlags(
+    const std::vector<std::string>& args,
+    const std::function<ConveyorFlag(absl::string_view)>& conveyor_flag);
+
+// The no-ops of `ignored` that are no-ops only with another flag's value
+// (MegatronFlagGroup::only_with) and whose condition does not hold: a refusal line for
+// each. `value_of` gives a Conveyor flag's parsed value as text.
+std::vector<std::string> MegatronConditionProblems(
+    const std::vector<std::string>& ignored,
+    const std::function<std::string(absl::string_view)>& value_of);
+
+// The warning lines for `ignored`, one per group, each naming its flags as given and
+// why they change nothing; no trailing newlines.
+std::vector<std::string> MegatronNoOpWarnings(const std::vector<std::string>& ignored);
 
 }  // namespace conveyor
 

@@ -171,8 +171,8 @@ TEST(FlagsTest, UnknownFlagSuggestsClosest) {
 
 TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
   EXPECT_EQ(Problem({"--use-checkpoint-args"}),
-            "Megatron's --use-checkpoint-args has no counterpart here: not implemented: pass the "
-            "model flags again (--load checks them against the checkpoint's shapes)");
+            "--use-checkpoint-args: not implemented: pass the model flags again (--load checks "
+            "them against the checkpoint's shapes)");
   EXPECT_THAT(Problem({"--use_checkpoint_args"}), HasSubstr("not implemented: pass the model"));
   // Not "did you mean --max-position-embeddings?".
   EXPECT_THAT(Problem({"--no-position-embedding"}), HasSubstr("--position-embedding-type"));
