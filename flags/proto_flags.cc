@@ -45,6 +45,26 @@ int EditDistance(absl::string_view a, absl::string_view b) {
   return row[b.size()];
 }
 
+// Whether `wanted` is `flag` misspelt, so that suggesting `flag` suggests what was
+// meant: the same words (between dashes), each with about one typo per three letters
+// ("--hiden-size", "--seq-lenght"), or the same letters with other dashes and at most
+// one typo ("--numlayers"). A word more, less or replaced is another meaning
+// ("--mtp-num-layers" is not "--num-layers", "--moe-router-dtype" not
+// "--moe-router-topk"), however close the spelling.
+bool SameWordsMisspelt(absl::string_view wanted, absl::string_view flag) {
+  const std::vector<absl::string_view> a = absl::StrSplit(wanted, '-', absl::SkipEmpty());
+  const std::vector<absl::string_view> b = absl::StrSplit(flag, '-', absl::SkipEmpty());
+  if (a.size() == b.size()) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (EditDistance(a[i], b[i]) > std::max<int>(1, static_cast<int>(b[i].size()) / 3)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  return EditDistance(absl::StrJoin(a, ""), absl::StrJoin(b, "")) <= 1;
+}
+
 // Strict integer syntax: optional sign, then digits only ("1.5", "12abc", " 1" fail).
 bool IsIntegerText(absl::string_view text) {
   if (!text.empty() && (text[0] == '-' || text[0] == '+')) text.remove_prefix(1);
@@ -433,7 +453,7 @@ class CommandLine {
     if (spec_.unknown_flag) {
       if (std::optional<std::string> known = spec_.unknown_flag(arg_name, wanted)) return *known;
     }
-    std::vector<std::string> candidates;
+    std::vector<std::string> candidates = spec_.other_names;
     if (!spec_.file_flag.empty()) candidates.push_back(spec_.file_flag);
     candidates.push_back("--help");
     for (const FlagField& f : spec_.fields) candidates.push_back(FlagName(*f.field));
@@ -441,14 +461,12 @@ class CommandLine {
     int best_distance = std::numeric_limits<int>::max();
     for (const std::string& candidate : candidates) {
       const int d = EditDistance(wanted, candidate);
-      if (d < best_distance) {
+      if (d < best_distance && SameWordsMisspelt(wanted, candidate)) {
         best_distance = d;
         best = &candidate;
       }
     }
-    // About one typo per three letters of the name itself (without "--").
-    const int tolerance = std::max<int>(1, (static_cast<int>(wanted.size()) - 2) / 3);
-    if (best != nullptr && best_distance <= tolerance) {
+    if (best != nullptr) {
       return absl::StrCat("unknown flag ", arg_name, ": did you mean ", *best, "?");
     }
     return absl::StrCat("unknown flag ", arg_name, ": see --help for the list of flags");

@@ -49,10 +49,13 @@ struct FlagSpec {
   std::vector<FlagField> fields;
   // For a flag that is not among `fields`: the whole message when the program knows
   // the flag (e.g. a Megatron flag with no counterpart), else nullopt and the
-  // parser suggests the nearest flag. `arg` is the flag as given; `wanted` is its
-  // "--dashed-name" spelling.
+  // parser suggests the nearest flag whose words the flag misspells. `arg` is the
+  // flag as given; `wanted` is its "--dashed-name" spelling.
   std::function<std::optional<std::string>(const std::string& arg, const std::string& wanted)>
       unknown_flag;
+  // Names the program answers other than `fields` (the trainer's Megatron flags that
+  // are no-ops or refused), offered in "did you mean" as well.
+  std::vector<std::string> other_names;
   // A flag that takes a file merged into the root at its place (the trainer's
   // --config), or empty; merge_file gets the path and appends its problems.
   std::string file_flag;

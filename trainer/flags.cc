@@ -118,6 +118,7 @@ absl::StatusOr<Config> ParseFlags(const std::vector<std::string>& args,
   static const auto* const spec = [] {
     auto* sp = new FlagSpec();
     sp->fields = AllFlagFields();
+    sp->other_names = MegatronFlagNames();
     sp->file_flag = kConfigFlag;
     sp->file_value_name = "FILE.textproto";
     sp->merge_file = [](const std::string& path, Message* root,

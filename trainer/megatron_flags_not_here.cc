@@ -196,6 +196,12 @@ MegatronFlagEntry FindMegatronFlag(absl::string_view flag) {
   return {};
 }
 
+std::vector<std::string> MegatronFlagNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : Index().by_name) names.push_back(name);
+  return names;
+}
+
 MegatronFlagSplit SplitMegatronFlags(
     const std::vector<std::string>& args,
     const std::function<ConveyorFlag(absl::string_view)>& conveyor_flag) {

@@ -29,6 +29,9 @@ struct MegatronFlagEntry {
 // The table's entry for "--name" (dashes, no value), or {nullptr} when it has none.
 MegatronFlagEntry FindMegatronFlag(absl::string_view flag);
 
+// Every name the table lists one by one (not its prefixes), for "did you mean".
+std::vector<std::string> MegatronFlagNames();
+
 // What Conveyor's own parser knows of a flag name: nothing, a switch, or a flag that
 // takes a value.
 enum class ConveyorFlag { kUnknown, kSwitch, kValued };

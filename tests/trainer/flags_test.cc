@@ -164,9 +164,31 @@ TEST(FlagsTest, UnknownFlagSuggestsClosest) {
               HasSubstr("did you mean --num-attention-heads?"));
   EXPECT_THAT(Problem({"-num-layers", "3"}), HasSubstr("did you mean --num-layers?"));
   EXPECT_THAT(Problem({"--confg", "x"}), HasSubstr("did you mean --config?"));
+  EXPECT_THAT(Problem({"--seq-lenght", "3"}), HasSubstr("did you mean --seq-length?"));
+  EXPECT_THAT(Problem({"--numlayers", "3"}), HasSubstr("did you mean --num-layers?"));
+  // Megatron's flags Conveyor answers without a field are suggested too.
+  EXPECT_THAT(Problem({"--determinstic-mode"}), HasSubstr("did you mean --deterministic-mode?"));
   const std::string far = Problem({"--xyzzy"});
   EXPECT_THAT(far, HasSubstr("unknown flag --xyzzy"));
   EXPECT_THAT(far, Not(HasSubstr("did you mean")));
+}
+
+// A suggestion is a flag of the same words misspelt: a word more, less or replaced means
+// something else, however close the spelling.
+TEST(FlagsTest, NoSuggestionOfAnotherMeaning) {
+  for (const char* flag : {"--ntp-num-layers", "--moe-router-dtypo", "--moe-router-type",
+                           "--model-paralel-sizes", "--num-layers-total", "--layers",
+                           "--hidden-sizes-x"}) {
+    const std::string problem = Problem({flag, "3"});
+    EXPECT_THAT(problem, Not(HasSubstr("did you mean --num-layers"))) << flag;
+    EXPECT_THAT(problem, Not(HasSubstr("did you mean --moe-router-topk"))) << flag;
+    EXPECT_THAT(problem, Not(HasSubstr("did you mean --context-parallel-size"))) << flag;
+    EXPECT_THAT(problem, Not(HasSubstr("did you mean --hidden-size"))) << flag;
+  }
+  EXPECT_THAT(Problem({"--model-paralel-size", "2"}),
+              HasSubstr("did you mean --model-parallel-size?"));
+  EXPECT_EQ(Problem({"--ntp-num-layers", "3"}),
+            "unknown flag --ntp-num-layers: see --help for the list of flags");
 }
 
 TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
