@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "data/indexed_dataset_builder.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "data/utf8_text.h"
 
 namespace conveyor {
@@ -59,32 +59,24 @@ struct Encoded {
   std::vector<Document> documents;  // [key]
 };
 
-std::string TypeName(const JsonValue& value) {
-  switch (value.type()) {
-    case JsonValue::Type::kNull:
-      return "null";
-    case JsonValue::Type::kBool:
-      return value.boolean() ? "true" : "false";
-    case JsonValue::Type::kNumber:
-      return "a number";
-    case JsonValue::Type::kString:
-      return "a string";
-    case JsonValue::Type::kArray:
-      return "a list";
-    case JsonValue::Type::kObject:
-      return "an object";
-  }
+std::string TypeName(const Json& value) {
+  if (value.is_null()) return "null";
+  if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
+  if (value.is_number()) return "a number";
+  if (value.is_string()) return "a string";
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return "an object";
   return "a JSON value";
 }
 
 // Says which fields a line has, for an error about one it lacks.
-std::string FieldNames(const JsonValue& object) {
+std::string FieldNames(const Json& object) {
   constexpr size_t kShown = 8;
-  if (object.object().empty()) return "the line has no fields";
+  if (object.empty()) return "the line has no fields";
   std::vector<std::string> names;
-  for (const auto& [name, value] : object.object()) {
+  for (const auto& member : object.items()) {
     if (names.size() == kShown) break;
-    names.push_back(absl::StrCat("\"", name, "\""));
+    names.push_back(absl::StrCat("\"", member.key(), "\""));
   }
   std::string out = absl::StrCat("the line's fields: ", absl::StrJoin(names, ", "));
   if (object.size() > kShown) absl::StrAppend(&out, ", ... (", object.size(), " in all)");
@@ -116,10 +108,10 @@ std::optional<LineError> CheckEncoding(absl::string_view text, const std::string
 // Megatron's encode() for one field: a string is one sequence; a list holds
 // the document's sentences, one sequence each, those of no tokens dropped;
 // --append-eod ends the last sequence, if the document has any.
-std::optional<LineError> EncodeField(const JsonValue& doc, const std::string& key,
+std::optional<LineError> EncodeField(const Json& doc, const std::string& key,
                                      const PreprocessOptions& options, const Tokenizer& tokenizer,
                                      Document* out) {
-  const JsonValue* value = doc.Find(key);
+  const Json* value = FindMember(doc, key);
   if (value == nullptr) {
     return LineError{absl::StrCat("no field \"", key, "\" (", FieldNames(doc), ")"),
                      absl::StrCat("--json-keys names the fields to read (default: text); name "
@@ -128,17 +120,17 @@ std::optional<LineError> EncodeField(const JsonValue& doc, const std::string& ke
   }
   std::vector<const std::string*> sentences;
   if (value->is_string()) {
-    sentences.push_back(&value->str());
+    sentences.push_back(&value->get_ref<const std::string&>());
   } else if (value->is_array()) {
     for (size_t i = 0; i < value->size(); ++i) {
-      const JsonValue& sentence = (*value)[i];
+      const Json& sentence = (*value)[i];
       if (!sentence.is_string()) {
         return LineError{absl::StrCat("field \"", key, "\" is a list whose element ", i,
                                       " (from 0) is ", TypeName(sentence),
                                       ": a list must hold only strings, the document's sentences"),
                          absl::StrCat(kFixLine, kOrSkip)};
       }
-      sentences.push_back(&sentence.str());
+      sentences.push_back(&sentence.get_ref<const std::string&>());
     }
   } else {
     return LineError{absl::StrCat("field \"", key, "\" is ", TypeName(*value),
@@ -177,7 +169,7 @@ Encoded EncodeLine(absl::string_view text, const PreprocessOptions& options,
                           absl::StrCat("each line must hold one JSON object: ", kFixLine, kOrSkip)};
     return out;
   };
-  absl::StatusOr<JsonValue> doc = ParseJson(text);
+  absl::StatusOr<Json> doc = ParseJson(text);
   if (!doc.ok()) return not_json(std::string(doc.status().message()));
   if (!doc->is_object()) {
     return not_json(absl::StrCat("the line is ", TypeName(*doc), ", not a JSON object"));

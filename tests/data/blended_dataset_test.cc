@@ -128,7 +128,7 @@ TEST(BlendingIndicesTest, SamplesPerDatasetSaturates) {
 // sample j of each at positions 2j and 2j + 1.
 TEST(BlendedDatasetTest, WeightedDataPathOverTheMegatronFixture) {
   const std::string dir = TestDataDir() + "/megatron-fixtures";
-  const JsonValue items =
+  const Json items =
       ReadJsonOrDie(dir + "/gpt_tiny_uint16_seq16_seed1234_n40.json")["samples"]["items"];
   DatasetBuildConfig c;
   c.sequence_length = 16;
@@ -143,7 +143,7 @@ TEST(BlendedDatasetTest, WeightedDataPathOverTheMegatronFixture) {
   EXPECT_EQ(blend->dataset(0).size(), 40);
   EXPECT_EQ(blend->dataset(1).size(), 40);
   for (int64_t j = 0; j < 39; ++j) {
-    const std::vector<int64_t> want = items[j]["tokens"].IntArray();
+    const std::vector<int64_t> want = items[j]["tokens"].get<std::vector<int64_t>>();
     for (int64_t i : {2 * j, 2 * j + 1}) {
       auto got = blend->Sample(i);
       ASSERT_TRUE(got.ok()) << got.status();

@@ -23,7 +23,7 @@ using ::testing::HasSubstr;
 
 std::string FixturePrefix() { return TestDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
-JsonValue FixtureSamples() {
+Json FixtureSamples() {
   return ReadJsonOrDie(
       TestDataDir() +
       "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json")["samples"]["items"];
@@ -49,11 +49,11 @@ std::vector<int64_t> SampleOf(const SampleSource& s, int64_t i) {
 }
 
 void ExpectFixtureSamples(const SampleSource& s) {
-  const JsonValue items = FixtureSamples();
+  const Json items = FixtureSamples();
   ASSERT_EQ(s.size(), 40);
-  for (const JsonValue& item : items.array()) {
-    EXPECT_EQ(SampleOf(s, item["idx"].integer()), item["tokens"].IntArray())
-        << "sample " << item["idx"].integer();
+  for (const Json& item : items) {
+    EXPECT_EQ(SampleOf(s, item["idx"].get<int64_t>()), item["tokens"].get<std::vector<int64_t>>())
+        << "sample " << item["idx"].get<int64_t>();
   }
 }
 

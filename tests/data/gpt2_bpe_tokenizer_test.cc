@@ -41,11 +41,11 @@ TEST(Gpt2BpeTokenizerTest, MatchesEveryCheckedExample) {
   for (absl::string_view line : absl::StrSplit(lines, '\n', absl::SkipWhitespace())) {
     auto example = ParseJson(line);
     ASSERT_TRUE(example.ok()) << example.status();
-    const std::string& text = (*example)["text"].str();
+    const std::string& text = (*example)["text"].get<std::string>();
     auto ids = Tok().Tokenize(text);
     ASSERT_TRUE(ids.ok()) << ids.status();
     std::vector<int64_t> got(ids->begin(), ids->end());
-    EXPECT_EQ(got, (*example)["ids"].IntArray()) << text;
+    EXPECT_EQ(got, (*example)["ids"].get<std::vector<int64_t>>()) << text;
     auto back = Tok().Detokenize(*ids);
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, text);

@@ -22,28 +22,28 @@ class GptDatasetFixtureTest : public ::testing::Test {
     auto ds = IndexedDataset::Open(dir + "/tiny_uint16");
     ASSERT_TRUE(ds.ok()) << ds.status();
     GptIndexConfig config;
-    config.sequence_length = expected_["config"]["sequence_length"].integer();
-    config.random_seed = uint32_t(expected_["config"]["random_seed"].integer());
-    config.num_samples = expected_["num_samples_requested"].integer();
+    config.sequence_length = expected_["config"]["sequence_length"].get<int64_t>();
+    config.random_seed = uint32_t(expected_["config"]["random_seed"].get<int64_t>());
+    config.num_samples = expected_["num_samples_requested"].get<int64_t>();
     std::vector<int32_t> documents;
-    for (int64_t d : expected_["indexed_indices"].IntArray()) documents.push_back(int32_t(d));
+    for (int64_t d : expected_["indexed_indices"].get<std::vector<int64_t>>()) documents.push_back(int32_t(d));
     auto gpt = GptDataset::Create(std::shared_ptr<const IndexedDataset>(std::move(*ds)), documents,
                                   config, /*token_ids=*/{});
     ASSERT_TRUE(gpt.ok()) << gpt.status();
     dataset_ = std::move(*gpt);
   }
 
-  JsonValue expected_;
+  Json expected_;
   std::unique_ptr<GptDataset> dataset_;
 };
 
 TEST_F(GptDatasetFixtureTest, DerivedValuesMatchMegatron) {
   const GptIndices& idx = dataset_->indices();
-  const JsonValue& derived = expected_["derived"];
-  EXPECT_EQ(idx.tokens_per_epoch, derived["num_tokens_per_epoch"].integer());
-  EXPECT_EQ(idx.num_epochs, derived["num_epochs"].integer());
-  EXPECT_EQ(idx.separate_final_epoch, derived["separate_final_epoch"].boolean());
-  EXPECT_EQ(dataset_->size(), derived["len_dataset"].integer());
+  const Json& derived = expected_["derived"];
+  EXPECT_EQ(idx.tokens_per_epoch, derived["num_tokens_per_epoch"].get<int64_t>());
+  EXPECT_EQ(idx.num_epochs, derived["num_epochs"].get<int64_t>());
+  EXPECT_EQ(idx.separate_final_epoch, derived["separate_final_epoch"].get<bool>());
+  EXPECT_EQ(dataset_->size(), derived["len_dataset"].get<int64_t>());
 }
 
 TEST_F(GptDatasetFixtureTest, IndicesMatchMegatron) {
@@ -51,21 +51,21 @@ TEST_F(GptDatasetFixtureTest, IndicesMatchMegatron) {
 }
 
 TEST_F(GptDatasetFixtureTest, EverySampleMatchesMegatron) {
-  const JsonValue& items = expected_["samples"]["items"];
+  const Json& items = expected_["samples"]["items"];
   ASSERT_EQ(items.size(), 40u);
-  for (const JsonValue& item : items.array()) {
-    auto tokens = dataset_->Sample(item["idx"].integer());
+  for (const Json& item : items) {
+    auto tokens = dataset_->Sample(item["idx"].get<int64_t>());
     ASSERT_TRUE(tokens.ok()) << tokens.status();
     std::vector<int64_t> got(tokens->begin(), tokens->end());
-    EXPECT_EQ(got, item["tokens"].IntArray()) << "sample " << item["idx"].integer();
+    EXPECT_EQ(got, item["tokens"].get<std::vector<int64_t>>()) << "sample " << item["idx"].get<int64_t>();
   }
-  const JsonValue& unshuffled = expected_["samples_unshuffled"]["tokens"];
+  const Json& unshuffled = expected_["samples_unshuffled"]["tokens"];
   ASSERT_EQ(unshuffled.size(), 40u);
   for (size_t row = 0; row < unshuffled.size(); ++row) {
     auto tokens = dataset_->UnshuffledSample(int64_t(row));
     ASSERT_TRUE(tokens.ok()) << tokens.status();
     std::vector<int64_t> got(tokens->begin(), tokens->end());
-    EXPECT_EQ(got, unshuffled[row].IntArray()) << "row " << row;
+    EXPECT_EQ(got, unshuffled[row].get<std::vector<int64_t>>()) << "row " << row;
   }
 }
 

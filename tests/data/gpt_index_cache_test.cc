@@ -107,7 +107,7 @@ class GptIndexCacheTest : public ::testing::Test {
     EXPECT_EQ(idx.tokens_per_epoch, 323);
   }
 
-  JsonValue expected_;
+  Json expected_;
   std::vector<int32_t> lengths_;
   std::vector<int32_t> documents_;
   GptIndexKey key_;
@@ -167,7 +167,7 @@ TEST_F(GptIndexCacheTest, LoadsTheCacheRatherThanRebuilding) {
   ASSERT_TRUE(BuildOrLoadGptIndices(lengths_, documents_, key_, options_).ok());
   // Swap two shuffle entries on disk: a valid but different cache.
   const GptIndexCacheFiles files = CacheFilesFor(options_.path, key_);
-  std::vector<int64_t> shuffle = expected_["shuffle_index"]["data"].IntArray();
+  std::vector<int64_t> shuffle = expected_["shuffle_index"]["data"].get<std::vector<int64_t>>();
   std::swap(shuffle[0], shuffle[1]);
   ASSERT_TRUE(
       WriteCacheFile(files.shuffle_index, *EncodeNpy("<u4", {int64_t(shuffle.size())}, shuffle))
@@ -205,7 +205,7 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
                           "-GPTDataset-train-* files and rerun to rebuild them";
   auto load = [&] { return BuildOrLoadGptIndices(lengths_, documents_, key_, options_); };
 
-  std::vector<int64_t> shuffle = expected_["shuffle_index"]["data"].IntArray();
+  std::vector<int64_t> shuffle = expected_["shuffle_index"]["data"].get<std::vector<int64_t>>();
   const std::vector<int64_t> good_shuffle = shuffle;
   shuffle[7] = shuffle[3];
   ASSERT_TRUE(WriteCacheFile(files.shuffle_index, *EncodeNpy("<u4", {40}, shuffle)).ok());
@@ -221,7 +221,7 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
   ASSERT_TRUE(load().ok());
 
   // Document 0 twice, document 1 once: every id is in range.
-  std::vector<int64_t> doc = expected_["document_index"]["data"].IntArray();
+  std::vector<int64_t> doc = expected_["document_index"]["data"].get<std::vector<int64_t>>();
   const std::vector<int64_t> good_doc = doc;
   ASSERT_EQ(std::find(doc.begin(), doc.end(), 1) - doc.begin(), 8);
   doc[8] = 0;
@@ -240,8 +240,8 @@ TEST_F(GptIndexCacheTest, InRangeDamageIsAnErrorNamingTheFileAndTheFix) {
 
   // Sample 5 starts one token later: still inside its document, still in order.
   std::vector<int64_t> sample;
-  for (const JsonValue& row : expected_["sample_index"]["data"].array()) {
-    for (int64_t v : row.IntArray()) sample.push_back(v);
+  for (const Json& row : expected_["sample_index"]["data"]) {
+    for (int64_t v : row.get<std::vector<int64_t>>()) sample.push_back(v);
   }
   sample[2 * 5 + 1] += 1;
   ASSERT_TRUE(WriteCacheFile(files.sample_index, *EncodeNpy("<i4", {41, 2}, sample)).ok());
@@ -285,10 +285,10 @@ TEST_F(GptIndexCacheTest, BuilderUsesTheCache) {
   EXPECT_EQ(ListDir(options_.path).size(), 4u);
   auto second = BuildSplitDatasets(c, {40, 0, 0});
   ASSERT_TRUE(second.ok()) << second.status();
-  for (const JsonValue& item : expected_["samples"]["items"].array()) {
-    auto tokens = (*second)[0]->Sample(item["idx"].integer());
+  for (const Json& item : expected_["samples"]["items"]) {
+    auto tokens = (*second)[0]->Sample(item["idx"].get<int64_t>());
     ASSERT_TRUE(tokens.ok()) << tokens.status();
-    EXPECT_EQ(std::vector<int64_t>(tokens->begin(), tokens->end()), item["tokens"].IntArray());
+    EXPECT_EQ(std::vector<int64_t>(tokens->begin(), tokens->end()), item["tokens"].get<std::vector<int64_t>>());
   }
 }
 

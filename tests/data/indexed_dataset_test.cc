@@ -31,53 +31,53 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 }
 
 TEST(IndexedDatasetTest, ReadsMegatronFixtureExactly) {
-  const JsonValue expected = ReadJsonOrDie(FixturePrefix() + ".json");
+  const Json expected = ReadJsonOrDie(FixturePrefix() + ".json");
   absl::StatusOr<std::unique_ptr<IndexedDataset>> ds = IndexedDataset::Open(FixturePrefix());
   ASSERT_TRUE(ds.ok()) << ds.status();
   const IndexedDataset& d = **ds;
-  EXPECT_EQ(int(d.dtype()), expected["header"]["dtype_code"].integer());
-  EXPECT_EQ(d.num_sequences(), expected["num_sequences"].integer());
-  EXPECT_EQ(d.num_documents(), expected["num_documents"].integer());
-  EXPECT_EQ(d.num_tokens(), expected["total_tokens"].integer());
+  EXPECT_EQ(int(d.dtype()), expected["header"]["dtype_code"].get<int64_t>());
+  EXPECT_EQ(d.num_sequences(), expected["num_sequences"].get<int64_t>());
+  EXPECT_EQ(d.num_documents(), expected["num_documents"].get<int64_t>());
+  EXPECT_EQ(d.num_tokens(), expected["total_tokens"].get<int64_t>());
   std::vector<int64_t> lengths(d.sequence_lengths().begin(), d.sequence_lengths().end());
-  EXPECT_EQ(lengths, expected["sequence_lengths"].IntArray());
-  EXPECT_EQ(d.sequence_pointers(), expected["sequence_pointers_bytes"].IntArray());
-  EXPECT_EQ(d.document_indices(), expected["document_indices"].IntArray());
+  EXPECT_EQ(lengths, expected["sequence_lengths"].get<std::vector<int64_t>>());
+  EXPECT_EQ(d.sequence_pointers(), expected["sequence_pointers_bytes"].get<std::vector<int64_t>>());
+  EXPECT_EQ(d.document_indices(), expected["document_indices"].get<std::vector<int64_t>>());
 
-  const JsonValue& docs = expected["documents"];
+  const Json& docs = expected["documents"];
   ASSERT_EQ(docs.size(), 7u);
   for (size_t k = 0; k < docs.size(); ++k) {
-    const std::vector<int64_t> ids = docs[k]["sequence_ids"].IntArray();
+    const std::vector<int64_t> ids = docs[k]["sequence_ids"].get<std::vector<int64_t>>();
     for (size_t s = 0; s < ids.size(); ++s) {
       absl::StatusOr<std::vector<int64_t>> tokens = d.Get(ids[s]);
       ASSERT_TRUE(tokens.ok()) << tokens.status();
-      EXPECT_EQ(*tokens, docs[k]["sequences"][s].IntArray()) << "document " << k;
+      EXPECT_EQ(*tokens, docs[k]["sequences"][s].get<std::vector<int64_t>>()) << "document " << k;
     }
   }
 }
 
 TEST(IndexedDatasetTest, PartialReadsMatchFixture) {
-  const JsonValue expected = ReadJsonOrDie(FixturePrefix() + ".json");
+  const Json expected = ReadJsonOrDie(FixturePrefix() + ".json");
   auto ds = IndexedDataset::Open(FixturePrefix());
   ASSERT_TRUE(ds.ok()) << ds.status();
-  const JsonValue& reads = expected["partial_reads"];
+  const Json& reads = expected["partial_reads"];
   ASSERT_EQ(reads.size(), 6u);  // every sequence with at least 3 tokens
-  for (const JsonValue& r : reads.array()) {
-    auto part = (*ds)->Get(r["sequence"].integer(), r["offset"].integer(), r["length"].integer());
+  for (const Json& r : reads) {
+    auto part = (*ds)->Get(r["sequence"].get<int64_t>(), r["offset"].get<int64_t>(), r["length"].get<int64_t>());
     ASSERT_TRUE(part.ok()) << part.status();
-    EXPECT_EQ(*part, r["tokens"].IntArray()) << "sequence " << r["sequence"].integer();
+    EXPECT_EQ(*part, r["tokens"].get<std::vector<int64_t>>()) << "sequence " << r["sequence"].get<int64_t>();
   }
   EXPECT_FALSE((*ds)->Get(0, 0, 2).ok());
   EXPECT_FALSE((*ds)->Get(7).ok());
 }
 
 TEST(IndexedDatasetTest, BuilderWritesMegatronBytes) {
-  const JsonValue expected = ReadJsonOrDie(FixturePrefix() + ".json");
+  const Json expected = ReadJsonOrDie(FixturePrefix() + ".json");
   const std::string prefix = FreshDir("indexed_dataset") + "/copy";
   auto builder = IndexedDatasetBuilder::Create(prefix + ".bin", TokenDType::kUint16);
   ASSERT_TRUE(builder.ok()) << builder.status();
-  for (const JsonValue& doc : expected["documents"].array()) {
-    const std::vector<int64_t> tokens = doc["sequences"][0].IntArray();
+  for (const Json& doc : expected["documents"]) {
+    const std::vector<int64_t> tokens = doc["sequences"][0].get<std::vector<int64_t>>();
     const std::vector<int32_t> lengths = {int32_t(tokens.size())};
     ASSERT_TRUE((*builder)->AddDocument(absl::MakeConstSpan(tokens), lengths).ok());
   }

@@ -43,7 +43,7 @@ RunResult InspectData(const std::string& args) {
 std::string Fixture() { return TestDataDir() + "/megatron-fixtures/tiny_uint16"; }
 
 TEST(InspectDataTest, SummaryAndSamplesMatchTheFixture) {
-  const JsonValue expected =
+  const Json expected =
       ReadJsonOrDie(TestDataDir() + "/megatron-fixtures/gpt_tiny_uint16_seq16_seed1234_n40.json");
   // The fixture's request: 40 train samples, split 1,0,0, seed 1234.
   RunResult r = InspectData(absl::StrCat("--data-path ", Fixture(),
@@ -58,10 +58,10 @@ TEST(InspectDataTest, SummaryAndSamplesMatchTheFixture) {
   EXPECT_EQ(lines[3],
             "train split: --split 1,0,0, --seq-length 16, --seed 1234, 40 samples requested, "
             "40 built");
-  for (const JsonValue& item : expected["samples"]["items"].array()) {
-    const int64_t i = item["idx"].integer();
+  for (const Json& item : expected["samples"]["items"]) {
+    const int64_t i = item["idx"].get<int64_t>();
     EXPECT_EQ(lines[4 + i],
-              absl::StrCat("sample ", i, ": ", absl::StrJoin(item["tokens"].IntArray(), " ")));
+              absl::StrCat("sample ", i, ": ", absl::StrJoin(item["tokens"].get<std::vector<int64_t>>(), " ")));
   }
 }
 

@@ -33,12 +33,12 @@ TEST(NumpyRandomTest, PermutationMatchesNumpy) {
 TEST(NumpyRandomTest, RandIntMatchesMegatronFixtureTokens) {
   // The fixture's documents are successive RandomState(1234).randint(0, 50257,
   // size=L) draws, one document after another.
-  const JsonValue fixture = testing_util::ReadJsonOrDie(testing_util::TestDataDir() +
+  const Json fixture = testing_util::ReadJsonOrDie(testing_util::TestDataDir() +
                                                         "/megatron-fixtures/tiny_uint16.json");
   NumpyRandomState rng(1234);
   int checked = 0;
-  for (const JsonValue& doc : fixture["documents"].array()) {
-    for (int64_t token : doc["sequences"][0].IntArray()) {
+  for (const Json& doc : fixture["documents"]) {
+    for (int64_t token : doc["sequences"][0].get<std::vector<int64_t>>()) {
       ASSERT_EQ(rng.RandInt(0, 50257), token) << "draw " << checked;
       ++checked;
     }

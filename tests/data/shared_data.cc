@@ -44,22 +44,22 @@ std::string ReadFileOrDie(const std::string& path) {
   return ss.str();
 }
 
-JsonValue ReadJsonOrDie(const std::string& path) {
-  absl::StatusOr<JsonValue> v = ParseJson(ReadFileOrDie(path));
+Json ReadJsonOrDie(const std::string& path) {
+  absl::StatusOr<Json> v = ParseJson(ReadFileOrDie(path));
   if (!v.ok()) Die(path + ": " + std::string(v.status().message()));
   return *std::move(v);
 }
 
-void ExpectIndicesMatchFixture(const GptIndices& indices, const JsonValue& fixture) {
+void ExpectIndicesMatchFixture(const GptIndices& indices, const Json& fixture) {
   const std::vector<int64_t> document_index(indices.document_index.begin(),
                                             indices.document_index.end());
-  EXPECT_EQ(document_index, fixture["document_index"]["data"].IntArray());
+  EXPECT_EQ(document_index, fixture["document_index"]["data"].get<std::vector<int64_t>>());
   std::vector<int64_t> sample_index;
-  for (const JsonValue& row : fixture["sample_index"]["data"].array()) {
-    for (int64_t v : row.IntArray()) sample_index.push_back(v);
+  for (const Json& row : fixture["sample_index"]["data"]) {
+    for (int64_t v : row.get<std::vector<int64_t>>()) sample_index.push_back(v);
   }
   EXPECT_EQ(indices.sample_index, sample_index);
-  EXPECT_EQ(indices.shuffle_index, fixture["shuffle_index"]["data"].IntArray());
+  EXPECT_EQ(indices.shuffle_index, fixture["shuffle_index"]["data"].get<std::vector<int64_t>>());
 }
 
 }  // namespace conveyor::testing_util

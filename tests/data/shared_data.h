@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/gpt_indices.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 
 namespace conveyor::testing_util {
 
@@ -16,11 +16,11 @@ std::string TestDataDir();
 
 // Whole file contents; aborts with the path on failure.
 std::string ReadFileOrDie(const std::string& path);
-JsonValue ReadJsonOrDie(const std::string& path);
+Json ReadJsonOrDie(const std::string& path);
 
 // Expects `indices` to equal the document, sample and shuffle indices of a
 // Megatron fixture (gpt_tiny_uint16_seq16_seed1234_n40.json's layout).
-void ExpectIndicesMatchFixture(const GptIndices& indices, const JsonValue& fixture);
+void ExpectIndicesMatchFixture(const GptIndices& indices, const Json& fixture);
 
 }  // namespace conveyor::testing_util
 

@@ -136,7 +136,7 @@ TEST(TrainingDataTest, PrefixesWithSpacesAreTakenWhole) {
 }
 
 TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {
-  const JsonValue expected = ReadJsonOrDie(Fixtures() + "/gpt_tiny_uint16_seq16_seed1234_n40.json");
+  const Json expected = ReadJsonOrDie(Fixtures() + "/gpt_tiny_uint16_seq16_seed1234_n40.json");
   Config c = FixtureFlags();
   auto tokenizer = ResolveVocabulary(&c);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
@@ -150,8 +150,8 @@ TEST(TrainingDataTest, DataPathMatchesMegatronFixtureWithGpt2Tokenizer) {
   ASSERT_NE(data->train, nullptr);
   EXPECT_EQ(data->valid, nullptr);
   EXPECT_EQ(data->test, nullptr);
-  for (const JsonValue& item : expected["samples"]["items"].array()) {
-    EXPECT_EQ(Tokens(*data->train, item["idx"].integer()), item["tokens"].IntArray());
+  for (const Json& item : expected["samples"]["items"]) {
+    EXPECT_EQ(Tokens(*data->train, item["idx"].get<int64_t>()), item["tokens"].get<std::vector<int64_t>>());
   }
   // A second rank finds the first one's cache, loads it and serves the same samples.
   auto other = BuildTrainingData(c, 40, 0, 0);
