@@ -15,6 +15,9 @@ const std::vector<HfArchitecture>& HfArchitectures() {
       {"MistralForCausalLM", "mistral", HfFamily::kLlama, false, false},
       {"Qwen2ForCausalLM", "qwen2", HfFamily::kLlama, true, false},
       {"Qwen3ForCausalLM", "qwen3", HfFamily::kLlama, false, true},
+      {"MixtralForCausalLM", "mixtral", HfFamily::kLlama, false, false, true},
+      {"Qwen2MoeForCausalLM", "qwen2_moe", HfFamily::kLlama, true, false, true},
+      {"Qwen3MoeForCausalLM", "qwen3_moe", HfFamily::kLlama, false, true, true},
   };
   return *table;
 }
@@ -75,7 +78,13 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
   const bool gpt2 = CheckGpt2Architecture(config).ok();
   const bool qkv_bias = config.model().add_qkv_bias();
   const bool qk_norm = config.model().qk_layernorm();
+  const bool moe = config.model().num_experts() > 0;
   if (requested.empty()) {
+    if (moe && !gpt2) {
+      return &Named(qk_norm ? "Qwen3MoeForCausalLM"
+                    : qkv_bias ? "Qwen2MoeForCausalLM"
+                               : "MixtralForCausalLM");
+    }
     return &Named(gpt2       ? "GPT2LMHeadModel"
                   : qk_norm  ? "Qwen3ForCausalLM"
                   : qkv_bias ? "Qwen2ForCausalLM"
@@ -89,9 +98,12 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
   }
   if ((wanted->family == HfFamily::kGpt2) != gpt2 ||
       (wanted->family == HfFamily::kLlama &&
-       (wanted->qkv_bias != qkv_bias || wanted->qk_norm != qk_norm))) {
+       (wanted->qkv_bias != qkv_bias || wanted->qk_norm != qk_norm || wanted->moe != moe))) {
     const absl::string_view holder =
         gpt2                   ? "GPT-2's architecture"
+        : moe && qk_norm       ? "a mixture of experts with per-head q/k norms: Qwen3MoeForCausalLM"
+        : moe && qkv_bias      ? "a mixture of experts with q/k/v biases: Qwen2MoeForCausalLM"
+        : moe                  ? "a mixture of experts: MixtralForCausalLM"
         : qk_norm && !qkv_bias ? "a Llama-family model with per-head q/k norms: Qwen3ForCausalLM"
         : qk_norm              ? "a Llama-family model with q/k biases and per-head q/k norms: none"
         : qkv_bias

@@ -9,7 +9,8 @@ const char kHfConfigFieldsPreamble[] =
     "\n"
     "What `--load-hf DIR` does with each field of `DIR/config.json`, per architecture, from\n"
     "transformers' configuration classes (`GPT2Config`, `LlamaConfig`, `MistralConfig`,\n"
-    "`Qwen2Config`, `Qwen3Config`) and their modeling files. Generated from the tables in\n"
+    "`Qwen2Config`, `Qwen3Config`, `MixtralConfig`, `Qwen2MoeConfig`, `Qwen3MoeConfig`) and\n"
+    "their modeling files. Generated from the tables in\n"
     "`trainer/hf/hf_config_table.cc` (a test keeps this file equal to them).\n"
     "\n"
     "- **honoured**: the field sets the Conveyor flag named. A flag given on the command\n"
@@ -133,26 +134,51 @@ std::vector<HfConfigField> Gpt2Fields() {
   };
 }
 
+// transformers' defaults of the Llama-family configs where they differ.
+struct LlamaDefaults {
+  const char* vocab = "151936";
+  const char* hidden = "4096";
+  const char* ffn = "22016";
+  const char* layers = "32";
+  const char* heads = "32";
+  const char* kv_heads = "32";
+  const char* positions = "32768";
+  const char* eps = "1e-06";
+  const char* theta = "10000.0";
+};
+
+LlamaDefaults DefaultsOf(const std::string& model_type) {
+  LlamaDefaults d;
+  if (model_type == "llama") {
+    d.vocab = "32000", d.ffn = "11008", d.kv_heads = "null", d.positions = "2048";
+  } else if (model_type == "mistral") {
+    d.vocab = "32000", d.ffn = "14336", d.kv_heads = "8", d.positions = "131072";
+  } else if (model_type == "mixtral") {
+    d.vocab = "32000", d.ffn = "14336", d.kv_heads = "8", d.positions = "131072";
+    d.eps = "1e-05", d.theta = "1000000.0";
+  } else if (model_type == "qwen2_moe") {
+    d.hidden = "2048", d.ffn = "5632", d.layers = "24", d.heads = "16", d.kv_heads = "16";
+  } else if (model_type == "qwen3_moe") {
+    d.hidden = "2048", d.ffn = "6144", d.layers = "24", d.kv_heads = "4";
+  }
+  return d;
+}
+
 // The fields of every Llama-family config; `model_type`'s defaults where they differ.
 std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
   using T = HfJsonType;
-  const bool llama = model_type == "llama", mistral = model_type == "mistral";
+  const LlamaDefaults d = DefaultsOf(model_type);
   return {
-      Size("vocab_size", llama || mistral ? "32000" : "151936", kMaxVocabulary, "--vocab-size",
+      Size("vocab_size", d.vocab, kMaxVocabulary, "--vocab-size", true),
+      Size("hidden_size", d.hidden, kMaxHidden, "--hidden-size", true),
+      Size("intermediate_size", d.ffn, kMaxFfnHidden,
+           model_type == "mixtral" ? "--ffn-hidden-size and --moe-ffn-hidden-size (each expert's)"
+                                   : "--ffn-hidden-size",
            true),
-      Size("hidden_size", "4096", kMaxHidden, "--hidden-size", true),
-      Size("intermediate_size",
-           llama     ? "11008"
-           : mistral ? "14336"
-                     : "22016",
-           kMaxFfnHidden, "--ffn-hidden-size", true),
-      Size("num_hidden_layers", "32", kMaxLayers, "--num-layers", true),
-      Size("num_attention_heads", "32", kMaxHeads, "--num-attention-heads", true),
+      Size("num_hidden_layers", d.layers, kMaxLayers, "--num-layers", true),
+      Size("num_attention_heads", d.heads, kMaxHeads, "--num-attention-heads", true),
       [&] {
-        HfConfigField f = Honoured("num_key_value_heads", T::kIntegerOrNull,
-                                   llama     ? "null"
-                                   : mistral ? "8"
-                                             : "32",
+        HfConfigField f = Honoured("num_key_value_heads", T::kIntegerOrNull, d.kv_heads,
                                    "--num-query-groups (null: num_attention_heads)");
         f.limit = &kMaxHeads;
         return f;
@@ -165,17 +191,14 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
         f.limit = &kMaxHeads;
         return f;
       }(),
-      Size("max_position_embeddings",
-           llama     ? "2048"
-           : mistral ? "131072"
-                     : "32768",
-           kMaxSequence, "--max-position-embeddings (with RoPE a length limit, no table)", false),
-      Honoured("rms_norm_eps", T::kNumber, "1e-06", "--norm-epsilon"),
+      Size("max_position_embeddings", d.positions, kMaxSequence,
+           "--max-position-embeddings (with RoPE a length limit, no table)", false),
+      Honoured("rms_norm_eps", T::kNumber, d.eps, "--norm-epsilon"),
       Honoured("tie_word_embeddings", T::kBool, "false",
                "--untie-embeddings-and-output-weights when false"),
       Refused("hidden_act", T::kString, "\"silu\"", {"\"silu\"", "\"swish\""},
               "Conveyor's gated MLP is SwiGLU; transformers' swish is the same SiLU"),
-      Honoured("rope_theta", T::kNumber, "10000.0",
+      Honoured("rope_theta", T::kNumber, d.theta,
                "--rotary-base (transformers 4; 5 keeps it in rope_parameters)"),
       Honoured("rope_parameters", T::kObjectOrNull, "null",
                "its rope_theta sets --rotary-base; a rope_type other than \"default\" "
@@ -204,16 +227,21 @@ std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
                              "the same products; 5 no longer reads it"));
     return fields;
   }
-  if (model_type == "mistral") {
-    fields.push_back(Honoured("sliding_window", T::kIntegerOrNull, "4096",
+  if (model_type == "mistral" || model_type == "mixtral") {
+    fields.push_back(Honoured("sliding_window", T::kIntegerOrNull,
+                              model_type == "mistral" ? "4096" : "null",
                               "every layer attends to at most this many keys: refused when "
                               "shorter than --seq-length (Conveyor has no sliding window), else "
                               "plain causal attention; null: no window"));
     return fields;
   }
-  if (model_type == "qwen3") {
+  if (model_type == "qwen3" || model_type == "qwen3_moe") {
     fields.push_back(Refused("attention_bias", T::kBool, "false", {"false"},
                              "Conveyor's Qwen3 attention has no biases"));
+  }
+  if (model_type == "qwen2_moe") {
+    fields.push_back(Refused("qkv_bias", T::kBool, "true", {"true"},
+                             "q/k/v biases (--add-qkv-bias); Conveyor's Qwen2-MoE has them"));
   }
   fields.push_back(Honoured("sliding_window", T::kIntegerOrNull, "4096",
                             "the window of the layers that slide (use_sliding_window): refused "
@@ -228,12 +256,65 @@ std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
   return fields;
 }
 
+// The mixture-of-experts fields (Mixtral, Qwen2-MoE, Qwen3-MoE; none for dense models).
+std::vector<HfConfigField> MoeFields(const std::string& model_type) {
+  using T = HfJsonType;
+  constexpr char kAuxLoss[] =
+      "the weight of transformers' load-balancing loss in training (with "
+      "output_router_logits): Conveyor's --moe-aux-loss-coeff decides, as in any run; the "
+      "model's function does not depend on it";
+  const bool mixtral = model_type == "mixtral", qwen2 = model_type == "qwen2_moe";
+  if (!mixtral && !qwen2 && model_type != "qwen3_moe") return {};
+  std::vector<HfConfigField> fields = {
+      Size(mixtral ? "num_local_experts" : "num_experts",
+           mixtral ? "8"
+           : qwen2 ? "60"
+                   : "128",
+           kMaxExperts, "--num-experts", false),
+      Size("num_experts_per_tok",
+           mixtral ? "2"
+           : qwen2 ? "4"
+                   : "8",
+           kMaxExperts, "--moe-router-topk", false),
+      Ignored("router_aux_loss_coef", "0.001", kAuxLoss),
+      Ignored("output_router_logits", "false",
+              "whether HF's forward returns the router logits and adds its load-balancing "
+              "loss in training: outputs, not the model's function (see router_aux_loss_coef)"),
+  };
+  if (mixtral) {
+    fields.push_back(Refused("router_jitter_noise", T::kNumber, "0.0", {"0"},
+                             "multiplies the MoE input by uniform noise in training; "
+                             "Conveyor's router has no input jitter"));
+    return fields;
+  }
+  fields.push_back(Size("moe_intermediate_size", qwen2 ? "1408" : "768", kMaxFfnHidden,
+                        "--moe-ffn-hidden-size", false));
+  fields.push_back(Honoured("norm_topk_prob", T::kBool, "false",
+                            "true renormalises the top-k weights to sum 1; false: "
+                            "--moe-router-pre-softmax (softmax over every expert)"));
+  fields.push_back(Honoured("decoder_sparse_step", T::kInteger, "1",
+                            "layer i is MoE when (i + 1) % step == 0 and it is not in "
+                            "mlp_only_layers: --moe-layer-freq as a list"));
+  fields.push_back(Honoured("mlp_only_layers", T::kArrayOrNull, "[]",
+                            "layer indices with a dense MLP of intermediate_size: "
+                            "--moe-layer-freq as a list"));
+  if (qwen2) {
+    fields.push_back(Size("shared_expert_intermediate_size", "5632", kMaxFfnHidden,
+                          "--moe-shared-expert-intermediate-size; the shared expert's output is "
+                          "scaled by sigmoid(shared_expert_gate), which Conveyor does not "
+                          "implement: such folders are refused",
+                          false));
+  }
+  return fields;
+}
+
 }  // namespace
 
 std::vector<HfConfigField> HfFamilyFields(const std::string& model_type) {
   if (model_type == "gpt2") return Gpt2Fields();
   std::vector<HfConfigField> fields = LlamaFamilyFields(model_type);
   for (HfConfigField& f : LlamaVariantFields(model_type)) fields.push_back(std::move(f));
+  for (HfConfigField& f : MoeFields(model_type)) fields.push_back(std::move(f));
   return fields;
 }
 

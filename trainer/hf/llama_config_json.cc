@@ -10,6 +10,7 @@
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/json_text.h"
 #include "trainer/hf/model_flags_from_file.h"
+#include "trainer/hf/moe_config_json.h"
 
 namespace conveyor {
 namespace {
@@ -49,7 +50,8 @@ double RopeTheta(const JsonValue& hf, const HfArchitecture& arch) {
 // has none. Layer kinds Conveyor does not know are refused.
 bool SlidingWindowUsed(const JsonValue& hf, const HfArchitecture& arch,
                        ModelFlagsFromFile* flags) {
-  if (std::string(arch.model_type) == "mistral") return true;
+  const std::string model_type = arch.model_type;
+  if (model_type == "mistral" || model_type == "mixtral") return true;
   if (!arch.qkv_bias && !arch.qk_norm) return false;
   const bool window = HfFieldOrDefault(hf, arch, "use_sliding_window").boolean();
   if (hf["layer_types"].is_array()) {
@@ -65,8 +67,9 @@ bool SlidingWindowUsed(const JsonValue& hf, const HfArchitecture& arch,
     }
     return used;
   }
-  return window && HfFieldOrDefault(hf, arch, "max_window_layers").integer() <
-                       hf["num_hidden_layers"].integer();
+  // Qwen's MoE configs pick their sliding layers otherwise: any may slide.
+  return window && (arch.moe || HfFieldOrDefault(hf, arch, "max_window_layers").integer() <
+                                    hf["num_hidden_layers"].integer());
 }
 
 void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t seq_length,
@@ -137,6 +140,7 @@ absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
              arch.qkv_bias ? "q/k/v biases" : "no q/k/v biases");
   flags.Bool("qk_layernorm", architecture, arch.qk_norm,
              arch.qk_norm ? "per-head q/k norms" : "no q/k norms");
+  ApplyMoeConfigJson(hf, arch, &flags);
   // Padding rows would add a logit of 0 to every softmax, so the imported model would
   // not be the file's: no padding unless asked for (or the TP size does not divide
   // the vocabulary).
@@ -186,6 +190,7 @@ std::string LlamaConfigJson(const Config& config, const HfArchitecture& arch,
     fields["max_window_layers"] = absl::StrCat(m.num_layers());
     if (model_type == "qwen3") fields["attention_bias"] = "false";
   }
+  AddMoeConfigJsonFields(m, arch, &fields);
   return SortedJsonObject(fields);
 }
 

@@ -10,25 +10,10 @@
 #include "base/status_macros.h"
 #include "proto/config_choices.h"
 #include "trainer/checkpoint/index_runs.h"
+#include "trainer/hf/tensor_pairs.h"
 
 namespace conveyor {
 namespace {
-
-// How a Conveyor tensor's rows come from its HF pieces.
-enum class Rows {
-  kSame,        // one piece, row for row
-  kVocab,       // one piece of `vocab` rows; Conveyor's further rows are padding
-  kGroupedQkv,  // pieces q, k, v, interleaved per key/value group
-  kGateUp,      // pieces gate, up, one after the other
-};
-
-struct TensorPair {
-  std::string conveyor;
-  std::vector<int64_t> conveyor_shape;
-  Rows rows;
-  std::vector<std::string> hf;  // the pieces' names
-  std::vector<std::vector<int64_t>> hf_shapes;
-};
 
 std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
   const int64_t q = d.heads * d.head_dim, kv = d.groups * d.head_dim, qkv = q + 2 * kv;
@@ -87,6 +72,10 @@ std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
                      Rows::kSame,
                      {h + "post_attention_layernorm.weight"},
                      {{d.hidden}}});
+    if (d.moe.IsMoeLayer(i)) {
+      AppendMoeLayerPairs(d.moe, d.hidden, i, &pairs);
+      continue;
+    }
     pairs.push_back({c + "mlp.fc1.weight",
                      {2 * d.ffn, d.hidden},
                      Rows::kGateUp,
@@ -110,8 +99,10 @@ std::optional<std::pair<size_t, int64_t>> RowSource(const TensorPair& pair, int6
     case Rows::kVocab:
       if (r >= d.vocab) return std::nullopt;
       return std::make_pair(size_t{0}, r);
-    case Rows::kGateUp:
-      return r < d.ffn ? std::make_pair(size_t{0}, r) : std::make_pair(size_t{1}, r - d.ffn);
+    case Rows::kGateUp: {
+      const int64_t ffn = pair.hf_shapes[0][0];  // the gate's rows: the MLP's width
+      return r < ffn ? std::make_pair(size_t{0}, r) : std::make_pair(size_t{1}, r - ffn);
+    }
     case Rows::kGroupedQkv: {
       // Per group g: its heads / groups query heads, its key head, its value head.
       const int64_t per_head_group = d.heads / d.groups;
@@ -159,6 +150,7 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
   if (m.vocab_size() <= 0) {
     problems.push_back("--vocab-size is unset; the Hugging Face config needs the real size");
   }
+  const HfMoeDims moe = HfMoeDimsFromConfig(m, &problems);
   if (!problems.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("the model is not a Llama-family model:\n  ",
                                                       absl::StrJoin(problems, "\n  ")));
@@ -175,6 +167,7 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
   d.tied = !m.untie_embeddings_and_output_weights();
   d.qkv_bias = m.add_qkv_bias();
   d.qk_norm = m.qk_layernorm();
+  d.moe = moe;
   if (d.num_layers <= 0 || d.hidden <= 0 || d.heads <= 0 || d.groups <= 0 ||
       d.heads % d.groups != 0 || d.head_dim <= 0 || padded_vocab < d.vocab) {
     return absl::InvalidArgumentError(absl::StrCat(

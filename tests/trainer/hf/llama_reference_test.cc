@@ -23,6 +23,7 @@
 #include "model/model_shape.h"
 #include "parallel/self_communicator.h"
 #include "tests/trainer/hf/hf_reference.h"
+#include "tests/trainer/hf/llama_forward.h"
 #include "tests/trainer/hf/slice_reads.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
@@ -39,15 +40,9 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using testing_util::AddInto;
-using testing_util::CausalAttention;
 using testing_util::FreshDir;
-using testing_util::Linear;
-using testing_util::LogitsAndLoss;
 using testing_util::Matrix;
 using testing_util::Reference;
-using testing_util::RmsNorm;
-using testing_util::Rows;
 
 constexpr int64_t kSeq = 8;
 
@@ -142,67 +137,15 @@ HfTensorMap RandomWeights(const TinyModel& m, uint32_t seed) {
 
 // ---- The reference: modeling_llama.py's forward pass in double, from the HF tensors. ----
 
-// Qwen3RMSNorm over head `h` of every row: x / sqrt(mean(x^2) + eps) * w.
-void HeadRmsNorm(Matrix* x, int64_t h, int64_t d, const HfTensor& w, double eps) {
-  for (std::vector<double>& row : *x) {
-    double* v = row.data() + h * d;
-    double sum = 0;
-    for (int64_t i = 0; i < d; ++i) sum += v[i] * v[i];
-    const double scale = 1.0 / std::sqrt(sum / double(d) + eps);
-    for (int64_t i = 0; i < d; ++i) v[i] = v[i] * scale * double(w.data[i]);
-  }
-}
-
-// apply_rotary_pos_emb with rotate_half on head `h` of every row (position = row).
-void Rope(Matrix* x, int64_t h, int64_t d, double theta) {
-  for (size_t p = 0; p < x->size(); ++p) {
-    double* v = (*x)[p].data() + h * d;
-    for (int64_t i = 0; i < d / 2; ++i) {
-      const double angle = double(p) / std::pow(theta, double(2 * i) / double(d));
-      const double a = v[i], b = v[i + d / 2];
-      v[i] = a * std::cos(angle) - b * std::sin(angle);
-      v[i + d / 2] = b * std::cos(angle) + a * std::sin(angle);
-    }
-  }
-}
-
 Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
                     const std::vector<int32_t>& labels) {
-  const int64_t d = m.head_dim();
-  auto w = [&](const std::string& name) -> const HfTensor& { return t.at(name); };
-  auto b = [&](const std::string& name) { return m.qkv_bias ? &t.at(name) : nullptr; };
-  Matrix x = Rows(w("model.embed_tokens.weight"), tokens);
-  for (int64_t layer = 0; layer < m.layers; ++layer) {
-    const std::string l = absl::StrCat("model.layers.", layer, ".");
-    const Matrix h = RmsNorm(x, w(l + "input_layernorm.weight"), m.eps);
-    Matrix q = Linear(h, w(l + "self_attn.q_proj.weight"), b(l + "self_attn.q_proj.bias"));
-    Matrix k = Linear(h, w(l + "self_attn.k_proj.weight"), b(l + "self_attn.k_proj.bias"));
-    const Matrix v = Linear(h, w(l + "self_attn.v_proj.weight"), b(l + "self_attn.v_proj.bias"));
-    if (m.qk_norm) {
-      for (int64_t head = 0; head < m.heads; ++head) {
-        HeadRmsNorm(&q, head, d, w(l + "self_attn.q_norm.weight"), m.eps);
-      }
-      for (int64_t head = 0; head < m.kv_heads; ++head) {
-        HeadRmsNorm(&k, head, d, w(l + "self_attn.k_norm.weight"), m.eps);
-      }
-    }
-    for (int64_t head = 0; head < m.heads; ++head) Rope(&q, head, d, m.rope_theta);
-    for (int64_t head = 0; head < m.kv_heads; ++head) Rope(&k, head, d, m.rope_theta);
-    AddInto(
-        Linear(CausalAttention(q, k, v, m.heads, m.kv_heads, d), w(l + "self_attn.o_proj.weight")),
-        &x);
-    const Matrix h2 = RmsNorm(x, w(l + "post_attention_layernorm.weight"), m.eps);
-    Matrix gate = Linear(h2, w(l + "mlp.gate_proj.weight"));
-    const Matrix up = Linear(h2, w(l + "mlp.up_proj.weight"));
-    for (size_t p = 0; p < gate.size(); ++p) {
-      for (int64_t i = 0; i < m.ffn; ++i) {
-        gate[p][i] = gate[p][i] / (1 + std::exp(-gate[p][i])) * up[p][i];  // silu(gate) * up
-      }
-    }
-    AddInto(Linear(gate, w(l + "mlp.down_proj.weight")), &x);
-  }
-  return LogitsAndLoss(RmsNorm(x, w("model.norm.weight"), m.eps),
-                       w(m.tied ? "model.embed_tokens.weight" : "lm_head.weight"), labels);
+  const testing_util::LlamaSpec spec{m.layers,     m.heads, m.kv_heads, m.head_dim(), m.rope_theta,
+                                     m.eps,        m.tied,  m.qkv_bias, m.qk_norm};
+  return testing_util::LlamaForward(spec, t, tokens, labels, [&](int64_t layer, const Matrix& h) {
+    const std::string l = absl::StrCat("model.layers.", layer, ".mlp.");
+    return testing_util::SwigluMlp(h, t.at(l + "gate_proj.weight"), t.at(l + "up_proj.weight"),
+                                   t.at(l + "down_proj.weight"));
+  });
 }
 
 // ---- Conveyor's side. ----

@@ -7,36 +7,41 @@
 
 namespace conveyor::testing_util {
 
+int64_t ExpectRankReadsMatchWholeRead(const std::string& dir, const ResolvedConfig& config,
+                                      const GlobalTensorMap& whole, const TensorParallel& parallel,
+                                      const std::string& rank) {
+  const ModelShape& shape = config.model_shape();
+  GptModel model(shape, /*seed=*/1, &parallel);
+  HfElementRequest request;
+  int64_t elements = 0;
+  for (const Parameter* p : model.parameters().parameters()) {
+    request[p->name] = GlobalIndices(*p);
+    elements += static_cast<int64_t>(request[p->name].size());
+  }
+  int64_t bytes = 0;
+  const absl::StatusOr<HfElementValues> slices = ReadHfSlices(dir, config.config(), request, &bytes);
+  EXPECT_TRUE(slices.ok()) << slices.status();
+  if (!slices.ok()) return 0;
+  for (const auto& [name, indices] : request) {
+    const std::vector<float>& got = slices->at(name);
+    EXPECT_EQ(got.size(), indices.size()) << name;
+    for (size_t i = 0; i < indices.size() && i < got.size(); ++i) {
+      EXPECT_EQ(got[i], whole.at(name)[indices[i]]) << name << "[" << indices[i] << "], " << rank;
+    }
+  }
+  EXPECT_EQ(bytes, 4 * elements) << rank;
+  return bytes;
+}
+
 std::vector<int64_t> ExpectSliceReadsMatchWholeRead(const std::string& dir,
                                                     const ResolvedConfig& config,
                                                     const GlobalTensorMap& whole, int tp) {
-  const ModelShape shape = ModelShapeFromConfig(config.config(), config.padded_vocab_size());
   InProcessWorld world(tp);
   std::vector<int64_t> bytes_read;
   for (int rank = 0; rank < tp; ++rank) {
     const TensorParallel parallel(&world.rank(rank), /*sequence_parallel=*/false);
-    GptModel model(shape, /*seed=*/1, &parallel);
-    HfElementRequest request;
-    int64_t elements = 0;
-    for (const Parameter* p : model.parameters().parameters()) {
-      request[p->name] = GlobalIndices(*p);
-      elements += static_cast<int64_t>(request[p->name].size());
-    }
-    int64_t bytes = 0;
-    const absl::StatusOr<HfElementValues> slices =
-        ReadHfSlices(dir, config.config(), request, &bytes);
-    EXPECT_TRUE(slices.ok()) << slices.status();
-    if (!slices.ok()) return {};
-    for (const auto& [name, indices] : request) {
-      const std::vector<float>& got = slices->at(name);
-      EXPECT_EQ(got.size(), indices.size()) << name;
-      for (size_t i = 0; i < indices.size() && i < got.size(); ++i) {
-        EXPECT_EQ(got[i], whole.at(name)[indices[i]]) << name << "[" << indices[i] << "], rank "
-                                                      << rank;
-      }
-    }
-    EXPECT_EQ(bytes, 4 * elements) << "rank " << rank;
-    bytes_read.push_back(bytes);
+    bytes_read.push_back(
+        ExpectRankReadsMatchWholeRead(dir, config, whole, parallel, "rank " + std::to_string(rank)));
   }
   return bytes_read;
 }

@@ -7,10 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "model/tensor_parallel.h"
 #include "trainer/hf/export.h"
 #include "trainer/resolved_config.h"
 
 namespace conveyor::testing_util {
+
+// For the rank of the model in `dir` that `parallel` places (`rank` names it in
+// messages): reads the elements its parameters keep, expects each equal to `whole`'s at
+// the same global index and 4 bytes (F32) read per element kept; returns the bytes read.
+int64_t ExpectRankReadsMatchWholeRead(const std::string& dir, const ResolvedConfig& config,
+                                      const GlobalTensorMap& whole, const TensorParallel& parallel,
+                                      const std::string& rank);
 
 // For each of `tp` tensor-parallel ranks of the model in `dir`: reads the elements its
 // parameters keep, expects each equal to `whole`'s at the same global index and 4 bytes

@@ -1,0 +1,43 @@
+// Hugging Face's Llama-family decoder forward pass in double precision, written from
+// transformers' modeling code (modeling_llama.py: separate q/k/v projections, rotate_half
+// RoPE, repeat_kv grouped attention, RMSNorm; modeling_qwen3.py's q_norm and k_norm over
+// each head before RoPE), with each layer's MLP supplied by the test: the dense SwiGLU MLP
+// (SwigluMlp) or a mixture of experts. The independent reference of the Llama-family and
+// MoE import tests.
+#ifndef CONVEYOR_TESTS_TRAINER_HF_LLAMA_FORWARD_H_
+#define CONVEYOR_TESTS_TRAINER_HF_LLAMA_FORWARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tests/trainer/hf/hf_reference.h"
+#include "trainer/hf/safetensors.h"
+
+namespace conveyor::testing_util {
+
+struct LlamaSpec {
+  int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  double rope_theta = 10000.0;
+  double eps = 1e-6;
+  bool tied = false;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+};
+
+// Layer `layer`'s MLP on its normalised input h [seq][hidden] (its tensors are under
+// "model.layers.<layer>.").
+using MlpFn = std::function<Matrix(int64_t layer, const Matrix& h)>;
+
+// LlamaMLP: down(silu(gate h) * up h).
+Matrix SwigluMlp(const Matrix& h, const HfTensor& gate, const HfTensor& up, const HfTensor& down);
+
+// The model's logits and mean cross-entropy for one sequence.
+Reference LlamaForward(const LlamaSpec& spec, const HfTensorMap& tensors,
+                       const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
+                       const MlpFn& mlp);
+
+}  // namespace conveyor::testing_util
+
+#endif  // CONVEYOR_TESTS_TRAINER_HF_LLAMA_FORWARD_H_

@@ -1,0 +1,119 @@
+#include "trainer/hf/moe_mapping.h"
+
+#include "absl/strings/str_cat.h"
+#include "model/moe_layer_pattern.h"
+#include "proto/config_choices.h"
+
+namespace conveyor {
+namespace {
+
+// A gated MLP of width `ffn`: Conveyor's `c`.fc1 = [gate | up] and fc2 from HF's
+// `gate`, `up` and `down` (full names).
+void AppendGatedMlp(const std::string& c, const std::string& gate, const std::string& up,
+                    const std::string& down, int64_t hidden, int64_t ffn,
+                    std::vector<TensorPair>* pairs) {
+  pairs->push_back({c + ".fc1.weight",
+                    {2 * ffn, hidden},
+                    Rows::kGateUp,
+                    {gate, up},
+                    {{ffn, hidden}, {ffn, hidden}}});
+  pairs->push_back({c + ".fc2.weight", {hidden, ffn}, Rows::kSame, {down}, {{hidden, ffn}}});
+}
+
+// The problems of routing settings no Mixtral or Qwen MoE router computes.
+void CheckRouter(const ModelConfig& m, std::vector<std::string>* problems) {
+  if (ChoiceOr(m.moe_router_score_function(), MoeRouterScoreFunction::kSoftmax) !=
+      MoeRouterScoreFunction::kSoftmax) {
+    problems->push_back(
+        "--moe-router-score-function is not softmax; Mixtral's and Qwen's routers take a softmax");
+  }
+  if (m.moe_router_topk_scaling_factor() != 0.0f) {
+    problems->push_back(
+        "--moe-router-topk-scaling-factor is set; Mixtral's and Qwen's routers do not scale "
+        "their weights");
+  }
+  if (m.moe_router_enable_expert_bias()) {
+    problems->push_back(
+        "--moe-router-enable-expert-bias is set; Mixtral's and Qwen's routers have no expert "
+        "bias");
+  }
+}
+
+}  // namespace
+
+HfMoeDims HfMoeDimsFromConfig(const ModelConfig& m, std::vector<std::string>* problems) {
+  HfMoeDims moe;
+  if (m.num_experts() <= 0) return moe;
+  CheckRouter(m, problems);
+  moe.experts = m.num_experts();
+  moe.ffn = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
+  moe.shared_ffn = m.moe_shared_expert_intermediate_size();
+  moe.layers = ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers())
+                   .value_or(std::vector<bool>(m.num_layers(), true));
+  const bool dense_layers = moe.layers != std::vector<bool>(m.num_layers(), true);
+  if (m.add_qkv_bias() || m.qk_layernorm()) {
+    moe.names = HfMoeNames::kQwen;
+    if (m.qk_layernorm() && moe.shared_ffn > 0) {
+      problems->push_back(
+          "--moe-shared-expert-intermediate-size is set; Qwen3-MoE (--qk-layernorm) has no "
+          "shared expert");
+    }
+    if (!m.qk_layernorm()) {
+      problems->push_back(
+          "--add-qkv-bias makes this a Qwen2-MoE model, whose shared expert's sigmoid gate "
+          "(shared_expert_gate) Conveyor does not implement");
+    }
+    return moe;
+  }
+  moe.names = HfMoeNames::kMixtral;
+  if (m.moe_router_pre_softmax()) {
+    problems->push_back(
+        "--moe-router-pre-softmax is set; Mixtral renormalises its top-k weights (Qwen-MoE "
+        "with norm_topk_prob false does not: --add-qkv-bias or --qk-layernorm)");
+  }
+  if (dense_layers) {
+    problems->push_back("--moe-layer-freq makes some layers dense; every Mixtral layer is MoE");
+  }
+  if (moe.shared_ffn > 0) {
+    problems->push_back("--moe-shared-expert-intermediate-size is set; Mixtral has no shared expert");
+  }
+  return moe;
+}
+
+void AppendMoeLayerPairs(const HfMoeDims& moe, int64_t hidden, int64_t layer,
+                         std::vector<TensorPair>* pairs) {
+  const std::string c = absl::StrCat("layers.", layer, ".mlp.");
+  const bool mixtral = moe.names == HfMoeNames::kMixtral;
+  const std::string h =
+      absl::StrCat("model.layers.", layer, mixtral ? ".block_sparse_moe." : ".mlp.");
+  pairs->push_back({c + "router.weight",
+                    {moe.experts, hidden},
+                    Rows::kSame,
+                    {h + "gate.weight"},
+                    {{moe.experts, hidden}}});
+  for (int64_t e = 0; e < moe.experts; ++e) {
+    const std::string expert = absl::StrCat(h, "experts.", e, ".");
+    if (mixtral) {
+      AppendGatedMlp(absl::StrCat(c, "experts.", e), expert + "w1.weight", expert + "w3.weight",
+                     expert + "w2.weight", hidden, moe.ffn, pairs);
+    } else {
+      AppendGatedMlp(absl::StrCat(c, "experts.", e), expert + "gate_proj.weight",
+                     expert + "up_proj.weight", expert + "down_proj.weight", hidden, moe.ffn,
+                     pairs);
+    }
+  }
+  if (moe.shared_ffn > 0) {
+    const std::string shared = h + "shared_expert.";
+    AppendGatedMlp(c + "shared_experts", shared + "gate_proj.weight", shared + "up_proj.weight",
+                   shared + "down_proj.weight", hidden, moe.shared_ffn, pairs);
+  }
+  if (moe.shared_gate) {
+    pairs->push_back({c + "shared_experts.gate.weight",
+                      {1, hidden},
+                      Rows::kSame,
+                      {h + "shared_expert_gate.weight"},
+                      {{1, hidden}}});
+  }
+}
+
+}  // namespace conveyor
