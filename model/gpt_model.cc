@@ -29,7 +29,10 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
                    {InitKind::kNormal, shape.init_std}, true, vocab_rows);
   }
   // The lookup and the tied head's GEMM both read the table in the compute type.
-  if (word_embedding_ != nullptr) word_embedding_->read_in_compute_type = true;
+  if (word_embedding_ != nullptr) {
+    word_embedding_->read_in_compute_type = true;
+    word_embedding_->embedding_or_output = true;
+  }
   if (partition.has_embedding && shape.learned_positions()) {
     position_embedding_ =
         store_.Add("embedding.position_embeddings.weight", {shape.max_positions, shape.hidden},
@@ -53,7 +56,10 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       output_layer_ = store_.Add("output_layer.weight", {shape.padded_vocab, shape.hidden},
                                  {InitKind::kNormal, shape.init_std}, true, vocab_rows);
     }
-    if (output_layer_ != nullptr) output_layer_->read_in_compute_type = true;
+    if (output_layer_ != nullptr) {
+      output_layer_->read_in_compute_type = true;
+      output_layer_->embedding_or_output = true;
+    }
   }
 }
 

@@ -66,6 +66,10 @@ struct Parameter {
   // > 1): replicated only over the expert-data-parallel group, where its gradient is
   // summed, the distributed optimizer shards it and checkpoints write it once.
   bool expert_parallel = false;
+  // The input word embedding or the output layer's weight (and a tied embedding's copy
+  // on the last stage): Megatron's is_embedding_or_output_parameter, which
+  // --decoupled-lr gives a learning rate of its own. Position embeddings are not.
+  bool embedding_or_output = false;
 };
 
 enum class InitKind { kNormal, kZeros, kOnes };

@@ -25,7 +25,11 @@ CONVEYOR_CHOICES(NanPolicy, {NanPolicy::kStop, "stop"}, {NanPolicy::kSkip, "skip
 CONVEYOR_CHOICES(OptimizerKind, {OptimizerKind::kAdam, "adam"}, {OptimizerKind::kSgd, "sgd"});
 CONVEYOR_CHOICES(LrDecayStyle, {LrDecayStyle::kConstant, "constant"},
                  {LrDecayStyle::kLinear, "linear"}, {LrDecayStyle::kCosine, "cosine"},
-                 {LrDecayStyle::kInverseSquareRoot, "inverse-square-root"});
+                 {LrDecayStyle::kInverseSquareRoot, "inverse-square-root"},
+                 {LrDecayStyle::kWsd, "WSD"});
+CONVEYOR_CHOICES(LrWsdDecayStyle, {LrWsdDecayStyle::kExponential, "exponential"},
+                 {LrWsdDecayStyle::kLinear, "linear"}, {LrWsdDecayStyle::kCosine, "cosine"},
+                 {LrWsdDecayStyle::kMinusSqrt, "minus_sqrt"});
 CONVEYOR_CHOICES(RecomputeGranularity, {RecomputeGranularity::kNone, ""},
                  {RecomputeGranularity::kFull, "full"},
                  {RecomputeGranularity::kSelective, "selective"});
@@ -71,6 +75,7 @@ CONVEYOR_INSTANTIATE(DeviceKind);
 CONVEYOR_INSTANTIATE(NanPolicy);
 CONVEYOR_INSTANTIATE(OptimizerKind);
 CONVEYOR_INSTANTIATE(LrDecayStyle);
+CONVEYOR_INSTANTIATE(LrWsdDecayStyle);
 CONVEYOR_INSTANTIATE(RecomputeGranularity);
 CONVEYOR_INSTANTIATE(RecomputeMethod);
 CONVEYOR_INSTANTIATE(MoeRouterScoreFunction);

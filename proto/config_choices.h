@@ -20,7 +20,8 @@ enum class Normalization { kLayerNorm, kRmsNorm };             // --normalizatio
 enum class DeviceKind { kAuto, kCpu, kCuda };                  // --device
 enum class NanPolicy { kStop, kSkip };                         // --nan-policy
 enum class OptimizerKind { kAdam, kSgd };                      // --optimizer
-enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot };  // --lr-decay-style
+enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot, kWsd };  // --lr-decay-style
+enum class LrWsdDecayStyle { kExponential, kLinear, kCosine, kMinusSqrt };  // --lr-wsd-decay-style
 enum class RecomputeGranularity { kNone, kFull, kSelective };  // --recompute-granularity ("")
 enum class RecomputeMethod { kNone, kUniform, kBlock };        // --recompute-method ("")
 // --moe-router-score-function, --moe-router-load-balancing-type, --moe-token-drop-policy,

@@ -23,6 +23,7 @@
 #include "proto/config_choices.h"
 #include "trainer/batch_rampup.h"
 #include "trainer/flags.h"
+#include "trainer/lr_validation.h"
 #include "trainer/moe_validation.h"
 #include "trainer/size_limits.h"
 
@@ -468,6 +469,7 @@ void CheckOptimizer(const Config& c, Problems* out) {
              o.lr_warmup_fraction(), " are exclusive: set only one of them");
   }
   CheckScheduleLength(c, out);
+  for (const std::string& line : WsdAndDecoupledLrProblems(c)) out->Add(line);
   out->NonNegativeReal("--clip-grad", o.clip_grad());
   out->NonNegativeReal("--weight-decay", o.weight_decay());
   out->HalfOpenUnit("--adam-beta1", o.adam_beta1());

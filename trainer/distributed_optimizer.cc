@@ -157,7 +157,7 @@ class DistributedOptimizer : public ParameterUpdater {
     return FinishCount(static_cast<int64_t>(zeros), context_);
   }
 
-  absl::Status Step(double grad_norm, double lr) override {
+  absl::Status Step(double grad_norm, const StepLearningRates& lr) override {
     ClipGradients(*ops_, optimizer_->segments(), grad_norm, clip_grad_);
     optimizer_->Step(lr);
     if (!overlap_param_gather_) return GatherValues();

@@ -1,7 +1,9 @@
 // The optimizer's arithmetic: AdamW (or SGD with momentum) over flat segments of
 // parameters and their gradients, each with its own weight-decay setting (Megatron
 // excludes biases and norm weights). A segment is a whole parameter, or, under the
-// distributed optimizer, the part of one that falls in this rank's shard.
+// distributed optimizer, the part of one that falls in this rank's shard. Under
+// --decoupled-lr the segments of the embedding and output layer weights
+// (Parameter::embedding_or_output) step with the decoupled rate.
 #ifndef CONVEYOR_TRAINER_OPTIMIZER_H_
 #define CONVEYOR_TRAINER_OPTIMIZER_H_
 
@@ -12,6 +14,7 @@
 #include "proto/config.pb.h"
 #include "runtime/optimizer_ops.h"
 #include "runtime/tensor.h"
+#include "trainer/lr_schedule.h"
 
 namespace conveyor {
 
@@ -42,8 +45,9 @@ class Optimizer {
   Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments,
             const OptimizerOps* ops);
 
-  // One update with learning rate `lr`.
-  void Step(double lr);
+  // One update: `lr.decoupled` for the embedding and output layer weights under
+  // --decoupled-lr, `lr.main` for the rest.
+  void Step(const StepLearningRates& lr);
 
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }  // resuming from a checkpoint
@@ -62,7 +66,12 @@ class Optimizer {
   OptimizerConfig config_;
   std::vector<OptimizerSegment> segments_;
   const OptimizerOps* ops_;
-  std::vector<AdamWTensor> adam_tensors_;  // one per segment, for Adam's single call
+  // Whether segment i steps with the decoupled rate.
+  bool Decoupled(size_t i) const;
+
+  // One per segment, for Adam's call per learning rate: [0] the main group, [1] the
+  // decoupled one.
+  std::vector<AdamWTensor> adam_tensors_[2];
   std::vector<State> state_;
   int64_t steps_ = 0;
 };

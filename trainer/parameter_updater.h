@@ -58,7 +58,7 @@ class ParameterUpdater {
   virtual absl::StatusOr<int64_t> GradZeros() = 0;
   // Clips by `grad_norm` to --clip-grad, applies one optimizer step with `lr`, and
   // leaves every rank's parameters current.
-  virtual absl::Status Step(double grad_norm, double lr) = 0;
+  virtual absl::Status Step(double grad_norm, const StepLearningRates& lr) = 0;
 
   // The optimizer, for checkpoints: its state tensors and step count.
   virtual Optimizer& optimizer() = 0;

@@ -114,7 +114,7 @@ class ReplicatedUpdater : public ParameterUpdater {
         context_);
   }
 
-  absl::Status Step(double grad_norm, double lr) override {
+  absl::Status Step(double grad_norm, const StepLearningRates& lr) override {
     ClipGradients(*ops_, optimizer_.segments(), grad_norm, clip_grad_);
     optimizer_.Step(lr);
     return absl::OkStatus();

@@ -90,6 +90,7 @@ struct StepOutcome {
   double grad_norm = 0.0;
   std::optional<int64_t> num_zeros;  // --log-num-zeros-in-grad
   double learning_rate = 0.0;
+  double decoupled_learning_rate = 0.0;  // --decoupled-lr's group
   std::optional<MoeStepFigures> moe;  // --num-experts
 };
 
@@ -226,8 +227,11 @@ class TrainingRun {
     {
       StepTimers::Scope phase(&timers_, StepTimers::kOptimizer);
       const profiler::Scope span("phase", "optimizer");
-      step.learning_rate = rampup_.ramps() ? schedule_.AfterSamples(result_.consumed_samples)
-                                           : schedule_.ForIteration(iteration_);
+      const StepLearningRates rates = rampup_.ramps()
+                                          ? schedule_.RatesAfterSamples(result_.consumed_samples)
+                                          : schedule_.RatesForIteration(iteration_);
+      step.learning_rate = rates.main;
+      step.decoupled_learning_rate = rates.decoupled;
       RETURN_IF_ERROR(UpdateOrSkip(step));
       // --moe-router-enable-expert-bias: the step's token counts move the expert biases.
       RETURN_IF_ERROR(FinishExpertBiasStep(stage_, MoeShapeFromConfig(config_.model()),
@@ -301,7 +305,8 @@ class TrainingRun {
   // or skips the step.
   absl::Status UpdateOrSkip(const StepOutcome& step) {
     if (StepApplies(step)) {
-      RETURN_IF_ERROR(updater_->Step(step.grad_norm, step.learning_rate));
+      RETURN_IF_ERROR(updater_->Step(step.grad_norm,
+                                      {step.learning_rate, step.decoupled_learning_rate}));
       RefreshComputeCopies(stage_->ops(), params_);
       interval_loss_ += step.loss;
       ++interval_good_iterations_;

@@ -106,6 +106,16 @@ INSTANTIATE_TEST_SUITE_P(
                                   return l;
                                 }(),
                                 false},
+                      // WSD's anneal and --decoupled-lr's group follow the resumed
+                      // iteration (the schedule's state is the iteration and samples).
+                      ExactCase{"dp2_distributed_wsd_decoupled_lr_sync",
+                                [] {
+                                  Layout l = DistributedDp2();
+                                  l.untied = true;
+                                  l.wsd_decoupled_lr = true;
+                                  return l;
+                                }(),
+                                false},
                       // --qk-layernorm's norms saved and restored.
                       ExactCase{"tp2_qk_layernorm_sync",
                                 [] {

@@ -132,6 +132,7 @@ Layout OneRank(const Layout& layout) {
   one.per_token_loss = layout.per_token_loss;
   one.moe = layout.moe;
   one.expert_bias = layout.expert_bias;
+  one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
   return one;
 }
 
@@ -159,6 +160,7 @@ std::string LayoutName(const Layout& l) {
   if (l.per_token_loss) name += "_per_token_loss";
   if (l.moe) name += "_moe";
   if (l.expert_bias) name += "_expert_bias";
+  if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -205,6 +207,14 @@ Config TinyConfig(const Layout& l) {
   c.mutable_optimizer()->set_lr(1e-2f);
   c.mutable_optimizer()->set_lr_warmup_iters(2);
   c.mutable_optimizer()->set_clip_grad(0.5f);  // engaged: checks the global norm
+  if (l.wsd_decoupled_lr) {
+    OptimizerConfig& o = *c.mutable_optimizer();
+    o.set_lr_decay_style("WSD");
+    o.set_lr_wsd_decay_style("minus_sqrt");
+    o.set_lr_wsd_decay_iters(4);
+    o.set_decoupled_lr(3e-2f);
+    o.set_decoupled_min_lr(1e-3f);
+  }
   c.mutable_data()->set_mock_data(true);
   c.mutable_logging()->set_log_interval(100);
   c.mutable_parallel()->set_tensor_model_parallel_size(l.tp);

@@ -53,6 +53,9 @@ struct Layout {
   // (--moe-router-enable-expert-bias, a rate large enough to change the routing between
   // steps).
   bool expert_bias = false;
+  // Megatron's WSD schedule (a minus_sqrt anneal over the last 4 iterations) with the
+  // embedding and output layer on --decoupled-lr / --decoupled-min-lr.
+  bool wsd_decoupled_lr = false;
   // Recomputation: "" none, "full" (--recompute-granularity full, uniform, 1 layer) or
   // "selective" (the mlp and layernorm modules: an MoE layer rebuilt from its input).
   std::string recompute;

@@ -2,9 +2,15 @@
 #include "trainer/optimizer.h"
 
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "model/gpt_model.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/parameter_updater.h"
 
 namespace conveyor {
@@ -74,7 +80,7 @@ TEST_F(OptimizerTest, WeightDecaySkipsExcludedParameters) {
   weight_->grad.SetZero();
   bias_->grad.SetZero();
   Optimizer adam(c, WholeParameterSegments(store_.parameters()), &CpuOptimizerOps::Get());
-  adam.Step(0.1);
+  adam.Step({0.1, 0.1});
   // Zero gradient: only decoupled decay moves the weight, by a factor 1 - lr * wd.
   EXPECT_FLOAT_EQ(weight_->value.data()[0], 0.95f);
   EXPECT_FLOAT_EQ(bias_->value.data()[0], 1.0f);
@@ -86,10 +92,103 @@ TEST_F(OptimizerTest, SgdWithMomentumMatchesTorch) {
   c.set_weight_decay(0.0f);
   c.set_sgd_momentum(0.5f);
   Optimizer sgd(c, WholeParameterSegments(store_.parameters()), &CpuOptimizerOps::Get());
-  sgd.Step(0.1);  // buf = g = 4, p = 1 - 0.4
+  sgd.Step({0.1, 0.1});  // buf = g = 4, p = 1 - 0.4
   EXPECT_FLOAT_EQ(bias_->value.data()[0], 0.6f);
-  sgd.Step(0.1);  // buf = 0.5 * 4 + 4 = 6, p = 0.6 - 0.6
+  sgd.Step({0.1, 0.1});  // buf = 0.5 * 4 + 4 = 6, p = 0.6 - 0.6
   EXPECT_NEAR(bias_->value.data()[0], 0.0f, 1e-7);
+}
+
+ModelShape DecoupledShape(bool tied) {
+  ModelShape s;
+  s.num_layers = 1;
+  s.hidden = 8;
+  s.heads = 2;
+  s.query_groups = 2;
+  s.head_dim = 4;
+  s.ffn_hidden = 16;
+  s.seq = 4;
+  s.max_positions = 4;
+  s.padded_vocab = 16;
+  s.tied_embeddings = tied;
+  return s;
+}
+
+std::set<std::string> EmbeddingOrOutput(GptModel& model) {
+  std::set<std::string> names;
+  for (const Parameter* p : model.parameters().parameters()) {
+    if (p->embedding_or_output) names.insert(p->name);
+  }
+  return names;
+}
+
+// Megatron's is_embedding_or_output_parameter (LanguageModule.
+// setup_embeddings_and_output_layer): the word embedding on the first stage, the output
+// layer's weight on the last, which for a tied model is the embedding's copy; never the
+// position embedding.
+TEST(DecoupledLrTest, EmbeddingAndOutputWeightsFormTheGroup) {
+  GptModel untied(DecoupledShape(false), 3);
+  EXPECT_EQ(EmbeddingOrOutput(untied),
+            (std::set<std::string>{kWordEmbeddingName, "output_layer.weight"}));
+  GptModel tied(DecoupledShape(true), 3);
+  EXPECT_EQ(EmbeddingOrOutput(tied), (std::set<std::string>{kWordEmbeddingName}));
+  ModelPartition last_stage;
+  last_stage.has_embedding = false;
+  GptModel tied_head(DecoupledShape(true), 3, nullptr, last_stage);
+  EXPECT_EQ(EmbeddingOrOutput(tied_head), (std::set<std::string>{kWordEmbeddingName}));
+}
+
+// One AdamW step (torch.optim.AdamW / Apex FusedAdam in adam_w_mode, as Megatron steps),
+// in double: p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + wd * p).
+double AdamWFirstStep(double p, double g, double lr, double wd, const OptimizerConfig& c) {
+  const double b1 = c.adam_beta1(), b2 = c.adam_beta2();
+  const double m_hat = (1.0 - b1) * g / (1.0 - b1);
+  const double v_hat = (1.0 - b2) * g * g / (1.0 - b2);
+  return p - lr * (m_hat / (std::sqrt(v_hat) + c.adam_eps()) + wd * p);
+}
+
+// --decoupled-lr: one step moves the embedding and output layer weights with the
+// decoupled rate and every other parameter with --lr, in both updaters.
+TEST(DecoupledLrTest, OneStepUsesTheGroupsRates) {
+  for (const bool distributed : {false, true}) {
+    SCOPED_TRACE(distributed ? "distributed optimizer" : "replicated");
+    GptModel model(DecoupledShape(false), 5);
+    Config config;
+    OptimizerConfig& o = *config.mutable_optimizer();
+    o.set_lr(0.01f);
+    o.set_lr_decay_style("constant");
+    o.set_lr_decay_iters(10);
+    o.set_decoupled_lr(0.003f);
+    o.set_weight_decay(0.1f);
+    o.set_clip_grad(0.0f);
+    config.mutable_parallel()->set_use_distributed_optimizer(distributed);
+    std::vector<Parameter*> params = model.parameters().parameters();
+    const RankContext one_rank = RankContext::SingleProcess();
+    std::unique_ptr<ParameterUpdater> u =
+        MakeParameterUpdater(config, one_rank, {params, {}}, &CpuOptimizerOps::Get());
+    std::map<std::string, std::vector<float>> before;
+    for (Parameter* p : params) {
+      for (int64_t i = 0; i < p->grad.numel(); ++i) {
+        p->grad.data()[i] = 0.05f * static_cast<float>((i % 7) - 3) + 0.01f;
+      }
+      before[p->name] = std::vector<float>(p->value.data(), p->value.data() + p->value.numel());
+    }
+    const StepLearningRates rates = LrSchedule(o).RatesForIteration(1);
+    ASSERT_DOUBLE_EQ(rates.main, o.lr());
+    ASSERT_DOUBLE_EQ(rates.decoupled, o.decoupled_lr());
+    ASSERT_TRUE(u->ReduceGradients().ok());
+    ASSERT_TRUE(u->Step(0.0, rates).ok());
+    int decoupled = 0;
+    for (const Parameter* p : params) {
+      const double lr = p->embedding_or_output ? o.decoupled_lr() : o.lr();
+      const double wd = p->weight_decay ? o.weight_decay() : 0.0;
+      decoupled += p->embedding_or_output;
+      for (int64_t i = 0; i < p->value.numel(); ++i) {
+        const double want = AdamWFirstStep(before[p->name][i], p->grad.data()[i], lr, wd, o);
+        ASSERT_NEAR(p->value.data()[i], want, 1e-6) << p->name << "[" << i << "]";
+      }
+    }
+    EXPECT_EQ(decoupled, 2);
+  }
 }
 
 }  // namespace

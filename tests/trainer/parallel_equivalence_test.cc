@@ -142,6 +142,16 @@ std::vector<Layout> AllLayouts() {
   everything_v.tp = 2;
   everything_v.dp = 2;
   all.push_back(everything_v);
+  // WSD with --decoupled-lr: the embedding, its tied copy on the last stage and the
+  // vocabulary-parallel output layer step at the decoupled rate in every layout.
+  Layout wsd_tied_pp = Pipeline(2, "1f1b", 1, 2);
+  wsd_tied_pp.tp = 2;
+  wsd_tied_pp.wsd_decoupled_lr = true;
+  all.push_back(wsd_tied_pp);
+  Layout wsd_untied_dp = TpDp(2, 2, true, true);
+  wsd_untied_dp.untied = true;
+  wsd_untied_dp.wsd_decoupled_lr = true;
+  all.push_back(wsd_untied_dp);
   for (const Layout& layout : ContextParallelLayouts()) all.push_back(layout);
   for (const Layout& layout : DocumentLayouts()) all.push_back(layout);
   return all;

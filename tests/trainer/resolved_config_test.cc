@@ -44,6 +44,7 @@ TEST(ResolvedConfigTest, EveryDeclaredChoiceHasItsEnumValue) {
       {"nan_policy", RoundTrip<NanPolicy>},
       {"optimizer", RoundTrip<OptimizerKind>},
       {"lr_decay_style", RoundTrip<LrDecayStyle>},
+      {"lr_wsd_decay_style", RoundTrip<LrWsdDecayStyle>},
       {"recompute_granularity", RoundTrip<RecomputeGranularity>},
       {"recompute_method", RoundTrip<RecomputeMethod>},
       {"moe_router_score_function", RoundTrip<MoeRouterScoreFunction>},
