@@ -8,12 +8,10 @@
 #include "model/bucket_layout.h"
 #include "model/layer_stash.h"
 #include "model/moe_layer.h"
-#include "model/pipeline_split.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/bubble.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/rank_layout.h"
-#include "proto/config_choices.h"
 
 namespace conveyor {
 namespace {
@@ -162,19 +160,17 @@ struct ModelStateBytes {
 
 // The buffers of parameters replicated over `dp` ranks (this rank the `dp_rank`th).
 ModelStateBytes ReplicaGroupState(const std::vector<ParameterExtent>& params,
-                                  const Config& config, int dp, int dp_rank) {
-  const bool bf16 = config.precision().bf16();
-  const bool adam =
-      ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
-  const int64_t state = (adam ? 2 : 1) * kFloat;  // AdamW: two moments; SGD: momentum
+                                  const MemoryInputs& inputs, int dp, int dp_rank) {
+  const bool bf16 = inputs.bf16;
+  const int64_t state = (inputs.adam ? 2 : 1) * kFloat;  // AdamW: two moments; SGD: momentum
   ModelStateBytes m;
   // --grad-reduce-in-bf16 rounds the bucket it reduces into a bf16 staging buffer.
-  const bool staged = config.parallel().grad_reduce_in_bf16() && dp > 1;
+  const bool staged = inputs.grad_reduce_in_bf16 && dp > 1;
   int64_t largest_bucket = 0;
-  if (!config.parallel().use_distributed_optimizer()) {
+  if (!inputs.distributed_optimizer) {
     std::vector<int64_t> sizes;
     for (auto it = params.rbegin(); it != params.rend(); ++it) sizes.push_back(it->elements);
-    for (const BucketSpan& b : LayOutBuckets(sizes, config.parallel().ddp_bucket_size(), 1)) {
+    for (const BucketSpan& b : LayOutBuckets(sizes, inputs.ddp_bucket_size, 1)) {
       largest_bucket = std::max(largest_bucket, b.size);
     }
     for (const ParameterExtent& p : params) {
@@ -192,7 +188,7 @@ ModelStateBytes ReplicaGroupState(const std::vector<ParameterExtent>& params,
       if ((bf16 && it->read_in_compute_type) == bf16_values) sizes.push_back(it->elements);
     }
     if (sizes.empty()) continue;
-    for (const BucketSpan& b : LayOutBuckets(sizes, config.parallel().ddp_bucket_size(), dp)) {
+    for (const BucketSpan& b : LayOutBuckets(sizes, inputs.ddp_bucket_size, dp)) {
       largest_bucket = std::max(largest_bucket, b.size);
       m.grads += kFloat * b.size;
       m.padding += b.size - b.used;
@@ -214,14 +210,15 @@ ModelStateBytes ReplicaGroupState(const std::vector<ParameterExtent>& params,
 // parallelism the experts', replicated over the expert-data-parallel ranks: the
 // dp x (TP / ETP) ranks of the stage holding a copy of an expert shard, over EP (place
 // dp_rank x (TP / ETP) / EP, parallel/rank_layout.h), each in buffers of their own.
-ModelStateBytes ModelState(const std::vector<ParameterExtent>& params, const Config& config,
-                           int dp, int dp_rank, const ActivationShape& a) {
+ModelStateBytes ModelState(const std::vector<ParameterExtent>& params,
+                           const MemoryInputs& inputs, int dp, int dp_rank,
+                           const ActivationShape& a) {
   std::vector<ParameterExtent> dense, experts;
   for (const ParameterExtent& p : params) (p.expert_parallel ? experts : dense).push_back(p);
-  ModelStateBytes m = ReplicaGroupState(dense, config, dp, dp_rank);
+  ModelStateBytes m = ReplicaGroupState(dense, inputs, dp, dp_rank);
   if (experts.empty()) return m;
   const ModelStateBytes e =
-      ReplicaGroupState(experts, config, ExpertDataParallelSize(dp * a.tp, a.ep, a.etp),
+      ReplicaGroupState(experts, inputs, ExpertDataParallelSize(dp * a.tp, a.ep, a.etp),
                         dp_rank * (a.tp / a.etp) / a.ep);
   m.weights += e.weights;
   m.grads += e.grads;
@@ -409,19 +406,18 @@ int64_t PeakHeldBytes(absl::Span<const pipeline::TimedAction> actions,
   return peak;
 }
 
-// The micro-batch's activation shape on one rank under the config's layout.
-ActivationShape ActivationShapeOf(const Config& config, const ModelShape& shape) {
-  const ParallelConfig& p = config.parallel();
-  const int tp = p.tensor_model_parallel_size();
-  const int cp = std::max(1, p.context_parallel_size());
-  return ActivationShape{config.training().micro_batch_size(),
+// The micro-batch's activation shape on one rank under `inputs`' layout.
+ActivationShape ActivationShapeOf(const MemoryInputs& inputs, const ModelShape& shape) {
+  const ParallelSizes& l = inputs.layout;
+  const int cp = std::max(1, l.cp);
+  return ActivationShape{inputs.micro_batch_size,
                          shape.seq / cp,
-                         tp,
-                         p.sequence_parallel() && tp > 1,
-                         config.precision().bf16() ? 2 : kFloat,
+                         l.tp,
+                         inputs.sequence_parallel && l.tp > 1,
+                         inputs.bf16 ? 2 : kFloat,
                          cp,
-                         std::max(1, p.expert_model_parallel_size()),
-                         ExpertTensorParallelSize(p)};
+                         std::max(1, l.ep),
+                         l.etp};
 }
 
 // What backward rebuilds of one layer: all of it under full recomputation, the dropped
@@ -444,19 +440,21 @@ int64_t RebuiltLayerBytes(const ModelShape& shape, const ActivationShape& a,
 
 }  // namespace
 
-absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
+absl::StatusOr<std::vector<RankMemory>> PredictMemory(const MemoryInputs& inputs,
+                                                      const ModelShape& shape,
                                                       const pipeline::Timeline& timeline,
-                                                      int data_parallel_size,
                                                       int data_parallel_rank) {
-  const ParallelConfig& p = config.parallel();
-  const int P = p.pipeline_model_parallel_size();
-  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int dp = std::max(1, data_parallel_size);
-  ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
+  const int P = inputs.layout.pp;
+  const int V = std::max(1, inputs.virtual_stages);
+  const int dp = std::max(1, inputs.layout.dp);
+  const std::vector<int64_t>& layers = inputs.layers_per_stage;
+  if (static_cast<int64_t>(layers.size()) != int64_t{P} * V) {
+    return absl::InvalidArgumentError("PredictMemory: layers_per_stage needs P x V stages");
+  }
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
-                   pipeline::ScheduleByName(p.pipeline_schedule()));
-  const ActivationShape a = ActivationShapeOf(config, shape);
-  const RecomputePolicy recompute = RecomputePolicyFromConfig(config);
+                   pipeline::ScheduleByName(inputs.pipeline_schedule));
+  const ActivationShape a = ActivationShapeOf(inputs, shape);
+  const RecomputePolicy& recompute = inputs.recompute;
   const bool deferred_weights = schedule.name.rfind("zb", 0) == 0;  // zb-h1, zb-h2, zbv
   const int64_t rebuilt = RebuiltLayerBytes(shape, a, recompute);
   if (static_cast<int>(timeline.ranks.size()) != P) {
@@ -486,7 +484,7 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
       if (e.summed_over_tp) m.tp_summed_elements += e.elements;
     }
     // The ranks holding the same parameters are DP x CP: the distributed optimizer's shards.
-    const ModelStateBytes state = ModelState(params, config, dp * a.cp, data_parallel_rank, a);
+    const ModelStateBytes state = ModelState(params, inputs, dp * a.cp, data_parallel_rank, a);
     m.weight_bytes = state.weights;
     m.grad_bytes = state.grads;
     m.optimizer_bytes = state.optimizer;
@@ -500,18 +498,17 @@ absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, cons
   return ranks;
 }
 
-absl::Status ExtendToMicroBatches(const Config& config, int simulated_micro_batches,
+absl::Status ExtendToMicroBatches(const MemoryInputs& inputs, int simulated_micro_batches,
                                   std::vector<RankMemory>* memory) {
-  const ParallelConfig& p = config.parallel();
-  const int P = p.pipeline_model_parallel_size();
-  const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int M = config.training().num_micro_batches();
+  const int P = inputs.layout.pp;
+  const int V = std::max(1, inputs.virtual_stages);
+  const int M = inputs.num_micro_batches;
   if (simulated_micro_batches >= M) return absl::OkStatus();
   for (RankMemory& m : *memory) {
     ASSIGN_OR_RETURN(const int run,
-                     pipeline::PeakStashed(p.pipeline_schedule(), P, V, M, m.pipeline_rank));
+                     pipeline::PeakStashed(inputs.pipeline_schedule, P, V, M, m.pipeline_rank));
     ASSIGN_OR_RETURN(const int simulated,
-                     pipeline::PeakStashed(p.pipeline_schedule(), P, V, simulated_micro_batches,
+                     pipeline::PeakStashed(inputs.pipeline_schedule, P, V, simulated_micro_batches,
                                            m.pipeline_rank));
     if (run <= simulated) continue;
     m.peak_stashed += run - simulated;
@@ -520,14 +517,11 @@ absl::Status ExtendToMicroBatches(const Config& config, int simulated_micro_batc
   return absl::OkStatus();
 }
 
-double MegatronBytesPerParameter(const Config& config, int data_parallel_size) {
-  const bool bf16 = config.precision().bf16();
-  const bool adam =
-      ParseChoice<OptimizerKind>(config.optimizer().optimizer()) == OptimizerKind::kAdam;
-  const double sharded = (bf16 ? kFloat : 0) + (adam ? 2 : 1) * kFloat;
-  const int shards = config.parallel().use_distributed_optimizer()
-                         ? data_parallel_size * std::max(1, config.parallel().context_parallel_size())
-                         : 1;
+double MegatronBytesPerParameter(const MemoryInputs& inputs) {
+  const bool bf16 = inputs.bf16;
+  const double sharded = (bf16 ? kFloat : 0) + (inputs.adam ? 2 : 1) * kFloat;
+  const int shards =
+      inputs.distributed_optimizer ? inputs.layout.dp * std::max(1, inputs.layout.cp) : 1;
   return (bf16 ? 2 : kFloat) + kFloat + sharded / std::max(1, shards);
 }
 

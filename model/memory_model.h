@@ -26,15 +26,37 @@
 #define CONVEYOR_MODEL_MEMORY_MODEL_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/model_shape.h"
 #include "model/recompute.h"
 #include "parallel/pipeline/timeline.h"
-#include "proto/config.pb.h"
+#include "parallel/rank_layout.h"
 
 namespace conveyor {
+
+// What a rank's memory depends on besides the model's shape: the layout, the schedule,
+// the precision and how the updaters lay out the model state. From a resolved config:
+// MemoryInputsOf (trainer/resolved_config.h).
+struct MemoryInputs {
+  // The job's sizes; dp is the job's DP (under an external launcher the world size comes
+  // from its environment, not from the flags).
+  ParallelSizes layout;
+  int virtual_stages = 1;  // V, chunks per pipeline rank
+  bool sequence_parallel = false;
+  std::vector<int64_t> layers_per_stage;  // per global stage, P x V of them
+  std::string pipeline_schedule = "1f1b";
+  int64_t micro_batch_size = 1;
+  int num_micro_batches = 1;  // M
+  bool bf16 = false;
+  bool adam = true;  // AdamW's two moments per parameter, else SGD's momentum
+  bool distributed_optimizer = false;
+  bool grad_reduce_in_bf16 = false;
+  int64_t ddp_bucket_size = 0;  // elements
+  RecomputePolicy recompute;
+};
 
 struct ActivationShape {
   int64_t micro_batch = 1;
@@ -83,28 +105,26 @@ struct RankMemory {
 };
 
 // One entry per pipeline rank (tensor- and data-parallel rank 0; the others match up
-// to rounding). `timeline` is the simulated run of the configured schedule (each
-// rank's actions in order), from which the stashes held at once follow.
-// `data_parallel_size` is the job's DP (ResolvedConfig::dp(); under an external
-// launcher the world size comes from its environment, not from the flags);
-// `data_parallel_rank` the DP rank predicted (its slices of the distributed
-// optimizer's buckets hold a different share of the padding).
-absl::StatusOr<std::vector<RankMemory>> PredictMemory(const Config& config, const ModelShape& shape,
+// to rounding). `timeline` is the simulated run of `inputs`' schedule (each rank's
+// actions in order), from which the stashes held at once follow. `data_parallel_rank`
+// is the DP rank predicted (its slices of the distributed optimizer's buckets hold a
+// different share of the padding).
+absl::StatusOr<std::vector<RankMemory>> PredictMemory(const MemoryInputs& inputs,
+                                                      const ModelShape& shape,
                                                       const pipeline::Timeline& timeline,
-                                                      int data_parallel_size,
                                                       int data_parallel_rank = 0);
 
-// `memory`, predicted from a timeline of `simulated_micro_batches` (fewer than the
-// config's M when a plan simulates a prefix, pipeline::SimulatedMicroBatches), made the
+// `memory`, predicted from a timeline of `simulated_micro_batches` (fewer than `inputs`'
+// M when a plan simulates a prefix, pipeline::SimulatedMicroBatches), made the
 // prediction for M: where a rank's closed-form peak (pipeline::PeakStashed) grows
 // between the two, GPipe's one chunk per rank, each more micro-batch holds its stash.
-absl::Status ExtendToMicroBatches(const Config& config, int simulated_micro_batches,
+absl::Status ExtendToMicroBatches(const MemoryInputs& inputs, int simulated_micro_batches,
                                   std::vector<RankMemory>* memory);
 
 // Megatron's model-state bytes per parameter for the same settings (its theoretical
 // memory: 18 with Adam under bf16, 6 + 12/DP with the distributed optimizer), in general
 // weight + fp32 gradient + (fp32 master under bf16 + optimizer state) / (DP if sharded).
-double MegatronBytesPerParameter(const Config& config, int data_parallel_size);
+double MegatronBytesPerParameter(const MemoryInputs& inputs);
 
 }  // namespace conveyor
 

@@ -1,5 +1,6 @@
-// The GPT architecture as plain numbers, resolved from the config once, so the layers
-// never look at flags (and tests can build models without a Config).
+// The GPT architecture as plain numbers, resolved from the config once
+// (ResolvedConfig::model_shape(), trainer/resolved_config.h), so the layers never look
+// at flags (and tests can build models without a Config).
 #ifndef CONVEYOR_MODEL_MODEL_SHAPE_H_
 #define CONVEYOR_MODEL_MODEL_SHAPE_H_
 
@@ -7,7 +8,6 @@
 #include <cstdint>
 
 #include "model/moe_shape.h"
-#include "proto/config.pb.h"
 
 namespace conveyor {
 
@@ -54,11 +54,6 @@ struct ModelShape {
     return static_cast<int64_t>(static_cast<double>(head_dim) * rotary_percent);
   }
 };
-
-// `config` must be resolved (a ResolvedConfig's config(), trainer/resolved_config.h;
-// the model room cannot name that type); the padded vocabulary size depends on the
-// tokenizer, so the caller supplies it (ResolvedConfig::padded_vocab_size()).
-ModelShape ModelShapeFromConfig(const Config& config, int64_t padded_vocab);
 
 // Elements of the activation a pipeline stage sends to the next for one micro-batch of
 // `tokens` (and of the gradient sent back): tokens x hidden, or under sequence

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "proto/config.pb.h"
 #include "proto/config_choices.h"
 #include "runtime/cpu/moe_router.h"
 
@@ -45,12 +44,6 @@ struct MoeShape {
 // --moe-pad-expert-input-to-capacity (Megatron pads to the capacity, or to every token
 // when the capacity exceeds them), else 0.
 int64_t PaddedExpertRows(const MoeShape& moe, int64_t tokens);
-
-// From a validated, resolved model config (dense when --num-experts is 0).
-MoeShape MoeShapeFromConfig(const ModelConfig& m);
-
-// --expert-tensor-parallel-size, whose 0 means --tensor-model-parallel-size.
-int ExpertTensorParallelSize(const ParallelConfig& p);
 
 }  // namespace conveyor
 

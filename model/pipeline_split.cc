@@ -7,12 +7,11 @@
 namespace conveyor {
 namespace {
 
-absl::StatusOr<std::vector<int64_t>> UnevenSplit(const Config& config, int64_t stages) {
-  const ParallelConfig& p = config.parallel();
-  const int64_t layers = config.model().num_layers();
-  const int64_t first = p.decoder_first_pipeline_num_layers();
-  const int64_t last = p.decoder_last_pipeline_num_layers();
-  if (stages != p.pipeline_model_parallel_size()) {
+absl::StatusOr<std::vector<int64_t>> UnevenSplit(const PipelineSplit& split, int64_t stages) {
+  const int64_t layers = split.num_layers;
+  const int64_t first = split.first_stage_layers;
+  const int64_t last = split.last_stage_layers;
+  if (stages != split.pipeline_ranks) {
     return absl::InvalidArgumentError(
         "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers do not work "
         "with --num-virtual-stages-per-pipeline-rank > 1: split the layers evenly or use one "
@@ -34,12 +33,9 @@ absl::StatusOr<std::vector<int64_t>> UnevenSplit(const Config& config, int64_t s
   return counts;
 }
 
-absl::StatusOr<std::vector<int64_t>> EvenSplit(const Config& config, int64_t stages) {
-  const ParallelConfig& p = config.parallel();
-  const int64_t layers = config.model().num_layers();
-  const bool embedding = p.account_for_embedding_in_pipeline_split();
-  const bool loss = p.account_for_loss_in_pipeline_split();
-  const int64_t slots = SplitSlots(config);
+absl::StatusOr<std::vector<int64_t>> EvenSplit(const PipelineSplit& split, int64_t stages) {
+  const int64_t layers = split.num_layers;
+  const int64_t slots = split.slots();
   if (slots % stages != 0) {
     const std::string counted = slots == layers ? ""
                                                 : absl::StrFormat(
@@ -47,7 +43,7 @@ absl::StatusOr<std::vector<int64_t>> EvenSplit(const Config& config, int64_t sta
                                                       "--account-for-embedding-in-pipeline-split / "
                                                       "--account-for-loss-in-pipeline-split)",
                                                       slots);
-    const int64_t ranks = p.pipeline_model_parallel_size();
+    const int64_t ranks = split.pipeline_ranks;
     if (stages == ranks) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--num-layers %d%s is not divisible by --pipeline-model-parallel-size %d: every "
@@ -62,8 +58,8 @@ absl::StatusOr<std::vector<int64_t>> EvenSplit(const Config& config, int64_t sta
         layers, counted, ranks, stages / ranks, stages));
   }
   std::vector<int64_t> counts(stages, slots / stages);
-  counts.front() -= embedding;
-  counts.back() -= loss;
+  counts.front() -= split.embedding_counts;
+  counts.back() -= split.loss_counts;
   if (counts.front() < 0 || counts.back() < 0) {
     return absl::InvalidArgumentError(
         "--account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: a "
@@ -74,24 +70,10 @@ absl::StatusOr<std::vector<int64_t>> EvenSplit(const Config& config, int64_t sta
 
 }  // namespace
 
-absl::StatusOr<std::vector<int64_t>> LayersPerStage(const Config& config) {
-  const ParallelConfig& p = config.parallel();
-  const int64_t stages = int64_t{p.pipeline_model_parallel_size()} *
-                         std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  if (IsUnevenSplit(p)) return UnevenSplit(config, stages);
-  return EvenSplit(config, stages);
-}
-
-bool IsUnevenSplit(const ParallelConfig& parallel) {
-  return parallel.decoder_first_pipeline_num_layers() > 0 ||
-         parallel.decoder_last_pipeline_num_layers() > 0;
-}
-
-int64_t SplitSlots(const Config& config) {
-  const ParallelConfig& p = config.parallel();
-  return int64_t{config.model().num_layers()} +
-         (p.account_for_embedding_in_pipeline_split() ? 1 : 0) +
-         (p.account_for_loss_in_pipeline_split() ? 1 : 0);
+absl::StatusOr<std::vector<int64_t>> LayersPerStage(const PipelineSplit& split) {
+  const int64_t stages = int64_t{split.pipeline_ranks} * std::max(1, split.virtual_stages);
+  if (split.uneven()) return UnevenSplit(split, stages);
+  return EvenSplit(split, stages);
 }
 
 }  // namespace conveyor

@@ -14,22 +14,32 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/config.pb.h"
 
 namespace conveyor {
 
-// The pipeline size and num_virtual_stages_per_pipeline_rank (0 counts as 1) must be
-// positive and the layer counts non-negative. Errors name the flags, for the user: config
-// validation reports them as they are.
-absl::StatusOr<std::vector<int64_t>> LayersPerStage(const Config& config);
+// The split's inputs, as the flags give them (trainer/model_from_config.h).
+struct PipelineSplit {
+  int64_t num_layers = 0;
+  int pipeline_ranks = 1;  // P
+  int virtual_stages = 1;  // V, chunks per pipeline rank
+  // --decoder-first/last-pipeline-num-layers; 0: split evenly.
+  int64_t first_stage_layers = 0;
+  int64_t last_stage_layers = 0;
+  // --account-for-embedding/loss-in-pipeline-split.
+  bool embedding_counts = false;
+  bool loss_counts = false;
 
-// Whether --decoder-first/last-pipeline-num-layers ask for the uneven split.
-bool IsUnevenSplit(const ParallelConfig& parallel);
+  // Whether the first or last stage's layers are given: the uneven split.
+  bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  // What the even split divides over the stages: the transformer layers, plus the
+  // embedding and the loss where they count as layers.
+  int64_t slots() const { return num_layers + (embedding_counts ? 1 : 0) + (loss_counts ? 1 : 0); }
+};
 
-// What the even split divides over the stages: the transformer layers, plus the
-// embedding and the loss where --account-for-embedding/loss-in-pipeline-split count
-// them as layers.
-int64_t SplitSlots(const Config& config);
+// P x V layer counts, one per global stage. P and V must be positive and the layer
+// counts non-negative. Errors name the flags, for the user: config validation reports
+// them as they are.
+absl::StatusOr<std::vector<int64_t>> LayersPerStage(const PipelineSplit& split);
 
 }  // namespace conveyor
 

@@ -16,8 +16,6 @@
 
 #include <cstdint>
 
-#include "proto/config.pb.h"
-
 namespace conveyor {
 
 struct SelectiveRecompute {
@@ -40,10 +38,6 @@ struct RecomputePolicy {
   // The first layer of the recompute group holding `index`.
   int64_t GroupStart(int64_t index) const;
 };
-
-// From a resolved config (a ResolvedConfig's config(), trainer/resolved_config.h:
-// --recompute-activations already folded into granularity).
-RecomputePolicy RecomputePolicyFromConfig(const Config& config);
 
 }  // namespace conveyor
 

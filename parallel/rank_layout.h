@@ -24,6 +24,26 @@
 
 namespace conveyor {
 
+// A job's parallel sizes, Megatron's process-group sizes: world = TP x CP x PP x DP, and
+// each stage's TP x CP x DP ranks re-divided for the experts into ETP x EP x expert DP.
+// A new parallel dimension is a field here.
+struct ParallelSizes {
+  int tp = 1;
+  int cp = 1;
+  int pp = 1;
+  int dp = 1;
+  int ep = 1;
+  int etp = 1;  // --expert-tensor-parallel-size, its 0 (TP) resolved
+
+  int world() const { return tp * cp * pp * dp; }
+  int stage_ranks() const { return tp * cp * dp; }
+  // How many of a stage's ranks hold each expert shard.
+  int expert_dp() const { return stage_ranks() / (etp * ep); }
+  // Whether the routed experts have groups of their own (expert-parallel and expert-data-
+  // parallel), apart from the dense parameters' data x context copies.
+  bool experts_have_own_groups() const { return ep > 1 || etp != tp; }
+};
+
 struct RankCoords {
   int tp = 0;
   int dp = 0;

@@ -24,6 +24,7 @@
 #include "trainer/batch_rampup.h"
 #include "trainer/flags.h"
 #include "trainer/lr_validation.h"
+#include "trainer/model_from_config.h"
 #include "trainer/moe_validation.h"
 #include "trainer/size_limits.h"
 
@@ -109,8 +110,9 @@ Derived Derive(const Config& c, int world_size) {
       world_size % (d.tp * d.cp * d.pp) == 0) {
     d.dp = world_size / (d.tp * d.cp * d.pp);
   }
-  d.uneven = IsUnevenSplit(p);
-  d.split_layers = SplitSlots(c);
+  const PipelineSplit split = PipelineSplitFromConfig(c);
+  d.uneven = split.uneven();
+  d.split_layers = split.slots();
   return d;
 }
 
@@ -288,9 +290,8 @@ void CheckPipelineSplit(const Config& c, const Derived& d, int64_t virtual_stage
         "are exclusive: choose the uneven split yourself or let Conveyor account for them");
   }
   if (virtual_stages <= 0) return;
-  Config split = c;
-  split.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(
-      static_cast<int32_t>(virtual_stages));
+  PipelineSplit split = PipelineSplitFromConfig(c);
+  split.virtual_stages = static_cast<int>(virtual_stages);
   const absl::StatusOr<std::vector<int64_t>> layers = LayersPerStage(split);
   if (!layers.ok()) out->Add(layers.status().message());
 }

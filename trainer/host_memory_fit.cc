@@ -39,7 +39,7 @@ absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved, const
   const int world_size = resolved.world_size();
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
   ASSIGN_OR_RETURN(const std::vector<RankMemory> per_stage,
-                   PredictRunMemory(config, shape, bubble, resolved.dp()));
+                   PredictRunMemory(resolved, bubble));
   // Megatron's order puts the pipeline rank slowest: global rank r is on stage
   // r / (TP x DP), and every rank of a stage holds what its TP rank 0, DP rank 0 holds.
   const int ranks_per_stage = world_size / resolved.pp();

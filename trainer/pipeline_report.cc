@@ -51,14 +51,12 @@ absl::StatusOr<BubblePrediction> PredictBubble(const Config& config) {
   return prediction;
 }
 
-absl::StatusOr<std::vector<RankMemory>> PredictRunMemory(const Config& config,
-                                                         const ModelShape& shape,
-                                                         const BubblePrediction& prediction,
-                                                         int data_parallel_size) {
+absl::StatusOr<std::vector<RankMemory>> PredictRunMemory(const ResolvedConfig& resolved,
+                                                         const BubblePrediction& prediction) {
+  const MemoryInputs inputs = MemoryInputsOf(resolved);
   ASSIGN_OR_RETURN(std::vector<RankMemory> memory,
-                   PredictMemory(config, shape, prediction.simulation.timeline,
-                                 data_parallel_size));
-  RETURN_IF_ERROR(ExtendToMicroBatches(config, prediction.simulated_micro_batches, &memory));
+                   PredictMemory(inputs, resolved.model_shape(), prediction.simulation.timeline));
+  RETURN_IF_ERROR(ExtendToMicroBatches(inputs, prediction.simulated_micro_batches, &memory));
   return memory;
 }
 

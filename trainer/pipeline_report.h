@@ -9,12 +9,12 @@
 
 #include "absl/status/statusor.h"
 #include "model/memory_model.h"
-#include "model/model_shape.h"
 #include "parallel/communicator.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/simulator.h"
 #include "parallel/pipeline/timeline.h"
 #include "proto/config.pb.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
@@ -36,10 +36,8 @@ absl::StatusOr<BubblePrediction> PredictBubble(const Config& config);
 
 // Memory per pipeline rank (model/memory_model.h) for the config's M micro-batches,
 // from `prediction`'s simulation, which may hold fewer.
-absl::StatusOr<std::vector<RankMemory>> PredictRunMemory(const Config& config,
-                                                         const ModelShape& shape,
-                                                         const BubblePrediction& prediction,
-                                                         int data_parallel_size);
+absl::StatusOr<std::vector<RankMemory>> PredictRunMemory(const ResolvedConfig& resolved,
+                                                         const BubblePrediction& prediction);
 
 // A rank's measured bubble over the steps it has seen: idle / wall-clock of the
 // executor's run, where busy is the time in compute actions.

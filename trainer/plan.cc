@@ -157,7 +157,6 @@ std::string ScheduleLines(const ResolvedConfig& resolved, const BubblePrediction
 std::string MemoryLines(const ResolvedConfig& resolved, const ModelShape& shape,
                         const std::vector<RankMemory>& memory) {
   const Config& config = resolved.config();
-  const ParallelConfig& p = config.parallel();
   const int tp = resolved.tp();
   const std::string backend =
       absl::StrCat(resolved.on_gpu() ? "CUDA" : "CPU", " backend, ",
@@ -174,10 +173,9 @@ std::string MemoryLines(const ResolvedConfig& resolved, const ModelShape& shape,
                           Bytes(m.stash_bytes_per_micro_batch), Bytes(m.activation_peak_bytes),
                           Bytes(m.total_bytes()));
   }
-  const int ep = std::max(1, p.expert_model_parallel_size());
-  const int etp = ExpertTensorParallelSize(p);
+  const int ep = resolved.ep(), etp = resolved.etp();
   if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, ep, etp, memory);
-  if (shape.moe.experts() > 0 && ExpertsHaveOwnGroups(tp, ep, etp)) {
+  if (shape.moe.experts() > 0 && resolved.layout().experts_have_own_groups()) {
     out += ExpertParallelLine(shape, tp, resolved.pp(), resolved.world_size(), resolved.cp(), ep,
                               etp, resolved.micro_batches(), config.training().micro_batch_size(),
                               config.precision().bf16() ? 2.0 : 4.0);
@@ -186,7 +184,7 @@ std::string MemoryLines(const ResolvedConfig& resolved, const ModelShape& shape,
                         "plan: model state (weights, grads, optimizer) per parameter; Megatron's "
                         "formula for these settings: %.2f bytes\n"
                         "  pp  bytes/param  bucket padding (elements)\n",
-                        MegatronBytesPerParameter(config, resolved.dp()));
+                        MegatronBytesPerParameter(MemoryInputsOf(resolved)));
   for (const RankMemory& m : memory) {
     const double per_parameter =
         static_cast<double>(m.weight_bytes + m.grad_bytes + m.optimizer_bytes) /
@@ -204,7 +202,7 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const Mod
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(resolved.config()));
   out += ScheduleLines(resolved, bubble);
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
-                   PredictRunMemory(resolved.config(), shape, bubble, resolved.dp()));
+                   PredictRunMemory(resolved, bubble));
   out += MemoryLines(resolved, shape, memory);
   const StepTraffic traffic = PredictStepTraffic(resolved, shape, memory.front());
   absl::StrAppendFormat(&out,

@@ -75,7 +75,7 @@ absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const Model
   const TrainingConfig& t = config.training();
   ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
-                   PredictRunMemory(config, shape, bubble, resolved.dp()));
+                   PredictRunMemory(resolved, bubble));
   const std::string backend = absl::StrCat(resolved.on_gpu() ? "CUDA" : "CPU", " backend, ",
                                            config.precision().bf16() ? "bf16" : "fp32");
   return absl::StrFormat(

@@ -1,7 +1,6 @@
 #include "trainer/rank_training.h"
 
 #include "base/status_macros.h"
-#include "model/pipeline_split.h"
 #include "trainer/profiler/step_profiler.h"
 
 namespace conveyor {
@@ -17,14 +16,12 @@ bool IsTensorBoardRank(const ParallelState& state) {
 
 absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const RankContext& context,
                                        const Backend& backend) {
-  const Config& config = resolved.config();
-  ASSIGN_OR_RETURN(const std::vector<int64_t> layers, LayersPerStage(config));
   RankRun run;
   run.tp = std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel(),
                                             ExpertGroups{&context.ep(), &context.expert_tp()});
-  run.stage = std::make_unique<GptStage>(ModelShapeFromConfig(config, resolved.padded_vocab_size()),
-                                         config.training().seed(), run.tp.get(), context.pipeline(),
-                                         layers, RecomputePolicyFromConfig(config), backend.ops);
+  run.stage = std::make_unique<GptStage>(
+      resolved.model_shape(), resolved.config().training().seed(), run.tp.get(),
+      context.pipeline(), resolved.layers_per_stage(), resolved.recompute_policy(), backend.ops);
   return run;
 }
 

@@ -1,13 +1,19 @@
 // A Config resolved once for the run (docs/design.md §1): ResolveConfig's derived
 // values filled in and the vocabulary fixed by the tokenizer, with the sizes the run
-// derives from it and the choice fields as enums. Functions that need a resolved
+// derives from it, the choice fields as enums and the model room's plain inputs (the
+// model's shape, its recomputation and layer split). Functions that need a resolved
 // config take `const ResolvedConfig&`, so an unresolved one cannot reach them.
 #ifndef CONVEYOR_TRAINER_RESOLVED_CONFIG_H_
 #define CONVEYOR_TRAINER_RESOLVED_CONFIG_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/memory_model.h"
+#include "model/model_shape.h"
+#include "model/recompute.h"
+#include "parallel/rank_layout.h"
 #include "proto/config.pb.h"
 #include "proto/config_choices.h"
 
@@ -25,15 +31,26 @@ class ResolvedConfig {
   // checkpoint manifests, and what code reads plain fields from.
   const Config& config() const { return config_; }
 
-  // Derived sizes. world = TP * CP * PP * DP.
-  int world_size() const { return world_size_; }
-  int tp() const { return tp_; }
-  int pp() const { return pp_; }
-  int cp() const { return cp_; }
-  int dp() const { return dp_; }
+  // Derived sizes. world = TP * CP * PP * DP; the experts re-divide a stage's ranks into
+  // ETP x EP x expert DP (parallel/rank_layout.h).
+  const ParallelSizes& layout() const { return layout_; }
+  int world_size() const { return layout_.world(); }
+  int tp() const { return layout_.tp; }
+  int pp() const { return layout_.pp; }
+  int cp() const { return layout_.cp; }
+  int dp() const { return layout_.dp; }
+  int ep() const { return layout_.ep; }
+  int etp() const { return layout_.etp; }  // --expert-tensor-parallel-size, 0 resolved to TP
+  int expert_dp() const { return layout_.expert_dp(); }
   int virtual_stages() const { return virtual_stages_; }  // V, chunks per pipeline rank
   int micro_batches() const { return micro_batches_; }    // M per step on each DP rank
   int64_t padded_vocab_size() const { return padded_vocab_size_; }
+  // Transformer layers of each global stage (P x V of them, model/pipeline_split.h).
+  const std::vector<int64_t>& layers_per_stage() const { return layers_per_stage_; }
+
+  // The model room's inputs (trainer/model_from_config.h).
+  const ModelShape& model_shape() const { return model_shape_; }
+  const RecomputePolicy& recompute_policy() const { return recompute_policy_; }
 
   // The choice fields code branches on (proto/config_choices.h).
   DeviceKind device() const { return device_; }
@@ -49,9 +66,16 @@ class ResolvedConfig {
  private:
   ResolvedConfig() = default;
 
+  // The choice fields, parsed (ResolveConfig has checked each).
+  absl::Status ParseChoices();
+
   Config config_;
-  int world_size_ = 1, tp_ = 1, pp_ = 1, cp_ = 1, dp_ = 1, virtual_stages_ = 1, micro_batches_ = 1;
+  ParallelSizes layout_;
+  int virtual_stages_ = 1, micro_batches_ = 1;
   int64_t padded_vocab_size_ = 0;
+  std::vector<int64_t> layers_per_stage_;
+  ModelShape model_shape_;
+  RecomputePolicy recompute_policy_;
   DeviceKind device_ = DeviceKind::kAuto;
   NanPolicy nan_policy_ = NanPolicy::kStop;
   OptimizerKind optimizer_ = OptimizerKind::kAdam;
@@ -61,6 +85,9 @@ class ResolvedConfig {
   RecomputeGranularity recompute_granularity_ = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method_ = RecomputeMethod::kNone;
 };
+
+// What the memory model (model/memory_model.h) reads of the run.
+MemoryInputs MemoryInputsOf(const ResolvedConfig& resolved);
 
 }  // namespace conveyor
 

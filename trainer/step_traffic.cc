@@ -27,10 +27,9 @@ double ReductionBytes(const ParallelConfig& p, const RankMemory& first, int repl
 double DataParallelBytes(const ResolvedConfig& resolved, const ModelShape& shape,
                          const RankMemory& first) {
   const ParallelConfig& p = resolved.config().parallel();
-  const int tp = resolved.tp(), pp = resolved.pp(), cp = resolved.cp();
-  const int ep = std::max(1, p.expert_model_parallel_size());
-  const int etp = ExpertTensorParallelSize(p);
-  const bool expert_layout = shape.moe.experts() > 0 && ExpertsHaveOwnGroups(tp, ep, etp);
+  const int pp = resolved.pp(), cp = resolved.cp();
+  const int ep = resolved.ep(), etp = resolved.etp();
+  const bool expert_layout = shape.moe.experts() > 0 && resolved.layout().experts_have_own_groups();
   int64_t expert_elements = 0;
   for (int64_t layer = 0; expert_layout && layer < shape.num_layers / pp; ++layer) {
     expert_elements +=
@@ -40,7 +39,7 @@ double DataParallelBytes(const ResolvedConfig& resolved, const ModelShape& shape
       static_cast<double>(expert_elements) / std::max<int64_t>(1, first.parameters);
   return (1.0 - expert_share) * ReductionBytes(p, first, resolved.dp() * cp) +
          expert_share *
-             ReductionBytes(p, first, ExpertDataParallelSize(resolved.world_size() / pp, ep, etp));
+             ReductionBytes(p, first, resolved.expert_dp());
 }
 
 }  // namespace

@@ -213,7 +213,7 @@ class TrainingRun {
       RETURN_IF_ERROR(updater_->ReduceGradients());
       ASSIGN_OR_RETURN(step.loss,
                        MeanLossOverRanks(stage_->loss(), context_));
-      ASSIGN_OR_RETURN(step.moe, GatherMoeStepFigures(stage_, MoeShapeFromConfig(config_.model()),
+      ASSIGN_OR_RETURN(step.moe, GatherMoeStepFigures(stage_, stage_->chunk(0).shape().moe,
                                                       config_.model().num_layers(), context_));
       if (step.moe.has_value()) {
         interval_moe_losses_[0] += step.moe->load_balancing_loss;
@@ -234,7 +234,7 @@ class TrainingRun {
       step.decoupled_learning_rate = rates.decoupled;
       RETURN_IF_ERROR(UpdateOrSkip(step));
       // --moe-router-enable-expert-bias: the step's token counts move the expert biases.
-      RETURN_IF_ERROR(FinishExpertBiasStep(stage_, MoeShapeFromConfig(config_.model()),
+      RETURN_IF_ERROR(FinishExpertBiasStep(stage_, stage_->chunk(0).shape().moe,
                                            StepApplies(step), context_));
     }
     result_.losses.push_back(step.loss);

@@ -22,6 +22,7 @@
 #include "tests/model/one_forward_memory.h"
 #include "tests/trainer/layout_runs.h"
 #include "trainer/config_validation.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor::testing_util {
 namespace {
@@ -55,15 +56,14 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   c.mutable_recompute()->set_recompute_num_layers(rc.num_layers);
   for (const std::string& m : rc.modules) c.mutable_recompute()->add_recompute_modules(m);
   c.mutable_precision()->set_bf16(rc.bf16);
-  absl::StatusOr<Config> config = ResolveConfig(c, 1);
+  absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(c, 1);
   ASSERT_TRUE(config.ok()) << config.status();
-  const ModelShape shape = ModelShapeFromConfig(*config, PaddedVocabSize(*config));
-  GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config),
-                 CpuOpsFor(rc.bf16));
+  const ModelShape& shape = config->model_shape();
+  GptStage stage(shape, 1, nullptr, {}, {4}, config->recompute_policy(), CpuOpsFor(rc.bf16));
   const absl::StatusOr<int64_t> stashed =
       StashOfOneForward(&stage, shape, std::vector<int32_t>(shape.seq, 3));
   ASSERT_TRUE(stashed.ok()) << stashed.status();
-  const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config, shape);
+  const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config);
   ASSERT_TRUE(predicted.ok()) << predicted.status();
   EXPECT_EQ(*stashed, predicted->stash_bytes_per_micro_batch);
   ASSERT_TRUE(stage.Backward(0, 0, Tensor()).ok());
@@ -99,14 +99,13 @@ TEST(ModelStateTest, WeightsWithTheirBf16CopiesAreExact) {
     Config c = TinyConfig(FourLayers());
     c.mutable_precision()->set_bf16(bf16);
     c.mutable_model()->set_qk_layernorm(bf16);
-    absl::StatusOr<Config> config = ResolveConfig(c, 1);
+    absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(c, 1);
     ASSERT_TRUE(config.ok()) << config.status();
-    const ModelShape shape = ModelShapeFromConfig(*config, PaddedVocabSize(*config));
     const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
-    const GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(*config),
+    const GptStage stage(config->model_shape(), 1, nullptr, {}, {4}, config->recompute_policy(),
                          CpuOpsFor(bf16));
     const int64_t weights = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - before;
-    const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config, shape);
+    const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config);
     ASSERT_TRUE(predicted.ok()) << predicted.status();
     EXPECT_EQ(weights, predicted->weight_bytes) << (bf16 ? "bf16" : "fp32");
   }
@@ -151,7 +150,9 @@ class ModelStateBytesTest : public ::testing::TestWithParam<StateCase> {};
 TEST_P(ModelStateBytesTest, EveryDataParallelRankHoldsWhatTheModelPredicts) {
   const StateCase& sc = GetParam();
   const Config config = StateConfig(sc);
-  const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+  const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, sc.dp);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const MemoryInputs inputs = MemoryInputsOf(*resolved);
   pipeline::Timeline one_forward;
   one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
   absl::StatusOr<LayoutRun> run = RunLayout(config, "state_" + StateCaseName(sc));
@@ -159,7 +160,7 @@ TEST_P(ModelStateBytesTest, EveryDataParallelRankHoldsWhatTheModelPredicts) {
   ASSERT_EQ(run->model_state.size(), static_cast<size_t>(sc.dp));
   for (int r = 0; r < sc.dp; ++r) {
     absl::StatusOr<std::vector<RankMemory>> predicted =
-        PredictMemory(config, shape, one_forward, sc.dp, /*data_parallel_rank=*/r);
+        PredictMemory(inputs, resolved->model_shape(), one_forward, /*data_parallel_rank=*/r);
     ASSERT_TRUE(predicted.ok()) << predicted.status();
     const RankMemory& m = predicted->front();
     const TrainingResult::ModelStateBytes& measured = run->model_state[r];
@@ -169,7 +170,7 @@ TEST_P(ModelStateBytesTest, EveryDataParallelRankHoldsWhatTheModelPredicts) {
     if (r != 0) continue;
     const double per_parameter =
         static_cast<double>(m.weight_bytes + m.grad_bytes + m.optimizer_bytes) / m.parameters;
-    const double megatron = MegatronBytesPerParameter(config, sc.dp);
+    const double megatron = MegatronBytesPerParameter(inputs);
     std::printf("%s: %.3f bytes per parameter (Megatron %.3f), %lld elements of bucket padding\n",
                 StateCaseName(sc).c_str(), per_parameter, megatron,
                 static_cast<long long>(m.bucket_padding));
@@ -214,7 +215,8 @@ TEST(ModelStateTest, ExpertParallelRanksHoldWhatTheModelPredicts) {
     config.mutable_training()->set_train_iters(1);
     config.mutable_parallel()->set_ddp_bucket_size(3000);
     config.mutable_parallel()->set_grad_reduce_in_bf16(distributed_optimizer);
-    const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+    const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 4);
+    ASSERT_TRUE(resolved.ok()) << resolved.status();
     pipeline::Timeline one_forward;
     one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
     absl::StatusOr<LayoutRun> run = RunLayout(config, "state_ep_" + LayoutName(l));
@@ -222,7 +224,8 @@ TEST(ModelStateTest, ExpertParallelRanksHoldWhatTheModelPredicts) {
     ASSERT_EQ(run->model_state.size(), 4u);
     for (int r = 0; r < 4; ++r) {
       absl::StatusOr<std::vector<RankMemory>> predicted =
-          PredictMemory(config, shape, one_forward, 4 / l.tp, /*data_parallel_rank=*/r / l.tp);
+          PredictMemory(MemoryInputsOf(*resolved), resolved->model_shape(), one_forward,
+                        /*data_parallel_rank=*/r / l.tp);
       ASSERT_TRUE(predicted.ok()) << predicted.status();
       const RankMemory& m = predicted->front();
       const TrainingResult::ModelStateBytes& measured = run->model_state[r];
@@ -290,7 +293,9 @@ struct Peaks {
 // Measured peaks of a 4-rank run, and the model's predictions for it.
 std::pair<Peaks, Peaks> MeasuredAndPredicted(const PeakCase& pc) {
   const Config config = PipelineConfig(pc);
-  const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+  const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 4 * pc.cp);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  if (!resolved.ok()) return {};
   // The schedule's peak per rank, from the simulator (exact for its action lists).
   absl::StatusOr<pipeline::Plan> plan =
       pipeline::MakePlan(config.parallel().pipeline_schedule(), 4, pc.chunks, 8);
@@ -298,7 +303,7 @@ std::pair<Peaks, Peaks> MeasuredAndPredicted(const PeakCase& pc) {
   absl::StatusOr<pipeline::SimulationResult> simulated = pipeline::Simulate(*plan);
   EXPECT_TRUE(simulated.ok()) << simulated.status();
   absl::StatusOr<std::vector<RankMemory>> memory =
-      PredictMemory(config, shape, simulated->timeline, /*data_parallel_size=*/1);
+      PredictMemory(MemoryInputsOf(*resolved), resolved->model_shape(), simulated->timeline);
   EXPECT_TRUE(memory.ok()) << memory.status();
   Peaks predicted, measured;
   for (const RankMemory& m : *memory) {
@@ -401,18 +406,17 @@ std::pair<int64_t, int64_t> MoeActivationPeaks(Layout layout) {
   c.mutable_training()->set_global_batch_size(8 * layout.dp);
   c.mutable_training()->set_num_micro_batches(0);
   c.mutable_training()->set_train_iters(2);
-  absl::StatusOr<Config> resolved = ResolveConfig(c, layout.tp * layout.dp);
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(c, layout.tp * layout.dp);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   if (!resolved.ok()) return {0, 0};
-  const ModelShape shape = ModelShapeFromConfig(*resolved, PaddedVocabSize(*resolved));
   absl::StatusOr<pipeline::Plan> plan = pipeline::MakePlan("1f1b", 1, 1, 2);
   EXPECT_TRUE(plan.ok()) << plan.status();
   absl::StatusOr<pipeline::SimulationResult> simulated = pipeline::Simulate(*plan);
   EXPECT_TRUE(simulated.ok()) << simulated.status();
   absl::StatusOr<std::vector<RankMemory>> memory =
-      PredictMemory(*resolved, shape, simulated->timeline, layout.dp);
+      PredictMemory(MemoryInputsOf(*resolved), resolved->model_shape(), simulated->timeline);
   EXPECT_TRUE(memory.ok()) << memory.status();
-  absl::StatusOr<LayoutRun> run = RunLayout(*resolved, "moe_peak_" + LayoutName(layout));
+  absl::StatusOr<LayoutRun> run = RunLayout(resolved->config(), "moe_peak_" + LayoutName(layout));
   EXPECT_TRUE(run.ok()) << run.status();
   if (!memory.ok() || !run.ok()) return {0, 0};
   return {run->peak_activation_bytes[0], memory->front().activation_peak_bytes};

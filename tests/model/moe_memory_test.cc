@@ -61,10 +61,11 @@ Config MoeConfig(const MoeCase& mc) {
 class MoeMemoryTest : public ::testing::TestWithParam<MoeCase> {};
 
 TEST_P(MoeMemoryTest, ForwardStashAndWeightsAreWhatTheModelPredicts) {
-  const Config config = MoeConfig(GetParam());
-  const ModelShape shape = ModelShapeFromConfig(config, PaddedVocabSize(config));
+  const absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(MoeConfig(GetParam()), 1);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const ModelShape& shape = config->model_shape();
   const int64_t weights_before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
-  GptStage stage(shape, 1, nullptr, {}, {4}, RecomputePolicyFromConfig(config),
+  GptStage stage(shape, 1, nullptr, {}, {4}, config->recompute_policy(),
                  CpuOpsFor(GetParam().bf16));
   const int64_t weights =
       MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - weights_before;
@@ -72,7 +73,7 @@ TEST_P(MoeMemoryTest, ForwardStashAndWeightsAreWhatTheModelPredicts) {
   for (int i = 0; i < shape.seq; ++i) tokens.push_back((7 * i) % 50);
   const absl::StatusOr<int64_t> stashed = StashOfOneForward(&stage, shape, std::move(tokens));
   ASSERT_TRUE(stashed.ok()) << stashed.status();
-  const absl::StatusOr<RankMemory> predicted = PredictOneForward(config, shape);
+  const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config);
   ASSERT_TRUE(predicted.ok()) << predicted.status();
   EXPECT_EQ(*stashed, predicted->stash_bytes_per_micro_batch);
   EXPECT_EQ(weights, predicted->weight_bytes);

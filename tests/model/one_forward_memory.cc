@@ -15,11 +15,11 @@ const Ops* CpuOpsFor(bool bf16) {
   return bf16 ? static_cast<const Ops*>(emulated) : &CpuOps::Get();
 }
 
-absl::StatusOr<RankMemory> PredictOneForward(const Config& config, const ModelShape& shape) {
+absl::StatusOr<RankMemory> PredictOneForward(const ResolvedConfig& config) {
   pipeline::Timeline one_forward;
   one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
   ASSIGN_OR_RETURN(const std::vector<RankMemory> predicted,
-                   PredictMemory(config, shape, one_forward, /*data_parallel_size=*/1));
+                   PredictMemory(MemoryInputsOf(config), config.model_shape(), one_forward));
   return predicted.front();
 }
 

@@ -10,16 +10,17 @@
 #include "model/gpt_stage.h"
 #include "model/memory_model.h"
 #include "model/model_shape.h"
-#include "proto/config.pb.h"
 #include "runtime/ops.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor::testing_util {
 
 // The CPU backend: fp32, or bf16 emulated.
 const Ops* CpuOpsFor(bool bf16);
 
-// The memory model's prediction for one rank that runs one forward (P = 1, DP = 1).
-absl::StatusOr<RankMemory> PredictOneForward(const Config& config, const ModelShape& shape);
+// The memory model's prediction for one rank that runs one forward (`config` resolved
+// for one rank).
+absl::StatusOr<RankMemory> PredictOneForward(const ResolvedConfig& config);
 
 // The activation bytes one forward of a micro-batch of one sample (`tokens`, seq of them;
 // labels 5) leaves stashed in `stage`, whose step it begins.

@@ -50,12 +50,11 @@ PlannedRun MakeRun(const std::vector<std::string>& extra = {}) {
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 4);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
-  PlannedRun run{
-      *resolved, ModelShapeFromConfig(resolved->config(), resolved->padded_vocab_size()), {}};
+  PlannedRun run{*resolved, resolved->model_shape(), {}};
   absl::StatusOr<BubblePrediction> bubble = PredictBubble(run.config.config());
   EXPECT_TRUE(bubble.ok()) << bubble.status();
   absl::StatusOr<std::vector<RankMemory>> stages =
-      PredictMemory(run.config.config(), run.shape, bubble->simulation.timeline, run.config.dp());
+      PredictMemory(MemoryInputsOf(run.config), run.shape, bubble->simulation.timeline);
   EXPECT_TRUE(stages.ok()) << stages.status();
   run.stages = *stages;
   return run;

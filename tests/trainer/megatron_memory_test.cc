@@ -62,10 +62,10 @@ Prediction Predict(const Recipe& recipe) {
   absl::StatusOr<BubblePrediction> bubble = PredictBubble(config);
   EXPECT_TRUE(bubble.ok()) << bubble.status();
   absl::StatusOr<std::vector<RankMemory>> memory =
-      PredictMemory(config, ModelShapeFromConfig(config, resolved->padded_vocab_size()),
-                    bubble->simulation.timeline, resolved->dp());
+      PredictMemory(MemoryInputsOf(*resolved), resolved->model_shape(),
+                    bubble->simulation.timeline);
   EXPECT_TRUE(memory.ok()) << memory.status();
-  return {*memory, MegatronBytesPerParameter(config, resolved->dp())};
+  return {*memory, MegatronBytesPerParameter(MemoryInputsOf(*resolved))};
 }
 
 int64_t ModelState(const RankMemory& m) { return m.weight_bytes + m.grad_bytes + m.optimizer_bytes; }

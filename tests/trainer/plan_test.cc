@@ -30,8 +30,7 @@ std::string PlanOf(const std::vector<std::string>& args, int world) {
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, world);
   EXPECT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::string> plan =
-      FormatPlan(*config, ModelShapeFromConfig(config->config(), config->padded_vocab_size()));
+  absl::StatusOr<std::string> plan = FormatPlan(*config, config->model_shape());
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *plan : "";
 }
@@ -262,11 +261,10 @@ TEST(PlanTest, APrefixPredictsTheMemoryOfAllMicroBatches) {
     absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 2);
     ASSERT_TRUE(resolved.ok()) << resolved.status();
     const Config& config = resolved->config();
-    const ModelShape shape = ModelShapeFromConfig(config, resolved->padded_vocab_size());
     absl::StatusOr<BubblePrediction> prefix = PredictBubble(config);
     ASSERT_TRUE(prefix.ok()) << prefix.status();
     EXPECT_LT(prefix->simulated_micro_batches, 1030);
-    absl::StatusOr<std::vector<RankMemory>> extended = PredictRunMemory(config, shape, *prefix, 1);
+    absl::StatusOr<std::vector<RankMemory>> extended = PredictRunMemory(*resolved, *prefix);
     ASSERT_TRUE(extended.ok()) << extended.status();
     absl::StatusOr<pipeline::Plan> all =
         pipeline::MakePlan(c.schedule, 2, std::stoi(c.chunks), 1030);
@@ -274,7 +272,7 @@ TEST(PlanTest, APrefixPredictsTheMemoryOfAllMicroBatches) {
     absl::StatusOr<pipeline::SimulationResult> simulated = pipeline::Simulate(*all);
     ASSERT_TRUE(simulated.ok()) << simulated.status();
     absl::StatusOr<std::vector<RankMemory>> full =
-        PredictMemory(config, shape, simulated->timeline, 1);
+        PredictMemory(MemoryInputsOf(*resolved), resolved->model_shape(), simulated->timeline);
     ASSERT_TRUE(full.ok()) << full.status();
     ASSERT_EQ(extended->size(), full->size());
     for (size_t r = 0; r < full->size(); ++r) {

@@ -31,7 +31,7 @@ absl::StatusOr<ResolvedConfig> Resolve(std::vector<std::string> args) {
 }
 
 std::set<std::string> ParameterNames(const ResolvedConfig& config) {
-  GptModel model(ModelShapeFromConfig(config.config(), config.padded_vocab_size()), 1);
+  GptModel model(config.model_shape(), 1);
   std::set<std::string> names;
   for (const Parameter* p : model.parameters().parameters()) names.insert(p->name);
   return names;
@@ -42,7 +42,7 @@ TEST(RecipeFlagsTest, RotaryPercentSetsTheRotatedChannels) {
       Resolve({"--position-embedding-type", "rope", "--rotary-percent", "0.5"});
   ASSERT_TRUE(half.ok()) << half.status();
   // Head dimension 32 / 4 = 8: Megatron's int(8 * 0.5) = 4 channels rotate.
-  EXPECT_EQ(ModelShapeFromConfig(half->config(), half->padded_vocab_size()).rotary_dims(), 4);
+  EXPECT_EQ(half->model_shape().rotary_dims(), 4);
 
   const absl::StatusOr<ResolvedConfig> odd =
       Resolve({"--position-embedding-type", "rope", "--rotary-percent", "0.375"});

@@ -18,6 +18,7 @@
 #include "trainer/config_validation.h"
 #include "trainer/evaluation.h"
 #include "trainer/expert_bias_update.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 namespace {
@@ -66,10 +67,12 @@ Config Resolve(const Config& c) {
 
 // The whole model on one rank.
 std::unique_ptr<GptStage> OneRankModel(const Config& config) {
-  return std::make_unique<GptStage>(ModelShapeFromConfig(config, PaddedVocabSize(config)),
-                                    config.training().seed(), nullptr, pipeline::PipelinePlace{},
+  const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 1);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  return std::make_unique<GptStage>(resolved->model_shape(), config.training().seed(), nullptr,
+                                    pipeline::PipelinePlace{},
                                     std::vector<int64_t>{config.model().num_layers()},
-                                    RecomputePolicyFromConfig(config));
+                                    resolved->recompute_policy());
 }
 
 TrainingResult TrainOrDie(const Config& config, const SampleSource& data,

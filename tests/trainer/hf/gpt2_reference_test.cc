@@ -158,7 +158,7 @@ TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
 
-  const ModelShape shape = ModelShapeFromConfig(config->config(), config->padded_vocab_size());
+  const ModelShape& shape = config->model_shape();
   ASSERT_EQ(shape.padded_vocab, kVocab);
   GptModel model(shape, /*seed=*/1);
   for (Parameter* p : model.parameters().parameters()) {

@@ -191,7 +191,7 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
 
-  const ModelShape shape = ModelShapeFromConfig(config->config(), config->padded_vocab_size());
+  const ModelShape& shape = config->model_shape();
   GptModel model(shape, /*seed=*/1);
   for (Parameter* p : model.parameters().parameters()) {
     const std::vector<float>& value = imported->at(p->name);
@@ -373,7 +373,7 @@ TEST_P(LlamaReferenceTest, TensorParallelRanksReadOnlyTheirSlices) {
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
   ASSERT_TRUE(whole.ok()) << whole.status();
-  const ModelShape shape = ModelShapeFromConfig(config->config(), config->padded_vocab_size());
+  const ModelShape& shape = config->model_shape();
   ASSERT_EQ(shape.padded_vocab, m.vocab);  // no padding rows: every element is read
   int64_t file_bytes = 0;
   for (const auto& [name, tensor] : RandomWeights(m, 31)) {
