@@ -17,7 +17,8 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       local_vocab_(shape.padded_vocab / tp_->size()),
       store_(seed),
       rope_(shape.rope
-                ? std::make_unique<RopeTable>(shape.seq, shape.rotary_dims(), shape.rotary_base)
+                ? std::make_unique<RopeTable>(shape.seq, shape.rotary_dims(), shape.rotary_base,
+                                              shape.rope_scaling)
                 : nullptr) {
   const Sharding vocab_rows = Sharding::Block(0, shape.padded_vocab, tp_->size(), tp_->rank());
   // The last stage of a tied model holds its own copy of the word embedding; the same

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "model/moe_shape.h"
+#include "runtime/rope_scaling.h"
 
 namespace conveyor {
 
@@ -25,6 +27,10 @@ struct ModelShape {
   bool no_positions = false;  // --position-embedding-type none: neither RoPE nor a table
   float rotary_base = 10000.0f;
   float rotary_percent = 1.0f;  // of head_dim: rotary_dims() are rotated, the rest not
+  RopeScaling rope_scaling;     // Llama 3.1's or YaRN's frequencies (rope only)
+  // Sliding-window attention (Megatron's --window-size (w, 0)): layer l's queries see the
+  // keys at most layer_windows[l] positions back, -1 unbounded; empty: none slides.
+  std::vector<int64_t> layer_windows;
   bool rms_norm = false;
   float norm_epsilon = 1e-5f;
   bool swiglu = false;
@@ -52,6 +58,9 @@ struct ModelShape {
   // Megatron's rotary dimension: int(kv_channels * rotary_percent).
   int64_t rotary_dims() const {
     return static_cast<int64_t>(static_cast<double>(head_dim) * rotary_percent);
+  }
+  int64_t WindowOf(int64_t layer) const {
+    return layer < static_cast<int64_t>(layer_windows.size()) ? layer_windows[layer] : -1;
   }
 };
 

@@ -15,11 +15,13 @@ namespace {
 //   product := atom ('*' integer)*
 //   atom := '[' integer (',' integer)* ']' | '(' sum ')'
 // Repetition stops at `max_entries` (the layer count): an expression such as
-// "[0]*3000000000" is refused by its length before a list that long is built.
+// "[0]*3000000000" is refused by its length before a list that long is built. Errors name
+// `flag` and end with `hint`.
 class ListExpression {
  public:
-  ListExpression(absl::string_view text, int64_t max_entries)
-      : text_(text), max_entries_(max_entries) {}
+  ListExpression(absl::string_view text, int64_t max_entries, absl::string_view flag,
+                 absl::string_view hint)
+      : text_(text), max_entries_(max_entries), flag_(flag), hint_(hint) {}
 
   absl::StatusOr<std::vector<int64_t>> Parse() {
     absl::StatusOr<std::vector<int64_t>> list = Sum();
@@ -38,16 +40,16 @@ class ListExpression {
     return true;
   }
   absl::Status Error(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--moe-layer-freq '", text_, "': ", what, " at character ", pos_ + 1,
-        "; give an integer N (every N-th layer is MoE) or a list such as '([1]*3+[0]*1)*3'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag_, " '", text_, "': ", what, " at character ", pos_ + 1, "; ", hint_));
   }
 
   // `what` would build a list of more entries than layers.
   absl::Status TooLong(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--moe-layer-freq '", text_, "' ", what, " (at character ", pos_,
-        "): more entries than --num-layers ", max_entries_, "; give one 0 or 1 per layer"));
+    return absl::InvalidArgumentError(absl::StrCat(flag_, " '", text_, "' ", what,
+                                                   " (at character ", pos_,
+                                                   "): more entries than --num-layers ",
+                                                   max_entries_, "; give one 0 or 1 per layer"));
   }
   bool Fits(size_t entries_per_copy, int64_t copies) const {
     return copies == 0 || static_cast<int64_t>(entries_per_copy) <= max_entries_ / copies;
@@ -114,10 +116,19 @@ class ListExpression {
 
   absl::string_view text_;
   int64_t max_entries_;
+  absl::string_view flag_, hint_;
   size_t pos_ = 0;
 };
 
 }  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ParseLayerListExpression(absl::string_view text,
+                                                              int64_t num_layers,
+                                                              absl::string_view flag) {
+  return ListExpression(text, num_layers, flag,
+                        "give an integer N or a list of 0/1 per layer such as '([1]*3+[0]*1)*3'")
+      .Parse();
+}
 
 absl::StatusOr<std::vector<bool>> ParseMoeLayerFreq(absl::string_view text, int64_t num_layers) {
   int64_t every = 0;
@@ -130,7 +141,11 @@ absl::StatusOr<std::vector<bool>> ParseMoeLayerFreq(absl::string_view text, int6
     for (int64_t i = 0; i < num_layers; ++i) pattern[i] = i % every == 0;
     return pattern;
   }
-  absl::StatusOr<std::vector<int64_t>> list = ListExpression(text, num_layers).Parse();
+  absl::StatusOr<std::vector<int64_t>> list =
+      ListExpression(text, num_layers, "--moe-layer-freq",
+                     "give an integer N (every N-th layer is MoE) or a list such as "
+                     "'([1]*3+[0]*1)*3'")
+          .Parse();
   if (!list.ok()) return list.status();
   if (static_cast<int64_t>(list->size()) != num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("--moe-layer-freq '", text, "' gives ",

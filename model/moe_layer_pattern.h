@@ -16,6 +16,13 @@ namespace conveyor {
 // One entry per layer (true: MoE); an error names --moe-layer-freq and the problem.
 absl::StatusOr<std::vector<bool>> ParseMoeLayerFreq(absl::string_view text, int64_t num_layers);
 
+// The list-expression grammar alone (no integer form, any integer entries, any length up
+// to num_layers), for the other per-layer patterns (--window-attn-skip-freq); an error
+// names `flag`.
+absl::StatusOr<std::vector<int64_t>> ParseLayerListExpression(absl::string_view text,
+                                                              int64_t num_layers,
+                                                              absl::string_view flag);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_MODEL_MOE_LAYER_PATTERN_H_

@@ -18,19 +18,20 @@ int Previous(const Communicator& ring) { return (ring.rank() + ring.size() - 1) 
 // vectors it points into live in the object.
 class BlockMask {
  public:
-  explicit BlockMask(const MicroBatchContext& mb)
-      : mb_(mb), query_positions_(SamplePositions(mb, mb.cp_rank())) {
+  BlockMask(const MicroBatchContext& mb, int64_t window)
+      : mb_(mb), window_(window), query_positions_(SamplePositions(mb, mb.cp_rank())) {
     if (mb.documents != nullptr) {
       document_start_ = LocalRows(mb, absl::MakeConstSpan(mb.documents->document_start));
     }
   }
   AttentionMask For(int source) {
     key_positions_ = SamplePositions(mb_, source);
-    return {query_positions_, key_positions_, document_start_};
+    return {query_positions_, key_positions_, document_start_, window_};
   }
 
  private:
   const MicroBatchContext& mb_;
+  int64_t window_;
   std::vector<int32_t> query_positions_, key_positions_, document_start_;
 };
 
@@ -51,14 +52,15 @@ Tensor KeyValueBlock(const Ops& ops, const AttentionShape& shape) {
 
 absl::Status RingAttentionForward(const Ops& ops, const MicroBatchContext& mb,
                                   const AttentionShape& shape, const Tensor& qkv, float scale,
-                                  const AttentionDropout& dropout, Tensor* lse, Tensor* ctx) {
+                                  const AttentionDropout& dropout, int64_t window, Tensor* lse,
+                                  Tensor* ctx) {
   Communicator* ring = mb.context_parallel;
   const int cp = ring->size();
   Tensor held = KeyValueBlock(ops, shape), arriving = KeyValueBlock(ops, shape);
   ops.PackKeysValues(shape, qkv, &held);
   Tensor running = ops.NewFloatActivation(ctx->shape());
   *lse = ops.NewFloatActivation({shape.batch, shape.heads(), shape.seq});
-  BlockMask masks(mb);
+  BlockMask masks(mb, window);
   for (int step = 0; step < cp; ++step) {
     const int source = (ring->rank() - step + cp) % cp;
     std::future<absl::Status> transfer;
@@ -77,7 +79,8 @@ absl::Status RingAttentionForward(const Ops& ops, const MicroBatchContext& mb,
 absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
                                    const AttentionShape& shape, const Tensor& qkv,
                                    const Tensor& lse, const Tensor& ctx, const Tensor& dctx,
-                                   float scale, const AttentionDropout& dropout, Tensor* dqkv) {
+                                   float scale, const AttentionDropout& dropout, int64_t window,
+                                   Tensor* dqkv) {
   Communicator* ring = mb.context_parallel;
   const int cp = ring->size();
   Tensor held = KeyValueBlock(ops, shape), arriving = KeyValueBlock(ops, shape);
@@ -86,7 +89,7 @@ absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
   Tensor arriving_grad = ops.NewFloatActivation(held.shape());
   ops.PackKeysValues(shape, qkv, &held);
   dqkv->SetZero();
-  BlockMask masks(mb);
+  BlockMask masks(mb, window);
   for (int step = 0; step < cp; ++step) {
     const int source = (ring->rank() - step + cp) % cp;
     // The block moves on while this rank computes with it; its gradient moves once

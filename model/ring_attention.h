@@ -7,9 +7,10 @@
 // transfer overlaps the block's attention). The blocks are merged by their log-sum-exps
 // (runtime/cpu/attention.h), which is exact: the result is the single-rank attention,
 // masks (causal by global position, documents) and dropout (drawn by global position)
-// included. Backward sends each block around the ring once more with its key/value
-// gradient, which every rank adds its queries' share to; after CP hops the gradient is
-// home.
+// included, and a sliding window: a block wholly outside every query's window is
+// passed on without being computed. Backward sends each block around the ring once more
+// with its key/value gradient, which every rank adds its queries' share to; after CP
+// hops the gradient is home.
 #ifndef CONVEYOR_MODEL_RING_ATTENTION_H_
 #define CONVEYOR_MODEL_RING_ATTENTION_H_
 
@@ -22,15 +23,18 @@ namespace conveyor {
 // shape: this rank's rows (seq = mb.local_seq()); qkv its fused rows. Writes ctx
 // (compute type, [rows, heads * head_dim]) and lse (allocated: fp32 [batch, heads,
 // local seq]), what backward needs besides qkv and ctx. mb.context_parallel must be set.
+// window: the layer's sliding window (AttentionMask::window, -1 none).
 absl::Status RingAttentionForward(const Ops& ops, const MicroBatchContext& mb,
                                   const AttentionShape& shape, const Tensor& qkv, float scale,
-                                  const AttentionDropout& dropout, Tensor* lse, Tensor* ctx);
+                                  const AttentionDropout& dropout, int64_t window, Tensor* lse,
+                                  Tensor* ctx);
 
 // Overwrites dqkv [rows, qkv_width].
 absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
                                    const AttentionShape& shape, const Tensor& qkv,
                                    const Tensor& lse, const Tensor& ctx, const Tensor& dctx,
-                                   float scale, const AttentionDropout& dropout, Tensor* dqkv);
+                                   float scale, const AttentionDropout& dropout, int64_t window,
+                                   Tensor* dqkv);
 
 }  // namespace conveyor
 

@@ -171,6 +171,8 @@ AttentionDropout TransformerLayer::AttentionDropoutOf(const MicroBatchContext& m
           shape_.heads, /*sample_length=*/mb.seq};
 }
 
+int64_t TransformerLayer::Window() const { return shape_.WindowOf(layer_index_); }
+
 float TransformerLayer::AttentionScale() const {
   return 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
 }
@@ -185,10 +187,12 @@ absl::Status TransformerLayer::NormsOut(const NormLayer& norm, const Tensor& in,
 
 namespace {
 
-// --reset-attention-mask's document starts of the whole sample held here.
-AttentionMask DocumentMaskOf(const MicroBatchContext& mb) {
+// --reset-attention-mask's document starts of the whole sample held here, and the
+// layer's sliding window.
+AttentionMask DocumentMaskOf(const MicroBatchContext& mb, int64_t window) {
   AttentionMask mask;
   if (mb.documents != nullptr) mask.document_start = mb.documents->document_start;
+  mask.window = window;
   return mask;
 }
 
@@ -201,10 +205,11 @@ absl::Status TransformerLayer::AttentionCore(const MicroBatchContext& mb, const 
   *ctx = ops_->NewActivation({mb.tokens(), local_heads * shape_.head_dim});
   if (mb.cp_size() > 1) {
     return RingAttentionForward(*ops_, mb, AttentionShapeOf(mb), qkv, AttentionScale(),
-                                AttentionDropoutOf(mb, &probs_rng), attention, ctx);
+                                AttentionDropoutOf(mb, &probs_rng), Window(), attention, ctx);
   }
   ops_->AttentionForward(AttentionShapeOf(mb), qkv, AttentionScale(),
-                         AttentionDropoutOf(mb, &probs_rng), DocumentMaskOf(mb), attention, ctx);
+                         AttentionDropoutOf(mb, &probs_rng), DocumentMaskOf(mb, Window()),
+                         attention, ctx);
   return absl::OkStatus();
 }
 
@@ -216,11 +221,11 @@ absl::Status TransformerLayer::AttentionCoreBackward(const MicroBatchContext& mb
   if (mb.cp_size() > 1) {
     return RingAttentionBackward(*ops_, mb, AttentionShapeOf(mb), stash->qkv, stash->attention,
                                  stash->ctx, d_ctx, AttentionScale(),
-                                 AttentionDropoutOf(mb, &probs_rng), &stash->d_qkv);
+                                 AttentionDropoutOf(mb, &probs_rng), Window(), &stash->d_qkv);
   }
   ops_->AttentionBackward(AttentionShapeOf(mb), stash->qkv, stash->attention, stash->ctx, d_ctx,
                           AttentionScale(), AttentionDropoutOf(mb, &probs_rng),
-                          DocumentMaskOf(mb), &stash->d_qkv);
+                          DocumentMaskOf(mb, Window()), &stash->d_qkv);
   return absl::OkStatus();
 }
 

@@ -79,6 +79,7 @@ class TransformerLayer {
   // `rng` draws the probabilities' dropout mask; it must outlive the result.
   AttentionDropout AttentionDropoutOf(const MicroBatchContext& mb, const CounterRng* rng) const;
   float AttentionScale() const;  // 1 / sqrt(head_dim)
+  int64_t Window() const;        // this layer's sliding window (AttentionMask::window)
   // The pieces forward computes and selective recomputation repeats.
   absl::Status NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out, Tensor* full,
                         NormStats* stats) const;

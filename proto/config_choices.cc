@@ -16,7 +16,8 @@ struct Choices;
 
 CONVEYOR_CHOICES(PositionEmbeddingType,
                  {PositionEmbeddingType::kLearnedAbsolute, "learned_absolute"},
-                 {PositionEmbeddingType::kRope, "rope"}, {PositionEmbeddingType::kNone, "none"});
+                 {PositionEmbeddingType::kRope, "rope"}, {PositionEmbeddingType::kYarn, "yarn"},
+                 {PositionEmbeddingType::kNone, "none"});
 CONVEYOR_CHOICES(Normalization, {Normalization::kLayerNorm, "LayerNorm"},
                  {Normalization::kRmsNorm, "RMSNorm"});
 CONVEYOR_CHOICES(DeviceKind, {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"},

@@ -15,7 +15,7 @@
 
 namespace conveyor {
 
-enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };  // --position-embedding-type
+enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kYarn, kNone };  // --position-embedding-type
 enum class Normalization { kLayerNorm, kRmsNorm };             // --normalization
 enum class DeviceKind { kAuto, kCpu, kCuda };                  // --device
 enum class NanPolicy { kStop, kSkip };                         // --nan-policy

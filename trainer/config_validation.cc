@@ -21,6 +21,7 @@
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/schedule.h"
 #include "proto/config_choices.h"
+#include "trainer/attention_positions.h"
 #include "trainer/batch_rampup.h"
 #include "trainer/flags.h"
 #include "trainer/lr_validation.h"
@@ -155,12 +156,12 @@ void CheckPositions(const Config& c, const Derived& d, Problems* out) {
   const ModelConfig& m = c.model();
   const std::optional<PositionEmbeddingType> positions =
       ParseChoice<PositionEmbeddingType>(m.position_embedding_type());
-  if (positions == PositionEmbeddingType::kRope) {
+  if (positions == PositionEmbeddingType::kRope || positions == PositionEmbeddingType::kYarn) {
     if (d.kv_channels % 2 != 0) {
       out->Add("--kv-channels ", d.kv_channels,
                m.kv_channels() == 0 ? " (--hidden-size / --num-attention-heads)" : "",
-               " is odd: --position-embedding-type rope rotates pairs of channels; choose an "
-               "even head dimension");
+               " is odd: --position-embedding-type ", m.position_embedding_type(),
+               " rotates pairs of channels; choose an even head dimension");
     }
     out->PositiveReal("--rotary-base", m.rotary_base());
     // Megatron's rotary dimension, int(kv_channels * rotary_percent).
@@ -746,6 +747,7 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   }
   CheckChoices(config, &problems);
   for (const std::string& line : MoeProblems(config)) problems.Add(line);
+  for (const std::string& line : AttentionPositionProblems(config)) problems.Add(line);
   for (const std::string& line : ExpertParallelProblems(config, world_size)) {
     problems.Add(line);
   }
