@@ -1,7 +1,6 @@
 #include "parallel/directory_store.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -27,6 +26,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
+#include "base/exit_code.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "gloo/common/error.h"
 
@@ -40,22 +41,12 @@ namespace {
 absl::Status WriteNewFile(const std::string& path, absl::string_view contents) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
-  int error = 0;
-  for (size_t done = 0; done < contents.size();) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = n < 0 ? errno : EIO;
-      break;
-    }
-    done += static_cast<size_t>(n);
+  absl::Status status = WriteAll(fd, contents, path);
+  if (::close(fd) != 0 && status.ok()) {
+    status = WriteErrnoToStatus(errno, absl::StrCat("cannot close ", path));
   }
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error != 0) {
-    ::unlink(path.c_str());
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  if (!status.ok()) ::unlink(path.c_str());
+  return status;
 }
 
 // Writes <dir>/<name> so that a reader sees all of `contents` or no file. Not fsynced:
@@ -70,11 +61,6 @@ std::optional<std::string> ReadIfExists(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-bool PathExists(const std::string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0;
 }
 
 absl::Status MakeDirectories(const std::string& dir) {

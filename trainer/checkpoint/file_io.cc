@@ -16,11 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
 #include "base/exit_code.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 
 namespace conveyor {
 namespace {
 
-// write(2) and read(2) move at most about 2 GiB per call on Linux.
+// read(2) moves at most about 2 GiB per call on Linux.
 constexpr int64_t kMaxIo = int64_t{1} << 30;
 
 // OK when `path` names the open file `fd` (same device and inode); NotFound when the
@@ -59,17 +61,9 @@ WritableFile::~WritableFile() {
 
 absl::Status WritableFile::Append(const void* data, int64_t n) {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t done = write(fd_, p, std::min(n, kMaxIo));
-    if (done < 0) {
-      if (errno == EINTR) continue;
-      return WriteErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
-    }
-    p += done;
-    n -= done;
-    size_ += done;
-  }
+  RETURN_IF_ERROR(
+      WriteAll(fd_, absl::string_view(static_cast<const char*>(data), size_t(n)), path_));
+  size_ += n;
   return absl::OkStatus();
 }
 
@@ -171,11 +165,10 @@ absl::Status FileLock::Write(const std::string& contents) {
   if (ftruncate(fd_, 0) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot truncate ", path_));
   }
-  const ssize_t done = pwrite(fd_, contents.data(), contents.size(), 0);
-  if (done < 0) return WriteErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
-  if (done != static_cast<ssize_t>(contents.size())) {
-    return absl::InternalError(absl::StrCat("short write to ", path_));
+  if (lseek(fd_, 0, SEEK_SET) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot seek in ", path_));
   }
+  RETURN_IF_ERROR(WriteAll(fd_, contents, path_));
   if (fsync(fd_) != 0) return WriteErrnoToStatus(errno, absl::StrCat("cannot fsync ", path_));
   return absl::OkStatus();
 }
@@ -247,11 +240,6 @@ absl::Status RemoveFile(const std::string& path) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot remove ", path));
   }
   return absl::OkStatus();
-}
-
-bool PathExists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
 }
 
 bool IsDirectory(const std::string& path) {

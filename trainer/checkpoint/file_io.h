@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/file_util.h"  // PathExists, for the callers of these helpers
 
 namespace conveyor {
 
@@ -113,7 +114,6 @@ absl::Status Exchange(const std::string& a, const std::string& b);
 // rm -rf; absent is fine.
 absl::Status RemoveTree(const std::string& path);
 absl::Status RemoveFile(const std::string& path);
-bool PathExists(const std::string& path);
 // Whether `path` exists and is a folder (after following links).
 bool IsDirectory(const std::string& path);
 // Whether two paths name the same file or folder (after following links): false when
