@@ -23,9 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "base/exit_code.h"
 #include "base/status_macros.h"
-#include "data/gpt2_bpe_tokenizer.h"
 #include "data/preprocess.h"
-#include "data/simple_tokenizers.h"
 #include "data/tokenizer_factory.h"
 #include "flags/proto_flags.h"
 #include "proto/tools.pb.h"
@@ -212,7 +210,9 @@ absl::Status ParseFlags(int argc, char** argv, Flags* flags) {
 
 // A tokenizer flag the chosen tokenizer does not read is refused: Megatron
 // ignores it, which hides mistakes such as a --vocab-size meant to change
-// GPT-2's vocabulary.
+// GPT-2's vocabulary. The factory refuses the rest (--tokenizer-model for a
+// tokenizer without one, the files for one that reads --tokenizer-model); these
+// are preprocess's own, as for the trainer --vocab-size also sizes the model.
 absl::Status RefuseUnreadFlags(const Flags& flags) {
   const std::string& type = flags.tokenizer_type;
   auto refuse = [&](const char* flag, const char* reader) {
@@ -228,21 +228,32 @@ absl::Status RefuseUnreadFlags(const Flags& flags) {
   if (flags.vocab_extra_ids && type != "SentencePieceTokenizer") {
     return refuse("--vocab-extra-ids", "SentencePieceTokenizer");
   }
+  const bool gpt2 = type == "GPT2BPETokenizer", null = type == "NullTokenizer";
+  const bool simple = gpt2 || null || type == "ByteTokenizer";
+  if (flags.vocab_size && !null && type != "TikTokenizer") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vocab-size is for NullTokenizer", simple ? "" : " and TikTokenizer", " only: ", type,
+        "'s vocabulary ",
+        gpt2     ? "is the one in --vocab-file"
+        : simple ? "is fixed (256 bytes and eod)"
+                 : "is the one in --tokenizer-model",
+        "; drop --vocab-size"));
+  }
+  for (const auto& [flag, path] : {std::pair{"--vocab-file", &flags.vocab_file},
+                                   std::pair{"--merge-file", &flags.merge_file}}) {
+    if (simple && !gpt2 && !path->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " is for GPT2BPETokenizer only: ", type,
+                                                     " reads no files; drop ", flag));
+    }
+  }
   return absl::OkStatus();
 }
 
-// HuggingFaceTokenizer, the SentencePiece tokenizers and TikTokenizer: built
-// from --tokenizer-model by the factory the trainer uses.
-absl::StatusOr<std::unique_ptr<Tokenizer>> MakeModelFileTokenizer(const Flags& flags) {
-  const std::string& type = flags.tokenizer_type;
-  if (flags.vocab_size && type != "TikTokenizer") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--vocab-size is for NullTokenizer and TikTokenizer only: ", type,
-        "'s vocabulary is the one in --tokenizer-model; drop --vocab-size"));
-  }
+// Built by the factory the trainer uses, once preprocess's own refusals pass.
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Flags& flags) {
   RETURN_IF_ERROR(RefuseUnreadFlags(flags));
   TokenizerSpec spec;
-  spec.type = type;
+  spec.type = flags.tokenizer_type;
   spec.tokenizer_model = flags.tokenizer_model;
   spec.vocab_file = flags.vocab_file;
   spec.merge_file = flags.merge_file;
@@ -251,53 +262,6 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeModelFileTokenizer(const Flags& f
   spec.tiktoken_num_special_tokens = flags.tiktoken_num_special_tokens.value_or(1000);
   spec.vocab_extra_ids = flags.vocab_extra_ids.value_or(0);
   return BuildTokenizer(spec);
-}
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Flags& flags) {
-  RETURN_IF_ERROR(RefuseUnreadFlags(flags));
-  const std::string& type = flags.tokenizer_type;
-  const bool gpt2 = type == "GPT2BPETokenizer", null = type == "NullTokenizer";
-  if (!gpt2 && !null && type != "ByteTokenizer") return MakeModelFileTokenizer(flags);
-  if (!flags.tokenizer_model.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tokenizer-model is for the tokenizers read from a model file (HuggingFaceTokenizer, "
-        "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, TikTokenizer), not ",
-        type, "; drop --tokenizer-model"));
-  }
-  // The flag's (choices) have refused any other type.
-  if (flags.vocab_size && !null) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--vocab-size is for NullTokenizer only: ", type, "'s vocabulary ",
-                     gpt2 ? "is the one in --vocab-file" : "is fixed (256 bytes and eod)",
-                     "; drop --vocab-size"));
-  }
-  for (const auto& [flag, path] : {std::pair{"--vocab-file", &flags.vocab_file},
-                                   std::pair{"--merge-file", &flags.merge_file}}) {
-    if (!gpt2 && !path->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " is for GPT2BPETokenizer only: ", type,
-                                                     " reads no files; drop ", flag));
-    }
-  }
-  if (gpt2) {
-    if (flags.vocab_file.empty() || flags.merge_file.empty()) {
-      return absl::InvalidArgumentError(
-          "--tokenizer-type GPT2BPETokenizer (the default) needs --vocab-file vocab.json and "
-          "--merge-file merges.txt");
-    }
-    absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> t =
-        Gpt2BpeTokenizer::Load(flags.vocab_file, flags.merge_file);
-    if (!t.ok()) return t.status();
-    return std::unique_ptr<Tokenizer>(*std::move(t));
-  }
-  if (null) {
-    if (!flags.vocab_size) {
-      return absl::InvalidArgumentError(
-          "--tokenizer-type NullTokenizer needs --vocab-size N (its ids are below N; its eod is "
-          "N)");
-    }
-    return std::unique_ptr<Tokenizer>(std::make_unique<NullTokenizer>(*flags.vocab_size));
-  }
-  return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
 }
 
 int UsageError(const absl::Status& status) {
