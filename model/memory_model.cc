@@ -142,9 +142,11 @@ void AppendLayer(const ModelShape& s, const ActivationShape& a, int64_t layer,
     const std::vector<int64_t> elements = MoeWeightElements(s, tp, ep, etp);
     const size_t expert_weights = 2 * static_cast<size_t>(s.moe.experts() / ep);
     const bool own_replicas = ExpertsHaveOwnGroups(tp, ep, etp);  // Parameter::expert_parallel
-    for (size_t i = 0; i < elements.size(); ++i) {  // the router (i = 0) is summed under SP
+    // The router (i = 0) and the shared expert's gate (last) are summed under SP.
+    for (size_t i = 0; i < elements.size(); ++i) {
+      const bool gate = s.moe.shared_expert_gate && i + 1 == elements.size();
       out->push_back({elements[i], true, own_replicas && i >= 1 && i <= expert_weights,
-                      i == 0 && a.sequence_parallel});
+                      (i == 0 || gate) && a.sequence_parallel});
     }
     return;
   }

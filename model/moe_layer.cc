@@ -1,6 +1,7 @@
 #include "model/moe_layer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/status_macros.h"
 
@@ -18,6 +19,15 @@ MoeLayer::MoeLayer(const Ops* ops, ParameterStore* store, const std::string& nam
     shared_ = std::make_unique<ExpertMlp>(ops, store, name + ".shared_experts", shape.hidden,
                                           moe.shared_expert_ffn, shape.swiglu, shape.init_std,
                                           shape.output_init_std(), tp);
+  }
+  if (moe.shared_expert_gate) {
+    shared_gate_ = std::make_unique<Linear>(ops, store, name + ".shared_experts.gate",
+                                            shape.hidden, 1, /*bias=*/false, shape.init_std);
+    std::vector<Parameter*> weight;
+    shared_gate_->AppendParameters(&weight);
+    // Its gradient is a partial sum over TP, as the router's (the shared expert's output
+    // is): summed like Megatron's sequence-parallel gate weight.
+    weight.front()->sequence_parallel = tp.sequence_parallel();
   }
 }
 
@@ -39,6 +49,7 @@ std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep, int 
   };
   for (int64_t e = 0; e < moe.experts() / ep; ++e) expert(moe.ffn_hidden, etp > 0 ? etp : tp);
   if (moe.shared_expert_ffn > 0) expert(moe.shared_expert_ffn, tp);
+  if (moe.shared_expert_gate) elements.push_back(s.hidden);
   return elements;
 }
 
@@ -70,6 +81,7 @@ absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x, const MicroBatchContex
   if (shared_ != nullptr) {
     Tensor shared_out = ops_->NewActivation({tokens, shape_.hidden});
     shared_->Forward(x, &stash->shared, &shared_out);
+    if (shared_gate_ != nullptr) shared_out = GateSharedOutput(x, shared_out, stash);
     ops_->Add(shared_out, &y);
   }
   return y;
@@ -99,7 +111,8 @@ absl::StatusOr<Tensor> MoeLayer::BackwardInput(const Tensor& x, const Tensor& dy
   ops_->UnpermuteTokens(d_permuted, plan.row_of_slot, {}, &dx);
   if (shared_ != nullptr) {
     Tensor d_shared = ops_->NewActivation({tokens, shape_.hidden});
-    shared_->BackwardInput(dy, &stash->shared, &d_shared);
+    const Tensor d_out = shared_gate_ != nullptr ? GateSharedBackward(dy, stash, &dx) : dy;
+    shared_->BackwardInput(d_out, &stash->shared, &d_shared);
     ops_->Add(d_shared, &dx);
   }
   router_.BackwardInput(d_probs, aux_loss_scale, &stash->router, &dx);
@@ -117,6 +130,7 @@ void MoeLayer::BackwardWeight(MoeStash* stash) {
       std::count(stash->plan.row_of_slot.begin(), stash->plan.row_of_slot.end(), -1);
   experts_.BackwardWeight(&stash->experts);
   if (shared_ != nullptr) shared_->BackwardWeight(stash->x, &stash->shared);
+  if (shared_gate_ != nullptr) shared_gate_->BackwardWeight(stash->x, stash->d_shared_gate);
   router_.BackwardWeight(stash->x, &stash->router);
   *stash = MoeStash();
 }
@@ -131,6 +145,51 @@ void MoeLayer::AppendParameters(std::vector<Parameter*>* out) const {
   router_.AppendParameters(out);
   experts_.AppendParameters(out);
   if (shared_ != nullptr) shared_->AppendParameters(out);
+  if (shared_gate_ != nullptr) shared_gate_->AppendParameters(out);
+}
+
+namespace {
+
+// 0, 1, ..., n - 1: each token its own row (and slot) for the row-weighting ops.
+std::vector<int32_t> Identity(int64_t n) {
+  std::vector<int32_t> index(n);
+  for (int64_t i = 0; i < n; ++i) index[i] = static_cast<int32_t>(i);
+  return index;
+}
+
+}  // namespace
+
+Tensor MoeLayer::GateSharedOutput(const Tensor& x, const Tensor& out, MoeStash* stash) const {
+  const int64_t tokens = x.dim(0);
+  Tensor logits = ops_->NewActivation({tokens, 1});
+  shared_gate_->Forward(x, &logits);
+  stash->shared_gate = ToHostFloats(*ops_, logits);
+  for (float& g : stash->shared_gate) g = 1.0f / (1.0f + std::exp(-g));
+  stash->shared_out = out;
+  Tensor gated = ops_->NewActivation({tokens, shape_.hidden});
+  ops_->PermuteTokens(out, Identity(tokens), stash->shared_gate, &gated);
+  return gated;
+}
+
+Tensor MoeLayer::GateSharedBackward(const Tensor& dy, MoeStash* stash, Tensor* dx) const {
+  // y = s * u with s = sigmoid(z), z = x g: du = s dy, dz = s (1 - s) <dy, u>, and dx += dz g.
+  // Under TP u, so dz, is this rank's part of a sum, like the router's.
+  const int64_t tokens = dy.dim(0);
+  const std::vector<int32_t> identity = Identity(tokens);
+  std::vector<float> dz(tokens);
+  ops_->SlotDots(dy, stash->shared_out, identity, absl::MakeSpan(dz));
+  stash->shared_out = Tensor();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float s = stash->shared_gate[t];
+    dz[t] *= s * (1.0f - s);
+  }
+  stash->d_shared_gate = FromHostFloats(*ops_, dz, {tokens, 1});
+  Tensor d_x = ops_->NewActivation({tokens, shape_.hidden});
+  shared_gate_->BackwardInput(stash->d_shared_gate, &d_x);
+  ops_->Add(d_x, dx);
+  Tensor d_out = ops_->NewActivation({tokens, shape_.hidden});
+  ops_->PermuteTokens(dy, identity, stash->shared_gate, &d_out);
+  return d_out;
 }
 
 }  // namespace conveyor

@@ -4,12 +4,14 @@
 // padding up to it with --moe-pad-expert-input-to-capacity), each expert's MLP runs on
 // its rows, and the outputs are combined back per token, weighted:
 //   y[t] = sum_j p[t, j] * expert_{e(t, j)}(x[t])  (+ shared_expert(x[t]))
+// where --moe-shared-expert-gate scales the shared expert's output by sigmoid(x[t] g) (g
+// [1, hidden]: Megatron's shared expert gate, Qwen2-MoE's shared_expert_gate).
 // Parameters: `layers.N.mlp.router.weight`, `layers.N.mlp.experts.E.fc{1,2}.weight`,
-// `layers.N.mlp.shared_experts.fc{1,2}.weight`. Under tensor parallelism every rank routes
-// every token of the micro-batch; the experts are split like the dense MLP (over
-// --expert-tensor-parallel-size ranks, whose copies in a TP group share the rows), so the
-// output and the input gradient are this rank's partial sums (the caller's TP region
-// sums them, as for the dense MLP). Under expert parallelism (the TensorParallel's
+// `layers.N.mlp.shared_experts.fc{1,2}.weight` (and `.gate.weight`). Under tensor
+// parallelism every rank routes every token of the micro-batch; the experts are split like
+// the dense MLP (over --expert-tensor-parallel-size ranks, whose copies in a TP group share
+// the rows), so the output and the input gradient are this rank's partial sums (the
+// caller's TP region sums them, as for the dense MLP). Under expert parallelism (the TensorParallel's
 // expert groups) the rank holds E/EP of the experts and its rows travel to them and back
 // (model/routed_experts.h); routing, capacity and the combine stay per rank.
 #ifndef CONVEYOR_MODEL_MOE_LAYER_H_
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "model/expert_mlp.h"
+#include "model/linear.h"
 #include "model/micro_batch.h"
 #include "model/model_shape.h"
 #include "model/moe_dispatch.h"
@@ -39,12 +42,18 @@ struct MoeStash {
   Tensor expert_out;  // [rows, hidden]: each expert's output rows (until BackwardInput)
   RoutedExpertsStash experts;
   ExpertStash shared;
+  // --moe-shared-expert-gate: each token's sigmoid(x g) (host), the shared expert's output
+  // before the gate (until BackwardInput) and the gate logits' gradient (for W).
+  std::vector<float> shared_gate;
+  Tensor shared_out;
+  Tensor d_shared_gate;
 };
 
 // The weights' element counts of an MoE layer on a rank of `tp` tensor-parallel, `ep`
 // expert-parallel and `etp` expert-tensor-parallel ranks (0: TP), in the order it creates
 // them: the router, each of its E/EP experts' fc1 and fc2 (elements [1, 1 + 2E/EP)), the
-// shared expert's (split over TP like the dense MLP; for the memory model).
+// shared expert's (split over TP like the dense MLP), its gate's (replicated, like the
+// router; for the memory model).
 std::vector<int64_t> MoeWeightElements(const ModelShape& s, int tp, int ep = 1, int etp = 0);
 // One routed expert's weights (fc1 and fc2) split over `tp` ranks.
 int64_t ExpertWeightElements(const ModelShape& s, int tp);
@@ -93,7 +102,13 @@ class MoeLayer {
   ModelShape shape_;
   MoeRouter router_;
   RoutedExperts experts_;
+  // The gate of the shared expert's output (x -> sigmoid(x g) * out); its backward gives
+  // the gradient of the ungated output and adds the gate's input gradient into dx.
+  Tensor GateSharedOutput(const Tensor& x, const Tensor& out, MoeStash* stash) const;
+  Tensor GateSharedBackward(const Tensor& dy, MoeStash* stash, Tensor* dx) const;
+
   std::unique_ptr<ExpertMlp> shared_;  // null without --moe-shared-expert-intermediate-size
+  std::unique_ptr<Linear> shared_gate_;  // null without --moe-shared-expert-gate
   MoeLayerMetrics metrics_;
 };
 

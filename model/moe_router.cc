@@ -6,23 +6,18 @@
 #include "model/context_rows.h"
 
 namespace conveyor {
-namespace {
 
-// A device tensor's values as a host fp32 array.
 std::vector<float> ToHostFloats(const Ops& ops, const Tensor& t) {
   const Tensor host = ops.CastTo(t, DType::kFloat32).To(Device::kCpu, MemoryCategory::kActivations);
   return std::vector<float>(host.data(), host.data() + host.numel());
 }
 
-// A host fp32 array as a device tensor of the compute type.
 Tensor FromHostFloats(const Ops& ops, const std::vector<float>& values,
                       std::vector<int64_t> shape) {
   Tensor host = Tensor::Zeros(std::move(shape), MemoryCategory::kActivations);
   std::copy(values.begin(), values.end(), host.data());
   return ops.CastTo(host.To(ops.device(), MemoryCategory::kActivations), ops.compute_dtype());
 }
-
-}  // namespace
 
 MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& name, int64_t hidden,
                      const MoeShape& moe, float init_std, const TensorParallel& tp)

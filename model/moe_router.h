@@ -44,6 +44,11 @@
 
 namespace conveyor {
 
+// A device tensor's values as a host fp32 array, and back as a device tensor of the
+// compute type of `ops`: the routing math runs on host arrays.
+std::vector<float> ToHostFloats(const Ops& ops, const Tensor& t);
+Tensor FromHostFloats(const Ops& ops, const std::vector<float>& values, std::vector<int64_t> shape);
+
 // A micro-batch's routing; `tokens` are the rank's (its rows of x), except where said.
 struct RouterStash {
   std::vector<float> logits;  // host fp32 [tokens, experts]

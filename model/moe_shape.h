@@ -19,6 +19,7 @@ struct MoeShape {
   float aux_loss_coeff = 0.0f;
   float z_loss_coeff = 0.0f;
   int64_t shared_expert_ffn = 0;  // 0: no shared expert
+  bool shared_expert_gate = false;  // its output scaled by sigmoid(x g) per token
   float capacity_factor = 0.0f;   // <= 0: no capacity, no token dropped
   TokenDropPolicy drop_policy = TokenDropPolicy::kProbs;
   bool pad_to_capacity = false;

@@ -313,10 +313,8 @@ constexpr MegatronFlagGroup kGroups[] = {
     {A::kRefused, "--dsa-* --no-dsa-* --disable-dsa-*",
      "DeepSeek sparse attention is not implemented"},
     {A::kRefused, "--mtp-*", "multi-token prediction is not implemented"},
-    {A::kRefused, "--moe-router-group-topk --moe-router-num-groups",
-     "group-limited routing (DeepSeek-V3) is not implemented"},
     {A::kRefused,
-     "--moe-apply-probs-on-input --moe-input-jitter-eps --moe-shared-expert-gate --moe-latent-size "
+     "--moe-apply-probs-on-input --moe-input-jitter-eps --moe-latent-size "
      "--moe-router-force-load-balancing --moe-router-force-biased "
      "--moe-router-quantile-balancing-ema --moe-expert-rank-capacity-factor "
      "--moe-enable-routing-replay --moe-use-upcycling --moe-upcycling-granularity "

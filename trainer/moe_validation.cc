@@ -10,6 +10,35 @@
 namespace conveyor {
 namespace {
 
+// --moe-router-num-groups and --moe-router-group-topk (Megatron's group_limited_topk): the
+// groups split the experts evenly, and the chosen groups hold at least one of each
+// token's picks per group and enough experts for all of them.
+std::vector<std::string> GroupLimitedRoutingProblems(const ModelConfig& m) {
+  const int64_t groups = m.moe_router_num_groups(), chosen = m.moe_router_group_topk();
+  if (groups == 0 && chosen == 0) return {};
+  if (groups <= 0 || chosen <= 0) {
+    return {absl::StrCat("--moe-router-num-groups ", groups, " and --moe-router-group-topk ",
+                         chosen, " go together: set both positive, or neither")};
+  }
+  std::vector<std::string> out;
+  if (m.num_experts() % groups != 0) {
+    out.push_back(absl::StrCat("--moe-router-num-groups ", groups,
+                               " must divide --num-experts (", m.num_experts(), ")"));
+  }
+  if (chosen > groups) {
+    out.push_back(absl::StrCat("--moe-router-group-topk ", chosen,
+                               " must be at most --moe-router-num-groups (", groups, ")"));
+  }
+  if (chosen > m.moe_router_topk() ||
+      (m.num_experts() % groups == 0 && m.moe_router_topk() > chosen * (m.num_experts() / groups))) {
+    out.push_back(absl::StrCat("--moe-router-topk ", m.moe_router_topk(),
+                               " must be at least --moe-router-group-topk (", chosen,
+                               ") and fit in that many groups of ", m.num_experts() / groups,
+                               " experts"));
+  }
+  return out;
+}
+
 void NonNegativeReal(const char* flag, double v, std::vector<std::string>* out) {
   if (!(v >= 0) || !std::isfinite(v)) {
     out->push_back(absl::StrCat(flag, " ", v, " must not be negative: set ", flag, " >= 0"));
@@ -38,6 +67,12 @@ std::vector<std::string> MoeProblems(const Config& config) {
     out.push_back(absl::StrCat("--moe-shared-expert-intermediate-size ",
                                m.moe_shared_expert_intermediate_size(),
                                " must not be negative: 0 means no shared expert"));
+  }
+  for (std::string& problem : GroupLimitedRoutingProblems(m)) out.push_back(std::move(problem));
+  if (m.moe_shared_expert_gate() && m.moe_shared_expert_intermediate_size() <= 0) {
+    out.push_back(
+        "--moe-shared-expert-gate gates the shared expert: set "
+        "--moe-shared-expert-intermediate-size too");
   }
   if (m.num_layers() > 0) {
     const absl::StatusOr<std::vector<bool>> pattern =

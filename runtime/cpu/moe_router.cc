@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace conveyor {
@@ -33,6 +34,28 @@ std::vector<int32_t> TopK(const double* values, int64_t n, int64_t k) {
   });
   order.resize(k);
   return order;
+}
+
+// The experts a token routes to from its selection values [experts], largest first, ties
+// to the lower index. Group-limited (Megatron's group_limited_topk; DeepSeek-V2 device-,
+// DeepSeek-V3 node-limited routing): the experts form num_groups contiguous groups, each
+// scored by the sum of its topk / group_topk largest values; only the experts of the
+// group_topk best groups compete for the top k.
+std::vector<int32_t> PickExperts(const RouterSpec& spec, const double* values) {
+  const int64_t e = spec.experts, k = spec.topk;
+  if (spec.group_topk <= 0) return TopK(values, e, k);
+  const int64_t groups = spec.num_groups, size = e / groups, best = k / spec.group_topk;
+  std::vector<double> group_score(groups, 0.0);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (const int32_t i : TopK(values + g * size, size, best)) {
+      group_score[g] += values[g * size + i];
+    }
+  }
+  std::vector<double> competing(e, -std::numeric_limits<double>::infinity());
+  for (const int32_t g : TopK(group_score.data(), groups, spec.group_topk)) {
+    std::copy(values + g * size, values + (g + 1) * size, competing.begin() + g * size);
+  }
+  return TopK(competing.data(), e, k);
 }
 
 // Softmax backward: dl_j += scale * s_j (ds_j - sum_k s_k ds_k).
@@ -93,11 +116,11 @@ TopKRouting RouteTopK(const RouterSpec& spec, absl::Span<const float> logits,
     if (spec.score == RouterScore::kSoftmax) {
       if (spec.pre_softmax) {
         Softmax(row, e, s.data());
-        picks = TopK(s.data(), e, k);
+        picks = PickExperts(spec, s.data());
         for (int64_t j = 0; j < k; ++j) p[j] = s[picks[j]];
       } else {
         std::copy(row, row + e, s.begin());
-        picks = TopK(s.data(), e, k);
+        picks = PickExperts(spec, s.data());
         std::vector<float> picked(k);
         for (int64_t j = 0; j < k; ++j) picked[j] = row[picks[j]];
         Softmax(picked.data(), k, p.data());
@@ -107,7 +130,7 @@ TopKRouting RouteTopK(const RouterSpec& spec, absl::Span<const float> logits,
         s[i] = Sigmoid(row[i]);
         ranked[i] = s[i] + (expert_bias.empty() ? 0.0 : expert_bias[i]);
       }
-      picks = TopK(ranked.data(), e, k);
+      picks = PickExperts(spec, ranked.data());
       double sum = 0.0;
       for (int64_t j = 0; j < k; ++j) sum += p[j] = s[picks[j]];
       if (k > 1) {

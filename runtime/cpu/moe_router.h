@@ -27,6 +27,11 @@ struct RouterSpec {
   // softmax over the k picked).
   bool pre_softmax = false;
   float scaling_factor = 0.0f;  // 0: none; else the probabilities are multiplied by it
+  // Group-limited routing (--moe-router-num-groups, --moe-router-group-topk): the top k
+  // come from the group_topk best of num_groups contiguous expert groups, a group scored
+  // by the sum of its topk / group_topk best selection values. 0: every expert competes.
+  int64_t num_groups = 0;
+  int64_t group_topk = 0;
 };
 
 // Per token (row), its topk experts in descending routing score and their weights.
@@ -41,7 +46,9 @@ struct TopKRouting {
 //   sigmoid:              s = sigmoid(l); picks = topk(s + bias); p = s[picks] / (sum + 1e-20)
 //                         (the division only for topk > 1)
 // then p *= scaling_factor when set. `expert_bias` ([experts] or empty) steers the
-// sigmoid's selection only (auxiliary-loss-free balancing), never the weights.
+// sigmoid's selection only (auxiliary-loss-free balancing), never the weights. With groups,
+// each topk above picks among the experts of the token's group_topk best groups, scored on
+// the values it ranks (s, l or s + bias).
 TopKRouting RouteTopK(const RouterSpec& spec, absl::Span<const float> logits,
                       absl::Span<const float> expert_bias);
 

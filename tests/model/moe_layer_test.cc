@@ -50,6 +50,10 @@ ModelShape MoeShape4(const std::string& variant) {
     s.moe.router.scaling_factor = 1.5f;
     s.moe.balancing = MoeLoadBalancingType::kSeqAuxLoss;
     s.moe.shared_expert_ffn = 8;
+  } else if (variant == "softmax_gated_shared_swiglu") {
+    s.swiglu = true;
+    s.moe.shared_expert_ffn = 8;
+    s.moe.shared_expert_gate = true;
   } else if (variant == "pre_softmax_drop_probs_padded") {
     s.moe.router.pre_softmax = true;
     s.moe.capacity_factor = 0.75f;
@@ -137,6 +141,7 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
 
 INSTANTIATE_TEST_SUITE_P(Variants, MoeLayerGradTest,
                          ::testing::Values("softmax_aux_gelu", "sigmoid_seq_aux_shared_swiglu",
+                                           "softmax_gated_shared_swiglu",
                                            "pre_softmax_drop_probs_padded", "drop_position_top1",
                                            "sigmoid_expert_bias"));
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -230,6 +231,98 @@ TEST(RouteTopKTest, EqualScoresGoToTheLowerExpert) {
   EXPECT_EQ(biased.experts, (std::vector<int32_t>{0, 3}));
   const double g0 = 1.0 / (1.0 + std::exp(-0.5)), g3 = 1.0 / (1.0 + std::exp(-1.0));
   EXPECT_NEAR(biased.probs[0], g0 / (g0 + g3), 1e-6);
+}
+
+// Group-limited routing (Megatron's group_limited_topk, DeepSeek-V3's node-limited
+// routing), written from its definition in double: the experts form `groups` contiguous
+// groups; a group scores the sum of its topk / group_topk best values (the values the
+// selection ranks: sigmoid scores plus bias, softmax probabilities or logits); the
+// group_topk best groups (ties to the lower group) are the only ones whose experts count.
+std::vector<int> ReferenceGroupLimitedPicks(const std::vector<double>& values, int64_t groups,
+                                            int64_t group_topk, int64_t topk) {
+  const int64_t size = static_cast<int64_t>(values.size()) / groups;
+  std::vector<std::pair<double, int64_t>> scored;  // (-score, group): ascending is best first
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<double> members(values.begin() + g * size, values.begin() + (g + 1) * size);
+    std::sort(members.rbegin(), members.rend());
+    scored.push_back({-std::accumulate(members.begin(), members.begin() + topk / group_topk, 0.0),
+                      g});
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<int> allowed;
+  for (int64_t i = 0; i < group_topk; ++i) {
+    for (int64_t e = 0; e < size; ++e) allowed.push_back(int(scored[i].second * size + e));
+  }
+  std::sort(allowed.begin(), allowed.end());
+  std::stable_sort(allowed.begin(), allowed.end(),
+                   [&](int a, int b) { return values[a] > values[b]; });
+  return std::vector<int>(allowed.begin(), allowed.begin() + topk);
+}
+
+// 8 experts in 4 groups, 2 groups per token, top-4 (each group scored by its best two),
+// for each score function: the experts and weights of the reference picks, and some
+// token whose picks differ from ungrouped routing (so the limit is exercised).
+TEST(GroupLimitedRoutingTest, PicksTheReferenceGroupsAndExperts) {
+  constexpr int64_t kGroupTokens = 24, kGroupExperts = 8;
+  const std::vector<float> logits = RandomLogits(kGroupTokens, kGroupExperts, 41);
+  std::vector<float> bias(kGroupExperts);
+  for (int64_t e = 0; e < kGroupExperts; ++e) bias[e] = 0.05f * float(e % 3);
+  for (const auto& [score, pre] : {std::pair{RouterScore::kSigmoid, false},
+                                   std::pair{RouterScore::kSoftmax, true},
+                                   std::pair{RouterScore::kSoftmax, false}}) {
+    RouterSpec spec;
+    spec.experts = kGroupExperts;
+    spec.topk = 4;
+    spec.score = score;
+    spec.pre_softmax = pre;
+    spec.scaling_factor = 2.5f;
+    spec.num_groups = 4;
+    spec.group_topk = 2;
+    const bool sigmoid = score == RouterScore::kSigmoid;
+    const std::vector<float> steer = sigmoid ? bias : std::vector<float>();
+    const TopKRouting got = RouteTopK(spec, logits, steer);
+    RouterSpec ungrouped = spec;
+    ungrouped.num_groups = ungrouped.group_topk = 0;
+    const TopKRouting free = RouteTopK(ungrouped, logits, steer);
+    int64_t limited = 0;
+    for (int64_t t = 0; t < kGroupTokens; ++t) {
+      const float* row = logits.data() + t * kGroupExperts;
+      std::vector<double> value(kGroupExperts), weight(kGroupExperts);
+      double z = 0.0;
+      for (int64_t e = 0; e < kGroupExperts; ++e) z += std::exp(double{row[e]});
+      for (int64_t e = 0; e < kGroupExperts; ++e) {
+        const double g = 1.0 / (1.0 + std::exp(-double{row[e]}));
+        weight[e] = sigmoid ? g : pre ? std::exp(double{row[e]}) / z : std::exp(double{row[e]});
+        value[e] = sigmoid ? g + bias[e] : pre ? weight[e] : double{row[e]};
+      }
+      const std::vector<int> picks = ReferenceGroupLimitedPicks(value, 4, 2, 4);
+      double sum = 0.0;
+      for (int e : picks) sum += weight[e];
+      for (int64_t j = 0; j < 4; ++j) {
+        ASSERT_EQ(got.experts[t * 4 + j], picks[j]) << "token " << t << " slot " << j;
+        // Sigmoid and picked-logit softmax weights are normalised over the picks.
+        const double want = 2.5 * weight[picks[j]] / (pre ? 1.0 : sum);
+        EXPECT_NEAR(got.probs[t * 4 + j], want, 1e-5 * want) << "token " << t;
+      }
+      limited += !std::equal(picks.begin(), picks.end(), free.experts.begin() + t * 4);
+    }
+    EXPECT_GT(limited, 0) << "no token's picks changed: the groups limited nothing";
+  }
+}
+
+// A worked example: groups {0,1} {2,3} {4,5}, one group per token, top-2. Expert 2 has
+// the best single score, but group {0, 1} the best pair: the token gets experts 0 and 1.
+TEST(GroupLimitedRoutingTest, HandWorkedExample) {
+  RouterSpec spec;
+  spec.experts = 6;
+  spec.topk = 2;
+  spec.pre_softmax = true;
+  spec.num_groups = 3;
+  spec.group_topk = 1;
+  const std::vector<float> logits = {2.0f, 2.0f, 2.5f, 0.0f, 1.0f, 1.0f};
+  EXPECT_EQ(RouteTopK(spec, logits, {}).experts, (std::vector<int32_t>{0, 1}));
+  spec.num_groups = spec.group_topk = 0;
+  EXPECT_EQ(RouteTopK(spec, logits, {}).experts, (std::vector<int32_t>{2, 0}));
 }
 
 // Megatron's capacity rule from its definition: slot (t, e) survives when fewer than
