@@ -8,6 +8,11 @@
 // and as TP rank 0 of 2 along columns (strided reads through a buffer). Numbers
 // include fsync but not the page cache's state: drop caches before loading for cold
 // reads. Ends non-zero if anything fails or a value comes back wrong.
+//
+// Disks here are shared and their rate varies several-fold from one minute to the next,
+// so the raw disk is measured in the same call, between the saves: the same number of
+// bytes appended to one file in 8 MiB pieces and fsynced (what `dd bs=8M conv=fsync`
+// does), and each save's write is reported as a fraction of that rate.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -61,7 +66,27 @@ BenchmarkTensors MakeTensors(double gib, int count) {
 
 struct SaveTimes {
   double snapshot = 0, write = 0, commit = 0;
+  // The raw disk's time for the same bytes: the mean of one write just before this
+  // save and one just after it, so that neither side always goes first.
+  double raw_write = 0;
 };
+
+// Seconds to append `bytes` to a new file in 8 MiB pieces and fsync it; the file is
+// removed afterwards.
+absl::StatusOr<double> RawWriteSeconds(const std::string& dir, int64_t bytes) {
+  constexpr int64_t kPiece = int64_t{8} << 20;
+  const std::vector<char> piece(kPiece, 'x');
+  const std::string path = JoinPath(dir, "raw_disk_probe.bin");
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(WritableFile file, WritableFile::Create(path));
+  for (int64_t done = 0; done < bytes; done += kPiece) {
+    RETURN_IF_ERROR(file.Append(piece.data(), std::min(kPiece, bytes - done)));
+  }
+  RETURN_IF_ERROR(file.SyncAndClose());
+  const double seconds = Seconds(start);
+  RETURN_IF_ERROR(RemoveFile(path));
+  return seconds;
+}
 
 // Two saves: the first allocates its host buffer, the second reuses it, as
 // AsyncCheckpointSaver does from the second save on.
@@ -72,6 +97,9 @@ absl::StatusOr<std::array<SaveTimes, 2>> SaveTwice(const std::string& dir,
   std::array<SaveTimes, 2> times;
   std::unique_ptr<float[]> buffer;
   int64_t capacity = 0;
+  int64_t bytes = 0;
+  for (const TensorShardRef& shard : shards) bytes += shard.n * int64_t{sizeof(float)};
+  ASSIGN_OR_RETURN(double raw_before, RawWriteSeconds(dir, bytes));
   for (int k = 0; k < 2; ++k) {
     state.iteration = k + 1;
     CheckpointWriter writer(dir);
@@ -85,6 +113,9 @@ absl::StatusOr<std::array<SaveTimes, 2>> SaveTwice(const std::string& dir,
     RETURN_IF_ERROR(writer.Commit(world)) << "save failed";
     times[k].commit = Seconds(start);
     buffer = writer.TakeBuffer(&capacity);
+    ASSIGN_OR_RETURN(const double raw_after, RawWriteSeconds(dir, bytes));
+    times[k].raw_write = (raw_before + raw_after) / 2;
+    raw_before = raw_after;
   }
   return times;
 }
@@ -137,8 +168,10 @@ void PrintReport(const std::string& dir, const BenchmarkTensors& t,
     std::printf("  save %d: snapshot (%s)  %7.3f s  %6.2f GB/s\n", k + 1,
                 k == 0 ? "new buffer   " : "reused buffer", saves[k].snapshot,
                 gb / saves[k].snapshot);
-    std::printf("          write (crc32c, write, fsync)  %7.3f s  %6.2f GB/s\n", saves[k].write,
-                gb / saves[k].write);
+    std::printf("          write (crc32c, write, fsync)  %7.3f s  %6.2f GB/s  (%.2f x the raw disk)\n",
+                saves[k].write, gb / saves[k].write, saves[k].raw_write / saves[k].write);
+    std::printf("          raw disk, same bytes (before/after) %7.3f s  %6.2f GB/s\n",
+                saves[k].raw_write, gb / saves[k].raw_write);
     std::printf("          commit (manifest, renames)    %7.3f s\n", saves[k].commit);
   }
   std::printf("  open (manifest, index, stat)          %7.3f s\n", loads.open);
@@ -153,8 +186,11 @@ void PrintReport(const std::string& dir, const BenchmarkTensors& t,
 
 int Run(const std::string& dir, double gib, int count) {
   BenchmarkTensors tensors = MakeTensors(gib, count);
+  // A save goes into an existing folder (the writer never creates --save itself).
   RemoveTree(dir).IgnoreError();
-  absl::StatusOr<std::array<SaveTimes, 2>> saves = SaveTwice(dir, tensors.shards);
+  const absl::Status made = MakeDirs(dir);
+  absl::StatusOr<std::array<SaveTimes, 2>> saves =
+      made.ok() ? SaveTwice(dir, tensors.shards) : absl::StatusOr<std::array<SaveTimes, 2>>(made);
   absl::StatusOr<LoadTimes> loads =
       saves.ok() ? LoadBack(dir, tensors) : absl::StatusOr<LoadTimes>(saves.status());
   if (!loads.ok()) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
 #include <random>
 #include <utility>
@@ -197,7 +198,18 @@ absl::Status CheckpointWriter::WriteFiles() {
   if (!shards_.empty()) {
     const std::string file_name = DataFileName(rank_);
     ASSIGN_OR_RETURN(WritableFile file, WritableFile::Create(JoinPath(temp_dir_, file_name)));
-    for (const PendingShard& s : shards_) {
+    // The checksum of the next shard is computed on another thread while this one is
+    // written, so the write waits for the disk only.
+    auto checksum = [this](size_t k) {
+      return std::async(std::launch::async, [&s = shards_[k]] {
+        return Crc32c(s.data, s.n * static_cast<int64_t>(sizeof(float)));
+      });
+    };
+    std::future<uint32_t> next_crc = checksum(0);
+    for (size_t k = 0; k < shards_.size(); ++k) {
+      const PendingShard& s = shards_[k];
+      const uint32_t crc = next_crc.get();
+      if (k + 1 < shards_.size()) next_crc = checksum(k + 1);
       const int64_t bytes = s.n * static_cast<int64_t>(sizeof(float));
       TensorRecord* tensor = fragment.add_tensors();
       tensor->set_name(s.name);
@@ -208,7 +220,7 @@ absl::Status CheckpointWriter::WriteFiles() {
       record->set_file(file_name);
       record->set_byte_offset(file.size());
       record->set_byte_length(bytes);
-      record->set_crc32c(Crc32c(s.data, bytes));
+      record->set_crc32c(crc);
       record->set_writer_rank(rank_);
       RETURN_IF_ERROR(file.Append(s.data, bytes));
     }
