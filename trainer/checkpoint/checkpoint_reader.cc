@@ -17,6 +17,7 @@
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/finite_values.h"
 #include "trainer/checkpoint/format.h"
+#include "trainer/checkpoint/megatron_folder.h"
 
 namespace conveyor {
 namespace {
@@ -80,6 +81,13 @@ absl::StatusOr<CheckpointFolderSurvey> SurveyCheckpointFolder(const std::string&
           absl::StrCat(load_dir, " is a file, not a folder of checkpoints"));
     }
     return names.status();
+  }
+  if (const std::optional<std::string> megatron = DescribeMegatronCheckpoint(load_dir, *names)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        load_dir, " holds a checkpoint written by Megatron-LM (", *megatron,
+        "), a format Conveyor neither reads nor writes: to train from its weights, convert it to "
+        "a Hugging Face model folder (Megatron Bridge's export, "
+        "examples/conversion/convert_checkpoints.py) and pass that folder to --load-hf"));
   }
   survey.has_latest_file = std::binary_search(names->begin(), names->end(), kLatestFileName);
   survey.committed_iterations = CommittedIterations(*names);

@@ -92,8 +92,9 @@ struct CheckpointFolderSurvey {
 };
 
 // Lists `load_dir`; a folder that does not exist is {exists = false}, not an error.
-// FailedPrecondition when it is a file, not a folder; the listing's error (named) when
-// it cannot be read.
+// FailedPrecondition when it is a file, not a folder, or when its newest checkpoint was
+// written by Megatron-LM (named, with the route to --load-hf: megatron_folder.h); the
+// listing's error (named) when it cannot be read.
 absl::StatusOr<CheckpointFolderSurvey> SurveyCheckpointFolder(const std::string& load_dir);
 
 // The newest of `survey`'s committed iterations, other than `except`, that

@@ -72,6 +72,58 @@ TEST(SurveyCheckpointFolderTest, AFileIsNotAFolderOfCheckpoints) {
   EXPECT_THAT(status.message(), HasSubstr(file + " is a file, not a folder"));
 }
 
+// Megatron-LM's layouts as megatron/training/checkpointing.py writes them: the latest
+// file (the iteration, or "release") beside iter_NNNNNNN (or release) folders holding
+// mp_rank_TT[_PPP]/model_optim_rng.pt (torch) or *.distcp with .metadata (torch_dist).
+void WriteMegatronFolder(const std::string& dir, const std::string& latest,
+                         const std::string& folder, const std::vector<std::string>& files) {
+  ASSERT_TRUE(MakeDirs(dir + "/" + folder).ok());
+  ASSERT_TRUE(WriteFileDurably(dir + "/" + std::string(kLatestFileName), latest).ok());
+  for (const std::string& file : files) {
+    const std::string path = dir + "/" + folder + "/" + file;
+    ASSERT_TRUE(MakeDirs(path.substr(0, path.rfind('/'))).ok());
+    ASSERT_TRUE(WriteFileDurably(path, "not Conveyor's").ok());
+  }
+}
+
+TEST(SurveyCheckpointFolderTest, MegatronsCheckpointsAreNamedWithTheRouteThatExists) {
+  const std::string torch = FreshDir("survey_megatron_torch");
+  WriteMegatronFolder(torch, "100", "iter_0000100",
+                      {"mp_rank_00_000/model_optim_rng.pt", "mp_rank_00_001/model_optim_rng.pt"});
+  absl::StatusOr<CheckpointFolderSurvey> survey = SurveyCheckpointFolder(torch);
+  EXPECT_EQ(survey.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(survey.status().message(),
+            torch + " holds a checkpoint written by Megatron-LM (Megatron-LM's torch layout: "
+                    "iter_0000100 holds mp_rank_00_000/model_optim_rng.pt), a format Conveyor "
+                    "neither reads nor writes: to train from its weights, convert it to a Hugging "
+                    "Face model folder (Megatron Bridge's export, "
+                    "examples/conversion/convert_checkpoints.py) and pass that folder to "
+                    "--load-hf");
+
+  const std::string dist = FreshDir("survey_megatron_torch_dist");
+  WriteMegatronFolder(dist, "20", "iter_0000020",
+                      {"__0_0.distcp", "__1_0.distcp", ".metadata", "common.pt", "metadata.json"});
+  survey = SurveyCheckpointFolder(dist);
+  EXPECT_EQ(survey.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(survey.status().message(),
+              HasSubstr("(Megatron-LM's torch_dist layout: iter_0000020 holds __0_0.distcp and "
+                        ".metadata)"));
+
+  const std::string release = FreshDir("survey_megatron_release");
+  WriteMegatronFolder(release, "release", "release", {"mp_rank_00/model_optim_rng.pt"});
+  survey = SurveyCheckpointFolder(release);
+  EXPECT_THAT(survey.status().message(),
+              HasSubstr("(Megatron-LM's torch layout: release holds mp_rank_00/model_optim_rng.pt)"));
+}
+
+TEST(SurveyCheckpointFolderTest, ConveyorsOwnCheckpointIsNotMegatrons) {
+  const std::string dir = FreshDir("survey_conveyor_not_megatron");
+  ASSERT_TRUE(SaveAt(dir, 7).ok());
+  absl::StatusOr<CheckpointFolderSurvey> survey = SurveyCheckpointFolder(dir);
+  ASSERT_TRUE(survey.ok()) << survey.status();
+  EXPECT_THAT(survey->committed_iterations, ElementsAre(7));
+}
+
 TEST(NewestOpenableIterationTest, SkipsTheFailingIterationAndDamagedOnes) {
   const std::string dir = FreshDir("newest_openable");
   for (int64_t it : {5, 10, 15}) ASSERT_TRUE(SaveAt(dir, it).ok());
