@@ -60,13 +60,14 @@ struct ShardedGroup {
 
 class DistributedOptimizer : public ParameterUpdater {
  public:
-  DistributedOptimizer(const Config& config, const RankContext& context, UpdatedParameters params,
-                       const OptimizerOps* ops)
+  DistributedOptimizer(const ResolvedConfig& resolved, const RankContext& context,
+                       UpdatedParameters params, const OptimizerOps* ops)
       : ops_(ops),
-        clip_grad_(config.optimizer().clip_grad()),
+        clip_grad_(resolved.config().optimizer().clip_grad()),
         context_(context),
         params_(std::move(params)) {
-    const int64_t bucket_elements = config.parallel().ddp_bucket_size();
+    const ParallelConfig& parallel = resolved.config().parallel();
+    const int64_t bucket_elements = parallel.ddp_bucket_size();
     std::vector<OptimizerSegment> segments;
     for (const bool expert_parallel : {false, true}) {
       for (const bool bf16 : {false, true}) {
@@ -81,7 +82,8 @@ class DistributedOptimizer : public ParameterUpdater {
         sharded_ = sharded_ || groups_.back().replicas->size() > 1;
       }
     }
-    optimizer_ = std::make_unique<Optimizer>(config.optimizer(), std::move(segments), ops_);
+    optimizer_ = std::make_unique<Optimizer>(resolved.config().optimizer(), resolved.optimizer(),
+                                             std::move(segments), ops_);
     // One reduction (and one bf16 staging buffer, for the largest bucket) per group of
     // ranks.
     std::map<Communicator*, int64_t> largest;
@@ -91,7 +93,7 @@ class DistributedOptimizer : public ParameterUpdater {
     std::map<Communicator*, GradientReduction*> reduction_of;
     for (const auto& [replicas, size] : largest) {
       reductions_.push_back(std::make_unique<GradientReduction>(
-          *replicas, *ops_, config.parallel().grad_reduce_in_bf16(), size));
+          *replicas, *ops_, parallel.grad_reduce_in_bf16(), size));
       reduction_of[replicas] = reductions_.back().get();
     }
     for (ShardedGroup& g : groups_) g.reduction = reduction_of[g.replicas];
@@ -109,8 +111,8 @@ class DistributedOptimizer : public ParameterUpdater {
       }
     }
     readiness_ = std::make_unique<BucketReadiness>(all);
-    overlap_grad_reduce_ = config.parallel().overlap_grad_reduce() && sharded_;
-    overlap_param_gather_ = config.parallel().overlap_param_gather() && sharded_;
+    overlap_grad_reduce_ = parallel.overlap_grad_reduce() && sharded_;
+    overlap_param_gather_ = parallel.overlap_param_gather() && sharded_;
     if (overlap_grad_reduce_ || overlap_param_gather_) {
       overlap_ = std::make_unique<CommunicationThread>([this](size_t job) {
         return job < buckets_.size() ? ReduceBucket(job) : GatherBucket(job - buckets_.size());
@@ -311,7 +313,7 @@ class DistributedOptimizer : public ParameterUpdater {
 
 }  // namespace
 
-std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const Config& config,
+std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const ResolvedConfig& config,
                                                            const RankContext& context,
                                                            UpdatedParameters params,
                                                            const OptimizerOps* ops) {

@@ -13,24 +13,25 @@
 
 namespace conveyor {
 
-absl::StatusOr<double> Evaluate(const Config& config, const RankContext& context, GptStage* stage,
-                                const SampleSource& split, int64_t first_sample) {
-  const TrainingConfig& t = config.training();
+absl::StatusOr<double> Evaluate(const ResolvedConfig& config, const RankContext& context,
+                                GptStage* stage, const SampleSource& split, int64_t first_sample) {
   const std::vector<pipeline::Action> actions =
-      pipeline::ForwardOnlyActions(context.pipeline(), t.num_micro_batches());
+      pipeline::ForwardOnlyActions(context.pipeline(), config.micro_batches());
   MaskedLoss loss;
-  for (int64_t step = 0; step < config.data().eval_iters(); ++step) {
-    const PassInput input{&split, first_sample + step * t.global_batch_size()};
-    RETURN_IF_ERROR(RunPipelinePass(config, context, actions, input, LossWeighting(), stage,
-                                    /*timeline=*/nullptr));
+  for (int64_t step = 0; step < config.config().data().eval_iters(); ++step) {
+    const PassInput input{&split,
+                          first_sample + step * config.config().training().global_batch_size()};
+    RETURN_IF_ERROR(RunPipelinePass(config.config(), context, actions, input, LossWeighting(),
+                                    stage, /*timeline=*/nullptr));
     stage->DiscardStashes();
     loss += stage->loss();
   }
   return MeanLossOverRanks(loss, context);
 }
 
-int64_t EvaluationFirstSample(const Config& config, int64_t evaluation) {
-  return evaluation * config.data().eval_iters() * config.training().global_batch_size();
+int64_t EvaluationFirstSample(const ResolvedConfig& config, int64_t evaluation) {
+  const Config& c = config.config();
+  return evaluation * c.data().eval_iters() * c.training().global_batch_size();
 }
 
 std::string FormatValidationLine(absl::string_view at, double loss) {
@@ -40,10 +41,10 @@ std::string FormatValidationLine(absl::string_view at, double loss) {
       loss, std::exp(std::min(loss, 20.0)), dashes);
 }
 
-absl::Status EvaluateDuringTraining(const Config& config, const RankContext& context,
+absl::Status EvaluateDuringTraining(const ResolvedConfig& config, const RankContext& context,
                                     GptStage* stage, const SampleSource* valid, int64_t iteration,
                                     const TrainingOutputs& out, TrainingResult* result) {
-  const DataConfig& data = config.data();
+  const DataConfig& data = config.config().data();
   if (valid == nullptr || data.eval_iters() <= 0 || iteration % data.eval_interval() != 0) {
     return absl::OkStatus();
   }
@@ -64,11 +65,11 @@ absl::Status EvaluateDuringTraining(const Config& config, const RankContext& con
   return absl::OkStatus();
 }
 
-absl::Status EvaluateAfterTraining(const Config& config, const RankContext& context,
+absl::Status EvaluateAfterTraining(const ResolvedConfig& config, const RankContext& context,
                                    GptStage* stage, int64_t iteration,
                                    const EvaluationSplits& held_out, const TrainingOutputs& out,
                                    TrainingResult* result) {
-  const DataConfig& data = config.data();
+  const DataConfig& data = config.config().data();
   if (data.eval_iters() <= 0) return absl::OkStatus();
   struct Split {
     const SampleSource* source;

@@ -10,24 +10,24 @@
 #include "absl/strings/string_view.h"
 #include "data/sample_source.h"
 #include "model/gpt_stage.h"
-#include "proto/config.pb.h"
 #include "trainer/rank_context.h"
+#include "trainer/resolved_config.h"
 #include "trainer/training_loop.h"
 
 namespace conveyor {
 
 // Mean loss over --eval-iters global batches of `split`, starting at its sample
 // `first_sample`; the same on every rank (all must call).
-absl::StatusOr<double> Evaluate(const Config& config, const RankContext& context, GptStage* stage,
-                                const SampleSource& split, int64_t first_sample);
+absl::StatusOr<double> Evaluate(const ResolvedConfig& config, const RankContext& context,
+                                GptStage* stage, const SampleSource& split, int64_t first_sample);
 
 // The first sample of a split's evaluation number `evaluation` (0, 1, ...): Megatron's
 // validation reader moves on, so each evaluation sees new samples.
-int64_t EvaluationFirstSample(const Config& config, int64_t evaluation);
+int64_t EvaluationFirstSample(const ResolvedConfig& config, int64_t evaluation);
 
 // At an --eval-interval iteration, with a validation split and --eval-iters > 0: the
 // validation loss, logged and recorded in `result`. Every rank must call.
-absl::Status EvaluateDuringTraining(const Config& config, const RankContext& context,
+absl::Status EvaluateDuringTraining(const ResolvedConfig& config, const RankContext& context,
                                     GptStage* stage, const SampleSource* valid, int64_t iteration,
                                     const TrainingOutputs& out, TrainingResult* result);
 
@@ -40,7 +40,7 @@ std::string FormatValidationLine(absl::string_view at, double loss);
 // validation split's next --eval-iters batches (after those the in-loop evaluations
 // took) and the test loss over the test split's first ones, each logged and recorded
 // in `result`. A null split, or --eval-iters 0, is skipped. Every rank must call.
-absl::Status EvaluateAfterTraining(const Config& config, const RankContext& context,
+absl::Status EvaluateAfterTraining(const ResolvedConfig& config, const RankContext& context,
                                    GptStage* stage, int64_t iteration,
                                    const EvaluationSplits& held_out, const TrainingOutputs& out,
                                    TrainingResult* result);

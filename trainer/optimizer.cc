@@ -20,10 +20,11 @@ void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>&
   for (const OptimizerSegment& s : segments) ops.Scale(coeff, s.grad, s.n);
 }
 
-Optimizer::Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments,
-                     const OptimizerOps* ops)
-    : config_(config), segments_(std::move(segments)), ops_(ops) {
-  const bool adam = ParseChoice<OptimizerKind>(config_.optimizer()) == OptimizerKind::kAdam;
+Optimizer::Optimizer(const OptimizerConfig& config, OptimizerKind kind,
+                     std::vector<OptimizerSegment> segments, const OptimizerOps* ops)
+    : config_(config), adam_(kind == OptimizerKind::kAdam), segments_(std::move(segments)),
+      ops_(ops) {
+  const bool adam = adam_;
   auto state = [&](int64_t n) {
     return Tensor::Zeros({n}, MemoryCategory::kOptimizer, DType::kFloat32, ops_->device());
   };
@@ -46,7 +47,7 @@ bool Optimizer::Decoupled(size_t i) const {
 
 void Optimizer::Step(const StepLearningRates& lr) {
   ++steps_;
-  if (ParseChoice<OptimizerKind>(config_.optimizer()) == OptimizerKind::kAdam) {
+  if (adam_) {
     for (const int group : {0, 1}) {
       if (adam_tensors_[group].empty()) continue;
       const AdamWHyperParams hp{static_cast<float>(group == 1 ? lr.decoupled : lr.main),

@@ -12,6 +12,7 @@
 
 #include "model/parameter.h"
 #include "proto/config.pb.h"
+#include "proto/config_choices.h"
 #include "runtime/optimizer_ops.h"
 #include "runtime/tensor.h"
 #include "trainer/lr_schedule.h"
@@ -40,10 +41,11 @@ void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>&
 
 class Optimizer {
  public:
-  // `ops` (which must outlive the optimizer) computes on the segments' device, where the
+  // `kind` is the config's --optimizer, parsed (ResolvedConfig::optimizer()). `ops`
+  // (which must outlive the optimizer) computes on the segments' device, where the
   // optimizer's state lives too.
-  Optimizer(const OptimizerConfig& config, std::vector<OptimizerSegment> segments,
-            const OptimizerOps* ops);
+  Optimizer(const OptimizerConfig& config, OptimizerKind kind,
+            std::vector<OptimizerSegment> segments, const OptimizerOps* ops);
 
   // One update: `lr.decoupled` for the embedding and output layer weights under
   // --decoupled-lr, `lr.main` for the rest.
@@ -64,6 +66,7 @@ class Optimizer {
     Tensor exp_avg_sq;  // Adam second moment (empty for SGD)
   };
   OptimizerConfig config_;
+  bool adam_;  // AdamW, else SGD with momentum
   std::vector<OptimizerSegment> segments_;
   const OptimizerOps* ops_;
   // Whether segment i steps with the decoupled rate.

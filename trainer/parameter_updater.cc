@@ -9,11 +9,11 @@
 
 namespace conveyor {
 
-std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
+std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const ResolvedConfig& config,
                                                        const RankContext& context,
                                                        UpdatedParameters params,
                                                        const OptimizerOps* ops) {
-  if (config.parallel().use_distributed_optimizer()) {
+  if (config.config().parallel().use_distributed_optimizer()) {
     return MakeDistributedOptimizer(config, context, std::move(params), ops);
   }
   return MakeReplicatedUpdater(config, context, std::move(params), ops);

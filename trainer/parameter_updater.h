@@ -21,6 +21,7 @@
 #include "proto/config.pb.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_context.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
@@ -79,7 +80,7 @@ class ParameterUpdater {
 
 // Picks the implementation by --use-distributed-optimizer. `context` and `ops`, which
 // computes on the parameters' device, must outlive the updater.
-std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const Config& config,
+std::unique_ptr<ParameterUpdater> MakeParameterUpdater(const ResolvedConfig& config,
                                                        const RankContext& context,
                                                        UpdatedParameters params,
                                                        const OptimizerOps* ops);
@@ -103,11 +104,11 @@ absl::StatusOr<double> FinishNorm(double squares, const RankContext& context);
 // The sum of `count` over model parallelism (TP x PP).
 absl::StatusOr<int64_t> FinishCount(int64_t count, const RankContext& context);
 
-std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
+std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const ResolvedConfig& config,
                                                         const RankContext& context,
                                                         UpdatedParameters params,
                                                         const OptimizerOps* ops);
-std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const Config& config,
+std::unique_ptr<ParameterUpdater> MakeDistributedOptimizer(const ResolvedConfig& config,
                                                            const RankContext& context,
                                                            UpdatedParameters params,
                                                            const OptimizerOps* ops);

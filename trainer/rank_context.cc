@@ -27,15 +27,16 @@ RankContext::RankContext(RankContext&&) = default;
 RankContext& RankContext::operator=(RankContext&&) = default;
 RankContext::~RankContext() = default;
 
-absl::StatusOr<RankContext> RankContext::Create(ParallelState& state, const Config& config) {
-  const ParallelConfig& p = config.parallel();
+absl::StatusOr<RankContext> RankContext::Create(ParallelState& state,
+                                                const ResolvedConfig& config) {
+  const ParallelConfig& p = config.config().parallel();
   ASSIGN_OR_RETURN(const pipeline::Schedule schedule,
                    pipeline::ScheduleByName(p.pipeline_schedule()));
   RankContext context(state);
   context.sequence_parallel_ = p.sequence_parallel();
   context.pipeline_.layout = schedule.layout;
   context.pipeline_.num_chunks = p.num_virtual_stages_per_pipeline_rank();
-  const bool tied_across_pipeline = !config.model().untie_embeddings_and_output_weights() &&
+  const bool tied_across_pipeline = config.model_shape().tied_embeddings &&
                                     state.pp_size() > 1 &&
                                     schedule.layout == pipeline::StageLayout::kLoop;
   if (tied_across_pipeline && state.embedding() != nullptr) {

@@ -15,15 +15,15 @@
 #include "parallel/communicator.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline/pipeline_place.h"
-#include "proto/config.pb.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
 class RankContext {
  public:
-  // `state` must outlive the context; `config` (resolved, the same layout as `state`)
-  // gives the schedule's stage layout, V, sequence parallelism and tied embeddings.
-  static absl::StatusOr<RankContext> Create(ParallelState& state, const Config& config);
+  // `state` must outlive the context; `config` (the same layout as `state`) gives the
+  // schedule's stage layout, V, sequence parallelism and tied embeddings.
+  static absl::StatusOr<RankContext> Create(ParallelState& state, const ResolvedConfig& config);
   // One process in the default place (P = V = 1, no sequence parallelism), owning its
   // groups of one: what one-rank tests train in.
   static RankContext SingleProcess();

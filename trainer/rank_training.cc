@@ -29,7 +29,7 @@ absl::StatusOr<RankRun> TrainOnRank(const ResolvedConfig& resolved, ParallelStat
                                     const SampleSource& data, const TrainingOutputs& out,
                                     const EvaluationSplits& held_out, const Backend& backend) {
   const Config& config = resolved.config();
-  ASSIGN_OR_RETURN(const RankContext context, RankContext::Create(state, config));
+  ASSIGN_OR_RETURN(const RankContext context, RankContext::Create(state, resolved));
   Backend model_backend = backend;
   std::unique_ptr<profiler::ProfilingOps> profiling_ops;
   if (profiler::StepProfiler(config.logging(), context.world().rank()).enabled()) {
@@ -40,7 +40,7 @@ absl::StatusOr<RankRun> TrainOnRank(const ResolvedConfig& resolved, ParallelStat
   run.profiling_ops = std::move(profiling_ops);
   TrainingOutputs outputs = IsLoggingRank(state) ? out : TrainingOutputs{};
   outputs.tensorboard = out.tensorboard;  // made on IsTensorBoardRank only
-  ASSIGN_OR_RETURN(run.result, Train(config, context, run.stage.get(), data, outputs, held_out,
+  ASSIGN_OR_RETURN(run.result, Train(resolved, context, run.stage.get(), data, outputs, held_out,
                                      *backend.optimizer));
   return run;
 }

@@ -31,18 +31,19 @@ struct ReducedBuffer {
 
 // The dense parameters' buffer (over DP x CP), then the expert-parallel ones' (over the
 // expert-data-parallel group), each only when it has parameters.
-std::vector<ReducedBuffer> MakeBuffers(const std::vector<Parameter*>& params, const Config& config,
-                                       const RankContext& context, const OptimizerOps& ops) {
+std::vector<ReducedBuffer> MakeBuffers(const std::vector<Parameter*>& params,
+                                       const ParallelConfig& parallel, const RankContext& context,
+                                       const OptimizerOps& ops) {
   std::vector<Parameter*> dense, experts;
   for (Parameter* p : params) (p->expert_parallel ? experts : dense).push_back(p);
   std::vector<ReducedBuffer> buffers;
   for (const std::vector<Parameter*>* members : {&dense, &experts}) {
     if (members->empty()) continue;
     ReducedBuffer b;
-    b.buckets = MakeBuckets(*members, config.parallel().ddp_bucket_size(), /*align=*/1);
+    b.buckets = MakeBuckets(*members, parallel.ddp_bucket_size(), /*align=*/1);
     b.grads = AdoptGradients(b.buckets, ops.device());
     b.reduction = std::make_unique<GradientReduction>(context.replicas(*members->front()), ops,
-                                                      config.parallel().grad_reduce_in_bf16(),
+                                                      parallel.grad_reduce_in_bf16(),
                                                       LargestBucket(b.buckets));
     buffers.push_back(std::move(b));
   }
@@ -51,15 +52,16 @@ std::vector<ReducedBuffer> MakeBuffers(const std::vector<Parameter*>& params, co
 
 class ReplicatedUpdater : public ParameterUpdater {
  public:
-  ReplicatedUpdater(const Config& config, const RankContext& context, UpdatedParameters params,
-                    const OptimizerOps* ops)
+  ReplicatedUpdater(const ResolvedConfig& resolved, const RankContext& context,
+                    UpdatedParameters params, const OptimizerOps* ops)
       : ops_(ops),
-        clip_grad_(config.optimizer().clip_grad()),
+        clip_grad_(resolved.config().optimizer().clip_grad()),
         context_(context),
         params_(std::move(params)),
-        buffers_(MakeBuffers(params_.all, config, context, *ops)),
+        buffers_(MakeBuffers(params_.all, resolved.config().parallel(), context, *ops)),
         // After MakeBuffers: the segments point at the gradients in the buffers.
-        optimizer_(config.optimizer(), WholeParameterSegments(params_.all), ops) {
+        optimizer_(resolved.config().optimizer(), resolved.optimizer(),
+                   WholeParameterSegments(params_.all), ops) {
     std::vector<Bucket> all;
     for (size_t g = 0; g < buffers_.size(); ++g) {
       for (size_t b = 0; b < buffers_[g].buckets.size(); ++b) {
@@ -69,7 +71,7 @@ class ReplicatedUpdater : public ParameterUpdater {
     }
     readiness_ = std::make_unique<BucketReadiness>(all);
     for (const Parameter* p : params_.all) reduces_ = reduces_ || context_.replicas(*p).size() > 1;
-    if (reduces_ && config.parallel().overlap_grad_reduce()) {
+    if (reduces_ && resolved.config().parallel().overlap_grad_reduce()) {
       overlap_ =
           std::make_unique<CommunicationThread>([this](size_t k) { return ReduceBucket(k); });
     }
@@ -176,7 +178,7 @@ class ReplicatedUpdater : public ParameterUpdater {
 
 }  // namespace
 
-std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const Config& config,
+std::unique_ptr<ParameterUpdater> MakeReplicatedUpdater(const ResolvedConfig& config,
                                                         const RankContext& context,
                                                         UpdatedParameters params,
                                                         const OptimizerOps* ops) {

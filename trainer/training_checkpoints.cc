@@ -55,11 +55,11 @@ std::optional<PaddingDivisor> DivisorForPaddedVocab(int64_t vocab, int64_t rows,
 
 }  // namespace
 
-TrainingCheckpoints::TrainingCheckpoints(const Config& config, const RankContext& context,
+TrainingCheckpoints::TrainingCheckpoints(const ResolvedConfig& config, const RankContext& context,
                                          GptStage* stage, ParameterUpdater* updater)
-    : config_(config), stage_(stage), updater_(updater), context_(context) {
-  if (config.checkpoint().async_save() && !config.checkpoint().save().empty()) {
-    async_ = std::make_unique<AsyncCheckpointSaver>(config.checkpoint().save(), OwnershipGuard());
+    : config_(config.config()), stage_(stage), updater_(updater), context_(context) {
+  if (config_.checkpoint().async_save() && !config_.checkpoint().save().empty()) {
+    async_ = std::make_unique<AsyncCheckpointSaver>(config_.checkpoint().save(), OwnershipGuard());
   }
 }
 

@@ -25,6 +25,7 @@
 #include "trainer/host_staging.h"
 #include "trainer/parameter_updater.h"
 #include "trainer/rank_context.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 
@@ -36,7 +37,7 @@ struct ResumePoint {
 class TrainingCheckpoints {
  public:
   // `context` (this rank's place, which decides what it writes) must outlive this.
-  TrainingCheckpoints(const Config& config, const RankContext& context, GptStage* stage,
+  TrainingCheckpoints(const ResolvedConfig& config, const RankContext& context, GptStage* stage,
                       ParameterUpdater* updater);
   // Not movable: the commit guard given to the savers refers to this object's lock.
   TrainingCheckpoints(const TrainingCheckpoints&) = delete;

@@ -97,12 +97,13 @@ struct StepOutcome {
 // One call of Train: what every step uses, and what the steps add up.
 class TrainingRun {
  public:
-  TrainingRun(const Config& config, const RankContext& context, GptStage* stage,
+  TrainingRun(const ResolvedConfig& resolved, const RankContext& context, GptStage* stage,
               const SampleSource& data, const TrainingOutputs& out,
               const EvaluationSplits& held_out, const OptimizerOps& optimizer_ops,
               std::vector<pipeline::Action> actions)
-      : config_(config),
-        t_(config.training()),
+      : resolved_(resolved),
+        config_(resolved.config()),
+        t_(config_.training()),
         context_(context),
         stage_(stage),
         data_(data),
@@ -111,16 +112,16 @@ class TrainingRun {
         actions_{{t_.num_micro_batches(), std::move(actions)}},
         optimizer_ops_(optimizer_ops),
         params_(stage->parameters()),
-        updater_(MakeParameterUpdater(config, context, StageParameters(*stage, params_),
+        updater_(MakeParameterUpdater(resolved, context, StageParameters(*stage, params_),
                                       &optimizer_ops)),
-        schedule_(config.optimizer(), t_.global_batch_size()),
+        schedule_(config_.optimizer(), t_.global_batch_size()),
         flops_per_iteration_(
             MegatronFlopsPerIteration(stage->chunk(0).shape(), t_.global_batch_size())),
         rampup_(t_),
-        masking_(DocumentMaskingOf(config)),
+        masking_(DocumentMaskingOf(config_)),
         pipelined_(context.pipeline().num_stages() > 1),
-        checkpoints_(config, context, stage, updater_.get()),
-        profiler_(config.logging(), context.world().rank()),
+        checkpoints_(resolved, context, stage, updater_.get()),
+        profiler_(config_.logging(), context.world().rank()),
         message_bytes_(context) {}
 
   ~TrainingRun() {  // the callbacks use updater_
@@ -157,7 +158,7 @@ class TrainingRun {
       }
       RETURN_IF_ERROR(LogIterationToTensorBoard(step));
       RETURN_IF_ERROR(LogIfDue(step));
-      RETURN_IF_ERROR(EvaluateDuringTraining(config_, context_, stage_, held_out_.valid, iteration_,
+      RETURN_IF_ERROR(EvaluateDuringTraining(resolved_, context_, stage_, held_out_.valid, iteration_,
                                              out_, &result_));
       RETURN_IF_ERROR(SaveIfDue());
       ASSIGN_OR_RETURN(result_.exited_early, ExitIfAsked(exit_conditions));
@@ -213,7 +214,7 @@ class TrainingRun {
       RETURN_IF_ERROR(updater_->ReduceGradients());
       ASSIGN_OR_RETURN(step.loss,
                        MeanLossOverRanks(stage_->loss(), context_));
-      ASSIGN_OR_RETURN(step.moe, GatherMoeStepFigures(stage_, stage_->chunk(0).shape().moe,
+      ASSIGN_OR_RETURN(step.moe, GatherMoeStepFigures(stage_, resolved_.model_shape().moe,
                                                       config_.model().num_layers(), context_));
       if (step.moe.has_value()) {
         interval_moe_losses_[0] += step.moe->load_balancing_loss;
@@ -234,7 +235,7 @@ class TrainingRun {
       step.decoupled_learning_rate = rates.decoupled;
       RETURN_IF_ERROR(UpdateOrSkip(step));
       // --moe-router-enable-expert-bias: the step's token counts move the expert biases.
-      RETURN_IF_ERROR(FinishExpertBiasStep(stage_, stage_->chunk(0).shape().moe,
+      RETURN_IF_ERROR(FinishExpertBiasStep(stage_, resolved_.model_shape().moe,
                                            StepApplies(step), context_));
     }
     result_.losses.push_back(step.loss);
@@ -315,7 +316,7 @@ class TrainingRun {
     }
     ++result_.nan_iterations;
     ++interval_.nan_iterations;
-    if (ParseChoice<NanPolicy>(t_.nan_policy()) == NanPolicy::kStop) {
+    if (resolved_.nan_policy() == NanPolicy::kStop) {
       return absl::InternalError(absl::StrFormat(
           "iteration %d: lm loss is %g and gradient norm is %g; stopping "
           "(--nan-policy stop). Lower --lr, raise --lr-warmup-iters or set --clip-grad; "
@@ -508,7 +509,7 @@ class TrainingRun {
     RETURN_IF_ERROR(checkpoints_.Finish());
     if (!result_.exited_early) {
       RETURN_IF_ERROR(
-          EvaluateAfterTraining(config_, context_, stage_, iteration_, held_out_, out_, &result_));
+          EvaluateAfterTraining(resolved_, context_, stage_, iteration_, held_out_, out_, &result_));
     }
     const std::string& trace_file = config_.logging().trace_file();
     if (!trace_file.empty()) {
@@ -521,7 +522,8 @@ class TrainingRun {
     return result_;
   }
 
-  const Config& config_;
+  const ResolvedConfig& resolved_;
+  const Config& config_;  // resolved_.config()
   const TrainingConfig& t_;
   const RankContext& context_;
   GptStage* stage_;
@@ -567,14 +569,14 @@ class TrainingRun {
 
 }  // namespace
 
-absl::StatusOr<TrainingResult> Train(const Config& config, const RankContext& context,
+absl::StatusOr<TrainingResult> Train(const ResolvedConfig& config, const RankContext& context,
                                      GptStage* stage, const SampleSource& data,
                                      const TrainingOutputs& out, const EvaluationSplits& held_out,
                                      const OptimizerOps& optimizer_ops) {
   const pipeline::PipelinePlace& place = context.pipeline();
   ASSIGN_OR_RETURN(pipeline::Plan plan,
-                   pipeline::MakePlan(config.parallel().pipeline_schedule(), place.num_ranks,
-                                      place.num_chunks, config.training().num_micro_batches()));
+                   pipeline::MakePlan(config.config().parallel().pipeline_schedule(),
+                                      place.num_ranks, place.num_chunks, config.micro_batches()));
   TrainingRun run(config, context, stage, data, out, held_out, optimizer_ops,
                   std::move(plan.ranks[place.rank]));
   return run.Run();

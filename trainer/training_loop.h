@@ -15,6 +15,7 @@
 #include "proto/config.pb.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
 #include "trainer/rank_context.h"
+#include "trainer/resolved_config.h"
 #include "trainer/tensorboard/megatron_scalars.h"
 
 namespace conveyor {
@@ -49,9 +50,8 @@ struct TrainingOutputs {
   tensorboard::MegatronScalars* tensorboard = nullptr;  // --tensorboard-dir; may be null
 };
 
-// `config` is a ResolvedConfig's config() (trainer/resolved_config.h); `context` is
-// this rank's place, which `stage` was built for, and `optimizer_ops` the optimizer's arithmetic on the device of the stage's
-// parameters. Runs `stage` on `data` up to --train-iters, from the --load checkpoint
+// `context` is this rank's place, which `stage` was built for, and `optimizer_ops` the
+// optimizer's arithmetic on the device of the stage's parameters. Runs `stage` on `data` up to --train-iters, from the --load checkpoint
 // if any (else from iteration 0, sample 0), saving under --save as the checkpoint
 // flags say; each step runs this rank's actions of --pipeline-schedule;
 // data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each group of
@@ -62,7 +62,7 @@ struct TrainingOutputs {
 // reaches --train-iters ends with EvaluateAfterTraining over both held-out splits. A
 // run that resumes at --train-iters or later (a relaunch of a finished run) trains
 // nothing: it says so on `log` and returns no losses, saving and evaluating nothing.
-absl::StatusOr<TrainingResult> Train(const Config& config, const RankContext& context,
+absl::StatusOr<TrainingResult> Train(const ResolvedConfig& config, const RankContext& context,
                                      GptStage* stage, const SampleSource& data,
                                      const TrainingOutputs& out,
                                      const EvaluationSplits& held_out = {},

@@ -12,9 +12,20 @@
 #include "runtime/cpu/cpu_optimizer_ops.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/parameter_updater.h"
+#include "trainer/resolved_config.h"
 
 namespace conveyor {
 namespace {
+
+// `config` on mock data of a 64-token vocabulary, resolved for one rank: what the
+// updaters take.
+ResolvedConfig ForOneRank(Config config) {
+  config.mutable_data()->set_mock_data(true);
+  config.mutable_model()->set_vocab_size(64);
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 1);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  return *std::move(resolved);
+}
 
 class OptimizerTest : public ::testing::Test {
  protected:
@@ -36,7 +47,8 @@ TEST_F(OptimizerTest, GlobalNormCoversEveryParameter) {
     config.mutable_parallel()->set_use_distributed_optimizer(distributed);
     const RankContext one_rank = RankContext::SingleProcess();
     std::unique_ptr<ParameterUpdater> u =
-        MakeParameterUpdater(config, one_rank, {store_.parameters(), {}}, &CpuOptimizerOps::Get());
+        MakeParameterUpdater(ForOneRank(config), one_rank, {store_.parameters(), {}},
+                             &CpuOptimizerOps::Get());
     ASSERT_TRUE(u->ReduceGradients().ok());
     EXPECT_DOUBLE_EQ(*u->GradNorm(), 5.0);
     EXPECT_DOUBLE_EQ(*u->ParamsNorm(), std::sqrt(3.0));  // w = (1, 1), b = 1
@@ -54,7 +66,8 @@ TEST_F(OptimizerTest, ParamsNormReadsTheBf16MasterShard) {
   config.mutable_parallel()->set_use_distributed_optimizer(true);
   const RankContext one_rank = RankContext::SingleProcess();
   std::unique_ptr<ParameterUpdater> u =
-      MakeParameterUpdater(config, one_rank, {store_.parameters(), {}}, &CpuOptimizerOps::Get());
+      MakeParameterUpdater(ForOneRank(config), one_rank, {store_.parameters(), {}},
+                           &CpuOptimizerOps::Get());
   EXPECT_TRUE(weight_->value.empty());
   EXPECT_DOUBLE_EQ(*u->ParamsNorm(), std::sqrt(1.0 + 4.0 + 1.0));
   // The bf16 copy is the master rounded, after the gather that follows a load.
@@ -79,7 +92,8 @@ TEST_F(OptimizerTest, WeightDecaySkipsExcludedParameters) {
   c.set_weight_decay(0.5f);
   weight_->grad.SetZero();
   bias_->grad.SetZero();
-  Optimizer adam(c, WholeParameterSegments(store_.parameters()), &CpuOptimizerOps::Get());
+  Optimizer adam(c, OptimizerKind::kAdam, WholeParameterSegments(store_.parameters()),
+                 &CpuOptimizerOps::Get());
   adam.Step({0.1, 0.1});
   // Zero gradient: only decoupled decay moves the weight, by a factor 1 - lr * wd.
   EXPECT_FLOAT_EQ(weight_->value.data()[0], 0.95f);
@@ -91,7 +105,8 @@ TEST_F(OptimizerTest, SgdWithMomentumMatchesTorch) {
   c.set_optimizer("sgd");
   c.set_weight_decay(0.0f);
   c.set_sgd_momentum(0.5f);
-  Optimizer sgd(c, WholeParameterSegments(store_.parameters()), &CpuOptimizerOps::Get());
+  Optimizer sgd(c, OptimizerKind::kSgd, WholeParameterSegments(store_.parameters()),
+                &CpuOptimizerOps::Get());
   sgd.Step({0.1, 0.1});  // buf = g = 4, p = 1 - 0.4
   EXPECT_FLOAT_EQ(bias_->value.data()[0], 0.6f);
   sgd.Step({0.1, 0.1});  // buf = 0.5 * 4 + 4 = 6, p = 0.6 - 0.6
@@ -164,7 +179,7 @@ TEST(DecoupledLrTest, OneStepUsesTheGroupsRates) {
     std::vector<Parameter*> params = model.parameters().parameters();
     const RankContext one_rank = RankContext::SingleProcess();
     std::unique_ptr<ParameterUpdater> u =
-        MakeParameterUpdater(config, one_rank, {params, {}}, &CpuOptimizerOps::Get());
+        MakeParameterUpdater(ForOneRank(config), one_rank, {params, {}}, &CpuOptimizerOps::Get());
     std::map<std::string, std::vector<float>> before;
     for (Parameter* p : params) {
       for (int64_t i = 0; i < p->grad.numel(); ++i) {

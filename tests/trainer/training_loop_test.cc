@@ -65,21 +65,27 @@ Config Resolve(const Config& c) {
   return *r;
 }
 
+// A resolved `config` as Train takes it (a resolved config resolves to itself).
+ResolvedConfig Resolved(const Config& config) {
+  absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 1);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  return *std::move(resolved);
+}
+
 // The whole model on one rank.
 std::unique_ptr<GptStage> OneRankModel(const Config& config) {
-  const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 1);
-  EXPECT_TRUE(resolved.ok()) << resolved.status();
-  return std::make_unique<GptStage>(resolved->model_shape(), config.training().seed(), nullptr,
+  const ResolvedConfig resolved = Resolved(config);
+  return std::make_unique<GptStage>(resolved.model_shape(), config.training().seed(), nullptr,
                                     pipeline::PipelinePlace{},
                                     std::vector<int64_t>{config.model().num_layers()},
-                                    resolved->recompute_policy());
+                                    resolved.recompute_policy());
 }
 
 TrainingResult TrainOrDie(const Config& config, const SampleSource& data,
                           std::ostream* log = nullptr, std::ostream* metrics = nullptr) {
   std::unique_ptr<GptStage> model = OneRankModel(config);
   absl::StatusOr<TrainingResult> r =
-      Train(config, RankContext::SingleProcess(), model.get(), data, {log, metrics});
+      Train(Resolved(config), RankContext::SingleProcess(), model.get(), data, {log, metrics});
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : TrainingResult();
 }
@@ -134,7 +140,7 @@ TEST(TrainingLoopTest, NanLossStopsWithIterationAndFlag) {
   std::unique_ptr<GptStage> model = OneRankModel(c);
   model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::quiet_NaN();
   absl::StatusOr<TrainingResult> r =
-      Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {});
+      Train(Resolved(c), RankContext::SingleProcess(), model.get(), NanSource(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(
       std::string(r.status().message()),
@@ -157,7 +163,7 @@ TEST(TrainingLoopTest, NanPolicySkipFailsWhenEveryStepWasSkipped) {
   p->value.data()[0] = std::numeric_limits<float>::infinity();
   std::ostringstream log, metrics;
   absl::StatusOr<TrainingResult> r =
-      Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {&log, &metrics});
+      Train(Resolved(c), RankContext::SingleProcess(), model.get(), NanSource(), {&log, &metrics});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()),
               ::testing::AllOf(::testing::HasSubstr("every one of this run's 3 steps"),
@@ -180,7 +186,7 @@ TEST(TrainingLoopTest, NanPolicySkipStopsAfterTenSkippedStepsInARow) {
   std::unique_ptr<GptStage> model = OneRankModel(c);
   model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::infinity();
   absl::StatusOr<TrainingResult> r =
-      Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {});
+      Train(Resolved(c), RankContext::SingleProcess(), model.get(), NanSource(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()),
               ::testing::AllOf(::testing::HasSubstr("iteration 10: the last 10 steps"),
@@ -206,7 +212,7 @@ TEST(TrainingLoopTest, SkippedStepsLeaveTheExpertBiasAlone) {
     // layer's logit for token 0 turns inf, the loss NaN, the routing stays finite.
     if (skipped) model->parameters()[0]->value.data()[0] = std::numeric_limits<float>::infinity();
     absl::StatusOr<TrainingResult> r =
-        Train(c, RankContext::SingleProcess(), model.get(), NanSource(), {});
+        Train(Resolved(c), RankContext::SingleProcess(), model.get(), NanSource(), {});
     // The one step skipped: the run trained nothing and fails (the model is still there).
     ASSERT_EQ(r.ok(), !skipped) << r.status();
     const std::vector<ExpertBias*> biases = StageExpertBiases(model.get());
@@ -324,17 +330,17 @@ TEST(TrainingLoopTest, CompletedRunEndsWithValidationAndTestLosses) {
   const RepeatingSource test({12, 6, 39, 23, 3, 55}, 16);
   std::unique_ptr<GptStage> model = OneRankModel(config);
   std::ostringstream log;
-  absl::StatusOr<TrainingResult> r = Train(config, RankContext::SingleProcess(), model.get(),
-                                           kPattern, {&log, nullptr}, {&valid, &test});
+  absl::StatusOr<TrainingResult> r = Train(Resolved(config), RankContext::SingleProcess(),
+                                           model.get(), kPattern, {&log, nullptr}, {&valid, &test});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->valid_losses.size(), 2u);  // iterations 4 and 8
   ASSERT_TRUE(r->final_valid_loss.has_value());
   ASSERT_TRUE(r->test_loss.has_value());
   // Two evaluations of 2 batches of 4 samples came before: the final one starts at 16.
   absl::StatusOr<double> final_valid =
-      Evaluate(config, RankContext::SingleProcess(), model.get(), valid, 16);
+      Evaluate(Resolved(config), RankContext::SingleProcess(), model.get(), valid, 16);
   absl::StatusOr<double> test_loss =
-      Evaluate(config, RankContext::SingleProcess(), model.get(), test, 0);
+      Evaluate(Resolved(config), RankContext::SingleProcess(), model.get(), test, 0);
   ASSERT_TRUE(final_valid.ok() && test_loss.ok());
   EXPECT_EQ(*r->final_valid_loss, *final_valid);
   EXPECT_EQ(*r->test_loss, *test_loss);
@@ -348,7 +354,8 @@ TEST(TrainingLoopTest, CompletedRunEndsWithValidationAndTestLosses) {
   c.mutable_checkpoint()->set_exit_interval(5);
   const Config stopped = Resolve(c);
   model = OneRankModel(stopped);
-  r = Train(stopped, RankContext::SingleProcess(), model.get(), kPattern, {}, {&valid, &test});
+  r = Train(Resolved(stopped), RankContext::SingleProcess(), model.get(), kPattern, {},
+            {&valid, &test});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->exited_early);
   EXPECT_FALSE(r->final_valid_loss.has_value());
@@ -368,7 +375,7 @@ TEST(TrainingLoopTest, RecomputationIsExactAndSavesActivationMemory) {
     MemoryTracker::Global().ResetPeaks();
     const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kActivations);
     absl::StatusOr<TrainingResult> r =
-        Train(c, RankContext::SingleProcess(), model.get(), kPattern, {});
+        Train(Resolved(c), RankContext::SingleProcess(), model.get(), kPattern, {});
     EXPECT_TRUE(r.ok()) << r.status();
     *peak_activations = MemoryTracker::Global().peak_bytes(MemoryCategory::kActivations) - before;
     std::vector<float> params;
