@@ -270,4 +270,15 @@ const Json& MemberOrNull(const Json& object, absl::string_view key) {
   return member != nullptr ? *member : *kNull;
 }
 
+int64_t AsInt64(const Json& value) { return value.is_number() ? value.get<int64_t>() : 0; }
+
+double AsDouble(const Json& value) { return value.is_number() ? value.get<double>() : 0; }
+
+bool AsBool(const Json& value) { return value.is_boolean() && value.get<bool>(); }
+
+const std::string& AsString(const Json& value) {
+  static const std::string* const kEmpty = new std::string();
+  return value.is_string() ? value.get_ref<const std::string&>() : *kEmpty;
+}
+
 }  // namespace conveyor

@@ -8,6 +8,7 @@
 #ifndef CONVEYOR_DATA_PYTHON_JSON_H_
 #define CONVEYOR_DATA_PYTHON_JSON_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,15 @@ const Json* FindMember(const Json& object, absl::string_view key);
 // Member `key` of `object`, or a null value when absent: convenient for
 // chained reads of optional fields (nlohmann's const operator[] requires the key).
 const Json& MemberOrNull(const Json& object, absl::string_view key);
+
+// Reads of a value whose type the caller has checked, or shows in a message
+// however wrong it is: a number as int64 (a fraction truncated) or as double,
+// true or false, a string; anything else reads as 0, false or "" (nlohmann's
+// get<> throws instead).
+int64_t AsInt64(const Json& value);
+double AsDouble(const Json& value);
+bool AsBool(const Json& value);
+const std::string& AsString(const Json& value);
 
 // The byte-order mark some editors write at the start of UTF-8 files.
 inline constexpr absl::string_view kUtf8Bom = "\xEF\xBB\xBF";

@@ -161,5 +161,19 @@ TEST(PythonJsonTest, MembersAreFoundOrNull) {
   EXPECT_TRUE(MemberOrNull(MemberOrNull(*v, "x"), "b").is_null());
 }
 
+TEST(PythonJsonTest, ReadsOfAnotherTypeGiveZeroFalseOrEmpty) {
+  absl::StatusOr<Json> v = ParseJson(R"([7, 2.75, true, "s", null, [1], {"a": 1}])");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(AsInt64((*v)[0]), 7);
+  EXPECT_EQ(AsInt64((*v)[1]), 2);  // truncated, as a cast
+  EXPECT_EQ(AsDouble((*v)[1]), 2.75);
+  EXPECT_TRUE(AsBool((*v)[2]));
+  EXPECT_EQ(AsString((*v)[3]), "s");
+  for (size_t i : {2, 3, 4, 5, 6}) EXPECT_EQ(AsInt64((*v)[i]), 0) << i;
+  for (size_t i : {2, 3, 4, 5, 6}) EXPECT_EQ(AsDouble((*v)[i]), 0.0) << i;
+  for (size_t i : {0, 1, 3, 4, 5, 6}) EXPECT_FALSE(AsBool((*v)[i])) << i;
+  for (size_t i : {0, 1, 2, 4, 5, 6}) EXPECT_EQ(AsString((*v)[i]), "") << i;
+}
+
 }  // namespace
 }  // namespace conveyor

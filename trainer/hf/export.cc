@@ -88,7 +88,7 @@ absl::StatusOr<Converted> Convert(const LoadedCheckpoint& checkpoint, const Conf
 // config.json of `dir`, its architecture, and its fields checked against that
 // architecture's table (hf_config_fields.h): what every reader of a folder starts from.
 struct CheckedHfConfig {
-  JsonValue hf;
+  Json hf;
   std::string path;
   const HfArchitecture* arch = nullptr;
 };
@@ -108,11 +108,11 @@ absl::StatusOr<CheckedHfConfig> ReadCheckedHfConfig(const std::string& dir,
 // the weights are read: CheckGpt2ConfigJson). The vocabulary is not padded unless
 // asked: a padding row adds a logit of 0 to every softmax, so the loss would not be
 // transformers'. `hf` passed CheckHfConfigFields (its sizes are present and bounded).
-void ApplyGpt2ConfigJson(const JsonValue& hf, const HfArchitecture& arch, Config* config) {
+void ApplyGpt2ConfigJson(const Json& hf, const HfArchitecture& arch, Config* config) {
   ModelConfig* m = config->mutable_model();
   auto size = [&](const char* key) {
-    const JsonValue* value = FindWithAliases(hf, arch, key);
-    return value == nullptr ? 0 : static_cast<int32_t>(value->integer());
+    const Json* value = FindWithAliases(hf, arch, key);
+    return value == nullptr ? 0 : static_cast<int32_t>(AsInt64(*value));
   };
   if (!m->has_num_layers()) m->set_num_layers(size("n_layer"));
   if (!m->has_hidden_size()) m->set_hidden_size(size("n_embd"));
@@ -123,8 +123,8 @@ void ApplyGpt2ConfigJson(const JsonValue& hf, const HfArchitecture& arch, Config
     m->set_vocab_size(size("vocab_size"));
   }
   if (!m->has_norm_epsilon()) {
-    const JsonValue epsilon = HfFieldOrDefault(hf, arch, "layer_norm_epsilon");
-    m->set_norm_epsilon(static_cast<float>(epsilon.number()));
+    const Json epsilon = HfFieldOrDefault(hf, arch, "layer_norm_epsilon");
+    m->set_norm_epsilon(static_cast<float>(AsDouble(epsilon)));
   }
   if (!m->has_make_vocab_size_divisible_by()) m->set_make_vocab_size_divisible_by(1);
 }
@@ -193,7 +193,7 @@ absl::Status ApplyHfConfig(const std::string& dir, Config* config,
 absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& config,
                                        const std::set<std::string>* wanted) {
   ASSIGN_OR_RETURN(const CheckedHfConfig checked, ReadCheckedHfConfig(dir, nullptr));
-  const JsonValue& hf = checked.hf;
+  const Json& hf = checked.hf;
   const std::string& path = checked.path;
   const HfArchitecture* arch = checked.arch;
   if (arch->family == HfFamily::kGpt2) {
@@ -225,7 +225,7 @@ absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& con
 absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Config& config,
                                              const HfElementRequest& request, int64_t* bytes_read) {
   ASSIGN_OR_RETURN(const CheckedHfConfig checked, ReadCheckedHfConfig(dir, nullptr));
-  const JsonValue& hf = checked.hf;
+  const Json& hf = checked.hf;
   const std::string& path = checked.path;
   const HfArchitecture* arch = checked.arch;
   ASSIGN_OR_RETURN(MappedHfWeights weights, MappedHfWeights::Open(dir));

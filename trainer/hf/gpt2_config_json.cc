@@ -49,19 +49,21 @@ std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims,
 namespace {
 
 // GPT2Config.attribute_map: config.json may name a size by its generic name.
-const JsonValue& Gpt2Field(const JsonValue& hf, const char* key) {
+const Json& Gpt2Field(const Json& hf, const char* key) {
   static const auto* const kAliases = new std::map<std::string, std::string>{
       {"n_embd", "hidden_size"},
       {"n_layer", "num_hidden_layers"},
       {"n_head", "num_attention_heads"},
       {"n_positions", "max_position_embeddings"}};
   const auto alias = kAliases->find(key);
-  return hf.Find(key) == nullptr && alias != kAliases->end() ? hf[alias->second] : hf[key];
+  return FindMember(hf, key) == nullptr && alias != kAliases->end()
+             ? MemberOrNull(hf, alias->second)
+             : MemberOrNull(hf, key);
 }
 
 }  // namespace
 
-absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, const Config& config,
+absl::Status CheckGpt2ConfigJson(const Json& hf, const std::string& path, const Config& config,
                                  const Gpt2Dims& dims) {
   if (!hf.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
@@ -69,11 +71,11 @@ absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, c
   std::vector<std::string> problems;
   // An integer field that must equal Conveyor's value (or, for positions, cover it).
   auto check_size = [&](const char* key, int64_t want, const char* flag, bool at_least) {
-    const JsonValue& v = Gpt2Field(hf, key);
+    const Json& v = Gpt2Field(hf, key);
     if (!v.is_number()) {
       problems.push_back(absl::StrCat(key, " is missing or not a number"));
-    } else if (at_least ? v.integer() < want : v.integer() != want) {
-      problems.push_back(absl::StrCat(key, " is ", v.integer(), " but ", flag, " is ", want,
+    } else if (at_least ? AsInt64(v) < want : AsInt64(v) != want) {
+      problems.push_back(absl::StrCat(key, " is ", AsInt64(v), " but ", flag, " is ", want,
                                       at_least ? " (the HF table must be at least as long)" : ""));
     }
   };
@@ -82,17 +84,18 @@ absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, c
   check_size("n_head", dims.heads, "--num-attention-heads", false);
   check_size("vocab_size", dims.vocab, "--vocab-size (the tokenizer's)", false);
   check_size("n_positions", dims.positions, "--max-position-embeddings", true);
-  const JsonValue& inner = hf["n_inner"];
-  if (!inner.is_null() && (!inner.is_number() || inner.integer() != 4 * dims.hidden)) {
-    problems.push_back(absl::StrCat("n_inner is ", inner.integer(),
+  const Json& inner = MemberOrNull(hf, "n_inner");
+  if (!inner.is_null() && (!inner.is_number() || AsInt64(inner) != 4 * dims.hidden)) {
+    problems.push_back(absl::StrCat("n_inner is ", AsInt64(inner),
                                     "; Conveyor's GPT-2 MLP is 4 * n_embd = ", 4 * dims.hidden));
   }
   // Absent, transformers' default (GPT2Config.layer_norm_epsilon).
-  const double epsilon =
-      hf["layer_norm_epsilon"].is_number() ? hf["layer_norm_epsilon"].number() : 1e-5;
+  const double epsilon = MemberOrNull(hf, "layer_norm_epsilon").is_number()
+                             ? AsDouble(MemberOrNull(hf, "layer_norm_epsilon"))
+                             : 1e-5;
   if (std::fabs(epsilon - config.model().norm_epsilon()) > 1e-6 * std::fabs(epsilon)) {
     problems.push_back(absl::StrCat("layer_norm_epsilon is ", epsilon,
-                                    hf.Find("layer_norm_epsilon") == nullptr
+                                    FindMember(hf, "layer_norm_epsilon") == nullptr
                                         ? " (absent: GPT2Config's default)"
                                         : "",
                                     " but --norm-epsilon is ",

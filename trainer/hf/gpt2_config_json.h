@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "proto/config.pb.h"
 #include "trainer/hf/gpt2_mapping.h"
 
@@ -25,7 +25,7 @@ std::string Gpt2ConfigJson(const Config& config, const Gpt2Dims& dims,
 // difference with the flag to change. HF's position table may be longer than
 // Conveyor needs, not shorter. The fields that need no model (activation, ties,
 // attention scaling, types and bounds) are hf_config_fields.h's, checked before.
-absl::Status CheckGpt2ConfigJson(const JsonValue& hf, const std::string& path, const Config& config,
+absl::Status CheckGpt2ConfigJson(const Json& hf, const std::string& path, const Config& config,
                                  const Gpt2Dims& dims);
 
 }  // namespace conveyor

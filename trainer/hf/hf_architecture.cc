@@ -34,13 +34,13 @@ const HfArchitecture& Named(absl::string_view class_name) {
 
 }  // namespace
 
-absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const JsonValue& hf_config,
+absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const Json& hf_config,
                                                        const std::string& path) {
   if (!hf_config.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   }
-  const JsonValue& classes = hf_config["architectures"];
-  const JsonValue& model_type = hf_config["model_type"];
+  const Json& classes = MemberOrNull(hf_config, "architectures");
+  const Json& model_type = MemberOrNull(hf_config, "model_type");
   const bool has_class = classes.is_array() && classes.size() > 0;
   if ((!classes.is_null() && !classes.is_array()) || (has_class && !classes[0].is_string())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -52,11 +52,13 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const JsonValue& hf_confi
   }
   const HfArchitecture* found = nullptr;
   for (const HfArchitecture& a : HfArchitectures()) {
-    if (has_class ? classes[0].str() == a.class_name : model_type.str() == a.model_type) found = &a;
+    if (has_class ? AsString(classes[0]) == a.class_name : AsString(model_type) == a.model_type) {
+      found = &a;
+    }
   }
   const std::string named = has_class
-                                ? absl::StrCat("architectures [\"", classes[0].str(), "\"]")
-                                : absl::StrCat("model_type \"", model_type.str(), "\"");
+                                ? absl::StrCat("architectures [\"", AsString(classes[0]), "\"]")
+                                : absl::StrCat("model_type \"", AsString(model_type), "\"");
   if (found == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " names ", named,
@@ -64,9 +66,9 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const JsonValue& hf_confi
   }
   // The class decides the weights' layout, model_type the fields' meaning: a file whose
   // two disagree would be read with the wrong table.
-  if (has_class && !model_type.is_null() && model_type.str() != found->model_type) {
+  if (has_class && !model_type.is_null() && AsString(model_type) != found->model_type) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, " names ", named, " but model_type \"", model_type.str(), "\"; ",
+        path, " names ", named, " but model_type \"", AsString(model_type), "\"; ",
         found->class_name, " is model_type \"", found->model_type,
         "\": correct whichever of the two is wrong"));
   }

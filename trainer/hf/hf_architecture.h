@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "proto/config.pb.h"
 
 namespace conveyor {
@@ -34,7 +34,7 @@ const std::vector<HfArchitecture>& HfArchitectures();
 
 // The architecture a config.json names ("architectures"[0], else "model_type");
 // InvalidArgument naming `path`, what it holds and the supported ones otherwise.
-absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const JsonValue& hf_config,
+absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const Json& hf_config,
                                                        const std::string& path);
 
 // The architecture an export of a model with `config` writes: `requested` (a class

@@ -15,15 +15,15 @@ namespace conveyor {
 namespace {
 
 // Whether `value` is an integer (64 or 64.0, not 64.5); IsInteger: one an int64 holds.
-bool IsIntegral(const JsonValue& value) {
-  return value.is_number() && std::isfinite(value.number()) &&
-         std::floor(value.number()) == value.number();
+bool IsIntegral(const Json& value) {
+  return value.is_number() && std::isfinite(AsDouble(value)) &&
+         std::floor(AsDouble(value)) == AsDouble(value);
 }
-bool IsInteger(const JsonValue& value) {
-  return IsIntegral(value) && std::fabs(value.number()) < 9e18;
+bool IsInteger(const Json& value) {
+  return IsIntegral(value) && std::fabs(AsDouble(value)) < 9e18;
 }
 
-bool HasType(const JsonValue& value, HfJsonType type) {
+bool HasType(const Json& value, HfJsonType type) {
   switch (type) {
     case HfJsonType::kAny:
       return true;
@@ -32,14 +32,14 @@ bool HasType(const JsonValue& value, HfJsonType type) {
     case HfJsonType::kIntegerOrNull:
       return value.is_null() || IsIntegral(value);
     case HfJsonType::kNumber:
-      return value.is_number() && std::isfinite(value.number());
+      return value.is_number() && std::isfinite(AsDouble(value));
     case HfJsonType::kBool:
-      return value.type() == JsonValue::Type::kBool;
+      return value.is_boolean();
     case HfJsonType::kString:
       return value.is_string();
     case HfJsonType::kStringArray:
-      return value.is_array() && std::all_of(value.array().begin(), value.array().end(),
-                                             [](const JsonValue& v) { return v.is_string(); });
+      return value.is_array() && std::all_of(value.begin(), value.end(),
+                                             [](const Json& v) { return v.is_string(); });
     case HfJsonType::kObjectOrNull:
       return value.is_null() || value.is_object();
     case HfJsonType::kArrayOrNull:
@@ -73,15 +73,15 @@ const char* TypeName(HfJsonType type) {
 }
 
 // The problem with one present field, or "" when it is fine.
-std::string FieldProblem(const HfConfigField& field, const JsonValue& value) {
+std::string FieldProblem(const HfConfigField& field, const Json& value) {
   const std::string shown = absl::StrCat(field.key, " = ", JsonValueText(value));
   if (!HasType(value, field.type)) {
     return absl::StrCat(shown, " has the wrong type: expected ", TypeName(field.type));
   }
   if (field.limit != nullptr && IsIntegral(value)) {
-    if (value.number() < 1) return absl::StrCat(shown, " is not a size: it must be at least 1");
+    if (AsDouble(value) < 1) return absl::StrCat(shown, " is not a size: it must be at least 1");
     // Beyond int64 is beyond every limit: shown as the int64 maximum would mislead.
-    const int64_t size = IsInteger(value) ? value.integer() : field.limit->max + 1;
+    const int64_t size = IsInteger(value) ? AsInt64(value) : field.limit->max + 1;
     if (std::optional<std::string> problem =
             SizeLimitProblem(absl::StrCat(field.key, " ="), size, *field.limit)) {
       return IsInteger(value) ? *problem
@@ -106,23 +106,23 @@ std::string ShortText(std::string text) {
 
 }  // namespace
 
-const JsonValue* FindWithAliases(const JsonValue& hf, const HfArchitecture& arch,
+const Json* FindWithAliases(const Json& hf, const HfArchitecture& arch,
                                  absl::string_view key) {
-  if (const JsonValue* value = hf.Find(key)) return value;
+  if (const Json* value = FindMember(hf, key)) return value;
   for (const HfConfigField& field : HfConfigFields(arch)) {
     if (field.alias_of == key) {
-      if (const JsonValue* value = hf.Find(field.key)) return value;
+      if (const Json* value = FindMember(hf, field.key)) return value;
     }
   }
   return nullptr;
 }
 
-JsonValue HfFieldOrDefault(const JsonValue& hf, const HfArchitecture& arch, absl::string_view key) {
-  if (const JsonValue* value = FindWithAliases(hf, arch, key)) return *value;
+Json HfFieldOrDefault(const Json& hf, const HfArchitecture& arch, absl::string_view key) {
+  if (const Json* value = FindWithAliases(hf, arch, key)) return *value;
   const HfConfigField* field = FindHfConfigField(arch, key);
-  if (field == nullptr || field->hf_default.empty()) return JsonValue();
-  absl::StatusOr<JsonValue> parsed = ParseJson(field->hf_default);
-  return parsed.ok() ? *parsed : JsonValue();
+  if (field == nullptr || field->hf_default.empty()) return Json();
+  absl::StatusOr<Json> parsed = ParseJson(field->hf_default);
+  return parsed.ok() ? *parsed : Json();
 }
 
 const std::vector<HfConfigField>& HfConfigFields(const HfArchitecture& arch) {
@@ -146,33 +146,25 @@ const HfConfigField* FindHfConfigField(const HfArchitecture& arch, absl::string_
   return nullptr;
 }
 
-std::string JsonValueText(const JsonValue& value) {
-  switch (value.type()) {
-    case JsonValue::Type::kNull:
-      return "null";
-    case JsonValue::Type::kBool:
-      return value.boolean() ? "true" : "false";
-    case JsonValue::Type::kNumber:
-      return IsInteger(value) ? absl::StrCat(value.integer()) : absl::StrCat(value.number());
-    case JsonValue::Type::kString:
-      return ShortText(JsonQuote(value.str()));
-    case JsonValue::Type::kArray: {
-      std::vector<std::string> items;
-      for (const JsonValue& item : value.array()) items.push_back(JsonValueText(item));
-      return ShortText(absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
-    }
-    case JsonValue::Type::kObject: {
-      std::vector<std::string> items;
-      for (const auto& [key, item] : value.object()) {
-        items.push_back(absl::StrCat(JsonQuote(key), ": ", JsonValueText(item)));
-      }
-      return ShortText(absl::StrCat("{", absl::StrJoin(items, ", "), "}"));
-    }
+std::string JsonValueText(const Json& value) {
+  if (value.is_null()) return "null";
+  if (value.is_boolean()) return AsBool(value) ? "true" : "false";
+  if (value.is_number()) {
+    return IsInteger(value) ? absl::StrCat(AsInt64(value)) : absl::StrCat(AsDouble(value));
   }
-  return "";
+  if (value.is_string()) return ShortText(JsonQuote(AsString(value)));
+  std::vector<std::string> items;
+  if (value.is_array()) {
+    for (const Json& item : value) items.push_back(JsonValueText(item));
+    return ShortText(absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
+  }
+  for (const auto& [key, item] : value.items()) {
+    items.push_back(absl::StrCat(JsonQuote(key), ": ", JsonValueText(item)));
+  }
+  return ShortText(absl::StrCat("{", absl::StrJoin(items, ", "), "}"));
 }
 
-absl::Status CheckHfConfigFields(const JsonValue& hf, const std::string& path,
+absl::Status CheckHfConfigFields(const Json& hf, const std::string& path,
                                  const HfArchitecture& arch, std::vector<std::string>* warnings) {
   if (!hf.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
@@ -184,7 +176,7 @@ absl::Status CheckHfConfigFields(const JsonValue& hf, const std::string& path,
                                       " config must give it (", field.note, ")"));
     }
   }
-  for (const auto& [key, value] : hf.object()) {
+  for (const auto& [key, value] : hf.items()) {
     const HfConfigField* field = FindHfConfigField(arch, key);
     if (field == nullptr) {
       unknown.push_back(key);

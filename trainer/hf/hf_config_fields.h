@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "trainer/hf/hf_architecture.h"
 #include "trainer/size_limits.h"
 
@@ -59,22 +59,22 @@ const std::vector<HfConfigField>& HfConfigFields(const HfArchitecture& arch);
 const HfConfigField* FindHfConfigField(const HfArchitecture& arch, absl::string_view key);
 
 // The value of `key` in `hf` (under its own name or an alias), null when absent.
-const JsonValue* FindWithAliases(const JsonValue& hf, const HfArchitecture& arch,
+const Json* FindWithAliases(const Json& hf, const HfArchitecture& arch,
                                  absl::string_view key);
 
 // The value of `key` in `hf`, or transformers' default from the table when absent (a
 // null value when the default is derived from other fields, or unknown).
-JsonValue HfFieldOrDefault(const JsonValue& hf, const HfArchitecture& arch, absl::string_view key);
+Json HfFieldOrDefault(const Json& hf, const HfArchitecture& arch, absl::string_view key);
 
 // `value` as short JSON text for messages ("64.5", "\"64\"", "[...]").
-std::string JsonValueText(const JsonValue& value);
+std::string JsonValueText(const Json& value);
 
 // Checks config.json `hf` (read from `path`) against `arch`'s table: every present
 // field's JSON type, every size's bound, every refused field's value, every required
 // field's presence. InvalidArgument listing each problem, naming the file, the key,
 // the value and what Conveyor expects or supports. Keys the table does not know are
 // named in one line added to `warnings` (when not null).
-absl::Status CheckHfConfigFields(const JsonValue& hf, const std::string& path,
+absl::Status CheckHfConfigFields(const Json& hf, const std::string& path,
                                  const HfArchitecture& arch, std::vector<std::string>* warnings);
 
 // docs/hf_config_fields.md: every table as Markdown.

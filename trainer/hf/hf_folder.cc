@@ -56,10 +56,10 @@ absl::Status ReadFileTensors(const std::string& path, const std::set<std::string
 
 }  // namespace
 
-absl::StatusOr<JsonValue> ReadHfConfigJson(const std::string& dir) {
+absl::StatusOr<Json> ReadHfConfigJson(const std::string& dir) {
   const std::string path = JoinPath(dir, kHfConfigFile);
   ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(path));
-  absl::StatusOr<JsonValue> json = ParseJson(text);
+  absl::StatusOr<Json> json = ParseJson(text);
   if (!json.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not valid JSON: ", json.status().message()));
@@ -93,18 +93,18 @@ absl::StatusOr<HfWeightFileMap> HfWeightFilesOf(const std::string& dir) {
                                             kHfIndexFile, ": not a Hugging Face model folder"));
   }
   ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(index_path));
-  const absl::StatusOr<JsonValue> index = ParseJson(text);
-  if (!index.ok() || !(*index)["weight_map"].is_object()) {
+  const absl::StatusOr<Json> index = ParseJson(text);
+  if (!index.ok() || !MemberOrNull(*index, "weight_map").is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(index_path, " is not an index: it needs a \"weight_map\" object"));
   }
   HfWeightFileMap by_file;  // shard -> its tensors
-  for (const auto& [name, file] : (*index)["weight_map"].object()) {
+  for (const auto& [name, file] : MemberOrNull(*index, "weight_map").items()) {
     if (!file.is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat(index_path, ": the file of tensor ", name, " is not a string"));
     }
-    by_file[JoinPath(dir, file.str())].insert(name);
+    by_file[JoinPath(dir, AsString(file))].insert(name);
   }
   return by_file;
 }

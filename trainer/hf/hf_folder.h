@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "trainer/hf/safetensors.h"
 
 namespace conveyor {
@@ -24,7 +24,7 @@ inline constexpr char kHfConfigFile[] = "config.json";
 inline constexpr char kHfGenerationConfigFile[] = "generation_config.json";
 
 // config.json of `dir`, parsed; NotFound or InvalidArgument naming the file.
-absl::StatusOr<JsonValue> ReadHfConfigJson(const std::string& dir);
+absl::StatusOr<Json> ReadHfConfigJson(const std::string& dir);
 
 // Every tensor of the folder's weights as fp32 (F16 and BF16 widened exactly): from
 // model.safetensors, or from the shards model.safetensors.index.json maps them to

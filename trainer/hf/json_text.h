@@ -1,4 +1,4 @@
-// Writing JSON text: the few pieces the Hugging Face files need (data/json_lite.h
+// Writing JSON text: the few pieces the Hugging Face files need (data/python_json.h
 // only reads JSON).
 #ifndef CONVEYOR_TRAINER_HF_JSON_TEXT_H_
 #define CONVEYOR_TRAINER_HF_JSON_TEXT_H_

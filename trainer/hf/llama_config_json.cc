@@ -26,39 +26,41 @@ std::string SortedJsonObject(const std::map<std::string, std::string>& fields) {
 }
 
 // rope_scaling's kind: {"rope_type": "llama3", ...} or, older, {"type": "linear"}.
-std::string RopeScalingType(const JsonValue& scaling) {
-  if (scaling["rope_type"].is_string()) return scaling["rope_type"].str();
-  if (scaling["type"].is_string()) return scaling["type"].str();
+std::string RopeScalingType(const Json& scaling) {
+  if (MemberOrNull(scaling, "rope_type").is_string()) {
+    return AsString(MemberOrNull(scaling, "rope_type"));
+  }
+  if (MemberOrNull(scaling, "type").is_string()) return AsString(MemberOrNull(scaling, "type"));
   return "default";
 }
 
 // RoPE's base period: transformers 5 writes {"rope_parameters": {"rope_theta": ...,
 // "rope_type": "default"}}, earlier versions "rope_theta" (and "rope_scaling").
-double RopeTheta(const JsonValue& hf, const HfArchitecture& arch) {
+double RopeTheta(const Json& hf, const HfArchitecture& arch) {
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
-    const JsonValue& parameters = hf[key];
-    if (parameters.is_object() && parameters["rope_theta"].is_number()) {
-      return parameters["rope_theta"].number();
+    const Json& parameters = MemberOrNull(hf, key);
+    if (parameters.is_object() && MemberOrNull(parameters, "rope_theta").is_number()) {
+      return AsDouble(MemberOrNull(parameters, "rope_theta"));
     }
   }
-  return HfFieldOrDefault(hf, arch, "rope_theta").number();
+  return AsDouble(HfFieldOrDefault(hf, arch, "rope_theta"));
 }
 
 // Whether any layer attends through config.json's sliding window: every layer of
 // Mistral's; Qwen's only with use_sliding_window (else Qwen2Config.__post_init__ drops
 // the window), those layer_types calls sliding, else from max_window_layers on; Llama
 // has none. Layer kinds Conveyor does not know are refused.
-bool SlidingWindowUsed(const JsonValue& hf, const HfArchitecture& arch,
+bool SlidingWindowUsed(const Json& hf, const HfArchitecture& arch,
                        ModelFlagsFromFile* flags) {
   const std::string model_type = arch.model_type;
   if (model_type == "mistral" || model_type == "mixtral") return true;
   if (!arch.qkv_bias && !arch.qk_norm) return false;
-  const bool window = HfFieldOrDefault(hf, arch, "use_sliding_window").boolean();
-  if (hf["layer_types"].is_array()) {
+  const bool window = AsBool(HfFieldOrDefault(hf, arch, "use_sliding_window"));
+  if (MemberOrNull(hf, "layer_types").is_array()) {
     bool used = false;
-    for (const JsonValue& kind : hf["layer_types"].array()) {
-      used = used || (window && kind.str() == "sliding_attention");
-      if (kind.str() != "sliding_attention" && kind.str() != "full_attention") {
+    for (const Json& kind : MemberOrNull(hf, "layer_types")) {
+      used = used || (window && AsString(kind) == "sliding_attention");
+      if (AsString(kind) != "sliding_attention" && AsString(kind) != "full_attention") {
         flags->Unsupported(absl::StrCat("layer_types holds ", JsonValueText(kind),
                                         ": Conveyor supports \"full_attention\" and "
                                         "\"sliding_attention\" (with a window of at least "
@@ -68,15 +70,15 @@ bool SlidingWindowUsed(const JsonValue& hf, const HfArchitecture& arch,
     return used;
   }
   // Qwen's MoE configs pick their sliding layers otherwise: any may slide.
-  return window && (arch.moe || HfFieldOrDefault(hf, arch, "max_window_layers").integer() <
-                                    hf["num_hidden_layers"].integer());
+  return window && (arch.moe || AsInt64(HfFieldOrDefault(hf, arch, "max_window_layers")) <
+                                    AsInt64(MemberOrNull(hf, "num_hidden_layers")));
 }
 
-void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t seq_length,
+void CheckUnsupported(const Json& hf, const HfArchitecture& arch, int64_t seq_length,
                       ModelFlagsFromFile* flags) {
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    const JsonValue& scaling = hf[key];
-    for (const auto& [name, value] : scaling.object()) {  // empty unless an object
+    const Json& scaling = MemberOrNull(hf, key);
+    for (const auto& [name, value] : scaling.items()) {  // empty unless an object
       if (value.is_object()) {  // transformers 5 nests them by layer type
         flags->Unsupported(absl::StrCat(key, " per layer type (\"", name,
                                         "\": {...}) is not implemented: Conveyor's layers share "
@@ -89,10 +91,10 @@ void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t s
                                       "(rope_type \"default\")"));
     }
   }
-  const JsonValue window = HfFieldOrDefault(hf, arch, "sliding_window");
-  if (SlidingWindowUsed(hf, arch, flags) && window.is_number() && window.integer() < seq_length) {
-    flags->Unsupported(absl::StrCat("sliding_window = ", window.integer(),
-                                    hf.Find("sliding_window") == nullptr
+  const Json window = HfFieldOrDefault(hf, arch, "sliding_window");
+  if (SlidingWindowUsed(hf, arch, flags) && window.is_number() && AsInt64(window) < seq_length) {
+    flags->Unsupported(absl::StrCat("sliding_window = ", AsInt64(window),
+                                    FindMember(hf, "sliding_window") == nullptr
                                         ? absl::StrCat(" (", arch.class_name, "'s default)")
                                         : "",
                                     " is shorter than --seq-length ", seq_length,
@@ -103,7 +105,7 @@ void CheckUnsupported(const JsonValue& hf, const HfArchitecture& arch, int64_t s
 
 }  // namespace
 
-absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
+absl::Status ApplyLlamaConfigJson(const Json& hf, const std::string& path,
                                   const HfArchitecture& arch, Config* config) {
   if (!hf.is_object())
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
@@ -111,23 +113,23 @@ absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
   // The fields' types, bounds and presence were checked against the table
   // (CheckHfConfigFields); an absent field takes transformers' default for `arch`.
   auto value = [&](const char* key) { return HfFieldOrDefault(hf, arch, key); };
-  const int64_t heads = hf["num_attention_heads"].integer();
-  const int64_t hidden = hf["hidden_size"].integer();
-  const JsonValue groups = value("num_key_value_heads");
-  const JsonValue head_dim = value("head_dim");
-  flags.Int("num_layers", "num_hidden_layers", hf["num_hidden_layers"].integer());
+  const int64_t heads = AsInt64(MemberOrNull(hf, "num_attention_heads"));
+  const int64_t hidden = AsInt64(MemberOrNull(hf, "hidden_size"));
+  const Json groups = value("num_key_value_heads");
+  const Json head_dim = value("head_dim");
+  flags.Int("num_layers", "num_hidden_layers", AsInt64(MemberOrNull(hf, "num_hidden_layers")));
   flags.Int("hidden_size", "hidden_size", hidden);
-  flags.Int("ffn_hidden_size", "intermediate_size", hf["intermediate_size"].integer());
+  flags.Int("ffn_hidden_size", "intermediate_size", AsInt64(MemberOrNull(hf, "intermediate_size")));
   flags.Int("num_attention_heads", "num_attention_heads", heads);
-  flags.Int("num_query_groups", "num_key_value_heads", groups.is_null() ? heads : groups.integer());
+  flags.Int("num_query_groups", "num_key_value_heads", groups.is_null() ? heads : AsInt64(groups));
   flags.Int("kv_channels", "head_dim",
-            head_dim.is_null() ? (heads > 0 ? hidden / heads : 0) : head_dim.integer());
-  flags.Int("vocab_size", "vocab_size", hf["vocab_size"].integer());
+            head_dim.is_null() ? (heads > 0 ? hidden / heads : 0) : AsInt64(head_dim));
+  flags.Int("vocab_size", "vocab_size", AsInt64(MemberOrNull(hf, "vocab_size")));
   flags.Int("max_position_embeddings", "max_position_embeddings",
-            value("max_position_embeddings").integer());
+            AsInt64(value("max_position_embeddings")));
   flags.Float("rotary_base", "rope_theta", RopeTheta(hf, arch));
-  flags.Float("norm_epsilon", "rms_norm_eps", value("rms_norm_eps").number());
-  const bool tied = value("tie_word_embeddings").boolean();
+  flags.Float("norm_epsilon", "rms_norm_eps", AsDouble(value("rms_norm_eps")));
+  const bool tied = AsBool(value("tie_word_embeddings"));
   flags.Bool("untie_embeddings_and_output_weights", "tie_word_embeddings", !tied,
              tied ? "true" : "false");
   const std::string architecture = absl::StrCat("architectures = [\"", arch.class_name, "\"]");

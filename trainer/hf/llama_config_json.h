@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "proto/config.pb.h"
 #include "trainer/hf/hf_architecture.h"
 
@@ -26,7 +26,7 @@ namespace conveyor {
 // the flag and the config.json key. `hf` must have passed CheckHfConfigFields
 // (hf_config_fields.h), which refuses the fields Conveyor does not compute (biases, another
 // activation, ...) and checks types and sizes; absent fields take `architecture`'s defaults.
-absl::Status ApplyLlamaConfigJson(const JsonValue& hf, const std::string& path,
+absl::Status ApplyLlamaConfigJson(const Json& hf, const std::string& path,
                                   const HfArchitecture& architecture, Config* config);
 
 // Token ids an export writes into config.json and generation_config.json; -1: null.

@@ -18,23 +18,23 @@ namespace {
 // unless it is in mlp_only_layers, when (i + 1) % decoder_sparse_step == 0. As
 // --moe-layer-freq: "1" when every layer is, else the list of 0/1 per layer (Megatron's
 // integer N means layers 0, N, 2N, ..., not HF's (i + 1) % N == 0).
-std::string QwenMoeLayerFreq(const JsonValue& hf, const HfArchitecture& arch,
+std::string QwenMoeLayerFreq(const Json& hf, const HfArchitecture& arch,
                              ModelFlagsFromFile* flags) {
-  const int64_t layers = hf["num_hidden_layers"].integer();
-  const int64_t step = HfFieldOrDefault(hf, arch, "decoder_sparse_step").integer();
+  const int64_t layers = AsInt64(MemberOrNull(hf, "num_hidden_layers"));
+  const int64_t step = AsInt64(HfFieldOrDefault(hf, arch, "decoder_sparse_step"));
   if (step < 1) {
     flags->Unsupported(absl::StrCat("decoder_sparse_step = ", step, " is not a step: at least 1"));
     return "1";
   }
   std::set<int64_t> dense;
-  const JsonValue listed = HfFieldOrDefault(hf, arch, "mlp_only_layers");
-  for (const JsonValue& layer : listed.array()) {
-    if (!layer.is_number() || layer.number() != double(layer.integer())) {
+  const Json listed = HfFieldOrDefault(hf, arch, "mlp_only_layers");
+  for (const Json& layer : listed) {
+    if (!layer.is_number() || AsDouble(layer) != double(AsInt64(layer))) {
       flags->Unsupported(absl::StrCat("mlp_only_layers holds ", JsonValueText(layer),
                                       ": it lists layer indices"));
       continue;
     }
-    dense.insert(layer.integer());
+    dense.insert(AsInt64(layer));
   }
   std::vector<int> moe;
   for (int64_t i = 0; i < layers; ++i) moe.push_back(dense.count(i) == 0 && (i + 1) % step == 0);
@@ -44,7 +44,7 @@ std::string QwenMoeLayerFreq(const JsonValue& hf, const HfArchitecture& arch,
 
 }  // namespace
 
-void ApplyMoeConfigJson(const JsonValue& hf, const HfArchitecture& arch,
+void ApplyMoeConfigJson(const Json& hf, const HfArchitecture& arch,
                         ModelFlagsFromFile* flags) {
   if (!arch.moe) return;
   auto value = [&](const char* key) { return HfFieldOrDefault(hf, arch, key); };
@@ -52,19 +52,19 @@ void ApplyMoeConfigJson(const JsonValue& hf, const HfArchitecture& arch,
   const bool mixtral = std::string(arch.model_type) == "mixtral";
   const bool qwen2 = std::string(arch.model_type) == "qwen2_moe";
   const char* experts = mixtral ? "num_local_experts" : "num_experts";
-  flags->Int("num_experts", experts, value(experts).integer());
-  flags->Int("moe_router_topk", "num_experts_per_tok", value("num_experts_per_tok").integer());
+  flags->Int("num_experts", experts, AsInt64(value(experts)));
+  flags->Int("moe_router_topk", "num_experts_per_tok", AsInt64(value("num_experts_per_tok")));
   flags->String("moe_router_score_function", architecture, "softmax");
   flags->Float("moe_router_topk_scaling_factor", architecture, 0.0);
   flags->Bool("moe_router_enable_expert_bias", architecture, false, "no expert bias");
   if (mixtral) {
-    flags->Int("moe_ffn_hidden_size", "intermediate_size", value("intermediate_size").integer());
+    flags->Int("moe_ffn_hidden_size", "intermediate_size", AsInt64(value("intermediate_size")));
     flags->Bool("moe_router_pre_softmax", architecture, false, "top-k weights renormalised");
     flags->String("moe_layer_freq", architecture, "1");
   } else {
     flags->Int("moe_ffn_hidden_size", "moe_intermediate_size",
-               value("moe_intermediate_size").integer());
-    const bool normalised = value("norm_topk_prob").boolean();
+               AsInt64(value("moe_intermediate_size")));
+    const bool normalised = AsBool(value("norm_topk_prob"));
     flags->Bool("moe_router_pre_softmax", "norm_topk_prob", !normalised,
                 normalised ? "true" : "false");
     flags->String("moe_layer_freq", "decoder_sparse_step and mlp_only_layers",
@@ -75,7 +75,7 @@ void ApplyMoeConfigJson(const JsonValue& hf, const HfArchitecture& arch,
     return;
   }
   flags->Int("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size",
-             value("shared_expert_intermediate_size").integer());
+             AsInt64(value("shared_expert_intermediate_size")));
   flags->Unsupported(
       "Qwen2MoeForCausalLM scales its shared expert by a sigmoid gate (shared_expert_gate), "
       "which Conveyor does not implement");

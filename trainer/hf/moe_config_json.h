@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "proto/config.pb.h"
 #include "trainer/hf/hf_architecture.h"
 #include "trainer/hf/model_flags_from_file.h"
@@ -18,7 +18,7 @@ namespace conveyor {
 // which layers are MoE, the router's softmax and whether it renormalises, the shared
 // expert) through `flags`, which collects contradictions and what Conveyor lacks (Qwen2-MoE's
 // shared expert gate). Nothing for a dense architecture. `hf` passed CheckHfConfigFields.
-void ApplyMoeConfigJson(const JsonValue& hf, const HfArchitecture& arch, ModelFlagsFromFile* flags);
+void ApplyMoeConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFromFile* flags);
 
 // Adds to `fields` (config.json's keys -> JSON text) what an export of the resolved MoE
 // `model` as `arch` writes besides the Llama family's fields; overrides intermediate_size

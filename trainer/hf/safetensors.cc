@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "runtime/dtype.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/hf/json_text.h"
@@ -93,9 +93,9 @@ std::string EncodeValues(const std::vector<float>& values, HfDtype dtype) {
 }
 
 // An exact non-negative JSON integer.
-bool AsCount(const JsonValue& v, int64_t* out) {
-  if (!v.is_number() || v.number() < 0 || double(v.integer()) != v.number()) return false;
-  *out = v.integer();
+bool AsCount(const Json& v, int64_t* out) {
+  if (!v.is_number() || AsDouble(v) < 0 || double(AsInt64(v)) != AsDouble(v)) return false;
+  *out = AsInt64(v);
   return true;
 }
 
@@ -274,26 +274,26 @@ std::optional<int64_t> ShapeBytes(const std::vector<int64_t>& shape, int64_t ele
 
 // One tensor's header entry; offsets relative to the data area of `data_bytes`.
 absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& key,
-                                            const JsonValue& value, int64_t data_bytes) {
+                                            const Json& value, int64_t data_bytes) {
   auto bad = [&](auto&&... parts) { return InvalidFile(path, "tensor ", key, ": ", parts...); };
   if (!value.is_object()) return bad("entry is not an object");
-  const JsonValue* dtype = value.Find("dtype");
-  const JsonValue* shape = value.Find("shape");
-  const JsonValue* offsets = value.Find("data_offsets");
+  const Json* dtype = FindMember(value, "dtype");
+  const Json* shape = FindMember(value, "shape");
+  const Json* offsets = FindMember(value, "data_offsets");
   if (dtype == nullptr || !dtype->is_string()) return bad("missing string \"dtype\"");
   if (shape == nullptr || !shape->is_array()) return bad("missing array \"shape\"");
   if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2) {
     return bad("\"data_offsets\" must be an array [begin, end]");
   }
   SafetensorsEntry entry;
-  entry.dtype = dtype->str();
+  entry.dtype = AsString(*dtype);
   const int64_t element_bytes = DtypeBytes(entry.dtype);
   if (element_bytes == 0) {
     return bad("unknown dtype \"", entry.dtype,
                "\" (known: BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, "
                "U32, F32, F64, I64, U64)");
   }
-  for (const JsonValue& dim : shape->array()) {
+  for (const Json& dim : *shape) {
     int64_t d = 0;
     if (!AsCount(dim, &d)) return bad("shape entries must be non-negative integers");
     entry.shape.push_back(d);
@@ -319,7 +319,7 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::
 
 }  // namespace
 
-absl::StatusOr<JsonValue> SafetensorsFile::ReadHeaderJson(int64_t* header_length) const {
+absl::StatusOr<Json> SafetensorsFile::ReadHeaderJson(int64_t* header_length) const {
   const std::string& name = file_.path();
   const int64_t file_size = file_.size();
   if (file_size < kLengthBytes) {
@@ -339,7 +339,7 @@ absl::StatusOr<JsonValue> SafetensorsFile::ReadHeaderJson(int64_t* header_length
   }
   std::string text(length, '\0');
   RETURN_IF_ERROR(file_.ReadAt(kLengthBytes, text.data(), int64_t(length)));
-  absl::StatusOr<JsonValue> parsed = ParseJson(text);
+  absl::StatusOr<Json> parsed = ParseJson(text);
   if (!parsed.ok()) {
     return InvalidFile(name, "header is not valid JSON: ", parsed.status().message());
   }
@@ -351,17 +351,17 @@ absl::StatusOr<JsonValue> SafetensorsFile::ReadHeaderJson(int64_t* header_length
 absl::Status SafetensorsFile::ParseHeader() {
   const std::string& name = file_.path();
   int64_t length = 0;
-  ASSIGN_OR_RETURN(const JsonValue header, ReadHeaderJson(&length));
+  ASSIGN_OR_RETURN(const Json header, ReadHeaderJson(&length));
   const int64_t data_start = kLengthBytes + length;
   const int64_t data_bytes = file_.size() - data_start;
-  for (const auto& [key, value] : header.object()) {
+  for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) {
       if (!value.is_object()) return InvalidFile(name, "\"__metadata__\" is not an object");
-      for (const auto& [meta_key, meta_value] : value.object()) {
+      for (const auto& [meta_key, meta_value] : value.items()) {
         if (!meta_value.is_string()) {
           return InvalidFile(name, "\"__metadata__\" entry \"", meta_key, "\" is not a string");
         }
-        metadata_[meta_key] = meta_value.str();
+        metadata_[meta_key] = AsString(meta_value);
       }
       continue;
     }

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "trainer/checkpoint/file_io.h"
 
 namespace conveyor {
@@ -111,7 +111,7 @@ class SafetensorsFile {
   // Reads the header (entries_ and metadata_), checking what Open promises.
   absl::Status ParseHeader();
   // The header's JSON object, and its length in bytes.
-  absl::StatusOr<JsonValue> ReadHeaderJson(int64_t* header_length) const;
+  absl::StatusOr<Json> ReadHeaderJson(int64_t* header_length) const;
   // The tensors tile the data area, from `data_start` to the end of the file, exactly.
   absl::Status CheckDataTiling(int64_t data_start, int64_t header_length) const;
 

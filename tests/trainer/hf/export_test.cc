@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
@@ -122,25 +122,25 @@ TEST(HfExportTest, ExportsTheChosenIteration) {
 
 TEST(HfExportTest, ConfigJsonDescribesGpt2) {
   const Config config = SmallGpt2Config();
-  const absl::StatusOr<JsonValue> json = ParseJson(Gpt2ConfigJson(config, DimsOf(config)));
+  const absl::StatusOr<Json> json = ParseJson(Gpt2ConfigJson(config, DimsOf(config)));
   ASSERT_TRUE(json.ok()) << json.status();
-  EXPECT_EQ((*json)["architectures"][0].str(), "GPT2LMHeadModel");
-  EXPECT_EQ((*json)["model_type"].str(), "gpt2");
-  EXPECT_EQ((*json)["vocab_size"].integer(), 50);
-  EXPECT_EQ((*json)["n_positions"].integer(), 16);
-  EXPECT_EQ((*json)["n_embd"].integer(), 8);
-  EXPECT_EQ((*json)["n_layer"].integer(), 2);
-  EXPECT_EQ((*json)["n_head"].integer(), 2);
+  EXPECT_EQ(AsString((*json)["architectures"][0]), "GPT2LMHeadModel");
+  EXPECT_EQ(AsString((*json)["model_type"]), "gpt2");
+  EXPECT_EQ(AsInt64((*json)["vocab_size"]), 50);
+  EXPECT_EQ(AsInt64((*json)["n_positions"]), 16);
+  EXPECT_EQ(AsInt64((*json)["n_embd"]), 8);
+  EXPECT_EQ(AsInt64((*json)["n_layer"]), 2);
+  EXPECT_EQ(AsInt64((*json)["n_head"]), 2);
   EXPECT_TRUE((*json)["n_inner"].is_null());
-  EXPECT_EQ((*json)["activation_function"].str(), "gelu_new");
-  EXPECT_EQ((*json)["layer_norm_epsilon"].number(), 1e-5);
-  EXPECT_TRUE((*json)["tie_word_embeddings"].boolean());
-  EXPECT_EQ((*json)["eos_token_id"].integer(), 49);
+  EXPECT_EQ(AsString((*json)["activation_function"]), "gelu_new");
+  EXPECT_EQ(AsDouble((*json)["layer_norm_epsilon"]), 1e-5);
+  EXPECT_TRUE(AsBool((*json)["tie_word_embeddings"]));
+  EXPECT_EQ(AsInt64((*json)["eos_token_id"]), 49);
 }
 
 TEST(HfExportTest, ReadNamesEveryConfigDifference) {
   const Config config = SmallGpt2Config();
-  const absl::StatusOr<JsonValue> json = ParseJson(
+  const absl::StatusOr<Json> json = ParseJson(
       "{\"model_type\": \"gpt2\", \"n_layer\": 3, \"n_embd\": 8, \"n_head\": 4,"
       " \"vocab_size\": 50257, \"n_positions\": 8, \"activation_function\": \"gelu\"}");
   ASSERT_TRUE(json.ok());

@@ -320,7 +320,7 @@ TEST(HfConfigFieldsTest, Gpt2EpsilonAbsentIsTransformersDefault) {
     c.mutable_model()->set_norm_epsilon(1e-6f);
     return c;
   }();
-  const absl::StatusOr<JsonValue> json = ParseJson(ConfigJson(Arch("gpt2")));
+  const absl::StatusOr<Json> json = ParseJson(ConfigJson(Arch("gpt2")));
   ASSERT_TRUE(json.ok());
   Gpt2Dims dims;
   dims.num_layers = 2, dims.hidden = 64, dims.heads = 4, dims.vocab = 256, dims.positions = 64;

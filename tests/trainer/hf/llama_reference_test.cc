@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
-#include "data/json_lite.h"
+#include "data/python_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
