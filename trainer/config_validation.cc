@@ -347,8 +347,9 @@ void CheckParallel(const Config& c, const Derived& d, int world_size, Problems* 
 // --train-samples, Megatron's other way to say how long to train: whole global batches
 // (after --rampup-batch-size's steps), and --train-iters unset (or 0, which clears a
 // --config file's) or agreeing.
-void CheckTrainSamples(const TrainingConfig& t, int64_t global_batch, Problems* out) {
-  const BatchRampup rampup(t, global_batch);
+void CheckTrainSamples(const TrainingConfig& t, int64_t global_batch, int64_t seq_length,
+                       Problems* out) {
+  const BatchRampup rampup(t, global_batch, seq_length);
   const int64_t iterations = rampup.TrainIters(t.train_samples());
   if (iterations <= 0) {
     const int64_t first = rampup.GlobalBatchAt(0);
@@ -378,6 +379,7 @@ void CheckBatch(const Config& c, const Derived& d, Problems* out) {
     for (const std::string& problem : RampupProblems(t, t.global_batch_size(), 0)) {
       out->Add(problem);
     }
+    for (const std::string& problem : StepBatchScheduleProblems(c, 0)) out->Add(problem);
     return;
   }
   const int64_t per_micro = int64_t{t.micro_batch_size()} * d.dp;
@@ -406,7 +408,8 @@ void CheckBatch(const Config& c, const Derived& d, Problems* out) {
     for (const std::string& problem : RampupProblems(t, global_batch, per_micro)) {
       out->Add(problem);
     }
-    if (t.train_samples() > 0) CheckTrainSamples(t, global_batch, out);
+    for (const std::string& problem : StepBatchScheduleProblems(c, per_micro)) out->Add(problem);
+    if (t.train_samples() > 0) CheckTrainSamples(t, global_batch, c.model().seq_length(), out);
   }
 }
 
@@ -783,8 +786,14 @@ void ResolveParallel(const Derived& d, ParallelConfig* p) {
   }
 }
 
-void ResolveBatchAndSchedule(const Derived& d, TrainingConfig* t, OptimizerConfig* o) {
+void ResolveBatchAndSchedule(const Derived& d, int64_t seq_length, TrainingConfig* t,
+                             OptimizerConfig* o) {
   const int64_t per_micro = int64_t{t->micro_batch_size()} * d.dp;
+  if (!t->step_batch_size_schedule().empty()) {
+    // Megatron's global batch under --step-batch-size-schedule: its last entry's.
+    t->set_global_batch_size(
+        static_cast<int32_t>(BatchRampup(*t, 0, seq_length).final_batch()));
+  }
   if (t->global_batch_size() > 0) {
     t->set_num_micro_batches(static_cast<int32_t>(t->global_batch_size() / per_micro));
   } else {
@@ -794,7 +803,7 @@ void ResolveBatchAndSchedule(const Derived& d, TrainingConfig* t, OptimizerConfi
   if (t->train_samples() > 0) {
     // Megatron: train-iters = train-samples // global batch (after the ramp's steps); the
     // schedule counts samples.
-    t->set_train_iters(static_cast<int32_t>(BatchRampup(*t).TrainIters(t->train_samples())));
+    t->set_train_iters(static_cast<int32_t>(BatchRampup(*t, t->global_batch_size(), seq_length).TrainIters(t->train_samples())));
     if (o->lr_decay_samples() == 0) o->set_lr_decay_samples(t->train_samples());
   } else if (o->lr_decay_iters() == 0) {
     o->set_lr_decay_iters(t->train_iters());
@@ -851,7 +860,8 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
   Config out = config;
   ResolveModel(d, out.mutable_model());
   ResolveParallel(d, out.mutable_parallel());
-  ResolveBatchAndSchedule(d, out.mutable_training(), out.mutable_optimizer());
+  ResolveBatchAndSchedule(d, out.model().seq_length(), out.mutable_training(),
+                          out.mutable_optimizer());
   // bf16 is how a GPU trains unless asked otherwise (--bf16=false); the CPU stays fp32.
   if (!out.precision().has_bf16() &&
       ParseChoice<DeviceKind>(out.parallel().device()) == DeviceKind::kCuda) {
@@ -871,8 +881,7 @@ absl::StatusOr<Config> ResolveConfig(const Config& config, int world_size) {
   // So are the smaller micro-batch counts of --rampup-batch-size's steps (GPT-3's ramp
   // has 95 counts), each count once per list the rules are checked on.
   std::map<int, int64_t> ramp_micro_batches;  // simulated count -> the first step's
-  for (const RampStage& stage :
-       BatchRampup(out.training()).Stages(out.training().train_samples())) {
+  for (const RampStage& stage : BatchRampup(out).RunStages(out.training())) {
     const int64_t micro_batches = stage.batch / (int64_t{out.training().micro_batch_size()} * d.dp);
     ramp_micro_batches.insert(
         {pipeline::SimulatedMicroBatches(static_cast<int>(d.pp), static_cast<int>(micro_batches)),

@@ -48,13 +48,13 @@ double LrSchedule::AtCount(int64_t n, double max, double min) const {
   if (style == LrDecayStyle::kWsd) {
     const int64_t anneal_start = decay_ - wsd_decay_;
     if (n > anneal_start) {
-      coeff = WsdCoefficient(static_cast<double>(n - anneal_start) /
-                             static_cast<double>(wsd_decay_));
+      coeff =
+          WsdCoefficient(static_cast<double>(n - anneal_start) / static_cast<double>(wsd_decay_));
     }
   } else {
-    const double ratio = decay_ > warmup_ ? static_cast<double>(n - warmup_) /
-                                                static_cast<double>(decay_ - warmup_)
-                                          : 1.0;
+    const double ratio =
+        decay_ > warmup_ ? static_cast<double>(n - warmup_) / static_cast<double>(decay_ - warmup_)
+                         : 1.0;
     coeff = style == LrDecayStyle::kCosine ? 0.5 * (std::cos(M_PI * ratio) + 1.0) : 1.0 - ratio;
   }
   return min + coeff * (max - min);

@@ -16,11 +16,10 @@ void CheckWsd(const Config& c, std::vector<std::string>* out) {
   const OptimizerConfig& o = c.optimizer();
   const bool by_samples = c.training().train_samples() > 0;
   if (o.lr_wsd_decay_iters() < 0 || o.lr_wsd_decay_samples() < 0) {
-    out->push_back(absl::StrCat(o.lr_wsd_decay_iters() < 0 ? "--lr-wsd-decay-iters "
-                                                           : "--lr-wsd-decay-samples ",
-                                std::min<int64_t>(o.lr_wsd_decay_iters(),
-                                                  o.lr_wsd_decay_samples()),
-                                " must not be negative: give the anneal's length"));
+    out->push_back(absl::StrCat(
+        o.lr_wsd_decay_iters() < 0 ? "--lr-wsd-decay-iters " : "--lr-wsd-decay-samples ",
+        std::min<int64_t>(o.lr_wsd_decay_iters(), o.lr_wsd_decay_samples()),
+        " must not be negative: give the anneal's length"));
     return;
   }
   if (by_samples && o.lr_wsd_decay_iters() > 0) {
@@ -46,8 +45,8 @@ void CheckWsd(const Config& c, std::vector<std::string>* out) {
   } else if (decay > 0 && wsd > decay) {
     out->push_back(absl::StrCat("--lr-wsd-decay-", unit, " ", wsd, " exceeds --lr-decay-", unit,
                                 decay_flag > 0 ? " " : " (= the run's length) ", decay,
-                                ": the anneal is the end of the decay; set --lr-wsd-decay-",
-                                unit, " <= ", decay));
+                                ": the anneal is the end of the decay; set --lr-wsd-decay-", unit,
+                                " <= ", decay));
   }
 }
 
@@ -77,8 +76,7 @@ void CheckDecoupled(const OptimizerConfig& o, std::vector<std::string>* out) {
   } else if (min > o.decoupled_lr()) {
     out->push_back(absl::StrCat(
         own_min ? "--decoupled-min-lr " : "--min-lr ", min, " is larger than --decoupled-lr ",
-        o.decoupled_lr(),
-        ": the embedding and output layer decay from --decoupled-lr down to ",
+        o.decoupled_lr(), ": the embedding and output layer decay from --decoupled-lr down to ",
         own_min ? "--decoupled-min-lr; set it" : "--min-lr; set --decoupled-min-lr",
         " <= --decoupled-lr"));
   }

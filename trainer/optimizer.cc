@@ -33,8 +33,9 @@ Optimizer::Optimizer(const OptimizerConfig& config, OptimizerKind kind,
     state_.push_back({state(s.n), adam ? state(s.n) : Tensor()});
     if (adam) {
       State& st = state_.back();
-      adam_tensors_[Decoupled(i) ? 1 : 0].push_back({s.grad, s.param, st.exp_avg.data(), st.exp_avg_sq.data(), s.n,
-                               s.weight_decay ? config_.weight_decay() : 0.0f});
+      adam_tensors_[Decoupled(i) ? 1 : 0].push_back(
+          {s.grad, s.param, st.exp_avg.data(), st.exp_avg_sq.data(), s.n,
+           s.weight_decay ? config_.weight_decay() : 0.0f});
     }
   }
 }

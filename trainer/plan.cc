@@ -80,10 +80,25 @@ std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int worl
       groups(GroupKind::kExpertData), Bytes(bytes));
 }
 
+// --step-batch-size-schedule's steps, counted by stages of equal batch.
+std::string StepScheduleLine(const Config& c) {
+  std::string stages;
+  for (const RampStage& stage : BatchRampup(c).RunStages(c.training())) {
+    absl::StrAppend(&stages, stages.empty() ? "" : ", ", stage.steps, " at ", stage.batch,
+                    " from sample ", stage.first_consumed);
+  }
+  return absl::StrFormat(
+      "plan: --step-batch-size-schedule: steps by global batch: %s; this plan is for the last "
+      "global batch %d\n",
+      stages, c.training().global_batch_size());
+}
+
 // --rampup-batch-size's steps, counted by stages of equal batch (a ramp over billions of
 // samples has billions of steps), and where --train-samples ends the run.
-std::string RampLine(const TrainingConfig& t) {
-  const std::vector<RampStage> stages = BatchRampup(t).Stages(t.train_samples());
+std::string RampLine(const Config& c) {
+  const TrainingConfig& t = c.training();
+  if (!t.step_batch_size_schedule().empty()) return StepScheduleLine(c);
+  const std::vector<RampStage> stages = BatchRampup(c).Stages(t.train_samples());
   if (stages.empty() || stages.front().batch >= t.global_batch_size()) return "";
   int64_t ramp_steps = 0, ramp_samples = 0;
   for (const RampStage& stage : stages) {
@@ -127,7 +142,7 @@ std::string BatchLines(const ResolvedConfig& resolved, const ModelShape& shape) 
       t.global_batch_size(), resolved.micro_batches(), resolved.dp(), t.micro_batch_size(),
       shape.seq, int64_t{t.global_batch_size()} * shape.seq,
       MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12, shape.padded_vocab);
-  return out + RampLine(t);
+  return out + RampLine(resolved.config());
 }
 
 // The schedule's bubble, formula and simulation, and its Gantt chart.

@@ -27,6 +27,10 @@ MATCHER_P3(Stage, batch, steps, first_consumed, "") {
   return arg.batch == batch && arg.steps == steps && arg.first_consumed == first_consumed;
 }
 
+// The ramp of `t` towards its --global-batch-size (the sequence length matters only to
+// --step-batch-size-schedule).
+BatchRampup RampOf(const TrainingConfig& t) { return BatchRampup(t, t.global_batch_size(), 0); }
+
 TrainingConfig Ramp(int64_t start, int64_t increment, int64_t samples, int32_t global_batch) {
   TrainingConfig t;
   t.add_rampup_batch_size(start);
@@ -40,7 +44,7 @@ TrainingConfig Ramp(int64_t start, int64_t increment, int64_t samples, int32_t g
 // Step batches: consumed 0 -> 2 + 2*floor(0/3.33) = 2; 2 -> 2; 4 -> 4 (4/3.33 = 1.2);
 // 8 -> 6 (2.4); 14 > 10 -> 8 from then on.
 TEST(BatchRampupTest, FollowsMegatronsFormula) {
-  const BatchRampup ramp(Ramp(2, 2, 10, 8));
+  const BatchRampup ramp = RampOf(Ramp(2, 2, 10, 8));
   EXPECT_TRUE(ramp.ramps());
   EXPECT_EQ(ramp.GlobalBatchAt(0), 2);
   EXPECT_EQ(ramp.GlobalBatchAt(3), 2);
@@ -62,10 +66,10 @@ TEST(BatchRampupTest, FollowsMegatronsFormula) {
   // Without the flag: constant.
   TrainingConfig constant;
   constant.set_global_batch_size(8);
-  EXPECT_FALSE(BatchRampup(constant).ramps());
-  EXPECT_EQ(BatchRampup(constant).GlobalBatchAt(0), 8);
-  EXPECT_THAT(BatchRampup(constant).Stages(46), ElementsAre(Stage(8, 5, 0)));
-  EXPECT_EQ(BatchRampup(constant).TrainIters(46), 5);
+  EXPECT_FALSE(RampOf(constant).ramps());
+  EXPECT_EQ(RampOf(constant).GlobalBatchAt(0), 8);
+  EXPECT_THAT(RampOf(constant).Stages(46), ElementsAre(Stage(8, 5, 0)));
+  EXPECT_EQ(RampOf(constant).TrainIters(46), 5);
 }
 
 // Megatron's meaning of --train-samples, computed here step by step and independently of
@@ -108,7 +112,7 @@ TEST(BatchRampupTest, StagesAndIterationsFollowTheStepByStepWalk) {
                                         int64_t{410}, int64_t{5000}, int64_t{1000003}}) {
       SCOPED_TRACE(::testing::Message() << c.start << " " << c.increment << " " << c.samples
                                         << " -> " << c.global << ", " << train_samples);
-      const BatchRampup ramp(Ramp(c.start, c.increment, c.samples, c.global));
+      const BatchRampup ramp = RampOf(Ramp(c.start, c.increment, c.samples, c.global));
       const Walk want = StepByStep(c.start, c.increment, c.samples, c.global, train_samples);
       EXPECT_EQ(ramp.TrainIters(train_samples), want.steps);
       int64_t consumed = 0;
@@ -129,7 +133,7 @@ TEST(BatchRampupTest, StagesAndIterationsFollowTheStepByStepWalk) {
 // A ramp over 1.9e9 samples towards 8 has about 6e8 steps but three stages: planning it
 // counts stages (the step-by-step list took minutes and gigabytes).
 TEST(BatchRampupTest, BillionsOfSamplesTakeOneStagePerBatch) {
-  const BatchRampup ramp(Ramp(2, 2, 1900000000, 8));
+  const BatchRampup ramp = RampOf(Ramp(2, 2, 1900000000, 8));
   const std::vector<RampStage> stages = ramp.Stages(2000000000);
   // Stage k holds the steps that start below (k + 1) * 1.9e9 / 3 consumed samples; at
   // exactly 1.9e9 the formula gives 2 + 2 * 3 = 8.
@@ -144,7 +148,7 @@ TEST(BatchRampupTest, BillionsOfSamplesTakeOneStagePerBatch) {
 // 61677.63... samples. The expected values were computed with Megatron's expressions in
 // Python (float division, int() truncation, the update_train_iters loop).
 TEST(BatchRampupTest, Gpt3RecipeRamp) {
-  const BatchRampup ramp(Ramp(16, 16, 5859375, 1536));
+  const BatchRampup ramp = RampOf(Ramp(16, 16, 5859375, 1536));
   EXPECT_EQ(ramp.GlobalBatchAt(61677), 16);
   EXPECT_EQ(ramp.GlobalBatchAt(61678), 32);
   EXPECT_EQ(ramp.GlobalBatchAt(5859374), 1520);

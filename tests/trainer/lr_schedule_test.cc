@@ -103,8 +103,8 @@ struct MegatronScheduler {
     if (style == "constant") return max_lr;
     if (n > decay) return min_lr;
     if (style == "inverse-square-root") {
-      return std::max(min_lr, max_lr * std::pow(std::max(warmup, 1.0), 0.5) /
-                                  std::pow(std::max(n, 1.0), 0.5));
+      return std::max(
+          min_lr, max_lr * std::pow(std::max(warmup, 1.0), 0.5) / std::pow(std::max(n, 1.0), 0.5));
     }
     const double decay_ratio = (n - warmup) / (decay - warmup);
     double coeff = 0.0;
@@ -138,8 +138,8 @@ TEST(LrScheduleTest, WsdFollowsMegatronStepByStepInIterations) {
     c.set_lr_wsd_decay_iters(12);
     const int64_t batch = 16;
     const LrSchedule s(c, batch);
-    MegatronScheduler m{c.lr_warmup_init(), c.lr(), c.min_lr(), 3.0 * batch, 40.0 * batch,
-                        12.0 * batch, "WSD", wsd_style};
+    MegatronScheduler m{c.lr_warmup_init(), c.lr(),       c.min_lr(), 3.0 * batch,
+                        40.0 * batch,       12.0 * batch, "WSD",      wsd_style};
     for (int64_t iteration = 1; iteration <= 45; ++iteration) {
       const double want = m.GetLr(static_cast<double>((iteration - 1) * batch));
       EXPECT_NEAR(s.ForIteration(iteration), want, 1e-12) << wsd_style << " it " << iteration;
@@ -166,6 +166,20 @@ TEST(LrScheduleTest, WsdFollowsMegatronInSamplesWithAVaryingBatch) {
       EXPECT_NEAR(s.AfterSamples(consumed), m.GetLr(static_cast<double>(consumed)), 1e-12)
           << wsd_style << " after " << consumed;
     }
+  }
+}
+
+// --train-iters with a varying batch (--step-batch-size-schedule): Megatron's scheduler
+// advances by each step's batch over lengths of iterations times the (last) global batch.
+TEST(LrScheduleTest, IterationLengthsCountSamplesOfAVaryingBatch) {
+  OptimizerConfig c = Schedule("cosine", 2, 10);
+  const LrSchedule s(c, 8);
+  const MegatronScheduler m{0.0, c.lr(), c.min_lr(), 16, 80, 0, "cosine", ""};
+  int64_t consumed = 0;
+  for (const int64_t batch : {2, 2, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}) {
+    EXPECT_NEAR(s.AfterSamples(consumed), m.GetLr(static_cast<double>(consumed)), 1e-12)
+        << consumed;
+    consumed += batch;
   }
 }
 
