@@ -17,6 +17,7 @@
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/llama_mapping.h"
 #include "trainer/hf/mapped_weights.h"
+#include "trainer/hf/positions_config_json.h"
 
 namespace conveyor {
 namespace {
@@ -80,6 +81,7 @@ absl::StatusOr<Converted> Convert(const LoadedCheckpoint& checkpoint, const Conf
   ASSIGN_OR_RETURN(const GlobalTensorMap parameters,
                    LoadGlobalParameters(checkpoint, LlamaParameterShapes(dims)));
   ASSIGN_OR_RETURN(out.tensors, ConveyorToHfLlama(parameters, dims));
+  RETURN_IF_ERROR(CheckPositionsExportable(config, arch));
   out.config_json = LlamaConfigJson(config, arch, options.ids, TorchDtypeName(options.dtype));
   out.generation_config = true;
   return out;

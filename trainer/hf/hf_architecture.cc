@@ -87,10 +87,11 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& conf
                     : qkv_bias ? "Qwen2MoeForCausalLM"
                                : "MixtralForCausalLM");
     }
-    return &Named(gpt2       ? "GPT2LMHeadModel"
-                  : qk_norm  ? "Qwen3ForCausalLM"
-                  : qkv_bias ? "Qwen2ForCausalLM"
-                             : "LlamaForCausalLM");
+    return &Named(gpt2                                ? "GPT2LMHeadModel"
+                  : qk_norm                           ? "Qwen3ForCausalLM"
+                  : qkv_bias                          ? "Qwen2ForCausalLM"
+                  : !config.model().window_size().empty() ? "MistralForCausalLM"
+                                                      : "LlamaForCausalLM");
   }
   const HfArchitecture* wanted = nullptr;
   for (const HfArchitecture& a : HfArchitectures()) wanted = requested == a.class_name ? &a : wanted;

@@ -39,7 +39,8 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const Json& hf_config,
 
 // The architecture an export of a model with `config` writes: `requested` (a class
 // name) when given, else GPT2LMHeadModel for GPT-2's architecture, Qwen3ForCausalLM
-// with --qk-layernorm, Qwen2ForCausalLM with --add-qkv-bias, else LlamaForCausalLM (with
+// with --qk-layernorm, Qwen2ForCausalLM with --add-qkv-bias, MistralForCausalLM with
+// --window-size, else LlamaForCausalLM (with
 // --num-experts: Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM). FailedPrecondition when `requested`
 // cannot hold the model (GPT-2 for a Llama-family model, Qwen2 without q/k/v biases,
 // ...); InvalidArgument for an unknown name.

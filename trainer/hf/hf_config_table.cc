@@ -201,11 +201,20 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
       Honoured("rope_theta", T::kNumber, d.theta,
                "--rotary-base (transformers 4; 5 keeps it in rope_parameters)"),
       Honoured("rope_parameters", T::kObjectOrNull, "null",
-               "its rope_theta sets --rotary-base; a rope_type other than \"default\" "
-               "(linear, dynamic, yarn, llama3, longrope) is refused: Conveyor's RoPE is "
-               "unscaled; so are parameters nested per layer type (one RoPE for all layers)"),
+               "its rope_theta sets --rotary-base; rope_type \"llama3\" sets --use-rope-scaling "
+               "and --rope-scaling-factor, -low-freq-factor, -high-freq-factor and "
+               "-original-max-position-embeddings from its four numbers; \"yarn\" sets "
+               "--position-embedding-type yarn, --rotary-scaling-factor (factor, or "
+               "max_position_embeddings / original_max_position_embeddings without one; "
+               "refused when both disagree, as transformers 4 and 5 read them differently), "
+               "--yarn-original-max-position-embeddings, --yarn-beta-fast/-slow, --mscale and "
+               "--mscale-all-dim (both only when both are nonzero, as transformers reads them), "
+               "--yarn-correction-range-round-to-int (truncate); an attention_factor other "
+               "than that concentration factor is refused; other types (linear, dynamic, "
+               "longrope) are refused, and so are parameters nested per layer type (one RoPE "
+               "for all layers)"),
       Honoured("rope_scaling", T::kObjectOrNull, "null",
-               "transformers 4's rope_parameters: a type other than \"default\" is refused"),
+               "transformers 4's rope_parameters, read the same way"),
       Ignored("partial_rotary_factor", "null",
               "this family's default RoPE rotates every channel of head_dim whatever it says"),
       Ignored("attention_dropout", "0.0", kDropout),
@@ -230,9 +239,10 @@ std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
   if (model_type == "mistral" || model_type == "mixtral") {
     fields.push_back(Honoured("sliding_window", T::kIntegerOrNull,
                               model_type == "mistral" ? "4096" : "null",
-                              "every layer attends to at most this many keys: refused when "
-                              "shorter than --seq-length (Conveyor has no sliding window), else "
-                              "plain causal attention; null: no window"));
+                              "every layer attends to this many keys (the query's own and "
+                              "those before it): --window-size sliding_window - 1,0 when "
+                              "shorter than --seq-length, else plain causal attention; null: "
+                              "no window"));
     return fields;
   }
   if (model_type == "qwen3" || model_type == "qwen3_moe") {
@@ -244,15 +254,19 @@ std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
                              "q/k/v biases (--add-qkv-bias); Conveyor's Qwen2-MoE has them"));
   }
   fields.push_back(Honoured("sliding_window", T::kIntegerOrNull, "4096",
-                            "the window of the layers that slide (use_sliding_window): refused "
-                            "when shorter than --seq-length, else plain causal attention"));
+                            "the window of the layers that slide (use_sliding_window): "
+                            "--window-size sliding_window - 1,0 when shorter than "
+                            "--seq-length (refused for the MoE classes), else plain causal "
+                            "attention"));
   fields.push_back(Honoured("use_sliding_window", T::kBool, "false",
                             "whether layers from max_window_layers on slide (see sliding_window)"));
   fields.push_back(Honoured("max_window_layers", T::kInteger, "28",
-                            "layers from this index on slide when use_sliding_window"));
+                            "layers from this index on slide when use_sliding_window: "
+                            "--window-attn-skip-freq as a list when some do not"));
   fields.push_back(Honoured("layer_types", T::kArrayOrNull, "null",
                             "per layer \"full_attention\" or \"sliding_attention\" (see "
-                            "sliding_window); another kind is refused"));
+                            "sliding_window), read over max_window_layers; another kind is "
+                            "refused"));
   return fields;
 }
 

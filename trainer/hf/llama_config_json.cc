@@ -11,6 +11,7 @@
 #include "trainer/hf/json_text.h"
 #include "trainer/hf/model_flags_from_file.h"
 #include "trainer/hf/moe_config_json.h"
+#include "trainer/hf/positions_config_json.h"
 
 namespace conveyor {
 namespace {
@@ -25,15 +26,6 @@ std::string SortedJsonObject(const std::map<std::string, std::string>& fields) {
   return absl::StrCat("{\n", absl::StrJoin(lines, ",\n"), "\n}\n");
 }
 
-// rope_scaling's kind: {"rope_type": "llama3", ...} or, older, {"type": "linear"}.
-std::string RopeScalingType(const Json& scaling) {
-  if (MemberOrNull(scaling, "rope_type").is_string()) {
-    return AsString(MemberOrNull(scaling, "rope_type"));
-  }
-  if (MemberOrNull(scaling, "type").is_string()) return AsString(MemberOrNull(scaling, "type"));
-  return "default";
-}
-
 // RoPE's base period: transformers 5 writes {"rope_parameters": {"rope_theta": ...,
 // "rope_type": "default"}}, earlier versions "rope_theta" (and "rope_scaling").
 double RopeTheta(const Json& hf, const HfArchitecture& arch) {
@@ -44,63 +36,6 @@ double RopeTheta(const Json& hf, const HfArchitecture& arch) {
     }
   }
   return AsDouble(HfFieldOrDefault(hf, arch, "rope_theta"));
-}
-
-// Whether any layer attends through config.json's sliding window: every layer of
-// Mistral's; Qwen's only with use_sliding_window (else Qwen2Config.__post_init__ drops
-// the window), those layer_types calls sliding, else from max_window_layers on; Llama
-// has none. Layer kinds Conveyor does not know are refused.
-bool SlidingWindowUsed(const Json& hf, const HfArchitecture& arch,
-                       ModelFlagsFromFile* flags) {
-  const std::string model_type = arch.model_type;
-  if (model_type == "mistral" || model_type == "mixtral") return true;
-  if (!arch.qkv_bias && !arch.qk_norm) return false;
-  const bool window = AsBool(HfFieldOrDefault(hf, arch, "use_sliding_window"));
-  if (MemberOrNull(hf, "layer_types").is_array()) {
-    bool used = false;
-    for (const Json& kind : MemberOrNull(hf, "layer_types")) {
-      used = used || (window && AsString(kind) == "sliding_attention");
-      if (AsString(kind) != "sliding_attention" && AsString(kind) != "full_attention") {
-        flags->Unsupported(absl::StrCat("layer_types holds ", JsonValueText(kind),
-                                        ": Conveyor supports \"full_attention\" and "
-                                        "\"sliding_attention\" (with a window of at least "
-                                        "--seq-length)"));
-      }
-    }
-    return used;
-  }
-  // Qwen's MoE configs pick their sliding layers otherwise: any may slide.
-  return window && (arch.moe || AsInt64(HfFieldOrDefault(hf, arch, "max_window_layers")) <
-                                    AsInt64(MemberOrNull(hf, "num_hidden_layers")));
-}
-
-void CheckUnsupported(const Json& hf, const HfArchitecture& arch, int64_t seq_length,
-                      ModelFlagsFromFile* flags) {
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    const Json& scaling = MemberOrNull(hf, key);
-    for (const auto& [name, value] : scaling.items()) {  // empty unless an object
-      if (value.is_object()) {  // transformers 5 nests them by layer type
-        flags->Unsupported(absl::StrCat(key, " per layer type (\"", name,
-                                        "\": {...}) is not implemented: Conveyor's layers share "
-                                        "one RoPE"));
-      }
-    }
-    if (scaling.is_object() && RopeScalingType(scaling) != "default") {
-      flags->Unsupported(absl::StrCat(key, " of type \"", RopeScalingType(scaling),
-                                      "\" is not implemented: Conveyor's RoPE is unscaled "
-                                      "(rope_type \"default\")"));
-    }
-  }
-  const Json window = HfFieldOrDefault(hf, arch, "sliding_window");
-  if (SlidingWindowUsed(hf, arch, flags) && window.is_number() && AsInt64(window) < seq_length) {
-    flags->Unsupported(absl::StrCat("sliding_window = ", AsInt64(window),
-                                    FindMember(hf, "sliding_window") == nullptr
-                                        ? absl::StrCat(" (", arch.class_name, "'s default)")
-                                        : "",
-                                    " is shorter than --seq-length ", seq_length,
-                                    ": sliding-window attention is not implemented (a window "
-                                    "at least --seq-length long is plain causal attention)"));
-  }
 }
 
 }  // namespace
@@ -133,7 +68,9 @@ absl::Status ApplyLlamaConfigJson(const Json& hf, const std::string& path,
   flags.Bool("untie_embeddings_and_output_weights", "tie_word_embeddings", !tied,
              tied ? "true" : "false");
   const std::string architecture = absl::StrCat("architectures = [\"", arch.class_name, "\"]");
-  flags.String("position_embedding_type", architecture, "rope");
+  const std::string positions = ApplyRopeScalingJson(hf, arch, &flags);
+  flags.String("position_embedding_type", positions == "yarn" ? "rope_scaling" : architecture,
+               positions);
   flags.String("normalization", architecture, "RMSNorm");
   flags.Float("rotary_percent", architecture, 1.0);  // every channel rotates
   flags.Bool("swiglu", architecture, true, "SwiGLU");
@@ -149,7 +86,7 @@ absl::Status ApplyLlamaConfigJson(const Json& hf, const std::string& path,
   if (!config->model().has_make_vocab_size_divisible_by()) {
     config->mutable_model()->set_make_vocab_size_divisible_by(1);
   }
-  CheckUnsupported(hf, arch, config->model().seq_length(), &flags);
+  ApplySlidingWindowJson(hf, arch, config->model().seq_length(), &flags);
   return flags.Status();
 }
 
@@ -193,6 +130,7 @@ std::string LlamaConfigJson(const Config& config, const HfArchitecture& arch,
     if (model_type == "qwen3") fields["attention_bias"] = "false";
   }
   AddMoeConfigJsonFields(m, arch, &fields);
+  AddPositionsConfigJsonFields(m, arch, &fields);
   return SortedJsonObject(fields);
 }
 

@@ -131,8 +131,9 @@ int64_t RowWidth(const std::vector<int64_t>& shape) {
 absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padded_vocab) {
   const ModelConfig& m = config.model();
   std::vector<std::string> problems;
-  if (ParseChoice<PositionEmbeddingType>(m.position_embedding_type()) !=
-      PositionEmbeddingType::kRope) {
+  const std::optional<PositionEmbeddingType> positions =
+      ParseChoice<PositionEmbeddingType>(m.position_embedding_type());
+  if (positions != PositionEmbeddingType::kRope && positions != PositionEmbeddingType::kYarn) {
     problems.push_back("--position-embedding-type is not rope; Llama-family models use RoPE");
   }
   if (ParseChoice<Normalization>(m.normalization()) != Normalization::kRmsNorm) {

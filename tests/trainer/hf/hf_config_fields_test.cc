@@ -6,6 +6,7 @@
 #include "trainer/hf/hf_config_fields.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -233,12 +234,13 @@ TEST(HfConfigFieldsTest, AbsentFieldsTakeTheArchitecturesDefaults) {
   EXPECT_EQ(llama->model().max_position_embeddings(), 2048);
 }
 
-TEST(HfConfigFieldsTest, RopeOtherThanDefaultIsRefused) {
+TEST(HfConfigFieldsTest, RopeOtherThanDefaultLlama3OrYarnIsRefused) {
   const absl::StatusOr<Config> scaled = Apply(
-      ConfigJson(Arch("llama"), "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
-      "yarn");
+      ConfigJson(Arch("llama"),
+                 "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 4.0}"),
+      "linear");
   EXPECT_THAT(scaled.status().message(),
-              HasSubstr("rope_parameters of type \"yarn\" is not implemented"));
+              HasSubstr("rope_parameters of type \"linear\" is not implemented"));
   const absl::StatusOr<Config> nested =
       Apply(ConfigJson(Arch("qwen3"),
                        "\"rope_parameters\": {\"full_attention\": "
@@ -256,39 +258,109 @@ TEST(HfConfigFieldsTest, RopeOtherThanDefaultIsRefused) {
   EXPECT_EQ(plain->model().rotary_base(), 5.0f);
 }
 
-// MistralConfig's absent sliding_window is 4096, which a longer --seq-length outgrows.
-TEST(HfConfigFieldsTest, MistralsDefaultSlidingWindowIsChecked) {
-  const absl::StatusOr<Config> config =
-      Apply(ConfigJson(Arch("mistral")), "window", {"--seq-length", "8192"});
-  ASSERT_FALSE(config.ok());
-  EXPECT_THAT(config.status().message(),
-              HasSubstr("sliding_window = 4096 (MistralForCausalLM's default) is shorter than "
-                        "--seq-length 8192"));
-  EXPECT_TRUE(Apply(ConfigJson(Arch("mistral"), "\"sliding_window\": null"), "no_window",
-                    {"--seq-length", "8192"})
-                  .ok());
+// Sliding windows as transformers reads them: Mistral's (absent: 4096) on every layer,
+// Qwen2's from max_window_layers on or where layer_types says, only with
+// use_sliding_window; a window of W keys is Megatron's (W - 1, 0), and one at least
+// --seq-length long is plain causal attention.
+TEST(HfConfigFieldsTest, SlidingWindowsAreRead) {
+  auto window = [](const std::string& model_type, const std::string& extra,
+                   const std::string& name) {
+    const absl::StatusOr<Config> c =
+        Apply(ConfigJson(Arch(model_type), extra), name, {"--seq-length", "8192"});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::pair(c->model().window_size(), c->model().window_attn_skip_freq())
+                  : std::pair(std::string("error"), std::string());
+  };
+  using Window = std::pair<std::string, std::string>;
+  EXPECT_EQ(window("mistral", "", "mistral_default"), Window("4095,0", ""));
+  EXPECT_EQ(window("mistral", "\"sliding_window\": 8192", "mistral_long"), Window("", ""));
+  EXPECT_EQ(window("mistral", "\"sliding_window\": null", "mistral_none"), Window("", ""));
   // Qwen2 slides from max_window_layers on only: 28 by default, past these 2 layers.
-  EXPECT_TRUE(Apply(ConfigJson(Arch("qwen2"), "\"use_sliding_window\": true"), "qwen_window",
-                    {"--seq-length", "8192"})
-                  .ok());
-  const absl::StatusOr<Config> sliding =
-      Apply(ConfigJson(Arch("qwen2"), "\"use_sliding_window\": true, \"max_window_layers\": 1"),
-            "qwen_sliding", {"--seq-length", "8192"});
-  EXPECT_THAT(sliding.status().message(), HasSubstr("sliding_window = 4096"));
+  EXPECT_EQ(window("qwen2", "\"use_sliding_window\": true", "qwen_default"), Window("", ""));
+  EXPECT_EQ(window("qwen2", "\"use_sliding_window\": true, \"max_window_layers\": 1", "qwen_one"),
+            Window("4095,0", "[0,1]"));
+  EXPECT_EQ(window("qwen2", "\"use_sliding_window\": true, \"max_window_layers\": 0", "qwen_all"),
+            Window("4095,0", ""));
   // Without use_sliding_window, Qwen2Config drops the window whatever layer_types says.
   const std::string kinds = "\"layer_types\": [\"sliding_attention\", \"full_attention\"]";
-  EXPECT_TRUE(Apply(ConfigJson(Arch("qwen2"), kinds), "qwen_kinds", {"--seq-length", "8192"}).ok());
-  EXPECT_THAT(
-      Apply(ConfigJson(Arch("qwen2"), absl::StrCat(kinds, ", \"use_sliding_window\": true")),
-            "qwen_kinds_sliding", {"--seq-length", "8192"})
-          .status()
-          .message(),
-      HasSubstr("sliding_window = 4096"));
+  EXPECT_EQ(window("qwen2", kinds, "qwen_kinds"), Window("", ""));
+  EXPECT_EQ(window("qwen3", absl::StrCat(kinds, ", \"use_sliding_window\": true, "
+                                               "\"sliding_window\": 100"),
+                   "qwen_kinds_sliding"),
+            Window("99,0", "[1,0]"));
   EXPECT_THAT(Apply(ConfigJson(Arch("qwen3"), "\"layer_types\": [\"chunked_attention\"]"),
                     "qwen_unknown_kind")
                   .status()
                   .message(),
               HasSubstr("layer_types holds \"chunked_attention\": Conveyor supports"));
+  // A window flag that disagrees with the file is a contradiction.
+  EXPECT_THAT(Apply(ConfigJson(Arch("mistral"), "\"sliding_window\": 100"), "contradiction",
+                    {"--window-size", "50,0"})
+                  .status()
+                  .message(),
+              HasSubstr("--window-size 50,0 contradicts sliding_window = 99,0"));
+}
+
+// rope_scaling of type llama3 sets Llama 3.1's flags; yarn sets YaRN's, with
+// transformers' defaults (original context: max_position_embeddings; betas 32 and 1;
+// mscale and mscale_all_dim only when both are nonzero) and its readings of factor.
+TEST(HfConfigFieldsTest, RopeScalingLlama3AndYarnAreRead) {
+  const absl::StatusOr<Config> llama3 = Apply(
+      ConfigJson(Arch("llama"),
+                 "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 32.0, "
+                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 8192}"),
+      "llama3");
+  ASSERT_TRUE(llama3.ok()) << llama3.status();
+  EXPECT_EQ(llama3->model().position_embedding_type(), "rope");
+  EXPECT_TRUE(llama3->model().use_rope_scaling());
+  EXPECT_EQ(llama3->model().rope_scaling_factor(), 32.0f);
+  EXPECT_EQ(llama3->model().rope_scaling_low_freq_factor(), 1.0f);
+  EXPECT_EQ(llama3->model().rope_scaling_high_freq_factor(), 4.0f);
+  EXPECT_EQ(llama3->model().rope_scaling_original_max_position_embeddings(), 8192);
+  EXPECT_THAT(Apply(ConfigJson(Arch("llama"), "\"rope_scaling\": {\"rope_type\": \"llama3\", "
+                                               "\"factor\": 8.0}"),
+                    "llama3_partial")
+                  .status()
+                  .message(),
+              HasSubstr("has no number low_freq_factor"));
+  // DeepSeek-V3's: factor 40 = 163840 / 4096, mscale = mscale_all_dim = 1.
+  const absl::StatusOr<Config> yarn = Apply(
+      ConfigJson(Arch("qwen2"),
+                 "\"max_position_embeddings\": 163840, \"rope_scaling\": {\"type\": \"yarn\", "
+                 "\"factor\": 40, \"original_max_position_embeddings\": 4096, \"beta_fast\": 32, "
+                 "\"beta_slow\": 1, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}"),
+      "yarn");
+  ASSERT_TRUE(yarn.ok()) << yarn.status();
+  EXPECT_EQ(yarn->model().position_embedding_type(), "yarn");
+  EXPECT_EQ(yarn->model().rotary_scaling_factor(), 40.0f);
+  EXPECT_EQ(yarn->model().yarn_original_max_position_embeddings(), 4096);
+  EXPECT_EQ(yarn->model().mscale(), 1.0f);
+  EXPECT_EQ(yarn->model().mscale_all_dim(), 1.0f);
+  EXPECT_TRUE(yarn->model().yarn_correction_range_round_to_int());
+  // Qwen's: factor 4 over the 32768 positions of max_position_embeddings; mscale alone
+  // is not read (transformers uses 0.1 ln s + 1 then).
+  const absl::StatusOr<Config> qwen = Apply(
+      ConfigJson(Arch("qwen2"), "\"max_position_embeddings\": 32768, \"rope_scaling\": "
+                                "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": 0.7, "
+                                "\"truncate\": false}"),
+      "yarn_qwen");
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  EXPECT_EQ(qwen->model().yarn_original_max_position_embeddings(), 32768);
+  EXPECT_EQ(qwen->model().mscale(), 1.0f);
+  EXPECT_EQ(qwen->model().mscale_all_dim(), 0.0f);
+  EXPECT_EQ(qwen->model().yarn_beta_fast(), 32.0f);
+  EXPECT_FALSE(qwen->model().yarn_correction_range_round_to_int());
+  const std::string ambiguous =
+      "\"max_position_embeddings\": 8192, \"rope_scaling\": {\"rope_type\": \"yarn\", "
+      "\"factor\": 4.0, \"original_max_position_embeddings\": 4096}";
+  EXPECT_THAT(Apply(ConfigJson(Arch("qwen2"), ambiguous), "yarn_ambiguous").status().message(),
+              HasSubstr("transformers 4 scales by the ratio, 5 by factor"));
+  const std::string attention_factor =
+      "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": 1.0}";
+  EXPECT_THAT(
+      Apply(ConfigJson(Arch("qwen2"), attention_factor), "yarn_attention").status().message(),
+      HasSubstr("attention_factor = 1.0 is not YaRN's concentration factor"));
 }
 
 // A GPT-2 folder alone configures the run (it ended in "--vocab-size 0"), unpadded so
