@@ -18,6 +18,8 @@
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/device.h"
 #include "trainer/backend.h"
+#include "trainer/checkpoint/load_preview.h"
+#include "trainer/checkpoint_args.h"
 #include "trainer/config_validation.h"
 #include "trainer/effective_config.h"
 #include "trainer/flags.h"
@@ -237,6 +239,13 @@ int DryRun(const ResolvedConfig& resolved, const ModelShape& shape, const RanksO
            const StartupMemory& startup, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::string> plan = FormatPlan(resolved, shape);
   if (!plan.ok()) return Refuse(err, plan.status());
+  const CheckpointConfig& ckpt = resolved.config().checkpoint();
+  if (!ckpt.load().empty()) {
+    // --load is read as the run reads it before training (load_preview.h).
+    absl::StatusOr<std::string> load = PreviewLoad(ckpt.load(), ckpt.ckpt_step());
+    if (!load.ok()) return Refuse(err, load.status());
+    absl::StrAppend(&*plan, *load, "\n");
+  }
   out << *plan << HostMemoryLine(resolved, shape, on_host, startup);
   const std::string& html = resolved.config().logging().plan_html();
   if (html.empty()) return kExitOk;
@@ -265,6 +274,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   absl::StatusOr<Config> parsed = ParseFlags(args, &ignored_megatron_flags);
   if (!parsed.ok()) return Refuse(err, parsed.status());
   if (absl::Status hf = ApplyLoadHfConfig(&*parsed, err); !hf.ok()) return Refuse(err, hf);
+  if (absl::Status saved = ApplyCheckpointArgs(&*parsed, out); !saved.ok()) {
+    return Refuse(err, saved);
+  }
   // torchrun's or srun's environment and --nproc-per-node > 1 cannot both hold; said
   // first, as what else the environment lacks follows from it.
   if (absl::Status agree =
