@@ -89,10 +89,6 @@ constexpr MegatronFlagGroup kGroups[] = {
     {A::kNoOp, "--trust-remote-code",
      "Conveyor runs no code from a model's folder: it reads tokenizer.json and config.json "
      "itself"},
-    {A::kNoOp,
-     "--no-use-tokenizer-model-from-checkpoint-args "
-     "--disable-use-tokenizer-model-from-checkpoint-args",
-     "Conveyor always takes the tokenizer from --tokenizer-model, never from a checkpoint"},
     {A::kNoOp, "--no-save-tokenizer-assets --disable-save-tokenizer-assets",
      "Conveyor's checkpoints hold no tokenizer files"},
     {A::kNoOp,
@@ -122,8 +118,8 @@ constexpr MegatronFlagGroup kGroups[] = {
      "how Megatron's asynchronous saver runs its workers; Conveyor's --async-save writes in a "
      "thread of the trainer"},
     {A::kNoOp, "--override-opt-param-scheduler",
-     "Conveyor's learning-rate and weight-decay schedule always follows the command line (a "
-     "checkpoint holds the step, not the schedule)"},
+     "Conveyor's learning-rate and weight-decay schedule follows the command line unless "
+     "--use-checkpoint-opt_param-scheduler takes the checkpoint's"},
     {A::kNoOp, "--deterministic-mode",
      "Conveyor chooses no non-deterministic algorithm: its CPU and CUDA kernels and gloo reduce "
      "in a fixed order (NCCL picks its own algorithm on GPUs: export NCCL_ALGO=Ring, as this "
@@ -245,6 +241,10 @@ constexpr MegatronFlagGroup kGroups[] = {
     // ---- Megatron's other spellings ---------------------------------------------------
     {A::kAlias, "--use-rotary-position-embeddings", "--position-embedding-type rope"},
     {A::kAlias, "--encoder-seq-length=V", "--seq-length"},
+    // Megatron's own spellings with underscores and "disable-", looked up as written.
+    {A::kAlias, "--use-checkpoint-opt_param-scheduler", "--use-checkpoint-opt-param-scheduler"},
+    {A::kAlias, "--disable-use-tokenizer-model-from-checkpoint-args",
+     "--no-use-tokenizer-model-from-checkpoint-args"},
 
     // ---- Refused: Megatron's own retired flags --------------------------------------
     {A::kRefused, "--batch-size",
@@ -358,20 +358,9 @@ constexpr MegatronFlagGroup kGroups[] = {
      "--no-weight-decay-cond-type --apply-wd-to-qk-layernorm --head-lr-mult",
      "weight-decay schedules and per-parameter learning rates or decay are not implemented: "
      "--weight-decay is constant, and biases and norms take none"},
-    {A::kRefused, "--step-batch-size-schedule",
-     "batch-size schedules by step are not implemented yet: --rampup-batch-size is"},
-    {A::kRefused,
-     "--use-checkpoint-args --use-mp-args-from-checkpoint-args",
-     "not implemented: pass the model flags again (--load checks them against the "
-     "checkpoint's shapes)"},
     {A::kRefused, "--lazy-mpu-init --dump-param-to-param-group-map",
      "not implemented: Megatron's hooks for a framework that manages the parallel groups or "
      "the optimizer's parameter groups itself"},
-    {A::kRefused,
-     "--use-checkpoint-opt-param-scheduler",
-     "taking the learning-rate schedule from the checkpoint is not implemented: Conveyor's "
-     "schedule follows the command line (Megatron's --override-opt_param-scheduler); pass the "
-     "saving run's schedule flags"},
     {A::kRefused, "--load-main-params-from-ckpt --override-ckpt-iteration --no-save-rng",
      "not implemented: a checkpoint always restores the weights, optimizer state, iteration and "
      "random state it holds (--no-load-optim, --no-load-rng, --finetune leave parts out)"},

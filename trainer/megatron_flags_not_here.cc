@@ -81,6 +81,11 @@ class Splitter {
         continue;
       }
       const std::string name = DashedName(arg);
+      const MegatronFlagEntry as_written = FindMegatronFlag(arg.substr(0, arg.find('=')));
+      if (as_written.group != nullptr && as_written.group->answer == MegatronAnswer::kAlias) {
+        Answer(arg, as_written);
+        continue;
+      }
       if (conveyor_flag_(name) != ConveyorFlag::kUnknown) {
         split_.kept.push_back(arg);
         continue;

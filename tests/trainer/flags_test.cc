@@ -192,10 +192,10 @@ TEST(FlagsTest, NoSuggestionOfAnotherMeaning) {
 }
 
 TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
-  EXPECT_EQ(Problem({"--use-checkpoint-args"}),
-            "--use-checkpoint-args: not implemented: pass the model flags again (--load checks "
-            "them against the checkpoint's shapes)");
-  EXPECT_THAT(Problem({"--use_checkpoint_args"}), HasSubstr("not implemented: pass the model"));
+  EXPECT_EQ(Problem({"--multi-latent-attention"}),
+            "--multi-latent-attention: multi-latent attention (DeepSeek-V2) is not implemented");
+  EXPECT_THAT(Problem({"--multi_latent_attention"}),
+              HasSubstr("multi-latent attention (DeepSeek-V2) is not implemented"));
   // Not "did you mean --max-position-embeddings?".
   EXPECT_THAT(Problem({"--no-position-embedding"}), HasSubstr("--position-embedding-type"));
 }
