@@ -74,9 +74,11 @@ HfConfigField Ignored(std::string key, std::string hf_default, std::string note)
                std::move(note));
 }
 
-HfConfigField Alias(std::string key, const std::string& of, const SizeLimit& limit) {
+HfConfigField Alias(std::string key, const std::string& of, const SizeLimit& limit,
+                    const std::string& config_class = "GPT2Config") {
   HfConfigField f = Field(std::move(key), HfFieldUse::kHonoured, HfJsonType::kInteger, "",
-                          "another name of " + of + " (GPT2Config.attribute_map), read as it");
+                          "another name of " + of + " (" + config_class +
+                              ".attribute_map), read as it");
   f.limit = &limit;
   f.alias_of = of;
   return f;
@@ -295,6 +297,11 @@ std::vector<HfConfigField> MoeFields(const std::string& model_type) {
               "whether HF's forward returns the router logits and adds its load-balancing "
               "loss in training: outputs, not the model's function (see router_aux_loss_coef)"),
   };
+  if (!qwen2) {  // transformers 5 writes Qwen3-MoE's count as num_local_experts
+    fields.push_back(Alias(mixtral ? "num_experts" : "num_local_experts",
+                           mixtral ? "num_local_experts" : "num_experts", kMaxExperts,
+                           mixtral ? "MixtralConfig" : "Qwen3MoeConfig"));
+  }
   if (mixtral) {
     fields.push_back(Refused("router_jitter_noise", T::kNumber, "0.0", {"0"},
                              "multiplies the MoE input by uniform noise in training; "
@@ -314,9 +321,8 @@ std::vector<HfConfigField> MoeFields(const std::string& model_type) {
                             "--moe-layer-freq as a list"));
   if (qwen2) {
     fields.push_back(Size("shared_expert_intermediate_size", "5632", kMaxFfnHidden,
-                          "--moe-shared-expert-intermediate-size; the shared expert's output is "
-                          "scaled by sigmoid(shared_expert_gate), which Conveyor does not "
-                          "implement: such folders are refused",
+                          "--moe-shared-expert-intermediate-size, with --moe-shared-expert-gate "
+                          "(its output scaled by sigmoid(x shared_expert_gate))",
                           false));
   }
   return fields;

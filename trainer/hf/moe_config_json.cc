@@ -70,15 +70,14 @@ void ApplyMoeConfigJson(const Json& hf, const HfArchitecture& arch,
     flags->String("moe_layer_freq", "decoder_sparse_step and mlp_only_layers",
                   QwenMoeLayerFreq(hf, arch, flags));
   }
+  flags->Bool("moe_shared_expert_gate", architecture, qwen2,
+              qwen2 ? "a gated shared expert" : "no shared expert");
   if (!qwen2) {
     flags->Int("moe_shared_expert_intermediate_size", architecture, 0);
     return;
   }
   flags->Int("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size",
              AsInt64(value("shared_expert_intermediate_size")));
-  flags->Unsupported(
-      "Qwen2MoeForCausalLM scales its shared expert by a sigmoid gate (shared_expert_gate), "
-      "which Conveyor does not implement");
 }
 
 void AddMoeConfigJsonFields(const ModelConfig& m, const HfArchitecture& arch,

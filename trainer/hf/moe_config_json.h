@@ -16,8 +16,8 @@ namespace conveyor {
 
 // Sets the MoE flags an MoE architecture's `hf` fixes (experts, top-k, expert width,
 // which layers are MoE, the router's softmax and whether it renormalises, the shared
-// expert) through `flags`, which collects contradictions and what Conveyor lacks (Qwen2-MoE's
-// shared expert gate). Nothing for a dense architecture. `hf` passed CheckHfConfigFields.
+// expert and its gate) through `flags`, which collects contradictions. Nothing for a
+// dense architecture. `hf` passed CheckHfConfigFields.
 void ApplyMoeConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFromFile* flags);
 
 // Adds to `fields` (config.json's keys -> JSON text) what an export of the resolved MoE

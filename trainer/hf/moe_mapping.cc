@@ -48,6 +48,7 @@ HfMoeDims HfMoeDimsFromConfig(const ModelConfig& m, std::vector<std::string>* pr
   moe.experts = m.num_experts();
   moe.ffn = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
   moe.shared_ffn = m.moe_shared_expert_intermediate_size();
+  moe.shared_gate = m.moe_shared_expert_gate();
   moe.layers = ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers())
                    .value_or(std::vector<bool>(m.num_layers(), true));
   const bool dense_layers = moe.layers != std::vector<bool>(m.num_layers(), true);
@@ -58,10 +59,13 @@ HfMoeDims HfMoeDimsFromConfig(const ModelConfig& m, std::vector<std::string>* pr
           "--moe-shared-expert-intermediate-size is set; Qwen3-MoE (--qk-layernorm) has no "
           "shared expert");
     }
-    if (!m.qk_layernorm()) {
+    if (m.qk_layernorm() && moe.shared_gate) {
+      problems->push_back("--moe-shared-expert-gate is set; Qwen3-MoE has no shared expert");
+    }
+    if (!m.qk_layernorm() && (moe.shared_ffn == 0 || !moe.shared_gate)) {
       problems->push_back(
-          "--add-qkv-bias makes this a Qwen2-MoE model, whose shared expert's sigmoid gate "
-          "(shared_expert_gate) Conveyor does not implement");
+          "Qwen2-MoE (--add-qkv-bias) has a gated shared expert: set "
+          "--moe-shared-expert-intermediate-size and --moe-shared-expert-gate");
     }
     return moe;
   }
@@ -74,8 +78,10 @@ HfMoeDims HfMoeDimsFromConfig(const ModelConfig& m, std::vector<std::string>* pr
   if (dense_layers) {
     problems->push_back("--moe-layer-freq makes some layers dense; every Mixtral layer is MoE");
   }
-  if (moe.shared_ffn > 0) {
-    problems->push_back("--moe-shared-expert-intermediate-size is set; Mixtral has no shared expert");
+  if (moe.shared_ffn > 0 || moe.shared_gate) {
+    problems->push_back(
+        "--moe-shared-expert-intermediate-size or --moe-shared-expert-gate is set; Mixtral has "
+        "no shared expert");
   }
   return moe;
 }

@@ -1,11 +1,13 @@
-// Mixture-of-experts Hugging Face folders (MixtralForCausalLM, Qwen3MoeForCausalLM with
-// norm_topk_prob both ways and dense layers) against an independent implementation: the
+// Mixture-of-experts Hugging Face folders (MixtralForCausalLM, Qwen2MoeForCausalLM with its
+// gated shared expert, Qwen3MoeForCausalLM with norm_topk_prob both ways and dense layers)
+// against an independent implementation: the
 // test writes tiny random models in HF's layout, and computes HF's forward pass in double
 // precision straight from the HF tensors (llama_forward.h for attention, and here the
 // sparse MoE block of modeling_mixtral.py / modeling_qwen3_moe.py: router logits
 // h G^T, softmax over all experts in float, the top k by probability (ties to the lower
 // index, as torch.topk on these values), renormalised to sum 1 for Mixtral and
-// norm_topk_prob, each picked expert's down(silu(gate h) * up h) weighted). Conveyor
+// norm_topk_prob, each picked expert's down(silu(gate h) * up h) weighted, plus Qwen2-MoE's
+// sigmoid(h shared_expert_gate^T) * shared_expert(h)). Conveyor
 // imports the folder as --load-hf does and its loss must match within 1e-5 relative, as
 // for dense models; an export gives back the HF tensors bit for bit; expert-parallel and
 // expert-tensor-parallel ranks read exactly their elements of each tensor.
@@ -57,6 +59,8 @@ struct TinyMoe {
   int64_t layers = 2, hidden = 16, heads = 4, kv_heads = 2, vocab = 50;
   int64_t experts = 4, topk = 2, expert_ffn = 12, dense_ffn = 20;
   bool qk_norm = false;
+  bool qkv_bias = false;
+  int64_t shared_ffn = 0;             // Qwen2-MoE's gated shared expert
   bool normalised = true;             // Mixtral always; Qwen's norm_topk_prob
   std::vector<int64_t> dense_layers;  // Qwen's mlp_only_layers
   int64_t head_dim() const { return hidden / heads; }
@@ -68,6 +72,10 @@ struct TinyMoe {
 
 std::vector<TinyMoe> Models() {
   TinyMoe mixtral{"mixtral", "MixtralForCausalLM", "mixtral"};
+  TinyMoe qwen2{"qwen2_moe", "Qwen2MoeForCausalLM", "qwen2_moe"};
+  qwen2.qkv_bias = true;
+  qwen2.shared_ffn = 10;
+  qwen2.normalised = false;
   TinyMoe qwen3{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe"};
   qwen3.qk_norm = true;
   TinyMoe qwen3_pre = qwen3;
@@ -75,7 +83,7 @@ std::vector<TinyMoe> Models() {
   qwen3_pre.normalised = false;
   qwen3_pre.dense_layers = {0};
   qwen3_pre.topk = 3;
-  return {mixtral, qwen3, qwen3_pre};
+  return {mixtral, qwen2, qwen3, qwen3_pre};
 }
 
 std::string ConfigJson(const TinyMoe& m) {
@@ -97,7 +105,11 @@ std::string ConfigJson(const TinyMoe& m) {
                     ", \"norm_topk_prob\": ", m.normalised ? "true" : "false",
                     ", \"decoder_sparse_step\": 1, \"mlp_only_layers\": [",
                     absl::StrJoin(m.dense_layers, ", "), "], \"head_dim\": ", m.head_dim(),
-                    ", \"attention_bias\": false, \"use_sliding_window\": false");
+                    ", \"use_sliding_window\": false");
+    if (m.qk_norm) absl::StrAppend(&json, ", \"attention_bias\": false");
+    if (m.shared_ffn > 0) {
+      absl::StrAppend(&json, ", \"shared_expert_intermediate_size\": ", m.shared_ffn);
+    }
   }
   return json + "}";
 }
@@ -134,6 +146,11 @@ HfTensorMap RandomWeights(const TinyMoe& m, uint32_t seed) {
     add(l + "self_attn.q_proj.weight", {q, m.hidden}, 0);
     add(l + "self_attn.k_proj.weight", {kv, m.hidden}, 0);
     add(l + "self_attn.v_proj.weight", {kv, m.hidden}, 0);
+    if (m.qkv_bias) {
+      add(l + "self_attn.q_proj.bias", {q}, 0);
+      add(l + "self_attn.k_proj.bias", {kv}, 0);
+      add(l + "self_attn.v_proj.bias", {kv}, 0);
+    }
     if (m.qk_norm) {
       add(l + "self_attn.q_norm.weight", {m.head_dim()}, 1);
       add(l + "self_attn.k_norm.weight", {m.head_dim()}, 1);
@@ -151,6 +168,13 @@ HfTensorMap RandomWeights(const TinyMoe& m, uint32_t seed) {
       add(names[0], {m.expert_ffn, m.hidden}, 0);
       add(names[1], {m.expert_ffn, m.hidden}, 0);
       add(names[2], {m.hidden, m.expert_ffn}, 0);
+    }
+    if (m.shared_ffn > 0) {
+      const std::string shared = MoePrefix(m, i) + "shared_expert.";
+      add(shared + "gate_proj.weight", {m.shared_ffn, m.hidden}, 0);
+      add(shared + "up_proj.weight", {m.shared_ffn, m.hidden}, 0);
+      add(shared + "down_proj.weight", {m.hidden, m.shared_ffn}, 0);
+      add(MoePrefix(m, i) + "shared_expert_gate.weight", {1, m.hidden}, 0);
     }
   }
   return t;
@@ -184,13 +208,25 @@ Matrix SparseMoe(const TinyMoe& m, const HfTensorMap& t, int64_t layer, const Ma
       for (int64_t i = 0; i < m.hidden; ++i) y[p][i] += weight * outputs[order[j]][p][i];
     }
   }
+  if (m.shared_ffn > 0) {  // Qwen2MoeSparseMoeBlock: + sigmoid(shared_expert_gate(h)) * shared(h)
+    const std::string shared = MoePrefix(m, layer) + "shared_expert.";
+    const Matrix out = testing_util::SwigluMlp(h, t.at(shared + "gate_proj.weight"),
+                                               t.at(shared + "up_proj.weight"),
+                                               t.at(shared + "down_proj.weight"));
+    const Matrix z =
+        testing_util::Linear(h, t.at(MoePrefix(m, layer) + "shared_expert_gate.weight"));
+    for (size_t p = 0; p < h.size(); ++p) {
+      const double gate = 1.0 / (1.0 + std::exp(-z[p][0]));
+      for (int64_t i = 0; i < m.hidden; ++i) y[p][i] += gate * out[p][i];
+    }
+  }
   return y;
 }
 
 Reference HfForward(const TinyMoe& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
                     const std::vector<int32_t>& labels) {
   const testing_util::LlamaSpec spec{m.layers, m.heads, m.kv_heads, m.head_dim(), 1000000.0,
-                                     1e-6,     false,   false,      m.qk_norm};
+                                     1e-6,     false,   m.qkv_bias, m.qk_norm};
   return testing_util::LlamaForward(spec, t, tokens, labels, [&](int64_t layer, const Matrix& h) {
     if (m.IsMoe(layer)) return SparseMoe(m, t, layer, h);
     const std::string l = absl::StrCat("model.layers.", layer, ".mlp.");
@@ -239,6 +275,9 @@ TEST_P(MoeReferenceTest, ConfigJsonSetsTheMoeFlags) {
   EXPECT_EQ(model.moe_router_pre_softmax(), !m.normalised);
   EXPECT_EQ(model.moe_layer_freq(), m.dense_layers.empty() ? "1" : "[0,1]");
   EXPECT_EQ(model.moe_router_score_function(), "softmax");
+  EXPECT_EQ(model.moe_shared_expert_intermediate_size(), m.shared_ffn);
+  EXPECT_EQ(model.moe_shared_expert_gate(), m.shared_ffn > 0);
+  EXPECT_EQ(model.add_qkv_bias(), m.qkv_bias);
 }
 
 TEST_P(MoeReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
@@ -376,21 +415,6 @@ INSTANTIATE_TEST_SUITE_P(Architectures, MoeReferenceTest, ::testing::ValuesIn(Mo
                          [](const ::testing::TestParamInfo<TinyMoe>& test) {
                            return test.param.name;
                          });
-
-TEST(MoeConfigTest, QwenTwoMoeSharedExpertGateIsRefusedByName) {
-  const std::string dir = FreshDir("qwen2_moe");
-  const std::string path = JoinPath(dir, kHfConfigFile);
-  const std::string json =
-      "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"model_type\": \"qwen2_moe\", "
-      "\"num_hidden_layers\": 2, \"hidden_size\": 16, \"intermediate_size\": 20, "
-      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 50, "
-      "\"num_experts\": 4, \"moe_intermediate_size\": 12, "
-      "\"shared_expert_intermediate_size\": 24}";
-  ASSERT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
-  ASSERT_FALSE(config.ok());
-  EXPECT_THAT(config.status().message(), HasSubstr("shared_expert_gate"));
-}
 
 TEST(MoeConfigTest, FieldsThatChangeTheMathAreRefusedOrContradictFlags) {
   TinyMoe m = Models()[0];
