@@ -132,6 +132,7 @@ Layout OneRank(const Layout& layout) {
   one.per_token_loss = layout.per_token_loss;
   one.moe = layout.moe;
   one.expert_bias = layout.expert_bias;
+  one.group_limited = layout.group_limited;
   one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
   return one;
 }
@@ -160,6 +161,7 @@ std::string LayoutName(const Layout& l) {
   if (l.per_token_loss) name += "_per_token_loss";
   if (l.moe) name += "_moe";
   if (l.expert_bias) name += "_expert_bias";
+  if (l.group_limited) name += "_group_limited";
   if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
   for (char& c : name) {
     if (c == '-') c = '_';
@@ -191,6 +193,13 @@ Config TinyConfig(const Layout& l) {
       m.set_moe_router_score_function("sigmoid");
       m.set_moe_router_enable_expert_bias(true);
       m.set_moe_router_bias_update_rate(0.01f);
+    }
+    if (l.group_limited) {
+      m.set_moe_router_score_function("sigmoid");
+      m.set_moe_router_num_groups(2);
+      m.set_moe_router_group_topk(1);
+      m.set_moe_shared_expert_intermediate_size(16);
+      m.set_moe_shared_expert_gate(true);
     }
   }
   m.set_hidden_size(32);

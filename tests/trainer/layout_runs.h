@@ -53,6 +53,10 @@ struct Layout {
   // (--moe-router-enable-expert-bias, a rate large enough to change the routing between
   // steps).
   bool expert_bias = false;
+  // With `moe`: DeepSeek-V3's routing at toy size: sigmoid scores limited to 1 of 2 groups
+  // of 2 experts (--moe-router-num-groups 2 --moe-router-group-topk 1) and a gated shared
+  // expert (--moe-shared-expert-intermediate-size 16 --moe-shared-expert-gate).
+  bool group_limited = false;
   // Megatron's WSD schedule (a minus_sqrt anneal over the last 4 iterations) with the
   // embedding and output layer on --decoupled-lr / --decoupled-min-lr.
   bool wsd_decoupled_lr = false;

@@ -127,6 +127,27 @@ std::vector<Layout> ExpertParallelLayouts() {
           ExpertParallel(overlapped, 2)};
 }
 
+// DeepSeek-V3's routing (group-limited sigmoid top-k, a gated shared expert): the groups
+// are chosen per token from the whole router output, so every layout routes alike; the
+// gate's weight gradient is a partial sum under TP, like the router's.
+Layout GroupLimited(Layout layout, int ep, int etp = 0) {
+  layout = ExpertTensorParallel(layout, ep, etp);
+  layout.group_limited = true;
+  return layout;
+}
+
+std::vector<Layout> GroupLimitedLayouts() {
+  Layout pp = Pipeline(2, "1f1b", 1, 2);
+  return {GroupLimited(TpDp(1, 2, false, false), 2), GroupLimited(TpDp(2, 2, true, true), 2, 1),
+          GroupLimited(TpDp(2, 1, true, false), 1), GroupLimited(pp, 1)};
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupLimited, MoeEquivalenceTest,
+                         ::testing::ValuesIn(GroupLimitedLayouts()),
+                         [](const ::testing::TestParamInfo<Layout>& test) {
+                           return LayoutName(test.param);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(ExpertParallel, MoeEquivalenceTest,
                          ::testing::ValuesIn(ExpertParallelLayouts()),
                          [](const ::testing::TestParamInfo<Layout>& test) {
