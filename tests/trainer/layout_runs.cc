@@ -132,6 +132,8 @@ Layout OneRank(const Layout& layout) {
   one.per_token_loss = layout.per_token_loss;
   one.moe = layout.moe;
   one.expert_bias = layout.expert_bias;
+  one.rope_scaling = layout.rope_scaling;
+  one.window = layout.window;
   one.group_limited = layout.group_limited;
   one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
   return one;
@@ -161,6 +163,8 @@ std::string LayoutName(const Layout& l) {
   if (l.per_token_loss) name += "_per_token_loss";
   if (l.moe) name += "_moe";
   if (l.expert_bias) name += "_expert_bias";
+  if (!l.rope_scaling.empty()) name += "_" + l.rope_scaling;
+  if (l.window >= 0) name += absl::StrFormat("_window%d", l.window);
   if (l.group_limited) name += "_group_limited";
   if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
   for (char& c : name) {
@@ -182,6 +186,20 @@ Config TinyConfig(const Layout& l) {
     m.set_disable_bias_linear(true);
   }
   m.set_qk_layernorm(l.qk_layernorm);
+  if (!l.rope_scaling.empty()) m.set_rotary_base(100.0f);  // wavelengths of 6 to 200 tokens
+  if (l.rope_scaling == "llama3") {
+    m.set_use_rope_scaling(true);
+    m.set_rope_scaling_factor(4.0f);
+    m.set_rope_scaling_original_max_position_embeddings(64);
+  } else if (l.rope_scaling == "yarn") {
+    m.set_position_embedding_type("yarn");
+    m.set_rotary_scaling_factor(4.0f);
+    m.set_yarn_original_max_position_embeddings(64);
+  }
+  if (l.window >= 0) {
+    m.set_window_size(absl::StrFormat("%d,0", l.window));
+    m.set_window_attn_skip_freq("2");
+  }
   if (l.moe) {
     m.set_disable_bias_linear(true);
     m.set_num_experts(4);

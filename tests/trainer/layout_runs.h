@@ -60,6 +60,14 @@ struct Layout {
   // Megatron's WSD schedule (a minus_sqrt anneal over the last 4 iterations) with the
   // embedding and output layer on --decoupled-lr / --decoupled-min-lr.
   bool wsd_decoupled_lr = false;
+  // With `llama`, RoPE of base 100 scaled: "llama3" (--use-rope-scaling, factor 4,
+  // original context 64: each of the three frequency bands occurs) or "yarn"
+  // (--position-embedding-type yarn, --rotary-scaling-factor 4, original context 64).
+  // "": unscaled.
+  std::string rope_scaling;
+  // --window-size window,0 on every other layer (--window-attn-skip-freq 2); -1: none.
+  // Under CP 4 a window of 2 leaves some ring blocks wholly outside.
+  int window = -1;
   // Recomputation: "" none, "full" (--recompute-granularity full, uniform, 1 layer) or
   // "selective" (the mlp and layernorm modules: an MoE layer rebuilt from its input).
   std::string recompute;

@@ -5,7 +5,8 @@
 // per-iteration loss and gradient norm within 1e-5 relative, and every parameter after training.
 // Under --bf16 (emulated on the CPU) a layout rounds partial sums at other places than one
 // rank does, so the curves agree to bf16 precision instead. Context parallelism (CP 2
-// and 4, with each other dimension) and document masking join the same list.
+// and 4, with each other dimension), document masking, RoPE's long-context scalings
+// (Llama 3.1, YaRN) and sliding-window attention join the same list.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -77,6 +78,27 @@ std::vector<Layout> DocumentLayouts() {
   per_token_pp.documents = per_token_pp.per_token_loss = true;
   all.push_back(per_token_pp);
   return all;
+}
+
+// Llama 3.1's and YaRN's RoPE and a sliding window on every other layer: the scaled
+// table is looked up by global position (CP, SP), and the window's ring blocks wholly
+// outside it (CP 4) are skipped.
+std::vector<Layout> PositionAndWindowLayouts() {
+  Layout yarn_tp = TpDp(2, 2, true, true);
+  Layout llama3_pp = Pipeline(2, "interleaved-1f1b", 2, 4);
+  Layout window_cp2 = TpDp(1, 2, false, true);
+  window_cp2.cp = 2;
+  Layout window_cp4 = TpDp(1, 1, false, false);
+  window_cp4.cp = 4;
+  Layout documents_cp2 = TpDp(2, 1, true, false);
+  documents_cp2.cp = 2;
+  documents_cp2.documents = true;
+  yarn_tp.rope_scaling = window_cp2.rope_scaling = "yarn";
+  llama3_pp.rope_scaling = window_cp4.rope_scaling = documents_cp2.rope_scaling = "llama3";
+  std::vector<Layout> layouts = {yarn_tp, llama3_pp, window_cp2, window_cp4, documents_cp2};
+  for (Layout& l : layouts) l.llama = true;
+  for (size_t i = 1; i < layouts.size(); ++i) layouts[i].window = 2;
+  return layouts;
 }
 
 std::vector<Layout> AllLayouts() {
@@ -154,6 +176,7 @@ std::vector<Layout> AllLayouts() {
   all.push_back(wsd_untied_dp);
   for (const Layout& layout : ContextParallelLayouts()) all.push_back(layout);
   for (const Layout& layout : DocumentLayouts()) all.push_back(layout);
+  for (const Layout& layout : PositionAndWindowLayouts()) all.push_back(layout);
   return all;
 }
 
@@ -185,6 +208,33 @@ TEST(DocumentMaskingTest, MaskingAndPerTokenLossChangeTheRun) {
   }
   EXPECT_GT(masked_gap, 1e-3);
   EXPECT_GT(per_token_gap, 1e-4);
+}
+
+// The scalings and the window change the run (so the equivalence above is not that of
+// plain RoPE and full attention).
+TEST(PositionAndWindowTest, ScalingAndWindowChangeTheRun) {
+  Layout plain;
+  plain.llama = true;
+  Layout yarn = plain, llama3 = plain, window = plain;
+  yarn.rope_scaling = "yarn";
+  llama3.rope_scaling = "llama3";
+  window.window = 2;
+  // The scaled runs against unscaled RoPE of the same base (100).
+  Config unscaled_config = TinyConfig(plain);
+  unscaled_config.mutable_model()->set_rotary_base(100.0f);
+  const absl::StatusOr<LayoutRun> unscaled = RunLayout(unscaled_config, "unscaled_base_100");
+  ASSERT_TRUE(unscaled.ok()) << unscaled.status();
+  for (const Layout* other : {&yarn, &llama3, &window}) {
+    const LayoutRun& base = other == &window ? ReferenceRun(plain) : *unscaled;
+    const LayoutRun& run = ReferenceRun(*other);
+    ASSERT_EQ(run.losses.size(), 10u);
+    double gap = 0.0;
+    for (size_t i = 0; i < 10; ++i) {
+      gap = std::max({gap, std::fabs(run.losses[i] - base.losses[i]) / base.losses[i],
+                      std::fabs(run.grad_norms[i] - base.grad_norms[i]) / base.grad_norms[i]});
+    }
+    EXPECT_GT(gap, 2e-4) << LayoutName(*other);  // 20 times the layouts' tolerance
+  }
 }
 
 // Overlapping the distributed optimizer's communication with compute moves the same
