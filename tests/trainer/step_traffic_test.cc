@@ -118,5 +118,43 @@ TEST(StepTrafficTest, DistributedOptimizerAndTheHeadOnOneStage) {
   EXPECT_EQ(traffic.context_parallel, 0.0);  // CP 1
 }
 
+// EP 2 over DP 8 (8 ranks, TP 1): the routed experts' gradients are reduced over the
+// expert-data-parallel ranks (8 / EP 2 = 4), the rest over all 8.
+TEST(StepTrafficTest, ExpertsReduceOverTheirOwnDataParallelRanks) {
+  const ResolvedConfig resolved = Resolved(
+      {"--mock-data", "--vocab-size", "512", "--num-layers", "2", "--hidden-size", "16",
+       "--num-attention-heads", "4", "--seq-length", "32", "--micro-batch-size", "1",
+       "--num-micro-batches", "1", "--num-experts", "4", "--moe-ffn-hidden-size", "32",
+       "--expert-model-parallel-size", "2", "--disable-bias-linear"},
+      8);
+  ASSERT_EQ(resolved.dp(), 8);
+  ModelShape shape;
+  shape.num_layers = 2;
+  shape.hidden = 16;
+  shape.heads = 4;
+  shape.query_groups = 4;
+  shape.head_dim = 4;
+  shape.seq = 32;
+  shape.moe.router.experts = 4;
+  shape.moe.ffn_hidden = 32;
+  shape.moe.layers = {true, true};
+  shape.linear_bias = false;
+  RankMemory only;
+  only.parameters = 8192;
+  only.first_stage = true;
+  only.last_stage = true;
+
+  const StepTraffic traffic = PredictStepTraffic(resolved, shape, only);
+  // A rank holds 4 / EP 2 = 2 experts per layer, each 16 x 32 in and 32 x 16 out (1024
+  // elements): 2 layers x 2 x 1024 = 4096 of its 8192 parameters, a share of 1/2. fp32
+  // gradients (32768 bytes) all-reduced by a ring: 2 x 7/8 over the 8 replicas of the
+  // dense half, 2 x 3/4 over the 4 of the experts' half:
+  // 0.5 x 57344 + 0.5 x 49152.
+  EXPECT_DOUBLE_EQ(traffic.data_parallel, 53248.0);
+  EXPECT_EQ(traffic.tensor_parallel, 0.0);  // TP 1
+  EXPECT_EQ(traffic.pipeline, 0.0);
+  EXPECT_EQ(traffic.context_parallel, 0.0);
+}
+
 }  // namespace
 }  // namespace conveyor
