@@ -125,11 +125,16 @@ absl::StatusOr<MaskedLoss> GptModel::HeadForward(const MicroBatchContext& mb, co
              output_weight()->compute_value(), 0.0f, &stash->logits);
 
   std::vector<double> row_max(rows), sum_exp(rows), target(rows);
-  ops_->RowMax(stash->logits, absl::MakeSpan(row_max));
-  if (tp_->size() > 1) RETURN_IF_ERROR(tp_->comm()->AllReduceMax(row_max.data(), rows));
-  ops_->SumExpAndTarget(stash->logits, stash->labels, vocab_start(), row_max,
-                        absl::MakeSpan(sum_exp), absl::MakeSpan(target));
+  ops_->RowMaxSumExpAndTarget(stash->logits, stash->labels, vocab_start(),
+                              absl::MakeSpan(row_max), absl::MakeSpan(sum_exp),
+                              absl::MakeSpan(target));
   if (tp_->size() > 1) {
+    // Each rank's sum is relative to its own max: rescale to the global one,
+    // S = sum_r S_r exp(m_r - m), before summing.
+    std::vector<double> global_max = row_max;
+    RETURN_IF_ERROR(tp_->comm()->AllReduceMax(global_max.data(), rows));
+    for (int64_t r = 0; r < rows; ++r) sum_exp[r] *= std::exp(row_max[r] - global_max[r]);
+    row_max = std::move(global_max);
     RETURN_IF_ERROR(tp_->comm()->AllReduceSum(sum_exp.data(), rows));
     RETURN_IF_ERROR(tp_->comm()->AllReduceSum(target.data(), rows));
   }

@@ -178,6 +178,14 @@ void Bf16EmulationOps::SumExpAndTarget(const Tensor& logits, absl::Span<const in
   fp32_.SumExpAndTarget(Wide(logits), labels, vocab_start, row_max, sum_exp, target);
 }
 
+void Bf16EmulationOps::RowMaxSumExpAndTarget(const Tensor& logits,
+                                             absl::Span<const int32_t> labels,
+                                             int64_t vocab_start, absl::Span<double> row_max,
+                                             absl::Span<double> sum_exp,
+                                             absl::Span<double> target) const {
+  fp32_.RowMaxSumExpAndTarget(Wide(logits), labels, vocab_start, row_max, sum_exp, target);
+}
+
 void Bf16EmulationOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                             absl::Span<const float> logsumexp, int64_t vocab_start,
                                             float scale, absl::Span<const float> loss_mask,

@@ -74,6 +74,9 @@ class Bf16EmulationOps : public Ops {
   void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels, int64_t vocab_start,
                        absl::Span<const double> row_max, absl::Span<double> sum_exp,
                        absl::Span<double> target) const override;
+  void RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                             int64_t vocab_start, absl::Span<double> row_max,
+                             absl::Span<double> sum_exp, absl::Span<double> target) const override;
   void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
                             int64_t vocab_start, float scale, absl::Span<const float> loss_mask,
                             Tensor* logits) const override;

@@ -216,6 +216,15 @@ class Ops {
   virtual void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
                                int64_t vocab_start, absl::Span<const double> row_max,
                                absl::Span<double> sum_exp, absl::Span<double> target) const = 0;
+  // RowMax then SumExpAndTarget, as one op: backends may read the logits once (an online
+  // max and sum, cpu/cross_entropy.h); this composition is the reference. row_max is this
+  // rank's own max, and sum_exp is relative to it.
+  virtual void RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                                     int64_t vocab_start, absl::Span<double> row_max,
+                                     absl::Span<double> sum_exp, absl::Span<double> target) const {
+    RowMax(logits, row_max);
+    SumExpAndTarget(logits, labels, vocab_start, row_max, sum_exp, target);
+  }
   virtual void CrossEntropyBackward(absl::Span<const int32_t> labels,
                                     absl::Span<const float> logsumexp, int64_t vocab_start,
                                     float scale, absl::Span<const float> loss_mask,

@@ -2,7 +2,6 @@
 
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -16,6 +15,7 @@
 #include "parallel/parallel_state.h"
 #include "parallel/rank_environment.h"
 #include "runtime/cpu/gemm.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/cuda/device.h"
 #include "trainer/backend.h"
 #include "trainer/checkpoint/load_preview.h"
@@ -77,11 +77,12 @@ int FinishRun(ParallelState& state, std::ostream& err, const std::string& who) {
   return kExitOk;
 }
 
-// A rank's BLAS threads: the ranks on a machine share its cores (docs/design.md §9).
-// `one_process`: a job of one process (no launcher), which takes them all.
-int BlasThreadsPerRank(const Config& config, bool one_process) {
+// A rank's CPU threads: the ranks on a machine share the CPUs the process may use
+// (affinity and cgroup quota, docs/design.md §9). `one_process`: a job of one process
+// (no launcher), which takes them all.
+int CpuThreadsPerRank(const Config& config, bool one_process) {
   const int local_ranks = one_process ? 1 : config.parallel().nproc_per_node();
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
+  return std::max(1, cpu::UsableCpus() / local_ranks);
 }
 
 // One rank's whole run: groups, data, model, training. `env` is null for a job of
@@ -121,7 +122,7 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
             std::ostream& err) {
   const Config& config = resolved.config();
   const std::string who = env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank);
-  cpu::SetBlasThreads(BlasThreadsPerRank(config, env == nullptr));
+  cpu::SetCpuThreads(CpuThreadsPerRank(config, env == nullptr));
   // The backend first: the groups move its tensors, through its transport.
   const absl::StatusOr<Backend> backend =
       StartBackend(resolved, env == nullptr ? 0 : env->local_rank);
@@ -305,7 +306,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   // process, an external launcher's are programs of their own.
   const StartupMemory startup =
       RanksStartupMemory(ThisProcessMemory(), on_host, /*own_processes=*/external != nullptr,
-                         BlasThreadsPerRank(config, world_size == 1 && external == nullptr));
+                         CpuThreadsPerRank(config, world_size == 1 && external == nullptr));
   if (config.training().dry_run()) {
     return first_rank ? DryRun(*resolved, shape, on_host, startup, out, err) : kExitOk;
   }

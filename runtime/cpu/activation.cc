@@ -1,6 +1,6 @@
 #include "runtime/cpu/activation.h"
 
-#include <cmath>
+#include "runtime/cpu/vector_math.h"
 
 namespace conveyor::cpu {
 namespace {
@@ -8,29 +8,29 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
-inline float Sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
-
 }  // namespace
 
 // With s = sigmoid(2u): 1 + tanh(u) = 2s and 1 - tanh(u)^2 = 4s(1 - s), so
 //   y = x s,  dy/dx = s + 2 x s (1 - s) du/dx.
 // The same function as the header's, without 1 + tanh(u)'s cancellation for negative x
-// (there the tanh form loses every digit of y), and one expf instead of a tanhf (3x
-// faster here).
+// (there the tanh form loses every digit of y), and one exp instead of a tanhf, the
+// vectorised one of vector_math.h.
+CONVEYOR_VECTOR_CLONES
 void GeluForward(const float* x, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
+  MapLanes(n, y, [&](int64_t i) {
     const float v = x[i];
-    y[i] = v * Sigmoid(2.0f * kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-  }
+    return v * Sigmoid(2.0f * kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+  });
 }
 
+CONVEYOR_VECTOR_CLONES
 void GeluBackward(const float* x, const float* dy, int64_t n, float* dx) {
-  for (int64_t i = 0; i < n; ++i) {
+  MapLanes(n, dx, [&](int64_t i) {
     const float v = x[i];
     const float s = Sigmoid(2.0f * kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
-  }
+    return dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
+  });
 }
 
 void SwigluForward(const float* x, int64_t rows, int64_t width, float* y) {

@@ -1,5 +1,6 @@
 #include "runtime/cpu/cpu_ops.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -12,11 +13,35 @@
 #include "runtime/cpu/moe_tokens.h"
 #include "runtime/cpu/norm.h"
 #include "runtime/cpu/rope.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/vector_math.h"
 
 namespace conveyor {
 namespace {
 
+using cpu::ParallelFor;
+
 int64_t Rows(const Tensor& t, int64_t width) { return t.numel() / width; }
+
+// Elements per pool task (64 KB of fp32): enough work to outweigh waking a thread.
+constexpr int64_t kElementGrain = 1 << 14;
+int64_t RowGrain(int64_t width) { return std::max<int64_t>(1, kElementGrain / width); }
+
+// y[i] += x[i].
+CONVEYOR_VECTOR_CLONES
+void AddTo(const float* x, int64_t n, float* y) {
+  cpu::MapLanes(n, y, [&](int64_t i) { return y[i] + x[i]; });
+}
+
+// Rows [begin, end) of y ([rows, width]) += bias; then, when `gelu` is not null, gelu's
+// rows = GELU(y's), each row while it is in L1.
+void AddBiasRows(const float* bias, int64_t width, int64_t begin, int64_t end, float* y,
+                 float* gelu) {
+  for (int64_t r = begin; r < end; ++r) {
+    if (bias != nullptr) AddTo(bias, width, y + r * width);
+    if (gelu != nullptr) cpu::GeluForward(y + r * width, width, gelu + r * width);
+  }
+}
 
 }  // namespace
 
@@ -31,15 +56,17 @@ void CpuOps::Cast(const Tensor& in, Tensor* out) const {
     out->CopyFrom(in);
     return;
   }
-  if (in.dtype() == DType::kFloat32) {
-    const float* src = in.data();
-    auto* dst = static_cast<BFloat16*>(out->raw());
-    for (int64_t i = 0; i < in.numel(); ++i) dst[i] = ToBFloat16(src[i]);
-  } else {
-    const auto* src = static_cast<const BFloat16*>(in.raw());
-    float* dst = out->data();
-    for (int64_t i = 0; i < in.numel(); ++i) dst[i] = ToFloat(src[i]);
-  }
+  ParallelFor(in.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    if (in.dtype() == DType::kFloat32) {
+      const float* src = in.data();
+      auto* dst = static_cast<BFloat16*>(out->raw());
+      for (int64_t i = begin; i < end; ++i) dst[i] = ToBFloat16(src[i]);
+    } else {
+      const auto* src = static_cast<const BFloat16*>(in.raw());
+      float* dst = out->data();
+      for (int64_t i = begin; i < end; ++i) dst[i] = ToFloat(src[i]);
+    }
+  });
 }
 
 void CpuOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -47,38 +74,61 @@ void CpuOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   cpu::Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), b.data(), beta, c->data());
 }
 
+// The GEMM, then one threaded pass over its output's rows: the bias, and GELU of each
+// row while it is in L1 (the base class's composition reads pre twice more).
+void CpuOps::LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
+                               Tensor* y) const {
+  const int64_t width = w.dim(0);
+  Gemm(false, true, x.dim(0), width, w.dim(1), 1.0f, x, w, 0.0f, pre);
+  const float* b = bias != nullptr ? bias->data() : nullptr;
+  ParallelFor(x.dim(0), RowGrain(width), [&](int64_t begin, int64_t end) {
+    AddBiasRows(b, width, begin, end, pre->data(), y->data());
+  });
+}
+
+// The GEMM into dx itself, then GELU's derivative applied in place (no [rows, in]
+// temporary).
+void CpuOps::LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                     Tensor* dx) const {
+  Gemm(false, false, dy.dim(0), w.dim(1), w.dim(0), 1.0f, dy, w, 0.0f, dx);
+  ParallelFor(dx->numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    cpu::GeluBackward(pre.data() + begin, dx->data() + begin, end - begin, dx->data() + begin);
+  });
+}
+
 void CpuOps::AddBias(const Tensor& bias, Tensor* y) const {
   const int64_t width = bias.numel();
-  const float* b = bias.data();
-  float* out = y->data();
-  for (int64_t r = 0; r < Rows(*y, width); ++r) {
-    for (int64_t o = 0; o < width; ++o) out[r * width + o] += b[o];
-  }
+  ParallelFor(Rows(*y, width), RowGrain(width), [&](int64_t begin, int64_t end) {
+    AddBiasRows(bias.data(), width, begin, end, y->data(), nullptr);
+  });
 }
 
 void CpuOps::AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const {
   const int64_t width = dbias->numel();
   const float* g = dy.data();
   float* db = dbias->data();
-  for (int64_t r = 0; r < Rows(dy, width); ++r) {
-    for (int64_t o = 0; o < width; ++o) db[o] += g[r * width + o];
-  }
+  // Split by columns: each sum still adds its rows in order, whatever the threads.
+  ParallelFor(width, cpu::kLanes, [&](int64_t begin, int64_t end) {
+    for (int64_t r = 0; r < Rows(dy, width); ++r) {
+      AddTo(g + r * width + begin, end - begin, db + begin);
+    }
+  });
 }
 
 void CpuOps::Add(const Tensor& x, Tensor* y) const {
-  const float* px = x.data();
-  float* py = y->data();
-  for (int64_t i = 0; i < x.numel(); ++i) py[i] += px[i];
+  ParallelFor(x.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    AddTo(x.data() + begin, end - begin, y->data() + begin);
+  });
 }
 
 void CpuOps::AddPositionRows(const Tensor& table, absl::Span<const int32_t> positions,
                              Tensor* x) const {
   const int64_t width = table.dim(1);
-  for (int64_t r = 0; r < Rows(*x, width); ++r) {
-    const float* pos = table.data() + int64_t{positions[r]} * width;
-    float* row = x->data() + r * width;
-    for (int64_t i = 0; i < width; ++i) row[i] += pos[i];
-  }
+  ParallelFor(Rows(*x, width), RowGrain(width), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      AddTo(table.data() + int64_t{positions[r]} * width, width, x->data() + r * width);
+    }
+  });
 }
 
 void CpuOps::AccumulatePositionGrad(const Tensor& dx, absl::Span<const int32_t> positions,
@@ -110,26 +160,40 @@ void CpuOps::NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor&
 }
 
 void CpuOps::GeluForward(const Tensor& x, Tensor* y) const {
-  cpu::GeluForward(x.data(), x.numel(), y->data());
+  ParallelFor(x.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    cpu::GeluForward(x.data() + begin, end - begin, y->data() + begin);
+  });
 }
 
 void CpuOps::GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
-  cpu::GeluBackward(x.data(), dy.data(), dy.numel(), dx->data());
+  ParallelFor(dy.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    cpu::GeluBackward(x.data() + begin, dy.data() + begin, end - begin, dx->data() + begin);
+  });
 }
 
 void CpuOps::SwigluForward(const Tensor& x, Tensor* y) const {
   const int64_t width = y->dim(y->rank() - 1);
-  cpu::SwigluForward(x.data(), Rows(*y, width), width, y->data());
+  ParallelFor(Rows(*y, width), RowGrain(width), [&](int64_t begin, int64_t end) {
+    cpu::SwigluForward(x.data() + begin * 2 * width, end - begin, width, y->data() + begin * width);
+  });
 }
 
 void CpuOps::SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
   const int64_t width = dy.dim(dy.rank() - 1);
-  cpu::SwigluBackward(x.data(), dy.data(), Rows(dy, width), width, dx->data());
+  ParallelFor(Rows(dy, width), RowGrain(width), [&](int64_t begin, int64_t end) {
+    cpu::SwigluBackward(x.data() + begin * 2 * width, dy.data() + begin * width, end - begin, width,
+                        dx->data() + begin * 2 * width);
+  });
 }
 
+// An element's mask depends on its index alone (first_index + i), so the split changes
+// nothing.
 void CpuOps::Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
                      Tensor* out) const {
-  cpu::ApplyDropout(rng, p, first_index, in.numel(), in.data(), out->data());
+  ParallelFor(in.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    cpu::ApplyDropout(rng, p, first_index + static_cast<uint64_t>(begin), end - begin,
+                      in.data() + begin, out->data() + begin);
+  });
 }
 
 void CpuOps::CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
@@ -224,6 +288,13 @@ void CpuOps::SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> lab
                        row_max.data(), sum_exp.data(), target.data());
 }
 
+void CpuOps::RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                                   int64_t vocab_start, absl::Span<double> row_max,
+                                   absl::Span<double> sum_exp, absl::Span<double> target) const {
+  cpu::RowMaxSumExpAndTarget(logits.data(), labels.data(), logits.dim(0), logits.dim(1),
+                             vocab_start, row_max.data(), sum_exp.data(), target.data());
+}
+
 void CpuOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                   absl::Span<const float> logsumexp, int64_t vocab_start,
                                   float scale, absl::Span<const float> loss_mask,
@@ -232,7 +303,6 @@ void CpuOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                             vocab_start, scale, loss_mask.empty() ? nullptr : loss_mask.data(),
                             logits->data());
 }
-
 
 void CpuOps::PermuteTokens(const Tensor& x, absl::Span<const int32_t> token_of_row,
                            absl::Span<const float> row_weight, Tensor* out) const {

@@ -18,6 +18,10 @@ class CpuOps : public Ops {
   void Cast(const Tensor& in, Tensor* out) const override;
   void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const Tensor& a, const Tensor& b, float beta, Tensor* c) const override;
+  void LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
+                         Tensor* y) const override;
+  void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                               Tensor* dx) const override;
   void AddBias(const Tensor& bias, Tensor* y) const override;
   void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const override;
   void Add(const Tensor& x, Tensor* y) const override;
@@ -68,6 +72,9 @@ class CpuOps : public Ops {
   void SumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels, int64_t vocab_start,
                        absl::Span<const double> row_max, absl::Span<double> sum_exp,
                        absl::Span<double> target) const override;
+  void RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                             int64_t vocab_start, absl::Span<double> row_max,
+                             absl::Span<double> sum_exp, absl::Span<double> target) const override;
   void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
                             int64_t vocab_start, float scale, absl::Span<const float> loss_mask,
                             Tensor* logits) const override;

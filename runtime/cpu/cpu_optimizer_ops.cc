@@ -1,6 +1,16 @@
 #include "runtime/cpu/cpu_optimizer_ops.h"
 
+#include "runtime/cpu/thread_pool.h"
+
 namespace conveyor {
+namespace {
+
+using cpu::ParallelFor;
+
+// Elements per pool task. Every update below is elementwise, so the split changes nothing.
+constexpr int64_t kGrain = 1 << 14;
+
+}  // namespace
 
 const CpuOptimizerOps& CpuOptimizerOps::Get() {
   static const CpuOptimizerOps* ops = new CpuOptimizerOps();
@@ -26,19 +36,27 @@ int64_t CpuOptimizerOps::CountZeros(absl::Span<const FloatArray> arrays) const {
 }
 
 void CpuOptimizerOps::Scale(double factor, float* x, int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * factor);
+  ParallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] = static_cast<float>(x[i] * factor);
+  });
 }
 
 void CpuOptimizerOps::Add(const float* x, float* y, int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  ParallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] += x[i];
+  });
 }
 
 void CpuOptimizerOps::RoundToBFloat16(const float* in, BFloat16* out, int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) out[i] = ToBFloat16(in[i]);
+  ParallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = ToBFloat16(in[i]);
+  });
 }
 
 void CpuOptimizerOps::WidenFromBFloat16(const BFloat16* in, float* out, int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) out[i] = ToFloat(in[i]);
+  ParallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = ToFloat(in[i]);
+  });
 }
 
 void CpuOptimizerOps::AdamW(const AdamWHyperParams& hp,
@@ -46,17 +64,22 @@ void CpuOptimizerOps::AdamW(const AdamWHyperParams& hp,
   for (const AdamWTensor& t : tensors) {
     AdamWHyperParams own = hp;
     own.weight_decay = t.weight_decay;
-    AdamWStep(own, t.grad, t.param, t.exp_avg, t.exp_avg_sq, t.n);
+    ParallelFor(t.n, kGrain, [&](int64_t begin, int64_t end) {
+      AdamWStep(own, t.grad + begin, t.param + begin, t.exp_avg + begin, t.exp_avg_sq + begin,
+                end - begin);
+    });
   }
 }
 
 void CpuOptimizerOps::Sgd(const SgdHyperParams& hp, const float* grad, float* param,
                           float* momentum_buf, int64_t n) const {
-  for (int64_t j = 0; j < n; ++j) {
-    const float d = grad[j] + hp.weight_decay * param[j];
-    momentum_buf[j] = hp.first_step ? d : hp.momentum * momentum_buf[j] + d;
-    param[j] -= hp.lr * momentum_buf[j];
-  }
+  ParallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const float d = grad[j] + hp.weight_decay * param[j];
+      momentum_buf[j] = hp.first_step ? d : hp.momentum * momentum_buf[j] + d;
+      param[j] -= hp.lr * momentum_buf[j];
+    }
+  });
 }
 
 }  // namespace conveyor

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include "runtime/cpu/thread_pool.h"
+
 namespace conveyor::cpu {
 
 void GemmStrided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -16,6 +18,9 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   GemmStrided(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
 }
 
-void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
+void SetCpuThreads(int threads) {
+  openblas_set_num_threads(threads);
+  SetPoolThreads(threads);
+}
 
 }  // namespace conveyor::cpu

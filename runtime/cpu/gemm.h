@@ -16,8 +16,9 @@ void GemmStrided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc);
 
-// Limits OpenBLAS's threads (ranks share the machine's cores).
-void SetBlasThreads(int threads);
+// The threads the CPU ops use: OpenBLAS's and the thread pool's (thread_pool.h) alike
+// (ranks on one machine share the CPUs the process may use).
+void SetCpuThreads(int threads);
 
 }  // namespace conveyor::cpu
 

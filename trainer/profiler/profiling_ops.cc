@@ -207,6 +207,14 @@ void ProfilingOps::SumExpAndTarget(const Tensor& logits, absl::Span<const int32_
   inner_->SumExpAndTarget(logits, labels, vocab_start, row_max, sum_exp, target);
 }
 
+void ProfilingOps::RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                                         int64_t vocab_start, absl::Span<double> row_max,
+                                         absl::Span<double> sum_exp,
+                                         absl::Span<double> target) const {
+  const Scope span("op", "RowMaxSumExpAndTarget");
+  inner_->RowMaxSumExpAndTarget(logits, labels, vocab_start, row_max, sum_exp, target);
+}
+
 void ProfilingOps::CrossEntropyBackward(absl::Span<const int32_t> labels,
                                         absl::Span<const float> logsumexp, int64_t vocab_start,
                                         float scale, absl::Span<const float> loss_mask,

@@ -1,0 +1,86 @@
+// The pool's size from the CPUs a process may use (affinity, cgroup v2 quota of its group
+// and its ancestors, under a fake root) and its ranges: each index once, nested calls
+// inline.
+#include "runtime/cpu/thread_pool.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace conveyor::cpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+fs::path FreshRoot(const std::string& name) {
+  const fs::path root = fs::path(std::getenv("TEST_TMPDIR")) / name;
+  fs::remove_all(root);
+  Write(root / "proc/self/cgroup", "0::/job/step\n");
+  return root;
+}
+
+TEST(UsableCpusTest, AffinityWithoutAQuota) {
+  const fs::path root = FreshRoot("no_quota");
+  Write(root / "sys/fs/cgroup/job/step/cpu.max", "max 100000\n");
+  EXPECT_EQ(UsableCpusUnder(root.string(), 8), 8);
+}
+
+TEST(UsableCpusTest, QuotaRoundsUpAndTheTightestAncestorBinds) {
+  const fs::path root = FreshRoot("quota");
+  Write(root / "sys/fs/cgroup/job/step/cpu.max", "250000 100000\n");  // 2.5 CPUs
+  EXPECT_EQ(UsableCpusUnder(root.string(), 8), 3);
+  Write(root / "sys/fs/cgroup/job/cpu.max", "100000 100000\n");
+  EXPECT_EQ(UsableCpusUnder(root.string(), 8), 1);
+  EXPECT_EQ(UsableCpusUnder(root.string(), 0), 1);
+}
+
+TEST(UsableCpusTest, AffinityBelowTheQuota) {
+  const fs::path root = FreshRoot("affinity");
+  Write(root / "sys/fs/cgroup/cpu.max", "1600000 100000\n");
+  EXPECT_EQ(UsableCpusUnder(root.string(), 2), 2);
+}
+
+TEST(ParallelForTest, EveryIndexOnceInContiguousRanges) {
+  for (int threads : {1, 3}) {
+    SetPoolThreads(threads);
+    EXPECT_EQ(PoolThreads(), threads);
+    for (int64_t n : {1, 5, 64, 1001}) {
+      for (int64_t grain : {1, 7, 2000}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::atomic<int> calls{0};
+        ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+          ++calls;
+          EXPECT_LT(begin, end);
+          for (int64_t i = begin; i < end; ++i) ++hits[i];
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << n << " " << grain << " " << i;
+        // Less than two grains of work is one range, run by the caller.
+        if (n < 2 * grain || threads == 1) EXPECT_EQ(calls, 1);
+      }
+    }
+  }
+}
+
+TEST(ParallelForTest, NestedCallsRunInline) {
+  SetPoolThreads(2);
+  std::atomic<int64_t> total{0};
+  ParallelFor(4, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      ParallelFor(10, 1, [&](int64_t b, int64_t e) { total += e - b; });
+    }
+  });
+  EXPECT_EQ(total, 40);
+}
+
+}  // namespace
+}  // namespace conveyor::cpu
