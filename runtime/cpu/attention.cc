@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/cpu/gemm.h"
+#include "runtime/cpu/vector_math.h"
 
 namespace conveyor::cpu {
 namespace {
@@ -123,17 +124,35 @@ VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const Atte
   return r;
 }
 
-// Query rows per tile under a sliding window: each tile computes only the keys its rows
-// can see (about tile + window of them) instead of the whole causal triangle.
-constexpr int64_t kWindowTileRows = 128;
+// Query rows per tile. A tile computes only the keys its rows can see, so under the
+// causal mask the tiles skip the blocks above the diagonal (about half the products
+// once the tiles are small against the sequence) and under a sliding window all but
+// about tile + window keys per row. Rows are independent, so tiling changes no row's
+// result beyond the summation order of the value product.
+constexpr int64_t kRowTile = 64;
 
-// The query row ranges computed apart: all rows at once without a window.
-std::vector<std::pair<int64_t, int64_t>> RowTiles(const AttentionShape& s,
-                                                  const AttentionMask& mask) {
-  const int64_t step = mask.window >= 0 ? kWindowTileRows : std::max<int64_t>(s.seq, 1);
+// The query row ranges computed apart.
+std::vector<std::pair<int64_t, int64_t>> RowTiles(const AttentionShape& s) {
   std::vector<std::pair<int64_t, int64_t>> tiles;
-  for (int64_t i = 0; i < s.seq; i += step) tiles.emplace_back(i, std::min(s.seq, i + step));
+  for (int64_t i = 0; i < s.seq; i += kRowTile) {
+    tiles.emplace_back(i, std::min(s.seq, i + kRowTile));
+  }
   return tiles;
+}
+
+// p[j] = exp(p[j] - shift) for j in [0, n); returns their sum. Vectorised (vector_math.h).
+CONVEYOR_VECTOR_CLONES float ExpShiftedSum(float* p, int64_t n, float shift) {
+  MapLanes(n, p, [p, shift](int64_t j) { return Exp(p[j] - shift); });
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += p[j];
+  return sum;
+}
+
+// p[j] = exp(p[j] - lse); d[j] = p[j] * (d[j] - dot): a row of the softmax's backward,
+// dS = P o (dP - D), with D = dO . O. Vectorised (vector_math.h).
+CONVEYOR_VECTOR_CLONES void SoftmaxRowGrad(float* p, float* d, int64_t n, float lse, float dot) {
+  MapLanes(n, p, [p, lse](int64_t j) { return Exp(p[j] - lse); });
+  MapLanes(n, d, [p, d, dot](int64_t j) { return p[j] * (d[j] - dot); });
 }
 
 }  // namespace
@@ -207,11 +226,7 @@ void ForwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask&
         }
         const float old_lse = first ? kNegInf : row_lse[i];
         const float max = *std::max_element(p + lo, p + hi);
-        float sum = 0.0f;
-        for (int64_t j = lo; j < hi; ++j) {
-          p[j] = std::exp(p[j] - max);
-          sum += p[j];
-        }
+        const float sum = ExpShiftedSum(p + lo, hi - lo, max);
         const float block_lse = max + std::log(sum);
         const float new_lse = old_lse == kNegInf
                                   ? block_lse
@@ -276,11 +291,12 @@ void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask
         }
         std::fill(p, p + lo, 0.0f);
         std::fill(p + hi, p + keys, 0.0f);
-        for (int64_t j = lo; j < hi; ++j) p[j] = std::exp(p[j] - row_lse[i]);
+        std::fill(d, d + lo, 0.0f);  // dS is 0 where a key is unseen
+        std::fill(d + hi, d + keys, 0.0f);
         if (rows.has_dropout()) {
           rows.Dropout(box.keys_begin + lo, hi - lo, d + lo, d + lo);  // dP = dropout(dP')
         }
-        for (int64_t j = 0; j < keys; ++j) d[j] = p[j] * (d[j] - row_dot);  // dS (0 unseen)
+        SoftmaxRowGrad(p + lo, d + lo, hi - lo, row_lse[i], row_dot);
         if (rows.has_dropout()) {                                           // P' for dV
           rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
         }
@@ -301,7 +317,7 @@ void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask
 void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
                            const float* qkv, const float* kv, float scale,
                            const AttentionDropout& dropout, bool first, float* ctx, float* lse) {
-  for (const auto& [first_row, last_row] : RowTiles(s, mask)) {
+  for (const auto& [first_row, last_row] : RowTiles(s)) {
     ForwardRows(s, key_rows, mask, qkv, kv, scale, dropout, first, first_row, last_row, ctx, lse);
   }
 }
@@ -310,7 +326,7 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
                             const float* qkv, const float* kv, const float* ctx, const float* lse,
                             const float* dctx, float scale, const AttentionDropout& dropout,
                             float* dqkv, float* dkv) {
-  for (const auto& [first_row, last_row] : RowTiles(s, mask)) {
+  for (const auto& [first_row, last_row] : RowTiles(s)) {
     BackwardRows(s, key_rows, mask, qkv, kv, ctx, lse, dctx, scale, dropout, first_row, last_row,
                  dqkv, dkv);
   }
