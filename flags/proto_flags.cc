@@ -358,9 +358,10 @@ class CommandLine {
 
   void StrayArgument(const std::string& arg, const FieldDescriptor* bool_before) {
     if (bool_before != nullptr && IsBoolText(arg)) {
-      problems_.push_back(absl::StrCat(
-          "unexpected argument '", arg, "' after ", FlagName(*bool_before),
-          ": a boolean flag takes its value after '=', as in ", FlagName(*bool_before), "=", arg));
+      const std::string flag = FlagName(*bool_before);
+      problems_.push_back(absl::StrCat("unexpected argument '", arg, "' after ", flag, ": ", flag,
+                                       " is a switch, given alone as in Megatron (", flag, "=",
+                                       arg, " sets it here)"));
     } else {
       problems_.push_back(absl::StrCat("unexpected argument '", arg,
                                        "': a value must follow its flag, as in --flag value"));

@@ -191,6 +191,13 @@ TEST(FlagsTest, NoSuggestionOfAnotherMeaning) {
             "unknown flag --ntp-num-layers: see --help for the list of flags");
 }
 
+// A switch given a value the way a flag is: Megatron's form, and this parser's.
+TEST(FlagsTest, ASwitchGivenAValueGetsMegatronsForm) {
+  EXPECT_EQ(Problem({"--swiglu", "false"}),
+            "unexpected argument 'false' after --swiglu: --swiglu is a switch, given alone as in "
+            "Megatron (--swiglu=false sets it here)");
+}
+
 TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
   EXPECT_EQ(Problem({"--multi-latent-attention"}),
             "--multi-latent-attention: multi-latent attention (DeepSeek-V2) is not implemented");
