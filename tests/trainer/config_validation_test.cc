@@ -122,6 +122,32 @@ TEST(ValidateConfigTest, ExpertBiasNeedsSigmoidScoresAndARateOfAtLeastZero) {
               Contains(StartsWith("--moe-router-bias-update-rate -0.001 must not be negative")));
 }
 
+// Group-limited routing splits the experts evenly and takes at least one pick per chosen
+// group; the shared expert's gate needs a shared expert.
+TEST(ValidateConfigTest, GroupLimitedRoutingAndTheSharedExpertGate) {
+  Config c = Valid();
+  c.mutable_model()->set_num_experts(8);
+  c.mutable_model()->set_disable_bias_linear(true);
+  c.mutable_model()->set_moe_router_topk(4);
+  c.mutable_model()->set_moe_router_num_groups(4);
+  c.mutable_model()->set_moe_router_group_topk(2);
+  c.mutable_model()->set_moe_shared_expert_intermediate_size(16);
+  c.mutable_model()->set_moe_shared_expert_gate(true);
+  EXPECT_THAT(Validate(c), IsEmpty());
+  c.mutable_model()->set_moe_router_num_groups(3);
+  c.mutable_model()->set_moe_router_group_topk(5);
+  c.mutable_model()->set_moe_shared_expert_intermediate_size(0);
+  const std::vector<std::string> problems = Validate(c);
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-router-num-groups 3 must divide --num-experts")));
+  EXPECT_THAT(problems,
+              Contains(StartsWith("--moe-router-group-topk 5 must be at most --moe-router-num-groups")));
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-router-topk 4 must be at least "
+                                            "--moe-router-group-topk (5)")));
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-shared-expert-gate gates the shared expert")));
+  c.mutable_model()->set_moe_router_num_groups(0);
+  EXPECT_THAT(Validate(c), Contains(HasSubstr("go together: set both positive, or neither")));
+}
+
 TEST(ValidateConfigTest, ExpertParallelRules) {
   Config c = Valid();
   c.mutable_parallel()->set_expert_model_parallel_size(2);

@@ -75,8 +75,9 @@ def main(original, exported):
                 failures.append(f"config {key}: export {getattr(config, key)}, original {want[key]}")
         # transformers 5 keeps the base period in rope_parameters, 4 in rope_theta.
         theta = getattr(config, "rope_parameters", None) or {"rope_theta": config.rope_theta}
-        if theta["rope_theta"] != want["rope_theta"]:
-            failures.append(f"rope theta: export {theta['rope_theta']}, original {want['rope_theta']}")
+        want_theta = want.get("rope_theta") or want["rope_parameters"]["rope_theta"]
+        if theta["rope_theta"] != want_theta:
+            failures.append(f"rope theta: export {theta['rope_theta']}, original {want_theta}")
         if config.architectures != want["architectures"]:
             failures.append(f"architectures {config.architectures} != {want['architectures']}")
         transformers.GenerationConfig.from_pretrained(exported)
