@@ -42,6 +42,7 @@ constexpr Saved kModel[] = {
     {"rotary_percent", true},
     {"disable_bias_linear", true},
     {"add_qkv_bias", true},
+    {"squared_relu", true},
     {"swiglu", true},
     {"untie_embeddings_and_output_weights", true},
     {"normalization", true},
