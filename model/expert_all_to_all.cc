@@ -54,8 +54,8 @@ absl::StatusOr<ExpertRowCounts> ExchangeExpertCounts(Communicator& ep,
   const int L = counts.local_experts;
   std::vector<Communicator::P2POp> ops;
   for (int p = 0; p < ep.size(); ++p) {
-    Buffer to(counts.send.data() + p * L, L, ScalarType::kInt64, MemoryKind::kHost);
-    Buffer from(counts.receive.data() + p * L, L, ScalarType::kInt64, MemoryKind::kHost);
+    Buffer to(counts.send.data() + p * L, L, DType::kInt64, MemoryKind::kHost);
+    Buffer from(counts.receive.data() + p * L, L, DType::kInt64, MemoryKind::kHost);
     if (p == ep.rank()) {  // this rank's own rows for its own experts
       std::copy(counts.send.begin() + p * L, counts.send.begin() + (p + 1) * L,
                 counts.receive.begin() + p * L);

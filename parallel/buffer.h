@@ -15,87 +15,57 @@
 
 namespace conveyor {
 
-// Which operations take which types is the Communicator's to say (communicator.h).
-enum class ScalarType { kFloat32, kBFloat16, kFloat64, kInt32, kInt64, kByte };
+// The element type is runtime/dtype.h's DType; which operations take which types is the
+// Communicator's to say (communicator.h).
 
 // kDevice: the accelerator's memory of this rank (what the DeviceTransport moves).
 enum class MemoryKind { kHost, kDevice };
 
-size_t ElementSize(ScalarType type);
-absl::string_view ScalarTypeName(ScalarType type);   // "fp32", "bf16", ...
 absl::string_view MemoryKindName(MemoryKind where);  // "host memory", "device memory"
-
-// The element type of a C++ type: ScalarTypeOf<float>::value == kFloat32.
-template <typename T>
-struct ScalarTypeOf;
-template <>
-struct ScalarTypeOf<float> {
-  static constexpr ScalarType value = ScalarType::kFloat32;
-};
-template <>
-struct ScalarTypeOf<BFloat16> {
-  static constexpr ScalarType value = ScalarType::kBFloat16;
-};
-template <>
-struct ScalarTypeOf<double> {
-  static constexpr ScalarType value = ScalarType::kFloat64;
-};
-template <>
-struct ScalarTypeOf<int32_t> {
-  static constexpr ScalarType value = ScalarType::kInt32;
-};
-template <>
-struct ScalarTypeOf<int64_t> {
-  static constexpr ScalarType value = ScalarType::kInt64;
-};
-template <>
-struct ScalarTypeOf<char> {
-  static constexpr ScalarType value = ScalarType::kByte;
-};
 
 // A buffer an operation writes (and may read).
 struct Buffer {
   Buffer() = default;
-  Buffer(void* start, int64_t elements, ScalarType element_type, MemoryKind memory)
+  Buffer(void* start, int64_t elements, DType element_type, MemoryKind memory)
       : data(start), count(elements), type(element_type), where(memory) {}
 
-  int64_t bytes() const { return count * static_cast<int64_t>(ElementSize(type)); }
+  int64_t bytes() const { return count * static_cast<int64_t>(SizeOf(type)); }
   // Elements [first, first + n) of this buffer.
   Buffer Slice(int64_t first, int64_t n) const {
-    return Buffer(static_cast<char*>(data) + first * static_cast<int64_t>(ElementSize(type)), n,
-                  type, where);
+    return Buffer(static_cast<char*>(data) + first * static_cast<int64_t>(SizeOf(type)), n, type,
+                  where);
   }
 
   void* data = nullptr;
   int64_t count = 0;  // elements of `type`
-  ScalarType type = ScalarType::kFloat32;
+  DType type = DType::kFloat32;
   MemoryKind where = MemoryKind::kHost;
 };
 
 // A buffer an operation only reads.
 struct ConstBuffer {
   ConstBuffer() = default;
-  ConstBuffer(const void* start, int64_t elements, ScalarType element_type, MemoryKind memory)
+  ConstBuffer(const void* start, int64_t elements, DType element_type, MemoryKind memory)
       : data(start), count(elements), type(element_type), where(memory) {}
   ConstBuffer(const Buffer& b)  // NOLINT(google-explicit-constructor): any buffer is readable
       : data(b.data), count(b.count), type(b.type), where(b.where) {}
 
-  int64_t bytes() const { return count * static_cast<int64_t>(ElementSize(type)); }
+  int64_t bytes() const { return count * static_cast<int64_t>(SizeOf(type)); }
 
   const void* data = nullptr;
   int64_t count = 0;
-  ScalarType type = ScalarType::kFloat32;
+  DType type = DType::kFloat32;
   MemoryKind where = MemoryKind::kHost;
 };
 
 // `count` elements of T at `data`, in `where` (host memory unless told).
 template <typename T>
 Buffer MakeBuffer(T* data, int64_t count, MemoryKind where = MemoryKind::kHost) {
-  return Buffer(data, count, ScalarTypeOf<T>::value, where);
+  return Buffer(data, count, DTypeOf<T>::value, where);
 }
 template <typename T>
 ConstBuffer MakeBuffer(const T* data, int64_t count, MemoryKind where = MemoryKind::kHost) {
-  return ConstBuffer(data, count, ScalarTypeOf<T>::value, where);
+  return ConstBuffer(data, count, DTypeOf<T>::value, where);
 }
 
 }  // namespace conveyor

@@ -13,12 +13,11 @@
 namespace conveyor {
 namespace {
 
-constexpr ScalarType kSummable[] = {ScalarType::kFloat32, ScalarType::kBFloat16,
-                                    ScalarType::kFloat64};
-constexpr ScalarType kScatterSummable[] = {ScalarType::kFloat32, ScalarType::kBFloat16};
-constexpr ScalarType kMaxable[] = {ScalarType::kFloat64};
-constexpr ScalarType kAny[] = {ScalarType::kFloat32, ScalarType::kBFloat16, ScalarType::kFloat64,
-                               ScalarType::kInt32,   ScalarType::kInt64,    ScalarType::kByte};
+constexpr DType kSummable[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat64};
+constexpr DType kScatterSummable[] = {DType::kFloat32, DType::kBFloat16};
+constexpr DType kMaxable[] = {DType::kFloat64};
+constexpr DType kAny[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat64,
+                          DType::kInt32,   DType::kInt64,    DType::kByte};
 
 absl::Status Invalid(const Communicator& comm, const char* op, const std::string& problem) {
   return absl::InvalidArgumentError(
@@ -28,9 +27,8 @@ absl::Status Invalid(const Communicator& comm, const char* op, const std::string
 // What every operation asks of its buffers: counts not negative, an address wherever
 // there are elements, a type from `allowed` (the same in all of them when
 // `same_type`), and one memory kind, which `comm` reaches.
-absl::Status CheckBuffers(const Communicator& comm, const char* op,
-                          absl::Span<const ScalarType> allowed, bool same_type,
-                          absl::Span<const ConstBuffer> buffers) {
+absl::Status CheckBuffers(const Communicator& comm, const char* op, absl::Span<const DType> allowed,
+                          bool same_type, absl::Span<const ConstBuffer> buffers) {
   int on_device = 0;
   for (const ConstBuffer& b : buffers) {
     if (b.count < 0) {
@@ -41,15 +39,15 @@ absl::Status CheckBuffers(const Communicator& comm, const char* op,
     }
     if (absl::c_find(allowed, b.type) == allowed.end()) {
       std::vector<std::string> names;
-      for (ScalarType t : allowed) names.emplace_back(ScalarTypeName(t));
+      for (DType t : allowed) names.emplace_back(DTypeName(t));
       return Invalid(comm, op,
                      absl::StrFormat("%s elements are not supported; it takes %s",
-                                     ScalarTypeName(b.type), absl::StrJoin(names, ", ")));
+                                     DTypeName(b.type), absl::StrJoin(names, ", ")));
     }
     if (same_type && b.type != buffers.front().type) {
       return Invalid(comm, op,
                      absl::StrFormat("its buffers hold %s and %s elements; give them one type",
-                                     ScalarTypeName(buffers.front().type), ScalarTypeName(b.type)));
+                                     DTypeName(buffers.front().type), DTypeName(b.type)));
     }
     if (b.where == MemoryKind::kDevice) ++on_device;
   }

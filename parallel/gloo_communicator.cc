@@ -310,7 +310,7 @@ absl::Status GlooCommunicator::Reduce(const char* op, Reduction reduction, const
                                       const Buffer& out, int64_t n, bool scatter_only) {
   RETURN_IF_ERROR(CheckUsable(op, n));
   const int s = size(), me = rank();
-  const int64_t element = static_cast<int64_t>(ElementSize(in.type));
+  const int64_t element = static_cast<int64_t>(SizeOf(in.type));
   const char* from = static_cast<const char*>(in.data);
   char* to = static_cast<char*>(out.data);
   if (s == 1) {

@@ -43,19 +43,19 @@ bool WaitNotInProgress(ncclComm_t comm, absl::Time deadline, ncclResult_t* state
   }
 }
 
-ncclDataType_t NcclType(ScalarType type) {
+ncclDataType_t NcclType(DType type) {
   switch (type) {
-    case ScalarType::kFloat32:
+    case DType::kFloat32:
       return ncclFloat32;
-    case ScalarType::kBFloat16:
+    case DType::kBFloat16:
       return ncclBfloat16;
-    case ScalarType::kFloat64:
+    case DType::kFloat64:
       return ncclFloat64;
-    case ScalarType::kInt32:
+    case DType::kInt32:
       return ncclInt32;
-    case ScalarType::kInt64:
+    case DType::kInt64:
       return ncclInt64;
-    case ScalarType::kByte:
+    case DType::kByte:
       return ncclUint8;
   }
   return ncclUint8;

@@ -41,7 +41,7 @@ void Sum(const void* parts, int num_parts, int64_t n, void* out) {
 
 }  // namespace
 
-void ReduceInRankOrder(Reduction op, ScalarType type, const void* parts, int num_parts, int64_t n,
+void ReduceInRankOrder(Reduction op, DType type, const void* parts, int num_parts, int64_t n,
                        void* out) {
   if (op == Reduction::kMax) {
     // std::max would drop a NaN depending on its position; a NaN anywhere must win so
@@ -51,11 +51,11 @@ void ReduceInRankOrder(Reduction op, ScalarType type, const void* parts, int num
     return;
   }
   switch (type) {
-    case ScalarType::kFloat32:
+    case DType::kFloat32:
       return Sum<float>(parts, num_parts, n, out);
-    case ScalarType::kBFloat16:
+    case DType::kBFloat16:
       return Sum<BFloat16>(parts, num_parts, n, out);
-    case ScalarType::kFloat64:
+    case DType::kFloat64:
       return Sum<double>(parts, num_parts, n, out);
     default:
       return;  // Communicator accepts no other type for a sum

@@ -17,7 +17,7 @@ enum class Reduction { kSum, kMax };
 // type; bf16 sums in fp32 and rounds to bf16 once, at the end (round to nearest, ties to
 // even), as a widened fp32 sum rounded back would. kMax is for fp64; a NaN anywhere
 // makes the result NaN. `out` must not overlap `parts`.
-void ReduceInRankOrder(Reduction op, ScalarType type, const void* parts, int num_parts, int64_t n,
+void ReduceInRankOrder(Reduction op, DType type, const void* parts, int num_parts, int64_t n,
                        void* out);
 
 }  // namespace conveyor

@@ -39,8 +39,7 @@ absl::Status SelfCommunicator::DoBatchSendRecv(const std::vector<P2POp>& ops) {
     if (sent.count != received.count || sent.type != received.type) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "BatchSendRecv on group %s: send %d has %d %s elements but receive %d has %d %s", name_,
-          i, sent.count, ScalarTypeName(sent.type), i, received.count,
-          ScalarTypeName(received.type)));
+          i, sent.count, DTypeName(sent.type), i, received.count, DTypeName(received.type)));
     }
     Copy(sent, received);
   }

@@ -11,20 +11,16 @@
 
 namespace conveyor {
 
-inline ScalarType ScalarTypeOfDType(DType dtype) {
-  return dtype == DType::kBFloat16 ? ScalarType::kBFloat16 : ScalarType::kFloat32;
-}
-
 inline MemoryKind MemoryKindOf(Device device) {
   return device == Device::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
 }
 
 inline Buffer TensorBuffer(Tensor& t) {
-  return Buffer(t.raw(), t.numel(), ScalarTypeOfDType(t.dtype()), MemoryKindOf(t.device()));
+  return Buffer(t.raw(), t.numel(), t.dtype(), MemoryKindOf(t.device()));
 }
 
 inline ConstBuffer TensorBuffer(const Tensor& t) {
-  return ConstBuffer(t.raw(), t.numel(), ScalarTypeOfDType(t.dtype()), MemoryKindOf(t.device()));
+  return ConstBuffer(t.raw(), t.numel(), t.dtype(), MemoryKindOf(t.device()));
 }
 
 }  // namespace conveyor

@@ -91,7 +91,7 @@ std::vector<uint16_t> Bf16Buffer(int64_t n, int rank) {
   return b;
 }
 Buffer Bf16(std::vector<uint16_t>& b, int64_t n) {
-  return Buffer(b.data(), n, ScalarType::kBFloat16, MemoryKind::kHost);
+  return Buffer(b.data(), n, DType::kBFloat16, MemoryKind::kHost);
 }
 bool GuardIntact(const std::vector<uint16_t>& b, int64_t n) {
   for (size_t i = n; i < b.size(); ++i) {
@@ -228,7 +228,7 @@ std::string CheckRefusals(Communicator& comm) {
       {comm.BatchSendRecv(
            {{true, 0, MakeBuffer(f.data(), 1, MemoryKind::kDevice)}, {false, 0, f.data() + 1, 1}}),
        "1 of its 2 buffers are declared in device memory"},
-      {comm.AllReduceSum(Buffer(nullptr, 3, ScalarType::kFloat32, MemoryKind::kHost)),
+      {comm.AllReduceSum(Buffer(nullptr, 3, DType::kFloat32, MemoryKind::kHost)),
        "a buffer of 3 elements has no address"},
   };
   for (const auto& [status, expected] : cases) {

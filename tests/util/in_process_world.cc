@@ -90,7 +90,7 @@ class InProcessCommunicator : public Communicator {
       const int ranks = static_cast<int>(all.size());
       const ConstBuffer& first = static_cast<Slot*>(all[0])->in;
       const bool scatter = first.count != n;
-      const int64_t bytes = n * static_cast<int64_t>(ElementSize(first.type));
+      const int64_t bytes = n * static_cast<int64_t>(SizeOf(first.type));
       std::vector<std::vector<char>> results;
       for (int slot_index = 0; slot_index < (scatter ? ranks : 1); ++slot_index) {
         std::vector<char> parts;
