@@ -109,6 +109,67 @@ absl::StatusOr<std::unique_ptr<RendezvousPoint>> ConnectToStore(
   return std::unique_ptr<RendezvousPoint>(std::make_unique<TcpRendezvous>(std::move(client)));
 }
 
+// `layout` is valid, holds env.world_size ranks, and env.rank is one of them.
+absl::Status CheckLayout(const RankEnvironment& env, const ParallelSizes& layout) {
+  ASSIGN_OR_RETURN(const ParallelSizes resolved,
+                   ResolveLayout(layout.tp, layout.pp, env.world_size, layout.cp, layout.ep,
+                                 layout.etp));
+  if (resolved.dp != layout.dp) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", env.rank, ": the layout's TP x CP x PP x DP is ", layout.world(),
+        " ranks, but the world size is ", env.world_size));
+  }
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
+  }
+  return absl::OkStatus();
+}
+
+// Where the ranks meet: this launch's subdirectory of the run directory (its path into
+// `launch_dir`), or else the TCP store global rank 0 serves (into `server`).
+absl::StatusOr<std::unique_ptr<RendezvousPoint>> Meet(const RankEnvironment& env,
+                                                      absl::Duration timeout,
+                                                      std::unique_ptr<TcpStoreServer>* server,
+                                                      std::string* launch_dir) {
+  if (env.run_dir.empty()) return ConnectToStore(env, timeout, server);
+  ASSIGN_OR_RETURN(std::unique_ptr<DirectoryRendezvous> launch, JoinRunDir(env, timeout));
+  *launch_dir = launch->dir();
+  return std::unique_ptr<RendezvousPoint>(std::move(launch));
+}
+
+// Builds this rank's group of a kind: a SelfCommunicator when it is alone in it, else a
+// gloo group (routed with a `transport` communicator for device buffers when given).
+struct GroupMaker {
+  int rank;
+  const ParallelSizes& layout;
+  RendezvousPoint& meeting;
+  std::shared_ptr<gloo::transport::Device> device;
+  const DeviceTransport* transport;
+  absl::Duration timeout;
+
+  absl::StatusOr<std::unique_ptr<Communicator>> operator()(GroupKind kind) const {
+    GroupSpec spec;
+    spec.global_ranks = GroupOf(kind, rank, layout);
+    if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
+    spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
+    spec.rank = static_cast<int>(
+        std::find(spec.global_ranks.begin(), spec.global_ranks.end(), rank) -
+        spec.global_ranks.begin());
+    if (spec.global_ranks.size() == 1) {
+      return std::unique_ptr<Communicator>(
+          std::make_unique<SelfCommunicator>(spec.name, transport));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<GlooCommunicator> gloo,
+                     GlooCommunicator::Create(spec, meeting, device, timeout));
+    if (transport == nullptr) return std::unique_ptr<Communicator>(std::move(gloo));
+    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> on_device,
+                     transport->Connect(spec, meeting, timeout));
+    return std::unique_ptr<Communicator>(
+        std::make_unique<RoutedCommunicator>(std::move(gloo), std::move(on_device)));
+  }
+};
+
 }  // namespace
 
 ParallelState::~ParallelState() { CloseGroups(); }
@@ -141,90 +202,51 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTranspor
   return state;
 }
 
-absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
-    const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
-    const DeviceTransport* transport,
-    const std::function<absl::Status(Communicator& world)>& check_world, int cp, int ep,
-    int etp) {
-  if (etp == 0) etp = tp;
-  RETURN_IF_ERROR(ValidateLayout(tp, pp, env.world_size, cp, ep, etp));
-  if (env.rank < 0 || env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", env.rank, " is outside world size ", env.world_size));
+std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> ParallelState::GroupsToBuild(
+    const DeviceTransport* transport) {
+  std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> groups = {
+      {GroupKind::kWorld, &world_},          {GroupKind::kTensor, &tp_},
+      {GroupKind::kData, &dp_},              {GroupKind::kPipeline, &pp_},
+      {GroupKind::kModel, &model_parallel_}, {GroupKind::kEmbedding, &embedding_},
+      {GroupKind::kContext, &cp_},
+  };
+  if (layout_.cp > 1) groups.push_back({GroupKind::kDataContext, &dp_cp_});  // else dp itself
+  if (layout_.experts_have_own_groups()) {  // else a group of one, and dp_cp itself
+    groups.push_back({GroupKind::kExpert, &ep_});
+    groups.push_back({GroupKind::kExpertData, &expert_dp_});
+  } else {
+    ep_ = std::make_unique<SelfCommunicator>(
+        GroupName(GroupKindName(GroupKind::kExpert), {rank_}), transport);
   }
+  if (layout_.etp != layout_.tp) {
+    groups.push_back({GroupKind::kExpertTensor, &expert_tp_});  // else tp
+  }
+  return groups;
+}
+
+absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
+    const RankEnvironment& env, const ParallelSizes& layout, absl::Duration timeout,
+    const DeviceTransport* transport,
+    const std::function<absl::Status(Communicator& world)>& check_world) {
+  RETURN_IF_ERROR(CheckLayout(env, layout));
   if (env.world_size == 1) {
     std::unique_ptr<ParallelState> single = SingleProcess(transport);
-    single->tp_size_ = tp;
-    single->pp_size_ = pp;
-    single->cp_size_ = cp;
-    single->ep_size_ = ep;
-    single->etp_size_ = etp;
+    single->layout_ = layout;
     return single;
   }
   std::unique_ptr<ParallelState> state(new ParallelState());
-  absl::StatusOr<std::unique_ptr<RendezvousPoint>> meeting;
-  if (env.run_dir.empty()) {
-    meeting = ConnectToStore(env, timeout, &state->store_server_);
-  } else {
-    absl::StatusOr<std::unique_ptr<DirectoryRendezvous>> launch = JoinRunDir(env, timeout);
-    if (launch.ok()) state->launch_dir_ = (*launch)->dir();
-    meeting = std::move(launch);
-  }
-  RETURN_IF_ERROR(meeting.status());
+  ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousPoint> meeting,
+                   Meet(env, timeout, &state->store_server_, &state->launch_dir_));
   state->rank_ = env.rank;
-  state->world_size_ = env.world_size;
-  state->tp_size_ = tp;
-  state->pp_size_ = pp;
-  state->cp_size_ = cp;
-  state->ep_size_ = ep;
-  state->etp_size_ = etp;
-  state->coords_ = CoordsOf(env.rank, tp, pp, env.world_size, cp);
-
+  state->layout_ = layout;
+  state->coords_ = CoordsOf(env.rank, layout);
   ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
                    CreateGlooDevice(GlooHostname(env), env.gloo_interface));
   state->device_ = device;
-
   // Every rank builds its groups in this same order; each rendezvous involves only
   // the group's members, so no two ranks can wait on each other in different groups.
-  auto make = [&](GroupKind kind) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-    GroupSpec spec;
-    spec.global_ranks = GroupOf(kind, env.rank, tp, pp, env.world_size, cp, ep, etp);
-    if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
-    spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
-    spec.rank =
-        static_cast<int>(std::find(spec.global_ranks.begin(), spec.global_ranks.end(), env.rank) -
-                         spec.global_ranks.begin());
-    if (spec.global_ranks.size() == 1) {
-      return std::unique_ptr<Communicator>(
-          std::make_unique<SelfCommunicator>(spec.name, transport));
-    }
-    ASSIGN_OR_RETURN(std::unique_ptr<GlooCommunicator> gloo,
-                     GlooCommunicator::Create(spec, **meeting, device, timeout));
-    if (transport == nullptr) return std::unique_ptr<Communicator>(std::move(gloo));
-    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> on_device,
-                     transport->Connect(spec, **meeting, timeout));
-    return std::unique_ptr<Communicator>(
-        std::make_unique<RoutedCommunicator>(std::move(gloo), std::move(on_device)));
-  };
-  std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> groups = {
-      {GroupKind::kWorld, &state->world_},
-      {GroupKind::kTensor, &state->tp_},
-      {GroupKind::kData, &state->dp_},
-      {GroupKind::kPipeline, &state->pp_},
-      {GroupKind::kModel, &state->model_parallel_},
-      {GroupKind::kEmbedding, &state->embedding_},
-      {GroupKind::kContext, &state->cp_},
-  };
-  if (cp > 1) groups.push_back({GroupKind::kDataContext, &state->dp_cp_});  // else dp itself
-  if (ExpertsHaveOwnGroups(tp, ep, etp)) {  // else a group of one, and dp_cp itself
-    groups.push_back({GroupKind::kExpert, &state->ep_});
-    groups.push_back({GroupKind::kExpertData, &state->expert_dp_});
-  } else {
-    state->ep_ = std::make_unique<SelfCommunicator>(
-        GroupName(GroupKindName(GroupKind::kExpert), {env.rank}), transport);
-  }
-  if (etp != tp) groups.push_back({GroupKind::kExpertTensor, &state->expert_tp_});  // else tp
-  for (const auto& [kind, slot] : groups) {
+  const GroupMaker make{env.rank, layout, *meeting, device, transport, timeout};
+  for (const auto& [kind, slot] : state->GroupsToBuild(transport)) {
     ASSIGN_OR_RETURN(
         *slot, make(kind),
         _ << "rank " << env.rank << ": creating the " << GroupKindName(kind) << " group");
@@ -238,7 +260,7 @@ absl::StatusOr<std::unique_ptr<ParallelState>> ParallelState::Create(
 absl::Status ParallelState::Finish() { return Finish(std::cerr); }
 
 absl::Status ParallelState::Finish(std::ostream& warnings) {
-  if (world_size_ == 1 || world_ == nullptr) return absl::OkStatus();  // nothing (left) to end
+  if (world_size() == 1 || world_ == nullptr) return absl::OkStatus();  // nothing (left) to end
   // Past the barrier no rank opens a store or a board again (they are read only while
   // the groups are built), so the files can go.
   RETURN_IF_ERROR(world_->Barrier()) << "rank " << rank_ << ": the barrier at the end of the run";

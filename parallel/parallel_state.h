@@ -8,6 +8,8 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -26,8 +28,8 @@ class ParallelState {
   // buffers.
   static std::unique_ptr<ParallelState> SingleProcess(const DeviceTransport* transport = nullptr);
 
-  // Every rank calls this with the same tp, pp, cp, ep, etp (0: TP), timeout and kind of
-  // transport.
+  // Every rank calls this with the same layout (ResolveLayout for the world size),
+  // timeout and kind of transport.
   // Groups of size 1 are SelfCommunicators; the others are gloo groups that
   // rendezvous in env.run_dir and bound every operation by `timeout`
   // (--distributed-timeout-minutes), paired with a `transport` communicator for device
@@ -35,7 +37,7 @@ class ParallelState {
   // set (in a subdirectory of its own, so a run directory can be reused:
   // DirectoryRendezvous::Join), else at the TCP store global rank 0 serves at
   // env.master_addr:store_port, meeting only ranks of job env.job_id. Fails when the
-  // layout is invalid, env names neither, a rank's world size differs from rank 0's
+  // layout is invalid or not env.world_size ranks, env names neither, a rank's world size differs from rank 0's
   // (naming both), the TCP store's port holds another program or another job's store,
   // or a rendezvous times out (naming the missing ranks); no wait lasts longer than
   // `timeout`.
@@ -44,10 +46,9 @@ class ParallelState {
   // other group is built: a collective that lets the ranks refuse to go on together
   // (they compare their configurations), whose error Create returns.
   static absl::StatusOr<std::unique_ptr<ParallelState>> Create(
-      const RankEnvironment& env, int tp, int pp, absl::Duration timeout,
+      const RankEnvironment& env, const ParallelSizes& layout, absl::Duration timeout,
       const DeviceTransport* transport = nullptr,
-      const std::function<absl::Status(Communicator& world)>& check_world = nullptr,
-      int cp = 1, int ep = 1, int etp = 0);
+      const std::function<absl::Status(Communicator& world)>& check_world = nullptr);
 
   ~ParallelState();
 
@@ -85,28 +86,29 @@ class ParallelState {
 
   const RankCoords& coords() const { return coords_; }
   int rank() const { return rank_; }
-  int world_size() const { return world_size_; }
-  int tp_size() const { return tp_size_; }
-  int pp_size() const { return pp_size_; }
-  int cp_size() const { return cp_size_; }
-  int ep_size() const { return ep_size_; }
-  int etp_size() const { return etp_size_; }
-  int dp_size() const { return world_size_ / (tp_size_ * cp_size_ * pp_size_); }
+  const ParallelSizes& layout() const { return layout_; }
+  int world_size() const { return layout_.world(); }
+  int tp_size() const { return layout_.tp; }
+  int pp_size() const { return layout_.pp; }
+  int cp_size() const { return layout_.cp; }
+  int ep_size() const { return layout_.ep; }
+  int etp_size() const { return layout_.etp; }
+  int dp_size() const { return layout_.dp; }
   bool is_first_stage() const { return coords_.pp == 0; }
-  bool is_last_stage() const { return coords_.pp == pp_size_ - 1; }
+  bool is_last_stage() const { return coords_.pp == layout_.pp - 1; }
 
  private:
   ParallelState() = default;
 
   void CloseGroups();  // the communicators, before the device they use
+  // The groups this rank builds, in the order every rank builds them, and the members
+  // they fill; the expert-parallel group of one, when the experts have no groups of their
+  // own, is made here.
+  std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> GroupsToBuild(
+      const DeviceTransport* transport);
 
   int rank_ = 0;
-  int world_size_ = 1;
-  int tp_size_ = 1;
-  int pp_size_ = 1;
-  int cp_size_ = 1;
-  int ep_size_ = 1;
-  int etp_size_ = 1;
+  ParallelSizes layout_;
   RankCoords coords_;
   // Global rank 0's TCP rendezvous store, when the ranks meet there: it outlives the
   // communicators, whose progress boards post to it.

@@ -7,7 +7,11 @@
 
 namespace conveyor {
 
-absl::Status ValidateLayout(int tp, int pp, int world, int cp, int ep, int etp) {
+int ParallelSizes::expert_dp() const { return ExpertDataParallelSize(stage_ranks(), ep, etp); }
+
+bool ParallelSizes::experts_have_own_groups() const { return ExpertsHaveOwnGroups(tp, ep, etp); }
+
+absl::StatusOr<ParallelSizes> ResolveLayout(int tp, int pp, int world, int cp, int ep, int etp) {
   if (tp < 1 || pp < 1 || cp < 1 || world < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--tensor-model-parallel-size (%d), --pipeline-model-parallel-size (%d), "
@@ -38,22 +42,27 @@ absl::Status ValidateLayout(int tp, int pp, int world, int cp, int ep, int etp) 
         "choose a divisor of %d",
         ep, expert_ranks, expert_ranks));
   }
-  return absl::OkStatus();
+  ParallelSizes layout;
+  layout.tp = tp;
+  layout.cp = cp;
+  layout.pp = pp;
+  layout.dp = world / (tp * cp * pp);
+  layout.ep = ep;
+  layout.etp = etp;
+  return layout;
 }
 
-RankCoords CoordsOf(int rank, int tp, int pp, int world, int cp) {
-  const int dp = world / (tp * cp * pp);
+RankCoords CoordsOf(int rank, const ParallelSizes& l) {
   RankCoords c;
-  c.tp = rank % tp;
-  c.cp = (rank / tp) % cp;
-  c.dp = (rank / (tp * cp)) % dp;
-  c.pp = rank / (tp * cp * dp);
+  c.tp = rank % l.tp;
+  c.cp = (rank / l.tp) % l.cp;
+  c.dp = (rank / (l.tp * l.cp)) % l.dp;
+  c.pp = rank / (l.tp * l.cp * l.dp);
   return c;
 }
 
-int RankOf(const RankCoords& c, int tp, int pp, int world, int cp) {
-  const int dp = world / (tp * cp * pp);
-  return ((c.pp * dp + c.dp) * cp + c.cp) * tp + c.tp;
+int RankOf(const RankCoords& c, const ParallelSizes& l) {
+  return ((c.pp * l.dp + c.dp) * l.cp + c.cp) * l.tp + c.tp;
 }
 
 const char* GroupKindName(GroupKind kind) {
@@ -88,15 +97,12 @@ bool ExpertsHaveOwnGroups(int tp, int ep, int etp) { return ep > 1 || (etp != 0 
 
 int ExpertDataParallelSize(int stage_ranks, int ep, int etp) { return stage_ranks / (etp * ep); }
 
-std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp, int ep,
-                         int etp) {
-  const int dp = world / (tp * cp * pp);
-  if (etp == 0) etp = tp;
-  const RankCoords me = CoordsOf(rank, tp, pp, world, cp);
+std::vector<int> GroupOf(GroupKind kind, int rank, const ParallelSizes& layout) {
+  const int tp = layout.tp, cp = layout.cp, pp = layout.pp, dp = layout.dp;
+  const int ep = layout.ep, etp = layout.etp, world = layout.world();
+  const RankCoords me = CoordsOf(rank, layout);
   std::vector<int> ranks;
-  auto add = [&](int t, int d, int p, int c) {
-    ranks.push_back(RankOf({t, d, p, c}, tp, pp, world, cp));
-  };
+  auto add = [&](int t, int d, int p, int c) { ranks.push_back(RankOf({t, d, p, c}, layout)); };
   // The rank's place y in its stage, its expert coordinates (see the header), and the
   // rank of this stage whose expert coordinates are (t, e, d).
   const int y = (me.dp * cp + me.cp) * tp + me.tp;
@@ -143,7 +149,7 @@ std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, in
       for (int e = 0; e < ep; ++e) add_expert_place(my_etp, e, my_edp);
       break;
     case GroupKind::kExpertData:
-      for (int d = 0; d < ExpertDataParallelSize(tp * dp * cp, ep, etp); ++d) {
+      for (int d = 0; d < layout.expert_dp(); ++d) {
         add_expert_place(my_etp, my_ep, d);
       }
       break;
@@ -154,11 +160,10 @@ std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, in
   return ranks;
 }
 
-std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp, int ep,
-                                        int etp) {
+std::vector<std::vector<int>> AllGroups(GroupKind kind, const ParallelSizes& layout) {
   std::vector<std::vector<int>> groups;
-  for (int r = 0; r < world; ++r) {
-    std::vector<int> group = GroupOf(kind, r, tp, pp, world, cp, ep, etp);
+  for (int r = 0; r < layout.world(); ++r) {
+    std::vector<int> group = GroupOf(kind, r, layout);
     if (group.empty() || std::find(groups.begin(), groups.end(), group) != groups.end()) {
       continue;
     }
@@ -168,10 +173,9 @@ std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int worl
 }
 
 std::string RankMap(int tp, int pp, int world, int cp) {
-  if (absl::Status s = ValidateLayout(tp, pp, world, cp); !s.ok()) {
-    return absl::StrCat("rank map: ", s.message(), "\n");
-  }
-  const int dp = world / (tp * cp * pp);
+  const absl::StatusOr<ParallelSizes> layout = ResolveLayout(tp, pp, world, cp);
+  if (!layout.ok()) return absl::StrCat("rank map: ", layout.status().message(), "\n");
+  const int dp = layout->dp;
   std::string text;
   if (cp == 1) {
     text = absl::StrFormat(
@@ -185,7 +189,7 @@ std::string RankMap(int tp, int pp, int world, int cp) {
         world, tp, cp, pp, dp, tp * cp * dp, tp * cp, tp);
   }
   for (int r = 0; r < world; ++r) {
-    const RankCoords c = CoordsOf(r, tp, pp, world, cp);
+    const RankCoords c = CoordsOf(r, *layout);
     if (cp == 1) {
       absl::StrAppendFormat(&text, "%4d %3d %3d %3d\n", r, c.tp, c.pp, c.dp);
     } else {

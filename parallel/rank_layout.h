@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace conveyor {
 
@@ -37,11 +37,10 @@ struct ParallelSizes {
 
   int world() const { return tp * cp * pp * dp; }
   int stage_ranks() const { return tp * cp * dp; }
-  // How many of a stage's ranks hold each expert shard.
-  int expert_dp() const { return stage_ranks() / (etp * ep); }
-  // Whether the routed experts have groups of their own (expert-parallel and expert-data-
-  // parallel), apart from the dense parameters' data x context copies.
-  bool experts_have_own_groups() const { return ep > 1 || etp != tp; }
+  // How many of a stage's ranks hold each expert shard (ExpertDataParallelSize).
+  int expert_dp() const;
+  // ExpertsHaveOwnGroups for these sizes.
+  bool experts_have_own_groups() const;
 };
 
 struct RankCoords {
@@ -51,14 +50,16 @@ struct RankCoords {
   int cp = 0;
 };
 
-// OK when tp, cp, pp, ep >= 1, tp * cp * pp divides world, etp divides tp and ETP x EP
-// divides a stage's TP x DP x CP ranks; otherwise the error names the size flags and the
-// world size. etp = 0 means TP (Megatron's default), here and below.
-absl::Status ValidateLayout(int tp, int pp, int world, int cp = 1, int ep = 1, int etp = 0);
+// The sizes of a job of `world` ranks under the size flags, DP = world / (TP x CP x PP);
+// etp = 0 means TP (Megatron's default), here and below. InvalidArgument, naming the size
+// flags and the world size, unless tp, cp, pp, ep >= 1, TP x CP x PP divides world, etp
+// divides tp and ETP x EP divides a stage's TP x DP x CP ranks.
+absl::StatusOr<ParallelSizes> ResolveLayout(int tp, int pp, int world, int cp = 1, int ep = 1,
+                                            int etp = 0);
 
-// Requires ValidateLayout(tp, pp, world, cp).ok() and 0 <= rank < world.
-RankCoords CoordsOf(int rank, int tp, int pp, int world, int cp = 1);
-int RankOf(const RankCoords& coords, int tp, int pp, int world, int cp = 1);
+// `layout` comes from ResolveLayout, and 0 <= rank < layout.world().
+RankCoords CoordsOf(int rank, const ParallelSizes& layout);
+int RankOf(const RankCoords& coords, const ParallelSizes& layout);
 
 enum class GroupKind {
   kWorld,
@@ -87,21 +88,19 @@ int ExpertDataParallelSize(int stage_ranks, int ep, int etp);
 const char* GroupKindName(GroupKind kind);
 
 // Every group of `kind` in the job, each in group-rank order, ordered by their
-// smallest rank; the same lists as Megatron's initialize_model_parallel. Requires
-// ValidateLayout(tp, pp, world, cp, ep, etp).ok().
-std::vector<std::vector<int>> AllGroups(GroupKind kind, int tp, int pp, int world, int cp = 1,
-                                        int ep = 1, int etp = 0);
+// smallest rank; the same lists as Megatron's initialize_model_parallel. `layout` comes
+// from ResolveLayout.
+std::vector<std::vector<int>> AllGroups(GroupKind kind, const ParallelSizes& layout);
 
 // The group of `kind` that holds `rank`; empty when `rank` is in none (embedding
 // groups hold only the first and last stages).
-std::vector<int> GroupOf(GroupKind kind, int rank, int tp, int pp, int world, int cp = 1,
-                         int ep = 1, int etp = 0);
+std::vector<int> GroupOf(GroupKind kind, int rank, const ParallelSizes& layout);
 
 // A table from rank to (tp, pp, dp) for --dry-run, one line per rank, e.g.
 //   rank map: world 4 = TP 2 x PP 1 x DP 2 (rank = pp*4 + dp*2 + tp)
 //   rank  tp  pp  dp
 //      0   0   0   0
-// An invalid layout gives one line with the error.
+// An invalid layout (ResolveLayout's error) gives one line with the error.
 // With CP > 1 the table has a cp column.
 std::string RankMap(int tp, int pp, int world, int cp = 1);
 

@@ -133,11 +133,9 @@ int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ost
       env == nullptr
           ? ParallelState::SingleProcess(backend->transport)
           : ParallelState::Create(
-                *env, resolved.tp(), resolved.pp(),
+                *env, resolved.layout(),
                 absl::Minutes(config.parallel().distributed_timeout_minutes()), backend->transport,
-                [&config](Communicator& world) { return AgreeOnConfigAndInputs(config, world); },
-                resolved.cp(), config.parallel().expert_model_parallel_size(),
-                config.parallel().expert_tensor_parallel_size());
+                [&config](Communicator& world) { return AgreeOnConfigAndInputs(config, world); });
   if (!state.ok()) {
     return Fail(err, who, state.status());
   }

@@ -54,10 +54,11 @@ std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
 // (the rank's share of them when ETP < TP) four times (dispatch, combine, and their
 // gradients), (EP - 1) / EP of them leaving the rank under uniform routing; at most
 // tokens x top-k rows (fewer when a capacity drops).
-std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int world, int cp, int ep,
-                               int etp, int M, int64_t micro_batch, double element) {
+std::string ExpertParallelLine(const ModelShape& shape, const ParallelSizes& layout, int M,
+                               int64_t micro_batch, double element) {
+  const int tp = layout.tp, pp = layout.pp, cp = layout.cp, ep = layout.ep, etp = layout.etp;
   auto groups = [&](GroupKind kind) {
-    const std::vector<std::vector<int>> all = AllGroups(kind, tp, pp, world, cp, ep, etp);
+    const std::vector<std::vector<int>> all = AllGroups(kind, layout);
     std::string text;
     for (size_t g = 0; g < std::min<size_t>(all.size(), 4); ++g) {
       absl::StrAppend(&text, g > 0 ? " " : "", "[", absl::StrJoin(all[g], ","), "]");
@@ -75,7 +76,7 @@ std::string ExpertParallelLine(const ModelShape& shape, int tp, int pp, int worl
       "rank per MoE layer (%d parameters per rank and layer); expert-parallel groups %s; "
       "expert-data-parallel groups %s; all-to-all at most %s per step and rank (uniform "
       "routing)\n",
-      etp, ep, ExpertDataParallelSize(world / pp, ep, etp), local_experts, shape.moe.experts(),
+      etp, ep, layout.expert_dp(), local_experts, shape.moe.experts(),
       local_experts * ExpertWeightElements(shape, etp), groups(GroupKind::kExpert),
       groups(GroupKind::kExpertData), Bytes(bytes));
 }
@@ -191,8 +192,8 @@ std::string MemoryLines(const ResolvedConfig& resolved, const ModelShape& shape,
   const int ep = resolved.ep(), etp = resolved.etp();
   if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, ep, etp, memory);
   if (shape.moe.experts() > 0 && resolved.layout().experts_have_own_groups()) {
-    out += ExpertParallelLine(shape, tp, resolved.pp(), resolved.world_size(), resolved.cp(), ep,
-                              etp, resolved.micro_batches(), config.training().micro_batch_size(),
+    out += ExpertParallelLine(shape, resolved.layout(), resolved.micro_batches(),
+                              config.training().micro_batch_size(),
                               config.precision().bf16() ? 2.0 : 4.0);
   }
   absl::StrAppendFormat(&out,

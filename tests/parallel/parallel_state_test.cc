@@ -59,27 +59,26 @@ int CheckGroup(const RankEnvironment& env, Communicator* comm, const std::vector
 }
 
 int CheckLayout(const RankEnvironment& env, int tp, int pp) {
-  auto state = ParallelState::Create(env, tp, pp, absl::Seconds(20));
+  const ParallelSizes layout = *ResolveLayout(tp, pp, env.world_size);
+  auto state = ParallelState::Create(env, layout, absl::Seconds(20));
   if (!state.ok()) return Fail(env, state.status().ToString());
   ParallelState& ps = **state;
   const int world = env.world_size;
-  const RankCoords c = CoordsOf(env.rank, tp, pp, world);
+  const RankCoords c = CoordsOf(env.rank, layout);
   if (ps.coords().tp != c.tp || ps.coords().dp != c.dp || ps.coords().pp != c.pp ||
       ps.dp_size() != world / (tp * pp)) {
     return Fail(env, "coords or sizes differ from CoordsOf");
   }
   int failures = 0;
+  failures += CheckGroup(env, &ps.world(), GroupOf(GroupKind::kWorld, env.rank, layout), "world");
+  failures += CheckGroup(env, &ps.tp(), GroupOf(GroupKind::kTensor, env.rank, layout), "tp");
+  failures += CheckGroup(env, &ps.dp(), GroupOf(GroupKind::kData, env.rank, layout), "dp");
+  failures += CheckGroup(env, &ps.pp(), GroupOf(GroupKind::kPipeline, env.rank, layout), "pp");
   failures +=
-      CheckGroup(env, &ps.world(), GroupOf(GroupKind::kWorld, env.rank, tp, pp, world), "world");
-  failures += CheckGroup(env, &ps.tp(), GroupOf(GroupKind::kTensor, env.rank, tp, pp, world), "tp");
-  failures += CheckGroup(env, &ps.dp(), GroupOf(GroupKind::kData, env.rank, tp, pp, world), "dp");
-  failures +=
-      CheckGroup(env, &ps.pp(), GroupOf(GroupKind::kPipeline, env.rank, tp, pp, world), "pp");
-  failures += CheckGroup(env, &ps.model_parallel(),
-                         GroupOf(GroupKind::kModel, env.rank, tp, pp, world), "mp");
-  failures += CheckGroup(env, ps.embedding(),
-                         GroupOf(GroupKind::kEmbedding, env.rank, tp, pp, world), "embedding");
-  if (ps.tp().name() != GroupName("tp", GroupOf(GroupKind::kTensor, env.rank, tp, pp, world))) {
+      CheckGroup(env, &ps.model_parallel(), GroupOf(GroupKind::kModel, env.rank, layout), "mp");
+  failures += CheckGroup(env, ps.embedding(), GroupOf(GroupKind::kEmbedding, env.rank, layout),
+                         "embedding");
+  if (ps.tp().name() != GroupName("tp", GroupOf(GroupKind::kTensor, env.rank, layout))) {
     return Fail(env, "unexpected tp group name " + ps.tp().name());
   }
   return failures == 0 ? 0 : 1;
@@ -99,17 +98,15 @@ TEST(ParallelStateTest, GroupsOfFourRanks) {
 // The expert groups: built as rank_layout lists them when EP > 1; with EP = 1 the
 // expert-parallel group is the rank alone and the expert-data group is data x context.
 int CheckExpertGroups(const RankEnvironment& env, int tp, int ep) {
-  auto state = ParallelState::Create(env, tp, 1, absl::Seconds(20), /*transport=*/nullptr,
-                                     /*check_world=*/nullptr, /*cp=*/1, ep);
+  const ParallelSizes layout = *ResolveLayout(tp, 1, env.world_size, /*cp=*/1, ep);
+  auto state = ParallelState::Create(env, layout, absl::Seconds(20));
   if (!state.ok()) return Fail(env, state.status().ToString());
   ParallelState& ps = **state;
   const int world = env.world_size;
   if (ps.ep_size() != ep) return Fail(env, "ep_size differs from the requested EP");
-  int failures =
-      CheckGroup(env, &ps.ep(), GroupOf(GroupKind::kExpert, env.rank, tp, 1, world, 1, ep), "ep");
-  failures +=
-      CheckGroup(env, &ps.expert_dp(),
-                 GroupOf(GroupKind::kExpertData, env.rank, tp, 1, world, 1, ep), "expert-dp");
+  int failures = CheckGroup(env, &ps.ep(), GroupOf(GroupKind::kExpert, env.rank, layout), "ep");
+  failures += CheckGroup(env, &ps.expert_dp(), GroupOf(GroupKind::kExpertData, env.rank, layout),
+                         "expert-dp");
   if (ep == 1 && &ps.expert_dp() != &ps.dp_cp()) {
     return Fail(env, "with EP 1 the expert-data group should be data x context itself");
   }
@@ -134,7 +131,8 @@ TEST(ParallelStateTest, ExpertGroupsOfFourRanks) {
 // through gloo and device buffers through the transport; one-rank groups need none.
 int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {
   FakeDeviceTransport transport(/*arena_floats=*/16);
-  auto state = ParallelState::Create(env, tp, pp, absl::Seconds(20), &transport);
+  const ParallelSizes layout = *ResolveLayout(tp, pp, env.world_size);
+  auto state = ParallelState::Create(env, layout, absl::Seconds(20), &transport);
   if (!state.ok()) return Fail(env, state.status().ToString());
   ParallelState& ps = **state;
   const int world = env.world_size;
@@ -147,7 +145,7 @@ int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {
                                                         {&ps.cp(), GroupKind::kContext}};
   int shared = 0;  // groups with more than one rank
   for (const auto& [comm, kind] : groups) {
-    const std::vector<int> members = GroupOf(kind, env.rank, tp, pp, world);
+    const std::vector<int> members = GroupOf(kind, env.rank, layout);
     if (comm == nullptr) continue;
     if (CheckGroup(env, comm, members, comm->name().c_str()) != 0) return 1;
     float* on_device = transport.arena();
@@ -235,7 +233,8 @@ TEST(ParallelStateTest, RanksThatDisagreeOnTheWorldSizeFailAtOnceNamingBoth) {
           if (env.rank == 1) env.world_size = 3;
           if (tcp) MeetAtTcpStore(port, &env);
           const absl::Time start = absl::Now();
-          auto state = ParallelState::Create(env, 1, 1, absl::Seconds(30));
+          auto state =
+              ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size), absl::Seconds(30));
           const absl::Duration took = absl::Now() - start;
           if (state.ok()) return Fail(env, "met ranks of another world size");
           const std::string message(state.status().message());
@@ -267,7 +266,8 @@ TEST(ParallelStateTest, TwoProcessesWithOneRankFailAtOnceNamingTheRank) {
         if (env.rank == 2) env.rank = 1;
         MeetAtTcpStore(port, &env);
         const absl::Time start = absl::Now();
-        auto state = ParallelState::Create(env, 1, 1, absl::Seconds(30));
+        auto state =
+            ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size), absl::Seconds(30));
         const absl::Duration took = absl::Now() - start;
         if (state.ok()) return Fail(env, "formed a job with rank 1 twice");
         if (state.status().code() != absl::StatusCode::kAlreadyExists ||
@@ -292,7 +292,7 @@ TEST(ParallelStateTest, AnUnresolvableMasterAddrFailsAtOnce) {
   env.master_addr = "no-such-host.invalid";
   env.master_port = env.store_port = 29500;
   const absl::Time start = absl::Now();
-  auto state = ParallelState::Create(env, 1, 1, absl::Minutes(10));
+  auto state = ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size), absl::Minutes(10));
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
   EXPECT_EQ(state.status().code(), absl::StatusCode::kInvalidArgument) << state.status();
   EXPECT_THAT(state.status().message(),
@@ -302,7 +302,7 @@ TEST(ParallelStateTest, AnUnresolvableMasterAddrFailsAtOnce) {
 
 TEST(ParallelStateTest, SingleProcessUsesSelfCommunicators) {
   RankEnvironment env;  // rank 0 of 1, no run dir needed
-  auto state = ParallelState::Create(env, 1, 1, absl::Seconds(1));
+  auto state = ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size), absl::Seconds(1));
   ASSERT_TRUE(state.ok()) << state.status();
   ParallelState& ps = **state;
   EXPECT_EQ(ps.world().size(), 1);
@@ -321,11 +321,13 @@ TEST(ParallelStateTest, RefusesBadLayoutsAndMissingRendezvous) {
   env.world_size = 6;
   env.rank = 1;
   env.run_dir = "/nonexistent";
-  auto bad = ParallelState::Create(env, 4, 1, absl::Seconds(1));
+  ParallelSizes tp4;  // TP 4 of 6 ranks
+  tp4.tp = 4;
+  auto bad = ParallelState::Create(env, tp4, absl::Seconds(1));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("--tensor-model-parallel-size"));
   env.run_dir = "";
-  auto no_dir = ParallelState::Create(env, 2, 1, absl::Seconds(1));
+  auto no_dir = ParallelState::Create(env, *ResolveLayout(2, 1, 6), absl::Seconds(1));
   EXPECT_THAT(no_dir.status().message(),
               AllOf(HasSubstr("CONVEYOR_RUN_DIR"), HasSubstr("MASTER_ADDR and MASTER_PORT")));
 }

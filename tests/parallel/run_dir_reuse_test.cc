@@ -333,7 +333,7 @@ int TrainLikeRun(const RankEnvironment& launched, const std::string& run_dir, bo
                  const std::string& result_file) {
   RankEnvironment env = launched;  // as RANK/WORLD_SIZE/CONVEYOR_RUN_DIR set it
   env.run_dir = run_dir;
-  auto state = ParallelState::Create(env, 1, 1, absl::Seconds(20));
+  auto state = ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size), absl::Seconds(20));
   if (!state.ok()) return Fail(env, state.status().ToString());
   double value = env.rank + 1;
   if (absl::Status s = (*state)->world().AllReduceSum(&value, 1); !s.ok()) {
@@ -399,7 +399,8 @@ TEST(ParallelStateReuseTest, FinishSucceedsWhenTheFilesCannotBeRemoved) {
       [&](const RankEnvironment& launched) {
         RankEnvironment env = launched;
         env.run_dir = run_dir;
-        auto state = ParallelState::Create(env, 1, 1, absl::Seconds(20));
+        auto state =
+            ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size), absl::Seconds(20));
         if (!state.ok()) return Fail(env, state.status().ToString());
         if (env.rank == 0) {
           const std::string stuck = LaunchDirIn(run_dir) + "/stuck";
@@ -435,7 +436,8 @@ TEST(ParallelStateReuseTest, ARankWhosePeerNeverComesEndsWithinTheTimeout) {
         env.run_dir = run_dir;
         if (env.rank == 1) return 0;  // never starts
         const absl::Time start = absl::Now();
-        auto state = ParallelState::Create(env, 1, 1, absl::Milliseconds(500));
+        auto state = ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size),
+                                           absl::Milliseconds(500));
         const absl::Duration took = absl::Now() - start;
         if (state.ok()) return Fail(env, "created the groups without rank 1");
         const std::string message(state.status().message());
@@ -467,7 +469,8 @@ TEST(ParallelStateReuseTest, APeerThatJoinsButNeverArrivesIsNamedWithinTheTimeou
           return joined.ok() ? 0 : Fail(env, joined.status().ToString());
         }
         const absl::Time start = absl::Now();
-        auto state = ParallelState::Create(env, 1, 1, absl::Milliseconds(500));
+        auto state = ParallelState::Create(env, *ResolveLayout(1, 1, env.world_size),
+                                           absl::Milliseconds(500));
         const absl::Duration took = absl::Now() - start;
         if (state.ok()) return Fail(env, "created the groups without rank 1");
         const std::string message(state.status().message());

@@ -41,12 +41,8 @@ int RankMain(const Config& config, const std::string& dir, const RankEnvironment
   const std::unique_ptr<testing_util::FakeDeviceTransport> test_transport =
       make_transport ? make_transport() : nullptr;
   absl::StatusOr<std::unique_ptr<ParallelState>> state =
-      ParallelState::Create(env, config.parallel().tensor_model_parallel_size(),
-                            config.parallel().pipeline_model_parallel_size(), absl::Seconds(60),
-                            test_transport != nullptr ? test_transport.get() : backend->transport,
-                            /*check_world=*/nullptr, config.parallel().context_parallel_size(),
-                            config.parallel().expert_model_parallel_size(),
-                            resolved->config().parallel().expert_tensor_parallel_size());
+      ParallelState::Create(env, resolved->layout(), absl::Seconds(60),
+                            test_transport != nullptr ? test_transport.get() : backend->transport);
   if (!state.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env.rank, std::string(state.status().message()).c_str());
     return 1;

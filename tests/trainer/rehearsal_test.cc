@@ -48,7 +48,7 @@ TEST_P(RehearsalTest, EachRankRunsItsScheduleInOrder) {
       kRanks,
       [&](const RankEnvironment& env) {
         absl::StatusOr<std::unique_ptr<ParallelState>> state =
-            ParallelState::Create(env, 1, kRanks, absl::Seconds(60));
+            ParallelState::Create(env, *ResolveLayout(1, kRanks, kRanks), absl::Seconds(60));
         if (!state.ok()) return 1;
         absl::StatusOr<RehearsalResult> r = RunRehearsal(*config, **state, nullptr);
         if (!r.ok()) return 2;
