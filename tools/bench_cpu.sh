@@ -2,6 +2,7 @@
 # CPU throughput benchmark for a fixed small GPT: 4 layers, hidden 256, 4 heads,
 # seq 256, micro-batch 8, vocab 8192, mock data. Prints ms/iteration and tokens/s,
 # averaged over the last 6 of 12 iterations (the first ones warm caches and pages).
+# tools/bench_cpu_vs_pytorch.sh runs the same model in PyTorch in the same call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh >&2
