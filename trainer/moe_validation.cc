@@ -45,6 +45,49 @@ void NonNegativeReal(const char* flag, double v, std::vector<std::string>* out) 
   }
 }
 
+// --moe-router-enable-expert-bias's settings. Megatron's TransformerConfig refuses a
+// softmax score too: the bias is added to scores in (0, 1).
+void ExpertBiasProblems(const ModelConfig& m, std::vector<std::string>* out) {
+  if (ChoiceOr(m.moe_router_score_function(), MoeRouterScoreFunction::kSoftmax) !=
+      MoeRouterScoreFunction::kSigmoid) {
+    out->push_back(
+        "--moe-router-enable-expert-bias: the expert bias (auxiliary-loss-free balancing) "
+        "works with sigmoid scores only, as in Megatron: add --moe-router-score-function "
+        "sigmoid, or drop --moe-router-enable-expert-bias");
+  }
+  NonNegativeReal("--moe-router-bias-update-rate", m.moe_router_bias_update_rate(), out);
+}
+
+// The experts under tensor parallelism: split over --expert-tensor-parallel-size ranks
+// (Megatron's default: TP), with sequence parallelism.
+void TensorParallelProblems(const Config& config, std::vector<std::string>* out) {
+  const ModelConfig& m = config.model();
+  const int tp = config.parallel().tensor_model_parallel_size();
+  if (tp <= 1) return;
+  if (!config.parallel().sequence_parallel()) {
+    out->push_back(
+        "--num-experts with --tensor-model-parallel-size > 1 needs --sequence-parallel "
+        "(Megatron refuses MoE training under TP without it too): add --sequence-parallel");
+  }
+  const int etp = config.parallel().expert_tensor_parallel_size();
+  const int64_t ffn = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
+  if (ffn > 0 && etp == 0 && ffn % tp != 0) {
+    out->push_back(absl::StrCat("--moe-ffn-hidden-size ", ffn,
+                                " must be divisible by --tensor-model-parallel-size ", tp,
+                                ": the experts are split over the TP ranks (or set "
+                                "--expert-tensor-parallel-size to a divisor of both)"));
+  } else if (ffn > 0 && etp > 0 && ffn % etp != 0) {
+    out->push_back(absl::StrCat("--moe-ffn-hidden-size ", ffn,
+                                " must be divisible by --expert-tensor-parallel-size ", etp,
+                                ": each expert is split over that many ranks"));
+  }
+  if (m.moe_shared_expert_intermediate_size() % tp != 0) {
+    out->push_back(absl::StrCat("--moe-shared-expert-intermediate-size ",
+                                m.moe_shared_expert_intermediate_size(),
+                                " must be divisible by --tensor-model-parallel-size ", tp));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> MoeProblems(const Config& config) {
@@ -93,43 +136,8 @@ std::vector<std::string> MoeProblems(const Config& config) {
         "--num-experts: experts without biases only (Megatron's all-to-all token dispatcher "
         "has none either): add --disable-bias-linear");
   }
-  if (m.moe_router_enable_expert_bias()) {
-    // Megatron's TransformerConfig refuses it too: the bias is added to scores in (0, 1).
-    if (ChoiceOr(m.moe_router_score_function(), MoeRouterScoreFunction::kSoftmax) !=
-        MoeRouterScoreFunction::kSigmoid) {
-      out.push_back(
-          "--moe-router-enable-expert-bias: the expert bias (auxiliary-loss-free balancing) "
-          "works with sigmoid scores only, as in Megatron: add --moe-router-score-function "
-          "sigmoid, or drop --moe-router-enable-expert-bias");
-    }
-    NonNegativeReal("--moe-router-bias-update-rate", m.moe_router_bias_update_rate(), &out);
-  }
-  const int tp = config.parallel().tensor_model_parallel_size();
-  if (tp > 1) {
-    // The experts are split over --expert-tensor-parallel-size ranks (Megatron's default: TP).
-    if (!config.parallel().sequence_parallel()) {
-      out.push_back(
-          "--num-experts with --tensor-model-parallel-size > 1 needs --sequence-parallel "
-          "(Megatron refuses MoE training under TP without it too): add --sequence-parallel");
-    }
-    const int etp = config.parallel().expert_tensor_parallel_size();
-    const int64_t ffn = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
-    if (ffn > 0 && etp == 0 && ffn % tp != 0) {
-      out.push_back(absl::StrCat("--moe-ffn-hidden-size ", ffn,
-                                 " must be divisible by --tensor-model-parallel-size ", tp,
-                                 ": the experts are split over the TP ranks (or set "
-                                 "--expert-tensor-parallel-size to a divisor of both)"));
-    } else if (ffn > 0 && etp > 0 && ffn % etp != 0) {
-      out.push_back(absl::StrCat("--moe-ffn-hidden-size ", ffn,
-                                 " must be divisible by --expert-tensor-parallel-size ", etp,
-                                 ": each expert is split over that many ranks"));
-    }
-    if (m.moe_shared_expert_intermediate_size() % tp != 0) {
-      out.push_back(absl::StrCat("--moe-shared-expert-intermediate-size ",
-                                 m.moe_shared_expert_intermediate_size(),
-                                 " must be divisible by --tensor-model-parallel-size ", tp));
-    }
-  }
+  if (m.moe_router_enable_expert_bias()) ExpertBiasProblems(m, &out);
+  TensorParallelProblems(config, &out);
   return out;
 }
 
@@ -144,7 +152,8 @@ std::vector<std::string> ExpertParallelProblems(const Config& config, int world_
     out.push_back(absl::StrCat("--expert-tensor-parallel-size ", etp,
                                " must divide --tensor-model-parallel-size ", tp,
                                " (an expert's shards stay within a tensor-parallel group): "
-                               "choose a divisor of ", tp, ", or 0 for TP itself"));
+                               "choose a divisor of ",
+                               tp, ", or 0 for TP itself"));
   } else if (etp > 0 && etp != tp && experts <= 0) {
     out.push_back(absl::StrCat("--expert-tensor-parallel-size ", etp,
                                " splits a mixture of experts' experts: add --num-experts, or "
