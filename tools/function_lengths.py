@@ -309,6 +309,7 @@ def main(argv):
             return 2
     for m in messages:
         print(m)
+    sys.stdout.flush()  # the list before the summary when both go to one log
     if messages:
         print(
             "\n%d function(s) over %d lines: split them into named helpers" % (len(messages), args.max_lines),
