@@ -77,7 +77,8 @@ def main(trace_path, log_path, micro_batch, seq, hidden, micro_batches, iteratio
         ops = {s["name"] for s in mine if s["cat"] == "op"}
         want_ops = {"Gemm", "LinearForward", "NormForward", "AttentionForward",
                     "AttentionBackward", "LinearWeightGrad"}
-        want_ops |= {"EmbeddingForward"} if pp == 0 else {"SumExpAndTarget", "CrossEntropyBackward"}
+        want_ops |= ({"EmbeddingForward"} if pp == 0
+                     else {"RowMaxSumExpAndTarget", "CrossEntropyBackward"})
         if not want_ops <= ops:
             fail(f"rank {rank} lacks ops {sorted(want_ops - ops)}")
         comms = collections.Counter((s["name"], s["args"]["group"], s["args"]["bytes"])
