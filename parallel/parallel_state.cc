@@ -111,13 +111,12 @@ absl::StatusOr<std::unique_ptr<RendezvousPoint>> ConnectToStore(
 
 // `layout` is valid, holds env.world_size ranks, and env.rank is one of them.
 absl::Status CheckLayout(const RankEnvironment& env, const ParallelSizes& layout) {
-  ASSIGN_OR_RETURN(const ParallelSizes resolved,
-                   ResolveLayout(layout.tp, layout.pp, env.world_size, layout.cp, layout.ep,
-                                 layout.etp));
+  ASSIGN_OR_RETURN(const ParallelSizes resolved, ResolveLayout(layout.tp, layout.pp, env.world_size,
+                                                               layout.cp, layout.ep, layout.etp));
   if (resolved.dp != layout.dp) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", env.rank, ": the layout's TP x CP x PP x DP is ", layout.world(),
-        " ranks, but the world size is ", env.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", env.rank, ": the layout's TP x CP x PP x DP is ", layout.world(),
+                     " ranks, but the world size is ", env.world_size));
   }
   if (env.rank < 0 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
@@ -153,9 +152,9 @@ struct GroupMaker {
     spec.global_ranks = GroupOf(kind, rank, layout);
     if (spec.global_ranks.empty()) return std::unique_ptr<Communicator>();
     spec.name = GroupName(GroupKindName(kind), spec.global_ranks);
-    spec.rank = static_cast<int>(
-        std::find(spec.global_ranks.begin(), spec.global_ranks.end(), rank) -
-        spec.global_ranks.begin());
+    spec.rank =
+        static_cast<int>(std::find(spec.global_ranks.begin(), spec.global_ranks.end(), rank) -
+                         spec.global_ranks.begin());
     if (spec.global_ranks.size() == 1) {
       return std::unique_ptr<Communicator>(
           std::make_unique<SelfCommunicator>(spec.name, transport));
@@ -205,9 +204,12 @@ std::unique_ptr<ParallelState> ParallelState::SingleProcess(const DeviceTranspor
 std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> ParallelState::GroupsToBuild(
     const DeviceTransport* transport) {
   std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> groups = {
-      {GroupKind::kWorld, &world_},          {GroupKind::kTensor, &tp_},
-      {GroupKind::kData, &dp_},              {GroupKind::kPipeline, &pp_},
-      {GroupKind::kModel, &model_parallel_}, {GroupKind::kEmbedding, &embedding_},
+      {GroupKind::kWorld, &world_},
+      {GroupKind::kTensor, &tp_},
+      {GroupKind::kData, &dp_},
+      {GroupKind::kPipeline, &pp_},
+      {GroupKind::kModel, &model_parallel_},
+      {GroupKind::kEmbedding, &embedding_},
       {GroupKind::kContext, &cp_},
   };
   if (layout_.cp > 1) groups.push_back({GroupKind::kDataContext, &dp_cp_});  // else dp itself
@@ -215,8 +217,8 @@ std::vector<std::pair<GroupKind, std::unique_ptr<Communicator>*>> ParallelState:
     groups.push_back({GroupKind::kExpert, &ep_});
     groups.push_back({GroupKind::kExpertData, &expert_dp_});
   } else {
-    ep_ = std::make_unique<SelfCommunicator>(
-        GroupName(GroupKindName(GroupKind::kExpert), {rank_}), transport);
+    ep_ = std::make_unique<SelfCommunicator>(GroupName(GroupKindName(GroupKind::kExpert), {rank_}),
+                                             transport);
   }
   if (layout_.etp != layout_.tp) {
     groups.push_back({GroupKind::kExpertTensor, &expert_tp_});  // else tp

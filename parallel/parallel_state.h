@@ -37,10 +37,10 @@ class ParallelState {
   // set (in a subdirectory of its own, so a run directory can be reused:
   // DirectoryRendezvous::Join), else at the TCP store global rank 0 serves at
   // env.master_addr:store_port, meeting only ranks of job env.job_id. Fails when the
-  // layout is invalid or not env.world_size ranks, env names neither, a rank's world size differs from rank 0's
-  // (naming both), the TCP store's port holds another program or another job's store,
-  // or a rendezvous times out (naming the missing ranks); no wait lasts longer than
-  // `timeout`.
+  // layout is invalid or not env.world_size ranks, env names neither, a rank's world
+  // size differs from rank 0's (naming both), the TCP store's port holds another program
+  // or another job's store, or a rendezvous times out (naming the missing ranks); no wait
+  // lasts longer than `timeout`.
   //
   // `check_world`, when given, runs on the world group as soon as it exists, before any
   // other group is built: a collective that lets the ranks refuse to go on together

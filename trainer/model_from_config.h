@@ -28,8 +28,7 @@ MoeShape MoeShapeFromConfig(const ModelConfig& m);
 // The recomputation of a resolved config (--recompute-activations already folded into
 // the granularity).
 RecomputePolicy RecomputePolicyFromConfig(const RecomputeConfig& r,
-                                          RecomputeGranularity granularity,
-                                          RecomputeMethod method);
+                                          RecomputeGranularity granularity, RecomputeMethod method);
 
 // The layer split's flags; validation reports LayersPerStage's errors for them.
 PipelineSplit PipelineSplitFromConfig(const Config& config);

@@ -22,16 +22,17 @@ void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>&
 
 Optimizer::Optimizer(const OptimizerConfig& config, OptimizerKind kind,
                      std::vector<OptimizerSegment> segments, const OptimizerOps* ops)
-    : config_(config), adam_(kind == OptimizerKind::kAdam), segments_(std::move(segments)),
+    : config_(config),
+      adam_(kind == OptimizerKind::kAdam),
+      segments_(std::move(segments)),
       ops_(ops) {
-  const bool adam = adam_;
   auto state = [&](int64_t n) {
     return Tensor::Zeros({n}, MemoryCategory::kOptimizer, DType::kFloat32, ops_->device());
   };
   for (size_t i = 0; i < segments_.size(); ++i) {
     const OptimizerSegment& s = segments_[i];
-    state_.push_back({state(s.n), adam ? state(s.n) : Tensor()});
-    if (adam) {
+    state_.push_back({state(s.n), adam_ ? state(s.n) : Tensor()});
+    if (adam_) {
       State& st = state_.back();
       adam_tensors_[Decoupled(i) ? 1 : 0].push_back(
           {s.grad, s.param, st.exp_avg.data(), st.exp_avg_sq.data(), s.n,

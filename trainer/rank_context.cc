@@ -36,8 +36,7 @@ absl::StatusOr<RankContext> RankContext::Create(ParallelState& state,
   context.sequence_parallel_ = p.sequence_parallel();
   context.pipeline_.layout = schedule.layout;
   context.pipeline_.num_chunks = p.num_virtual_stages_per_pipeline_rank();
-  const bool tied_across_pipeline = config.model_shape().tied_embeddings &&
-                                    state.pp_size() > 1 &&
+  const bool tied_across_pipeline = config.model_shape().tied_embeddings && state.pp_size() > 1 &&
                                     schedule.layout == pipeline::StageLayout::kLoop;
   if (tied_across_pipeline && state.embedding() != nullptr) {
     context.tied_embedding_ = state.embedding();

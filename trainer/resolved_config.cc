@@ -49,10 +49,10 @@ absl::StatusOr<ResolvedConfig> ResolvedConfig::Resolve(const Config& config, int
   r.padded_vocab_size_ = PaddedVocabSize(c);
   ASSIGN_OR_RETURN(r.layers_per_stage_, LayersPerStage(PipelineSplitFromConfig(c)));
   RETURN_IF_ERROR(r.ParseChoices());
-  r.model_shape_ = ModelShapeFromConfig(c.model(), r.padded_vocab_size_,
-                                        r.position_embedding_type_, r.normalization_);
-  r.recompute_policy_ = RecomputePolicyFromConfig(c.recompute(), r.recompute_granularity_,
-                                                  r.recompute_method_);
+  r.model_shape_ = ModelShapeFromConfig(c.model(), r.padded_vocab_size_, r.position_embedding_type_,
+                                        r.normalization_);
+  r.recompute_policy_ =
+      RecomputePolicyFromConfig(c.recompute(), r.recompute_granularity_, r.recompute_method_);
   return r;
 }
 

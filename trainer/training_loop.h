@@ -51,9 +51,10 @@ struct TrainingOutputs {
 };
 
 // `context` is this rank's place, which `stage` was built for, and `optimizer_ops` the
-// optimizer's arithmetic on the device of the stage's parameters. Runs `stage` on `data` up to --train-iters, from the --load checkpoint
-// if any (else from iteration 0, sample 0), saving under --save as the checkpoint
-// flags say; each step runs this rank's actions of --pipeline-schedule;
+// optimizer's arithmetic on the device of the stage's parameters. Runs `stage` on `data`
+// up to --train-iters, from the --load checkpoint if any (else from iteration 0, sample
+// 0), saving under --save as the checkpoint flags say; each step runs this rank's
+// actions of --pipeline-schedule;
 // data-parallel rank d takes samples [d * micro, (d + 1) * micro) of each group of
 // DP * micro samples, as Megatron's sampler does. Fails (with the iteration named) on
 // a NaN or inf loss or gradient norm when --nan-policy is stop, and when the data

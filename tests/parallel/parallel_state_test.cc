@@ -102,7 +102,6 @@ int CheckExpertGroups(const RankEnvironment& env, int tp, int ep) {
   auto state = ParallelState::Create(env, layout, absl::Seconds(20));
   if (!state.ok()) return Fail(env, state.status().ToString());
   ParallelState& ps = **state;
-  const int world = env.world_size;
   if (ps.ep_size() != ep) return Fail(env, "ep_size differs from the requested EP");
   int failures = CheckGroup(env, &ps.ep(), GroupOf(GroupKind::kExpert, env.rank, layout), "ep");
   failures += CheckGroup(env, &ps.expert_dp(), GroupOf(GroupKind::kExpertData, env.rank, layout),
@@ -135,7 +134,6 @@ int CheckTransportRouting(const RankEnvironment& env, int tp, int pp) {
   auto state = ParallelState::Create(env, layout, absl::Seconds(20), &transport);
   if (!state.ok()) return Fail(env, state.status().ToString());
   ParallelState& ps = **state;
-  const int world = env.world_size;
   const std::pair<Communicator*, GroupKind> groups[] = {{&ps.world(), GroupKind::kWorld},
                                                         {&ps.tp(), GroupKind::kTensor},
                                                         {&ps.dp(), GroupKind::kData},
