@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hugging Face folders through the trainer binary, per Llama-family architecture: a
 # tiny random model (make_tiny_hf_model.py) loaded with --load-hf, trained under one
-# rank and under TP 2 x PP 2 (the same losses), trained with --lr 0 and exported with
+# rank and under TP 2 x PP 2 (the same losses; mixtures of experts under EP 2), trained
+# with --lr 0 and exported with
 # `trainer export --format hf` (the original weights, stored as fp32, bf16 or fp16,
 # back bit for bit; config.json loaded by transformers where it is installed:
 # transformers_check.py; CONVEYOR_PYTHON names the interpreter, python3 by default);
@@ -50,6 +51,33 @@ for arch in llama mistral qwen2 qwen3; do
     --architecture "$class" --max-shard-bytes 60000 --bos-token-id 1 --eos-token-id 2 \
     >"$tmp/$arch-export.log" 2>&1 ||
     fail "$arch: export: $(cat "$tmp/$arch-export.log")"
+  "$python" "$check" "$in" "$tmp/$arch-out" || fail "$arch: transformers_check.py"
+done
+
+# Mixtures of experts: one rank and expert parallelism 2 (Qwen2-MoE also under TP 2 with
+# expert TP 1) train alike; an --lr 0 checkpoint saved under EP 2 exports the file's
+# weights back bit for bit.
+for arch in mixtral qwen2_moe qwen3_moe; do
+  in="$tmp/$arch-in"
+  "$python" "$make_model" "$in" --arch "$arch" || fail "$arch: generator"
+  layout=(--expert-model-parallel-size 2 --nproc-per-node 2)
+  [[ $arch == qwen2_moe ]] && layout+=(--tensor-model-parallel-size 2 --sequence-parallel
+                                       --expert-tensor-parallel-size 1)
+  "$trainer" --load-hf "$in" "${common[@]}" --train-iters 3 --lr 1e-3 >"$tmp/$arch-1.log" 2>&1 ||
+    fail "$arch: one rank: $(tail -3 "$tmp/$arch-1.log")"
+  "$trainer" --load-hf "$in" "${common[@]}" --train-iters 3 --lr 1e-3 "${layout[@]}" \
+    >"$tmp/$arch-ep.log" 2>&1 || fail "$arch: ${layout[*]}: $(tail -3 "$tmp/$arch-ep.log")"
+  mapfile -t one < <(losses "$tmp/$arch-1.log")
+  mapfile -t ep < <(losses "$tmp/$arch-ep.log")
+  [[ ${#one[@]} -eq 3 && ${#ep[@]} -eq 3 ]] || fail "$arch: want 3 losses, got ${one[*]} / ${ep[*]}"
+  for i in 0 1 2; do
+    awk -v a="${one[$i]:-0}" -v b="${ep[$i]:-1}" 'BEGIN { d = a - b; exit !(d * d <= 1e-10 * a * a) }' ||
+      fail "$arch: iteration $((i + 1)) loss ${one[$i]:-} (one rank) vs ${ep[$i]:-} (${layout[*]})"
+  done
+  "$trainer" --load-hf "$in" "${common[@]}" --train-iters 1 --lr 0 --save "$tmp/$arch-ckpt" \
+    "${layout[@]}" >"$tmp/$arch-save.log" 2>&1 || fail "$arch: save: $(tail -3 "$tmp/$arch-save.log")"
+  "$trainer" export --load "$tmp/$arch-ckpt" --format hf --output "$tmp/$arch-out" \
+    >"$tmp/$arch-export.log" 2>&1 || fail "$arch: export: $(cat "$tmp/$arch-export.log")"
   "$python" "$check" "$in" "$tmp/$arch-out" || fail "$arch: transformers_check.py"
 done
 

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Writes a tiny random Hugging Face model folder (config.json + safetensors).
 
-    make_tiny_hf_model.py OUT_DIR [--arch llama|mistral|qwen2|qwen3] [--dtype F32|BF16|F16]
-                          [--layers 2] [--hidden 64] [--heads 4] [--kv-heads 2]
-                          [--ffn 128] [--vocab 256] [--seed 0] [--shard-bytes N]
+    make_tiny_hf_model.py OUT_DIR [--arch llama|mistral|qwen2|qwen3|mixtral|qwen2_moe|qwen3_moe]
+                          [--dtype F32|BF16|F16] [--layers 2] [--hidden 64] [--heads 4]
+                          [--kv-heads 2] [--ffn 128] [--vocab 256] [--experts 4] [--topk 2]
+                          [--moe-ffn 32] [--shared-ffn 48] [--seed 0] [--shard-bytes N]
 
 The layout is transformers' own (LlamaForCausalLM, MistralForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM: model.embed_tokens,
 model.layers.N.self_attn.{q,k,v,o}_proj (Qwen3: and {q,k}_norm),
-mlp.{gate,up,down}_proj, the two RMSNorms, model.norm, lm_head), written with NumPy
+mlp.{gate,up,down}_proj, the two RMSNorms, model.norm, lm_head; the mixtures of experts
+MixtralForCausalLM (block_sparse_moe.gate, experts.E.w1/w3/w2), Qwen2MoeForCausalLM and
+Qwen3MoeForCausalLM (mlp.gate, mlp.experts.E.{gate,up,down}_proj; Qwen2-MoE's
+mlp.shared_expert.* and shared_expert_gate) in place of the MLP), written with NumPy
 only, so the README's walk-through and the tests need no torch. With --shard-bytes
 the weights are split into model-0000i-of-0000n.safetensors plus
 model.safetensors.index.json, as save_pretrained does for large models.
@@ -21,7 +25,9 @@ import struct
 import numpy as np
 
 CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-           "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+           "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+           "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+           "qwen3_moe": "Qwen3MoeForCausalLM"}
 
 
 def to_bytes(array, dtype):
@@ -64,16 +70,55 @@ def weights(args, rng):
         t[p + "post_attention_layernorm.weight"] = 1 + rng.normal(0, 0.1, args.hidden)
         for name, rows in (("q", q), ("k", kv), ("v", kv)):
             t[p + f"self_attn.{name}_proj.weight"] = rng.normal(0, 0.3, (rows, args.hidden))
-            if args.arch == "qwen2":
+            if args.arch in ("qwen2", "qwen2_moe"):
                 t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0, 0.3, rows)
-        if args.arch == "qwen3":
+        if args.arch in ("qwen3", "qwen3_moe"):
             t[p + "self_attn.q_norm.weight"] = 1 + rng.normal(0, 0.1, d)
             t[p + "self_attn.k_norm.weight"] = 1 + rng.normal(0, 0.1, d)
         t[p + "self_attn.o_proj.weight"] = rng.normal(0, 0.3, (args.hidden, q))
+        if args.arch in ("mixtral", "qwen2_moe", "qwen3_moe"):
+            t.update(moe_weights(args, rng, p))
+            continue
         t[p + "mlp.gate_proj.weight"] = rng.normal(0, 0.3, (args.ffn, args.hidden))
         t[p + "mlp.up_proj.weight"] = rng.normal(0, 0.3, (args.ffn, args.hidden))
         t[p + "mlp.down_proj.weight"] = rng.normal(0, 0.3, (args.hidden, args.ffn))
     return {k: v.astype(np.float32) for k, v in t.items()}
+
+
+def moe_weights(args, rng, p):
+    """The router, the experts (and Qwen2-MoE's gated shared expert) of layer prefix p."""
+    mixtral = args.arch == "mixtral"
+    block = p + ("block_sparse_moe." if mixtral else "mlp.")
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    t = {block + "gate.weight": rng.normal(0, 0.3, (args.experts, args.hidden))}
+
+    def gated_mlp(prefix, width):
+        t[prefix + names[0] + ".weight"] = rng.normal(0, 0.3, (width, args.hidden))
+        t[prefix + names[1] + ".weight"] = rng.normal(0, 0.3, (width, args.hidden))
+        t[prefix + names[2] + ".weight"] = rng.normal(0, 0.3, (args.hidden, width))
+    for e in range(args.experts):
+        gated_mlp(f"{block}experts.{e}.", args.moe_ffn)
+    if args.arch == "qwen2_moe":
+        gated_mlp(block + "shared_expert.", args.shared_ffn)
+        t[block + "shared_expert_gate.weight"] = rng.normal(0, 0.3, (1, args.hidden))
+    return t
+
+
+def moe_config(args):
+    """The mixture-of-experts fields of config.json."""
+    if args.arch == "mixtral":
+        return {"num_local_experts": args.experts, "num_experts_per_tok": args.topk,
+                "intermediate_size": args.moe_ffn, "router_jitter_noise": 0.0,
+                "sliding_window": None}
+    c = {"num_experts": args.experts, "num_experts_per_tok": args.topk,
+         "moe_intermediate_size": args.moe_ffn, "decoder_sparse_step": 1, "mlp_only_layers": [],
+         "norm_topk_prob": args.arch == "qwen3_moe", "use_sliding_window": False,
+         "sliding_window": 4096}
+    if args.arch == "qwen2_moe":
+        c.update(shared_expert_intermediate_size=args.shared_ffn, qkv_bias=True)
+    else:
+        c.update(head_dim=args.hidden // args.heads, attention_bias=False)
+    return c
 
 
 def config(args):
@@ -90,6 +135,8 @@ def config(args):
         c.update(use_sliding_window=False, sliding_window=4096)
     if args.arch == "qwen3":
         c.update(head_dim=args.hidden // args.heads, attention_bias=False)
+    if args.arch in ("mixtral", "qwen2_moe", "qwen3_moe"):
+        c.update(moe_config(args))
     return c
 
 
@@ -99,7 +146,8 @@ def main():
     parser.add_argument("--arch", choices=sorted(CLASSES), default="llama")
     parser.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
     for flag, default in (("layers", 2), ("hidden", 64), ("heads", 4), ("kv-heads", 2),
-                          ("ffn", 128), ("vocab", 256), ("seed", 0), ("shard-bytes", 0)):
+                          ("ffn", 128), ("vocab", 256), ("experts", 4), ("topk", 2),
+                          ("moe-ffn", 32), ("shared-ffn", 48), ("seed", 0), ("shard-bytes", 0)):
         parser.add_argument(f"--{flag}", type=int, default=default)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
