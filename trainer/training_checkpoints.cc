@@ -167,7 +167,12 @@ absl::Status TrainingCheckpoints::CheckSameModel(const Config& saved,
     std::string was, now;
     google::protobuf::TextFormat::PrintFieldValueToString(saved.model(), f, -1, &was);
     google::protobuf::TextFormat::PrintFieldValueToString(config_.model(), f, -1, &now);
-    if (was != now) {
+    // YaRN is RoPE with rescaled frequencies and no parameters of its own: a run may
+    // extend a RoPE checkpoint's context with it, as with --rotary-base or
+    // --use-rope-scaling (which, like --window-size, may change between runs).
+    const auto rope_kind = [](const std::string& v) { return v == "\"yarn\"" ? "\"rope\"" : v; };
+    if (was != now && (std::string(name) != "position_embedding_type" ||
+                       rope_kind(was) != rope_kind(now))) {
       std::string flag = name;
       for (char& c : flag) c = c == '_' ? '-' : c;
       differences.push_back(absl::StrFormat("--%s %s (checkpoint: %s)", flag, now, was));

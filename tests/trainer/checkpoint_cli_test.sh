@@ -343,4 +343,20 @@ expect_refusal moe_bias moe_ckpt "--load moe_ckpt/iter_0000002 holds a different
 expect_refusal moe_dense moe_ckpt "--num-experts 0 (checkpoint: 4)" \
   -- --train-iters 4 --disable-bias-linear --load moe_ckpt --save moe_ckpt
 
+# RoPE's scalings and the sliding window may change between runs, as --rotary-base may
+# (they hold no parameters): a RoPE checkpoint resumes under YaRN with a window, then
+# under Llama 3.1's scaling; learned positions are still another model.
+train --train-iters 2 --position-embedding-type rope --save rope_ckpt >rope_ckpt.out 2>&1 ||
+  fail "RoPE run failed: $(tail -3 rope_ckpt.out)"
+train --train-iters 4 --position-embedding-type yarn --rotary-scaling-factor 4 \
+  --window-size 3,0 --load rope_ckpt --save rope_ckpt >rope_yarn.out 2>&1 ||
+  fail "a YaRN resume of a RoPE checkpoint failed: $(tail -3 rope_yarn.out)"
+grep -q "conveyor: trained 2 iterations" rope_yarn.out || fail "YaRN resume: $(grep conveyor rope_yarn.out)"
+train --train-iters 6 --position-embedding-type rope --use-rope-scaling --load rope_ckpt \
+  --save rope_ckpt >rope_llama3.out 2>&1 ||
+  fail "a Llama 3.1 scaling resume failed: $(tail -3 rope_llama3.out)"
+expect_refusal rope_learned rope_ckpt \
+  "--position-embedding-type \"learned_absolute\" (checkpoint: \"rope\")" \
+  -- --train-iters 8 --load rope_ckpt --save rope_ckpt
+
 finish
