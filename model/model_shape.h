@@ -34,6 +34,7 @@ struct ModelShape {
   bool rms_norm = false;
   float norm_epsilon = 1e-5f;
   bool swiglu = false;
+  bool squared_relu = false;  // relu(x)^2 instead of GELU in the (dense) MLP; not with swiglu
   bool tied_embeddings = true;
   bool linear_bias = true;
   bool qkv_bias = false;  // the qkv projection's bias even without linear_bias (Qwen2)

@@ -236,6 +236,9 @@ void TransformerLayer::MlpIn(const Tensor& ln2_full, Tensor* fc1_out, Tensor* ac
   if (shape_.swiglu) {
     fc1_->Forward(ln2_full, fc1_out);
     ops_->SwigluForward(*fc1_out, act);
+  } else if (shape_.squared_relu) {
+    fc1_->Forward(ln2_full, fc1_out);
+    ops_->SquaredReluForward(*fc1_out, act);
   } else {
     fc1_->ForwardGelu(ln2_full, fc1_out, act);
   }
@@ -265,10 +268,14 @@ absl::Status TransformerLayer::MlpBackwardInput(const Tensor& d_out, LayerStash*
   const int64_t rows = stash->ln2_full.dim(0);
   ASSIGN_OR_RETURN(stash->d_fc2_full, tp_->ExitBackward(d_out));
   stash->d_fc1 = ops_->NewActivation({rows, fc1_->local_out()});
-  if (shape_.swiglu) {
+  if (shape_.swiglu || shape_.squared_relu) {
     Tensor d_act = ops_->NewActivation({rows, local_ffn_});
     fc2_->BackwardInput(stash->d_fc2_full, &d_act);
-    ops_->SwigluBackward(stash->fc1_out, d_act, &stash->d_fc1);
+    if (shape_.swiglu) {
+      ops_->SwigluBackward(stash->fc1_out, d_act, &stash->d_fc1);
+    } else {
+      ops_->SquaredReluBackward(stash->fc1_out, d_act, &stash->d_fc1);
+    }
   } else {
     fc2_->BackwardInputGelu(stash->d_fc2_full, stash->fc1_out, &stash->d_fc1);
   }

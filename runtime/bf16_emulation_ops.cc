@@ -81,6 +81,14 @@ void Bf16EmulationOps::GeluBackward(const Tensor& x, const Tensor& dy, Tensor* d
   Into(dx, false, [&](Tensor* w) { fp32_.GeluBackward(Wide(x), Wide(dy), w); });
 }
 
+void Bf16EmulationOps::SquaredReluForward(const Tensor& x, Tensor* y) const {
+  Into(y, false, [&](Tensor* w) { fp32_.SquaredReluForward(Wide(x), w); });
+}
+
+void Bf16EmulationOps::SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  Into(dx, false, [&](Tensor* w) { fp32_.SquaredReluBackward(Wide(x), Wide(dy), w); });
+}
+
 void Bf16EmulationOps::SwigluForward(const Tensor& x, Tensor* y) const {
   Into(y, false, [&](Tensor* w) { fp32_.SwigluForward(Wide(x), w); });
 }

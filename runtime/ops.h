@@ -132,6 +132,9 @@ class Ops {
   virtual void GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const = 0;
   virtual void SwigluForward(const Tensor& x, Tensor* y) const = 0;
   virtual void SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const = 0;
+  // Squared ReLU (--squared-relu) elementwise: y = max(x, 0)^2, dx = 2 max(x, 0) dy.
+  virtual void SquaredReluForward(const Tensor& x, Tensor* y) const = 0;
+  virtual void SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const = 0;
 
   // out = in * keep / (1 - p), keep[i] = rng.Uniform(first_index + i) >= p; the same call
   // maps dy to dx. in and out may be the same tensor.

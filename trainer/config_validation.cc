@@ -219,6 +219,14 @@ void CheckModel(const Config& c, const Derived& d, Problems* out) {
              "4 * hidden-size does not fit in int32; set a smaller hidden size");
   }
   CheckPositions(c, d, out);
+  if (m.squared_relu() && m.swiglu()) {
+    out->Add("--squared-relu and --swiglu are exclusive (Megatron asserts it): the MLP has one "
+             "activation; drop one of them");
+  }
+  if (m.squared_relu() && m.num_experts() > 0) {
+    out->Add("--squared-relu with --num-experts: the experts' squared ReLU is not implemented "
+             "(the dense MLP has it); drop one of them");
+  }
   out->HalfOpenUnit("--hidden-dropout", m.hidden_dropout());
   out->HalfOpenUnit("--attention-dropout", m.attention_dropout());
   out->PositiveReal("--norm-epsilon", m.norm_epsilon());

@@ -325,12 +325,11 @@ constexpr MegatronFlagGroup kGroups[] = {
      "those that are)"},
     {A::kRefused, "--moe-router-dtype",
      "the router's dtype option is not implemented yet: Conveyor's router computes in fp32"},
-    {A::kRefused, "--squared-relu", "the squared ReLU activation is not implemented yet"},
     {A::kRefused,
      "--openai-gelu --quick-geglu --glu-linear-offset --activation-func-clamp-value "
      "--use-fused-weighted-squared-relu",
-     "this activation function is not implemented: Conveyor has Megatron's default GeLU and "
-     "--swiglu"},
+     "this activation function is not implemented: Conveyor has Megatron's default GeLU, "
+     "--swiglu and --squared-relu"},
     {A::kRefused,
      "--rotary-interleaved --rotary-seq-len-interpolation-factor --no-rope-freq --rope-type",
      "this rotary position embedding variant is not implemented"},

@@ -30,6 +30,7 @@ ModelShape ModelShapeFromConfig(const ModelConfig& m, int64_t padded_vocab,
   s.rms_norm = normalization == Normalization::kRmsNorm;
   s.norm_epsilon = m.norm_epsilon();
   s.swiglu = m.swiglu();
+  s.squared_relu = m.squared_relu();
   s.tied_embeddings = !m.untie_embeddings_and_output_weights();
   s.linear_bias = !m.disable_bias_linear();
   s.qkv_bias = m.add_qkv_bias();

@@ -56,4 +56,15 @@ void SwigluBackward(const float* x, const float* dy, int64_t rows, int64_t width
   }
 }
 
+void SquaredReluForward(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = r * r;
+  }
+}
+
+void SquaredReluBackward(const float* x, const float* dy, int64_t n, float* dx) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = 2.0f * (x[i] > 0.0f ? x[i] : 0.0f) * dy[i];
+}
+
 }  // namespace conveyor::cpu

@@ -20,6 +20,11 @@ void GeluBackward(const float* x, const float* dy, int64_t n, float* dx);
 void SwigluForward(const float* x, int64_t rows, int64_t width, float* y);
 void SwigluBackward(const float* x, const float* dy, int64_t rows, int64_t width, float* dx);
 
+// Squared ReLU (So et al., "Primer", 2021; Megatron's --squared-relu):
+//   y = max(x, 0)^2,  dy/dx = 2 max(x, 0).
+void SquaredReluForward(const float* x, int64_t n, float* y);
+void SquaredReluBackward(const float* x, const float* dy, int64_t n, float* dx);
+
 }  // namespace conveyor::cpu
 
 #endif  // CONVEYOR_RUNTIME_CPU_ACTIVATION_H_

@@ -171,6 +171,14 @@ void CpuOps::GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
   });
 }
 
+void CpuOps::SquaredReluForward(const Tensor& x, Tensor* y) const {
+  cpu::SquaredReluForward(x.data(), x.numel(), y->data());
+}
+
+void CpuOps::SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  cpu::SquaredReluBackward(x.data(), dy.data(), dy.numel(), dx->data());
+}
+
 void CpuOps::SwigluForward(const Tensor& x, Tensor* y) const {
   const int64_t width = y->dim(y->rank() - 1);
   ParallelFor(Rows(*y, width), RowGrain(width), [&](int64_t begin, int64_t end) {

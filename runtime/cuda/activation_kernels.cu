@@ -31,6 +31,24 @@ __global__ void GeluBackwardKernel(const T* __restrict__ x, const T* __restrict_
   }
 }
 
+// Squared ReLU (So et al., "Primer", 2021; Megatron's --squared-relu): y = max(x, 0)^2.
+template <typename T>
+__global__ void SquaredReluForwardKernel(const T* __restrict__ x, int64_t n, T* __restrict__ y) {
+  CONVEYOR_GRID_STRIDE(i, n) {
+    const float r = fmaxf(Load(&x[i]), 0.0f);
+    Store(&y[i], r * r);
+  }
+}
+
+// dx = 2 max(x, 0) dy.
+template <typename T>
+__global__ void SquaredReluBackwardKernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                          int64_t n, T* __restrict__ dx) {
+  CONVEYOR_GRID_STRIDE(i, n) {
+    Store(&dx[i], 2.0f * fmaxf(Load(&x[i]), 0.0f) * Load(&dy[i]));
+  }
+}
+
 // SwiGLU: y[r, c] = a sigmoid(a) b with a = x[r, c], b = x[r, width + c].
 template <typename T>
 __global__ void SwigluForwardKernel(const T* __restrict__ x, int64_t rows, int64_t width,
@@ -79,6 +97,26 @@ void LaunchGeluBackward(DType dtype, const void* x, const void* dy, int64_t n, v
         static_cast<const T*>(x), static_cast<const T*>(dy), n, static_cast<T*>(dx));
   });
   CUDA_CHECK_LAUNCH("GeluBackwardKernel");
+}
+
+void LaunchSquaredReluForward(DType dtype, const void* x, int64_t n, void* y) {
+  if (n <= 0) return;
+  Dispatch(dtype, [&](auto t) {
+    using T = typename decltype(t)::type;
+    SquaredReluForwardKernel<<<ElementwiseBlocks(n), kThreads>>>(static_cast<const T*>(x), n,
+                                                                 static_cast<T*>(y));
+  });
+  CUDA_CHECK_LAUNCH("SquaredReluForwardKernel");
+}
+
+void LaunchSquaredReluBackward(DType dtype, const void* x, const void* dy, int64_t n, void* dx) {
+  if (n <= 0) return;
+  Dispatch(dtype, [&](auto t) {
+    using T = typename decltype(t)::type;
+    SquaredReluBackwardKernel<<<ElementwiseBlocks(n), kThreads>>>(
+        static_cast<const T*>(x), static_cast<const T*>(dy), n, static_cast<T*>(dx));
+  });
+  CUDA_CHECK_LAUNCH("SquaredReluBackwardKernel");
 }
 
 void LaunchSwigluForward(DType dtype, const void* x, int64_t rows, int64_t width, void* y) {

@@ -18,6 +18,10 @@ void LaunchSwigluForward(DType dtype, const void* x, int64_t rows, int64_t width
 void LaunchSwigluBackward(DType dtype, const void* x, const void* dy, int64_t rows, int64_t width,
                           void* dx);
 
+// y = max(x, 0)^2 over n elements; dx = 2 max(x, 0) dy.
+void LaunchSquaredReluForward(DType dtype, const void* x, int64_t n, void* y);
+void LaunchSquaredReluBackward(DType dtype, const void* x, const void* dy, int64_t n, void* dx);
+
 }  // namespace conveyor::cuda
 
 #endif  // CONVEYOR_RUNTIME_CUDA_ACTIVATION_KERNELS_H_

@@ -387,6 +387,24 @@ void CudaOps::GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const 
   Finish("GeluBackward");
 }
 
+void CudaOps::SquaredReluForward(const Tensor& x, Tensor* y) const {
+  RequireDevice("SquaredReluForward", "x", x);
+  RequireSameType("SquaredReluForward", "y", *y, "x", x);
+  RequireNumel("SquaredReluForward", "y", *y, x.numel());
+  cuda::LaunchSquaredReluForward(x.dtype(), x.raw(), x.numel(), y->raw());
+  Finish("SquaredReluForward");
+}
+
+void CudaOps::SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  RequireDevice("SquaredReluBackward", "x", x);
+  RequireSameType("SquaredReluBackward", "dy", dy, "x", x);
+  RequireSameType("SquaredReluBackward", "dx", *dx, "x", x);
+  RequireNumel("SquaredReluBackward", "dy", dy, x.numel());
+  RequireNumel("SquaredReluBackward", "dx", *dx, x.numel());
+  cuda::LaunchSquaredReluBackward(x.dtype(), x.raw(), dy.raw(), x.numel(), dx->raw());
+  Finish("SquaredReluBackward");
+}
+
 void CudaOps::SwigluForward(const Tensor& x, Tensor* y) const {
   RequireDevice("SwigluForward", "x", x);
   RequireSameType("SwigluForward", "y", *y, "x", x);

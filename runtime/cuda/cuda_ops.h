@@ -14,7 +14,8 @@
 //                   affine (the row is re-read from cache, nothing else is written);
 //                   backward-input likewise; dgamma and dbeta together in one
 //                   deterministic column reduction.
-//   Gelu / SwiGLU   one elementwise kernel each way (SwiGLU reads gate and up together).
+//   Gelu / SwiGLU / squared ReLU   one elementwise kernel each way (SwiGLU reads gate and up
+//                   together).
 //   Dropout         the Philox mask is drawn inside the kernel (bit-identical to the
 //                   CPU's), never stored; with the bias before and the residual add
 //                   after in one pass where a sublayer rejoins the residual stream.
@@ -95,6 +96,8 @@ class CudaOps : public Ops {
   void GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
   void SwigluForward(const Tensor& x, Tensor* y) const override;
   void SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
+  void SquaredReluForward(const Tensor& x, Tensor* y) const override;
+  void SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
   void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
                Tensor* out) const override;
   void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p, uint64_t first_index,

@@ -45,6 +45,9 @@ inline std::vector<ShapeVariant> ShapeVariants() {
   s.swiglu = true;
   v.push_back({"swiglu", s});
   s = TinyShape();
+  s.squared_relu = true;
+  v.push_back({"squared_relu", s});
+  s = TinyShape();
   s.tied_embeddings = false;
   s.linear_bias = false;
   v.push_back({"untied_no_bias", s});

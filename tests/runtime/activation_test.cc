@@ -51,5 +51,33 @@ TEST(GeluTest, DerivativeMatchesCentralDifferences) {
   }
 }
 
+// Squared ReLU (Megatron's squared_relu: torch.pow(F.relu(x), 2)) in float64, and its
+// derivative against central differences of that function (h small enough not to
+// straddle 0 except at the kink, which the inputs skip).
+double SquaredRelu(double x) { return x > 0 ? x * x : 0.0; }
+
+TEST(SquaredReluTest, ValuesAndDerivativeMatchFloat64) {
+  std::vector<float> x;
+  for (int i = -1000; i <= 1000; ++i) {
+    if (i != 0) x.push_back(static_cast<float>(i) / 97.0f);
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size()), dy(x.size()), dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) dy[i] = 0.5f + static_cast<float>(i % 5);
+  SquaredReluForward(x.data(), n, y.data());
+  SquaredReluBackward(x.data(), dy.data(), n, dx.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(y[i], SquaredRelu(x[i]), 1.2e-7 * SquaredRelu(x[i])) << "x = " << x[i];
+    const double h = 1e-4;
+    const double slope = (SquaredRelu(x[i] + h) - SquaredRelu(x[i] - h)) / (2 * h);
+    EXPECT_NEAR(dx[i], dy[i] * slope, 1e-5 * std::fabs(dy[i] * slope) + 1e-7) << "x = " << x[i];
+  }
+  // At the kink: relu's derivative is 0 at 0 (torch's), so the gradient is 0.
+  const float zero = 0.0f, one = 1.0f;
+  float out = 1.0f;
+  SquaredReluBackward(&zero, &one, 1, &out);
+  EXPECT_EQ(out, 0.0f);
+}
+
 }  // namespace
 }  // namespace conveyor::cpu

@@ -132,6 +132,7 @@ Layout OneRank(const Layout& layout) {
   one.window = layout.window;
   one.group_limited = layout.group_limited;
   one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
+  one.squared_relu = layout.squared_relu;
   return one;
 }
 
@@ -163,6 +164,7 @@ std::string LayoutName(const Layout& l) {
   if (l.window >= 0) name += absl::StrFormat("_window%d", l.window);
   if (l.group_limited) name += "_group_limited";
   if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
+  if (l.squared_relu) name += "_squared_relu";
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -182,6 +184,7 @@ Config TinyConfig(const Layout& l) {
     m.set_disable_bias_linear(true);
   }
   m.set_qk_layernorm(l.qk_layernorm);
+  m.set_squared_relu(l.squared_relu);
   if (!l.rope_scaling.empty()) m.set_rotary_base(100.0f);  // wavelengths of 6 to 200 tokens
   if (l.rope_scaling == "llama3") {
     m.set_use_rope_scaling(true);

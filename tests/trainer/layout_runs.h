@@ -60,6 +60,7 @@ struct Layout {
   // Megatron's WSD schedule (a minus_sqrt anneal over the last 4 iterations) with the
   // embedding and output layer on --decoupled-lr / --decoupled-min-lr.
   bool wsd_decoupled_lr = false;
+  bool squared_relu = false;  // --squared-relu: the MLP's relu(x)^2
   // With `llama`, RoPE of base 100 scaled: "llama3" (--use-rope-scaling, factor 4,
   // original context 64: each of the three frequency bands occurs) or "yarn"
   // (--position-embedding-type yarn, --rotary-scaling-factor 4, original context 64).

@@ -174,6 +174,14 @@ std::vector<Layout> AllLayouts() {
   wsd_untied_dp.untied = true;
   wsd_untied_dp.wsd_decoupled_lr = true;
   all.push_back(wsd_untied_dp);
+  // --squared-relu: fc1's column shards each square their own columns.
+  Layout squared_relu_tp = TpDp(2, 2, true, true);
+  squared_relu_tp.squared_relu = true;
+  all.push_back(squared_relu_tp);
+  Layout squared_relu_pp = Pipeline(2, "interleaved-1f1b", 2, 4);
+  squared_relu_pp.tp = 2;
+  squared_relu_pp.squared_relu = true;
+  all.push_back(squared_relu_pp);
   for (const Layout& layout : ContextParallelLayouts()) all.push_back(layout);
   for (const Layout& layout : DocumentLayouts()) all.push_back(layout);
   for (const Layout& layout : PositionAndWindowLayouts()) all.push_back(layout);

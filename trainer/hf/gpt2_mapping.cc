@@ -249,6 +249,11 @@ absl::Status CheckGpt2Architecture(const Config& config) {
   if (m.swiglu()) {
     problems.push_back("--swiglu is set; GPT-2's MLP uses GELU: drop --swiglu");
   }
+  if (m.squared_relu()) {
+    problems.push_back(
+        "--squared-relu is set; the GPT-2 export writes activation_function gelu_new, not "
+        "squared ReLU: drop --squared-relu");
+  }
   if (m.untie_embeddings_and_output_weights()) {
     problems.push_back(
         "--untie-embeddings-and-output-weights is set; GPT-2 ties the output layer to "

@@ -101,6 +101,16 @@ void ProfilingOps::GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) c
   inner_->GeluBackward(x, dy, dx);
 }
 
+void ProfilingOps::SquaredReluForward(const Tensor& x, Tensor* y) const {
+  const Scope span("op", "SquaredReluForward");
+  inner_->SquaredReluForward(x, y);
+}
+
+void ProfilingOps::SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const {
+  const Scope span("op", "SquaredReluBackward");
+  inner_->SquaredReluBackward(x, dy, dx);
+}
+
 void ProfilingOps::SwigluForward(const Tensor& x, Tensor* y) const {
   const Scope span("op", "SwigluForward");
   inner_->SwigluForward(x, y);

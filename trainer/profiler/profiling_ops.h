@@ -45,6 +45,8 @@ class ProfilingOps : public Ops {
   void GeluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
   void SwigluForward(const Tensor& x, Tensor* y) const override;
   void SwigluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
+  void SquaredReluForward(const Tensor& x, Tensor* y) const override;
+  void SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
   void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
                Tensor* out) const override;
   void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p, uint64_t first_index,
