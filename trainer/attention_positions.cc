@@ -20,8 +20,8 @@ absl::StatusOr<std::vector<bool>> SlidingLayers(const ModelConfig& m) {
   int64_t every = 0;
   if (absl::SimpleAtoi(text, &every)) {
     if (every < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--window-attn-skip-freq ", text, ": an integer frequency must be at least 1"));
+      return absl::InvalidArgumentError(absl::StrCat("--window-attn-skip-freq ", text,
+                                                     ": an integer frequency must be at least 1"));
     }
     std::vector<bool> slides(layers);
     for (int64_t l = 0; l < layers; ++l) slides[l] = (l + 1) % every != 0;
@@ -32,8 +32,8 @@ absl::StatusOr<std::vector<bool>> SlidingLayers(const ModelConfig& m) {
   if (!list.ok()) return list.status();
   if (static_cast<int64_t>(list->size()) != layers) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--window-attn-skip-freq '", text, "' gives ", list->size(),
-        " layers but --num-layers is ", layers, "; give one 1 (sliding) or 0 (full) per layer"));
+        "--window-attn-skip-freq '", text, "' gives ", list->size(), " layers but --num-layers is ",
+        layers, "; give one 1 (sliding) or 0 (full) per layer"));
   }
   std::vector<bool> slides;
   for (const int64_t v : *list) {
@@ -124,16 +124,16 @@ void CheckYarn(const ModelConfig& m, std::vector<std::string>* out) {
        static_cast<double>(m.yarn_original_max_position_embeddings())}};
   for (const auto& [flag, value] : positive) {
     if (!Positive(value)) {
-      out->push_back(absl::StrCat(flag, " ", value,
-                                  " must be a positive number (YaRN takes its logarithm)"));
+      out->push_back(
+          absl::StrCat(flag, " ", value, " must be a positive number (YaRN takes its logarithm)"));
     }
   }
   for (const auto& [flag, value] : {std::pair<const char*, double>{"--mscale", m.mscale()},
                                     {"--mscale-all-dim", m.mscale_all_dim()}}) {
     if (!std::isfinite(value)) out->push_back(absl::StrCat(flag, " ", value, " must be finite"));
   }
-  if (Positive(m.rotary_scaling_factor()) && !(RopeConcentration(RopeScalingFromConfig(
-                                                   m, PositionEmbeddingType::kYarn)) > 0)) {
+  if (Positive(m.rotary_scaling_factor()) &&
+      !(RopeConcentration(RopeScalingFromConfig(m, PositionEmbeddingType::kYarn)) > 0)) {
     out->push_back(absl::StrCat("--mscale ", m.mscale(), " and --mscale-all-dim ",
                                 m.mscale_all_dim(),
                                 " give YaRN a concentration factor that is not positive: "
@@ -158,10 +158,11 @@ absl::StatusOr<std::optional<WindowSize>> ParseWindowSize(absl::string_view text
         "each >= 0 or -1 for an unbounded side"));
   }
   if (w.right != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--window-size '", text, "': attention here is causal, so a query sees no key after "
-        "it; give the right side as 0 (--window-size ",
-        w.left, ",0), as Transformer Engine uses it under a causal mask"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--window-size '", text,
+                     "': attention here is causal, so a query sees no key after "
+                     "it; give the right side as 0 (--window-size ",
+                     w.left, ",0), as Transformer Engine uses it under a causal mask"));
   }
   return w;
 }

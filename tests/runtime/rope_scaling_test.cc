@@ -108,7 +108,7 @@ TEST(RopeScalingTest, Llama3MatchesPublishedRule) {
     const std::vector<double> want = Llama3Reference(128, 500000.0, factor, 1, 4, 8192);
     ExpectClose(got, want);
     const std::vector<double> plain = Unscaled(128, 500000.0);
-    EXPECT_EQ(want.front(), plain.front());                // high frequency: kept
+    EXPECT_EQ(want.front(), plain.front());                  // high frequency: kept
     EXPECT_NEAR(want.back(), plain.back() / factor, 1e-18);  // low frequency: divided
     int blended = 0;
     for (size_t i = 0; i < want.size(); ++i) {

@@ -44,8 +44,7 @@ TEST(AttentionPositionsTest, MegatronCommandLinesAreValid) {
                         "--yarn-original-max-position-embeddings", "4096"}),
             "");
   EXPECT_EQ(ProblemsOf({"--window-size", "127,0", "--window-attn-skip-freq", "2"}), "");
-  EXPECT_EQ(ProblemsOf({"--window-size", "(4095,0)", "--window-attn-skip-freq", "[1,1,1,0]"}),
-            "");
+  EXPECT_EQ(ProblemsOf({"--window-size", "(4095,0)", "--window-attn-skip-freq", "[1,1,1,0]"}), "");
 }
 
 TEST(AttentionPositionsTest, RulesNameTheirFlag) {
@@ -61,11 +60,11 @@ TEST(AttentionPositionsTest, RulesNameTheirFlag) {
               HasSubstr("--rotary-percent 0.5 with --position-embedding-type yarn"));
   EXPECT_THAT(ProblemsOf({"--position-embedding-type", "yarn", "--yarn-beta-slow", "0"}),
               HasSubstr("--yarn-beta-slow 0 must be a positive number"));
-  EXPECT_THAT(ProblemsOf({"--window-size", "128"}), HasSubstr("--window-size '128' is not a window"));
+  EXPECT_THAT(ProblemsOf({"--window-size", "128"}),
+              HasSubstr("--window-size '128' is not a window"));
   EXPECT_THAT(ProblemsOf({"--window-size", "128,128"}),
               HasSubstr("give the right side as 0 (--window-size 128,0)"));
-  EXPECT_THAT(ProblemsOf({"--window-attn-skip-freq", "2"}),
-              HasSubstr("no --window-size is given"));
+  EXPECT_THAT(ProblemsOf({"--window-attn-skip-freq", "2"}), HasSubstr("no --window-size is given"));
   EXPECT_THAT(ProblemsOf({"--window-size", "8,0", "--window-attn-skip-freq", "[1,0]"}),
               HasSubstr("gives 2 layers but --num-layers is 4"));
   EXPECT_THAT(ProblemsOf({"--window-size", "8,0", "--window-attn-skip-freq", "[1,2,1,0]"}),
@@ -80,18 +79,18 @@ TEST(AttentionPositionsTest, LayerWindowsFollowMegatron) {
   EXPECT_THAT(LayerWindowsFromConfig(Model({"--window-size", "-1,0"})), IsEmpty());
   EXPECT_EQ(LayerWindowsFromConfig(Model({"--window-size", "127,0"})),
             (std::vector<int64_t>{127, 127, 127, 127}));
-  EXPECT_EQ(LayerWindowsFromConfig(
-                Model({"--window-size", "127,0", "--window-attn-skip-freq", "2"})),
-            (std::vector<int64_t>{127, -1, 127, -1}));
+  EXPECT_EQ(
+      LayerWindowsFromConfig(Model({"--window-size", "127,0", "--window-attn-skip-freq", "2"})),
+      (std::vector<int64_t>{127, -1, 127, -1}));
   EXPECT_EQ(LayerWindowsFromConfig(
                 Model({"--window-size", "5,0", "--window-attn-skip-freq", "[0]*2+[1]*2"})),
             (std::vector<int64_t>{-1, -1, 5, 5}));
 }
 
 TEST(AttentionPositionsTest, ScalingFromFlags) {
-  const RopeScaling llama3 = RopeScalingFromConfig(
-      Model({"--position-embedding-type", "rope", "--use-rope-scaling"}),
-      PositionEmbeddingType::kRope);
+  const RopeScaling llama3 =
+      RopeScalingFromConfig(Model({"--position-embedding-type", "rope", "--use-rope-scaling"}),
+                            PositionEmbeddingType::kRope);
   EXPECT_EQ(llama3.kind, RopeScalingKind::kLlama3);
   EXPECT_EQ(llama3.factor, 8.0);  // Megatron's default --rope-scaling-factor
   EXPECT_EQ(llama3.low_freq_factor, 1.0);
@@ -109,9 +108,9 @@ TEST(AttentionPositionsTest, ScalingFromFlags) {
   EXPECT_EQ(yarn.mscale_all_dim, 0.0);
   EXPECT_TRUE(yarn.round_to_int);
   // Without --use-rope-scaling (or yarn) Megatron reads no scaling flag.
-  EXPECT_EQ(RopeScalingFromConfig(Model({"--position-embedding-type", "rope",
-                                         "--rotary-scaling-factor", "40"}),
-                                  PositionEmbeddingType::kRope)
+  EXPECT_EQ(RopeScalingFromConfig(
+                Model({"--position-embedding-type", "rope", "--rotary-scaling-factor", "40"}),
+                PositionEmbeddingType::kRope)
                 .kind,
             RopeScalingKind::kNone);
 }

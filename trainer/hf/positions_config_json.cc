@@ -21,9 +21,7 @@ std::string ScalingType(const Json& scaling) {
   return "default";
 }
 
-double NumberOr(const Json& v, double fallback) {
-  return v.is_number() ? AsDouble(v) : fallback;
-}
+double NumberOr(const Json& v, double fallback) { return v.is_number() ? AsDouble(v) : fallback; }
 
 // Llama 3.1's four numbers, each required (transformers reads them without defaults).
 void ApplyLlama3(const Json& s, const std::string& key, ModelFlagsFromFile* flags) {
@@ -50,8 +48,8 @@ void ApplyLlama3(const Json& s, const std::string& key, ModelFlagsFromFile* flag
 // max_position_embeddings, beta_fast and beta_slow to 32 and 1 (also when 0), the
 // concentration factor to m(s, mscale) / m(s, mscale_all_dim) when both are nonzero,
 // else m(s, 1); an explicit attention_factor must be that value.
-void ApplyYarn(const Json& hf, const HfArchitecture& arch, const Json& s,
-               const std::string& key, ModelFlagsFromFile* flags) {
+void ApplyYarn(const Json& hf, const HfArchitecture& arch, const Json& s, const std::string& key,
+               ModelFlagsFromFile* flags) {
   const double max_positions = AsDouble(HfFieldOrDefault(hf, arch, "max_position_embeddings"));
   const Json& original = MemberOrNull(s, "original_max_position_embeddings");
   const double context = NumberOr(original, max_positions);
@@ -178,7 +176,7 @@ std::string ApplyRopeScalingJson(const Json& hf, const HfArchitecture& arch,
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     const Json& scaling = MemberOrNull(hf, key);
     for (const auto& [name, value] : scaling.items()) {  // empty unless an object
-      if (value.is_object()) {                            // transformers 5 nests them by layer type
+      if (value.is_object()) {                           // transformers 5 nests them by layer type
         flags->Unsupported(absl::StrCat(key, " per layer type (\"", name,
                                         "\": {...}) is not implemented: Conveyor's layers share "
                                         "one RoPE"));

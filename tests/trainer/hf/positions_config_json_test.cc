@@ -33,9 +33,8 @@ const HfArchitecture& Named(const std::string& class_name) {
 Config Llama(std::vector<std::string> flags) {
   flags.insert(flags.end(),
                {"--mock-data", "--vocab-size", "64", "--num-layers", "4", "--hidden-size", "32",
-                "--num-attention-heads", "4", "--seq-length", "256", "--normalization",
-                "RMSNorm", "--swiglu", "--disable-bias-linear",
-                "--untie-embeddings-and-output-weights"});
+                "--num-attention-heads", "4", "--seq-length", "256", "--normalization", "RMSNorm",
+                "--swiglu", "--disable-bias-linear", "--untie-embeddings-and-output-weights"});
   if (std::find(flags.begin(), flags.end(), "--position-embedding-type") == flags.end()) {
     flags.insert(flags.end(), {"--position-embedding-type", "rope"});
   }
@@ -82,10 +81,9 @@ TEST(PositionsConfigJsonTest, Llama3RoundTrip) {
 }
 
 TEST(PositionsConfigJsonTest, YarnRoundTrip) {
-  const Config config =
-      Llama({"--position-embedding-type", "yarn", "--rotary-scaling-factor", "4", "--mscale",
-             "0.707", "--mscale-all-dim", "0.5", "--yarn-original-max-position-embeddings",
-             "1024"});
+  const Config config = Llama({"--position-embedding-type", "yarn", "--rotary-scaling-factor", "4",
+                               "--mscale", "0.707", "--mscale-all-dim", "0.5",
+                               "--yarn-original-max-position-embeddings", "1024"});
   const HfArchitecture& arch = Named("Qwen3ForCausalLM");
   const Config qwen3 = [&] {
     Config c = config;
@@ -137,8 +135,8 @@ TEST(PositionsConfigJsonTest, WhatAClassCannotSayIsRefused) {
   qwen.mutable_model()->set_add_qkv_bias(true);
   EXPECT_THAT(CheckPositionsExportable(qwen, Named("Qwen2ForCausalLM")).message(),
               HasSubstr("slides the layers from max_window_layers on"));
-  const Config yarn = Llama({"--position-embedding-type", "yarn", "--rotary-scaling-factor",
-                             "1.5", "--yarn-original-max-position-embeddings", "1001"});
+  const Config yarn = Llama({"--position-embedding-type", "yarn", "--rotary-scaling-factor", "1.5",
+                             "--yarn-original-max-position-embeddings", "1001"});
   EXPECT_THAT(CheckPositionsExportable(yarn, Named("LlamaForCausalLM")).message(),
               HasSubstr("not a whole number of positions"));
 }
