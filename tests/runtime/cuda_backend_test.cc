@@ -425,6 +425,22 @@ TEST_P(CudaBackendTest, Gelu) {
   }
 }
 
+TEST_P(CudaBackendTest, SquaredRelu) {
+  uint32_t seed = 650;
+  for (const int64_t n : {1, 1000, 65537, 1 << 22}) {
+    const Shape s{n};
+    const Values x = Act(n, seed++, 3.0f), dy = Act(n, seed++);
+    Tensor y = HostTensor(s, Values(n)), dx = HostTensor(s, Values(n));
+    cpu().SquaredReluForward(HostTensor(s, x), &y);
+    cpu().SquaredReluBackward(HostTensor(s, x), HostTensor(s, dy), &dx);
+    Tensor gy = DevZeros(s), gdx = DevZeros(s);
+    gpu().SquaredReluForward(Dev(s, x), &gy);
+    gpu().SquaredReluBackward(Dev(s, x), Dev(s, dy), &gdx);
+    CheckTensor(Name("SquaredReluForward", ShapeName(s)), gy, y, tol());
+    CheckTensor(Name("SquaredReluBackward", ShapeName(s)), gdx, dx, tol());
+  }
+}
+
 TEST_P(CudaBackendTest, Swiglu) {
   uint32_t seed = 700;
   for (const Shape& s : std::vector<Shape>{{1, 1}, {7, 33}, {64, 1000}, {2048, 2752}}) {
