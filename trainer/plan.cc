@@ -1,6 +1,8 @@
 #include "trainer/plan.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -124,6 +126,34 @@ std::string RampLine(const Config& c) {
       t.train_iters() - ramp_steps, t.global_batch_size());
 }
 
+// RoPE's scaling and the sliding window, when the model has either (Megatron's FLOPs
+// formula above counts full causal attention either way).
+std::string PositionsLine(const ModelShape& shape) {
+  std::vector<std::string> parts;
+  const RopeScaling& r = shape.rope_scaling;
+  if (r.kind == RopeScalingKind::kLlama3) {
+    parts.push_back(absl::StrFormat(
+        "RoPE scaled as Llama 3.1 (factor %g, frequency factors %g and %g, original context %d)",
+        r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_positions));
+  } else if (r.kind == RopeScalingKind::kYarn) {
+    parts.push_back(absl::StrFormat(
+        "RoPE scaled by YaRN (s %g, original context %d, beta %g/%g, cos and sin x %.4f)", r.factor,
+        r.original_max_positions, r.beta_fast, r.beta_slow, RopeConcentration(r)));
+  }
+  int64_t sliding = 0, window = -1;
+  for (const int64_t w : shape.layer_windows) {
+    sliding += w >= 0;
+    window = std::max(window, w);
+  }
+  if (sliding > 0) {
+    parts.push_back(
+        absl::StrFormat("sliding window of the %d keys before each query in %d of "
+                        "%d layers",
+                        window, sliding, shape.num_layers));
+  }
+  return parts.empty() ? "" : absl::StrCat("plan: attention: ", absl::StrJoin(parts, "; "), "\n");
+}
+
 // The rank map, context parallelism's split, the batch arithmetic, FLOPs and the ramp.
 std::string BatchLines(const ResolvedConfig& resolved, const ModelShape& shape) {
   const TrainingConfig& t = resolved.config().training();
@@ -143,7 +173,7 @@ std::string BatchLines(const ResolvedConfig& resolved, const ModelShape& shape) 
       t.global_batch_size(), resolved.micro_batches(), resolved.dp(), t.micro_batch_size(),
       shape.seq, int64_t{t.global_batch_size()} * shape.seq,
       MegatronFlopsPerIteration(shape, t.global_batch_size()) / 1e12, shape.padded_vocab);
-  return out + RampLine(resolved.config());
+  return out + PositionsLine(shape) + RampLine(resolved.config());
 }
 
 // The schedule's bubble, formula and simulation, and its Gantt chart.

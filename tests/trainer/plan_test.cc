@@ -70,6 +70,21 @@ std::string PipelineTraffic(int tokens_per_rank) {
   return absl::StrFormat("pipeline %.2f MiB,", bytes / (1024 * 1024));
 }
 
+// RoPE's scaling and the sliding window are named; a plain model's plan has no such line.
+TEST(PlanTest, AttentionLineNamesScalingAndWindow) {
+  EXPECT_EQ(Plan({}).find("plan: attention"), std::string::npos);
+  EXPECT_NE(Plan({"--position-embedding-type", "yarn", "--rotary-scaling-factor", "4",
+                  "--window-size", "31,0", "--window-attn-skip-freq", "2"})
+                .find("plan: attention: RoPE scaled by YaRN (s 4, original context 4096, beta "
+                      "32/1, cos and sin x 1.1386); sliding window of the 31 keys before each "
+                      "query in 2 of 4 layers\n"),
+            std::string::npos);
+  EXPECT_NE(Plan({"--position-embedding-type", "rope", "--use-rope-scaling"})
+                .find("plan: attention: RoPE scaled as Llama 3.1 (factor 8, frequency factors 1 "
+                      "and 4, original context 8192)\n"),
+            std::string::npos);
+}
+
 TEST(PlanTest, PipelineTrafficMovesWholeActivations) {
   EXPECT_THAT(Plan({}), HasSubstr(PipelineTraffic(kSeq)));  // 4.00 MiB
 }
