@@ -52,6 +52,12 @@ absl::StatusOr<Backend> StartBackend(const ResolvedConfig& resolved, int local_r
         "permutation, runtime/cuda/moe_kernels.cu) have never run on a GPU (cuda_backend_test "
         "checks them when one is there); run it with --device cpu");
   }
+  if (!resolved.model_shape().layer_windows.empty()) {  // --device auto that found a GPU
+    return absl::FailedPreconditionError(
+        "--window-size on a GPU: the sliding window's CUDA kernels are written and compiled but "
+        "have never run on a GPU (cuda_attention_test checks them when one is there); run it "
+        "with --device cpu");
+  }
   const GpuInfo gpus = ProbeGpus();
   if (gpus.count == 0) {
     return absl::FailedPreconditionError("--device cuda: no usable CUDA device (" + gpus.error +
