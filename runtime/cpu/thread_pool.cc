@@ -1,12 +1,12 @@
 #include "runtime/cpu/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <fstream>
-#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -138,10 +138,32 @@ class Pool {
   std::vector<std::thread> workers_;
 };
 
-std::mutex pool_mu;
-std::unique_ptr<Pool>& GlobalPool() {
-  static auto* pool = new std::unique_ptr<Pool>(new Pool(UsableCpus()));
+// The pool and its lock. After fork() the child has only the forking thread: the
+// parent's workers are gone, and the pool's mutexes and condition variables are copies
+// that may be held, or count sleeping waiters, that no thread will ever release or wake
+// (waking them waits forever). So the child never touches the parent's pool, not even to
+// destroy it: it forgets it (leaked) and starts a pool of its own, with the same number
+// of threads, at its first use (ForgetPoolAfterFork, registered with pthread_atfork).
+std::mutex* pool_mu = new std::mutex;
+Pool* pool = nullptr;
+int pool_threads = 0;  // 0: UsableCpus()
+
+void ForgetPoolAfterFork() {
+  pool = nullptr;
+  pool_mu = new std::mutex;
+}
+
+// The current process's pool, made at first use; the caller holds *pool_mu.
+Pool& PoolLocked() {
+  static const bool registered = pthread_atfork(nullptr, nullptr, &ForgetPoolAfterFork) == 0;
+  (void)registered;
+  if (pool == nullptr) pool = new Pool(pool_threads > 0 ? pool_threads : UsableCpus());
   return *pool;
+}
+
+Pool& CurrentPool() {
+  std::lock_guard<std::mutex> lock(*pool_mu);
+  return PoolLocked();
 }
 
 }  // namespace
@@ -170,21 +192,21 @@ int UsableCpus() {
 }
 
 void SetPoolThreads(int threads) {
-  std::lock_guard<std::mutex> lock(pool_mu);
-  std::unique_ptr<Pool>& pool = GlobalPool();
-  if (pool->threads() == std::max(1, threads)) return;
-  pool.reset();
-  pool = std::make_unique<Pool>(std::max(1, threads));
+  std::lock_guard<std::mutex> lock(*pool_mu);
+  pool_threads = std::max(1, threads);
+  if (PoolLocked().threads() == pool_threads) return;
+  delete pool;
+  pool = new Pool(pool_threads);
 }
 
 int PoolThreads() {
-  std::lock_guard<std::mutex> lock(pool_mu);
-  return GlobalPool()->threads();
+  std::lock_guard<std::mutex> lock(*pool_mu);
+  return PoolLocked().threads();
 }
 
 void ParallelFor(int64_t n, int64_t grain, absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
-  GlobalPool()->Run(n, grain, fn);
+  CurrentPool().Run(n, grain, fn);
 }
 
 }  // namespace conveyor::cpu

@@ -3,6 +3,9 @@
 // inline.
 #include "runtime/cpu/thread_pool.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -80,6 +83,35 @@ TEST(ParallelForTest, NestedCallsRunInline) {
     }
   });
   EXPECT_EQ(total, 40);
+}
+
+// Ranks are forked from a process whose pool already has worker threads (a test that
+// ran ops before launching ranks, or a launcher that did). The child has only the
+// forking thread: its copy of the pool's condition variable still counts the parent's
+// sleeping workers as waiters, and waking them would wait for them forever. The child
+// must get a pool of its own, with the same number of threads, and finish its work.
+TEST(ParallelForTest, AForkedChildRunsOnAPoolOfItsOwn) {
+  SetPoolThreads(3);
+  // Fork right after a job, many times: at that moment the parent's workers may be
+  // anywhere between their last chunk and their next wait (holding the pool's lock).
+  for (int fork_round = 0; fork_round < 200; ++fork_round) {
+    std::atomic<int64_t> warm{0};
+    ParallelFor(1000, 1, [&](int64_t b, int64_t e) { warm += e - b; });
+    ASSERT_EQ(warm, 1000);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      std::atomic<int64_t> total{0};
+      for (int round = 0; round < 10; ++round) {
+        ParallelFor(1000, 1, [&](int64_t b, int64_t e) { total += e - b; });
+      }
+      _exit(total == 10 * 1000 && PoolThreads() == 3 ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);  // a hang ends at the test's timeout
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "fork " << fork_round << ": status " << status;
+  }
 }
 
 }  // namespace
