@@ -50,10 +50,6 @@ void ApplyYarn(int64_t dims, float base, const RopeScaling& s, std::vector<float
   }
 }
 
-double YarnMscale(double scale, double mscale) {
-  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-}
-
 }  // namespace
 
 std::vector<float> RopeFrequencies(int64_t dims, float base, const RopeScaling& scaling) {
@@ -67,6 +63,10 @@ std::vector<float> RopeFrequencies(int64_t dims, float base, const RopeScaling& 
     ApplyYarn(dims, base, scaling, &f);
   }
   return f;
+}
+
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
 }
 
 float RopeConcentration(const RopeScaling& scaling) {

@@ -45,6 +45,10 @@ std::vector<float> RopeFrequencies(int64_t dims, float base, const RopeScaling& 
 // The factor cos and sin are multiplied by: YaRN's concentration factor, else 1.
 float RopeConcentration(const RopeScaling& scaling);
 
+// YaRN's m(s, x) = 0.1 x ln s + 1 (1 for s <= 1). DeepSeek's multi-latent attention also
+// multiplies its softmax scale by m(s, mscale_all_dim)^2.
+double YarnMscale(double scale, double mscale);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_RUNTIME_ROPE_SCALING_H_
