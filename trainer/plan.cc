@@ -39,10 +39,15 @@ std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
                                 shape.moe.experts() / ep * ExpertWeightElements(shape, etp));
   for (const RankMemory& m : memory) total += m.parameters;
   const int64_t active = total - moe_layers * InactiveExpertParameters(shape, tp);
+  const RouterSpec& router = shape.moe.router;
+  const std::string groups =
+      router.group_topk > 0
+          ? absl::StrFormat(" from %d of %d expert groups", router.group_topk, router.num_groups)
+          : "";
   return absl::StrFormat(
-      "plan: mixture of experts: %d experts, top-%d, in %d of %d layers: %d parameters%s, %d "
+      "plan: mixture of experts: %d experts, top-%d%s, in %d of %d layers: %d parameters%s, %d "
       "(%.1f%%) active per token%s\n",
-      shape.moe.experts(), shape.moe.router.topk, moe_layers, shape.num_layers, total,
+      shape.moe.experts(), router.topk, groups, moe_layers, shape.num_layers, total,
       tp > 1 ? " per tensor-parallel rank" : "", active,
       100.0 * static_cast<double>(active) / static_cast<double>(std::max<int64_t>(total, 1)),
       shape.moe.expert_bias

@@ -227,6 +227,23 @@ TEST(PlanTest, ExpertTensorParallelismBelowTpSharesRows) {
   EXPECT_EQ(total_line(plan), total_line(reference));
 }
 
+// Group-limited routing is named in the plan's MoE line, and the shared expert's gate
+// adds one weight of hidden 128 per MoE layer to the parameters: 4 x 128.
+TEST(PlanTest, GroupLimitedRoutingAndTheSharedExpertGate) {
+  const std::vector<std::string> shared = {"--global-batch-size", "16",
+                                           "--moe-shared-expert-intermediate-size", "64"};
+  std::vector<std::string> gated = shared;
+  gated.insert(gated.end(), {"--moe-shared-expert-gate", "--moe-router-num-groups", "4",
+                             "--moe-router-group-topk", "2"});
+  const std::string plan = PlanOf(MoeArgs(gated), 4);
+  EXPECT_THAT(plan, HasSubstr("8 experts, top-2 from 2 of 4 expert groups, in 4 of 4 layers: "));
+  const auto parameters = [](const std::string& text) {
+    const size_t at = text.find(" layers: ", text.find("plan: mixture of experts"));
+    return std::stoll(text.substr(at + 9));
+  };
+  EXPECT_EQ(parameters(plan) - parameters(PlanOf(MoeArgs(shared), 4)), 4 * 128);
+}
+
 // PP 2 on 2 ranks, 4 layers of hidden 64, micro-batches of 1 sample: `extra` sets the
 // global batch and the schedule.
 std::vector<std::string> PipelineArgs(const std::vector<std::string>& extra) {
