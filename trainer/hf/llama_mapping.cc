@@ -153,8 +153,9 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
   }
   const HfMoeDims moe = HfMoeDimsFromConfig(m, &problems);
   if (!problems.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("the model is not a Llama-family model:\n  ",
-                                                      absl::StrJoin(problems, "\n  ")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no Llama-family Hugging Face architecture computes this model:\n  ",
+                     absl::StrJoin(problems, "\n  ")));
   }
   LlamaDims d;
   d.num_layers = m.num_layers();
