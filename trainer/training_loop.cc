@@ -117,7 +117,7 @@ class TrainingRun {
         schedule_(config_.optimizer(), t_.global_batch_size()),
         flops_per_iteration_(
             MegatronFlopsPerIteration(stage->chunk(0).shape(), t_.global_batch_size())),
-        rampup_(config),
+        rampup_(config_),
         masking_(DocumentMaskingOf(config_)),
         pipelined_(context.pipeline().num_stages() > 1),
         checkpoints_(resolved, context, stage, updater_.get()),

@@ -128,9 +128,9 @@ Layout OneRank(const Layout& layout) {
   one.per_token_loss = layout.per_token_loss;
   one.moe = layout.moe;
   one.expert_bias = layout.expert_bias;
+  one.group_limited = layout.group_limited;
   one.rope_scaling = layout.rope_scaling;
   one.window = layout.window;
-  one.group_limited = layout.group_limited;
   one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
   one.squared_relu = layout.squared_relu;
   return one;
@@ -160,9 +160,9 @@ std::string LayoutName(const Layout& l) {
   if (l.per_token_loss) name += "_per_token_loss";
   if (l.moe) name += "_moe";
   if (l.expert_bias) name += "_expert_bias";
+  if (l.group_limited) name += "_group_limited";
   if (!l.rope_scaling.empty()) name += "_" + l.rope_scaling;
   if (l.window >= 0) name += absl::StrFormat("_window%d", l.window);
-  if (l.group_limited) name += "_group_limited";
   if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
   if (l.squared_relu) name += "_squared_relu";
   for (char& c : name) {
