@@ -245,7 +245,7 @@ int DryRun(const ResolvedConfig& resolved, const ModelShape& shape, const RanksO
     if (!load.ok()) return Refuse(err, load.status());
     absl::StrAppend(&*plan, *load, "\n");
   }
-  out << *plan << HostMemoryLine(resolved, shape, on_host, startup);
+  out << *plan << HostMemoryLine(resolved, on_host, startup);
   const std::string& html = resolved.config().logging().plan_html();
   if (html.empty()) return kExitOk;
   absl::StatusOr<std::string> page = PlanHtml(resolved, shape);
@@ -314,7 +314,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (const std::string warning = ProfileWindowWarning(config); first_rank && !warning.empty()) {
     err << kProgram << ": " << warning << "\n";
   }
-  if (absl::Status fits = CheckRunFitsHostMemory(*resolved, shape, on_host, startup); !fits.ok()) {
+  if (absl::Status fits = CheckRunFitsHostMemory(*resolved, on_host, startup); !fits.ok()) {
     return Fail(err, "", fits);
   }
   if (external != nullptr) return RunRank(*resolved, external, out, err);

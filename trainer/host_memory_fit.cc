@@ -33,7 +33,7 @@ StartupMemory RanksStartupMemory(const ProcessMemory& self, const RanksOnHost& r
                      FormatMemorySize(per_rank))};
 }
 
-absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved, const ModelShape& shape,
+absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved,
                                            const RanksOnHost& ranks) {
   const Config& config = resolved.config();
   const int world_size = resolved.world_size();
@@ -51,11 +51,11 @@ absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved, const
   return total;
 }
 
-std::string HostMemoryLine(const ResolvedConfig& resolved, const ModelShape& shape,
-                           const RanksOnHost& ranks, const StartupMemory& startup,
+std::string HostMemoryLine(const ResolvedConfig& resolved, const RanksOnHost& ranks,
+                           const StartupMemory& startup,
                            const HostMemoryLimit& limit) {
   if (resolved.on_gpu()) return "";
-  const absl::StatusOr<int64_t> predicted = PredictedHostBytes(resolved, shape, ranks);
+  const absl::StatusOr<int64_t> predicted = PredictedHostBytes(resolved, ranks);
   if (!predicted.ok()) return "";  // the plan above has reported the same error
   return absl::StrFormat(
       "plan: host memory of %s: %s predicted (of which %s before any tensor), %s usable (%s)\n",
@@ -63,11 +63,11 @@ std::string HostMemoryLine(const ResolvedConfig& resolved, const ModelShape& sha
       FormatMemorySize(startup.bytes), FormatMemorySize(limit.bytes), limit.source);
 }
 
-absl::Status CheckRunFitsHostMemory(const ResolvedConfig& resolved, const ModelShape& shape,
-                                    const RanksOnHost& ranks, const StartupMemory& startup,
+absl::Status CheckRunFitsHostMemory(const ResolvedConfig& resolved, const RanksOnHost& ranks,
+                                    const StartupMemory& startup,
                                     const HostMemoryLimit& limit) {
   if (resolved.on_gpu()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const int64_t predicted, PredictedHostBytes(resolved, shape, ranks));
+  ASSIGN_OR_RETURN(const int64_t predicted, PredictedHostBytes(resolved, ranks));
   if (predicted + startup.bytes <= limit.bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
       "%s %s predicted to need %s of host memory at the peak: %s for the model and its "

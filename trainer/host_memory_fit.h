@@ -53,21 +53,21 @@ inline constexpr int64_t kBlasBytesPerThread = int64_t{256} << 10;
 
 // The predicted peak bytes (model state and activations, memory_model.h) of the ranks
 // of `resolved` that run on this host, summed.
-absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved, const ModelShape& shape,
+absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved,
                                            const RanksOnHost& ranks);
 
 // OK on the CUDA backend (model state lives on the GPUs) and when the prediction and
 // `startup` fit `limit`; else ResourceExhausted naming the figures, where the limit comes
 // from, and the flags that make a step fit.
-absl::Status CheckRunFitsHostMemory(const ResolvedConfig& resolved, const ModelShape& shape,
-                                    const RanksOnHost& ranks, const StartupMemory& startup,
+absl::Status CheckRunFitsHostMemory(const ResolvedConfig& resolved, const RanksOnHost& ranks,
+                                    const StartupMemory& startup,
                                     const HostMemoryLimit& limit = HostMemoryAvailable());
 
 // --dry-run's line on this machine: "plan: host memory of the 4 ranks on this machine:
 // 1.2 GiB predicted (of which 280.0 MiB before any tensor), 15.5 GiB usable (physical
 // memory)"; empty on the CUDA backend.
-std::string HostMemoryLine(const ResolvedConfig& resolved, const ModelShape& shape,
-                           const RanksOnHost& ranks, const StartupMemory& startup,
+std::string HostMemoryLine(const ResolvedConfig& resolved, const RanksOnHost& ranks,
+                           const StartupMemory& startup,
                            const HostMemoryLimit& limit = HostMemoryAvailable());
 
 }  // namespace conveyor

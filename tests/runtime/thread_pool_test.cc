@@ -68,7 +68,9 @@ TEST(ParallelForTest, EveryIndexOnceInContiguousRanges) {
         });
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << n << " " << grain << " " << i;
         // Less than two grains of work is one range, run by the caller.
-        if (n < 2 * grain || threads == 1) EXPECT_EQ(calls, 1);
+        if (n < 2 * grain || threads == 1) {
+          EXPECT_EQ(calls, 1);
+        }
       }
     }
   }

@@ -66,11 +66,11 @@ TEST(HostMemoryFitTest, SumsTheStageOfEveryRankOnTheHost) {
   const int64_t first = run.stages[0].total_bytes(), last = run.stages[1].total_bytes();
   ASSERT_NE(first, last);  // 1F1B stashes more on the first stage
   // Ranks 0, 1 (DP 0 and 1) are stage 0; ranks 2, 3 stage 1.
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {0, 4}), 2 * first + 2 * last);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {0, 2}), 2 * first);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {2, 2}), 2 * last);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {1, 2}), first + last);
-  EXPECT_EQ(*PredictedHostBytes(run.config, run.shape, {3, 1}), last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, {0, 4}), 2 * first + 2 * last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, {0, 2}), 2 * first);
+  EXPECT_EQ(*PredictedHostBytes(run.config, {2, 2}), 2 * last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, {1, 2}), first + last);
+  EXPECT_EQ(*PredictedHostBytes(run.config, {3, 1}), last);
 }
 
 // No memory before the first tensor: the model's figures alone.
@@ -78,10 +78,10 @@ const StartupMemory kNoStartup = {0, "nothing before any tensor"};
 
 TEST(HostMemoryFitTest, RefusesAPredictionAboveTheLimitNamingBoth) {
   const PlannedRun run = MakeRun();
-  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {0, 4});
+  const int64_t predicted = *PredictedHostBytes(run.config, {0, 4});
   const HostMemoryLimit limit{predicted - 1, "the cgroup limit /sys/fs/cgroup/job/memory.max"};
   const absl::Status refused =
-      CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, kNoStartup, limit);
+      CheckRunFitsHostMemory(run.config, {0, 4}, kNoStartup, limit);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.message(),
               AllOf(HasSubstr("the 4 ranks on this machine are predicted to need " +
@@ -89,7 +89,7 @@ TEST(HostMemoryFitTest, RefusesAPredictionAboveTheLimitNamingBoth) {
                     HasSubstr("this process may use " + FormatMemorySize(predicted - 1) +
                               " (the cgroup limit /sys/fs/cgroup/job/memory.max)"),
                     HasSubstr("nothing was started"), HasSubstr("--recompute-granularity")));
-  EXPECT_TRUE(CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, kNoStartup,
+  EXPECT_TRUE(CheckRunFitsHostMemory(run.config, {0, 4}, kNoStartup,
                                      {predicted, "physical memory"})
                   .ok());
 }
@@ -101,13 +101,13 @@ TEST(HostMemoryFitTest, RefusesAPredictionAboveTheLimitNamingBoth) {
 TEST(HostMemoryFitTest, CountsWhatTheProcessesHoldBeforeAnyTensor) {
   const PlannedRun run = MakeRun();
   const ProcessMemory self{int64_t{277} << 20, int64_t{112} << 20};
-  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {0, 1});
+  const int64_t predicted = *PredictedHostBytes(run.config, {0, 1});
   const HostMemoryLimit limit{predicted + (int64_t{100} << 20), "the cgroup limit memory.max"};
-  ASSERT_TRUE(CheckRunFitsHostMemory(run.config, run.shape, {0, 1}, kNoStartup, limit).ok());
+  ASSERT_TRUE(CheckRunFitsHostMemory(run.config, {0, 1}, kNoStartup, limit).ok());
 
   const StartupMemory one = RanksStartupMemory(self, {0, 1}, /*own_processes=*/false, 16);
   EXPECT_EQ(one.bytes, (int64_t{277} << 20) + kRankPrivateBytes + 16 * kBlasBytesPerThread);
-  const absl::Status refused = CheckRunFitsHostMemory(run.config, run.shape, {0, 1}, one, limit);
+  const absl::Status refused = CheckRunFitsHostMemory(run.config, {0, 1}, one, limit);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(
       refused.message(),
@@ -116,7 +116,7 @@ TEST(HostMemoryFitTest, CountsWhatTheProcessesHoldBeforeAnyTensor) {
             HasSubstr(FormatMemorySize(one.bytes) + " before any tensor"),
             HasSubstr("this process may use " + FormatMemorySize(limit.bytes))));
   // The line --dry-run prints says the same.
-  EXPECT_THAT(HostMemoryLine(run.config, run.shape, {0, 1}, one, limit),
+  EXPECT_THAT(HostMemoryLine(run.config, {0, 1}, one, limit),
               HasSubstr(FormatMemorySize(predicted + one.bytes) + " predicted (of which " +
                         FormatMemorySize(one.bytes) + " before any tensor)"));
 }
@@ -139,9 +139,9 @@ TEST(HostMemoryFitTest, StartupMemoryGrowsWithRanksAndBlasThreads) {
 
 TEST(HostMemoryFitTest, DryRunSaysWhatTheRanksOnThisMachineNeedAndMayUse) {
   const PlannedRun run = MakeRun();
-  const int64_t predicted = *PredictedHostBytes(run.config, run.shape, {2, 2});
+  const int64_t predicted = *PredictedHostBytes(run.config, {2, 2});
   const StartupMemory startup = {int64_t{300} << 20, "300.0 MiB before any tensor"};
-  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {2, 2}, startup,
+  EXPECT_EQ(HostMemoryLine(run.config, {2, 2}, startup,
                            {int64_t{16} << 30, "physical memory"}),
             "plan: host memory of the 2 ranks on this machine: " +
                 FormatMemorySize(predicted + startup.bytes) +
@@ -157,8 +157,8 @@ TEST(HostMemoryFitTest, TheDistributedOptimizerIsShardedOverTheResolvedDataParal
   const PlannedRun forked = MakeRun({"--use-distributed-optimizer", "--nproc-per-node", "4"});
   ASSERT_EQ(srun.config.dp(), 2);
   EXPECT_EQ(srun.stages[0].optimizer_bytes, forked.stages[0].optimizer_bytes);
-  EXPECT_EQ(*PredictedHostBytes(srun.config, srun.shape, {0, 4}),
-            *PredictedHostBytes(forked.config, forked.shape, {0, 4}));
+  EXPECT_EQ(*PredictedHostBytes(srun.config, {0, 4}),
+            *PredictedHostBytes(forked.config, {0, 4}));
   // Adam's two fp32 moments for half the stage's parameters (in fp32 the parameters'
   // own buffer is the master copy).
   const int64_t params = srun.stages[0].parameters;
@@ -168,9 +168,9 @@ TEST(HostMemoryFitTest, TheDistributedOptimizerIsShardedOverTheResolvedDataParal
 TEST(HostMemoryFitTest, TheGpuBackendKeepsItsModelOffTheHost) {
   const PlannedRun run = MakeRun({"--device", "cuda"});
   EXPECT_TRUE(
-      CheckRunFitsHostMemory(run.config, run.shape, {0, 4}, kNoStartup, {1, "physical memory"})
+      CheckRunFitsHostMemory(run.config, {0, 4}, kNoStartup, {1, "physical memory"})
           .ok());
-  EXPECT_EQ(HostMemoryLine(run.config, run.shape, {0, 4}, kNoStartup, {1, "physical memory"}), "");
+  EXPECT_EQ(HostMemoryLine(run.config, {0, 4}, kNoStartup, {1, "physical memory"}), "");
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ struct TinyMoe {
   bool qkv_bias = false;
   int64_t shared_ffn = 0;             // Qwen2-MoE's gated shared expert
   bool normalised = true;             // Mixtral always; Qwen's norm_topk_prob
-  std::vector<int64_t> dense_layers;  // Qwen's mlp_only_layers
+  std::vector<int64_t> dense_layers = {};  // Qwen's mlp_only_layers
   int64_t head_dim() const { return hidden / heads; }
   bool mixtral() const { return model_type == "mixtral"; }
   bool IsMoe(int64_t layer) const {
