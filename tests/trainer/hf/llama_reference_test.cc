@@ -23,6 +23,7 @@
 #include "model/model_shape.h"
 #include "parallel/self_communicator.h"
 #include "tests/trainer/hf/hf_reference.h"
+#include "tests/trainer/hf/llama_checkpoint.h"
 #include "tests/trainer/hf/llama_forward.h"
 #include "tests/trainer/hf/slice_reads.h"
 #include "tests/util/test_dirs.h"
@@ -43,6 +44,7 @@ using ::testing::HasSubstr;
 using testing_util::FreshDir;
 using testing_util::Matrix;
 using testing_util::Reference;
+using testing_util::SaveAsCheckpoint;
 
 constexpr int64_t kSeq = 8;
 
@@ -223,28 +225,6 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   EXPECT_LT(worst, 1e-5) << "largest relative logit error";
   RecordProperty("largest_relative_logit_error", absl::StrCat(worst));
   RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
-}
-
-// Saves `imported` (the import of a folder configuring `config`) as a one-rank
-// checkpoint at iteration 3 in a fresh folder named `name`; returns the folder.
-std::string SaveAsCheckpoint(const ResolvedConfig& config, GlobalTensorMap* imported,
-                             const std::string& name) {
-  CheckpointState state;
-  state.config = config.config();
-  state.iteration = 3;
-  const absl::StatusOr<LlamaDims> dims =
-      LlamaDimsFromConfig(config.config(), config.padded_vocab_size());
-  EXPECT_TRUE(dims.ok()) << dims.status();
-  const auto shapes = LlamaParameterShapes(*dims);
-  std::vector<TensorShardRef> shards;
-  for (auto& [tensor, data] : *imported) {
-    shards.push_back({tensor, shapes.at(tensor), ElementRange(0, int64_t(data.size())), data.data(),
-                      int64_t(data.size())});
-  }
-  SelfCommunicator world;
-  const std::string save = FreshDir(name);
-  EXPECT_TRUE(SaveCheckpoint(save, state, shards, world).ok());
-  return save;
 }
 
 // Saves the imported tensors as a one-rank checkpoint, exports it with --format hf,
