@@ -66,6 +66,27 @@ Matrix SwigluMlp(const Matrix& h, const HfTensor& gate_w, const HfTensor& up_w,
   return Linear(gate, down_w);
 }
 
+void AddAttentionTensors(const LlamaSpec& spec, int64_t hidden, int64_t layer,
+                         const AddTensorFn& add) {
+  const int64_t q = spec.heads * spec.head_dim, kv = spec.kv_heads * spec.head_dim;
+  const std::string l = absl::StrCat("model.layers.", layer, ".");
+  add(l + "input_layernorm.weight", {hidden}, 1);
+  add(l + "post_attention_layernorm.weight", {hidden}, 1);
+  add(l + "self_attn.q_proj.weight", {q, hidden}, 0);
+  add(l + "self_attn.k_proj.weight", {kv, hidden}, 0);
+  add(l + "self_attn.v_proj.weight", {kv, hidden}, 0);
+  if (spec.qkv_bias) {
+    add(l + "self_attn.q_proj.bias", {q}, 0);
+    add(l + "self_attn.k_proj.bias", {kv}, 0);
+    add(l + "self_attn.v_proj.bias", {kv}, 0);
+  }
+  if (spec.qk_norm) {
+    add(l + "self_attn.q_norm.weight", {spec.head_dim}, 1);
+    add(l + "self_attn.k_norm.weight", {spec.head_dim}, 1);
+  }
+  add(l + "self_attn.o_proj.weight", {hidden, q}, 0);
+}
+
 Reference LlamaForward(const LlamaSpec& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
                        const std::vector<int32_t>& labels, const MlpFn& mlp) {
   auto w = [&](const std::string& name) -> const HfTensor& { return t.at(name); };

@@ -33,6 +33,17 @@ using MlpFn = std::function<Matrix(int64_t layer, const Matrix& h)>;
 // LlamaMLP: down(silu(gate h) * up h).
 Matrix SwigluMlp(const Matrix& h, const HfTensor& gate, const HfTensor& up, const HfTensor& down);
 
+// Adds one tensor of a folder the test writes: add(name, shape, mean), mean 1 for a
+// norm's gain and 0 otherwise.
+using AddTensorFn =
+    std::function<void(const std::string& name, std::vector<int64_t> shape, float mean)>;
+
+// Adds layer `layer`'s norms and attention tensors, in the order the reference tests
+// draw their random values: the two norms, q/k/v (and their biases with qkv_bias),
+// q_norm/k_norm (with qk_norm), o_proj.
+void AddAttentionTensors(const LlamaSpec& spec, int64_t hidden, int64_t layer,
+                         const AddTensorFn& add);
+
 // The model's logits and mean cross-entropy for one sequence.
 Reference LlamaForward(const LlamaSpec& spec, const HfTensorMap& tensors,
                        const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,

@@ -126,6 +126,12 @@ std::vector<std::string> ExpertNames(const TinyMoe& m, int64_t layer, int64_t e)
   return {x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight"};
 }
 
+// The reference's view of the model.
+testing_util::LlamaSpec Spec(const TinyMoe& m) {
+  return {m.layers, m.heads, m.kv_heads, m.head_dim(), 1000000.0,
+          1e-6,     false,   m.qkv_bias, m.qk_norm};
+}
+
 // Random HF weights (norm gains around 1, others ~ N(0, 0.3)).
 HfTensorMap RandomWeights(const TinyMoe& m, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -137,27 +143,12 @@ HfTensorMap RandomWeights(const TinyMoe& m, uint32_t seed) {
     tensor.data.resize(NumElements(shape));
     for (float& v : tensor.data) v = mean + normal(rng);
   };
-  const int64_t q = m.heads * m.head_dim(), kv = m.kv_heads * m.head_dim();
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0);
   add("model.norm.weight", {m.hidden}, 1);
   add("lm_head.weight", {m.vocab, m.hidden}, 0);
   for (int64_t i = 0; i < m.layers; ++i) {
+    testing_util::AddAttentionTensors(Spec(m), m.hidden, i, add);
     const std::string l = absl::StrCat("model.layers.", i, ".");
-    add(l + "input_layernorm.weight", {m.hidden}, 1);
-    add(l + "post_attention_layernorm.weight", {m.hidden}, 1);
-    add(l + "self_attn.q_proj.weight", {q, m.hidden}, 0);
-    add(l + "self_attn.k_proj.weight", {kv, m.hidden}, 0);
-    add(l + "self_attn.v_proj.weight", {kv, m.hidden}, 0);
-    if (m.qkv_bias) {
-      add(l + "self_attn.q_proj.bias", {q}, 0);
-      add(l + "self_attn.k_proj.bias", {kv}, 0);
-      add(l + "self_attn.v_proj.bias", {kv}, 0);
-    }
-    if (m.qk_norm) {
-      add(l + "self_attn.q_norm.weight", {m.head_dim()}, 1);
-      add(l + "self_attn.k_norm.weight", {m.head_dim()}, 1);
-    }
-    add(l + "self_attn.o_proj.weight", {m.hidden, q}, 0);
     if (!m.IsMoe(i)) {
       add(l + "mlp.gate_proj.weight", {m.dense_ffn, m.hidden}, 0);
       add(l + "mlp.up_proj.weight", {m.dense_ffn, m.hidden}, 0);
@@ -227,9 +218,7 @@ Matrix SparseMoe(const TinyMoe& m, const HfTensorMap& t, int64_t layer, const Ma
 
 Reference HfForward(const TinyMoe& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
                     const std::vector<int32_t>& labels) {
-  const testing_util::LlamaSpec spec{m.layers, m.heads, m.kv_heads, m.head_dim(), 1000000.0,
-                                     1e-6,     false,   m.qkv_bias, m.qk_norm};
-  return testing_util::LlamaForward(spec, t, tokens, labels, [&](int64_t layer, const Matrix& h) {
+  return testing_util::LlamaForward(Spec(m), t, tokens, labels, [&](int64_t layer, const Matrix& h) {
     if (m.IsMoe(layer)) return SparseMoe(m, t, layer, h);
     const std::string l = absl::StrCat("model.layers.", layer, ".mlp.");
     return testing_util::SwigluMlp(h, t.at(l + "gate_proj.weight"), t.at(l + "up_proj.weight"),
