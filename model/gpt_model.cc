@@ -1,5 +1,6 @@
 #include "model/gpt_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/status_macros.h"
@@ -21,10 +22,12 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
                                               shape.rope_scaling)
                 : nullptr) {
   const Sharding vocab_rows = Sharding::Block(0, shape.padded_vocab, tp_->size(), tp_->rank());
-  // The last stage of a tied model holds its own copy of the word embedding; the same
-  // name gives it the same initial values, and the embedding group keeps the copies
-  // equal by summing their gradients.
-  if (partition.has_embedding || (partition.has_head && shape.tied_embeddings)) {
+  // The last stage of a tied model holds its own copy of the word embedding, as does
+  // the last stage under multi-token prediction, whose depths embed tokens too
+  // (Megatron's mtp_process stage); the same name gives it the same initial values, and
+  // the embedding group keeps the copies equal by summing their gradients.
+  if (partition.has_embedding ||
+      (partition.has_head && (shape.tied_embeddings || shape.mtp_layers > 0))) {
     word_embedding_ =
         store_.Add(kWordEmbeddingName, {shape.padded_vocab, shape.hidden},
                    {InitKind::kNormal, shape.init_std}, true, vocab_rows);
@@ -61,11 +64,14 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
       output_layer_->read_in_compute_type = true;
       output_layer_->embedding_or_output = true;
     }
+    output_loss_ = std::make_unique<OutputLoss>(
+        ops_, tp_, output_layer_ != nullptr ? output_layer_ : word_embedding_, shape.hidden,
+        local_vocab_);
+    if (shape.mtp_layers > 0) {
+      mtp_ = std::make_unique<MtpBlock>(ops_, &store_, shape, rope_.get(), seed, tp_, selective,
+                                        word_embedding_, output_loss_.get());
+    }
   }
-}
-
-const Parameter* GptModel::output_weight() const {
-  return output_layer_ != nullptr ? output_layer_ : word_embedding_;
 }
 
 CounterRng GptModel::EmbeddingDropoutRng(int64_t iteration) const {
@@ -109,47 +115,31 @@ absl::Status GptModel::EmbeddingBackward(const MicroBatchContext& mb, const Tens
   return absl::OkStatus();
 }
 
-absl::StatusOr<MaskedLoss> GptModel::HeadForward(const MicroBatchContext& mb, const Tensor& x,
-                                                 const int32_t* labels, HeadStash* stash) const {
-  const int64_t rows = mb.tokens();
-  stash->labels = LocalRows(mb, absl::MakeConstSpan(labels, mb.batch * mb.seq));
+absl::StatusOr<HeadLoss> GptModel::HeadForward(const MicroBatchContext& mb, const Tensor& x,
+                                               const int32_t* tokens, const int32_t* labels,
+                                               HeadStash* stash) const {
   if (mb.documents != nullptr) {
     stash->loss_mask = LocalRows(mb, absl::MakeConstSpan(mb.documents->loss_mask));
   }
   stash->final_in = x;
   Tensor final_out = ops_->NewActivation(x.shape());
   stash->final_norm = final_norm_->Forward(x, &final_out);
-  ASSIGN_OR_RETURN(stash->final_out_full, tp_->EnterForward(final_out));
-  stash->logits = ops_->NewActivation({rows, local_vocab_});
-  ops_->Gemm(false, true, rows, local_vocab_, shape_.hidden, 1.0f, stash->final_out_full,
-             output_weight()->compute_value(), 0.0f, &stash->logits);
-
-  std::vector<double> row_max(rows), sum_exp(rows), target(rows);
-  ops_->RowMaxSumExpAndTarget(stash->logits, stash->labels, vocab_start(),
-                              absl::MakeSpan(row_max), absl::MakeSpan(sum_exp),
-                              absl::MakeSpan(target));
-  if (tp_->size() > 1) {
-    // Each rank's sum is relative to its own max: rescale to the global one,
-    // S = sum_r S_r exp(m_r - m), before summing.
-    std::vector<double> global_max = row_max;
-    RETURN_IF_ERROR(tp_->comm()->AllReduceMax(global_max.data(), rows));
-    for (int64_t r = 0; r < rows; ++r) sum_exp[r] *= std::exp(row_max[r] - global_max[r]);
-    row_max = std::move(global_max);
-    RETURN_IF_ERROR(tp_->comm()->AllReduceSum(sum_exp.data(), rows));
-    RETURN_IF_ERROR(tp_->comm()->AllReduceSum(target.data(), rows));
-  }
-  stash->logsumexp = Tensor::Zeros({rows}, MemoryCategory::kActivations);
-  MaskedLoss loss;
-  for (int64_t r = 0; r < rows; ++r) {
-    const double lse = row_max[r] + std::log(sum_exp[r]);
-    stash->logsumexp.data()[r] = static_cast<float>(lse);
-    if (!stash->loss_mask.empty() && stash->loss_mask[r] == 0.0f) continue;
-    loss.sum += lse - target[r];
-    ++loss.tokens;
-  }
+  HeadLoss loss;
+  ASSIGN_OR_RETURN(loss.lm,
+                   output_loss_->Forward(final_out,
+                                         LocalRows(mb, absl::MakeConstSpan(labels, mb.batch * mb.seq)),
+                                         stash->loss_mask, &stash->output));
   // The gradient's weights count the micro-batch's unmasked tokens on every
   // context-parallel rank, not just this rank's.
   stash->loss_tokens = UnmaskedTokens(mb);
+  if (mtp_ != nullptr) {
+    ASSIGN_OR_RETURN(const std::vector<MaskedLoss> depths,
+                     mtp_->Forward(mb, final_out, tokens, labels, &stash->mtp));
+    for (size_t k = 0; k < depths.size(); ++k) {
+      loss.mtp.push_back(depths[k].sum /
+                         static_cast<double>(std::max<int64_t>(stash->mtp[k].loss_tokens, 1)));
+    }
+  }
   return loss;
 }
 
@@ -162,20 +152,17 @@ int64_t GptModel::UnmaskedTokens(const MicroBatchContext& mb) {
 
 absl::StatusOr<Tensor> GptModel::HeadBackward(const MicroBatchContext& mb,
                                               const LossWeighting& weighting, HeadStash* stash) {
-  const int64_t rows = mb.tokens();
   // Masked tokens get no gradient; the others weigh TokenWeight (loss_scale / unmasked
   // tokens for a mean).
-  ops_->CrossEntropyBackward(stash->labels, absl::MakeConstSpan(stash->logsumexp.data(), rows),
-                             vocab_start(), weighting.TokenWeight(stash->loss_tokens),
-                             stash->loss_mask, &stash->logits);
-  const Tensor& d_logits = stash->logits;
-  Parameter* weight = output_layer_ != nullptr ? output_layer_ : word_embedding_;
-  Tensor d_out_partial = ops_->NewActivation({rows, shape_.hidden});
-  ops_->Gemm(false, false, rows, shape_.hidden, local_vocab_, 1.0f, d_logits, weight->compute_value(),
-             0.0f, &d_out_partial);
-  ops_->Gemm(true, false, local_vocab_, shape_.hidden, rows, 1.0f, d_logits, stash->final_out_full,
-             1.0f, &weight->grad);
-  ASSIGN_OR_RETURN(Tensor d_final_out, tp_->EnterBackward(std::move(d_out_partial)));
+  ASSIGN_OR_RETURN(Tensor d_final_out,
+                   output_loss_->Backward(weighting.TokenWeight(stash->loss_tokens),
+                                          &stash->output));
+  if (mtp_ != nullptr) {
+    // The depths read the final norm's output as h^0.
+    ASSIGN_OR_RETURN(const Tensor d_h0,
+                     mtp_->Backward(mb, weighting, stash->loss_tokens, &stash->mtp));
+    ops_->Add(d_h0, &d_final_out);
+  }
   Tensor dx = ops_->NewActivation(stash->final_in.shape());
   final_norm_->BackwardInput(d_final_out, stash->final_in, stash->final_norm, &dx);
   final_norm_->BackwardWeight(d_final_out, stash->final_in, stash->final_norm);
@@ -190,8 +177,12 @@ absl::StatusOr<float> GptModel::Forward(const MicroBatchContext& mb, const int32
   for (size_t i = 0; i < layers_.size(); ++i) {
     ASSIGN_OR_RETURN(x, layers_[i].Forward(x, mb, &stash->layers[i]));
   }
-  ASSIGN_OR_RETURN(const MaskedLoss loss, HeadForward(mb, x, labels, &stash->head));
-  return static_cast<float>(loss.Mean());
+  ASSIGN_OR_RETURN(const HeadLoss loss, HeadForward(mb, x, tokens, labels, &stash->head));
+  double objective = loss.lm.Mean();
+  for (const double depth : loss.mtp) {
+    objective += shape_.mtp_loss_scaling / static_cast<double>(loss.mtp.size()) * depth;
+  }
+  return static_cast<float>(objective);
 }
 
 absl::Status GptModel::Backward(const MicroBatchContext& mb, float loss_scale, GptStash* stash) {

@@ -2,7 +2,8 @@
 //
 // A GptModel holds the part of the model one rank runs: a contiguous range of layers,
 // plus the embedding on the first pipeline stage and the head (final norm, output
-// layer, loss) on the last, each tensor-parallel over `tp`. The pieces are separate
+// layer, loss, and multi-token prediction's depths: model/mtp_block.h) on the last, each
+// tensor-parallel over `tp`. The pieces are separate
 // calls so that a pipeline stage can run them per micro-batch in any order a schedule
 // asks; Forward/Backward run them all, as a rank without pipelining does.
 //
@@ -21,7 +22,9 @@
 #include "model/masked_loss.h"
 #include "model/micro_batch.h"
 #include "model/model_shape.h"
+#include "model/mtp_block.h"
 #include "model/norm_layer.h"
+#include "model/output_loss.h"
 #include "model/parameter.h"
 #include "model/recompute.h"
 #include "model/tensor_parallel.h"
@@ -47,11 +50,21 @@ struct EmbeddingStash {
 };
 
 struct HeadStash {
-  std::vector<int32_t> labels;
   std::vector<float> loss_mask;  // empty: every token's loss counts
   int64_t loss_tokens = 0;       // tokens the mask keeps
-  Tensor final_in, final_out_full, logits, logsumexp;  // logits become their gradient
+  Tensor final_in;
   NormStats final_norm;
+  OutputLossStash output;
+  std::vector<MtpDepthStash> mtp;  // one per multi-token prediction depth
+};
+
+// The losses the head computes for one micro-batch.
+struct HeadLoss {
+  MaskedLoss lm;  // the model's next-token loss (Megatron's "lm loss")
+  // Per multi-token prediction depth: this rank's masked sum over the depth's unmasked
+  // tokens in the whole micro-batch, so that the context-parallel ranks' terms sum to the
+  // depth's mean loss on the micro-batch (what Megatron logs as "mtp_<k> loss").
+  std::vector<double> mtp;
 };
 
 // Everything one micro-batch's backward needs on this rank.
@@ -81,19 +94,28 @@ class GptModel {
   // (TransformerLayer::SetAuxLossScale).
   void SetAuxLossScale(float scale) {
     for (TransformerLayer& layer : layers_) layer.SetAuxLossScale(scale);
+    if (mtp_ != nullptr) mtp_->SetAuxLossScale(scale);
   }
+  // The multi-token prediction depths on the last stage, or null.
+  MtpBlock* mtp() { return mtp_.get(); }
 
   // The cross-entropy of the micro-batch's tokens that its loss mask keeps
-  // (mb.documents' --eod-mask-loss mask; every token without one).
-  absl::StatusOr<MaskedLoss> HeadForward(const MicroBatchContext& mb, const Tensor& x,
-                                         const int32_t* labels, HeadStash* stash) const;
-  // Gradient of the loss weighted by `weighting` with respect to the head's input;
-  // accumulates the head's weight gradients.
+  // (mb.documents' --eod-mask-loss mask; every token without one), and with multi-token
+  // prediction each depth's (model/mtp_block.h), which reads the micro-batch's whole
+  // [batch * seq] `tokens` (unread without it).
+  absl::StatusOr<HeadLoss> HeadForward(const MicroBatchContext& mb, const Tensor& x,
+                                       const int32_t* tokens, const int32_t* labels,
+                                       HeadStash* stash) const;
+  // Gradient of the loss weighted by `weighting` (with multi-token prediction, of the
+  // loss plus lambda / D times the depths' losses, each weighted alike) with respect to
+  // the head's input; accumulates the head's weight gradients.
   absl::StatusOr<Tensor> HeadBackward(const MicroBatchContext& mb, const LossWeighting& weighting,
                                       HeadStash* stash);
 
   // The whole partition for one micro-batch (first and last stage in one: no pipeline);
-  // the loss is MaskedLoss::Mean().
+  // the loss is MaskedLoss::Mean(), plus lambda / D times the depths' mean losses with
+  // multi-token prediction (the objective Backward differentiates; one context-parallel
+  // rank).
   absl::StatusOr<float> Forward(const MicroBatchContext& mb, const int32_t* tokens,
                                 const int32_t* labels, GptStash* stash);
   // Adds d(loss_scale * loss)/d(parameters) into the gradients and empties the stash.
@@ -112,7 +134,6 @@ class GptModel {
   // The micro-batch's tokens that count in its loss, over all its samples' positions.
   static int64_t UnmaskedTokens(const MicroBatchContext& mb);
   int64_t vocab_start() const { return tp_->rank() * local_vocab_; }
-  const Parameter* output_weight() const;
 
   const Ops* ops_;
   ModelShape shape_;
@@ -127,6 +148,8 @@ class GptModel {
   std::vector<TransformerLayer> layers_;
   std::unique_ptr<NormLayer> final_norm_;  // last stage
   Parameter* output_layer_ = nullptr;      // last stage, untied
+  std::unique_ptr<OutputLoss> output_loss_;  // last stage
+  std::unique_ptr<MtpBlock> mtp_;            // last stage, with multi-token prediction
 };
 
 }  // namespace conveyor

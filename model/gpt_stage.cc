@@ -60,6 +60,7 @@ void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
           : weighting.scale;
   for (auto& chunk : chunks_) chunk->SetAuxLossScale(aux_loss_scale);
   loss_ = MaskedLoss();
+  mtp_losses_.clear();
   inputs_.clear();
   weight_passes_.clear();
 }
@@ -101,8 +102,11 @@ absl::StatusOr<Tensor> GptStage::Forward(int micro_batch, int chunk, Tensor inpu
     }
   }
   if (!has_head(chunk)) return ToBoundary(x);
-  ASSIGN_OR_RETURN(const MaskedLoss loss, model.HeadForward(mb, x, in->labels.data(), &stash.head));
-  loss_ += loss;
+  ASSIGN_OR_RETURN(const HeadLoss loss,
+                   model.HeadForward(mb, x, in->tokens.data(), in->labels.data(), &stash.head));
+  loss_ += loss.lm;
+  mtp_losses_.resize(loss.mtp.size());
+  for (size_t k = 0; k < loss.mtp.size(); ++k) mtp_losses_[k] += loss.mtp[k];
   return Tensor();
 }
 

@@ -66,6 +66,10 @@ class GptStage : public pipeline::Stage {
 
   // The masked losses of the micro-batches this rank's last stage computed, summed.
   const MaskedLoss& loss() const { return loss_; }
+  // With multi-token prediction, per depth: the sum over the step's micro-batches of this
+  // rank's share of the depth's mean loss on each (HeadLoss::mtp); empty without it or on
+  // a rank without the last stage.
+  const std::vector<double>& mtp_losses() const { return mtp_losses_; }
   // Drops what forward passes kept (after an evaluation, which runs no backward).
   void DiscardStashes() {
     stashes_.clear();
@@ -133,6 +137,7 @@ class GptStage : public pipeline::Stage {
   std::vector<std::vector<Parameter*>> outside_layers_;  // per chunk: embedding, head
   LossWeighting weighting_;
   MaskedLoss loss_;
+  std::vector<double> mtp_losses_;
 };
 
 }  // namespace conveyor

@@ -45,6 +45,12 @@ struct ModelShape {
 
   MoeShape moe;  // mixture of experts (--num-experts); moe.experts() == 0: dense
 
+  // DeepSeek-V3's multi-token prediction (model/mtp_block.h): D = mtp_layers depths
+  // after the last layer (--mtp-num-layers; 0: none), their mean loss weighted by
+  // mtp_loss_scaling / D (--mtp-loss-scaling-factor, lambda).
+  int64_t mtp_layers = 0;
+  float mtp_loss_scaling = 0.1f;
+
   int64_t heads_per_group() const { return heads / query_groups; }
   // Megatron's scaled init of the output projections (attention's and the MLPs' last
   // linear), std / sqrt(2 * num_layers): keeps the residual stream's variance from growing
