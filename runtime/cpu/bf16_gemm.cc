@@ -1,0 +1,191 @@
+#include "runtime/cpu/bf16_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+
+// Only the functions marked CONVEYOR_BF16_TARGET use AVX-512, through the target
+// attribute rather than -mavx512bf16 on the whole file: a file compiled with it may emit
+// AVX-512 code for the inline functions it instantiates (std::vector's, say), and the
+// linker may keep that copy for the whole binary, which then fails on CPUs without it.
+#define CONVEYOR_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+namespace conveyor::cpu {
+namespace {
+
+// The blocking of Goto and van de Geijn ("Anatomy of high-performance matrix
+// multiplication", ACM TOMS 34(3), 2008): C is computed in kMr x kNr micro-tiles whose
+// sums stay in 24 of the 32 zmm registers; B is packed into panels of kNr columns, one
+// kNr x (kBlockK / 2) pair panel (32 KiB) per micro-tile row sweep, and A into panels of
+// kMr rows, a block of kRowsPerBlock rows that stays in L2 while the sweep runs.
+constexpr int kMr = 6;             // rows of a micro-tile
+constexpr int kNv = 4;             // zmm vectors (16 fp32 columns each) per row
+constexpr int64_t kNr = 16 * kNv;  // columns of a micro-tile
+constexpr int64_t kRowsPerBlock = kMr * 16;
+
+// A matrix read as [rows, k] (op(A), or op(B) transposed): element (r, kk) is
+// p[kk * ld + r] when the matrix is stored with k as its slow index, else p[r * ld + kk].
+struct Operand {
+  const uint16_t* p;
+  int64_t ld;
+  bool k_major;
+  int64_t rows;
+  int64_t k;
+};
+
+// Packs rows [r0, r0 + width) and pairs [p0, p0 + pairs) of `x` as vdpbf16ps reads them:
+// out[p * width + r] holds (element (r, 2p) in the low half, element (r, 2p + 1) in the
+// high half), zero past the matrix's rows or k (zero products add nothing).
+CONVEYOR_BF16_TARGET void PackPanel(const Operand& x, int64_t r0, int64_t width, int64_t p0,
+                                    int64_t pairs, uint32_t* out) {
+  const int64_t rows = std::min(width, x.rows - r0);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t kk = 2 * (p0 + p);
+    uint32_t* o = out + p * width;
+    const bool whole = kk + 1 < x.k;
+    if (x.k_major) {
+      const uint16_t* lo = x.p + kk * x.ld + r0;
+      const uint16_t* hi = whole ? lo + x.ld : nullptr;
+      for (int64_t r = 0; r < rows; ++r) o[r] = lo[r] | (hi ? uint32_t{hi[r]} << 16 : 0u);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint16_t* e = x.p + (r0 + r) * x.ld + kk;
+        o[r] = e[0] | (whole ? uint32_t{e[1]} << 16 : 0u);
+      }
+    }
+    std::fill(o + rows, o + width, 0u);
+  }
+}
+
+// Columns [16 v, 16 v + 16) of a tile `cols` wide, as a store mask.
+CONVEYOR_BF16_TARGET __mmask16 ColumnMask(int v, int64_t cols) {
+  const int64_t left = cols - 16 * v;
+  if (left >= 16) return 0xffff;
+  return left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// c[0:rows, 0:cols] = alpha * sum + beta * c over one micro-tile: `pairs` steps, each a
+// broadcast of row r's pair of A against kNv vectors of B's pairs, 16 columns each.
+CONVEYOR_BF16_TARGET void MicroTile(int64_t pairs, const uint32_t* ap, const uint32_t* bp,
+                                    float alpha, float beta, float* c, int64_t ldc, int rows,
+                                    int64_t cols) {
+  __m512 acc[kMr][kNv];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMr; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < pairs; ++p, ap += kMr, bp += kNr) {
+    __m512bh bv[kNv];
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(bp + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMr; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
+#pragma GCC unroll 8
+      for (int v = 0; v < kNv; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < kMr; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) {
+      const __mmask16 mask = ColumnMask(v, cols);
+      float* row = c + r * ldc + 16 * v;
+      __m512 out = _mm512_mul_ps(va, acc[r][v]);
+      // beta = 0 must not read C (it may hold anything, NaN included).
+      if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, row), out);
+      _mm512_mask_storeu_ps(row, mask, out);
+    }
+  }
+}
+
+// One block of k (pairs [p0, p0 + pairs)): B's panels packed in `bp`, each C tile of
+// rows [i0, i1) and panels [j0, j1) computed by one thread, which packs its rows of A.
+struct Block {
+  Operand a;
+  const uint32_t* bp;
+  int64_t p0, pairs, n;
+  float alpha, beta;
+  float* c;
+  int64_t ldc;
+};
+
+CONVEYOR_BF16_TARGET void ComputeTile(const Block& blk, int64_t i0, int64_t i1, int64_t j0,
+                                      int64_t j1) {
+  thread_local std::vector<uint32_t> ap;
+  const int64_t row_panels = (i1 - i0 + kMr - 1) / kMr;
+  ap.resize(row_panels * blk.pairs * kMr);
+  for (int64_t ip = 0; ip < row_panels; ++ip) {
+    PackPanel(blk.a, i0 + ip * kMr, kMr, blk.p0, blk.pairs, ap.data() + ip * blk.pairs * kMr);
+  }
+  for (int64_t jp = j0; jp < j1; ++jp) {
+    const uint32_t* b = blk.bp + jp * blk.pairs * kNr;
+    const int64_t cols = std::min(kNr, blk.n - jp * kNr);
+    for (int64_t ip = 0; ip < row_panels; ++ip) {
+      const int64_t i = i0 + ip * kMr;
+      MicroTile(blk.pairs, ap.data() + ip * blk.pairs * kMr, b, blk.alpha, blk.beta,
+                blk.c + i * blk.ldc + jp * kNr, blk.ldc,
+                static_cast<int>(std::min<int64_t>(kMr, i1 - i)), cols);
+    }
+  }
+}
+
+// C = beta * C, the whole product when k is 0.
+void ScaleC(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+  }
+}
+
+}  // namespace
+
+bool HasBf16Gemm() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512bf16");
+}
+
+void Bf16Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return ScaleC(m, n, beta, c, ldc);
+  const Operand op_a{&a->bits, lda, trans_a, m, k};
+  const Operand op_b{&b->bits, ldb, !trans_b, n, k};  // op(B) transposed: [n, k]
+  const int64_t col_panels = (n + kNr - 1) / kNr;
+  const int64_t row_blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
+  // Enough tiles for every thread to get a few (A is packed once per tile).
+  const int64_t col_tiles =
+      std::min(col_panels, std::max<int64_t>(1, (4 * PoolThreads() + row_blocks - 1) / row_blocks));
+  const int64_t panels_per_tile = (col_panels + col_tiles - 1) / col_tiles;
+  thread_local std::vector<uint32_t> bp;
+  for (int64_t k0 = 0; k0 < k; k0 += kBf16GemmBlockK) {
+    const int64_t pairs = (std::min(kBf16GemmBlockK, k - k0) + 1) / 2;
+    bp.resize(col_panels * pairs * kNr);
+    uint32_t* packed_b = bp.data();  // this thread's buffer (the workers have their own bp)
+    ParallelFor(col_panels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t jp = begin; jp < end; ++jp) {
+        PackPanel(op_b, jp * kNr, kNr, k0 / 2, pairs, packed_b + jp * pairs * kNr);
+      }
+    });
+    // Later blocks of k add their partial sums into C.
+    const Block blk{op_a, packed_b, k0 / 2, pairs, n, alpha, k0 == 0 ? beta : 1.0f, c, ldc};
+    ParallelFor(row_blocks * col_tiles, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t i0 = (t / col_tiles) * kRowsPerBlock;
+        const int64_t j0 = (t % col_tiles) * panels_per_tile;
+        ComputeTile(blk, i0, std::min(m, i0 + kRowsPerBlock), j0,
+                    std::min(col_panels, j0 + panels_per_tile));
+      }
+    });
+  }
+}
+
+}  // namespace conveyor::cpu

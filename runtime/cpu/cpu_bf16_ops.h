@@ -1,0 +1,33 @@
+// --bf16 on the CPU backend of a CPU with AVX-512 BF16: the GEMMs multiply the bf16
+// activations and weight copies with the CPU's bf16 instructions and accumulate in fp32
+// (runtime/cpu/bf16_gemm.h), as cuBLASLt does on a GPU; every other op is emulated as on
+// any CPU (runtime/bf16_emulation_ops.h: bf16 in and out, fp32 inside). Master weights
+// and gradients stay fp32, so weight gradients accumulate in fp32 straight from the
+// kernel's sums.
+//
+// The results equal the emulation's up to the order of the fp32 additions: both multiply
+// the same bf16 values exactly and add in fp32, and both round a bf16 output once.
+#ifndef CONVEYOR_RUNTIME_CPU_CPU_BF16_OPS_H_
+#define CONVEYOR_RUNTIME_CPU_CPU_BF16_OPS_H_
+
+#include "runtime/bf16_emulation_ops.h"
+
+namespace conveyor {
+
+class CpuBf16Ops : public Bf16EmulationOps {
+ public:
+  // The process's bf16 CPU backend; only on a CPU with cpu::HasBf16Gemm().
+  static const CpuBf16Ops& Get();
+
+  // a and b of bf16 (the compute type) run on the bf16 kernel; c of fp32 receives its
+  // fp32 results, c of bf16 them rounded once. Operands of fp32 go to the emulation.
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const Tensor& a, const Tensor& b, float beta, Tensor* c) const override;
+
+ private:
+  CpuBf16Ops();
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_CPU_CPU_BF16_OPS_H_

@@ -1,0 +1,82 @@
+// The GEMM rate of Conveyor's CPU kernels on given shapes: fp32 through OpenBLAS
+// (runtime/cpu/gemm.h) and bf16 through the AVX-512 BF16 kernel (runtime/cpu/bf16_gemm.h,
+// when the CPU has it), for each layout a linear layer uses: forward x w^T (NT), input
+// gradient dy w (NN), weight gradient dy^T x (TN). tools/bench_cpu_vs_pytorch.py reads
+// its lines as the machine's measured peak.
+//
+//   gemm_peak M,N,K [M,N,K ...]
+// prints "gemm_peak <fp32|bf16> <NT|NN|TN> M N K <GFLOP/s>", the best of 5 runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "runtime/cpu/bf16_gemm.h"
+#include "runtime/cpu/gemm.h"
+
+namespace conveyor::cpu {
+namespace {
+
+double BestGflops(int64_t m, int64_t n, int64_t k, const std::function<void()>& run) {
+  run();  // warm-up: pages, packing buffers, threads
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+    best = std::max(best, 2.0 * m * n * k / s.count() / 1e9);
+  }
+  return best;
+}
+
+void MeasureShape(int64_t m, int64_t n, int64_t k) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  // Room for every layout's operands: A is [m, k] or [k, m], B [k, n] or [n, k].
+  std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (float& x : a) x = normal(rng);
+  for (float& x : b) x = normal(rng);
+  std::vector<BFloat16> a16(a.size()), b16(b.size());
+  std::transform(a.begin(), a.end(), a16.begin(), ToBFloat16);
+  std::transform(b.begin(), b.end(), b16.begin(), ToBFloat16);
+  struct Layout {
+    const char* name;
+    bool trans_a, trans_b;
+  };
+  for (const Layout& l :
+       {Layout{"NT", false, true}, Layout{"NN", false, false}, Layout{"TN", true, false}}) {
+    const int64_t lda = l.trans_a ? m : k, ldb = l.trans_b ? k : n;
+    const double fp32 = BestGflops(m, n, k, [&] {
+      GemmStrided(l.trans_a, l.trans_b, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                  n);
+    });
+    std::printf("gemm_peak fp32 %s %ld %ld %ld %.1f\n", l.name, m, n, k, fp32);
+    if (!HasBf16Gemm()) continue;
+    const double bf16 = BestGflops(m, n, k, [&] {
+      Bf16Gemm(l.trans_a, l.trans_b, m, n, k, 1.0f, a16.data(), lda, b16.data(), ldb, 0.0f,
+               c.data(), n);
+    });
+    std::printf("gemm_peak bf16 %s %ld %ld %ld %.1f\n", l.name, m, n, k, bf16);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::cpu
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: gemm_peak M,N,K [M,N,K ...]\n");
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    long m, n, k;
+    if (std::sscanf(argv[i], "%ld,%ld,%ld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
+      std::fprintf(stderr, "gemm_peak: '%s' is not M,N,K (three positive sizes)\n", argv[i]);
+      return 2;
+    }
+    conveyor::cpu::MeasureShape(m, n, k);
+  }
+  return 0;
+}

@@ -1,0 +1,121 @@
+// --bf16's GEMMs on a CPU with AVX-512 BF16 (CpuBf16Ops) against float64: a bf16 output
+// is the fp32 sum of exact products rounded once, weight gradients accumulate into their
+// fp32 tensors unrounded, and fp32 operands are not rounded to bf16. Skipped (and passing)
+// on a CPU without AVX-512 BF16.
+//
+// Bounds (runtime/cpu/bf16_gemm.h): the fp32 sum errs by at most gamma(d) * sum |a b|
+// with d the additions on its longest path (k, one per block of k, alpha and beta); one
+// rounding to bf16 adds at most 2^-8 of the value (8 significant bits, to nearest).
+#include "runtime/cpu/cpu_bf16_ops.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/cpu/bf16_gemm.h"
+#include "tests/runtime/skip_without_bf16.h"
+
+namespace conveyor {
+namespace {
+
+constexpr double kBf16Rounding = 1.0 / 256;  // 2^-8
+
+double Gamma(int64_t k) {
+  const int64_t d = k + (k + cpu::kBf16GemmBlockK - 1) / cpu::kBf16GemmBlockK + 2;
+  const double u = std::ldexp(1.0, -24);
+  return d * u / (1 - d * u);
+}
+
+// A [rows, cols] tensor of `dtype` holding normal values (rounded when bf16), and the
+// values it holds.
+Tensor Random(int64_t rows, int64_t cols, DType dtype, std::mt19937* rng,
+              std::vector<double>* values) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensor t = Tensor::Zeros({rows, cols}, MemoryCategory::kOther, dtype);
+  values->resize(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const float x = normal(*rng);
+    if (dtype == DType::kFloat32) {
+      t.data()[i] = x;
+      (*values)[i] = x;
+    } else {
+      static_cast<BFloat16*>(t.raw())[i] = ToBFloat16(x);
+      (*values)[i] = ToFloat(ToBFloat16(x));
+    }
+  }
+  return t;
+}
+
+double At(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::kFloat32 ? t.data()[i]
+                                      : ToFloat(static_cast<const BFloat16*>(t.raw())[i]);
+}
+
+// c = x w^T + beta c for x [m, k] and w [n, k] of `operands`, c [m, n] of `out`, checked
+// against float64 within the fp32 sum's bound, plus one bf16 rounding for a bf16 c.
+void ExpectForwardGemm(DType operands, DType out, float beta) {
+  const int64_t m = 37, n = 75, k = 300;
+  std::mt19937 rng(11);
+  std::vector<double> x, w, c0;
+  const Tensor xt = Random(m, k, operands, &rng, &x), wt = Random(n, k, operands, &rng, &w);
+  Tensor c = Random(m, n, out, &rng, &c0);
+  CpuBf16Ops::Get().Gemm(false, true, m, n, k, 1.0f, xt, wt, beta, &c);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = beta * c0[i * n + j], magnitude = std::abs(sum);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        sum += x[i * k + kk] * w[j * k + kk];
+        magnitude += std::abs(x[i * k + kk] * w[j * k + kk]);
+      }
+      const double fp32_bound = Gamma(k) * magnitude;
+      const double bound = out == DType::kFloat32
+                               ? fp32_bound
+                               : fp32_bound + kBf16Rounding * (std::abs(sum) + fp32_bound);
+      ASSERT_NEAR(At(c, i * n + j), sum, bound) << "c[" << i << ", " << j << "]";
+    }
+  }
+}
+
+TEST(CpuBf16OpsTest, Bf16OutputIsTheFp32SumRoundedOnce) {
+  SKIP_WITHOUT_BF16();
+  ExpectForwardGemm(DType::kBFloat16, DType::kBFloat16, 0.0f);
+  ExpectForwardGemm(DType::kBFloat16, DType::kBFloat16, 1.0f);
+}
+
+TEST(CpuBf16OpsTest, Fp32OutputKeepsTheFp32Sum) {
+  SKIP_WITHOUT_BF16();
+  ExpectForwardGemm(DType::kBFloat16, DType::kFloat32, 1.0f);
+}
+
+// fp32 operands are multiplied as they are (the emulation's fp32 GEMM): rounding them to
+// bf16 would err by about 2^-8 of each product, far outside the fp32 bound.
+TEST(CpuBf16OpsTest, Fp32OperandsAreNotRounded) {
+  SKIP_WITHOUT_BF16();
+  ExpectForwardGemm(DType::kFloat32, DType::kFloat32, 0.0f);
+}
+
+// dw (fp32) += dy^T x: the master gradient accumulates the fp32 sums, not bf16 ones.
+TEST(CpuBf16OpsTest, WeightGradientAccumulatesInFp32) {
+  SKIP_WITHOUT_BF16();
+  const int64_t rows = 513, in = 40, out = 70;
+  std::mt19937 rng(5);
+  std::vector<double> x, dy, dw0;
+  const Tensor xt = Random(rows, in, DType::kBFloat16, &rng, &x);
+  const Tensor dyt = Random(rows, out, DType::kBFloat16, &rng, &dy);
+  Tensor dw = Random(out, in, DType::kFloat32, &rng, &dw0);
+  CpuBf16Ops::Get().LinearWeightGrad(xt, dyt, &dw, nullptr);
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      double sum = dw0[o * in + i], magnitude = std::abs(sum);
+      for (int64_t r = 0; r < rows; ++r) {
+        sum += dy[r * out + o] * x[r * in + i];
+        magnitude += std::abs(dy[r * out + o] * x[r * in + i]);
+      }
+      ASSERT_NEAR(dw.data()[o * in + i], sum, Gamma(rows) * magnitude) << o << ", " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
