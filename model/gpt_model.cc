@@ -125,10 +125,10 @@ absl::StatusOr<HeadLoss> GptModel::HeadForward(const MicroBatchContext& mb, cons
   Tensor final_out = ops_->NewActivation(x.shape());
   stash->final_norm = final_norm_->Forward(x, &final_out);
   HeadLoss loss;
-  ASSIGN_OR_RETURN(loss.lm,
-                   output_loss_->Forward(final_out,
-                                         LocalRows(mb, absl::MakeConstSpan(labels, mb.batch * mb.seq)),
-                                         stash->loss_mask, &stash->output));
+  std::vector<int32_t> local_labels =
+      LocalRows(mb, absl::MakeConstSpan(labels, mb.batch * mb.seq));
+  ASSIGN_OR_RETURN(loss.lm, output_loss_->Forward(final_out, std::move(local_labels),
+                                                  stash->loss_mask, &stash->output));
   // The gradient's weights count the micro-batch's unmasked tokens on every
   // context-parallel rank, not just this rank's.
   stash->loss_tokens = UnmaskedTokens(mb);

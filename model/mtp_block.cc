@@ -65,7 +65,8 @@ MtpBlock::MtpBlock(const Ops* ops, ParameterStore* store, const ModelShape& shap
 }
 
 CounterRng MtpBlock::EmbeddingDropoutRng(int64_t depth, int64_t iteration) const {
-  const uint64_t stream = MixStream(StreamId("dropout.mtp_embedding"), static_cast<uint64_t>(depth));
+  const uint64_t stream =
+      MixStream(StreamId("dropout.mtp_embedding"), static_cast<uint64_t>(depth));
   return CounterRng(seed_, MixStream(stream, static_cast<uint64_t>(iteration)));
 }
 
@@ -107,9 +108,8 @@ absl::StatusOr<Tensor> MtpBlock::Combine(int64_t depth, MtpDepthStash* s) const 
   // M_k's output columns gathered over TP (and under SP scattered to this rank's rows,
   // as Megatron does next) as the region's exit of each rank's columns placed among
   // zeros: a sum of one value and zeros, so exact.
-  Tensor placed =
-      Tensor::Zeros({all_rows, h}, MemoryCategory::kActivations, ops_->compute_dtype(),
-                    ops_->device());
+  Tensor placed = Tensor::Zeros({all_rows, h}, MemoryCategory::kActivations, ops_->compute_dtype(),
+                                ops_->device());
   ops_->CopyColumns(y, 0, local, &placed, tp_->rank() * local);
   return tp_->ExitForward(std::move(placed));
 }
@@ -155,8 +155,8 @@ absl::StatusOr<std::vector<MaskedLoss>> MtpBlock::Forward(const MicroBatchContex
     const int64_t k = d + 1;
     MtpDepthStash& s = (*stash)[d];
     const std::vector<float> rolled_mask = RollSamples(mask.data(), mb.batch, mb.seq, k, 0.0f);
-    s.loss_tokens = std::count_if(rolled_mask.begin(), rolled_mask.end(),
-                                  [](float m) { return m != 0.0f; });
+    s.loss_tokens =
+        std::count_if(rolled_mask.begin(), rolled_mask.end(), [](float m) { return m != 0.0f; });
     s.tokens = LocalRows(mb, absl::MakeConstSpan(RollSamples(tokens, mb.batch, mb.seq, k, 0)));
     ASSIGN_OR_RETURN(s.e, Embed(mb, d, s.tokens));
     s.h_in = h;
@@ -166,9 +166,9 @@ absl::StatusOr<std::vector<MaskedLoss>> MtpBlock::Forward(const MicroBatchContex
     s.final_norm = depths_[d].final_norm.Forward(s.layer_out, &out);
     ASSIGN_OR_RETURN(
         const MaskedLoss loss,
-        output_->Forward(out,
-                         LocalRows(mb, absl::MakeConstSpan(RollSamples(labels, mb.batch, mb.seq, k, 0))),
-                         LocalRows(mb, absl::MakeConstSpan(rolled_mask)), &s.output));
+        output_->Forward(
+            out, LocalRows(mb, absl::MakeConstSpan(RollSamples(labels, mb.batch, mb.seq, k, 0))),
+            LocalRows(mb, absl::MakeConstSpan(rolled_mask)), &s.output));
     losses.push_back(loss);
     h = out;
   }

@@ -92,8 +92,8 @@ class MtpBlock {
   // u = M_k [enorm(e); hnorm(h)] for depth k (0-based `depth`), filling its stash.
   absl::StatusOr<Tensor> Combine(int64_t depth, MtpDepthStash* stash) const;
   // The gradients of e and h from u's; accumulates the norms' and M_k's.
-  absl::Status CombineBackward(const Tensor& du, int64_t depth, MtpDepthStash* stash,
-                               Tensor* de, Tensor* dh);
+  absl::Status CombineBackward(const Tensor& du, int64_t depth, MtpDepthStash* stash, Tensor* de,
+                               Tensor* dh);
   // The embedding's lookup (summed over TP) and dropout, and its backward into the table.
   absl::StatusOr<Tensor> Embed(const MicroBatchContext& mb, int64_t depth,
                                const std::vector<int32_t>& tokens) const;

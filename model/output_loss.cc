@@ -7,8 +7,8 @@
 
 namespace conveyor {
 
-OutputLoss::OutputLoss(const Ops* ops, const TensorParallel* tp, Parameter* weight,
-                       int64_t hidden, int64_t local_vocab)
+OutputLoss::OutputLoss(const Ops* ops, const TensorParallel* tp, Parameter* weight, int64_t hidden,
+                       int64_t local_vocab)
     : ops_(ops), tp_(tp), weight_(weight), hidden_(hidden), local_vocab_(local_vocab) {}
 
 absl::StatusOr<MaskedLoss> OutputLoss::Forward(const Tensor& x, std::vector<int32_t> labels,
@@ -23,9 +23,8 @@ absl::StatusOr<MaskedLoss> OutputLoss::Forward(const Tensor& x, std::vector<int3
              weight_->compute_value(), 0.0f, &stash->logits);
 
   std::vector<double> row_max(rows), sum_exp(rows), target(rows);
-  ops_->RowMaxSumExpAndTarget(stash->logits, stash->labels, vocab_start(),
-                              absl::MakeSpan(row_max), absl::MakeSpan(sum_exp),
-                              absl::MakeSpan(target));
+  ops_->RowMaxSumExpAndTarget(stash->logits, stash->labels, vocab_start(), absl::MakeSpan(row_max),
+                              absl::MakeSpan(sum_exp), absl::MakeSpan(target));
   if (tp_->size() > 1) {
     // Each rank's sum is relative to its own max: rescale to the global one,
     // S = sum_r S_r exp(m_r - m), before summing.

@@ -20,8 +20,8 @@ namespace conveyor {
 
 // What the backward of one loss needs.
 struct OutputLossStash {
-  std::vector<int32_t> labels;   // one per row of this rank's tokens
-  std::vector<float> loss_mask;  // empty: every row's loss counts
+  std::vector<int32_t> labels;        // one per row of this rank's tokens
+  std::vector<float> loss_mask;       // empty: every row's loss counts
   Tensor in_full, logits, logsumexp;  // logits become their gradient
 };
 
