@@ -13,6 +13,7 @@
 namespace conveyor {
 
 struct MoeStash;  // model/moe_layer.h
+struct MlaStash;  // model/mla_attention.h
 
 // Activations of one layer for one micro-batch ("full" = all tokens of the micro-batch,
 // inside the tensor-parallel region; the others are this rank's sequence shard under
@@ -29,6 +30,8 @@ struct LayerStash {
   NormStats q_norm, k_norm;
   // A mixture-of-experts layer's (model/moe_layer.h) in place of fc1_out ... d_fc2_full.
   std::shared_ptr<MoeStash> moe;
+  // Multi-latent attention's projections' (model/mla_attention.h), which build qkv.
+  std::shared_ptr<MlaStash> mla;
 };
 
 // A stash tensor's rows: this rank's sequence shard (every token without SP), every

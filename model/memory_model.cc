@@ -34,7 +34,7 @@ Sizes SizesOf(const ModelShape& s, const ActivationShape& a) {
   z.qkv = s.qkv_width() / a.tp;
   z.fc1 = s.fc1_width() / a.tp;
   z.ffn = s.ffn_hidden / a.tp;
-  z.qk_heads = s.qk_layernorm ? (s.heads + s.query_groups) / a.tp : 0;
+  z.qk_heads = s.qk_layernorm && !s.mla.enabled ? (s.heads + s.query_groups) / a.tp : 0;
   return z;
 }
 
@@ -47,7 +47,8 @@ int64_t AttentionSavedBytes(const Sizes& z, const ActivationShape& a) {
 // and the arriving key/value block, and their fp32 gradient accumulators.
 int64_t RingAttentionBytes(const ModelShape& s, const ActivationShape& a) {
   if (a.cp == 1) return 0;
-  const int64_t block = a.micro_batch * a.seq * 2 * (s.query_groups / a.tp) * s.head_dim;
+  const int64_t block =
+      a.micro_batch * a.seq * (s.query_groups / a.tp) * (s.head_dim + s.value_head_dim());
   return 2 * block * a.bytes + 2 * block * kFloat;
 }
 
@@ -70,7 +71,7 @@ int64_t StashTensorBytes(const StashTensor& t, const ModelShape& s, const Activa
       columns = z.qkv;
       break;
     case StashColumns::kContext:
-      columns = z.heads * s.head_dim;
+      columns = z.heads * s.value_head_dim();
       break;
     case StashColumns::kFc1:
       columns = z.fc1;
@@ -115,6 +116,30 @@ struct ParameterExtent {
   bool summed_over_tp = false;
 };
 
+// Multi-latent attention's projections in the order model/mla_attention.cc creates them:
+// the replicated down-projections and latent norms (each rank's gradient covers its heads,
+// so it is summed over TP), the up-projections split by heads; none has a bias.
+void AppendMla(const ModelShape& s, int tp, std::vector<ParameterExtent>* out) {
+  const MlaShape& m = s.mla;
+  const bool summed = tp > 1;
+  auto norm = [&](int64_t width) {
+    if (!s.qk_layernorm) return;
+    out->push_back({width, false, false, summed});
+    if (!s.rms_norm) out->push_back({width, false, false, summed});
+  };
+  const int64_t q_rows = s.heads / tp * m.q_head_dim();
+  if (m.q_lora_rank > 0) {
+    out->push_back({m.q_lora_rank * s.hidden, true, false, summed});
+    norm(m.q_lora_rank);
+    out->push_back({q_rows * m.q_lora_rank, true});
+  } else {
+    out->push_back({q_rows * s.hidden, true});
+  }
+  out->push_back({(m.kv_lora_rank + m.qk_pos_emb_head_dim) * s.hidden, true, false, summed});
+  norm(m.kv_lora_rank);
+  out->push_back({s.heads / tp * (m.qk_head_dim + m.v_head_dim) * m.kv_lora_rank, true});
+}
+
 // Global layer `layer`'s parameters in the order the layer creates them
 // (model/transformer_layer.cc; a mixture of experts': model/moe_layer.cc).
 void AppendLayer(const ModelShape& s, const ActivationShape& a, int64_t layer,
@@ -131,12 +156,16 @@ void AppendLayer(const ModelShape& s, const ActivationShape& a, int64_t layer,
   const int64_t qkv = s.qkv_width() / tp, fc1 = s.fc1_width() / tp;
   // The norms see the rank's sequence shard under SP, the head norms its heads always.
   norm(s.hidden, a.sequence_parallel);
-  linear(qkv, s.hidden, qkv, s.has_qkv_bias());
-  if (s.qk_layernorm) {  // the query heads' norm, then the key heads'
+  if (s.mla.enabled) {
+    AppendMla(s, tp, out);
+  } else {
+    linear(qkv, s.hidden, qkv, s.has_qkv_bias());
+  }
+  if (s.qk_layernorm && !s.mla.enabled) {  // the query heads' norm, then the key heads'
     norm(s.head_dim, tp > 1);
     norm(s.head_dim, tp > 1);
   }
-  linear(s.hidden, s.heads * s.head_dim / tp, s.hidden, s.linear_bias);
+  linear(s.hidden, s.heads * s.value_head_dim() / tp, s.hidden, s.linear_bias);
   norm(s.hidden, a.sequence_parallel);
   if (s.moe.IsMoeLayer(layer)) {  // the router, the experts, the shared expert
     const std::vector<int64_t> elements = MoeWeightElements(s, tp, ep, etp);
@@ -282,6 +311,25 @@ int64_t MoeStashDifference(const ModelShape& s, const ActivationShape& a,
   return a.bytes * moe - dense;
 }
 
+// What multi-latent attention's projections keep (model/mla_attention.h's MlaStash):
+// after forward, the latents before and after their norms (one tensor without the norms)
+// with the norms' fp32 statistics; between B and W also the gradients of the query and
+// key/value heads, of the latents after and before their norms, and of W_dkv's output.
+int64_t MlaStashBytes(const ModelShape& s, const ActivationShape& a, bool awaiting_weight) {
+  if (!s.mla.enabled) return 0;
+  const MlaShape& m = s.mla;
+  const int64_t tokens = a.micro_batch * a.seq, heads = s.heads / a.tp;
+  const int64_t copies = s.qk_layernorm ? 2 : 1;  // before and after the norm
+  const int64_t norms = s.qk_layernorm ? (m.q_lora_rank > 0 ? 2 : 1) : 0;
+  int64_t columns = copies * (m.q_lora_rank + m.kv_lora_rank);
+  if (awaiting_weight) {
+    columns += heads * m.q_head_dim() + copies * m.q_lora_rank +
+               heads * (m.qk_head_dim + m.v_head_dim) + m.kv_lora_rank +
+               m.kv_lora_rank + m.qk_pos_emb_head_dim;
+  }
+  return a.bytes * tokens * columns + kFloat * 2 * norms * tokens;
+}
+
 }  // namespace
 
 int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
@@ -291,13 +339,13 @@ int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
   if (full_recompute) return keeps_checkpoint ? a.bytes * z.local_tokens * s.hidden : 0;
   return HeldBytes(kForwardStash, s, a,
                    [&](const StashTensor& t) { return !DroppedAfterForward(t, selective); }) +
-         NormStatsBytes(z);
+         NormStatsBytes(z) + MlaStashBytes(s, a, /*awaiting_weight=*/false);
 }
 
 int64_t LayerAwaitingWeightBytes(const ModelShape& s, const ActivationShape& a) {
   const auto kept = [](const StashTensor& t) { return t.kept_for_weight; };
   return HeldBytes(kForwardStash, s, a, kept) + HeldBytes(kWeightGradientStash, s, a, kept) +
-         NormStatsBytes(SizesOf(s, a));
+         NormStatsBytes(SizesOf(s, a)) + MlaStashBytes(s, a, /*awaiting_weight=*/true);
 }
 
 int64_t HeadStashBytes(const ModelShape& s, const ActivationShape& a) {
@@ -320,7 +368,7 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
   return a.bytes *
              (local /* dy */ + local /* d_fc2 */ + z.tokens * z.fc1 /* d_fc1 */ +
               local /* d_ln2 */ + local /* d_x1 */ + local /* d_proj */ +
-              z.tokens * z.heads * s.head_dim /* d_ctx */ + z.tokens * z.qkv /* d_qkv */ +
+              z.tokens * z.heads * s.value_head_dim() /* d_ctx */ + z.tokens * z.qkv /* d_qkv */ +
               local /* d_ln1 */ + local /* dx */ + gathered) +
          RingAttentionBytes(s, a);
 }

@@ -45,7 +45,7 @@ std::future<absl::Status> PassOn(Communicator* ring, Tensor* send, Tensor* recei
 }
 
 Tensor KeyValueBlock(const Ops& ops, const AttentionShape& shape) {
-  return ops.NewActivation({shape.batch * shape.seq, shape.groups * 2 * shape.head_dim});
+  return ops.NewActivation({shape.batch * shape.seq, shape.kv_width()});
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ std::string LayerName(int64_t index) { return "layers." + std::to_string(index);
 // ranks, which hold different heads.
 std::optional<NormLayer> HeadNorm(const Ops* ops, ParameterStore* store, const ModelShape& s,
                                   const std::string& name) {
-  if (!s.qk_layernorm) return std::nullopt;
+  if (!s.qk_layernorm || s.mla.enabled) return std::nullopt;  // MLA's norms are its latents'
   std::optional<NormLayer> norm(std::in_place, ops, store, name, s.head_dim, s.rms_norm,
                                 s.norm_epsilon);
   std::vector<Parameter*> params;
@@ -44,6 +44,22 @@ QkHeads SplitQkHeads(const Tensor& buffer, const ModelShape& s) {
   const int64_t group_rows = buffer.numel() / (query_width + s.head_dim);
   return {buffer.View(0, {group_rows, query_width}),
           buffer.View(group_rows * query_width, {group_rows, s.head_dim})};
+}
+
+// The fused qkv projection, absent under multi-latent attention.
+std::optional<Linear> QkvProjection(const Ops* ops, ParameterStore* store, const ModelShape& s,
+                                    const std::string& name, const TensorParallel& tp) {
+  if (s.mla.enabled) return std::nullopt;
+  return std::optional<Linear>(std::in_place, ops, store, name, s.hidden, s.qkv_width(),
+                               s.has_qkv_bias(), s.init_std, LinearParallelism::kColumn,
+                               Sharding::Block(0, s.qkv_width(), tp.size(), tp.rank()));
+}
+
+std::unique_ptr<MlaAttention> MlaProjections(const Ops* ops, ParameterStore* store,
+                                             const ModelShape& s, const std::string& prefix,
+                                             const TensorParallel& tp) {
+  if (!s.mla.enabled) return nullptr;
+  return std::make_unique<MlaAttention>(ops, store, prefix, s, tp);
 }
 
 // Copies the query and key heads out of GroupRows' rows, and back.
@@ -74,14 +90,13 @@ TransformerLayer::TransformerLayer(const Ops* ops, ParameterStore* store, const 
       local_ffn_(s.ffn_hidden / tp->size()),
       ln1_(ops, store, LayerName(layer_index) + ".input_norm", s.hidden, s.rms_norm, s.norm_epsilon,
            tp->sequence_parallel()),
-      qkv_(ops, store, LayerName(layer_index) + ".attention.qkv", s.hidden, s.qkv_width(),
-           s.has_qkv_bias(), s.init_std, LinearParallelism::kColumn,
-           Sharding::Block(0, s.qkv_width(), tp->size(), tp->rank())),
+      qkv_(QkvProjection(ops, store, s, LayerName(layer_index) + ".attention.qkv", *tp)),
+      mla_(MlaProjections(ops, store, s, LayerName(layer_index) + ".attention", *tp)),
       q_norm_(HeadNorm(ops, store, s, LayerName(layer_index) + ".attention.q_norm")),
       k_norm_(HeadNorm(ops, store, s, LayerName(layer_index) + ".attention.k_norm")),
-      proj_(ops, store, LayerName(layer_index) + ".attention.proj", s.heads * s.head_dim, s.hidden,
-            s.linear_bias, s.output_init_std(), LinearParallelism::kRow,
-            Sharding::Block(1, s.heads * s.head_dim, tp->size(), tp->rank())),
+      proj_(ops, store, LayerName(layer_index) + ".attention.proj", s.heads * s.value_head_dim(),
+            s.hidden, s.linear_bias, s.output_init_std(), LinearParallelism::kRow,
+            Sharding::Block(1, s.heads * s.value_head_dim(), tp->size(), tp->rank())),
       ln2_(ops, store, LayerName(layer_index) + ".post_attention_norm", s.hidden, s.rms_norm,
            s.norm_epsilon, tp->sequence_parallel()) {
   const std::string mlp = LayerName(layer_index) + ".mlp";
@@ -125,6 +140,23 @@ void TransformerLayer::BiasDropoutAdd(const Linear* linear, const MicroBatchCont
   }
 }
 
+Tensor TransformerLayer::QkvForward(LayerStash* stash) const {
+  if (mla_ != nullptr) {
+    stash->mla = std::make_shared<MlaStash>();
+    return mla_->Forward(stash->ln1_full, stash->mla.get());
+  }
+  Tensor qkv = ops_->NewActivation({stash->ln1_full.dim(0), qkv_->local_out()});
+  qkv_->Forward(stash->ln1_full, &qkv);
+  return qkv;
+}
+
+Tensor TransformerLayer::QkvBackwardInput(LayerStash* stash) const {
+  if (mla_ != nullptr) return mla_->BackwardInput(stash->d_qkv, stash->mla.get());
+  Tensor d_ln1_partial = ops_->NewActivation({stash->d_qkv.dim(0), shape_.hidden});
+  qkv_->BackwardInput(stash->d_qkv, &d_ln1_partial);
+  return d_ln1_partial;
+}
+
 void TransformerLayer::ApplyRopeToQueriesAndKeys(const MicroBatchContext& mb, bool inverse,
                                                  Tensor* qkv) const {
   if (rope_ == nullptr) return;
@@ -160,7 +192,8 @@ void TransformerLayer::NormQueriesAndKeysBackward(Tensor* d_qkv, LayerStash* sta
 }
 
 AttentionShape TransformerLayer::AttentionShapeOf(const MicroBatchContext& mb) const {
-  return {mb.batch, mb.local_seq(), local_groups_, shape_.heads_per_group(), shape_.head_dim};
+  return {mb.batch,          mb.local_seq(),  local_groups_, shape_.heads_per_group(),
+          shape_.head_dim, shape_.value_head_dim()};
 }
 
 AttentionDropout TransformerLayer::AttentionDropoutOf(const MicroBatchContext& mb,
@@ -174,6 +207,7 @@ AttentionDropout TransformerLayer::AttentionDropoutOf(const MicroBatchContext& m
 int64_t TransformerLayer::Window() const { return shape_.WindowOf(layer_index_); }
 
 float TransformerLayer::AttentionScale() const {
+  if (mla_ != nullptr) return MlaSoftmaxScale(shape_);
   return 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
 }
 
@@ -202,7 +236,7 @@ absl::Status TransformerLayer::AttentionCore(const MicroBatchContext& mb, const 
                                              Tensor* attention, Tensor* ctx) const {
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  *ctx = ops_->NewActivation({mb.tokens(), local_heads * shape_.head_dim});
+  *ctx = ops_->NewActivation({mb.tokens(), local_heads * shape_.value_head_dim()});
   if (mb.cp_size() > 1) {
     return RingAttentionForward(*ops_, mb, AttentionShapeOf(mb), qkv, AttentionScale(),
                                 AttentionDropoutOf(mb, &probs_rng), Window(), attention, ctx);
@@ -217,7 +251,7 @@ absl::Status TransformerLayer::AttentionCoreBackward(const MicroBatchContext& mb
                                                      const Tensor& d_ctx,
                                                      LayerStash* stash) const {
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
-  stash->d_qkv = ops_->NewActivation({mb.tokens(), qkv_.local_out()});
+  stash->d_qkv = ops_->NewActivation({mb.tokens(), shape_.qkv_width() / tp_->size()});
   if (mb.cp_size() > 1) {
     return RingAttentionBackward(*ops_, mb, AttentionShapeOf(mb), stash->qkv, stash->attention,
                                  stash->ctx, d_ctx, AttentionScale(),
@@ -292,8 +326,7 @@ absl::StatusOr<Tensor> TransformerLayer::Forward(const Tensor& x, const MicroBat
 
   // Attention block.
   RETURN_IF_ERROR(NormsOut(ln1_, x, &stash->ln1_out, &stash->ln1_full, &stash->ln1));
-  stash->qkv = ops_->NewActivation({rows, qkv_.local_out()});
-  qkv_.Forward(stash->ln1_full, &stash->qkv);
+  stash->qkv = QkvForward(stash);
   NormQueriesAndKeys(&stash->qkv, stash);
   ApplyRopeToQueriesAndKeys(mb, /*inverse=*/false, &stash->qkv);
   RETURN_IF_ERROR(AttentionCore(mb, stash->qkv, &stash->attention, &stash->ctx));
@@ -349,14 +382,12 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
   Tensor d_proj = ops_->NewActivation({local_rows, shape_.hidden});
   HiddenDropout(mb, DropoutSite::kAttentionOut, d_x1, &d_proj);
   ASSIGN_OR_RETURN(stash->d_proj_full, tp_->ExitBackward(d_proj));
-  Tensor d_ctx = ops_->NewActivation({rows, local_heads * shape_.head_dim});
+  Tensor d_ctx = ops_->NewActivation({rows, local_heads * shape_.value_head_dim()});
   proj_.BackwardInput(stash->d_proj_full, &d_ctx);
   RETURN_IF_ERROR(AttentionCoreBackward(mb, d_ctx, stash));
   ApplyRopeToQueriesAndKeys(mb, /*inverse=*/true, &stash->d_qkv);
   NormQueriesAndKeysBackward(&stash->d_qkv, stash);
-  Tensor d_ln1_partial = ops_->NewActivation({rows, shape_.hidden});
-  qkv_.BackwardInput(stash->d_qkv, &d_ln1_partial);
-  ASSIGN_OR_RETURN(stash->d_ln1, tp_->EnterBackward(std::move(d_ln1_partial)));
+  ASSIGN_OR_RETURN(stash->d_ln1, tp_->EnterBackward(QkvBackwardInput(stash)));
   Tensor dx = ops_->NewActivation({local_rows, shape_.hidden});
   ln1_.BackwardInput(stash->d_ln1, stash->x, stash->ln1, &dx);
   ops_->Add(d_x1, &dx);  // residual
@@ -371,7 +402,11 @@ absl::StatusOr<Tensor> TransformerLayer::BackwardInput(const Tensor& dy,
 std::vector<Parameter*> TransformerLayer::Parameters() const {
   std::vector<Parameter*> params;
   ln1_.AppendParameters(&params);
-  qkv_.AppendParameters(&params);
+  if (mla_ != nullptr) {
+    mla_->AppendParameters(&params);
+  } else {
+    qkv_->AppendParameters(&params);
+  }
   if (q_norm_.has_value()) {
     q_norm_->AppendParameters(&params);
     k_norm_->AppendParameters(&params);
@@ -406,7 +441,11 @@ void TransformerLayer::BackwardWeight(LayerStash* stash) {
     q_norm_->BackwardWeight(d_out.queries, in.queries, stash->q_norm);
     k_norm_->BackwardWeight(d_out.keys, in.keys, stash->k_norm);
   }
-  qkv_.BackwardWeight(stash->ln1_full, stash->d_qkv);
+  if (mla_ != nullptr) {
+    mla_->BackwardWeight(stash->ln1_full, *stash->mla);
+  } else {
+    qkv_->BackwardWeight(stash->ln1_full, stash->d_qkv);
+  }
   ln1_.BackwardWeight(stash->d_ln1, stash->x, stash->ln1);
   *stash = LayerStash();
 }

@@ -1,7 +1,8 @@
 // One pre-norm GPT transformer layer, as Megatron builds it:
 //   x1  = x + dropout(proj(attention(rope(qk_norm(qkv(norm1(x)))))))
 //   out = x1 + dropout(fc2(act(fc1(norm2(x1)))))
-// (qk_norm: --qk-layernorm's per-head norm of the queries and keys, else nothing)
+// (qk_norm: --qk-layernorm's per-head norm of the queries and keys, else nothing; under
+// multi-latent attention, model/mla_attention.h, its projections build qkv instead)
 // with forward, backward-input (B) and backward-weight (W) as separate calls, so that a
 // pipeline schedule can run W later than B (zero-bubble). What backward needs lives in
 // a LayerStash per micro-batch (model/layer_stash.h); dropout masks are regenerated, not
@@ -21,6 +22,7 @@
 #include "model/layer_stash.h"
 #include "model/linear.h"
 #include "model/micro_batch.h"
+#include "model/mla_attention.h"
 #include "model/model_shape.h"
 #include "model/moe_layer.h"
 #include "model/norm_layer.h"
@@ -70,6 +72,10 @@ class TransformerLayer {
   // (`linear` null: no bias, the mixture of experts' output.)
   void BiasDropoutAdd(const Linear* linear, const MicroBatchContext& mb, DropoutSite site,
                       const Tensor& residual, Tensor* y) const;
+  // qkv from ln1_full, through the fused projection or multi-latent attention's; and
+  // d_ln1's partial sum (this rank's heads) from d_qkv.
+  Tensor QkvForward(LayerStash* stash) const;
+  Tensor QkvBackwardInput(LayerStash* stash) const;
   void ApplyRopeToQueriesAndKeys(const MicroBatchContext& mb, bool inverse, Tensor* qkv) const;
   // --qk-layernorm: normalises each query and key head of qkv in place, stashing the
   // heads' inputs; backward maps d_qkv's query and key columns back through the norms.
@@ -78,7 +84,7 @@ class TransformerLayer {
   AttentionShape AttentionShapeOf(const MicroBatchContext& mb) const;
   // `rng` draws the probabilities' dropout mask; it must outlive the result.
   AttentionDropout AttentionDropoutOf(const MicroBatchContext& mb, const CounterRng* rng) const;
-  float AttentionScale() const;  // 1 / sqrt(head_dim)
+  float AttentionScale() const;  // 1 / sqrt(head_dim), or MlaSoftmaxScale
   int64_t Window() const;        // this layer's sliding window (AttentionMask::window)
   // The pieces forward computes and selective recomputation repeats.
   absl::Status NormsOut(const NormLayer& norm, const Tensor& in, Tensor* out, Tensor* full,
@@ -106,7 +112,8 @@ class TransformerLayer {
   int64_t local_groups_;  // query groups (and their heads) this rank holds
   int64_t local_ffn_;
   NormLayer ln1_;
-  Linear qkv_;
+  std::optional<Linear> qkv_;          // the fused projection,
+  std::unique_ptr<MlaAttention> mla_;  // or multi-latent attention's (--multi-latent-attention)
   std::optional<NormLayer> q_norm_, k_norm_;  // --qk-layernorm only
   Linear proj_;
   NormLayer ln2_;

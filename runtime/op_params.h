@@ -15,16 +15,27 @@ enum class NormKind { kLayerNorm, kRmsNorm };
 
 // Causal attention over a fused QKV matrix [batch * seq, qkv_width()] in Megatron's
 // grouped layout: for each query group, its `heads_per_group` query heads, then its key
-// head, then its value head, each head_dim wide.
+// head, each head_dim wide, then its value head, value_dim() wide. The value heads, and so
+// the context's heads, are narrower or wider than the query and key heads only under
+// multi-latent attention (DeepSeek-V2's v_head_dim against qk_head_dim +
+// qk_rope_head_dim).
 struct AttentionShape {
   int64_t batch;   // samples
   int64_t seq;     // tokens per sample
   int64_t groups;  // key/value heads held here
   int64_t heads_per_group;
   int64_t head_dim;
+  int64_t v_head_dim = 0;  // 0: head_dim
 
   int64_t heads() const { return groups * heads_per_group; }
-  int64_t qkv_width() const { return groups * (heads_per_group + 2) * head_dim; }
+  int64_t value_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
+  // One group's query and key heads, then its value head.
+  int64_t group_width() const { return (heads_per_group + 1) * head_dim + value_dim(); }
+  int64_t qkv_width() const { return groups * group_width(); }
+  // The context's row: every head's value_dim() outputs.
+  int64_t context_width() const { return heads() * value_dim(); }
+  // A packed key/value row (PackKeysValues): per group, its key head then its value head.
+  int64_t kv_width() const { return groups * (head_dim + value_dim()); }
 };
 
 // Attention dropout element (sample, head, i, j), i and j the query's and the key's

@@ -167,7 +167,7 @@ class Ops {
   // Causal grouped-query attention over the whole sample held here (see cpu/attention.h
   // for the math; `mask` with empty positions: document masking at most). Forward
   // allocates `saved`, what backward needs besides qkv and ctx (each row's fp32
-  // log-sum-exp, [batch, heads, seq]), and writes ctx [batch * seq, heads * head_dim].
+  // log-sum-exp, [batch, heads, seq]), and writes ctx [batch * seq, context_width()].
   // Backward overwrites dqkv [batch * seq, qkv_width].
   virtual void AttentionForward(const AttentionShape& shape, const Tensor& qkv, float scale,
                                 const AttentionDropout& dropout, const AttentionMask& mask,
@@ -178,7 +178,7 @@ class Ops {
                                  const AttentionMask& mask, Tensor* dqkv) const = 0;
 
   // Ring attention (context parallelism): the keys arrive in blocks from other ranks.
-  // PackKeysValues writes kv [batch * seq, groups * 2 * head_dim] (compute type) from
+  // PackKeysValues writes kv [batch * seq, kv_width()] (compute type) from
   // qkv's key and value heads; AddKeyValueGrad adds such a block's gradient (fp32) back
   // into dqkv's.
   virtual void PackKeysValues(const AttentionShape& shape, const Tensor& qkv,
@@ -186,9 +186,9 @@ class Ops {
   virtual void AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv,
                                Tensor* dqkv) const = 0;
   // qkv's queries against a block kv of `key_rows` keys per sample (mask positions by
-  // global position), merged into the running ctx (fp32 [batch * seq, heads *
-  // head_dim]: the blocks' sum is not rounded between them) and lse (fp32 [batch, heads,
-  // seq]); `first` overwrites them. Backward, from the final ctx (compute type) and lse:
+  // global position), merged into the running ctx (fp32 [batch * seq, context_width()]:
+  // the blocks' sum is not rounded between them) and lse (fp32 [batch, heads, seq]);
+  // `first` overwrites them. Backward, from the final ctx (compute type) and lse:
   // dqkv's query heads += dQ (its key and value heads untouched), dkv (fp32) += (dK, dV).
   virtual void AttentionBlockForward(const AttentionShape& shape, int64_t key_rows,
                                      const AttentionMask& mask, const Tensor& qkv,

@@ -27,12 +27,10 @@ struct HeadView {
 HeadView View(const AttentionShape& s, int64_t h) {
   const int64_t g = h / s.heads_per_group;
   const int64_t j = h % s.heads_per_group;
-  const int64_t group_start = g * (s.heads_per_group + 2) * s.head_dim;
-  return {group_start + j * s.head_dim, g * 2 * s.head_dim,
+  const int64_t group_start = g * s.group_width();
+  return {group_start + j * s.head_dim, g * (s.head_dim + s.value_dim()),
           group_start + s.heads_per_group * s.head_dim};
 }
-
-int64_t KvWidth(const AttentionShape& s) { return s.groups * 2 * s.head_dim; }
 
 // Which keys one query row sees, and the dropout indices of its probabilities. Key
 // positions ascend (a block holds whole chunks in order), so the keys a row sees are one
@@ -158,24 +156,24 @@ CONVEYOR_VECTOR_CLONES void SoftmaxRowGrad(float* p, float* d, int64_t n, float 
 }  // namespace
 
 void PackKeysValues(const AttentionShape& s, const float* qkv, float* kv) {
-  const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
+  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
   for (int64_t r = 0; r < s.batch * s.seq; ++r) {
     for (int64_t g = 0; g < s.groups; ++g) {
       const HeadView v = View(s, g * s.heads_per_group);
       std::memcpy(kv + r * kvw + v.k_offset, qkv + r * ld + v.fused_k_offset,
-                  sizeof(float) * 2 * s.head_dim);
+                  sizeof(float) * (s.head_dim + s.value_dim()));
     }
   }
 }
 
 void AddKeyValueGrad(const AttentionShape& s, const float* dkv, float* dqkv) {
-  const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
+  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
   for (int64_t r = 0; r < s.batch * s.seq; ++r) {
     for (int64_t g = 0; g < s.groups; ++g) {
       const HeadView v = View(s, g * s.heads_per_group);
       const float* from = dkv + r * kvw + v.k_offset;
       float* to = dqkv + r * ld + v.fused_k_offset;
-      for (int64_t c = 0; c < 2 * s.head_dim; ++c) to[c] += from[c];
+      for (int64_t c = 0; c < s.head_dim + s.value_dim(); ++c) to[c] += from[c];
     }
   }
 }
@@ -186,8 +184,8 @@ namespace {
 void ForwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
                  const float* qkv, const float* kv, float scale, const AttentionDropout& dropout,
                  bool first, int64_t first_row, int64_t last_row, float* ctx, float* lse) {
-  const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
-  const int64_t ld_ctx = s.heads() * s.head_dim;
+  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
+  const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
   const VisibleRectangle box = VisibleOf(s, key_rows, mask, first_row, last_row);
   const int64_t keys = box.keys_end - box.keys_begin;  // computed per row
   std::vector<float> scores((last_row - first_row) * std::max<int64_t>(keys, 0));
@@ -197,12 +195,12 @@ void ForwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask&
     const float* kv_rows = kv + (b * key_rows + box.keys_begin) * kvw;
     for (int64_t h = 0; h < s.heads(); ++h) {
       const HeadView v = View(s, h);
-      float* out = ctx + b * s.seq * ld_ctx + h * s.head_dim;
+      float* out = ctx + b * s.seq * ld_ctx + h * dv;
       float* row_lse = lse + (b * s.heads() + h) * s.seq;
       for (int64_t i = first_row; i < last_row && first; ++i) {  // nothing visible yet
         if (i >= box.rows_begin && i < box.rows_end) continue;
         row_lse[i] = kNegInf;
-        std::fill(out + i * ld_ctx, out + i * ld_ctx + s.head_dim, 0.0f);
+        std::fill(out + i * ld_ctx, out + i * ld_ctx + dv, 0.0f);
       }
       if (box.empty()) continue;
       const int64_t m = box.rows_end - box.rows_begin;
@@ -220,7 +218,7 @@ void ForwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask&
           std::fill(p, p + keys, 0.0f);
           if (first) {
             row_lse[i] = kNegInf;
-            std::fill(out_row, out_row + s.head_dim, 0.0f);
+            std::fill(out_row, out_row + dv, 0.0f);
           }
           continue;
         }
@@ -239,12 +237,12 @@ void ForwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask&
         for (int64_t j = lo; j < hi; ++j) p[j] *= rescale;
         std::fill(p + hi, p + keys, 0.0f);
         if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
-        for (int64_t c = 0; c < s.head_dim; ++c) {
+        for (int64_t c = 0; c < dv; ++c) {
           out_row[c] = keep_old == 0.0f ? 0.0f : out_row[c] * keep_old;
         }
         row_lse[i] = new_lse;
       }
-      GemmStrided(false, false, m, s.head_dim, keys, 1.0f, scores.data(), keys,
+      GemmStrided(false, false, m, dv, keys, 1.0f, scores.data(), keys,
                   kv_rows + v.k_offset + s.head_dim, kvw, 1.0f, out + box.rows_begin * ld_ctx,
                   ld_ctx);
     }
@@ -256,8 +254,8 @@ void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask
                   const float* qkv, const float* kv, const float* ctx, const float* lse,
                   const float* dctx, float scale, const AttentionDropout& dropout,
                   int64_t first_row, int64_t last_row, float* dqkv, float* dkv) {
-  const int64_t ld = s.qkv_width(), kvw = KvWidth(s);
-  const int64_t ld_ctx = s.heads() * s.head_dim;
+  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
+  const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
   const VisibleRectangle box = VisibleOf(s, key_rows, mask, first_row, last_row);
   if (box.empty()) return;
   const int64_t m = box.rows_end - box.rows_begin, keys = box.keys_end - box.keys_begin;
@@ -270,14 +268,14 @@ void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask
     float* dkv_rows = dkv + (b * key_rows + box.keys_begin) * kvw;
     for (int64_t h = 0; h < s.heads(); ++h) {
       const HeadView v = View(s, h);
-      const float* out = ctx + (b * s.seq + box.rows_begin) * ld_ctx + h * s.head_dim;
-      const float* dout = dctx + (b * s.seq + box.rows_begin) * ld_ctx + h * s.head_dim;
+      const float* out = ctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
+      const float* dout = dctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
       const float* row_lse = lse + (b * s.heads() + h) * s.seq;
       GemmStrided(false, true, m, keys, s.head_dim, scale, q_rows + v.q_offset, ld,
                   kv_rows + v.k_offset, kvw, 0.0f, probs.data(), keys);
       // dP' = dO V^T
-      GemmStrided(false, true, m, keys, s.head_dim, 1.0f, dout, ld_ctx,
-                  kv_rows + v.k_offset + s.head_dim, kvw, 0.0f, dp.data(), keys);
+      GemmStrided(false, true, m, keys, dv, 1.0f, dout, ld_ctx, kv_rows + v.k_offset + s.head_dim,
+                  kvw, 0.0f, dp.data(), keys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t i = box.rows_begin + r;
         rows.Select(b, h, i);
@@ -286,7 +284,7 @@ void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask
         const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
         const int64_t hi = std::max(lo, rows.end(box.keys_end) - box.keys_begin);
         float row_dot = 0.0f;  // D = dO . O
-        for (int64_t c = 0; c < s.head_dim; ++c) {
+        for (int64_t c = 0; c < dv; ++c) {
           row_dot += dout[r * ld_ctx + c] * out[r * ld_ctx + c];
         }
         std::fill(p, p + lo, 0.0f);
@@ -302,7 +300,7 @@ void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask
         }
       }
       // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
-      GemmStrided(true, false, keys, s.head_dim, m, 1.0f, probs.data(), keys, dout, ld_ctx, 1.0f,
+      GemmStrided(true, false, keys, dv, m, 1.0f, probs.data(), keys, dout, ld_ctx, 1.0f,
                   dkv_rows + v.k_offset + s.head_dim, kvw);
       GemmStrided(false, false, m, s.head_dim, keys, scale, dp.data(), keys, kv_rows + v.k_offset,
                   kvw, 1.0f, dq_rows + v.q_offset, ld);
@@ -334,7 +332,7 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
 
 void AttentionForward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,
                       float scale, const AttentionDropout& dropout, float* lse, float* ctx) {
-  std::vector<float> kv(s.batch * s.seq * KvWidth(s));
+  std::vector<float> kv(s.batch * s.seq * s.kv_width());
   PackKeysValues(s, qkv, kv.data());
   AttentionBlockForward(s, s.seq, mask, qkv, kv.data(), scale, dropout, /*first=*/true, ctx, lse);
 }
@@ -343,7 +341,7 @@ void AttentionBackward(const AttentionShape& s, const AttentionMask& mask, const
                        const float* lse, const float* ctx, const float* dctx, float scale,
                        const AttentionDropout& dropout, float* dqkv) {
   const int64_t rows = s.batch * s.seq;
-  std::vector<float> kv(rows * KvWidth(s)), dkv(rows * KvWidth(s), 0.0f);
+  std::vector<float> kv(rows * s.kv_width()), dkv(rows * s.kv_width(), 0.0f);
   PackKeysValues(s, qkv, kv.data());
   std::memset(dqkv, 0, sizeof(float) * rows * s.qkv_width());
   AttentionBlockBackward(s, s.seq, mask, qkv, kv.data(), ctx, lse, dctx, scale, dropout, dqkv,

@@ -13,8 +13,8 @@
 // Heads sharing a key/value group add their dK and dV.
 //
 // The fused QKV row of one token follows Megatron's grouped layout: for each query
-// group g, its `heads_per_group` query heads, then its key head, then its value head,
-// each head_dim wide. A tensor-parallel rank holds whole groups, so it sees the same
+// group g, its `heads_per_group` query heads, then its key head, each head_dim wide,
+// then its value head, value_dim() wide (op_params.h). A tensor-parallel rank holds whole groups, so it sees the same
 // layout with fewer groups. A block's keys and values come packed: per group, its key
 // head then its value head (PackKeysValues).
 #ifndef CONVEYOR_RUNTIME_CPU_ATTENTION_H_
@@ -27,14 +27,14 @@
 
 namespace conveyor::cpu {
 
-// kv [batch * seq, groups * 2 * head_dim] = the key and value heads of qkv's rows.
+// kv [batch * seq, kv_width()] = the key and value heads of qkv's rows.
 void PackKeysValues(const AttentionShape& shape, const float* qkv, float* kv);
 // The key and value heads of dqkv += dkv (PackKeysValues' layout).
 void AddKeyValueGrad(const AttentionShape& shape, const float* dkv, float* dqkv);
 
 // The query rows of qkv ([batch * seq, qkv_width]) against a block of `key_rows` keys
-// per sample, kv [batch * key_rows, groups * 2 * head_dim], merged into ctx [batch *
-// seq, heads * head_dim] (normalised over the keys seen so far) and lse fp32 [batch,
+// per sample, kv [batch * key_rows, kv_width()], merged into ctx [batch * seq,
+// context_width()] (normalised over the keys seen so far) and lse fp32 [batch,
 // heads, seq]. `first`: ctx and lse hold nothing yet and are overwritten. A row that has
 // seen no visible key has ctx 0 and lse -inf.
 void AttentionBlockForward(const AttentionShape& shape, int64_t key_rows, const AttentionMask& mask,

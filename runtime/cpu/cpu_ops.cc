@@ -223,12 +223,11 @@ void CpuOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& 
                                   absl::Span<const int32_t> positions, bool inverse,
                                   Tensor* qkv) const {
   const int64_t width = shape.qkv_width();
-  const int64_t group_width = (shape.heads_per_group + 2) * shape.head_dim;
   for (int64_t t = 0; t < Rows(*qkv, width); ++t) {
     for (int64_t g = 0; g < shape.groups; ++g) {
       // The group's query heads and its key head are adjacent: rotate them together.
       cpu::ApplyRope(table, positions[t], shape.heads_per_group + 1, shape.head_dim, inverse,
-                     qkv->data() + t * width + g * group_width);
+                     qkv->data() + t * width + g * shape.group_width());
     }
   }
 }

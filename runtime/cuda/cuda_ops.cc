@@ -89,6 +89,19 @@ int64_t RowsOf(const char* op, const char* name, const Tensor& t, int64_t width)
   return t.numel() / width;
 }
 
+void RequireAttentionShape(const char* op, const AttentionShape& s) {
+  REQUIRE(s.batch > 0 && s.seq > 0 && s.groups > 0 && s.heads_per_group > 0 && s.head_dim > 0, op,
+          "empty attention shape");
+  REQUIRE(s.head_dim <= cuda::kMaxAttentionHeadDim, op,
+          absl::StrCat("head_dim ", s.head_dim, " > ", cuda::kMaxAttentionHeadDim,
+                       " is not supported by the CUDA attention kernels"));
+  // The kernels index values and the context by head_dim.
+  REQUIRE(s.value_dim() == s.head_dim, op,
+          absl::StrCat("value heads of ", s.value_dim(), " against query/key heads of ",
+                       s.head_dim, " (--multi-latent-attention's --v-head-dim) are not "
+                       "supported by the CUDA attention kernels; run on --device cpu"));
+}
+
 }  // namespace
 
 CudaOps::CudaOps(DType compute_dtype, bool synchronize_each_op, bool cudnn_attention)
@@ -504,6 +517,7 @@ void CudaOps::RotateQueriesAndKeys(const RopeTable& table, const AttentionShape&
                                    Tensor* qkv) const {
   const char* op = "RotateQueriesAndKeys";
   RequireDevice(op, "qkv", *qkv);
+  RequireAttentionShape(op, shape);
   REQUIRE(2 * table.half <= shape.head_dim && table.half > 0, op,
           absl::StrCat("RoPE table of ", 2 * table.half, " rotated dims for head_dim ",
                        shape.head_dim));
@@ -532,14 +546,6 @@ cuda::AttentionDropoutArgs DropoutArgsOf(const char* op, const AttentionDropout&
   args.first_head = d.first_head;
   args.total_heads = d.total_heads;
   return args;
-}
-
-void RequireAttentionShape(const char* op, const AttentionShape& s) {
-  REQUIRE(s.batch > 0 && s.seq > 0 && s.groups > 0 && s.heads_per_group > 0 && s.head_dim > 0, op,
-          "empty attention shape");
-  REQUIRE(s.head_dim <= cuda::kMaxAttentionHeadDim, op,
-          absl::StrCat("head_dim ", s.head_dim, " > ", cuda::kMaxAttentionHeadDim,
-                       " is not supported by the CUDA attention kernels"));
 }
 
 }  // namespace

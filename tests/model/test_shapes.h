@@ -31,6 +31,21 @@ inline ModelShape TinyShape() {
   return s;
 }
 
+// Multi-latent attention (DeepSeek-V2) on TinyShape: a query latent of q_lora_rank (0:
+// none), a key/value latent of 5, heads of 3 + 4 rotated query/key dims and 5 value
+// dims (so values are narrower than queries and keys), the latents' norms under
+// --qk-layernorm.
+inline ModelShape MlaShapeOf(int64_t q_lora_rank, bool latent_norms) {
+  ModelShape s = TinyShape();
+  s.rope = true;
+  s.rms_norm = true;
+  s.linear_bias = false;
+  s.qk_layernorm = latent_norms;
+  s.UseMla({/*enabled=*/true, q_lora_rank, /*kv_lora_rank=*/5, /*qk_head_dim=*/3,
+            /*qk_pos_emb_head_dim=*/4, /*v_head_dim=*/5});
+  return s;
+}
+
 // Every architecture option, one at a time and all at once.
 inline std::vector<ShapeVariant> ShapeVariants() {
   std::vector<ShapeVariant> v;
@@ -85,6 +100,8 @@ inline std::vector<ShapeVariant> ShapeVariants() {
   s.hidden_dropout = 0.1f;
   s.attention_dropout = 0.1f;
   v.push_back({"llama_like", s});
+  v.push_back({"mla", MlaShapeOf(/*q_lora_rank=*/6, /*latent_norms=*/true)});
+  v.push_back({"mla_no_query_latent", MlaShapeOf(/*q_lora_rank=*/0, /*latent_norms=*/false)});
   return v;
 }
 
