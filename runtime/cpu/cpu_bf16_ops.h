@@ -5,8 +5,11 @@
 // and gradients stay fp32, so weight gradients accumulate in fp32 straight from the
 // kernel's sums.
 //
-// The results equal the emulation's up to the order of the fp32 additions: both multiply
-// the same bf16 values exactly and add in fp32, and both round a bf16 output once.
+// The GEMMs' results equal the emulation's up to the order of the fp32 additions: both
+// multiply the same bf16 values exactly and add in fp32, and both round a bf16 output
+// once. The linear layers' epilogues (bias, GELU) work on the fp32 sums before that one
+// rounding, where the emulation rounds the product and then the sum, as a GPU's fused
+// epilogue does.
 #ifndef CONVEYOR_RUNTIME_CPU_CPU_BF16_OPS_H_
 #define CONVEYOR_RUNTIME_CPU_CPU_BF16_OPS_H_
 
@@ -23,9 +26,20 @@ class CpuBf16Ops : public Bf16EmulationOps {
   // fp32 results, c of bf16 them rounded once. Operands of fp32 go to the emulation.
   void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const Tensor& a, const Tensor& b, float beta, Tensor* c) const override;
+  // The linear layers' GEMMs with their epilogues (bias, GELU, GELU's derivative) applied
+  // to the fp32 sums and rounded once, in one threaded pass over the rows.
+  void LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                     Tensor* y) const override;
+  void LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
+                         Tensor* y) const override;
+  void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                               Tensor* dx) const override;
 
  private:
   CpuBf16Ops();
+  // bf16 operands and output and an fp32 bias (or none): the fused paths above; anything
+  // else goes to the emulation's composition.
+  static bool Fusable(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
 };
 
 }  // namespace conveyor

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -113,6 +114,104 @@ TEST(CpuBf16OpsTest, WeightGradientAccumulatesInFp32) {
         magnitude += std::abs(dy[r * out + o] * x[r * in + i]);
       }
       ASSERT_NEAR(dw.data()[o * in + i], sum, Gamma(rows) * magnitude) << o << ", " << i;
+    }
+  }
+}
+
+// GELU (tanh form) and its derivative in float64 (runtime/cpu/activation.h's formulas).
+double Gelu(double x) {
+  const double t = std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x));
+  return 0.5 * x * (1 + t);
+}
+double GeluDerivative(double x) {
+  const double t = std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * std::sqrt(2 / M_PI) * (1 + 3 * 0.044715 * x * x);
+}
+
+// The fp32 GELU (a vectorised exp inside) errs by a few units of fp32's last place.
+constexpr double kGeluError = 1e-6;
+
+struct Linear {
+  int64_t rows = 45, in = 280, out = 67;
+  std::vector<double> x, w, bias;
+  Tensor xt, wt, biast;
+  explicit Linear(uint32_t seed) {
+    std::mt19937 rng(seed);
+    xt = Random(rows, in, DType::kBFloat16, &rng, &x);
+    wt = Random(out, in, DType::kBFloat16, &rng, &w);
+    biast = Random(1, out, DType::kFloat32, &rng, &bias);
+    biast = biast.View(0, {out});
+  }
+  // x w^T + bias at (r, o) in float64, and the fp32 bound of its computed value.
+  std::pair<double, double> Pre(int64_t r, int64_t o) const {
+    double sum = bias[o], magnitude = std::abs(bias[o]);
+    for (int64_t i = 0; i < in; ++i) {
+      sum += x[r * in + i] * w[o * in + i];
+      magnitude += std::abs(x[r * in + i] * w[o * in + i]);
+    }
+    return {sum, Gamma(in + 1) * magnitude};
+  }
+};
+
+// One rounding to bf16 of a value known within `bound`.
+double Rounded(double want, double bound) {
+  return bound + kBf16Rounding * (std::abs(want) + bound);
+}
+
+// The bias joins the fp32 sums before the one rounding: two roundings (product, then
+// sum) would exceed this bound somewhere among the outputs.
+TEST(CpuBf16OpsTest, LinearForwardRoundsOnceAfterTheBias) {
+  SKIP_WITHOUT_BF16();
+  const Linear l(21);
+  Tensor y = Tensor::Zeros({l.rows, l.out}, MemoryCategory::kOther, DType::kBFloat16);
+  CpuBf16Ops::Get().LinearForward(l.xt, l.wt, &l.biast, &y);
+  for (int64_t r = 0; r < l.rows; ++r) {
+    for (int64_t o = 0; o < l.out; ++o) {
+      const auto [want, bound] = l.Pre(r, o);
+      ASSERT_NEAR(At(y, r * l.out + o), want, Rounded(want, bound)) << r << ", " << o;
+    }
+  }
+}
+
+TEST(CpuBf16OpsTest, LinearGeluForwardAppliesGeluToTheStoredPreActivation) {
+  SKIP_WITHOUT_BF16();
+  const Linear l(22);
+  Tensor pre = Tensor::Zeros({l.rows, l.out}, MemoryCategory::kOther, DType::kBFloat16);
+  Tensor y = Tensor::Zeros({l.rows, l.out}, MemoryCategory::kOther, DType::kBFloat16);
+  CpuBf16Ops::Get().LinearGeluForward(l.xt, l.wt, &l.biast, &pre, &y);
+  for (int64_t r = 0; r < l.rows; ++r) {
+    for (int64_t o = 0; o < l.out; ++o) {
+      const int64_t e = r * l.out + o;
+      const auto [want, bound] = l.Pre(r, o);
+      ASSERT_NEAR(At(pre, e), want, Rounded(want, bound)) << r << ", " << o;
+      const double gelu = Gelu(At(pre, e));
+      ASSERT_NEAR(At(y, e), gelu, Rounded(gelu, kGeluError * (std::abs(At(pre, e)) + 1)))
+          << r << ", " << o;
+    }
+  }
+}
+
+// dx = GELU'(pre) (dy w) with one rounding. The fixture's x plays dy ([rows, 280]) and
+// its w, read as [280, 67], the layer's weight; pre and dx are [rows, 67].
+TEST(CpuBf16OpsTest, LinearGeluBackwardInputRoundsOnce) {
+  SKIP_WITHOUT_BF16();
+  const Linear l(23);
+  std::mt19937 rng(24);
+  std::vector<double> pre;
+  const Tensor w_in_out = l.wt.View(0, {l.in, l.out});
+  const Tensor pret = Random(l.rows, l.out, DType::kBFloat16, &rng, &pre);
+  Tensor dx = Tensor::Zeros({l.rows, l.out}, MemoryCategory::kOther, DType::kBFloat16);
+  CpuBf16Ops::Get().LinearGeluBackwardInput(l.xt, w_in_out, pret, &dx);
+  for (int64_t r = 0; r < l.rows; ++r) {
+    for (int64_t o = 0; o < l.out; ++o) {
+      double sum = 0, magnitude = 0;
+      for (int64_t i = 0; i < l.in; ++i) {
+        sum += l.x[r * l.in + i] * l.w[i * l.out + o];
+        magnitude += std::abs(l.x[r * l.in + i] * l.w[i * l.out + o]);
+      }
+      const double d = GeluDerivative(pre[r * l.out + o]);
+      const double bound = std::abs(d) * Gamma(l.in) * magnitude + kGeluError * std::abs(sum);
+      ASSERT_NEAR(At(dx, r * l.out + o), d * sum, Rounded(d * sum, bound)) << r << ", " << o;
     }
   }
 }
