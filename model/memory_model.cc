@@ -8,6 +8,7 @@
 #include "model/bucket_layout.h"
 #include "model/layer_stash.h"
 #include "model/moe_layer.h"
+#include "model/mtp_block.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/bubble.h"
 #include "parallel/pipeline/schedule.h"
@@ -357,6 +358,25 @@ int64_t HeadStashBytes(const ModelShape& s, const ActivationShape& a) {
          kFloat * (z.tokens + 2 * z.local_tokens);
 }
 
+int64_t MtpStashBytes(const ModelShape& s, const ActivationShape& a,
+                      const SelectiveRecompute& selective) {
+  if (s.mtp_layers == 0) return 0;
+  const Sizes z = SizesOf(s, a);
+  const ModelShape layer_shape = MtpLayerShape(s);
+  const int64_t local = z.local_tokens * s.hidden, full = z.tokens * s.hidden;
+  // Per depth: the embedding e, h^{k-1} (under SP a shard the head's gathered copy is not),
+  // M_k's gathered input [e; h], the layer's output, the output loss's gathered input and
+  // logits; fp32: three norms' statistics and the log-sum-exps.
+  int64_t depth = a.bytes * (local + (a.sequence_parallel ? local : 0) + 2 * full + local + full +
+                             z.tokens * (s.padded_vocab / a.tp)) +
+                  kFloat * (6 * z.local_tokens + z.tokens) +
+                  LayerStashBytes(layer_shape, a, selective, false, false);
+  if (layer_shape.moe.IsMoeLayer(s.num_layers)) {
+    depth += MoeStashDifference(layer_shape, a, selective, false);
+  }
+  return s.mtp_layers * depth;
+}
+
 int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a) {
   const Sizes z = SizesOf(s, a);
   const int64_t full = z.tokens * s.hidden, local = z.local_tokens * s.hidden;
@@ -375,6 +395,24 @@ int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a)
 
 namespace {
 
+// The multi-token prediction depths' parameters (model/mtp_block.cc's order): enorm,
+// hnorm, M_k (its output rows split over TP), the layer, its final norm.
+void AppendMtpDepths(const ModelShape& s, const ActivationShape& a,
+                     std::vector<ParameterExtent>* params) {
+  const ModelShape layer_shape = MtpLayerShape(s);
+  auto norm = [&] {
+    params->push_back({s.hidden, false, false, a.sequence_parallel});
+    if (!s.rms_norm) params->push_back({s.hidden, false, false, a.sequence_parallel});
+  };
+  for (int64_t k = 0; k < s.mtp_layers; ++k) {
+    norm();
+    norm();
+    params->push_back({s.hidden / a.tp * 2 * s.hidden, true});
+    AppendLayer(layer_shape, a, s.num_layers + k, params);
+    norm();
+  }
+}
+
 // The parameters of global stage `stage` (of `stages`), whose layers are
 // [first_layer, first_layer + num_layers), in model/gpt_model.cc's order (GptStage::parameters).
 void AppendStageParameters(const ModelShape& s, const ActivationShape& a, int stage, int stages,
@@ -382,7 +420,10 @@ void AppendStageParameters(const ModelShape& s, const ActivationShape& a, int st
                            std::vector<ParameterExtent>* params) {
   const bool first = stage == 0, last = stage == stages - 1;
   const int64_t vocab_rows = s.padded_vocab / a.tp;
-  if (first || (last && s.tied_embeddings)) params->push_back({vocab_rows * s.hidden, true});
+  // The last stage's copy of the word embedding: tied, or read by the MTP depths.
+  if (first || (last && (s.tied_embeddings || s.mtp_layers > 0))) {
+    params->push_back({vocab_rows * s.hidden, true});
+  }
   if (first && s.learned_positions()) {
     params->push_back({s.max_positions * s.hidden, false, false, a.sequence_parallel});
   }
@@ -391,6 +432,7 @@ void AppendStageParameters(const ModelShape& s, const ActivationShape& a, int st
     params->push_back({s.hidden, false, false, a.sequence_parallel});
     if (!s.rms_norm) params->push_back({s.hidden, false, false, a.sequence_parallel});
     if (!s.tied_embeddings) params->push_back({vocab_rows * s.hidden, true});
+    AppendMtpDepths(s, a, params);
   }
 }
 
@@ -419,7 +461,7 @@ ChunkHeldBytes ChunkBytes(const ModelShape& s, const ActivationShape& a,
                         (moe ? MoeStashDifference(s, a, recompute.selective, true) : 0);
     }
   }
-  if (last) chunk.stash += HeadStashBytes(s, a);
+  if (last) chunk.stash += HeadStashBytes(s, a) + MtpStashBytes(s, a, recompute.selective);
   return chunk;
 }
 

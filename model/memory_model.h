@@ -80,6 +80,10 @@ int64_t LayerStashBytes(const ModelShape& s, const ActivationShape& a,
 int64_t LayerAwaitingWeightBytes(const ModelShape& s, const ActivationShape& a);
 // Bytes the head (final norm, logits) stashes per micro-batch.
 int64_t HeadStashBytes(const ModelShape& s, const ActivationShape& a);
+// What the multi-token prediction depths (model/mtp_block.h) keep for one micro-batch on
+// the last stage, all D of them (0 without MTP).
+int64_t MtpStashBytes(const ModelShape& s, const ActivationShape& a,
+                      const SelectiveRecompute& selective);
 // Peak bytes of one layer's backward beyond the stashes (gradient temporaries).
 int64_t LayerBackwardWorkingBytes(const ModelShape& s, const ActivationShape& a);
 

@@ -14,16 +14,6 @@ std::string DepthName(const ModelShape& s, int64_t depth) {
   return "layers." + std::to_string(s.num_layers + depth);
 }
 
-// The shape the depths' transformer layers are built from: Megatron builds them from the
-// spec of the model's last layer, so each is a mixture of experts exactly when that is.
-ModelShape DepthLayerShape(const ModelShape& s) {
-  ModelShape layer = s;
-  if (s.moe.experts() > 0) {
-    layer.moe.layers.resize(s.num_layers + s.mtp_layers, s.moe.IsMoeLayer(s.num_layers - 1));
-  }
-  return layer;
-}
-
 // Megatron's weight of a depth's token in the gradient (process_mtp_loss): the model's
 // loss weighting, averaged over the depth's own unmasked tokens rather than the model's
 // (its rolled mask has fewer): scale / n_k, or scale * n / n_k under per-token loss.
@@ -33,6 +23,14 @@ float DepthTokenWeight(const LossWeighting& w, int64_t main_tokens, int64_t dept
 }
 
 }  // namespace
+
+ModelShape MtpLayerShape(const ModelShape& s) {
+  ModelShape layer = s;
+  if (s.moe.experts() > 0) {
+    layer.moe.layers.resize(s.num_layers + s.mtp_layers, s.moe.IsMoeLayer(s.num_layers - 1));
+  }
+  return layer;
+}
 
 MtpBlock::Depth::Depth(const Ops* ops, ParameterStore* store, const ModelShape& s, int64_t index,
                        const RopeTable* rope, uint64_t seed, const TensorParallel* tp,
@@ -57,7 +55,7 @@ MtpBlock::MtpBlock(const Ops* ops, ParameterStore* store, const ModelShape& shap
       tp_(tp),
       word_embedding_(word_embedding),
       output_(output) {
-  const ModelShape layer_shape = DepthLayerShape(shape);
+  const ModelShape layer_shape = MtpLayerShape(shape);
   depths_.reserve(shape.mtp_layers);
   for (int64_t k = 0; k < shape.mtp_layers; ++k) {
     depths_.emplace_back(ops, store, layer_shape, k, rope, seed, tp, selective);

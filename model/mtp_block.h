@@ -109,6 +109,11 @@ class MtpBlock {
   std::vector<Depth> depths_;
 };
 
+// The shape the depths' transformer layers are built from: Megatron builds them from the
+// spec of the model's last layer, so each is a mixture of experts exactly when that is
+// (layer num_layers + k - 1 is depth k's).
+ModelShape MtpLayerShape(const ModelShape& s);
+
 // A [batch * seq] array rolled left by k within each sample, the last k of each filled
 // with `fill` (Megatron's roll_tensor).
 template <typename T>
