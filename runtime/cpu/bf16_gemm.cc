@@ -12,7 +12,7 @@
 // attribute rather than -mavx512bf16 on the whole file: a file compiled with it may emit
 // AVX-512 code for the inline functions it instantiates (std::vector's, say), and the
 // linker may keep that copy for the whole binary, which then fails on CPUs without it.
-#define CONVEYOR_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define CONVEYOR_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace conveyor::cpu {
 namespace {
@@ -37,35 +37,94 @@ struct Operand {
   int64_t k;
 };
 
+// The first n of 16 (32) lanes, as a mask.
+CONVEYOR_BF16_TARGET __mmask16 FirstLanes16(int64_t n) {
+  return n >= 16 ? 0xffff : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+CONVEYOR_BF16_TARGET __mmask32 FirstLanes32(int64_t n) {
+  return n >= 32 ? 0xffffffffu : n <= 0 ? 0 : static_cast<__mmask32>((1u << n) - 1);
+}
+
+// vpermt2w indices interleaving two vectors of 32 bf16 values: lanes [16 h, 16 h + 16)
+// of the first (lo) and the second (hi) as 16 (lo, hi) pairs.
+struct InterleaveTable {
+  alignas(64) uint16_t index[2][32];
+};
+constexpr InterleaveTable MakeInterleaveTable() {
+  InterleaveTable t{};
+  for (int h = 0; h < 2; ++h) {
+    for (int e = 0; e < 32; ++e)
+      t.index[h][e] = static_cast<uint16_t>((e % 2) * 32 + 16 * h + e / 2);
+  }
+  return t;
+}
+constexpr InterleaveTable kInterleave = MakeInterleaveTable();
+
+// The packing below for a matrix stored with k as its slow index: the pair (r, 2p),
+// (r, 2p + 1) comes from two stored rows, interleaved 32 values at a time.
+CONVEYOR_BF16_TARGET void PackKMajor(const Operand& x, int64_t r0, int64_t width, int64_t p0,
+                                     int64_t pairs, uint32_t* out) {
+  const int64_t rows = std::min(width, x.rows - r0);
+  const __m512i index[2] = {_mm512_load_si512(kInterleave.index[0]),
+                            _mm512_load_si512(kInterleave.index[1])};
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t kk = 2 * (p0 + p);
+    const uint16_t* lo = x.p + kk * x.ld + r0;
+    const bool whole = kk + 1 < x.k;
+    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+    for (int64_t g = 0; 16 * g < width; ++g) {  // 16 pairs per group
+      if (g % 2 == 0) {                         // masked loads: nothing is read past the rows
+        const __mmask32 mask = FirstLanes32(rows - 16 * g);
+        a = _mm512_maskz_loadu_epi16(mask, lo + 16 * g);
+        if (whole) b = _mm512_maskz_loadu_epi16(mask, lo + x.ld + 16 * g);
+      }
+      _mm512_mask_storeu_epi32(out + p * width + 16 * g, FirstLanes16(width - 16 * g),
+                               _mm512_permutex2var_epi16(a, index[g % 2], b));
+    }
+  }
+}
+
+// The same for a matrix stored with k as its fast index: a pair is one 32-bit word of a
+// stored row, 16 rows' words gathered at a time; a last half pair (odd k) is read alone.
+CONVEYOR_BF16_TARGET void PackPairMajor(const Operand& x, int64_t r0, int64_t width, int64_t p0,
+                                        int64_t pairs, uint32_t* out) {
+  const int64_t rows = std::min(width, x.rows - r0);
+  const int64_t whole_pairs = std::min(pairs, x.k / 2 - p0);
+  const __m512i row_bytes =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(2 * x.ld)));
+  for (int64_t g = 0; 16 * g < width; ++g) {
+    const __mmask16 load = FirstLanes16(rows - 16 * g), store = FirstLanes16(width - 16 * g);
+    const uint16_t* first = x.p + (r0 + 16 * g) * x.ld + 2 * p0;
+    for (int64_t p = 0; p < whole_pairs; ++p) {
+      const __m512i words =
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), load, row_bytes, first + 2 * p, 1);
+      _mm512_mask_storeu_epi32(out + p * width + 16 * g, store, words);
+    }
+  }
+  for (int64_t p = std::max<int64_t>(whole_pairs, 0); p < pairs; ++p) {  // past k: zeros
+    const int64_t kk = 2 * (p0 + p);
+    for (int64_t r = 0; r < width; ++r) {
+      out[p * width + r] = r < rows && kk < x.k ? x.p[(r0 + r) * x.ld + kk] : 0u;
+    }
+  }
+}
+
 // Packs rows [r0, r0 + width) and pairs [p0, p0 + pairs) of `x` as vdpbf16ps reads them:
 // out[p * width + r] holds (element (r, 2p) in the low half, element (r, 2p + 1) in the
 // high half), zero past the matrix's rows or k (zero products add nothing).
 CONVEYOR_BF16_TARGET void PackPanel(const Operand& x, int64_t r0, int64_t width, int64_t p0,
                                     int64_t pairs, uint32_t* out) {
-  const int64_t rows = std::min(width, x.rows - r0);
-  for (int64_t p = 0; p < pairs; ++p) {
-    const int64_t kk = 2 * (p0 + p);
-    uint32_t* o = out + p * width;
-    const bool whole = kk + 1 < x.k;
-    if (x.k_major) {
-      const uint16_t* lo = x.p + kk * x.ld + r0;
-      const uint16_t* hi = whole ? lo + x.ld : nullptr;
-      for (int64_t r = 0; r < rows; ++r) o[r] = lo[r] | (hi ? uint32_t{hi[r]} << 16 : 0u);
-    } else {
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint16_t* e = x.p + (r0 + r) * x.ld + kk;
-        o[r] = e[0] | (whole ? uint32_t{e[1]} << 16 : 0u);
-      }
-    }
-    std::fill(o + rows, o + width, 0u);
+  if (x.k_major) {
+    PackKMajor(x, r0, width, p0, pairs, out);
+  } else {
+    PackPairMajor(x, r0, width, p0, pairs, out);
   }
 }
 
 // Columns [16 v, 16 v + 16) of a tile `cols` wide, as a store mask.
 CONVEYOR_BF16_TARGET __mmask16 ColumnMask(int v, int64_t cols) {
-  const int64_t left = cols - 16 * v;
-  if (left >= 16) return 0xffff;
-  return left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
+  return FirstLanes16(cols - 16 * v);
 }
 
 // c[0:rows, 0:cols] = alpha * sum + beta * c over one micro-tile: `pairs` steps, each a
@@ -149,7 +208,7 @@ void ScaleC(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
 
 bool HasBf16Gemm() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512bf16");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
 }
 
 void Bf16Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

@@ -23,7 +23,7 @@
 
 namespace conveyor::cpu {
 
-// Whether this CPU has the instructions Bf16Gemm needs (AVX-512 F, BW and BF16). The
+// Whether this CPU has the instructions Bf16Gemm needs (AVX-512 F, BW, VL and BF16). The
 // binary is built for any x86-64: only Bf16Gemm's kernels use them, chosen at run time.
 bool HasBf16Gemm();
 
