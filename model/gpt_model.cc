@@ -74,6 +74,15 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel*
   }
 }
 
+std::vector<TransformerLayer*> GptModel::AllLayers() {
+  std::vector<TransformerLayer*> all;
+  for (TransformerLayer& layer : layers_) all.push_back(&layer);
+  if (mtp_ != nullptr) {
+    for (int64_t k = 0; k < mtp_->depths(); ++k) all.push_back(&mtp_->layer(k));
+  }
+  return all;
+}
+
 CounterRng GptModel::EmbeddingDropoutRng(int64_t iteration) const {
   return CounterRng(seed_,
                     MixStream(StreamId("dropout.embedding"), static_cast<uint64_t>(iteration)));

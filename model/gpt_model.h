@@ -98,6 +98,9 @@ class GptModel {
   }
   // The multi-token prediction depths on the last stage, or null.
   MtpBlock* mtp() { return mtp_.get(); }
+  // Every transformer layer of the partition: its own, then the multi-token prediction
+  // depths' (whose layer_index() continues after the model's last layer).
+  std::vector<TransformerLayer*> AllLayers();
 
   // The cross-entropy of the micro-batch's tokens that its loss mask keeps
   // (mb.documents' --eod-mask-loss mask; every token without one), and with multi-token

@@ -200,7 +200,9 @@ void GptStage::LayerWeightDone(int chunk, int64_t layer) {
 }
 
 const Parameter* GptStage::TiedCopyInHead() const {
-  if (!shape_.tied_embeddings || num_stages_ == 1) return nullptr;
+  // The last stage holds a copy when tied or, for the MTP depths, with multi-token
+  // prediction.
+  if (!(shape_.tied_embeddings || shape_.mtp_layers > 0) || num_stages_ == 1) return nullptr;
   for (int c = 0; c < num_chunks(); ++c) {
     if (has_head(c)) return chunks_[c]->parameters().Find(kWordEmbeddingName);
   }

@@ -86,8 +86,9 @@ class GptStage : public pipeline::Stage {
   absl::Status BackwardWeight(int micro_batch, int chunk) override;
   absl::StatusOr<Tensor> Backward(int micro_batch, int chunk, Tensor output_grad) override;
 
-  // The head's copy of a tied word embedding, when another chunk or rank holds the
-  // embedding: the gradient norm must not count it twice.
+  // The head's copy of the word embedding (tied, or read by the multi-token prediction
+  // depths), when another chunk or rank holds the embedding: the gradient norm must not
+  // count it twice.
   const Parameter* TiedCopyInHead() const;
 
   std::vector<Parameter*> parameters();
