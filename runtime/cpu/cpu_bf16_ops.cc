@@ -7,6 +7,7 @@
 #include "runtime/cpu/activation.h"
 #include "runtime/cpu/bf16_gemm.h"
 #include "runtime/cpu/cpu_ops.h"
+#include "runtime/cpu/cross_entropy.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace conveyor {
@@ -45,6 +46,23 @@ void ForEachRow(int64_t rows, int64_t width, float* sums,
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / width);
   cpu::ParallelFor(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) fn(r, sums + r * width);
+  });
+}
+
+// fn(begin, end, wide) over the rows of a bf16 [rows, width] tensor on the CPU threads,
+// `wide` holding rows [begin, end) widened to fp32: a few rows at a time in a worker's
+// cache-sized buffer, where the emulation widens the whole tensor into a new one (for
+// the logits, a [tokens, vocab] fp32 copy faulted in and written at every call).
+void ForWideRows(const Tensor& x, absl::FunctionRef<void(int64_t, int64_t, float*)> fn) {
+  const int64_t width = x.shape().back(), rows = x.numel() / width;
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 15) / width);  // 128 KiB of fp32
+  cpu::ParallelFor(rows, chunk, [&](int64_t begin, int64_t end) {
+    float* wide = RowBuffer(chunk * width);
+    for (int64_t b = begin; b < end; b += chunk) {
+      const int64_t e = std::min(end, b + chunk);
+      Widen(Bits(x) + b * width, (e - b) * width, wide);
+      fn(b, e, wide);
+    }
   });
 }
 
@@ -133,6 +151,41 @@ void CpuBf16Ops::LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, cons
     Widen(Bits(pre) + r * in, in, p);
     cpu::GeluBackward(p, row, in, row);
     Round(row, in, Bits(dx) + r * in);
+  });
+}
+
+// The cross-entropy on bf16 logits: the fp32 functions over a few widened rows at a time
+// (each row's results depend on that row alone, so they equal the emulation's).
+void CpuBf16Ops::RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                                       int64_t vocab_start, absl::Span<double> row_max,
+                                       absl::Span<double> sum_exp,
+                                       absl::Span<double> target) const {
+  if (!Bf16(logits)) {
+    return Bf16EmulationOps::RowMaxSumExpAndTarget(logits, labels, vocab_start, row_max, sum_exp,
+                                                   target);
+  }
+  const int64_t vocab = logits.shape().back();
+  ForWideRows(logits, [&](int64_t begin, int64_t end, float* wide) {
+    cpu::RowMaxSumExpAndTarget(wide, labels.data() + begin, end - begin, vocab, vocab_start,
+                               row_max.data() + begin, sum_exp.data() + begin,
+                               target.data() + begin);
+  });
+}
+
+void CpuBf16Ops::CrossEntropyBackward(absl::Span<const int32_t> labels,
+                                      absl::Span<const float> logsumexp, int64_t vocab_start,
+                                      float scale, absl::Span<const float> loss_mask,
+                                      Tensor* logits) const {
+  if (!Bf16(*logits)) {
+    return Bf16EmulationOps::CrossEntropyBackward(labels, logsumexp, vocab_start, scale, loss_mask,
+                                                  logits);
+  }
+  const int64_t vocab = logits->shape().back();
+  ForWideRows(*logits, [&](int64_t begin, int64_t end, float* wide) {
+    cpu::CrossEntropyBackward(labels.data() + begin, logsumexp.data() + begin, end - begin, vocab,
+                              vocab_start, scale,
+                              loss_mask.empty() ? nullptr : loss_mask.data() + begin, wide);
+    Round(wide, (end - begin) * vocab, Bits(logits) + begin * vocab);
   });
 }
 

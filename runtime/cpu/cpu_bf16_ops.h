@@ -34,6 +34,13 @@ class CpuBf16Ops : public Bf16EmulationOps {
                          Tensor* y) const override;
   void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
                                Tensor* dx) const override;
+  // The cross-entropy over bf16 logits, widened a few rows at a time.
+  void RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
+                             int64_t vocab_start, absl::Span<double> row_max,
+                             absl::Span<double> sum_exp, absl::Span<double> target) const override;
+  void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
+                            int64_t vocab_start, float scale, absl::Span<const float> loss_mask,
+                            Tensor* logits) const override;
 
  private:
   CpuBf16Ops();

@@ -8,11 +8,13 @@
 // rounding to bf16 adds at most 2^-8 of the value (8 significant bits, to nearest).
 #include "runtime/cpu/cpu_bf16_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "runtime/cpu/bf16_gemm.h"
 #include "tests/runtime/skip_without_bf16.h"
@@ -212,6 +214,48 @@ TEST(CpuBf16OpsTest, LinearGeluBackwardInputRoundsOnce) {
       const double d = GeluDerivative(pre[r * l.out + o]);
       const double bound = std::abs(d) * Gamma(l.in) * magnitude + kGeluError * std::abs(sum);
       ASSERT_NEAR(At(dx, r * l.out + o), d * sum, Rounded(d * sum, bound)) << r << ", " << o;
+    }
+  }
+}
+
+// The cross-entropy over bf16 logits against float64: this rank's max, the sum of
+// exponentials relative to it and the target logit (0 for a label outside the rank's
+// columns), then the gradient scale * mask * (softmax - onehot) rounded once to bf16.
+TEST(CpuBf16OpsTest, CrossEntropyOverBf16LogitsMatchesFloat64) {
+  SKIP_WITHOUT_BF16();
+  const int64_t rows = 37, vocab = 1000, vocab_start = 100;
+  std::mt19937 rng(31);
+  std::vector<double> z;
+  Tensor logits = Random(rows, vocab, DType::kBFloat16, &rng, &z);
+  std::vector<int32_t> labels(rows);
+  std::vector<float> mask(rows), logsumexp(rows);
+  for (int64_t t = 0; t < rows; ++t) {
+    labels[t] = static_cast<int32_t>(rng() % 1200);  // some outside [100, 1100)
+    mask[t] = t % 3 == 0 ? 0.0f : 1.0f;
+  }
+  std::vector<double> row_max(rows), sum_exp(rows), target(rows);
+  CpuBf16Ops::Get().RowMaxSumExpAndTarget(logits, labels, vocab_start, absl::MakeSpan(row_max),
+                                          absl::MakeSpan(sum_exp), absl::MakeSpan(target));
+  for (int64_t t = 0; t < rows; ++t) {
+    const double* zt = z.data() + t * vocab;
+    const double m = *std::max_element(zt, zt + vocab);
+    double s = 0;
+    for (int64_t v = 0; v < vocab; ++v) s += std::exp(zt[v] - m);
+    const int64_t local = labels[t] - vocab_start;
+    EXPECT_EQ(row_max[t], m) << t;
+    EXPECT_NEAR(sum_exp[t], s, 1e-5 * s) << t;  // fp32 exponentials, summed in fp32 lanes
+    EXPECT_EQ(target[t], local >= 0 && local < vocab ? zt[local] : 0.0) << t;
+    logsumexp[t] = static_cast<float>(m + std::log(s));
+  }
+  const float scale = 0.25f;
+  CpuBf16Ops::Get().CrossEntropyBackward(labels, logsumexp, vocab_start, scale, mask, &logits);
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double onehot = labels[t] - vocab_start == v ? 1.0 : 0.0;
+      const double want =
+          scale * mask[t] * (std::exp(z[t * vocab + v] - double{logsumexp[t]}) - onehot);
+      ASSERT_NEAR(At(logits, t * vocab + v), want, kBf16Rounding * std::abs(want) + 1e-7)
+          << t << ", " << v;
     }
   }
 }
