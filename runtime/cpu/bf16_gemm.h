@@ -37,7 +37,7 @@ void Bf16Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 
 // The depth of one block of k: each element of C takes one more fp32 addition per block
 // (the partial sums are added into C), which the error bound above counts.
-inline constexpr int64_t kBf16GemmBlockK = 256;
+inline constexpr int64_t kBf16GemmBlockK = 512;
 
 }  // namespace conveyor::cpu
 

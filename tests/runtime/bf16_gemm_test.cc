@@ -87,10 +87,10 @@ TEST(Bf16GemmTest, LinearLayerShapesMatchFloat64) {
 TEST(Bf16GemmTest, EveryTransposeAtOddSizesMatchesFloat64) {
   SKIP_WITHOUT_BF16();
   // m off the 6-row micro-tile and the 96-row block, n off the 16-column vector and the
-  // 64-column panel, k odd (a half pair) and across the 256-deep blocks of k.
+  // 64-column panel, k odd (a half pair) and across the 512-deep blocks of k.
   for (const bool trans_a : {false, true}) {
     for (const bool trans_b : {false, true}) {
-      for (const int64_t k : {1, 3, 255, 257, 771}) {
+      for (const int64_t k : {1, 3, 511, 513, 1101}) {
         ExpectMatchesFloat64({trans_a, trans_b, 97, 130, k, 1.0f, 0.0f});
         ExpectMatchesFloat64({trans_a, trans_b, 13, 17, k, -0.75f, 0.5f});
         ExpectMatchesFloat64({trans_a, trans_b, 1, 1, k, 2.0f, 1.0f});
@@ -103,7 +103,7 @@ TEST(Bf16GemmTest, StridedOperandsMatchFloat64) {
   SKIP_WITHOUT_BF16();
   for (const bool trans_a : {false, true}) {
     for (const bool trans_b : {false, true}) {
-      ExpectMatchesFloat64({trans_a, trans_b, 29, 70, 301, 1.0f, 1.0f, /*pad=*/5});
+      ExpectMatchesFloat64({trans_a, trans_b, 29, 70, 601, 1.0f, 1.0f, /*pad=*/5});
     }
   }
 }
