@@ -190,31 +190,50 @@ void RouteTopKBackward(const RouterSpec& spec, absl::Span<const float> logits,
   }
 }
 
+ExpertLoad MeasureExpertLoad(const RouterSpec& spec, absl::Span<const float> logits) {
+  const int64_t tokens = Tokens(spec, logits), e = spec.experts;
+  ExpertLoad load{std::vector<double>(e, 0.0), std::vector<double>(e, 0.0)};
+  std::vector<double> s(e);
+  for (int64_t t = 0; t < tokens; ++t) {
+    AuxScores(spec.score, logits.data() + t * e, e, s.data());
+    for (const int32_t pick : TopK(s.data(), e, spec.topk)) load.counts[pick] += 1.0;
+    for (int64_t i = 0; i < e; ++i) load.scores[i] += s[i];
+  }
+  return load;
+}
+
+void AddExpertScoresBackward(const RouterSpec& spec, absl::Span<const float> logits,
+                             absl::Span<const double> weight, double scale,
+                             absl::Span<float> d_logits) {
+  // d(sum_e w_e P_e)/ds[t, e] = w_e for every token.
+  const int64_t tokens = Tokens(spec, logits), e = spec.experts;
+  std::vector<double> s(e);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits.data() + t * e;
+    AuxScores(spec.score, row, e, s.data());
+    AuxScoresBackward(spec.score, row, e, s.data(), weight.data(), scale, d_logits.data() + t * e);
+  }
+}
+
 double LoadBalancingLoss(const RouterSpec& spec, absl::Span<const float> logits, int64_t groups,
                          float grad_scale, absl::Span<float> d_logits) {
-  const int64_t tokens = Tokens(spec, logits), e = spec.experts, k = spec.topk;
-  const int64_t group_tokens = tokens / groups;
+  const int64_t e = spec.experts, group_tokens = Tokens(spec, logits) / groups;
   // The loss of a group is a bilinear form: factor * sum_e c_e * P_e.
-  const double factor =
-      static_cast<double>(e) / (static_cast<double>(k) * group_tokens * group_tokens * groups);
-  std::vector<double> scores(tokens * e), ds(e);
+  const double factor = static_cast<double>(e) /
+                        (static_cast<double>(spec.topk) * group_tokens * group_tokens * groups);
+  const int64_t group_size = group_tokens * e;
+  std::vector<double> weight(e);
   double loss = 0.0;
   for (int64_t g = 0; g < groups; ++g) {
-    std::vector<double> counts(e, 0.0), prob_sums(e, 0.0);
-    for (int64_t t = g * group_tokens; t < (g + 1) * group_tokens; ++t) {
-      double* s = scores.data() + t * e;
-      AuxScores(spec.score, logits.data() + t * e, e, s);
-      for (int32_t pick : TopK(s, e, k)) counts[pick] += 1.0;
-      for (int64_t i = 0; i < e; ++i) prob_sums[i] += s[i];
+    const absl::Span<const float> rows = logits.subspan(g * group_size, group_size);
+    const ExpertLoad load = MeasureExpertLoad(spec, rows);
+    for (int64_t i = 0; i < e; ++i) {
+      loss += factor * load.counts[i] * load.scores[i];
+      weight[i] = factor * load.counts[i];
     }
-    for (int64_t i = 0; i < e; ++i) loss += factor * counts[i] * prob_sums[i];
     if (d_logits.empty()) continue;
-    // dL/ds[t, e] = factor * c_e for every token of the group (the counts are constant).
-    for (int64_t i = 0; i < e; ++i) ds[i] = factor * counts[i];
-    for (int64_t t = g * group_tokens; t < (g + 1) * group_tokens; ++t) {
-      AuxScoresBackward(spec.score, logits.data() + t * e, e, scores.data() + t * e, ds.data(),
-                        grad_scale, d_logits.data() + t * e);
-    }
+    AddExpertScoresBackward(spec, rows, weight, grad_scale,
+                            d_logits.subspan(g * group_size, group_size));
   }
   return loss;
 }

@@ -58,14 +58,31 @@ void RouteTopKBackward(const RouterSpec& spec, absl::Span<const float> logits,
                        const TopKRouting& routing, absl::Span<const float> d_probs,
                        absl::Span<float> d_logits);
 
+// The two statistics per expert e of a block of tokens that Megatron's load-balancing
+// losses read (switch_load_balancing_loss_func): c_e, how many of the tokens have e among
+// the top k of their scores for the auxiliary loss (the softmax over all experts, or the
+// sigmoids normalised per token; no bias, before any capacity drop), and P_e, the sum of
+// those scores over the tokens.
+struct ExpertLoad {
+  std::vector<double> counts;  // c [experts]
+  std::vector<double> scores;  // P [experts]
+};
+ExpertLoad MeasureExpertLoad(const RouterSpec& spec, absl::Span<const float> logits);
+
+// d_logits += scale * d(sum_e weight_e * P_e)/d(logits) over the block's tokens: the
+// gradient of a loss bilinear in c and P, whose counts carry no gradient.
+void AddExpertScoresBackward(const RouterSpec& spec, absl::Span<const float> logits,
+                             absl::Span<const double> weight, double scale,
+                             absl::Span<float> d_logits);
+
 // The load-balancing loss (Switch Transformer; Megatron's switch_load_balancing_loss_func)
 // over `groups` equal, contiguous groups of tokens, averaged over the groups:
-//   per group of T tokens: L = E / (k T^2) * sum_e c_e * sum_t s[t, e]
-// where s are the scores for the auxiliary loss (softmax over all experts, or the sigmoid
-// normalised per token), and c_e how many of the group's tokens have e among their top-k
-// of s (no bias, before any capacity drop). groups = 1 is --moe-router-load-balancing-type
-// aux_loss; one group per sequence is seq_aux_loss. Returns L (without coefficient) and
-// adds `grad_scale` * dL/dlogits into d_logits (when not empty).
+//   per group of T tokens: L = E / (k T^2) * sum_e c_e * P_e
+// with MeasureExpertLoad's c and P of the group. groups = 1 is
+// --moe-router-load-balancing-type aux_loss; one group per sequence is seq_aux_loss
+// (DeepSeek-V3's sequence-wise balance loss, eqs. 17-20, is the same L: its
+// f_i = E c_i / (k T) and P_i = (our P_i) / T). Returns L (without coefficient) and adds
+// `grad_scale` * dL/dlogits into d_logits (when not empty).
 double LoadBalancingLoss(const RouterSpec& spec, absl::Span<const float> logits, int64_t groups,
                          float grad_scale, absl::Span<float> d_logits);
 

@@ -200,6 +200,75 @@ TEST_P(RouterTest, LoadBalancingLossesMatchTheReferenceAndTheirGradients) {
   }
 }
 
+// DeepSeek-V3's sequence-wise balance loss (technical report, eqs. 17-20), written as
+// published: per sequence of T tokens, f_i = N_r / (K_r T) * sum_t 1(s_it in TopK(s_t)),
+// s'_it = s_it / sum_j s_jt, P_i = (1/T) sum_t s'_it, L = sum_i f_i P_i; the micro-batch's
+// loss is the mean over its sequences (Megatron's seq_aux_loss divides by the batch).
+TEST_P(RouterTest, SequenceLossIsDeepSeekV3sFormula) {
+  const RouterSpec& spec = GetParam().spec;
+  constexpr int64_t kSequences = 2, kT = kTokens / kSequences;
+  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 9);
+  double mean = 0.0;
+  for (int64_t q = 0; q < kSequences; ++q) {
+    std::vector<double> f(kExperts, 0.0), p(kExperts, 0.0);
+    for (int64_t t = q * kT; t < (q + 1) * kT; ++t) {
+      std::vector<double> s(kExperts);
+      for (int e = 0; e < kExperts; ++e) {
+        const double l = logits[t * kExperts + e];
+        s[e] = spec.score == RouterScore::kSigmoid ? 1.0 / (1.0 + std::exp(-l)) : std::exp(l);
+      }
+      const double sum = std::accumulate(s.begin(), s.end(), 0.0);
+      std::vector<int> order(kExperts);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] > s[b]; });
+      for (int j = 0; j < spec.topk; ++j) f[order[j]] += double(kExperts) / (spec.topk * kT);
+      for (int e = 0; e < kExperts; ++e) p[e] += s[e] / sum / kT;
+    }
+    for (int e = 0; e < kExperts; ++e) mean += f[e] * p[e] / kSequences;
+  }
+  EXPECT_NEAR(LoadBalancingLoss(spec, logits, kSequences, 1.0f, {}), mean, 1e-12);
+}
+
+// The statistics the global loss reads, and the gradient of a form bilinear in them.
+TEST_P(RouterTest, ExpertLoadAndItsScoresGradient) {
+  const RouterSpec& spec = GetParam().spec;
+  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 11);
+  const std::vector<double> weight = {0.7, -0.2, 1.3, 0.4, -0.9};
+  // The reference: the same scores as ReferenceLoadBalancing's, per token.
+  auto scores = [&](const std::vector<float>& l) {
+    std::vector<double> sums(kExperts, 0.0), counts(kExperts, 0.0);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      std::vector<double> s(kExperts);
+      for (int e = 0; e < kExperts; ++e) {
+        const double v = l[t * kExperts + e];
+        s[e] = spec.score == RouterScore::kSigmoid ? 1.0 / (1.0 + std::exp(-v)) : std::exp(v);
+      }
+      const double z = std::accumulate(s.begin(), s.end(), 0.0);
+      std::vector<int> order(kExperts);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] > s[b]; });
+      for (int j = 0; j < spec.topk; ++j) counts[order[j]] += 1.0;
+      for (int e = 0; e < kExperts; ++e) sums[e] += s[e] / z;
+    }
+    return std::make_pair(counts, sums);
+  };
+  const ExpertLoad load = MeasureExpertLoad(spec, logits);
+  const auto [counts, sums] = scores(logits);
+  for (int e = 0; e < kExperts; ++e) {
+    EXPECT_EQ(load.counts[e], counts[e]);
+    EXPECT_NEAR(load.scores[e], sums[e], 1e-12);
+  }
+  std::vector<float> d_logits(logits.size(), 0.0f);
+  AddExpertScoresBackward(spec, logits, weight, 2.0, absl::MakeSpan(d_logits));
+  auto f = [&](const std::vector<float>& l) {
+    const std::vector<double> p = scores(l).second;
+    double v = 0.0;
+    for (int e = 0; e < kExperts; ++e) v += 2.0 * weight[e] * p[e];
+    return v;
+  };
+  ExpectGradientsMatch(FiniteDifferences(f, logits), d_logits);
+}
+
 INSTANTIATE_TEST_SUITE_P(Scores, RouterTest, ::testing::ValuesIn(Variants()),
                          [](const ::testing::TestParamInfo<RouterVariant>& v) {
                            return v.param.name;
