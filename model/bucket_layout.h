@@ -1,6 +1,6 @@
 // How a data-parallel buffer is cut into buckets (Megatron's bucketing), as arithmetic
 // on parameter sizes: shared by the updaters that lay out their buffers
-// (trainer/parameter_buckets.h) and the memory model that predicts them.
+// (trainer/optimization/parameter_buckets.h) and the memory model that predicts them.
 //
 // Parameters go in buffer order; a bucket closes when the next parameter would take it
 // past `bucket_elements` (a larger parameter gets a bucket of its own), and is padded

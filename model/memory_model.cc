@@ -112,7 +112,7 @@ struct ParameterExtent {
   bool read_in_compute_type;
   // Parameter::expert_parallel: in the buffers of the expert-data-parallel group.
   bool expert_parallel = false;
-  // Its gradient is summed over TP after the backward (trainer/parameter_updater.cc's
+  // Its gradient is summed over TP after the backward (trainer/optimization/parameter_updater.cc's
   // ReduceSharedGradients): replicated, but each rank sees a part of it.
   bool summed_over_tp = false;
 };
@@ -185,7 +185,7 @@ void AppendLayer(const ModelShape& s, const ActivationShape& a, int64_t layer,
 }
 
 // The model state's bytes of one rank, as the updaters lay it out
-// (trainer/replicated_updater.cc, trainer/distributed_optimizer.cc).
+// (trainer/optimization/replicated_updater.cc, trainer/optimization/distributed_optimizer.cc).
 struct ModelStateBytes {
   int64_t weights = 0, grads = 0, optimizer = 0, padding = 0;
 };

@@ -5,7 +5,7 @@
 //    weights, gradients (one bucketed buffer, each gradient a view into it) and the
 //    optimizer's state (Adam 8 bytes, SGD 4), plus under --bf16 a bf16 copy of every
 //    GEMM weight and the embedding table: Megatron's 18 bytes per parameter with Adam
-//    under bf16, 16 in fp32. With it (trainer/distributed_optimizer.cc) values and
+//    under bf16, 16 in fp32. With it (trainer/optimization/distributed_optimizer.cc) values and
 //    gradients live in buckets padded to a multiple of DP, the state and (bf16) the
 //    fp32 master values sharded 1/DP: 6 + 12/DP under bf16 for the parameters read in
 //    bf16, 8 + 8/DP for the few read in fp32 (norms, biases, learned positions), and
@@ -39,7 +39,7 @@ namespace conveyor {
 
 // What a rank's memory depends on besides the model's shape: the layout, the schedule,
 // the precision and how the updaters lay out the model state. From a resolved config:
-// MemoryInputsOf (trainer/resolved_config.h).
+// MemoryInputsOf (trainer/config/resolved_config.h).
 struct MemoryInputs {
   // The job's sizes; dp is the job's DP (under an external launcher the world size comes
   // from its environment, not from the flags).

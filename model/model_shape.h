@@ -1,5 +1,5 @@
 // The GPT architecture as plain numbers, resolved from the config once
-// (ResolvedConfig::model_shape(), trainer/resolved_config.h), so the layers never look
+// (ResolvedConfig::model_shape(), trainer/config/resolved_config.h), so the layers never look
 // at flags (and tests can build models without a Config).
 #ifndef CONVEYOR_MODEL_MODEL_SHAPE_H_
 #define CONVEYOR_MODEL_MODEL_SHAPE_H_

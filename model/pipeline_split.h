@@ -17,7 +17,7 @@
 
 namespace conveyor {
 
-// The split's inputs, as the flags give them (trainer/model_from_config.h).
+// The split's inputs, as the flags give them (trainer/config/model_from_config.h).
 struct PipelineSplit {
   int64_t num_layers = 0;
   int pipeline_ranks = 1;  // P

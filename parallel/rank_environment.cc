@@ -118,7 +118,7 @@ absl::StatusOr<std::optional<RankEnvironment>> RankEnvironmentFromEnv() {
 absl::Status CheckLauncherAgreement(int nproc_per_node, int nnodes, const EnvLookup& getenv_fn) {
   if (nproc_per_node <= 1) return absl::OkStatus();
   // The first of WORLD_SIZE and SLURM_NTASKS that holds a positive number, as the
-  // config's world size is read (trainer/config_validation.h, WorldSizeFromEnvironment).
+  // config's world size is read (trainer/config/config_validation.h, WorldSizeFromEnvironment).
   const LauncherVariables* vars = nullptr;
   int world = 0;
   for (const LauncherVariables* candidate : {&kTorchrun, &kSlurm}) {

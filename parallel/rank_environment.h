@@ -12,7 +12,7 @@
 namespace conveyor {
 
 // Looks up an environment variable; nullptr when unset (the signature of getenv).
-// Same alias as trainer/config_validation.h; redeclaring an identical alias is legal.
+// Same alias as trainer/config/config_validation.h; redeclaring an identical alias is legal.
 using EnvLookup = std::function<const char*(const char*)>;
 
 struct RankEnvironment {

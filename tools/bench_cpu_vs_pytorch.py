@@ -10,7 +10,7 @@ mode on one warm model (6 timed steps after the warm-up), so that a shared or th
 machine slows all alike; ratios are taken per round. Also measured each round: the GEMM
 peak of the machine (the best of OpenBLAS, which Conveyor calls, and torch.mm, on the
 step's largest GEMM shapes) and the fraction of it each step reaches (Megatron's FLOPs
-per iteration, trainer/flops.cc).
+per iteration, trainer/planning/flops.cc).
 
     tools/bench_cpu_vs_pytorch.sh   (builds the trainer and the virtual environment)
 """

@@ -5,7 +5,7 @@ Trains the same GPT that Conveyor builds (pre-norm, LayerNorm with bias, learned
 position embeddings, tied embeddings, fused QKV, GELU-tanh MLP of 4*hidden, biases
 on every linear, Megatron's scaled init, padded vocab 50304, dropout 0) on a fixed
 batch of random tokens with fused AdamW, and reports ms/iter, tokens/s, achieved
-TFLOP/s and MFU. FLOPs use Megatron's formula, the one in trainer/flops.cc, so the
+TFLOP/s and MFU. FLOPs use Megatron's formula, the one in trainer/planning/flops.cc, so the
 numbers compare directly with Conveyor's own log. MFU is given against a bf16 GEMM
 peak measured on the device and against the datasheet peak.
 
@@ -93,7 +93,7 @@ class GPT(nn.Module):
 
 
 def megatron_flops_per_iter(B, s, L, h, a, V, g=None, ffn=None, swiglu=False):
-    """Megatron's model FLOPs for forward+backward (trainer/flops.cc)."""
+    """Megatron's model FLOPs for forward+backward (trainer/planning/flops.cc)."""
     g = a if g is None else g
     ffn = 4 * h if ffn is None else ffn
     d = h // a

@@ -9,7 +9,7 @@
 #include "parallel/device_transport.h"
 #include "runtime/ops.h"
 #include "runtime/optimizer_ops.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/resolved_config.h"
 
 namespace conveyor {
 

@@ -10,32 +10,24 @@
 #include "absl/strings/strip.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
-#include "data/training_data.h"
 #include "parallel/launcher.h"
-#include "parallel/parallel_state.h"
 #include "parallel/rank_environment.h"
-#include "runtime/cpu/gemm.h"
-#include "runtime/cpu/thread_pool.h"
 #include "runtime/cuda/device.h"
 #include "trainer/backend.h"
 #include "trainer/checkpoint/load_preview.h"
-#include "trainer/checkpoint_args.h"
-#include "trainer/config_validation.h"
-#include "trainer/effective_config.h"
-#include "trainer/flags.h"
+#include "trainer/config/checkpoint_args.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/effective_config.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/megatron_flags_not_here.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/hf/export.h"
 #include "trainer/hf/export_command.h"
-#include "trainer/host_memory_fit.h"
-#include "trainer/input_fingerprint.h"
-#include "trainer/line_file.h"
-#include "trainer/megatron_flags_not_here.h"
 #include "trainer/output_files.h"
-#include "trainer/plan.h"
-#include "trainer/plan_html.h"
+#include "trainer/planning/host_memory_fit.h"
+#include "trainer/planning/plan.h"
+#include "trainer/planning/plan_html.h"
 #include "trainer/rank_training.h"
-#include "trainer/rehearsal.h"
-#include "trainer/resolved_config.h"
-#include "trainer/training_data_turns.h"
 
 namespace conveyor {
 namespace {
@@ -68,125 +60,12 @@ int Refuse(std::ostream& err, const absl::Status& status) {
               IsInputRefusal(status) ? status : absl::InvalidArgumentError(status.message()));
 }
 
-// After a rank's run succeeded: the ranks meet once more, and the run directory's
-// rendezvous files go (ParallelState::Finish).
-int FinishRun(ParallelState& state, std::ostream& err, const std::string& who) {
-  if (absl::Status finished = state.Finish(); !finished.ok()) {
-    return Fail(err, who, finished);
-  }
-  return kExitOk;
-}
-
-// A rank's CPU threads: the ranks on a machine share the CPUs the process may use
-// (affinity and cgroup quota, docs/design.md §9). `one_process`: a job of one process
-// (no launcher), which takes them all.
-int CpuThreadsPerRank(const Config& config, bool one_process) {
-  const int local_ranks = one_process ? 1 : config.parallel().nproc_per_node();
-  return std::max(1, cpu::UsableCpus() / local_ranks);
-}
-
-// One rank's whole run: groups, data, model, training. `env` is null for a job of
-// one process.
-// This rank's datasets: Megatron's split sizes (the training split sized by
-// --train-samples when it is given, the same sample order as Megatron's for the same data
-// and seed), built in turns by the ranks so that each view of --data-cache-path is
-// written once.
-absl::StatusOr<DataSplits> BuildRankData(const Config& config, Communicator& world,
-                                         int local_rank) {
-  const TrainingConfig& t = config.training();
-  SplitSampleCounts counts =
-      MegatronSampleCounts(t.train_iters(), t.global_batch_size(), config.data().eval_interval(),
-                           config.data().eval_iters());
-  if (t.train_samples() > 0) counts.train = t.train_samples();
-  return BuildTrainingDataInTurns(config, counts, world, local_rank);
-}
-
-// The logging rank's last lines: what was trained (skipped steps, --nan-policy skip,
-// changed nothing and are not counted as trained) and the device memory.
-void PrintRunEnd(const TrainingResult& result, const Backend& backend, std::ostream& out) {
-  const int64_t skipped = result.skipped_iterations;
-  out << absl::StrFormat("conveyor: trained %d iterations",
-                         static_cast<int64_t>(result.losses.size()) - skipped);
-  if (skipped > 0) {
-    out << absl::StrFormat(" (%d more skipped for a NaN or inf, --nan-policy skip)", skipped);
-  }
-  if (!result.losses.empty()) {
-    out << absl::StrFormat(", final lm loss %.4f", result.losses.back());
-  }
-  out << "\n";
-  const std::string memory = DeviceMemorySummary(backend);
-  if (!memory.empty()) out << "conveyor: " << memory << "\n";
-}
-
-int RunRank(const ResolvedConfig& resolved, const RankEnvironment* env, std::ostream& out,
-            std::ostream& err) {
-  const Config& config = resolved.config();
-  const std::string who = env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank);
-  cpu::SetCpuThreads(CpuThreadsPerRank(config, env == nullptr));
-  // The backend first: the groups move its tensors, through its transport.
-  const absl::StatusOr<Backend> backend =
-      StartBackend(resolved, env == nullptr ? 0 : env->local_rank);
-  if (!backend.ok()) {
-    return Fail(err, who, backend.status());
-  }
-  absl::StatusOr<std::unique_ptr<ParallelState>> state =
-      env == nullptr
-          ? ParallelState::SingleProcess(backend->transport)
-          : ParallelState::Create(
-                *env, resolved.layout(),
-                absl::Minutes(config.parallel().distributed_timeout_minutes()), backend->transport,
-                [&config](Communicator& world) { return AgreeOnConfigAndInputs(config, world); });
-  if (!state.ok()) {
-    return Fail(err, who, state.status());
-  }
-  if (backend->ops != CpuBackend().ops && IsLoggingRank(**state)) {
-    out << "conveyor: " << backend->description << "\n";
-  }
-  if (config.parallel().pipeline_rehearsal_ms() > 0) {
-    absl::StatusOr<RehearsalResult> rehearsal =
-        RunRehearsal(resolved, **state, IsLoggingRank(**state) ? &out : nullptr);
-    if (!rehearsal.ok()) {
-      return Fail(err, who, rehearsal.status());
-    }
-    return FinishRun(**state, err, who);
-  }
-  absl::StatusOr<DataSplits> data =
-      BuildRankData(config, (**state).world(), env == nullptr ? 0 : env->local_rank);
-  if (!data.ok()) {
-    return Fail(err, who, data.status());
-  }
-  std::unique_ptr<LineFile> metrics;
-  if (!config.logging().metrics_file().empty() && IsLoggingRank(**state)) {
-    // Appended to: a resumed (or relaunched) run adds its records after the earlier
-    // ones instead of wiping them.
-    absl::StatusOr<std::unique_ptr<LineFile>> opened =
-        LineFile::Open("--metrics-file", config.logging().metrics_file());
-    if (!opened.ok()) return Fail(err, who, opened.status());
-    metrics = std::move(*opened);
-  }
-  std::unique_ptr<tensorboard::MegatronScalars> tensorboard;
-  if (!config.logging().tensorboard_dir().empty() && IsTensorBoardRank(**state)) {
-    absl::StatusOr<std::unique_ptr<tensorboard::MegatronScalars>> started =
-        tensorboard::MegatronScalars::Start(config.logging());
-    if (!started.ok()) return Fail(err, who, started.status());
-    tensorboard = std::move(*started);
-  }
-  absl::StatusOr<RankRun> run =
-      TrainOnRank(resolved, **state, *data->train, {&out, metrics.get(), tensorboard.get()},
-                  {data->valid.get(), data->test.get()}, *backend);
-  if (!run.ok()) {
-    return Fail(err, who, run.status());
-  }
-  if (metrics != nullptr) {
-    if (absl::Status closed = metrics->Close(); !closed.ok()) return Fail(err, who, closed);
-  }
-  if (tensorboard != nullptr) {
-    absl::StatusOr<std::string> closed = tensorboard->Close((**state).rank());
-    if (!closed.ok()) return Fail(err, who, closed.status());
-    out << *closed << "\n";
-  }
-  if (IsLoggingRank(**state)) PrintRunEnd(run->result, *backend, out);
-  return FinishRun(**state, err, who);
+// One rank's whole run (RunRank), its failure printed with the rank named.
+int RunRankAndReport(const ResolvedConfig& resolved, const RankEnvironment* env,
+                     std::ostream& out, std::ostream& err) {
+  const absl::Status status = RunRank(resolved, env, out);
+  if (status.ok()) return kExitOk;
+  return Fail(err, env == nullptr ? "" : absl::StrFormat("rank %d: ", env->rank), status);
 }
 
 // The ranks of this job whose memory this machine holds: all of them for the built-in
@@ -317,8 +196,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (absl::Status fits = CheckRunFitsHostMemory(*resolved, on_host, startup); !fits.ok()) {
     return Fail(err, "", fits);
   }
-  if (external != nullptr) return RunRank(*resolved, external, out, err);
-  if (world_size == 1) return RunRank(*resolved, nullptr, out, err);
+  if (external != nullptr) return RunRankAndReport(*resolved, external, out, err);
+  if (world_size == 1) return RunRankAndReport(*resolved, nullptr, out, err);
   if (config.parallel().nnodes() > 1) {
     return Refuse(err, absl::InvalidArgumentError(
                            "--nnodes > 1: start one trainer per rank with torchrun or srun "
@@ -330,8 +209,10 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   launch.ranks_handle_signals = config.checkpoint().exit_signal_handler();
   return LaunchLocalRanks(
       config.parallel().nproc_per_node(),
-      [&](const RankEnvironment& rank_env) { return RunRank(*resolved, &rank_env, out, err); }, err,
-      launch);
+      [&](const RankEnvironment& rank_env) {
+        return RunRankAndReport(*resolved, &rank_env, out, err);
+      },
+      err, launch);
 }
 
 }  // namespace conveyor

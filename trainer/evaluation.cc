@@ -7,9 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "parallel/pipeline/forward_only.h"
-#include "trainer/line_file.h"
 #include "trainer/pipeline_pass.h"
-#include "trainer/training_log.h"
+#include "trainer/reporting/line_file.h"
+#include "trainer/reporting/training_log.h"
 
 namespace conveyor {
 

@@ -5,14 +5,16 @@
 #define CONVEYOR_TRAINER_EVALUATION_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "data/sample_source.h"
 #include "model/gpt_stage.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/rank_context.h"
-#include "trainer/resolved_config.h"
-#include "trainer/training_loop.h"
+#include "trainer/reporting/training_outputs.h"
+#include "trainer/training_result.h"
 
 namespace conveyor {
 

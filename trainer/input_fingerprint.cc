@@ -14,7 +14,7 @@
 #include "data/blend.h"
 #include "parallel/group.h"
 #include "parallel/string_gather.h"
-#include "trainer/config_agreement.h"
+#include "trainer/config/config_agreement.h"
 #include "trainer/file_digest.h"
 #include "trainer/hf/hf_folder.h"
 

@@ -8,11 +8,11 @@
 
 #include "runtime/cpu/blas_kernels.h"
 #include "trainer/cli.h"
-#include "trainer/stdout_stream.h"
+#include "trainer/reporting/stdout_stream.h"
 
 int main(int argc, char** argv) {
   // A closed stdout (`trainer ... | head`) or a file at its size limit must not kill the
-  // run without a word (trainer/stdout_stream.h).
+  // run without a word (trainer/reporting/stdout_stream.h).
   conveyor::SurviveFailedWrites();
   // OpenBLAS reads OPENBLAS_CORETYPE only as it loads, so naming faster kernels than the
   // generic ones it fell back to takes a fresh start of this program, with the same

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "parallel/pipeline/executor.h"
-#include "trainer/document_masking.h"
+#include "trainer/config/document_masking.h"
 #include "trainer/micro_batch_feed.h"
 
 namespace conveyor {

@@ -15,7 +15,7 @@
 #include "parallel/communicator.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline/pipeline_place.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/resolved_config.h"
 
 namespace conveyor {
 

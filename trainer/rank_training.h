@@ -12,11 +12,12 @@
 #include "model/gpt_stage.h"
 #include "model/tensor_parallel.h"
 #include "parallel/parallel_state.h"
-#include "trainer/profiler/profiling_ops.h"
+#include "parallel/rank_environment.h"
 #include "proto/config.pb.h"
 #include "trainer/backend.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/rank_context.h"
-#include "trainer/resolved_config.h"
+#include "trainer/reporting/profiling_ops.h"
 #include "trainer/training_loop.h"
 
 namespace conveyor {
@@ -40,6 +41,18 @@ absl::StatusOr<RankRun> TrainOnRank(const ResolvedConfig& resolved, ParallelStat
                                     const SampleSource& data, const TrainingOutputs& out,
                                     const EvaluationSplits& held_out = {},
                                     const Backend& backend = CpuBackend());
+
+// One rank's whole run: the backend, the groups (over the launcher's environment `env`,
+// null for a job of one process), then either --pipeline-rehearsal-ms's rehearsal or the
+// data, model and training, with the logging rank's outputs on `out`; at the end the
+// ranks meet once more and the run's rendezvous files go (ParallelState::Finish).
+absl::Status RunRank(const ResolvedConfig& resolved, const RankEnvironment* env,
+                     std::ostream& out);
+
+// A rank's CPU threads: the ranks on a machine share the CPUs the process may use
+// (affinity and cgroup quota, docs/design.md §9). `one_process`: a job of one process
+// (no launcher), which takes them all.
+int CpuThreadsPerRank(const Config& config, bool one_process);
 
 // Whether `state`'s rank is the one that logs.
 bool IsLoggingRank(const ParallelState& state);

@@ -8,16 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/text_format.h"
 #include "base/status_macros.h"
+#include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/format.h"
 #include "trainer/checkpoint/index_runs.h"
 #include "trainer/checkpoint/sharding_runs.h"
-#include "trainer/expert_bias_update.h"
 #include "trainer/hf/export.h"
+#include "trainer/optimization/expert_bias_update.h"
 
 namespace conveyor {
 namespace {

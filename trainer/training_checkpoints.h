@@ -22,10 +22,10 @@
 #include "trainer/checkpoint/checkpoint_types.h"
 #include "trainer/checkpoint/load_agreement.h"
 #include "trainer/checkpoint/save_folder.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/host_staging.h"
-#include "trainer/parameter_updater.h"
+#include "trainer/optimization/parameter_updater.h"
 #include "trainer/rank_context.h"
-#include "trainer/resolved_config.h"
 
 namespace conveyor {
 

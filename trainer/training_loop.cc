@@ -15,24 +15,22 @@
 #include "profiler/recorder.h"
 #include "proto/config_choices.h"
 #include "runtime/memory_tracker.h"
-#include "trainer/batch_rampup.h"
-#include "trainer/document_masking.h"
+#include "trainer/config/batch_rampup.h"
+#include "trainer/config/document_masking.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
-#include "trainer/expert_bias_update.h"
-#include "trainer/flops.h"
-#include "trainer/line_file.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/message_bytes.h"
 #include "trainer/micro_batch_feed.h"
-#include "trainer/moe_metrics.h"
-#include "trainer/parameter_updater.h"
+#include "trainer/optimization/expert_bias_update.h"
+#include "trainer/optimization/lr_schedule.h"
+#include "trainer/optimization/parameter_updater.h"
 #include "trainer/pipeline_pass.h"
-#include "trainer/pipeline_report.h"
-#include "trainer/profiler/step_profiler.h"
-#include "trainer/step_timers.h"
+#include "trainer/planning/flops.h"
+#include "trainer/planning/pipeline_report.h"
+#include "trainer/reporting/interval_log.h"
+#include "trainer/reporting/moe_metrics.h"
+#include "trainer/reporting/step_profiler.h"
+#include "trainer/reporting/training_log.h"
 #include "trainer/training_checkpoints.h"
-#include "trainer/training_log.h"
 
 namespace conveyor {
 namespace {
@@ -84,16 +82,6 @@ UpdatedParameters StageParameters(const GptStage& stage, std::vector<Parameter*>
 // fp16 loss scaler skips a handful of steps while it searches for a scale.
 constexpr int64_t kMaxSkippedInARow = 10;
 
-// What one step measured.
-struct StepOutcome {
-  double loss = 0.0;  // mean over micro-batches and DP ranks
-  double grad_norm = 0.0;
-  std::optional<int64_t> num_zeros;  // --log-num-zeros-in-grad
-  double learning_rate = 0.0;
-  double decoupled_learning_rate = 0.0;  // --decoupled-lr's group
-  std::optional<MoeStepFigures> moe;  // --num-experts
-};
-
 // One call of Train: what every step uses, and what the steps add up.
 class TrainingRun {
  public:
@@ -122,7 +110,7 @@ class TrainingRun {
         pipelined_(context.pipeline().num_stages() > 1),
         checkpoints_(resolved, context, stage, updater_.get()),
         profiler_(config_.logging(), context.world().rank()),
-        message_bytes_(context) {}
+        interval_log_(config_, context, out, flops_per_iteration_) {}
 
   ~TrainingRun() {  // the callbacks use updater_
     stage_->OnGradientsReady(0, nullptr);
@@ -151,8 +139,7 @@ class TrainingRun {
       profiler_.BeforeStep(iteration_);
       ASSIGN_OR_RETURN(const StepOutcome step, Step());
       profiler_.AfterStep(iteration_);
-      interval_seconds_ += SecondsSince(start);
-      ++interval_iterations_;
+      interval_log_.AddStep(step, SecondsSince(start));
       if (iteration_ == resume.iteration + 1) {
         RETURN_IF_ERROR(ReportMemory());
       }
@@ -197,17 +184,17 @@ class TrainingRun {
   absl::StatusOr<StepOutcome> Step() {
     StepOutcome step;
     // --rampup-batch-size: the samples consumed so far decide this step's global batch.
-    step_batch_ = rampup_.GlobalBatchAt(result_.consumed_samples);
+    step_batch_ = step.global_batch = rampup_.GlobalBatchAt(result_.consumed_samples);
     step_micro_batches_ = step_batch_ / (int64_t{t_.micro_batch_size()} * context_.dp_size());
     WatchGradients(step_micro_batches_);
     const profiler::Scope step_span("phase", absl::StrCat("iteration ", iteration_));
     {
-      StepTimers::Scope phase(&timers_, StepTimers::kForwardBackward);
+      StepTimers::Scope phase(&interval_log_.timers(), StepTimers::kForwardBackward);
       const profiler::Scope span("phase", "forward-backward");
       RETURN_IF_ERROR(ForwardBackward());
     }
     {
-      StepTimers::Scope phase(&timers_, StepTimers::kGradsReduce);
+      StepTimers::Scope phase(&interval_log_.timers(), StepTimers::kGradsReduce);
       const profiler::Scope span("phase", "grads-reduce");
       // First, as it waits for --overlap-grad-reduce's thread to leave the DP group
       // and the gradients alone. The sums below commute with it.
@@ -216,32 +203,28 @@ class TrainingRun {
                        MeanLossOverRanks(stage_->loss(), context_));
       ASSIGN_OR_RETURN(step.moe, GatherMoeStepFigures(stage_, resolved_.model_shape().moe,
                                                       config_.model().num_layers(), context_));
-      if (step.moe.has_value()) {
-        interval_moe_losses_[0] += step.moe->load_balancing_loss;
-        interval_moe_losses_[1] += step.moe->z_loss;
-      }
       ASSIGN_OR_RETURN(step.grad_norm, updater_->GradNorm());
       if (config_.logging().log_num_zeros_in_grad()) {
         ASSIGN_OR_RETURN(step.num_zeros, updater_->GradZeros());
       }
     }
     {
-      StepTimers::Scope phase(&timers_, StepTimers::kOptimizer);
+      StepTimers::Scope phase(&interval_log_.timers(), StepTimers::kOptimizer);
       const profiler::Scope span("phase", "optimizer");
       const StepLearningRates rates = rampup_.ramps()
                                           ? schedule_.RatesAfterSamples(result_.consumed_samples)
                                           : schedule_.RatesForIteration(iteration_);
       step.learning_rate = rates.main;
       step.decoupled_learning_rate = rates.decoupled;
+      step.applied = StepApplies(step);
       RETURN_IF_ERROR(UpdateOrSkip(step));
       // --moe-router-enable-expert-bias: the step's token counts move the expert biases.
       RETURN_IF_ERROR(FinishExpertBiasStep(stage_, resolved_.model_shape().moe,
-                                           StepApplies(step), context_));
+                                           step.applied, context_));
     }
     result_.losses.push_back(step.loss);
     result_.grad_norms.push_back(step.grad_norm);
     result_.consumed_samples += step_batch_;
-    interval_samples_ += step_batch_;
     return step;
   }
 
@@ -305,17 +288,14 @@ class TrainingRun {
   // The optimizer step, unless the step does not apply: then --nan-policy stops the run
   // or skips the step.
   absl::Status UpdateOrSkip(const StepOutcome& step) {
-    if (StepApplies(step)) {
+    if (step.applied) {
       RETURN_IF_ERROR(updater_->Step(step.grad_norm,
                                       {step.learning_rate, step.decoupled_learning_rate}));
       RefreshComputeCopies(stage_->ops(), params_);
-      interval_loss_ += step.loss;
-      ++interval_good_iterations_;
       skipped_in_a_row_ = 0;
       return absl::OkStatus();
     }
     ++result_.nan_iterations;
-    ++interval_.nan_iterations;
     if (resolved_.nan_policy() == NanPolicy::kStop) {
       return absl::InternalError(absl::StrFormat(
           "iteration %d: lm loss is %g and gradient norm is %g; stopping "
@@ -324,7 +304,6 @@ class TrainingRun {
           iteration_, step.loss, step.grad_norm));
     }
     ++result_.skipped_iterations;
-    ++interval_.skipped_iterations;
     if (++skipped_in_a_row_ < kMaxSkippedInARow) return absl::OkStatus();
     return absl::InternalError(absl::StrFormat(
         "iteration %d: the last %d steps had a NaN or inf loss or gradient norm and were all "
@@ -350,55 +329,18 @@ class TrainingRun {
     return absl::OkStatus();
   }
 
-  // Every --log-interval iterations and at the last: Megatron's line, the timers, the
-  // pipeline bubble and the metrics, over the iterations since the last line.
+  // Every --log-interval iterations and at the last: the interval's report, with the
+  // pipeline bubble measured since the previous one.
   absl::Status LogIfDue(const StepOutcome& step) {
-    if (iteration_ % config_.logging().log_interval() != 0 && iteration_ != t_.train_iters()) {
-      return absl::OkStatus();
+    if (!interval_log_.Due(iteration_)) return absl::OkStatus();
+    if (!pipelined_) {
+      return interval_log_.Report(iteration_, result_.consumed_samples, step, nullptr);
     }
-    FillInterval(step);
-    tensorboard::IntervalFigures figures;
-    ASSIGN_OR_RETURN(
-        const std::string timer_line,
-        timers_.Report(context_.world(), interval_iterations_, &figures.timer_seconds));
-    ASSIGN_OR_RETURN(const std::string messages_line, message_bytes_.Report(interval_iterations_));
-    std::string bubble_line;
-    if (pipelined_) {
-      ASSIGN_OR_RETURN(bubble_line, BubbleLine(prediction_, bubble_.fraction(), context_.pp(),
-                                               &figures.bubble_measured));
-      figures.bubble_formula = prediction_.formula;
-      figures.bubble_simulated = prediction_.simulated;
-      bubble_line += "\n";
-      bubble_.Reset();
-    }
-    if (out_.log != nullptr) {
-      *out_.log << FormatLogLine(interval_) << "\n"
-                << timer_line << "\n"
-                << messages_line << "\n"
-                << bubble_line << std::flush;
-    }
-    if (out_.metrics != nullptr) {
-      RETURN_IF_ERROR(WriteLine(*out_.metrics, FormatMetricsJson(interval_), "--metrics-file"));
-    }
-    if (out_.tensorboard != nullptr) {
-      figures.iteration = iteration_;
-      figures.seconds_per_iteration = interval_.ms_per_iteration / 1e3;
-      figures.tflops_per_gpu = interval_.tflops_per_gpu;
-      figures.tokens_per_second = interval_.tokens_per_second;
-      figures.skipped_iterations = interval_.skipped_iterations;
-      figures.nan_iterations = interval_.nan_iterations;
-      if (interval_.moe.has_value()) {
-        figures.moe_losses = {
-            {LoadBalancingName(*interval_.moe), interval_.moe->load_balancing_loss},
-            {"z_loss", interval_.moe->z_loss}};
-      }
-      out_.tensorboard->Interval(figures);
-    }
-    interval_ = IntervalStats();
-    interval_seconds_ = interval_loss_ = 0.0;
-    interval_iterations_ = interval_good_iterations_ = interval_samples_ = 0;
-    interval_moe_losses_[0] = interval_moe_losses_[1] = 0.0;
-    return absl::OkStatus();
+    IntervalBubble bubble{.formula = prediction_.formula, .simulated = prediction_.simulated};
+    ASSIGN_OR_RETURN(bubble.line, BubbleLine(prediction_, bubble_.fraction(), context_.pp(),
+                                             &bubble.measured));
+    bubble_.Reset();
+    return interval_log_.Report(iteration_, result_.consumed_samples, step, &bubble);
   }
 
   // --tensorboard-dir: this iteration's figures, of which MegatronScalars keeps every
@@ -434,31 +376,6 @@ class TrainingRun {
     }
     out_.tensorboard->Iteration(f);
     return absl::OkStatus();
-  }
-
-  void FillInterval(const StepOutcome& step) {
-    const double seconds_per_iteration = interval_seconds_ / interval_iterations_;
-    const int64_t world = context_.world().size();  // TP x PP x DP
-    interval_.iteration = iteration_;
-    interval_.train_iters = t_.train_iters();
-    interval_.consumed_samples = result_.consumed_samples;
-    interval_.ms_per_iteration = 1e3 * seconds_per_iteration;
-    // Under --rampup-batch-size the steps' batches differ: FLOPs scale with the batch.
-    const double mean_batch = static_cast<double>(interval_samples_) / interval_iterations_;
-    interval_.tflops_per_gpu = flops_per_iteration_ * mean_batch / t_.global_batch_size() /
-                               seconds_per_iteration / world / 1e12;
-    interval_.tokens_per_second = mean_batch * config_.model().seq_length() / seconds_per_iteration;
-    interval_.learning_rate = step.learning_rate;
-    interval_.global_batch_size = step_batch_;  // Megatron logs the current one
-    interval_.lm_loss =
-        interval_good_iterations_ > 0 ? interval_loss_ / interval_good_iterations_ : NAN;
-    interval_.grad_norm = step.grad_norm;
-    interval_.num_zeros = step.num_zeros;
-    interval_.moe = step.moe;
-    if (interval_.moe.has_value()) {
-      interval_.moe->load_balancing_loss = interval_moe_losses_[0] / interval_iterations_;
-      interval_.moe->z_loss = interval_moe_losses_[1] / interval_iterations_;
-    }
   }
 
   absl::Status SaveIfDue() {
@@ -545,22 +462,13 @@ class TrainingRun {
   BubblePrediction prediction_;
   BubbleMeter bubble_;
   std::vector<pipeline::TimedAction> step_timeline_;  // the last step's, for the trace
-  StepTimers timers_;
-  MessageBytes message_bytes_;
+  IntervalLog interval_log_;
 
   TrainingResult result_;
   int64_t iteration_ = 0;        // the last completed (or, in a step, the current) one
   int64_t saved_iteration_ = 0;  // of the last checkpoint
   int64_t first_iteration_ = 0;  // where this launch resumed
   int64_t skipped_in_a_row_ = 0;  // --nan-policy skip: the steps skipped since the last applied
-  // Since the last log line.
-  IntervalStats interval_;
-  double interval_seconds_ = 0.0;
-  double interval_loss_ = 0.0;  // over the iterations that were not skipped
-  int64_t interval_iterations_ = 0;
-  int64_t interval_good_iterations_ = 0;
-  double interval_moe_losses_[2] = {0.0, 0.0};  // load balancing, z: sums over iterations
-  int64_t interval_samples_ = 0;  // the steps' global batches, summed
   // This step's global batch and micro-batches per DP rank (--rampup-batch-size).
   int64_t step_batch_ = 0;
   int64_t step_micro_batches_ = 0;

@@ -4,51 +4,17 @@
 #ifndef CONVEYOR_TRAINER_TRAINING_LOOP_H_
 #define CONVEYOR_TRAINER_TRAINING_LOOP_H_
 
-#include <cstdint>
-#include <optional>
-#include <ostream>
-#include <vector>
-
 #include "absl/status/statusor.h"
 #include "data/sample_source.h"
 #include "model/gpt_stage.h"
 #include "proto/config.pb.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/rank_context.h"
-#include "trainer/resolved_config.h"
-#include "trainer/tensorboard/megatron_scalars.h"
+#include "trainer/reporting/training_outputs.h"
+#include "trainer/training_result.h"
 
 namespace conveyor {
-
-struct TrainingResult {
-  std::vector<double> losses;        // per iteration: mean over micro-batches and DP ranks
-  std::vector<double> grad_norms;    // per iteration, before clipping
-  std::vector<double> valid_losses;  // per evaluation (--eval-interval)
-  // After a run that reached --train-iters (EvaluateAfterTraining).
-  std::optional<double> final_valid_loss;
-  std::optional<double> test_loss;
-  int64_t skipped_iterations = 0;
-  int64_t nan_iterations = 0;
-  int64_t consumed_samples = 0;
-  bool exited_early = false;  // an exit condition stopped the run before --train-iters
-  // This process's model-state bytes after the first step, as the allocator counts them
-  // (what the memory model predicts exactly).
-  struct ModelStateBytes {
-    int64_t weights = 0, grads = 0, optimizer = 0;
-  } model_state;
-};
-
-// The held-out splits a run evaluates on; either may be null.
-struct EvaluationSplits {
-  const SampleSource* valid = nullptr;  // every --eval-interval, and after training
-  const SampleSource* test = nullptr;   // after training
-};
-
-struct TrainingOutputs {
-  std::ostream* log = nullptr;      // log lines and the memory report; may be null
-  std::ostream* metrics = nullptr;  // JSON lines; may be null
-  tensorboard::MegatronScalars* tensorboard = nullptr;  // --tensorboard-dir; may be null
-};
 
 // `context` is this rank's place, which `stage` was built for, and `optimizer_ops` the
 // optimizer's arithmetic on the device of the stage's parameters. Runs `stage` on `data`

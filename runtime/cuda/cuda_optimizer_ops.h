@@ -13,7 +13,7 @@ class CudaOptimizerOps : public OptimizerOps {
  public:
   // Runs on the device current when constructed (after the rank selected its GPU), and
   // makes it current on the calling thread first: the data-parallel communication thread
-  // (trainer/communication_thread.h) rounds and widens buckets through it.
+  // (trainer/optimization/communication_thread.h) rounds and widens buckets through it.
   CudaOptimizerOps();
 
   Device device() const override { return Device::kCuda; }

@@ -21,8 +21,8 @@
 #include "runtime/memory_tracker.h"
 #include "tests/model/one_forward_memory.h"
 #include "tests/trainer/layout_runs.h"
-#include "trainer/config_validation.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/resolved_config.h"
 
 namespace conveyor::testing_util {
 namespace {

@@ -12,7 +12,7 @@
 #include "runtime/memory_tracker.h"
 #include "tests/model/one_forward_memory.h"
 #include "tests/trainer/layout_runs.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 
 namespace conveyor::testing_util {
 namespace {

@@ -11,7 +11,7 @@
 #include "model/memory_model.h"
 #include "model/model_shape.h"
 #include "runtime/ops.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/resolved_config.h"
 
 namespace conveyor::testing_util {
 

@@ -65,7 +65,7 @@ TEST_F(HostMemoryTest, CgroupV1InsideAContainer) {
 TEST_F(HostMemoryTest, ThisMachineHasSomeMemory) { EXPECT_GT(HostMemoryAvailable().bytes, 0); }
 
 // The resident memory a process holds before its first tensor, read from
-// /proc/self/status (what trainer/host_memory_fit.h counts for every rank).
+// /proc/self/status (what trainer/planning/host_memory_fit.h counts for every rank).
 TEST(ProcessMemoryTest, ReadsThePeakAndTheAnonymousPart) {
   const ProcessMemory m = ProcessMemoryFromStatus(
       "Name:\ttrainer\nVmPeak:\t 1843368 kB\nVmHWM:\t  276848 kB\nVmRSS:\t  215004 kB\n"

@@ -1,8 +1,8 @@
-// The flags of RoPE's scalings and sliding windows (trainer/attention_positions.h), as a
+// The flags of RoPE's scalings and sliding windows (trainer/config/attention_positions.h), as a
 // Megatron command line gives them: each rule's message names its flag, and the model
 // reads Megatron's meaning (--window-attn-skip-freq N: every N-th layer, 1-based, is full
 // attention; a list: 1 slides).
-#include "trainer/attention_positions.h"
+#include "trainer/config/attention_positions.h"
 
 #include <string>
 #include <vector>
@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/config_validation.h"
-#include "trainer/flags.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/flags.h"
 
 namespace conveyor {
 namespace {

@@ -15,7 +15,7 @@
 #include "tests/runtime/skip_without_gpu.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/backend.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 #include "trainer/rank_training.h"
 
 namespace conveyor {

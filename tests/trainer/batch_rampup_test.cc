@@ -1,11 +1,11 @@
-// --rampup-batch-size (trainer/batch_rampup.h): the schedule of global batches against
+// --rampup-batch-size (trainer/config/batch_rampup.h): the schedule of global batches against
 // values worked out by hand from Megatron's formula; validation; and training: a ramped
 // one-rank run equals the same steps run as a chain of constant-batch runs (each
 // resuming the last one's checkpoint, with the hand-computed batch sizes), a run resumed
 // mid-ramp equals the uninterrupted one bit for bit, and a pipeline whose micro-batch
 // count changes every ramp step, or data parallelism with overlapped gradient reduction,
 // follows the one-rank run.
-#include "trainer/batch_rampup.h"
+#include "trainer/config/batch_rampup.h"
 
 #include <algorithm>
 #include <string>
@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/trainer/layout_runs.h"
 #include "tests/util/test_dirs.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 
 namespace conveyor::testing_util {
 namespace {

@@ -2,14 +2,15 @@
 // written out here from megatron/training/checkpointing.py (load_args_from_checkpoint's
 // _set_arg: a forced setting always comes from the checkpoint, another only when the
 // command line left it unset) and OptimizerParamScheduler's saved state.
+#include "trainer/config/checkpoint_args.h"
+
 #include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
-#include "trainer/checkpoint_args.h"
-#include "trainer/flags.h"
+#include "trainer/config/flags.h"
 
 namespace conveyor {
 namespace {

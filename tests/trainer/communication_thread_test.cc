@@ -1,7 +1,7 @@
 // The communication thread: jobs run in launch order on one thread, Wait returns once
 // its job ran (at once for a job never launched), the first error is every later
 // answer and skips the jobs after it, and Forget lets a step launch the same ids again.
-#include "trainer/communication_thread.h"
+#include "trainer/optimization/communication_thread.h"
 
 #include <mutex>
 #include <thread>

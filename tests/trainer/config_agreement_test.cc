@@ -1,4 +1,4 @@
-#include "trainer/config_agreement.h"
+#include "trainer/config/config_agreement.h"
 
 #include <string>
 #include <vector>
@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/util/in_process_world.h"
-#include "trainer/flags.h"
+#include "trainer/config/flags.h"
 
 namespace conveyor {
 namespace {

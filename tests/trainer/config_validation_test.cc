@@ -1,4 +1,4 @@
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 
 #include <cctype>
 #include <map>
@@ -10,7 +10,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
-#include "trainer/flags.h"
+#include "trainer/config/flags.h"
 
 namespace conveyor {
 namespace {

@@ -1,7 +1,7 @@
 // The trainer's document masking: the eod token a run resolves and the errors that
 // name the flag and the fix, the masks the feed attaches to each micro-batch, and
 // --calculate-per-token-loss's token count, each against values written here.
-#include "trainer/document_masking.h"
+#include "trainer/config/document_masking.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "trainer/flops.h"
+#include "trainer/planning/flops.h"
 
 #include "gtest/gtest.h"
 

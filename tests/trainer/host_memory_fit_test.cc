@@ -1,7 +1,7 @@
 // A CPU run is refused before it starts when the memory model's peak for the ranks on
 // this machine exceeds the memory the process may use; the sum follows each rank's
 // pipeline stage.
-#include "trainer/host_memory_fit.h"
+#include "trainer/planning/host_memory_fit.h"
 
 #include <string>
 #include <vector>
@@ -9,10 +9,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/memory_model.h"
-#include "trainer/config_validation.h"
-#include "trainer/flags.h"
-#include "trainer/pipeline_report.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
+#include "trainer/planning/pipeline_report.h"
 
 namespace conveyor {
 namespace {

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/util/in_process_world.h"
 #include "tests/util/test_dirs.h"
-#include "trainer/flags.h"
+#include "trainer/config/flags.h"
 #include "trainer/hf/safetensors.h"
 
 namespace conveyor {

@@ -14,10 +14,10 @@
 #include "runtime/memory_tracker.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/backend.h"
-#include "trainer/config_validation.h"
-#include "trainer/expert_bias_update.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/resolved_config.h"
+#include "trainer/optimization/expert_bias_update.h"
 #include "trainer/rank_training.h"
-#include "trainer/resolved_config.h"
 
 namespace conveyor::testing_util {
 namespace {

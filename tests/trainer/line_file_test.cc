@@ -1,6 +1,6 @@
 // --metrics-file's writer: whole lines, every write checked, a failure named with the
 // file and the errno text, as a failure while running (exit 1).
-#include "trainer/line_file.h"
+#include "trainer/reporting/line_file.h"
 
 #include <fstream>
 #include <memory>

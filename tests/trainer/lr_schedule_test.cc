@@ -1,5 +1,5 @@
 // Learning-rate schedules against values worked out by hand from Megatron's formulas.
-#include "trainer/lr_schedule.h"
+#include "trainer/optimization/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>

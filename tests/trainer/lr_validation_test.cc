@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 
 namespace conveyor {
 namespace {

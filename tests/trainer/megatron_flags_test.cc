@@ -1,5 +1,5 @@
 // Every flag of Megatron-LM's argument parser has an answer here
-// (trainer/megatron_flag_table.h): implemented, a warned no-op, an alias, or refused
+// (trainer/config/megatron_flag_table.h): implemented, a warned no-op, an alias, or refused
 // with its reason. The list of Megatron's flags is tests/testdata/megatron/flags.tsv,
 // copied from Megatron-LM's megatron/training/arguments.py at d98e8a64.
 #include <cstdlib>
@@ -17,9 +17,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
-#include "trainer/flags.h"
-#include "trainer/megatron_flag_table.h"
-#include "trainer/megatron_flags_not_here.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/megatron_flag_table.h"
+#include "trainer/config/megatron_flags_not_here.h"
 
 namespace conveyor {
 namespace {
@@ -150,7 +150,7 @@ TEST(MegatronFlagsTest, NoConveyorFlagIsInTheTable) {
   for (const FlagField& f : AllFlagFields()) {
     const std::string flag = FlagName(*f.field);
     EXPECT_EQ(FindMegatronFlag(flag).group, nullptr) << flag << " is in proto/config.proto and "
-                                                     << "in trainer/megatron_flag_table.cc";
+                                                     << "in trainer/config/megatron_flag_table.cc";
   }
   for (const MegatronFlagGroup& group : MegatronFlagGroups()) {
     EXPECT_FALSE(group.reason.empty()) << group.flags;

@@ -11,10 +11,10 @@
 #include "gtest/gtest.h"
 #include "model/memory_model.h"
 #include "model/model_shape.h"
-#include "trainer/config_validation.h"
-#include "trainer/resolved_config.h"
-#include "trainer/flags.h"
-#include "trainer/pipeline_report.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
+#include "trainer/planning/pipeline_report.h"
 
 namespace conveyor {
 namespace {

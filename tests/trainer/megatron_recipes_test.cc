@@ -15,9 +15,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_shape.h"
-#include "trainer/flags.h"
-#include "trainer/plan.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
+#include "trainer/planning/plan.h"
 
 namespace conveyor {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/trainer/layout_runs.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 
 namespace conveyor::testing_util {
 namespace {

@@ -1,5 +1,5 @@
 // Gradient norm, clipping, and the optimizer's use of the weight-decay exclusions.
-#include "trainer/optimizer.h"
+#include "trainer/optimization/optimizer.h"
 
 #include <cmath>
 #include <map>
@@ -10,9 +10,9 @@
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/parameter_updater.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/resolved_config.h"
+#include "trainer/optimization/lr_schedule.h"
+#include "trainer/optimization/parameter_updater.h"
 
 namespace conveyor {
 namespace {

@@ -34,7 +34,7 @@ def page_data(page_path):
 
 
 def size_text(nbytes):
-    # trainer/plan.cc prints MiB (or GiB from 1 GiB on) with two decimals.
+    # trainer/planning/plan.cc prints MiB (or GiB from 1 GiB on) with two decimals.
     mib = 1024.0 * 1024.0
     if nbytes >= 1024 * mib:
         return "%.2f GiB" % (nbytes / (1024 * mib))

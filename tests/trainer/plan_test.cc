@@ -1,5 +1,5 @@
 // --dry-run's plan: the pipeline traffic of a step, against the arithmetic done here.
-#include "trainer/plan.h"
+#include "trainer/planning/plan.h"
 
 #include <string>
 #include <vector>
@@ -12,10 +12,10 @@
 #include "model/model_shape.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/simulator.h"
-#include "trainer/config_validation.h"
-#include "trainer/flags.h"
-#include "trainer/pipeline_report.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
+#include "trainer/planning/pipeline_report.h"
 
 namespace conveyor {
 namespace {

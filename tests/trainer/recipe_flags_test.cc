@@ -10,8 +10,8 @@
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
-#include "trainer/flags.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
 
 namespace conveyor {
 namespace {

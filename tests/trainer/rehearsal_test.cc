@@ -1,7 +1,7 @@
 // The pipeline rehearsal runs on real ranks: each rank must run exactly its schedule's
 // actions, in the schedule's order, for every schedule. (How close the measured
 // makespan comes to the simulated one is a benchmark, tools/bench_pipeline.sh.)
-#include "trainer/rehearsal.h"
+#include "trainer/planning/rehearsal.h"
 
 #include <sstream>
 #include <string>
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "parallel/launcher.h"
 #include "parallel/pipeline/schedule.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 
 namespace conveyor {
 namespace {

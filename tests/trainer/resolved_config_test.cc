@@ -1,6 +1,6 @@
 // ResolvedConfig: the choice enums cover every choice config.proto declares, and the
 // derived sizes of a few layouts.
-#include "trainer/resolved_config.h"
+#include "trainer/config/resolved_config.h"
 
 #include <functional>
 #include <map>
@@ -15,9 +15,9 @@
 #include "parallel/pipeline/schedule.h"
 #include "proto/config_choices.h"
 #include "tests/data/shared_data.h"
-#include "trainer/config_validation.h"
-#include "trainer/effective_config.h"
-#include "trainer/flags.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/effective_config.h"
+#include "trainer/config/flags.h"
 
 namespace conveyor {
 namespace {

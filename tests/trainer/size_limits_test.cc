@@ -1,7 +1,7 @@
-// trainer/size_limits.h: every size a flag asks for is checked against its limit before
+// trainer/config/size_limits.h: every size a flag asks for is checked against its limit before
 // anything is built for it, all at once and alone (the other rules build per-layer and
 // per-step structures), with the flag, the value, the limit and the fix.
-#include "trainer/size_limits.h"
+#include "trainer/config/size_limits.h"
 
 #include <string>
 #include <vector>
@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/config_validation.h"
-#include "trainer/flags.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/flags.h"
 
 namespace conveyor {
 namespace {

@@ -1,4 +1,4 @@
-// --step-batch-size-schedule (trainer/batch_rampup.h): Megatron's parse and its batch per
+// --step-batch-size-schedule (trainer/config/batch_rampup.h): Megatron's parse and its batch per
 // step against a walk written here from StepBatchsizeNumMicroBatchesCalculator, the
 // validation, the resolved config and plan, and training: a scheduled one-rank run
 // equals the same steps run as a chain of constant-batch runs, under --train-samples
@@ -12,8 +12,8 @@
 #include "gtest/gtest.h"
 #include "tests/trainer/layout_runs.h"
 #include "tests/util/test_dirs.h"
-#include "trainer/batch_rampup.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/batch_rampup.h"
+#include "trainer/config/config_validation.h"
 
 namespace conveyor::testing_util {
 namespace {

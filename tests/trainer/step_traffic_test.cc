@@ -1,6 +1,6 @@
 // One step's traffic per rank and kind of parallelism (PredictStepTraffic), against figures
 // worked out by hand below from the collectives each kind runs (docs/design.md §10).
-#include "trainer/step_traffic.h"
+#include "trainer/planning/step_traffic.h"
 
 #include <string>
 #include <vector>
@@ -9,8 +9,8 @@
 #include "gtest/gtest.h"
 #include "model/memory_model.h"
 #include "model/model_shape.h"
-#include "trainer/flags.h"
-#include "trainer/resolved_config.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
 
 namespace conveyor {
 namespace {

@@ -16,9 +16,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/tensorboard/event.pb.h"
-#include "trainer/tensorboard/event_file.h"
-#include "trainer/tensorboard/record_framing.h"
-#include "trainer/tensorboard/scalar_writer.h"
+#include "trainer/reporting/tensorboard/event_file.h"
+#include "trainer/reporting/tensorboard/record_framing.h"
+#include "trainer/reporting/tensorboard/scalar_writer.h"
 
 namespace conveyor::tensorboard {
 namespace {

@@ -15,10 +15,10 @@
 #include "runtime/memory_tracker.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/evaluation.h"
-#include "trainer/expert_bias_update.h"
-#include "trainer/resolved_config.h"
+#include "trainer/optimization/expert_bias_update.h"
 
 namespace conveyor {
 namespace {

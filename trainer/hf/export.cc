@@ -11,7 +11,7 @@
 #include "trainer/checkpoint/checkpoint_reader.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/index_runs.h"
-#include "trainer/config_validation.h"
+#include "trainer/config/config_validation.h"
 #include "trainer/hf/gpt2_config_json.h"
 #include "trainer/hf/hf_architecture.h"
 #include "trainer/hf/hf_config_fields.h"

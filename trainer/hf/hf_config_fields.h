@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "data/python_json.h"
+#include "trainer/config/size_limits.h"
 #include "trainer/hf/hf_architecture.h"
-#include "trainer/size_limits.h"
 
 namespace conveyor {
 
@@ -46,7 +46,7 @@ struct HfConfigField {
   std::vector<std::string> allowed;  // kRefusedUnlessAllowed: the values (JSON text) Conveyor
                                      // computes; absence (transformers' default) is one of them
   const SizeLimit* limit = nullptr;  // a size: a positive integer within this shared limit
-                                     // (trainer/size_limits.h, as for the flags)
+                                     // (trainer/config/size_limits.h, as for the flags)
   bool required = false;             // the file must give it (or its alias)
   std::string alias_of;              // another name of that field (GPT2Config.attribute_map)
   std::string note;                  // honoured: the Conveyor setting; else why

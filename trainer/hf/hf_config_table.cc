@@ -24,7 +24,7 @@ const char kHfConfigFieldsPreamble[] =
     "\n"
     "Every present field must have the JSON type transformers expects (`\"64\"` is not an\n"
     "integer, nor is `64.5`). Sizes must be positive and at most the bound given, the\n"
-    "limit the matching flag has (`trainer/size_limits.h`: far above any published model),\n"
+    "limit the matching flag has (`trainer/config/size_limits.h`: far above any published model),\n"
     "so that a damaged or hand-edited file is refused before anything is built for it.\n"
     "A field not listed here is named in one warning line and not applied.\n";
 

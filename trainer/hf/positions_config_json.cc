@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/rope_scaling.h"
-#include "trainer/attention_positions.h"
+#include "trainer/config/attention_positions.h"
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/json_text.h"
 

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
-#include "trainer/flags.h"
+#include "trainer/config/flags.h"
 #include "trainer/hf/export.h"
 #include "trainer/hf/gpt2_config_json.h"
 #include "trainer/hf/hf_architecture.h"
@@ -147,7 +147,7 @@ TEST(HfConfigFieldsTest, WrongTypesNameTheFileKeyValueAndType) {
   EXPECT_EQ(config->model().hidden_size(), 64);
 }
 
-// Each size of each table, one past the limit its flag has (trainer/size_limits.h), past
+// Each size of each table, one past the limit its flag has (trainer/config/size_limits.h), past
 // what an int32 flag holds, and zero.
 TEST(HfConfigFieldsTest, AbsurdSizesAreRefusedByKeyBeforeAnythingIsBuilt) {
   for (const HfArchitecture& arch : HfArchitectures()) {

@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "trainer/config/resolved_config.h"
 #include "trainer/hf/gpt2_mapping.h"
-#include "trainer/resolved_config.h"
 
 namespace conveyor::testing_util {
 

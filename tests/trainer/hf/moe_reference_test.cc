@@ -35,11 +35,11 @@
 #include "trainer/checkpoint/checkpoint_writer.h"
 #include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/index_runs.h"
-#include "trainer/flags.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/hf/export.h"
 #include "trainer/hf/hf_folder.h"
 #include "trainer/hf/llama_mapping.h"
-#include "trainer/resolved_config.h"
 
 namespace conveyor {
 namespace {

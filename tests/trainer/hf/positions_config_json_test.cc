@@ -12,8 +12,8 @@
 #include "data/python_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/config_validation.h"
-#include "trainer/flags.h"
+#include "trainer/config/config_validation.h"
+#include "trainer/config/flags.h"
 #include "trainer/hf/hf_architecture.h"
 #include "trainer/hf/llama_config_json.h"
 

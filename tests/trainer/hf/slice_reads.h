@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "model/tensor_parallel.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/hf/export.h"
-#include "trainer/resolved_config.h"
 
 namespace conveyor::testing_util {
 

@@ -1,0 +1,27 @@
+// The bytes one training step moves per rank, by kind of parallelism: what --dry-run
+// predicts beside the measured message bytes (docs/design.md §10, traffic per step).
+#ifndef CONVEYOR_TRAINER_PLANNING_STEP_TRAFFIC_H_
+#define CONVEYOR_TRAINER_PLANNING_STEP_TRAFFIC_H_
+
+#include "model/memory_model.h"
+#include "model/model_shape.h"
+#include "trainer/config/resolved_config.h"
+
+namespace conveyor {
+
+struct StepTraffic {
+  double pipeline = 0;          // activations forward, their gradients back
+  double data_parallel = 0;     // gradient reduction (and parameter all-gather)
+  double tensor_parallel = 0;   // the layers' regions, embedding, head, cross-entropy
+  double context_parallel = 0;  // ring attention's blocks, the router's logits
+};
+
+// One step's traffic on the first pipeline stage's rank (TP rank 0, DP rank 0), whose
+// predicted memory is `first_stage`, in the dtypes messages travel in (activations bf16
+// under --bf16).
+StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const ModelShape& shape,
+                               const RankMemory& first_stage);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_PLANNING_STEP_TRAFFIC_H_

@@ -1,0 +1,29 @@
+// A step's mixture-of-experts figures over every rank, as Megatron logs them: the
+// load-balancing and z losses (without their coefficients) averaged over the MoE layers,
+// the micro-batches and the data-parallel ranks, plus the experts' load: the fewest and
+// most tokens any expert of any MoE layer received in the step (summed over micro-batches
+// and data- and context-parallel ranks) and the routing slots dropped over capacity.
+#ifndef CONVEYOR_TRAINER_REPORTING_MOE_METRICS_H_
+#define CONVEYOR_TRAINER_REPORTING_MOE_METRICS_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "model/gpt_stage.h"
+#include "model/moe_shape.h"
+#include "trainer/rank_context.h"
+#include "trainer/reporting/training_log.h"
+
+namespace conveyor {
+
+// Takes the step's metrics from the stage's MoE layers and sums them over the pipeline
+// and data-parallel ranks (every rank calls it); nullopt for a dense model.
+absl::StatusOr<std::optional<MoeStepFigures>> GatherMoeStepFigures(GptStage* stage,
+                                                                   const MoeShape& moe,
+                                                                   int64_t num_layers,
+                                                                   const RankContext& context);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAINER_REPORTING_MOE_METRICS_H_

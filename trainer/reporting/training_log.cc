@@ -1,0 +1,70 @@
+#include "trainer/reporting/training_log.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace conveyor {
+namespace {
+
+// JSON has no NaN or Infinity: write null so that every line stays parseable.
+std::string JsonNumber(double value) {
+  return std::isfinite(value) ? absl::StrFormat("%.9g", value) : "null";
+}
+
+}  // namespace
+
+const char* LoadBalancingName(const MoeStepFigures& moe) {
+  return moe.per_sequence ? "seq_load_balancing_loss" : "load_balancing_loss";
+}
+
+std::string FormatLogLine(const IntervalStats& s) {
+  // Megatron's order: the count of zeros follows the gradient norm; the MoE losses follow
+  // the lm loss (Conveyor adds the experts' load after them).
+  const std::string zeros =
+      s.num_zeros.has_value() ? absl::StrFormat(" num zeros: %.1f |", *s.num_zeros) : "";
+  const std::string moe =
+      s.moe.has_value()
+          ? absl::StrFormat(" %s: %.6E | z_loss: %.6E | tokens per expert "
+                            "(min/max): %d/%d | dropped tokens: %d |",
+                            LoadBalancingName(*s.moe), s.moe->load_balancing_loss, s.moe->z_loss,
+                            s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
+                            s.moe->dropped_tokens)
+          : "";
+  return absl::StrFormat(
+      " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | "
+      "throughput per GPU (TFLOP/s/GPU): %.3f | tokens per second: %.1f | "
+      "learning rate: %.6E | global batch size: %5d | lm loss: %.6E |%s grad norm: %.3f |%s "
+      "number of skipped iterations: %3d | number of nan iterations: %3d |",
+      s.iteration, s.train_iters, s.consumed_samples, s.ms_per_iteration, s.tflops_per_gpu,
+      s.tokens_per_second, s.learning_rate, s.global_batch_size, s.lm_loss, moe, s.grad_norm,
+      zeros, s.skipped_iterations, s.nan_iterations);
+}
+
+std::string FormatMetricsJson(const IntervalStats& s) {
+  return absl::StrFormat(
+      "{\"iteration\": %d, \"consumed_samples\": %d, \"ms_per_iteration\": %s, "
+      "\"tflops_per_gpu\": %s, \"tokens_per_second\": %s, \"learning_rate\": %s, "
+      "\"global_batch_size\": %d, \"lm_loss\": %s, \"grad_norm\": %s, %s%s"
+      "\"skipped_iterations\": %d, \"nan_iterations\": %d}",
+      s.iteration, s.consumed_samples, JsonNumber(s.ms_per_iteration), JsonNumber(s.tflops_per_gpu),
+      JsonNumber(s.tokens_per_second), JsonNumber(s.learning_rate), s.global_batch_size,
+      JsonNumber(s.lm_loss), JsonNumber(s.grad_norm),
+      s.num_zeros.has_value() ? absl::StrFormat("\"num_zeros\": %d, ", *s.num_zeros) : "",
+      s.moe.has_value()
+          ? absl::StrFormat("\"%s\": %s, \"z_loss\": %s, "
+                            "\"min_tokens_per_expert\": %d, \"max_tokens_per_expert\": %d, "
+                            "\"dropped_tokens\": %d, ",
+                            LoadBalancingName(*s.moe), JsonNumber(s.moe->load_balancing_loss),
+                            JsonNumber(s.moe->z_loss),
+                            s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
+                            s.moe->dropped_tokens)
+          : "",
+      s.skipped_iterations, s.nan_iterations);
+}
+
+std::string FormatValidationJson(int64_t iteration, double loss, absl::string_view key) {
+  return absl::StrFormat("{\"iteration\": %d, \"%s\": %s}", iteration, key, JsonNumber(loss));
+}
+
+}  // namespace conveyor
