@@ -36,4 +36,29 @@ absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& group,
   return strings;
 }
 
+absl::StatusOr<std::vector<std::string>> GatherStringsToRoot(Communicator& group,
+                                                             absl::string_view mine, int root) {
+  const int n = group.size();
+  const int64_t my_length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(n);
+  RETURN_IF_ERROR(group.AllGather(MakeBuffer(&my_length, 1), MakeBuffer(lengths.data(), n)));
+  std::vector<std::string> strings;
+  std::vector<Communicator::P2POp> ops;
+  if (group.rank() == root) {
+    strings.resize(n);
+    strings[root] = std::string(mine);
+    for (int r = 0; r < n; ++r) {
+      if (r == root || lengths[r] == 0) continue;
+      strings[r].resize(lengths[r]);
+      ops.emplace_back(/*send=*/false, r, MakeBuffer(strings[r].data(), lengths[r]));
+    }
+  } else if (!mine.empty()) {
+    // A send's buffer is only read (Communicator::BatchSendRecv).
+    ops.emplace_back(/*send=*/true, root,
+                     MakeBuffer(const_cast<char*>(mine.data()), my_length));
+  }
+  if (!ops.empty()) RETURN_IF_ERROR(group.BatchSendRecv(ops));
+  return strings;
+}
+
 }  // namespace conveyor

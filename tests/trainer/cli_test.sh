@@ -219,6 +219,8 @@ grep -q '^ iteration ' "$tmp/plan" && fail "--dry-run trained"
 grep -q '"traceEvents"' "$tmp/trace.json" || fail "no Chrome trace written"
 grep -q '"pid":1' "$tmp/trace.json" || fail "the trace lacks pipeline rank 1"
 [[ $(grep -c '"name":"F[0-9]' "$tmp/trace.json") -eq 8 ]] || fail "want 8 forwards in the trace"
+# The parts travel over the communicator, not through files beside the trace.
+compgen -G "$tmp/trace.json.*" >/dev/null && fail "part files beside the trace: $(ls "$tmp")"
 
 # SIGTERM with --exit-signal-handler: finish the step, save, exit 0 (one rank, and two
 # ranks through the launcher, which forwards the signal).

@@ -1,7 +1,5 @@
 #include "trainer/planning/pipeline_report.h"
 
-#include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -11,6 +9,7 @@
 #include "base/status_macros.h"
 #include "parallel/pipeline/bubble.h"
 #include "parallel/pipeline/chrome_trace.h"
+#include "parallel/string_gather.h"
 #include "trainer/reporting/line_file.h"
 
 namespace conveyor {
@@ -84,38 +83,33 @@ absl::StatusOr<std::string> BubbleLine(const BubblePrediction& prediction, doubl
 absl::Status WriteMergedTrace(const std::string& path,
                               const std::vector<pipeline::TimedAction>& timeline,
                               Communicator& world) {
-  const std::string part = absl::StrFormat("%s.rank%d", path, world.rank());
-  {
-    std::ostringstream f;
-    for (const pipeline::TimedAction& t : timeline) {
-      f << static_cast<int>(t.action.type) << " " << t.action.micro_batch << " " << t.action.chunk
-        << " " << t.action.peer << " " << absl::StrFormat("%.9f %.9f", t.start, t.end) << "\n";
-    }
-    // Checked to the close, with the errno text (base/atomic_file.h).
-    RETURN_IF_ERROR(OutputWriteFailure(WriteFile(part, f.str(), Durability::kVisible)))
-        << "--trace-file";
+  std::ostringstream mine;
+  for (const pipeline::TimedAction& t : timeline) {
+    mine << static_cast<int>(t.action.type) << " " << t.action.micro_batch << " "
+         << t.action.chunk << " " << t.action.peer << " "
+         << absl::StrFormat("%.9f %.9f", t.start, t.end) << "\n";
   }
-  RETURN_IF_ERROR(world.Barrier());
-  if (world.rank() == 0) {
-    pipeline::Timeline merged;
-    merged.ranks.resize(world.size());
-    for (int r = 0; r < world.size(); ++r) {
-      const std::string name = absl::StrFormat("%s.rank%d", path, r);
-      std::ifstream f(name);
-      int type;
-      pipeline::TimedAction t;
-      while (f >> type >> t.action.micro_batch >> t.action.chunk >> t.action.peer >> t.start >>
-             t.end) {
-        t.action.type = static_cast<pipeline::ActionType>(type);
-        merged.ranks[r].push_back(t);
-      }
-      std::remove(name.c_str());
+  // Over the world group, so that ranks on nodes that share no folder are merged too.
+  ASSIGN_OR_RETURN(const std::vector<std::string> parts,
+                   GatherStringsToRoot(world, mine.str(), /*root=*/0));
+  if (world.rank() != 0) return absl::OkStatus();
+  pipeline::Timeline merged;
+  merged.ranks.resize(world.size());
+  for (int r = 0; r < world.size(); ++r) {
+    std::istringstream part(parts[r]);
+    int type;
+    pipeline::TimedAction t;
+    while (part >> type >> t.action.micro_batch >> t.action.chunk >> t.action.peer >> t.start >>
+           t.end) {
+      t.action.type = static_cast<pipeline::ActionType>(type);
+      merged.ranks[r].push_back(t);
     }
-    RETURN_IF_ERROR(OutputWriteFailure(
-        WriteFile(path, pipeline::ChromeTraceJson(merged, 1e6), Durability::kVisible)))
-        << "--trace-file";
   }
-  return world.Barrier();
+  // Checked to the close, with the errno text (base/atomic_file.h).
+  RETURN_IF_ERROR(OutputWriteFailure(
+      WriteFile(path, pipeline::ChromeTraceJson(merged, 1e6), Durability::kVisible)))
+      << "--trace-file";
+  return absl::OkStatus();
 }
 
 }  // namespace conveyor

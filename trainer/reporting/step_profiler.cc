@@ -1,15 +1,14 @@
 #include "trainer/reporting/step_profiler.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
+#include "parallel/string_gather.h"
 #include "profiler/recorder.h"
 #include "trainer/reporting/line_file.h"
 
@@ -67,10 +66,10 @@ void StepProfiler::AfterStep(int64_t iteration) {
 
 absl::Status StepProfiler::Finish(const std::string& process_name, Communicator& world) {
   if (!logging_.profile()) return absl::OkStatus();
-  const std::string& path = logging_.profile_file();
-  const std::string part = absl::StrFormat("%s.rank%d", path, world.rank());
+  // This rank's events, one per line, each followed by ",\n"; empty when not profiled.
+  std::string text;
   if (enabled_) {
-    std::string text = NameJson("process_name", world.rank(), 0, process_name) + ",\n";
+    text = NameJson("process_name", world.rank(), 0, process_name) + ",\n";
     const std::vector<std::string> threads = Recorder::Global().ThreadNames();
     for (size_t t = 0; t < threads.size(); ++t) {
       absl::StrAppend(&text, NameJson("thread_name", world.rank(), static_cast<int>(t), threads[t]),
@@ -79,29 +78,20 @@ absl::Status StepProfiler::Finish(const std::string& process_name, Communicator&
     for (const Span& s : Recorder::Global().Take()) {
       absl::StrAppend(&text, EventJson(s, world.rank()), ",\n");
     }
-    // Every write checked, close included (base/atomic_file.h), with the errno text.
-    RETURN_IF_ERROR(OutputWriteFailure(WriteFile(part, text, Durability::kVisible)))
-        << "--profile-file";
   }
-  RETURN_IF_ERROR(world.Barrier());
-  if (world.rank() == 0) {
-    std::string events;
-    for (int r = 0; r < world.size(); ++r) {
-      const std::string name = absl::StrFormat("%s.rank%d", path, r);
-      std::ifstream f(name);
-      if (!f) continue;  // a rank not profiled
-      std::stringstream text;
-      text << f.rdbuf();
-      events += text.str();
-      std::remove(name.c_str());
-    }
-    if (!events.empty()) events.resize(events.size() - 2);  // the last ",\n"
-    RETURN_IF_ERROR(OutputWriteFailure(WriteFile(
-        path, absl::StrCat("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", events, "\n]}\n"),
-        Durability::kVisible)))
-        << "--profile-file";
-  }
-  return world.Barrier();
+  // Over the world group, so that ranks on nodes that share no folder are merged too.
+  ASSIGN_OR_RETURN(const std::vector<std::string> parts,
+                   GatherStringsToRoot(world, text, /*root=*/0));
+  if (world.rank() != 0) return absl::OkStatus();
+  std::string events = absl::StrJoin(parts, "");
+  if (!events.empty()) events.resize(events.size() - 2);  // the last ",\n"
+  // Every write checked, close included (base/atomic_file.h), with the errno text.
+  RETURN_IF_ERROR(OutputWriteFailure(WriteFile(
+      logging_.profile_file(),
+      absl::StrCat("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", events, "\n]}\n"),
+      Durability::kVisible)))
+      << "--profile-file";
+  return absl::OkStatus();
 }
 
 }  // namespace conveyor::profiler

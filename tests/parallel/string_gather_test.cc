@@ -1,0 +1,80 @@
+// Gathering text over a group (parallel/string_gather.h): every rank's string, of
+// different lengths (empty, one byte, bytes of every value, a long one), arrives whole
+// and in rank order on the root and only there, for each root; and on every rank for
+// AllGatherStrings.
+#include "parallel/string_gather.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/util/in_process_world.h"
+
+namespace conveyor {
+namespace {
+
+using testing_util::InProcessWorld;
+
+// Rank r's text: rank 0 none, rank 1 one byte, rank 2 every byte value (NUL included)
+// repeated, rank 3 a long text of its own.
+std::string TextOf(int rank) {
+  switch (rank) {
+    case 0:
+      return "";
+    case 1:
+      return "x";
+    case 2: {
+      std::string all;
+      for (int i = 0; i < 3 * 256; ++i) all.push_back(static_cast<char>(i % 256));
+      return all;
+    }
+    default:
+      return std::string(1 << 20, static_cast<char>('a' + rank));
+  }
+}
+
+TEST(GatherStringsToRootTest, EveryRanksTextArrivesWholeOnTheRootOnly) {
+  constexpr int kRanks = 4;
+  for (int root = 0; root < kRanks; ++root) {
+    InProcessWorld world(kRanks);
+    std::vector<std::vector<std::string>> got(kRanks);
+    const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) {
+      absl::StatusOr<std::vector<std::string>> strings =
+          GatherStringsToRoot(comm, TextOf(rank), root);
+      if (!strings.ok()) return strings.status();
+      got[rank] = *std::move(strings);
+      return absl::OkStatus();
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "root " << root << ", rank " << r << ": " << statuses[r];
+      if (r != root) {
+        EXPECT_TRUE(got[r].empty()) << "root " << root << ", rank " << r;
+        continue;
+      }
+      ASSERT_EQ(got[r].size(), kRanks);
+      for (int from = 0; from < kRanks; ++from) {
+        EXPECT_TRUE(got[r][from] == TextOf(from)) << "root " << root << ", from rank " << from;
+      }
+    }
+  }
+}
+
+TEST(AllGatherStringsTest, EveryRankHasEveryText) {
+  constexpr int kRanks = 3;
+  InProcessWorld world(kRanks);
+  std::vector<std::vector<std::string>> got(kRanks);
+  const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) {
+    absl::StatusOr<std::vector<std::string>> strings = AllGatherStrings(comm, TextOf(rank));
+    if (!strings.ok()) return strings.status();
+    got[rank] = *std::move(strings);
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    EXPECT_THAT(got[r], ::testing::ElementsAre(TextOf(0), TextOf(1), TextOf(2)));
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
