@@ -36,7 +36,11 @@ absl::StatusOr<RankContext> RankContext::Create(ParallelState& state,
   context.sequence_parallel_ = p.sequence_parallel();
   context.pipeline_.layout = schedule.layout;
   context.pipeline_.num_chunks = p.num_virtual_stages_per_pipeline_rank();
-  const bool tied_across_pipeline = config.model_shape().tied_embeddings && state.pp_size() > 1 &&
+  // The last stage holds a copy of the word embedding when tied or for the multi-token
+  // prediction depths.
+  const ModelShape& shape = config.model_shape();
+  const bool tied_across_pipeline = (shape.tied_embeddings || shape.mtp_layers > 0) &&
+                                    state.pp_size() > 1 &&
                                     schedule.layout == pipeline::StageLayout::kLoop;
   if (tied_across_pipeline && state.embedding() != nullptr) {
     context.tied_embedding_ = state.embedding();
@@ -49,6 +53,19 @@ RankContext RankContext::SingleProcess() {
   RankContext context(*state);
   context.owned_state_ = std::move(state);
   return context;
+}
+
+absl::StatusOr<std::vector<double>> MtpLossesOverRanks(std::vector<double> local, int64_t depths,
+                                                       int64_t micro_batches,
+                                                       const RankContext& context) {
+  if (depths == 0) return local;
+  local.resize(depths, 0.0);  // a rank without the last stage holds none
+  const int n = static_cast<int>(depths);
+  RETURN_IF_ERROR(context.pp().AllReduceSum(local.data(), n));
+  RETURN_IF_ERROR(context.cp().AllReduceSum(local.data(), n));  // each CP rank's share
+  RETURN_IF_ERROR(context.dp().AllReduceSum(local.data(), n));
+  for (double& loss : local) loss /= static_cast<double>(micro_batches * context.dp_size());
+  return local;
 }
 
 absl::StatusOr<double> MeanLossOverRanks(const MaskedLoss& local, const RankContext& context) {

@@ -100,6 +100,15 @@ class RankContext {
 // pipeline, context- and data-parallel groups must call.
 absl::StatusOr<double> MeanLossOverRanks(const MaskedLoss& local, const RankContext& context);
 
+// Multi-token prediction's losses of a step, one per depth: Megatron's "mtp_<k> loss", the
+// mean over the step's `micro_batches` micro-batches and the data-parallel ranks of each
+// micro-batch's mean loss at depth k, from this rank's GptStage::mtp_losses() (empty
+// without the last stage; each context-parallel rank's share is summed). Empty when
+// `depths` is 0. Every rank of the pipeline, context- and data-parallel groups must call.
+absl::StatusOr<std::vector<double>> MtpLossesOverRanks(std::vector<double> local, int64_t depths,
+                                                       int64_t micro_batches,
+                                                       const RankContext& context);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_TRAINER_RANK_CONTEXT_H_

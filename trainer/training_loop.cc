@@ -201,8 +201,14 @@ class TrainingRun {
       RETURN_IF_ERROR(updater_->ReduceGradients());
       ASSIGN_OR_RETURN(step.loss,
                        MeanLossOverRanks(stage_->loss(), context_));
-      ASSIGN_OR_RETURN(step.moe, GatherMoeStepFigures(stage_, resolved_.model_shape().moe,
-                                                      config_.model().num_layers(), context_));
+      ASSIGN_OR_RETURN(step.mtp_losses,
+                       MtpLossesOverRanks(stage_->mtp_losses(), resolved_.model_shape().mtp_layers,
+                                          step_micro_batches_, context_));
+      ASSIGN_OR_RETURN(step.moe,
+                       GatherMoeStepFigures(stage_, MtpLayerShape(resolved_.model_shape()).moe,
+                                            config_.model().num_layers() +
+                                                config_.model().mtp_num_layers(),
+                                            context_));
       ASSIGN_OR_RETURN(step.grad_norm, updater_->GradNorm());
       if (config_.logging().log_num_zeros_in_grad()) {
         ASSIGN_OR_RETURN(step.num_zeros, updater_->GradZeros());

@@ -187,8 +187,9 @@ TEST(FlagsTest, NoSuggestionOfAnotherMeaning) {
   }
   EXPECT_THAT(Problem({"--model-paralel-size", "2"}),
               HasSubstr("did you mean --model-parallel-size?"));
+  // The same words misspelt: multi-token prediction's flag.
   EXPECT_EQ(Problem({"--ntp-num-layers", "3"}),
-            "unknown flag --ntp-num-layers: see --help for the list of flags");
+            "unknown flag --ntp-num-layers: did you mean --mtp-num-layers?");
 }
 
 // A switch given a value the way a flag is: Megatron's form, and this parser's.

@@ -27,6 +27,7 @@
 #include "trainer/config/lr_validation.h"
 #include "trainer/config/model_from_config.h"
 #include "trainer/config/moe_validation.h"
+#include "trainer/config/mtp_validation.h"
 #include "trainer/config/size_limits.h"
 
 namespace conveyor {
@@ -758,6 +759,7 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   }
   CheckChoices(config, &problems);
   for (const std::string& line : MoeProblems(config)) problems.Add(line);
+  for (const std::string& line : MtpProblems(config)) problems.Add(line);
   for (const std::string& line : AttentionPositionProblems(config)) problems.Add(line);
   for (const std::string& line : ExpertParallelProblems(config, world_size)) {
     problems.Add(line);

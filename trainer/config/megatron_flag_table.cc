@@ -312,7 +312,11 @@ constexpr MegatronFlagGroup kGroups[] = {
      "multi-latent attention (DeepSeek-V2) is not implemented"},
     {A::kRefused, "--dsa-* --no-dsa-* --disable-dsa-*",
      "DeepSeek sparse attention is not implemented"},
-    {A::kRefused, "--mtp-*", "multi-token prediction is not implemented"},
+    {A::kRefused,
+     "--mtp-use-repeated-layer --mtp-detach-heads --mtp-hsm --mtp-hybrid-override-pattern "
+     "--mtp-standalone",
+     "this multi-token prediction variant is not implemented: Conveyor has DeepSeek-V3's D "
+     "separate depths after the last layer (--mtp-num-layers, --mtp-loss-scaling-factor)"},
     {A::kRefused,
      "--moe-apply-probs-on-input --moe-input-jitter-eps --moe-latent-size "
      "--moe-router-force-load-balancing --moe-router-force-biased "

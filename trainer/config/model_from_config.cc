@@ -36,6 +36,8 @@ ModelShape ModelShapeFromConfig(const ModelConfig& m, int64_t padded_vocab,
   s.qkv_bias = m.add_qkv_bias();
   s.qk_layernorm = m.qk_layernorm();
   s.moe = MoeShapeFromConfig(m);
+  s.mtp_layers = m.mtp_num_layers();
+  s.mtp_loss_scaling = m.mtp_loss_scaling_factor();
   s.init_std = m.init_method_std();
   s.hidden_dropout = m.hidden_dropout();
   s.attention_dropout = m.attention_dropout();

@@ -23,6 +23,7 @@ class Limits {
 
 void CheckModel(const ModelConfig& m, Limits* out) {
   out->Check("--num-layers", m.num_layers(), kMaxLayers);
+  out->Check("--mtp-num-layers", m.mtp_num_layers(), kMaxLayers);
   out->Check("--num-experts", m.num_experts(), kMaxExperts);
   if (m.num_experts() > 0 && m.num_layers() > 0 && m.num_layers() <= kMaxLayers.max &&
       m.num_experts() <= kMaxExperts.max) {

@@ -8,8 +8,8 @@ std::vector<ExpertBias*> StageExpertBiases(GptStage* stage) {
   std::vector<ExpertBias*> out;
   for (int c = 0; c < stage->num_chunks(); ++c) {
     GptModel& chunk = stage->chunk(c);
-    for (int64_t i = 0; i < chunk.num_local_layers(); ++i) {
-      MoeLayer* moe = chunk.layer(i).moe();
+    for (TransformerLayer* layer : chunk.AllLayers()) {  // the MTP depths' too
+      MoeLayer* moe = layer->moe();
       if (moe != nullptr && moe->expert_bias() != nullptr) out.push_back(moe->expert_bias());
     }
   }

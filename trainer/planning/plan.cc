@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "model/memory_model.h"
 #include "model/moe_layer.h"
+#include "model/mtp_block.h"
 #include "parallel/pipeline/gantt.h"
 #include "parallel/rank_layout.h"
 #include "trainer/config/batch_rampup.h"
@@ -34,7 +35,9 @@ std::string Bytes(double bytes) {
 // the count Megatron's TFLOP/s formula follows.
 std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
                               const std::vector<RankMemory>& memory) {
-  const int64_t moe_layers = shape.moe.CountMoeLayers(shape.num_layers);
+  // The multi-token prediction depths' layers count too, as in Megatron's MoE figures.
+  const int64_t layers = shape.num_layers + shape.mtp_layers;
+  const int64_t moe_layers = MtpLayerShape(shape).moe.CountMoeLayers(layers);
   int64_t total = moe_layers * (shape.moe.experts() * ExpertWeightElements(shape, tp) -
                                 shape.moe.experts() / ep * ExpertWeightElements(shape, etp));
   for (const RankMemory& m : memory) total += m.parameters;
@@ -47,13 +50,23 @@ std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
   return absl::StrFormat(
       "plan: mixture of experts: %d experts, top-%d%s, in %d of %d layers: %d parameters%s, %d "
       "(%.1f%%) active per token%s\n",
-      shape.moe.experts(), router.topk, groups, moe_layers, shape.num_layers, total,
+      shape.moe.experts(), router.topk, groups, moe_layers, layers, total,
       tp > 1 ? " per tensor-parallel rank" : "", active,
       100.0 * static_cast<double>(active) / static_cast<double>(std::max<int64_t>(total, 1)),
       shape.moe.expert_bias
           ? absl::StrFormat("; expert bias (auxiliary-loss-free balancing), %g per step",
                             shape.moe.bias_update_rate)
           : "");
+}
+
+// Multi-token prediction: where its depths run and how their losses weigh.
+std::string MtpLine(const ModelShape& shape, int pp) {
+  const bool moe = MtpLayerShape(shape).moe.IsMoeLayer(shape.num_layers);
+  return absl::StrFormat(
+      "plan: multi-token prediction: %d depths (layers %d to %d, %s like the last) on pipeline "
+      "rank %d; loss = lm loss + %g / %d x (the depths' losses)\n",
+      shape.mtp_layers, shape.num_layers, shape.num_layers + shape.mtp_layers - 1,
+      moe ? "mixture-of-experts" : "dense", pp - 1, shape.mtp_loss_scaling, shape.mtp_layers);
 }
 
 // Expert parallelism: the groups (the first few), each rank's experts and parameters, and
@@ -225,6 +238,7 @@ std::string MemoryLines(const ResolvedConfig& resolved, const ModelShape& shape,
                           Bytes(m.total_bytes()));
   }
   const int ep = resolved.ep(), etp = resolved.etp();
+  if (shape.mtp_layers > 0) out += MtpLine(shape, resolved.pp());
   if (shape.moe.experts() > 0) out += MoeParametersLine(shape, tp, ep, etp, memory);
   if (shape.moe.experts() > 0 && resolved.layout().experts_have_own_groups()) {
     out += ExpertParallelLine(shape, resolved.layout(), resolved.micro_batches(),

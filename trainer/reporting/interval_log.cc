@@ -18,6 +18,8 @@ void IntervalLog::AddStep(const StepOutcome& step, double seconds) {
   }
   if (step.applied) {
     loss_ += step.loss;
+    mtp_losses_.resize(step.mtp_losses.size(), 0.0);
+    for (size_t k = 0; k < step.mtp_losses.size(); ++k) mtp_losses_[k] += step.mtp_losses[k];
     ++applied_iterations_;
   } else {
     ++skipped_iterations_;
@@ -47,6 +49,9 @@ IntervalStats IntervalLog::Stats(int64_t iteration, int64_t consumed_samples,
   stats.learning_rate = last.learning_rate;
   stats.global_batch_size = last.global_batch;  // Megatron logs the current one
   stats.lm_loss = applied_iterations_ > 0 ? loss_ / applied_iterations_ : NAN;
+  for (const double sum : mtp_losses_) {
+    stats.mtp_losses.push_back(applied_iterations_ > 0 ? sum / applied_iterations_ : NAN);
+  }
   stats.grad_norm = last.grad_norm;
   stats.num_zeros = last.num_zeros;
   // A step that was not applied is both counted as NaN and skipped (--nan-policy skip).
@@ -79,6 +84,10 @@ void IntervalLog::WriteTensorBoard(const IntervalStats& stats,
     figures.moe_losses = {{LoadBalancingName(*stats.moe), stats.moe->load_balancing_loss},
                           {"z_loss", stats.moe->z_loss}};
   }
+  for (size_t k = 0; k < stats.mtp_losses.size(); ++k) {
+    figures.mtp_losses.emplace_back(MtpLossName(static_cast<int64_t>(k) + 1),
+                                    stats.mtp_losses[k]);
+  }
   out_.tensorboard->Interval(figures);
 }
 
@@ -100,6 +109,7 @@ absl::Status IntervalLog::Report(int64_t iteration, int64_t consumed_samples,
   }
   if (out_.tensorboard != nullptr) WriteTensorBoard(stats, std::move(timer_seconds), bubble);
   seconds_ = loss_ = load_balancing_loss_ = z_loss_ = 0.0;
+  mtp_losses_.clear();
   iterations_ = applied_iterations_ = skipped_iterations_ = samples_ = 0;
   return absl::OkStatus();
 }

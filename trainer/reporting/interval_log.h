@@ -28,6 +28,7 @@ struct StepOutcome {
   double learning_rate = 0.0;
   double decoupled_learning_rate = 0.0;  // --decoupled-lr's group
   std::optional<MoeStepFigures> moe;     // --num-experts
+  std::vector<double> mtp_losses;        // --mtp-num-layers: each depth's
   int64_t global_batch = 0;              // this step's (--rampup-batch-size)
   // False when a NaN or inf loss or gradient norm left the weights as they were
   // (--nan-policy skip; under stop the run ends at such a step).
@@ -91,6 +92,7 @@ class IntervalLog {
   int64_t samples_ = 0;  // the steps' global batches
   double load_balancing_loss_ = 0.0;
   double z_loss_ = 0.0;
+  std::vector<double> mtp_losses_;  // per depth, over the steps that were applied
 };
 
 }  // namespace conveyor

@@ -25,8 +25,8 @@ absl::StatusOr<std::optional<MoeStepFigures>> GatherMoeStepFigures(GptStage* sta
   std::vector<double> records(num_layers * width, 0.0);
   for (int c = 0; c < stage->num_chunks(); ++c) {
     GptModel& chunk = stage->chunk(c);
-    for (int64_t i = 0; i < chunk.num_local_layers(); ++i) {
-      TransformerLayer& layer = chunk.layer(i);
+    for (TransformerLayer* each : chunk.AllLayers()) {
+      TransformerLayer& layer = *each;
       if (layer.moe() == nullptr) continue;
       const MoeLayerMetrics m = layer.moe()->TakeMetrics();
       double* record = records.data() + layer.layer_index() * width;

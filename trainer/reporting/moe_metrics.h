@@ -18,7 +18,9 @@
 namespace conveyor {
 
 // Takes the step's metrics from the stage's MoE layers and sums them over the pipeline
-// and data-parallel ranks (every rank calls it); nullopt for a dense model.
+// and data-parallel ranks (every rank calls it); nullopt for a dense model. `num_layers`
+// and `moe` count the multi-token prediction depths' layers after the model's
+// (MtpLayerShape), as Megatron's MoE figures do.
 absl::StatusOr<std::optional<MoeStepFigures>> GatherMoeStepFigures(GptStage* stage,
                                                                    const MoeShape& moe,
                                                                    int64_t num_layers,

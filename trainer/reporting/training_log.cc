@@ -12,25 +12,41 @@ std::string JsonNumber(double value) {
   return std::isfinite(value) ? absl::StrFormat("%.9g", value) : "null";
 }
 
+// "mtp_1_loss": ..., per depth.
+std::string MtpLossesJson(const std::vector<double>& losses) {
+  std::string out;
+  for (size_t k = 0; k < losses.size(); ++k) {
+    absl::StrAppendFormat(&out, "\"mtp_%d_loss\": %s, ", k + 1, JsonNumber(losses[k]));
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* LoadBalancingName(const MoeStepFigures& moe) {
   return moe.per_sequence ? "seq_load_balancing_loss" : "load_balancing_loss";
 }
 
+std::string MtpLossName(int64_t depth) { return absl::StrFormat("mtp_%d loss", depth); }
+
 std::string FormatLogLine(const IntervalStats& s) {
-  // Megatron's order: the count of zeros follows the gradient norm; the MoE losses follow
-  // the lm loss (Conveyor adds the experts' load after them).
+  // Megatron's order: the count of zeros follows the gradient norm; the MoE losses, then
+  // the multi-token prediction depths' follow the lm loss (Conveyor adds the experts'
+  // load after them).
   const std::string zeros =
       s.num_zeros.has_value() ? absl::StrFormat(" num zeros: %.1f |", *s.num_zeros) : "";
-  const std::string moe =
-      s.moe.has_value()
-          ? absl::StrFormat(" %s: %.6E | z_loss: %.6E | tokens per expert "
-                            "(min/max): %d/%d | dropped tokens: %d |",
-                            LoadBalancingName(*s.moe), s.moe->load_balancing_loss, s.moe->z_loss,
-                            s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
-                            s.moe->dropped_tokens)
-          : "";
+  std::string moe =
+      s.moe.has_value() ? absl::StrFormat(" %s: %.6E | z_loss: %.6E |", LoadBalancingName(*s.moe),
+                                          s.moe->load_balancing_loss, s.moe->z_loss)
+                        : "";
+  for (size_t k = 0; k < s.mtp_losses.size(); ++k) {
+    absl::StrAppendFormat(&moe, " %s: %.6E |", MtpLossName(k + 1), s.mtp_losses[k]);
+  }
+  if (s.moe.has_value()) {
+    absl::StrAppendFormat(&moe, " tokens per expert (min/max): %d/%d | dropped tokens: %d |",
+                          s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
+                          s.moe->dropped_tokens);
+  }
   return absl::StrFormat(
       " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | "
       "throughput per GPU (TFLOP/s/GPU): %.3f | tokens per second: %.1f | "
@@ -45,7 +61,7 @@ std::string FormatMetricsJson(const IntervalStats& s) {
   return absl::StrFormat(
       "{\"iteration\": %d, \"consumed_samples\": %d, \"ms_per_iteration\": %s, "
       "\"tflops_per_gpu\": %s, \"tokens_per_second\": %s, \"learning_rate\": %s, "
-      "\"global_batch_size\": %d, \"lm_loss\": %s, \"grad_norm\": %s, %s%s"
+      "\"global_batch_size\": %d, \"lm_loss\": %s, \"grad_norm\": %s, %s%s%s"
       "\"skipped_iterations\": %d, \"nan_iterations\": %d}",
       s.iteration, s.consumed_samples, JsonNumber(s.ms_per_iteration), JsonNumber(s.tflops_per_gpu),
       JsonNumber(s.tokens_per_second), JsonNumber(s.learning_rate), s.global_batch_size,
@@ -60,7 +76,7 @@ std::string FormatMetricsJson(const IntervalStats& s) {
                             s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
                             s.moe->dropped_tokens)
           : "",
-      s.skipped_iterations, s.nan_iterations);
+      MtpLossesJson(s.mtp_losses), s.skipped_iterations, s.nan_iterations);
 }
 
 std::string FormatValidationJson(int64_t iteration, double loss, absl::string_view key) {

@@ -41,7 +41,12 @@ struct IntervalStats {
   int64_t nan_iterations = 0;      // in this interval
   // --num-experts: the losses averaged over the interval, the load of its last iteration.
   std::optional<MoeStepFigures> moe;
+  // --mtp-num-layers: each depth's loss (mtp_<k> loss), averaged as lm_loss is.
+  std::vector<double> mtp_losses;
 };
+
+// Megatron's name of depth k's loss (1-based): "mtp_<k> loss".
+std::string MtpLossName(int64_t depth);
 
 // Megatron's name of the load-balancing loss for these figures.
 const char* LoadBalancingName(const MoeStepFigures& moe);

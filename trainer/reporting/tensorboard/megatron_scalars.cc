@@ -75,6 +75,7 @@ void MegatronScalars::Interval(const IntervalFigures& f) {
     writer_->Add(absl::StrCat("pipeline-bubble measured/pp-rank-", r), f.bubble_measured[r], i);
   }
   for (const auto& [name, value] : f.moe_losses) writer_->Add(name, value, i);
+  for (const auto& [name, value] : f.mtp_losses) writer_->Add(name, value, i);
 }
 
 void MegatronScalars::Evaluation(const std::string& split, double loss, int64_t iteration,

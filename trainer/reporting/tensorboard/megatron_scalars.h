@@ -58,6 +58,8 @@ struct IntervalFigures {
   // --num-experts: Megatron's router losses (load_balancing_loss or
   // seq_load_balancing_loss, z_loss), averaged over the interval.
   std::vector<std::pair<std::string, double>> moe_losses;
+  // --mtp-num-layers: Megatron's "mtp_<k> loss" of each depth, averaged over the interval.
+  std::vector<std::pair<std::string, double>> mtp_losses;
 };
 
 class MegatronScalars {
