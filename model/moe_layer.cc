@@ -121,8 +121,7 @@ absl::StatusOr<Tensor> MoeLayer::BackwardInput(const Tensor& x, const Tensor& dy
 
 void MoeLayer::BackwardWeight(MoeStash* stash) {
   ++metrics_.micro_batches;
-  metrics_.load_balancing_loss += stash->router.load_balancing_loss;
-  metrics_.z_loss += stash->router.z_loss;
+  metrics_.losses += stash->router.losses;
   const std::vector<int64_t> tokens = stash->plan.TokensPerExpert();
   metrics_.tokens_per_expert.resize(tokens.size(), 0);
   for (size_t e = 0; e < tokens.size(); ++e) metrics_.tokens_per_expert[e] += tokens[e];

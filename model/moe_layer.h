@@ -65,8 +65,7 @@ int64_t InactiveExpertParameters(const ModelShape& s, int tp);
 // What a layer's training micro-batches routed since the last TakeMetrics.
 struct MoeLayerMetrics {
   int64_t micro_batches = 0;
-  double load_balancing_loss = 0.0;        // summed over the micro-batches, without coefficient
-  double z_loss = 0.0;                     // the same
+  RouterLosses losses;                     // summed over the micro-batches
   std::vector<int64_t> tokens_per_expert;  // dispatched (kept) tokens, summed
   int64_t dropped = 0;                     // routing slots dropped over capacity, summed
 };

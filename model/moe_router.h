@@ -1,5 +1,8 @@
 // The router of a mixture-of-experts layer: logits = x W^T (W = `name`.weight, [experts,
-// hidden], Megatron's router without bias), then the routing math of
+// hidden], Megatron's router without bias; with --moe-router-dtype fp32 x and W are
+// widened and the GEMM and its gradients are fp32 whatever the compute type, as
+// Megatron's router_gating_linear, the input gradient rounded back to the compute type
+// as x was), then the routing math of
 // runtime/cpu/moe_router.h on the host: each token's top-k experts and weights, the
 // experts' capacity, and in training the auxiliary losses, whose gradients reach the
 // logits in backward scaled like the main loss (Megatron's MoEAuxLossAutoScaler).
@@ -34,8 +37,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "model/expert_bias.h"
-#include "model/linear.h"
 #include "model/micro_batch.h"
+#include "model/moe_global_load.h"
 #include "model/moe_shape.h"
 #include "model/parameter.h"
 #include "model/tensor_parallel.h"
@@ -44,10 +47,29 @@
 
 namespace conveyor {
 
-// A device tensor's values as a host fp32 array, and back as a device tensor of the
-// compute type of `ops`: the routing math runs on host arrays.
+// A device tensor's values as a host fp32 array, and back as a device tensor of
+// `dtype` (the compute type of `ops` unless said): the routing math runs on host arrays.
 std::vector<float> ToHostFloats(const Ops& ops, const Tensor& t);
 Tensor FromHostFloats(const Ops& ops, const std::vector<float>& values, std::vector<int64_t> shape);
+Tensor FromHostFloats(const Ops& ops, const std::vector<float>& values, std::vector<int64_t> shape,
+                      DType dtype);
+
+// A micro-batch's auxiliary losses without their coefficients, by the names Megatron
+// logs them under; 0 where not computed.
+struct RouterLosses {
+  double load_balancing = 0.0;         // aux_loss
+  double seq_load_balancing = 0.0;     // seq_aux_loss
+  double global_load_balancing = 0.0;  // global_aux_loss, of the DP ranks' micro-batches
+  double z = 0.0;                      // --moe-z-loss-coeff
+
+  RouterLosses& operator+=(const RouterLosses& o) {
+    load_balancing += o.load_balancing;
+    seq_load_balancing += o.seq_load_balancing;
+    global_load_balancing += o.global_load_balancing;
+    z += o.z;
+    return *this;
+  }
+};
 
 // A micro-batch's routing; `tokens` are the rank's (its rows of x), except where said.
 struct RouterStash {
@@ -57,14 +79,12 @@ struct RouterStash {
   // Rows per expert under --moe-pad-expert-input-to-capacity (the capacity of the whole
   // micro-batch, at most the rank's tokens), else 0.
   int64_t pad_rows = 0;
-  // In training: d(coeff * load-balancing loss + z-coeff * z-loss)/d(logits), host
+  // In training: d(the auxiliary losses, each times its coefficient)/d(logits), host
   // [tokens, experts], before the main loss's scale; empty without auxiliary losses.
   std::vector<float> aux_grad;
-  // The whole micro-batch's losses without their coefficients (what Megatron logs); 0
-  // when not computed.
-  double load_balancing_loss = 0.0;
-  double z_loss = 0.0;
-  Tensor d_logits;  // BackwardInput's, for W
+  // The whole micro-batch's losses (global_aux_loss: the data-parallel ranks').
+  RouterLosses losses;
+  Tensor d_logits;  // BackwardInput's (of the gate's dtype), for W
 };
 
 class MoeRouter {
@@ -84,20 +104,31 @@ class MoeRouter {
   // Also counts the micro-batch's tokens per expert into the expert bias.
   void BackwardWeight(const Tensor& x, RouterStash* stash);
 
-  void AppendParameters(std::vector<Parameter*>* out) const { gate_.AppendParameters(out); }
+  void AppendParameters(std::vector<Parameter*>* out) const { out->push_back(weight_); }
   // Null without --moe-router-enable-expert-bias.
   ExpertBias* expert_bias() { return bias_.get(); }
 
  private:
   // The routing of the whole micro-batch from its logits ([batch * seq, experts], in
   // sample order), as one rank decides it; no `logits` nor `d_logits`.
-  RouterStash RouteMicroBatch(const std::vector<float>& logits, const MicroBatchContext& mb) const;
+  absl::StatusOr<RouterStash> RouteMicroBatch(const std::vector<float>& logits,
+                                              const MicroBatchContext& mb) const;
+  // In training: the micro-batch's auxiliary losses into whole->losses, their gradients
+  // times their coefficients into whole->aux_grad.
+  absl::Status AddAuxiliaryLosses(const std::vector<float>& logits, const MicroBatchContext& mb,
+                                  RouterStash* whole) const;
+  // `t` in the gate's dtype (itself when it has it already).
+  Tensor ForGate(const Tensor& t) const { return ops_->CastTo(t, gate_dtype_); }
 
   const Ops* ops_;
   MoeShape moe_;
   int tp_size_;
-  Linear gate_;
+  DType gate_dtype_;                  // fp32 under --moe-router-dtype fp32, else compute
+  Parameter* weight_;                 // [experts, hidden]
   std::unique_ptr<ExpertBias> bias_;  // `name`.expert_bias
+  // global_aux_loss's counts over the step (null without it). The routing state of a
+  // const Forward, as the decisions it records are.
+  std::unique_ptr<MoeGlobalLoad> global_load_;
 };
 
 }  // namespace conveyor

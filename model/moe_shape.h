@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "proto/config_choices.h"
 #include "runtime/cpu/moe_router.h"
 
 namespace conveyor {
@@ -15,9 +14,17 @@ struct MoeShape {
   RouterSpec router;         // router.experts == 0: a dense model
   int64_t ffn_hidden = 0;    // each expert's MLP width (--moe-ffn-hidden-size)
   std::vector<bool> layers;  // per layer: MoE (true) or dense
-  MoeLoadBalancingType balancing = MoeLoadBalancingType::kAuxLoss;
-  float aux_loss_coeff = 0.0f;
+  // The load-balancing losses (--moe-router-load-balancing-type, with one
+  // --moe-aux-loss-coeff per type as Megatron's get_aux_loss_coeff reads them): each
+  // type's coefficient, 0 where it is off. model/moe_router.h computes them.
+  float aux_loss_coeff = 0.0f;         // aux_loss: over each micro-batch
+  float seq_aux_loss_coeff = 0.0f;     // seq_aux_loss: over each sequence, averaged
+  float global_aux_loss_coeff = 0.0f;  // global_aux_loss: counts over the global batch
   float z_loss_coeff = 0.0f;
+  // --moe-router-dtype fp32: the router's GEMM (and its gradients) in fp32 whatever the
+  // compute type (Megatron's router_gating_linear); the routing math is fp32 or wider on
+  // every backend anyway (runtime/cpu/moe_router.h).
+  bool router_fp32 = false;
   int64_t shared_expert_ffn = 0;  // 0: no shared expert
   bool shared_expert_gate = false;  // its output scaled by sigmoid(x g) per token
   float capacity_factor = 0.0f;   // <= 0: no capacity, no token dropped

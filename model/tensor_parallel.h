@@ -34,6 +34,10 @@ struct ExpertGroups {
   // (--expert-tensor-parallel-size; null: the tensor-parallel group itself). Smaller
   // than TP, its copies in a TP group share each expert's rows (model/expert_row_share.h).
   Communicator* etp = nullptr;
+  // The data-parallel group (with the expert-parallel ranks in it), over which
+  // --moe-router-load-balancing-type global_aux_loss sums each micro-batch's expert load
+  // (model/moe_global_load.h; null: one rank).
+  Communicator* dp = nullptr;
 };
 
 class TensorParallel {

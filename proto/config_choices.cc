@@ -40,11 +40,14 @@ CONVEYOR_CHOICES(MoeRouterScoreFunction, {MoeRouterScoreFunction::kSoftmax, "sof
                  {MoeRouterScoreFunction::kSigmoid, "sigmoid"});
 CONVEYOR_CHOICES(MoeLoadBalancingType, {MoeLoadBalancingType::kAuxLoss, "aux_loss"},
                  {MoeLoadBalancingType::kSeqAuxLoss, "seq_aux_loss"},
+                 {MoeLoadBalancingType::kGlobalAuxLoss, "global_aux_loss"},
                  {MoeLoadBalancingType::kNone, "none"});
 CONVEYOR_CHOICES(MoeTokenDropPolicy, {MoeTokenDropPolicy::kProbs, "probs"},
                  {MoeTokenDropPolicy::kPosition, "position"});
 CONVEYOR_CHOICES(MoeTokenDispatcherType, {MoeTokenDispatcherType::kAllgather, "allgather"},
                  {MoeTokenDispatcherType::kAlltoall, "alltoall"});
+CONVEYOR_CHOICES(MoeRouterDtype, {MoeRouterDtype::kCompute, ""}, {MoeRouterDtype::kFp32, "fp32"},
+                 {MoeRouterDtype::kFp64, "fp64"});
 
 #undef CONVEYOR_CHOICES
 
@@ -83,6 +86,7 @@ CONVEYOR_INSTANTIATE(MoeRouterScoreFunction);
 CONVEYOR_INSTANTIATE(MoeLoadBalancingType);
 CONVEYOR_INSTANTIATE(MoeTokenDropPolicy);
 CONVEYOR_INSTANTIATE(MoeTokenDispatcherType);
+CONVEYOR_INSTANTIATE(MoeRouterDtype);
 
 #undef CONVEYOR_INSTANTIATE
 

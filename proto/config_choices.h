@@ -25,11 +25,12 @@ enum class LrWsdDecayStyle { kExponential, kLinear, kCosine, kMinusSqrt };  // -
 enum class RecomputeGranularity { kNone, kFull, kSelective };  // --recompute-granularity ("")
 enum class RecomputeMethod { kNone, kUniform, kBlock };        // --recompute-method ("")
 // --moe-router-score-function, --moe-router-load-balancing-type, --moe-token-drop-policy,
-// --moe-token-dispatcher-type
+// --moe-token-dispatcher-type, --moe-router-dtype ("")
 enum class MoeRouterScoreFunction { kSoftmax, kSigmoid };
-enum class MoeLoadBalancingType { kAuxLoss, kSeqAuxLoss, kNone };
+enum class MoeLoadBalancingType { kAuxLoss, kSeqAuxLoss, kGlobalAuxLoss, kNone };
 enum class MoeTokenDropPolicy { kProbs, kPosition };
 enum class MoeTokenDispatcherType { kAllgather, kAlltoall };
+enum class MoeRouterDtype { kCompute, kFp32, kFp64 };
 
 // The enum value of a choice string; nullopt for a string that is not one of the
 // field's choices (a config that has not been validated).

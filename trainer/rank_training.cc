@@ -31,7 +31,7 @@ absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const Ran
                                        const Backend& backend) {
   RankRun run;
   run.tp = std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel(),
-                                            ExpertGroups{&context.ep(), &context.expert_tp()});
+                                            ExpertGroups{&context.ep(), &context.expert_tp(), &context.dp()});
   run.stage = std::make_unique<GptStage>(
       resolved.model_shape(), resolved.config().training().seed(), run.tp.get(),
       context.pipeline(), resolved.layers_per_stage(), resolved.recompute_policy(), backend.ops);

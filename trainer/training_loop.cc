@@ -17,6 +17,7 @@
 #include "runtime/memory_tracker.h"
 #include "trainer/config/batch_rampup.h"
 #include "trainer/config/document_masking.h"
+#include "trainer/config/model_from_config.h"
 #include "trainer/evaluation.h"
 #include "trainer/exit_conditions.h"
 #include "trainer/micro_batch_feed.h"
@@ -206,6 +207,7 @@ class TrainingRun {
                                           step_micro_batches_, context_));
       ASSIGN_OR_RETURN(step.moe,
                        GatherMoeStepFigures(stage_, MtpLayerShape(resolved_.model_shape()).moe,
+                                            LoadBalancingTypes(config_.model()),
                                             config_.model().num_layers() +
                                                 config_.model().mtp_num_layers(),
                                             context_));

@@ -48,7 +48,7 @@ ModelShape MoeShape4(const std::string& variant) {
     s.swiglu = true;
     s.moe.router.score = RouterScore::kSigmoid;
     s.moe.router.scaling_factor = 1.5f;
-    s.moe.balancing = MoeLoadBalancingType::kSeqAuxLoss;
+    s.moe.seq_aux_loss_coeff = s.moe.aux_loss_coeff;  // both losses, as Megatron's list form
     s.moe.shared_expert_ffn = 8;
   } else if (variant == "softmax_gated_shared_swiglu") {
     s.swiglu = true;
@@ -88,13 +88,14 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
   const MicroBatchContext mb{/*iteration=*/1, /*first_sample=*/0, /*batch=*/2, shape.seq};
   Tensor x = RandomTensor({mb.tokens(), shape.hidden}, 1, 1.0f);
   const Tensor r = RandomTensor({mb.tokens(), shape.hidden}, 2, 1.0f);
-  // loss = sum(y * r) + aux_coeff * load balancing + z_coeff * z-loss.
+  // loss = sum(y * r) + each load-balancing loss and the z-loss times its coefficient.
   Decisions base;
   int changed_routing = 0;
   auto run = [&](MoeStash* stash) {
     const Tensor y = layer.Forward(x, mb, stash).value();
-    return Dot(y, r) + shape.moe.aux_loss_coeff * stash->router.load_balancing_loss +
-           shape.moe.z_loss_coeff * stash->router.z_loss;
+    const RouterLosses& l = stash->router.losses;
+    return Dot(y, r) + shape.moe.aux_loss_coeff * l.load_balancing +
+           shape.moe.seq_aux_loss_coeff * l.seq_load_balancing + shape.moe.z_loss_coeff * l.z;
   };
   auto loss = [&]() {
     MoeStash stash;
@@ -121,8 +122,11 @@ TEST_P(MoeLayerGradTest, InputWeightAndAuxiliaryGradientsMatchFiniteDifferences)
   if (shape.moe.drops_tokens()) {
     EXPECT_NE(std::count(base.keep.begin(), base.keep.end(), 0), 0) << "nothing dropped";
   }
-  EXPECT_GT(stash.router.load_balancing_loss, 0.0);
-  EXPECT_GT(stash.router.z_loss, 0.0);
+  EXPECT_GT(stash.router.losses.load_balancing, 0.0);
+  EXPECT_GT(stash.router.losses.z, 0.0);
+  if (shape.moe.seq_aux_loss_coeff > 0) {
+    EXPECT_GT(stash.router.losses.seq_load_balancing, 0.0);
+  }
   const Tensor dx = layer.BackwardInput(x, r, /*aux_loss_scale=*/1.0f, &stash).value();
   layer.BackwardWeight(&stash);
 

@@ -89,7 +89,7 @@ TEST(ValidateConfigTest, MixtureOfExpertsRules) {
   c.mutable_model()->set_moe_router_topk(5);
   c.mutable_model()->set_moe_layer_freq("[1,1,1]");
   c.mutable_model()->set_moe_pad_expert_input_to_capacity(true);
-  c.mutable_model()->set_moe_aux_loss_coeff(-1);
+  c.mutable_model()->add_moe_aux_loss_coeff(-1);
   c.mutable_model()->set_disable_bias_linear(false);
   c.mutable_model()->set_moe_router_enable_expert_bias(true);
   c.mutable_parallel()->set_tensor_model_parallel_size(2);
@@ -108,6 +108,49 @@ TEST(ValidateConfigTest, MixtureOfExpertsRules) {
   EXPECT_THAT(Validate(c, 2),
               Contains(StartsWith("--moe-ffn-hidden-size 33 must be divisible by "
                                   "--tensor-model-parallel-size 2")));
+}
+
+// Megatron's list form pairs each --moe-router-load-balancing-type with its
+// --moe-aux-loss-coeff; --moe-router-dtype fp64 has no GEMM here.
+TEST(ValidateConfigTest, LoadBalancingTypesAndRouterDtype) {
+  Config c = Valid();
+  ModelConfig& m = *c.mutable_model();
+  m.set_num_experts(4);
+  m.set_disable_bias_linear(true);
+  m.add_moe_router_load_balancing_type("seq_aux_loss");
+  m.add_moe_router_load_balancing_type("global_aux_loss");
+  m.add_moe_aux_loss_coeff(0.01f);
+  m.add_moe_aux_loss_coeff(0.001f);
+  m.set_moe_router_dtype("fp32");
+  EXPECT_THAT(Validate(c), IsEmpty());
+  m.add_moe_aux_loss_coeff(0.1f);
+  EXPECT_THAT(Validate(c),
+              Contains(StartsWith("--moe-aux-loss-coeff has 3 values for 2 "
+                                  "--moe-router-load-balancing-type types (seq_aux_loss "
+                                  "global_aux_loss): give one coefficient per type")));
+  m.clear_moe_aux_loss_coeff();
+  m.add_moe_aux_loss_coeff(0.01f);
+  m.add_moe_aux_loss_coeff(0.01f);
+  m.add_moe_aux_loss_coeff(0.01f);
+  m.add_moe_router_load_balancing_type("seq_aux_loss");
+  m.set_moe_router_dtype("fp64");
+  c.mutable_parallel()->set_use_distributed_optimizer(true);
+  c.mutable_parallel()->set_overlap_param_gather(true);
+  const std::vector<std::string> problems = Validate(c);
+  EXPECT_THAT(problems,
+              Contains(StartsWith("--moe-router-load-balancing-type lists seq_aux_loss twice")));
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-router-dtype fp64: a float64 router GEMM is "
+                                            "not implemented")));
+  EXPECT_THAT(problems, Contains(StartsWith("--moe-router-load-balancing-type global_aux_loss "
+                                            "sums each micro-batch's expert counts")));
+  // One type and one value, or no value (0), as Megatron's single-value form.
+  Config single = Valid();
+  single.mutable_model()->set_num_experts(4);
+  single.mutable_model()->set_disable_bias_linear(true);
+  single.mutable_model()->add_moe_router_load_balancing_type("global_aux_loss");
+  EXPECT_THAT(Validate(single), IsEmpty());
+  single.mutable_model()->add_moe_aux_loss_coeff(0.01f);
+  EXPECT_THAT(Validate(single), IsEmpty());
 }
 
 TEST(ValidateConfigTest, ExpertBiasNeedsSigmoidScoresAndARateOfAtLeastZero) {

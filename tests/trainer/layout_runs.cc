@@ -7,6 +7,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "data/mock_dataset.h"
 #include "gtest/gtest.h"
 #include "parallel/launcher.h"
@@ -130,6 +132,7 @@ Layout OneRank(const Layout& layout) {
   one.expert_bias = layout.expert_bias;
   one.group_limited = layout.group_limited;
   one.rope_scaling = layout.rope_scaling;
+  one.load_balancing = layout.load_balancing;
   one.window = layout.window;
   one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
   one.squared_relu = layout.squared_relu;
@@ -164,6 +167,7 @@ std::string LayoutName(const Layout& l) {
   if (!l.rope_scaling.empty()) name += "_" + l.rope_scaling;
   if (l.window >= 0) name += absl::StrFormat("_window%d", l.window);
   if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
+  if (!l.load_balancing.empty()) name += "_" + absl::StrReplaceAll(l.load_balancing, {{" ", "_"}});
   if (l.squared_relu) name += "_squared_relu";
   for (char& c : name) {
     if (c == '-') c = '_';
@@ -203,7 +207,11 @@ Config TinyConfig(const Layout& l) {
     m.set_disable_bias_linear(true);
     m.set_num_experts(4);
     m.set_moe_ffn_hidden_size(24);
-    m.set_moe_aux_loss_coeff(0.01f);
+    if (l.load_balancing.empty()) m.add_moe_aux_loss_coeff(0.01f);
+    for (const absl::string_view type : absl::StrSplit(l.load_balancing, ' ', absl::SkipEmpty())) {
+      m.add_moe_router_load_balancing_type(std::string(type));
+      m.add_moe_aux_loss_coeff(0.01f);
+    }
     m.set_moe_z_loss_coeff(0.001f);
     m.set_moe_expert_capacity_factor(1.25f);
     if (l.expert_bias) {

@@ -87,8 +87,18 @@ std::vector<MoeCase> Cases() {
   // seq_aux_loss balances each sequence on its own: two per micro-batch, each spread
   // over both ranks.
   auto seq_aux = [](Config* config) {
-    config->mutable_model()->set_moe_router_load_balancing_type("seq_aux_loss");
+    config->mutable_model()->add_moe_router_load_balancing_type("seq_aux_loss");
     config->mutable_training()->set_micro_batch_size(2);
+  };
+  // seq_aux_loss and global_aux_loss together (Megatron's list form, a coefficient each):
+  // the global counts are the whole micro-batch's on every context-parallel rank.
+  auto seq_and_global = [seq_aux](Config* config) {
+    seq_aux(config);
+    ModelConfig& m = *config->mutable_model();
+    m.clear_moe_aux_loss_coeff();
+    m.add_moe_aux_loss_coeff(0.01f);
+    m.add_moe_router_load_balancing_type("global_aux_loss");
+    m.add_moe_aux_loss_coeff(0.02f);
   };
   // Dropping by position keeps each expert's earliest tokens of the sample order, which
   // interleaves the ranks' chunks.
@@ -115,6 +125,7 @@ std::vector<MoeCase> Cases() {
           {"CP2_expert_bias", bias, nullptr},
           {"CP2_per_token_loss", per_token, nullptr},
           {"CP2_seq_aux_loss", ContextParallel(2), seq_aux},
+          {"CP2xEP2_seq_and_global_aux_loss", ep, seq_and_global},
           {"CP2_drop_position", ContextParallel(2), position},
           {"CP2_padded_to_capacity", ContextParallel(2), padded},
           {"CP2_full_recompute", ContextParallel(2), recomputed}};

@@ -148,6 +148,35 @@ INSTANTIATE_TEST_SUITE_P(GroupLimited, MoeEquivalenceTest,
                            return LayoutName(test.param);
                          });
 
+// Megatron's load-balancing types and their list form (a coefficient each): seq_aux_loss
+// is per sequence of the whole micro-batch, so every layout computes it alike;
+// global_aux_loss counts the data-parallel ranks' micro-batches together
+// (model/moe_global_load.h), so it equals one rank where no data-parallel rank splits
+// the step (tensor, pipeline and expert-tensor layouts here, context parallelism in
+// moe_context_parallel_test), and differs, as Megatron's does, under DP.
+Layout Balanced(Layout layout, std::string types) {
+  layout.moe = true;
+  layout.load_balancing = std::move(types);
+  return layout;
+}
+
+std::vector<Layout> LoadBalancingLayouts() {
+  Layout pp = Pipeline(2, "interleaved-1f1b", 2, 4);
+  Layout tp_recomputed = TpDp(2, 1, true, false);
+  tp_recomputed.recompute = "full";
+  return {Balanced(TpDp(1, 2, false, true), "aux_loss seq_aux_loss"),
+          Balanced(ExpertParallel(TpDp(2, 2, true, false), 2), "seq_aux_loss aux_loss"),
+          Balanced(TpDp(2, 1, true, false), "seq_aux_loss global_aux_loss"),
+          Balanced(pp, "global_aux_loss"),
+          Balanced(tp_recomputed, "global_aux_loss aux_loss")};
+}
+
+INSTANTIATE_TEST_SUITE_P(LoadBalancing, MoeEquivalenceTest,
+                         ::testing::ValuesIn(LoadBalancingLayouts()),
+                         [](const ::testing::TestParamInfo<Layout>& test) {
+                           return LayoutName(test.param);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(ExpertParallel, MoeEquivalenceTest,
                          ::testing::ValuesIn(ExpertParallelLayouts()),
                          [](const ::testing::TestParamInfo<Layout>& test) {

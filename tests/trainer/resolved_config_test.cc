@@ -51,6 +51,7 @@ TEST(ResolvedConfigTest, EveryDeclaredChoiceHasItsEnumValue) {
       {"moe_router_load_balancing_type", RoundTrip<MoeLoadBalancingType>},
       {"moe_token_drop_policy", RoundTrip<MoeTokenDropPolicy>},
       {"moe_token_dispatcher_type", RoundTrip<MoeTokenDispatcherType>},
+      {"moe_router_dtype", RoundTrip<MoeRouterDtype>},
   };
   int fields = 0;
   for (const FlagField& f : AllFlagFields()) {

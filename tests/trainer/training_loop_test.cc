@@ -259,7 +259,7 @@ TEST(TrainingLoopTest, LogsMixtureOfExpertsFigures) {
   c.mutable_training()->set_num_micro_batches(2);
   c.mutable_model()->set_disable_bias_linear(true);
   c.mutable_model()->set_num_experts(4);
-  c.mutable_model()->set_moe_aux_loss_coeff(0.01f);
+  c.mutable_model()->add_moe_aux_loss_coeff(0.01f);
   c.mutable_model()->set_moe_z_loss_coeff(0.001f);
   c.mutable_model()->set_moe_expert_capacity_factor(1.0f);
   std::ostringstream log, metrics;
@@ -306,6 +306,40 @@ TEST(TrainingLoopTest, LogsMixtureOfExpertsFigures) {
   TrainOrDie(Resolve(recomputed), kPattern, &recomputed_log);
   EXPECT_EQ(moe_figures(recomputed_log.str()), moe_figures(log.str()));
   EXPECT_EQ(moe_figures(log.str()).size(), 2u);
+}
+
+// Megatron's list form: each listed type's loss is logged under Megatron's name, in its
+// order (not the command line's), then the z-loss; global_aux_loss on one rank counts the
+// step's micro-batches so far.
+TEST(TrainingLoopTest, LogsEachListedLoadBalancingLoss) {
+  Config c = SmallConfig();
+  c.mutable_training()->set_train_iters(1);
+  c.mutable_training()->set_num_micro_batches(2);
+  ModelConfig& m = *c.mutable_model();
+  m.set_disable_bias_linear(true);
+  m.set_num_experts(4);
+  for (const char* type : {"global_aux_loss", "seq_aux_loss", "aux_loss"}) {
+    m.add_moe_router_load_balancing_type(type);
+    m.add_moe_aux_loss_coeff(0.01f);
+  }
+  std::ostringstream log, metrics;
+  TrainOrDie(Resolve(c), kPattern, &log, &metrics);
+  EXPECT_THAT(log.str(), ::testing::ContainsRegex(
+                             "lm loss: [0-9.E+-]+ \\| load_balancing_loss: [0-9.E+-]+ \\| "
+                             "seq_load_balancing_loss: [0-9.E+-]+ \\| "
+                             "global_load_balancing_loss: [0-9.E+-]+ \\| z_loss: [0-9.E+-]+ \\| "
+                             "tokens per expert"));
+  for (const char* key : {"\"load_balancing_loss\": ", "\"seq_load_balancing_loss\": ",
+                          "\"global_load_balancing_loss\": ", "\"z_loss\": "}) {
+    EXPECT_THAT(metrics.str(), ::testing::HasSubstr(key));
+  }
+  Config none = c;
+  none.mutable_model()->clear_moe_router_load_balancing_type();
+  none.mutable_model()->clear_moe_aux_loss_coeff();
+  none.mutable_model()->add_moe_router_load_balancing_type("none");
+  std::ostringstream none_log;
+  TrainOrDie(Resolve(none), kPattern, &none_log);
+  EXPECT_THAT(none_log.str(), ::testing::ContainsRegex("lm loss: [0-9.E+-]+ \\| z_loss: "));
 }
 
 struct RecomputeCase {

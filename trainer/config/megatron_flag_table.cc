@@ -327,8 +327,6 @@ constexpr MegatronFlagGroup kGroups[] = {
      "--moe-dispatch-fwd-dtype --moe-paged-stash*",
      "this mixture-of-experts option is not implemented (README: Mixture of experts lists "
      "those that are)"},
-    {A::kRefused, "--moe-router-dtype",
-     "the router's dtype option is not implemented yet: Conveyor's router computes in fp32"},
     {A::kRefused,
      "--openai-gelu --quick-geglu --glu-linear-offset --activation-func-clamp-value "
      "--use-fused-weighted-squared-relu",

@@ -48,6 +48,23 @@ MoeShape MoeShapeFromConfig(const ModelConfig& m) {
   MoeShape moe;
   if (m.num_experts() <= 0) return moe;
   moe.router.experts = m.num_experts();
+std::vector<MoeLoadBalancingType> LoadBalancingTypes(const ModelConfig& m) {
+  std::vector<MoeLoadBalancingType> types;
+  for (const std::string& type : m.moe_router_load_balancing_type()) {
+    types.push_back(ChoiceOr(type, MoeLoadBalancingType::kNone));
+  }
+  if (types.empty()) types.push_back(MoeLoadBalancingType::kAuxLoss);
+  return types;
+}
+
+float LoadBalancingCoeff(const ModelConfig& m, MoeLoadBalancingType type) {
+  const std::vector<MoeLoadBalancingType> types = LoadBalancingTypes(m);
+  const auto at = std::find(types.begin(), types.end(), type);
+  const int index = static_cast<int>(at - types.begin());
+  return at != types.end() && index < m.moe_aux_loss_coeff_size() ? m.moe_aux_loss_coeff(index)
+                                                                  : 0.0f;
+}
+
   moe.router.topk = m.moe_router_topk();
   moe.router.score = ChoiceOr(m.moe_router_score_function(), MoeRouterScoreFunction::kSoftmax) ==
                              MoeRouterScoreFunction::kSigmoid
@@ -60,8 +77,11 @@ MoeShape MoeShapeFromConfig(const ModelConfig& m) {
   moe.ffn_hidden = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
   moe.layers = ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers())
                    .value_or(std::vector<bool>(m.num_layers(), true));
-  moe.balancing = ChoiceOr(m.moe_router_load_balancing_type(), MoeLoadBalancingType::kAuxLoss);
-  moe.aux_loss_coeff = m.moe_aux_loss_coeff();
+  moe.aux_loss_coeff = LoadBalancingCoeff(m, MoeLoadBalancingType::kAuxLoss);
+  moe.seq_aux_loss_coeff = LoadBalancingCoeff(m, MoeLoadBalancingType::kSeqAuxLoss);
+  moe.global_aux_loss_coeff = LoadBalancingCoeff(m, MoeLoadBalancingType::kGlobalAuxLoss);
+  moe.router_fp32 =
+      ChoiceOr(m.moe_router_dtype(), MoeRouterDtype::kCompute) == MoeRouterDtype::kFp32;
   moe.z_loss_coeff = m.moe_z_loss_coeff();
   moe.shared_expert_ffn = m.moe_shared_expert_intermediate_size();
   moe.shared_expert_gate = m.moe_shared_expert_gate();

@@ -7,6 +7,7 @@
 #define CONVEYOR_TRAINER_CONFIG_MODEL_FROM_CONFIG_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "model/model_shape.h"
 #include "model/moe_shape.h"
@@ -24,6 +25,14 @@ ModelShape ModelShapeFromConfig(const ModelConfig& m, int64_t padded_vocab,
 
 // The mixture of experts of a validated model config (dense when --num-experts is 0).
 MoeShape MoeShapeFromConfig(const ModelConfig& m);
+
+// --moe-router-load-balancing-type's types in the order given (not given: aux_loss, as
+// Megatron's default).
+std::vector<MoeLoadBalancingType> LoadBalancingTypes(const ModelConfig& m);
+// The coefficient of one load-balancing type (Megatron's get_aux_loss_coeff): the
+// --moe-aux-loss-coeff value at the type's place in the list, 0 for a type not listed or
+// without a value.
+float LoadBalancingCoeff(const ModelConfig& m, MoeLoadBalancingType type);
 
 // The recomputation of a resolved config (--recompute-activations already folded into
 // the granularity).

@@ -1,11 +1,14 @@
 #include "trainer/config/moe_validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "model/moe_layer_pattern.h"
 #include "proto/config_choices.h"
+#include "trainer/config/model_from_config.h"
 
 namespace conveyor {
 namespace {
@@ -56,6 +59,46 @@ void ExpertBiasProblems(const ModelConfig& m, std::vector<std::string>* out) {
         "sigmoid, or drop --moe-router-enable-expert-bias");
   }
   NonNegativeReal("--moe-router-bias-update-rate", m.moe_router_bias_update_rate(), out);
+}
+
+// --moe-router-load-balancing-type and --moe-aux-loss-coeff as Megatron pairs them (one
+// coefficient per listed type), and --moe-router-dtype.
+void RouterLossProblems(const Config& config, std::vector<std::string>* out) {
+  const ModelConfig& m = config.model();
+  const int types = m.moe_router_load_balancing_type_size();
+  const int coeffs = m.moe_aux_loss_coeff_size();
+  if (coeffs > std::max(types, 1) || (types > 1 && coeffs != types)) {
+    out->push_back(absl::StrCat(
+        "--moe-aux-loss-coeff has ", coeffs, " values for ", std::max(types, 1),
+        " --moe-router-load-balancing-type types (",
+        types > 0 ? absl::StrJoin(m.moe_router_load_balancing_type(), " ") : "aux_loss",
+        "): give one coefficient per type, in the same order, as Megatron requires"));
+  }
+  for (int i = 0; i < types; ++i) {
+    for (int j = 0; j < i; ++j) {
+      if (m.moe_router_load_balancing_type(i) == m.moe_router_load_balancing_type(j)) {
+        out->push_back(absl::StrCat("--moe-router-load-balancing-type lists ",
+                                    m.moe_router_load_balancing_type(i),
+                                    " twice: list each type once"));
+      }
+    }
+  }
+  for (const float coeff : m.moe_aux_loss_coeff()) {
+    NonNegativeReal("--moe-aux-loss-coeff", coeff, out);
+  }
+  const bool global = LoadBalancingCoeff(m, MoeLoadBalancingType::kGlobalAuxLoss) > 0;
+  if (global && config.parallel().overlap_param_gather()) {
+    out->push_back(
+        "--moe-router-load-balancing-type global_aux_loss sums each micro-batch's expert "
+        "counts over the data-parallel group during forward, while --overlap-param-gather's "
+        "all-gathers hold that group: drop --overlap-param-gather");
+  }
+  if (ChoiceOr(m.moe_router_dtype(), MoeRouterDtype::kCompute) == MoeRouterDtype::kFp64) {
+    out->push_back(
+        "--moe-router-dtype fp64: a float64 router GEMM is not implemented (no backend has a "
+        "float64 GEMM): use --moe-router-dtype fp32, which keeps the router's GEMM, gradients "
+        "and scores in fp32 under --bf16");
+  }
 }
 
 // The experts under tensor parallelism: split over --expert-tensor-parallel-size ranks
@@ -123,7 +166,6 @@ std::vector<std::string> MoeProblems(const Config& config) {
     if (!pattern.ok()) out.push_back(std::string(pattern.status().message()));
   }
   NonNegativeReal("--moe-router-topk-scaling-factor", m.moe_router_topk_scaling_factor(), &out);
-  NonNegativeReal("--moe-aux-loss-coeff", m.moe_aux_loss_coeff(), &out);
   NonNegativeReal("--moe-z-loss-coeff", m.moe_z_loss_coeff(), &out);
   NonNegativeReal("--moe-expert-capacity-factor", m.moe_expert_capacity_factor(), &out);
   if (m.moe_pad_expert_input_to_capacity() && !(m.moe_expert_capacity_factor() > 0)) {
@@ -137,6 +179,7 @@ std::vector<std::string> MoeProblems(const Config& config) {
         "has none either): add --disable-bias-linear");
   }
   if (m.moe_router_enable_expert_bias()) ExpertBiasProblems(m, &out);
+  RouterLossProblems(config, &out);
   TensorParallelProblems(config, &out);
   return out;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/moe_layer_pattern.h"
+#include "trainer/config/model_from_config.h"
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/json_text.h"
 
@@ -87,7 +88,7 @@ void AddMoeConfigJsonFields(const ModelConfig& m, const HfArchitecture& arch,
   const std::string model_type = arch.model_type;
   f["num_experts_per_tok"] = absl::StrCat(m.moe_router_topk());
   f["output_router_logits"] = "false";
-  f["router_aux_loss_coef"] = PythonFloat(m.moe_aux_loss_coeff());
+  f["router_aux_loss_coef"] = PythonFloat(LoadBalancingCoeff(m, MoeLoadBalancingType::kAuxLoss));
   if (model_type == "mixtral") {
     f["num_local_experts"] = absl::StrCat(m.num_experts());
     f["intermediate_size"] = absl::StrCat(m.moe_ffn_hidden_size());

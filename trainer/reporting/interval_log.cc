@@ -13,8 +13,10 @@ void IntervalLog::AddStep(const StepOutcome& step, double seconds) {
   ++iterations_;
   samples_ += step.global_batch;
   if (step.moe.has_value()) {
-    load_balancing_loss_ += step.moe->load_balancing_loss;
-    z_loss_ += step.moe->z_loss;
+    moe_losses_.resize(step.moe->losses.size(), 0.0);
+    for (size_t i = 0; i < step.moe->losses.size(); ++i) {
+      moe_losses_[i] += step.moe->losses[i].second;
+    }
   }
   if (step.applied) {
     loss_ += step.loss;
@@ -58,8 +60,9 @@ IntervalStats IntervalLog::Stats(int64_t iteration, int64_t consumed_samples,
   stats.skipped_iterations = stats.nan_iterations = skipped_iterations_;
   stats.moe = last.moe;
   if (stats.moe.has_value()) {
-    stats.moe->load_balancing_loss = load_balancing_loss_ / iterations_;
-    stats.moe->z_loss = z_loss_ / iterations_;
+    for (size_t i = 0; i < stats.moe->losses.size(); ++i) {
+      stats.moe->losses[i].second = moe_losses_[i] / iterations_;
+    }
   }
   return stats;
 }
@@ -80,10 +83,7 @@ void IntervalLog::WriteTensorBoard(const IntervalStats& stats,
     figures.bubble_simulated = bubble->simulated;
     figures.bubble_measured = bubble->measured;
   }
-  if (stats.moe.has_value()) {
-    figures.moe_losses = {{LoadBalancingName(*stats.moe), stats.moe->load_balancing_loss},
-                          {"z_loss", stats.moe->z_loss}};
-  }
+  if (stats.moe.has_value()) figures.moe_losses = stats.moe->losses;
   for (size_t k = 0; k < stats.mtp_losses.size(); ++k) {
     figures.mtp_losses.emplace_back(MtpLossName(static_cast<int64_t>(k) + 1),
                                     stats.mtp_losses[k]);
@@ -108,7 +108,8 @@ absl::Status IntervalLog::Report(int64_t iteration, int64_t consumed_samples,
     RETURN_IF_ERROR(WriteLine(*out_.metrics, FormatMetricsJson(stats), "--metrics-file"));
   }
   if (out_.tensorboard != nullptr) WriteTensorBoard(stats, std::move(timer_seconds), bubble);
-  seconds_ = loss_ = load_balancing_loss_ = z_loss_ = 0.0;
+  seconds_ = loss_ = 0.0;
+  moe_losses_.clear();
   mtp_losses_.clear();
   iterations_ = applied_iterations_ = skipped_iterations_ = samples_ = 0;
   return absl::OkStatus();

@@ -90,8 +90,7 @@ class IntervalLog {
   int64_t applied_iterations_ = 0;
   int64_t skipped_iterations_ = 0;
   int64_t samples_ = 0;  // the steps' global batches
-  double load_balancing_loss_ = 0.0;
-  double z_loss_ = 0.0;
+  std::vector<double> moe_losses_;  // MoeStepFigures::losses' sums
   std::vector<double> mtp_losses_;  // per depth, over the steps that were applied
 };
 

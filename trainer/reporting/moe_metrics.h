@@ -10,8 +10,10 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "model/gpt_stage.h"
 #include "model/moe_shape.h"
+#include "proto/config_choices.h"
 #include "trainer/rank_context.h"
 #include "trainer/reporting/training_log.h"
 
@@ -21,10 +23,11 @@ namespace conveyor {
 // and data-parallel ranks (every rank calls it); nullopt for a dense model. `num_layers`
 // and `moe` count the multi-token prediction depths' layers after the model's
 // (MtpLayerShape), as Megatron's MoE figures do.
-absl::StatusOr<std::optional<MoeStepFigures>> GatherMoeStepFigures(GptStage* stage,
-                                                                   const MoeShape& moe,
-                                                                   int64_t num_layers,
-                                                                   const RankContext& context);
+// `types` are --moe-router-load-balancing-type's (trainer/config/model_from_config.h),
+// whose losses are logged.
+absl::StatusOr<std::optional<MoeStepFigures>> GatherMoeStepFigures(
+    GptStage* stage, const MoeShape& moe, absl::Span<const MoeLoadBalancingType> types,
+    int64_t num_layers, const RankContext& context);
 
 }  // namespace conveyor
 

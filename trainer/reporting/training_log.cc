@@ -21,11 +21,16 @@ std::string MtpLossesJson(const std::vector<double>& losses) {
   return out;
 }
 
-}  // namespace
-
-const char* LoadBalancingName(const MoeStepFigures& moe) {
-  return moe.per_sequence ? "seq_load_balancing_loss" : "load_balancing_loss";
+// "load_balancing_loss": ..., per router loss logged.
+std::string MoeLossesJson(const MoeStepFigures& moe) {
+  std::string out;
+  for (const auto& [name, value] : moe.losses) {
+    absl::StrAppendFormat(&out, "\"%s\": %s, ", name, JsonNumber(value));
+  }
+  return out;
 }
+
+}  // namespace
 
 std::string MtpLossName(int64_t depth) { return absl::StrFormat("mtp_%d loss", depth); }
 
@@ -35,10 +40,12 @@ std::string FormatLogLine(const IntervalStats& s) {
   // load after them).
   const std::string zeros =
       s.num_zeros.has_value() ? absl::StrFormat(" num zeros: %.1f |", *s.num_zeros) : "";
-  std::string moe =
-      s.moe.has_value() ? absl::StrFormat(" %s: %.6E | z_loss: %.6E |", LoadBalancingName(*s.moe),
-                                          s.moe->load_balancing_loss, s.moe->z_loss)
-                        : "";
+  std::string moe;
+  if (s.moe.has_value()) {
+    for (const auto& [name, value] : s.moe->losses) {
+      absl::StrAppendFormat(&moe, " %s: %.6E |", name, value);
+    }
+  }
   for (size_t k = 0; k < s.mtp_losses.size(); ++k) {
     absl::StrAppendFormat(&moe, " %s: %.6E |", MtpLossName(k + 1), s.mtp_losses[k]);
   }
@@ -68,13 +75,10 @@ std::string FormatMetricsJson(const IntervalStats& s) {
       JsonNumber(s.lm_loss), JsonNumber(s.grad_norm),
       s.num_zeros.has_value() ? absl::StrFormat("\"num_zeros\": %d, ", *s.num_zeros) : "",
       s.moe.has_value()
-          ? absl::StrFormat("\"%s\": %s, \"z_loss\": %s, "
-                            "\"min_tokens_per_expert\": %d, \"max_tokens_per_expert\": %d, "
+          ? absl::StrFormat("%s\"min_tokens_per_expert\": %d, \"max_tokens_per_expert\": %d, "
                             "\"dropped_tokens\": %d, ",
-                            LoadBalancingName(*s.moe), JsonNumber(s.moe->load_balancing_loss),
-                            JsonNumber(s.moe->z_loss),
-                            s.moe->min_tokens_per_expert, s.moe->max_tokens_per_expert,
-                            s.moe->dropped_tokens)
+                            MoeLossesJson(*s.moe), s.moe->min_tokens_per_expert,
+                            s.moe->max_tokens_per_expert, s.moe->dropped_tokens)
           : "",
       MtpLossesJson(s.mtp_losses), s.skipped_iterations, s.nan_iterations);
 }

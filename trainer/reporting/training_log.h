@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -14,11 +16,11 @@ namespace conveyor {
 // A mixture of experts' figures (trainer/reporting/moe_metrics.h): of one step, or averaged over
 // an interval's.
 struct MoeStepFigures {
-  // Megatron's name of the load-balancing loss: seq_load_balancing_loss under
-  // --moe-router-load-balancing-type seq_aux_loss.
-  bool per_sequence = false;
-  double load_balancing_loss = 0.0;  // without --moe-aux-loss-coeff
-  double z_loss = 0.0;               // without --moe-z-loss-coeff
+  // The router's losses without their coefficients, by the names Megatron logs them
+  // under, in its order: load_balancing_loss, seq_load_balancing_loss and
+  // global_load_balancing_loss for the --moe-router-load-balancing-type types listed,
+  // then z_loss.
+  std::vector<std::pair<std::string, double>> losses;
   int64_t min_tokens_per_expert = 0;
   int64_t max_tokens_per_expert = 0;
   int64_t dropped_tokens = 0;
@@ -47,9 +49,6 @@ struct IntervalStats {
 
 // Megatron's name of depth k's loss (1-based): "mtp_<k> loss".
 std::string MtpLossName(int64_t depth);
-
-// Megatron's name of the load-balancing loss for these figures.
-const char* LoadBalancingName(const MoeStepFigures& moe);
 
 std::string FormatLogLine(const IntervalStats& stats);
 std::string FormatMetricsJson(const IntervalStats& stats);

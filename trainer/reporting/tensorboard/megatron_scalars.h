@@ -55,8 +55,9 @@ struct IntervalFigures {
   std::optional<double> bubble_formula;
   std::optional<double> bubble_simulated;
   std::vector<double> bubble_measured;
-  // --num-experts: Megatron's router losses (load_balancing_loss or
-  // seq_load_balancing_loss, z_loss), averaged over the interval.
+  // --num-experts: Megatron's router losses (load_balancing_loss,
+  // seq_load_balancing_loss, global_load_balancing_loss as listed, z_loss), averaged over
+  // the interval.
   std::vector<std::pair<std::string, double>> moe_losses;
   // --mtp-num-layers: Megatron's "mtp_<k> loss" of each depth, averaged over the interval.
   std::vector<std::pair<std::string, double>> mtp_losses;
