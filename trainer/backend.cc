@@ -52,6 +52,12 @@ absl::StatusOr<Backend> StartBackend(const ResolvedConfig& resolved, int local_r
         "permutation, runtime/cuda/moe_kernels.cu) have never run on a GPU (cuda_backend_test "
         "checks them when one is there); run it with --device cpu");
   }
+  if (resolved.model_shape().mla.enabled) {  // --device auto that found a GPU
+    return absl::FailedPreconditionError(
+        "--multi-latent-attention on a GPU: the CUDA attention kernels take value heads as "
+        "wide as the query and key heads only, and multi-latent attention has not run on a "
+        "GPU; run it with --device cpu");
+  }
   if (!resolved.model_shape().layer_windows.empty()) {  // --device auto that found a GPU
     return absl::FailedPreconditionError(
         "--window-size on a GPU: the sliding window's CUDA kernels are written and compiled but "

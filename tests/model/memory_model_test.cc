@@ -34,6 +34,7 @@ struct RecomputeCase {
   std::vector<std::string> modules;
   bool bf16 = false;
   bool qk_layernorm = false;  // the heads' norm inputs, statistics and gradients
+  bool mla = false;           // multi-latent attention's latents, their norms' statistics
 };
 
 // The ops of --bf16 on the CPU, or the fp32 reference.
@@ -50,6 +51,7 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   const RecomputeCase& rc = GetParam();
   Layout layout = FourLayers();
   layout.qk_layernorm = rc.qk_layernorm;
+  layout.llama = layout.mla = rc.mla;
   Config c = TinyConfig(layout);
   c.mutable_recompute()->set_recompute_granularity(rc.granularity);
   c.mutable_recompute()->set_recompute_method(rc.method);
@@ -89,6 +91,15 @@ INSTANTIATE_TEST_SUITE_P(
                       0,
                       {"core_attn", "mlp", "layernorm"},
                       true,
+                      true},
+        RecomputeCase{"mla", "", "", 0, {}, false, false, true},
+        RecomputeCase{"bf16_mla_selective_all",
+                      "selective",
+                      "",
+                      0,
+                      {"core_attn", "mlp", "layernorm"},
+                      true,
+                      false,
                       true}),
     [](const ::testing::TestParamInfo<RecomputeCase>& test) { return test.param.name; });
 
@@ -234,6 +245,36 @@ TEST(ModelStateTest, ExpertParallelRanksHoldWhatTheModelPredicts) {
       EXPECT_EQ(measured.grads, m.grad_bytes);
       EXPECT_EQ(measured.optimizer, m.optimizer_bytes);
     }
+  }
+}
+
+// Multi-latent attention's replicated down-projections and latent norms and its
+// heads-split up-projections: every rank's model state after a real TP 2 x DP 2 step
+// (the distributed optimizer, bf16) is what the model predicts, to the byte.
+TEST(ModelStateTest, MultiLatentAttentionRanksHoldWhatTheModelPredicts) {
+  Layout l = TpDp(2, 2, true, true);
+  l.llama = l.mla = true;
+  l.bf16 = true;
+  Config config = TinyConfig(l);
+  config.mutable_training()->set_train_iters(1);
+  config.mutable_parallel()->set_ddp_bucket_size(3000);
+  const absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(config, 4);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  pipeline::Timeline one_forward;
+  one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};
+  absl::StatusOr<LayoutRun> run = RunLayout(config, "state_mla_" + LayoutName(l));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->model_state.size(), 4u);
+  for (int r = 0; r < 4; ++r) {  // rank = dp * 2 + tp
+    absl::StatusOr<std::vector<RankMemory>> predicted =
+        PredictMemory(MemoryInputsOf(*resolved), resolved->model_shape(), one_forward,
+                      /*data_parallel_rank=*/r / 2);
+    ASSERT_TRUE(predicted.ok()) << predicted.status();
+    const RankMemory& m = predicted->front();
+    const TrainingResult::ModelStateBytes& measured = run->model_state[r];
+    EXPECT_EQ(measured.weights, m.weight_bytes) << "rank " << r;
+    EXPECT_EQ(measured.grads, m.grad_bytes) << "rank " << r;
+    EXPECT_EQ(measured.optimizer, m.optimizer_bytes) << "rank " << r;
   }
 }
 

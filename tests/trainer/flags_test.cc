@@ -200,10 +200,11 @@ TEST(FlagsTest, ASwitchGivenAValueGetsMegatronsForm) {
 }
 
 TEST(FlagsTest, MegatronFlagsWithoutCounterpartSayWhatToDo) {
-  EXPECT_EQ(Problem({"--multi-latent-attention"}),
-            "--multi-latent-attention: multi-latent attention (DeepSeek-V2) is not implemented");
-  EXPECT_THAT(Problem({"--multi_latent_attention"}),
-              HasSubstr("multi-latent attention (DeepSeek-V2) is not implemented"));
+  EXPECT_EQ(Problem({"--disable-dsa-indexer-rotate-activation"}),
+            "--disable-dsa-indexer-rotate-activation: DeepSeek sparse attention is not "
+            "implemented");
+  EXPECT_THAT(Problem({"--disable_dsa_indexer_rotate_activation"}),
+              HasSubstr("DeepSeek sparse attention is not implemented"));
   // Not "did you mean --max-position-embeddings?".
   EXPECT_THAT(Problem({"--no-position-embedding"}), HasSubstr("--position-embedding-type"));
 }

@@ -40,6 +40,26 @@ TEST(FlopsTest, GroupedQueryAndSwigluTerms) {
   EXPECT_DOUBLE_EQ(MegatronFlopsPerIteration(s, 1), expected);
 }
 
+// Multi-latent attention by Megatron's MLA branch, worked out by hand for hidden 8, 4
+// heads, seq 8, a query latent of 3, a key/value latent of 2, heads of 2 + 2 rotated dims
+// and values of 3 (multiply-adds per token and layer):
+//   q: 3 * (8 + 4 * 4 + 1) = 75; kv: 2 * (8 + 4 * (2 + 3) + 1) + 8 * 2 = 74;
+//   o: 4 * 3 * 8 = 96; core: 8 * 4 * (4 + 3) / 2 = 112; total 357
+// so FLOPs = 6 * 8 tokens * (357 + the MLP's 2 * 8 * 16 + the logits' 8 * 16).
+TEST(FlopsTest, MultiLatentAttentionIsMegatronsMlaBranch) {
+  ModelShape s;
+  s.num_layers = 1;
+  s.hidden = 8;
+  s.heads = 4;
+  s.ffn_hidden = 16;
+  s.seq = 8;
+  s.padded_vocab = 16;
+  s.UseMla({/*enabled=*/true, /*q_lora_rank=*/3, /*kv_lora_rank=*/2, /*qk_head_dim=*/2,
+            /*qk_pos_emb_head_dim=*/2, /*v_head_dim=*/3});
+  const double expected = 6.0 * 8 * (357.0 + 2.0 * 8 * 16 + 8.0 * 16);
+  EXPECT_DOUBLE_EQ(MegatronFlopsPerIteration(s, 1), expected);
+}
+
 // Megatron counts an MoE layer's active experts (topk x the expert MLP, plus the shared
 // expert) and dense layers' MLP: two layers, one MoE (top-2 of 8 experts of width 6 and
 // a shared expert of width 4), one dense of width 16, by hand:

@@ -124,6 +124,7 @@ Layout OneRank(const Layout& layout) {
   one.untied = layout.untied;
   one.llama = layout.llama;
   one.qk_layernorm = layout.qk_layernorm;
+  one.mla = layout.mla;
   one.bf16 = layout.bf16;
   one.device = layout.device;
   one.documents = layout.documents;
@@ -157,6 +158,7 @@ std::string LayoutName(const Layout& l) {
   if (l.grad_reduce_in_bf16) name += "_bf16_reduce";
   if (l.llama) name += "_llama";
   if (l.qk_layernorm) name += "_qknorm";
+  if (l.mla) name += "_mla";
   if (l.bf16) name += "_bf16";
   if (l.device != "cpu") name += "_" + l.device;
   if (l.documents) name += "_documents";
@@ -188,6 +190,15 @@ Config TinyConfig(const Layout& l) {
     m.set_disable_bias_linear(true);
   }
   m.set_qk_layernorm(l.qk_layernorm);
+  if (l.mla) {
+    m.set_multi_latent_attention(true);
+    m.set_qk_layernorm(true);
+    m.set_q_lora_rank(12);
+    m.set_kv_lora_rank(10);
+    m.set_qk_head_dim(6);
+    m.set_qk_pos_emb_head_dim(4);
+    m.set_v_head_dim(5);
+  }
   m.set_squared_relu(l.squared_relu);
   if (!l.rope_scaling.empty()) m.set_rotary_base(100.0f);  // wavelengths of 6 to 200 tokens
   if (l.rope_scaling == "llama3") {

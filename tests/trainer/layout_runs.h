@@ -40,6 +40,10 @@ struct Layout {
   // output layer, no biases.
   bool llama = false;
   bool qk_layernorm = false;  // --qk-layernorm: a norm over each query and key head
+  // With `llama`: DeepSeek-V2's multi-latent attention (--multi-latent-attention): a query
+  // latent of 12, a key/value latent of 10, query and key heads of 6 + 4 rotated dims,
+  // value heads of 5, the latents' norms (--qk-layernorm).
+  bool mla = false;
   bool bf16 = false;           // --bf16 (emulated on the CPU backend)
   std::string device = "cpu";  // --device; "cuda" gives rank r GPU r
   // Document masking: --eod-mask-loss --reset-position-ids with token 7 of the mock

@@ -20,8 +20,8 @@ expect_err ": warning: Megatron's --deterministic-mode changes nothing here: Con
 expect_err ": warning: Megatron's --wandb-project p, --wandb-exp-name x change nothing here: Conveyor writes no Weights & Biases logs"
 expect_err ": warning: Megatron's --logging-level 20 changes nothing here"
 
-run 2 --multi-latent-attention --kv-lora-rank 512 --mtp-use-repeated-layer --use-rotary-position-embeddings
-expect_err "--multi-latent-attention, --kv-lora-rank: multi-latent attention (DeepSeek-V2) is not implemented"
+run 2 --dsa-indexer-n-heads 64 --dsa-indexer-topk 2048 --mtp-use-repeated-layer --use-rotary-position-embeddings
+expect_err "--dsa-indexer-n-heads, --dsa-indexer-topk: DeepSeek sparse attention is not implemented"
 expect_err "--mtp-use-repeated-layer: this multi-token prediction variant is not implemented"
 grep -q "did you mean" "$tmp/err" && fail "a Megatron flag got a suggestion: $(cat "$tmp/err")"
 

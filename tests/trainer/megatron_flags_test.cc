@@ -190,11 +190,11 @@ TEST(MegatronFlagsTest, NoOpsAreDroppedWithTheirValuesAndWarnedWithTheirReason) 
 
 // One line per feature, naming every flag of it the command line used.
 TEST(MegatronFlagsTest, RefusalsAreGroupedByFeature) {
-  EXPECT_EQ(Problem({"--multi-latent-attention", "--kv-lora-rank", "512", "--num-layers", "2",
-                     "--q_lora_rank=1536", "--grpo-group-size", "8", "--rl-use-sequence-packing",
-                     "true"}),
-            "--multi-latent-attention, --kv-lora-rank, --q_lora_rank: multi-latent attention "
-            "(DeepSeek-V2) is not implemented\n"
+  EXPECT_EQ(Problem({"--dsa-indexer-n-heads", "64", "--num-layers", "2",
+                     "--dsa_indexer_topk=2048", "--grpo-group-size", "8",
+                     "--rl-use-sequence-packing", "true"}),
+            "--dsa-indexer-n-heads, --dsa_indexer_topk: DeepSeek sparse attention is not "
+            "implemented\n"
             "--grpo-group-size, --rl-use-sequence-packing: reinforcement learning is not part of "
             "Conveyor");
   EXPECT_EQ(Problem({"--fp8-format", "hybrid", "--fp8-param-gather"}),

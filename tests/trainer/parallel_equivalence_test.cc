@@ -6,7 +6,8 @@
 // Under --bf16 (emulated on the CPU) a layout rounds partial sums at other places than one
 // rank does, so the curves agree to bf16 precision instead. Context parallelism (CP 2
 // and 4, with each other dimension), document masking, RoPE's long-context scalings
-// (Llama 3.1, YaRN) and sliding-window attention join the same list.
+// (Llama 3.1, YaRN), sliding-window attention and multi-latent attention join the same
+// list.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -101,6 +102,33 @@ std::vector<Layout> PositionAndWindowLayouts() {
   return layouts;
 }
 
+// Multi-latent attention: its up-projections split by heads over TP (the replicated
+// down-projections' and latent norms' gradients summed over the group), its rotated key
+// part carried around the CP ring inside every head's key, its weight gradients deferred
+// by zero-bubble schedules, and its layer rebuilt by recomputation.
+std::vector<Layout> MlaLayouts() {
+  Layout tp_dp = TpDp(2, 2, true, true);
+  Layout pp = Pipeline(2, "interleaved-1f1b", 2, 4);
+  pp.tp = 2;
+  Layout zero_bubble = Pipeline(2, "zb-h1", 1, 2);
+  Layout cp = TpDp(1, 2, false, true);
+  cp.cp = 2;
+  Layout cp_tp = TpDp(2, 1, true, false);
+  cp_tp.cp = 2;
+  Layout full = TpDp(2, 1, false, false);
+  full.recompute = "full";
+  Layout selective = TpDp(2, 1, true, false);
+  selective.recompute = "selective";
+  Layout yarn = TpDp(2, 1, true, false);
+  yarn.rope_scaling = "yarn";
+  std::vector<Layout> layouts = {tp_dp, pp, zero_bubble, cp, cp_tp, full, selective, yarn};
+  for (Layout& l : layouts) {
+    l.llama = true;
+    l.mla = true;
+  }
+  return layouts;
+}
+
 std::vector<Layout> AllLayouts() {
   std::vector<Layout> all = {
       TpDp(2, 1, false, false), TpDp(2, 1, true, false),  TpDp(1, 2, false, false),
@@ -185,6 +213,7 @@ std::vector<Layout> AllLayouts() {
   for (const Layout& layout : ContextParallelLayouts()) all.push_back(layout);
   for (const Layout& layout : DocumentLayouts()) all.push_back(layout);
   for (const Layout& layout : PositionAndWindowLayouts()) all.push_back(layout);
+  for (const Layout& layout : MlaLayouts()) all.push_back(layout);
   return all;
 }
 

@@ -26,6 +26,7 @@
 #include "trainer/config/flags.h"
 #include "trainer/config/lr_validation.h"
 #include "trainer/config/model_from_config.h"
+#include "trainer/config/mla_validation.h"
 #include "trainer/config/moe_validation.h"
 #include "trainer/config/mtp_validation.h"
 #include "trainer/config/size_limits.h"
@@ -760,6 +761,7 @@ std::vector<std::string> ValidateConfig(const Config& config, int world_size) {
   CheckChoices(config, &problems);
   for (const std::string& line : MoeProblems(config)) problems.Add(line);
   for (const std::string& line : MtpProblems(config)) problems.Add(line);
+  for (const std::string& line : MlaProblems(config)) problems.Add(line);
   for (const std::string& line : AttentionPositionProblems(config)) problems.Add(line);
   for (const std::string& line : ExpertParallelProblems(config, world_size)) {
     problems.Add(line);

@@ -38,6 +38,10 @@ ModelShape ModelShapeFromConfig(const ModelConfig& m, int64_t padded_vocab,
   s.moe = MoeShapeFromConfig(m);
   s.mtp_layers = m.mtp_num_layers();
   s.mtp_loss_scaling = m.mtp_loss_scaling_factor();
+  if (m.multi_latent_attention()) {
+    s.UseMla({/*enabled=*/true, m.q_lora_rank(), m.kv_lora_rank(), m.qk_head_dim(),
+              m.qk_pos_emb_head_dim(), m.v_head_dim()});
+  }
   s.init_std = m.init_method_std();
   s.hidden_dropout = m.hidden_dropout();
   s.attention_dropout = m.attention_dropout();

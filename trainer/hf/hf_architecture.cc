@@ -77,6 +77,11 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const Json& hf_config,
 
 absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& config,
                                                               const std::string& requested) {
+  if (config.model().multi_latent_attention()) {
+    return absl::FailedPreconditionError(
+        "--multi-latent-attention: the Hugging Face export of multi-latent attention "
+        "(DeepseekV3ForCausalLM's layout) is not implemented; keep the Conveyor checkpoint");
+  }
   const bool gpt2 = CheckGpt2Architecture(config).ok();
   const bool qkv_bias = config.model().add_qkv_bias();
   const bool qk_norm = config.model().qk_layernorm();

@@ -9,7 +9,7 @@
 // (not causal-halved) attention score matrix and ignores recomputation. In a mixture of
 // experts only the active experts count, as in Megatron: an MoE layer's f is
 // topk * moe_ffn + shared_ffn (the router's GEMM is not counted), so f / h above is the
-// mean over the layers.
+// mean over the layers. Multi-latent attention's term is Megatron's MLA branch (flops.cc).
 #ifndef CONVEYOR_TRAINER_PLANNING_FLOPS_H_
 #define CONVEYOR_TRAINER_PLANNING_FLOPS_H_
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "model/memory_model.h"
+#include "model/mla_attention.h"
 #include "model/moe_layer.h"
 #include "model/mtp_block.h"
 #include "parallel/pipeline/gantt.h"
@@ -144,10 +145,19 @@ std::string RampLine(const Config& c) {
       t.train_iters() - ramp_steps, t.global_batch_size());
 }
 
-// RoPE's scaling and the sliding window, when the model has either (Megatron's FLOPs
-// formula above counts full causal attention either way).
+// Multi-latent attention, RoPE's scaling and the sliding window, when the model has any
+// (Megatron's FLOPs formula above counts full causal attention either way, MLA's branch
+// half of it).
 std::string PositionsLine(const ModelShape& shape) {
   std::vector<std::string> parts;
+  const MlaShape& m = shape.mla;
+  if (m.enabled) {
+    parts.push_back(absl::StrFormat(
+        "multi-latent (query latent %s, key/value latent %d, query and key heads %d + %d "
+        "rotated, value heads %d, softmax scale %.6g)",
+        m.q_lora_rank > 0 ? absl::StrCat(m.q_lora_rank) : "none", m.kv_lora_rank,
+        m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim, MlaSoftmaxScale(shape)));
+  }
   const RopeScaling& r = shape.rope_scaling;
   if (r.kind == RopeScalingKind::kLlama3) {
     parts.push_back(absl::StrFormat(

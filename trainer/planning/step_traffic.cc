@@ -77,8 +77,8 @@ StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const ModelShape&
                                              (first.last_stage ? 3.0 * 8.0 * tokens : 0.0)) +
                                         4.0 * static_cast<double>(first.tp_summed_elements));
   if (cp > 1) {
-    const double kv_block =
-        static_cast<double>(tokens) * 2.0 * (shape.query_groups / tp) * shape.head_dim;
+    const double kv_block = static_cast<double>(tokens) * (shape.query_groups / tp) *
+                            (shape.head_dim + shape.value_head_dim());
     const double router_logits = static_cast<double>(tokens) * shape.moe.experts() * 4.0;
     traffic.context_parallel = local_layers * M * kv_block * (2.0 * (cp - 1) * element + cp * 4.0) +
                                static_cast<double>(shape.moe.CountMoeLayers(shape.num_layers)) /
