@@ -7,6 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "parallel/nccl_transport.h"
 #include "runtime/bf16_emulation_ops.h"
+#include "runtime/cpu/bf16_gemm.h"
+#include "runtime/cpu/cpu_bf16_ops.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
 #include "runtime/cuda/cuda_memory.h"
@@ -33,6 +35,21 @@ std::string BuiltInAttentionNote(const Config& config) {
   return "";
 }
 
+// --bf16 on the CPU: the GEMMs in bf16 on a CPU with AVX-512 BF16 (the binary runs on
+// any x86-64 and asks the CPU), else emulated; fp32 master weights and gradients either way.
+Backend CpuBf16Backend() {
+  if (cpu::HasBf16Gemm()) {
+    return {&CpuBf16Ops::Get(), &CpuOptimizerOps::Get(),
+            "CPU backend, bf16 (--bf16: GEMMs on the CPU's AVX-512 BF16 with fp32 "
+            "accumulation, the other ops on bf16 values in fp32 arithmetic; fp32 master "
+            "weights and gradients)"};
+  }
+  static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
+  return {emulated, &CpuOptimizerOps::Get(),
+          "CPU backend, bf16 emulated (--bf16 on a CPU without AVX-512 BF16: bf16 activations "
+          "and weight copies, fp32 arithmetic, master weights and gradients)"};
+}
+
 }  // namespace
 
 Backend CpuBackend() { return {&CpuOps::Get(), &CpuOptimizerOps::Get(), "CPU backend (fp32)"}; }
@@ -40,11 +57,7 @@ Backend CpuBackend() { return {&CpuOps::Get(), &CpuOptimizerOps::Get(), "CPU bac
 absl::StatusOr<Backend> StartBackend(const ResolvedConfig& resolved, int local_rank) {
   const Config& config = resolved.config();
   if (!resolved.on_gpu()) {
-    if (!config.precision().bf16()) return CpuBackend();
-    static const Bf16EmulationOps* emulated = new Bf16EmulationOps(&CpuOps::Get());
-    return Backend{emulated, &CpuOptimizerOps::Get(),
-                   "CPU backend, bf16 emulated (--bf16: bf16 activations and weight copies, "
-                   "fp32 arithmetic, master weights and gradients)"};
+    return config.precision().bf16() ? CpuBf16Backend() : CpuBackend();
   }
   if (config.model().num_experts() > 0) {
     return absl::FailedPreconditionError(

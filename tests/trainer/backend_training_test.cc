@@ -2,7 +2,8 @@
 // 20 steps (tightly for fp32 on a GPU, within bf16 rounding under --bf16), an exact resume
 // from a checkpoint (through the host staging of device tensors and the refresh of the
 // bf16 weight copies), and bf16 weight copies equal to their rounded master weights.
-// The CPU's emulated bf16 runs everywhere; the CUDA cases skip without a GPU.
+// The CPU's bf16 runs everywhere (its GEMMs on AVX-512 BF16 where the CPU has it, else
+// emulated); the CUDA cases skip without a GPU.
 #include <cmath>
 #include <string>
 #include <vector>
