@@ -7,10 +7,14 @@ GPT class (the same layers, tied embeddings, biases everywhere). Each round runs
 Conveyor trainer given (a fresh process: the mean of its last 6 of 12 iterations, as its
 log reports it; several, e.g. before=A after=B, compare builds) and then each PyTorch
 mode on one warm model (6 timed steps after the warm-up), so that a shared or throttled
-machine slows all alike; ratios are taken per round. Also measured each round: the GEMM
-peak of the machine (the best of OpenBLAS, which Conveyor calls, and torch.mm, on the
-step's largest GEMM shapes) and the fraction of it each step reaches (Megatron's FLOPs
-per iteration, trainer/planning/flops.cc).
+machine slows all alike; ratios are taken per round, and each round runs fp32 and then
+bf16 (Conveyor's --bf16, PyTorch's CPU autocast to bfloat16), so that the two precisions
+compare within a round too. Also measured each round: the GEMM peak of the machine in
+each precision, on the step's largest GEMM shapes (fp32: the best of OpenBLAS, which
+Conveyor calls, and torch.mm; bf16 with fp32 accumulation: the
+best of Conveyor's AVX-512 BF16 kernel, through gemm_peak, and torch.mm on bfloat16), and
+the fraction of it each step reaches (Megatron's FLOPs per iteration,
+trainer/planning/flops.cc).
 
     tools/bench_cpu_vs_pytorch.sh   (builds the trainer and the virtual environment)
 """
@@ -102,12 +106,46 @@ def openblas_peak(blas):
     return best
 
 
-def torch_peak():
+def torch_peak(dtype=torch.float32):
     best = 0.0
     for m, n, k in PEAK_SHAPES:
-        a, b, c = torch.randn(m, k), torch.randn(n, k), torch.empty(m, n)
+        a, b = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
+        c = torch.empty(m, n, dtype=dtype)
         best = max(best, best_gflops(lambda: torch.mm(a, b.t(), out=c), m, n, k))
     return best
+
+
+def conveyor_peaks(gemm_peak):
+    """Best GFLOP/s of Conveyor's CPU GEMMs per precision (runtime/cpu/gemm_peak): fp32
+    through OpenBLAS, bf16 through the AVX-512 BF16 kernel (absent without it)."""
+    if not gemm_peak:
+        return {}
+    shapes = [f"{m},{n},{k}" for m, n, k in PEAK_SHAPES]
+    out = subprocess.run([gemm_peak] + shapes, check=True, capture_output=True, text=True).stdout
+    best = {}
+    for line in out.splitlines():  # gemm_peak <precision> <layout> M N K <GFLOP/s>
+        fields = line.split()
+        best[fields[1]] = max(best.get(fields[1], 0.0), float(fields[6]))
+    return best
+
+
+class Peaks:
+    """The machine's measured GEMM peak in fp32 and in bf16, and where each came from."""
+
+    def __init__(self, blas, gemm_peak, bf16_cpu):
+        conveyor = conveyor_peaks(gemm_peak)
+        self.fp32 = {"OpenBLAS": openblas_peak(blas), "torch.mm": torch_peak()}
+        self.bf16 = {"torch.mm": torch_peak(torch.bfloat16)} if bf16_cpu else {}
+        if "bf16" in conveyor:
+            self.bf16["Conveyor's kernel"] = conveyor["bf16"]
+
+    def best(self, bf16):
+        # Without bf16 instructions the bf16 GEMMs run at fp32's rate at best.
+        return max((self.bf16 if bf16 and self.bf16 else self.fp32).values())
+
+    def line(self, bf16):
+        sources = self.bf16 if bf16 else self.fp32
+        return ", ".join(f"{name} {v:.0f}" for name, v in sources.items()) + " GFLOP/s"
 
 
 def run_conveyor(trainer, bf16):
@@ -153,30 +191,58 @@ def spread(values):
     return f"{min(values):.1f} - {max(values):.1f} (median {statistics.median(values):.1f})"
 
 
-def bench_precision(trainers, bf16, modes, rounds, blas, flops):
-    """Rounds of every trainer then every PyTorch mode; prints each round and a summary."""
-    label = "bf16" if bf16 else "fp32"
-    torch_modes = [TorchMode(m, m == "compile", bf16) for m in modes]
-    ms = {name: [] for name in list(trainers) + [f"pytorch {m.name}" for m in torch_modes]}
-    peaks = []
-    for r in range(rounds):
-        peaks.append(max(openblas_peak(blas), torch_peak()))
+class Precision:
+    """One precision's PyTorch modes and, per round, its step times and GEMM peaks."""
+
+    def __init__(self, bf16, trainers, modes):
+        self.bf16, self.label = bf16, "bf16" if bf16 else "fp32"
+        self.torch_modes = [TorchMode(m, m == "compile", bf16) for m in modes]
+        self.ms = {name: [] for name in list(trainers) + [f"pytorch {m.name}"
+                                                          for m in self.torch_modes]}
+        self.peaks = []
+
+    def run_round(self, r, trainers, peaks):
+        self.peaks.append(peaks.best(self.bf16))
         for name, path in trainers.items():
-            ms[name].append(run_conveyor(path, bf16))
-        for mode in torch_modes:
-            ms[f"pytorch {mode.name}"].append(mode.ms_per_iteration())
-        print(f"  {label} round {r + 1}: GEMM peak {peaks[-1]:.0f} GFLOP/s; "
-              + ", ".join(f"{name} {v[-1]:.1f} ms" for name, v in ms.items()), flush=True)
-    for name, v in ms.items():
-        fractions = [flops / t / 1e6 / p for t, p in zip(v, peaks)]
-        print(f"{label}: {name} {spread(v)} ms/iteration, "
-              f"{statistics.median(fractions):.0%} of the GEMM peak measured in its round")
-    for name in trainers:
-        for other in ms:
-            if other.startswith("pytorch ") or (other != name and other in trainers):
-                ratios = [a / b for a, b in zip(ms[name], ms[other])]
-                print(f"{label}: {name} / {other} per round: "
-                      + ", ".join(f"{x:.2f}" for x in ratios))
+            self.ms[name].append(run_conveyor(path, self.bf16))
+        for mode in self.torch_modes:
+            self.ms[f"pytorch {mode.name}"].append(mode.ms_per_iteration())
+        print(f"  {self.label} round {r + 1}: GEMM peak ({peaks.line(self.bf16)}) "
+              f"{self.peaks[-1]:.0f} GFLOP/s; "
+              + ", ".join(f"{name} {v[-1]:.1f} ms" for name, v in self.ms.items()), flush=True)
+
+    def summary(self, trainers, flops):
+        for name, v in self.ms.items():
+            fractions = [flops / t / 1e6 / p for t, p in zip(v, self.peaks)]
+            print(f"{self.label}: {name} {spread(v)} ms/iteration, "
+                  f"{statistics.median(fractions):.0%} of the {self.label} GEMM peak measured "
+                  f"in its round")
+        for name in trainers:
+            for other in self.ms:
+                if other.startswith("pytorch ") or (other != name and other in trainers):
+                    print(f"{self.label}: {name} / {other} per round: "
+                          + ratios(self.ms[name], self.ms[other]))
+
+
+def ratios(a, b):
+    return ", ".join(f"{x / y:.2f}" for x, y in zip(a, b))
+
+
+def bench(trainers, precisions, modes, rounds, blas, gemm_peak, flops):
+    """Rounds of every precision's trainers and PyTorch modes; prints each round and a
+    summary, and bf16's time over fp32's per round for each trainer and mode."""
+    bf16_cpu = "avx512_bf16" in cpu_flags()
+    runs = [Precision(p == "bf16", trainers, modes) for p in precisions]
+    for r in range(rounds):
+        peaks = Peaks(blas, gemm_peak, bf16_cpu)
+        for run in runs:
+            run.run_round(r, trainers, peaks)
+    for run in runs:
+        run.summary(trainers, flops)
+    if len(runs) == 2 and runs[0].bf16 != runs[1].bf16:
+        fp32, bf16 = (runs[0], runs[1]) if runs[1].bf16 else (runs[1], runs[0])
+        for name in fp32.ms:
+            print(f"bf16 / fp32: {name} per round: {ratios(bf16.ms[name], fp32.ms[name])}")
 
 
 def main(argv):
@@ -185,6 +251,8 @@ def main(argv):
                    help="a Conveyor trainer binary; repeat (before=A --trainer after=B) "
                         "to compare builds in the same rounds")
     p.add_argument("--commit", default="unknown")
+    p.add_argument("--gemm-peak", default="", metavar="PATH",
+                   help="Conveyor's runtime/cpu:gemm_peak binary (its GEMM rates)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--modes", default="eager,compile", help="PyTorch modes: eager, compile")
     p.add_argument("--precisions", default="fp32,bf16")
@@ -195,21 +263,24 @@ def main(argv):
         label, _, path = t.rpartition("=")
         trainers[label or "conveyor"] = path
     blas, blas_core = load_openblas()
-    blas_gflops, mm_gflops = openblas_peak(blas), torch_peak()
-    peak = max(blas_gflops, mm_gflops)
+    peaks = Peaks(blas, args.gemm_peak, "avx512_bf16" in cpu_flags())
+    peak = peaks.best(bf16=False)
     flops = megatron_flops_per_iter(MODEL["micro_batch"], MODEL["seq"], MODEL["layers"],
                                     MODEL["hidden"], MODEL["heads"], MODEL["vocab"])
     print(f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} usable CPUs"
           f"{', AVX-512 BF16' if 'avx512_bf16' in cpu_flags() else ''}; "
           f"conveyor commit {args.commit}; torch {torch.__version__} "
           f"({torch.get_num_threads()} threads)")
-    print(f"GEMM peak (fp32, best of the step's shapes): OpenBLAS ({blas_core}) "
-          f"{blas_gflops:.0f} GFLOP/s, torch.mm {mm_gflops:.0f} GFLOP/s; "
-          f"the step is {flops / 1e9:.1f} GFLOP, {flops / peak / 1e6:.0f} ms at that peak")
+    print(f"GEMM peak (fp32, best of the step's shapes; OpenBLAS runs {blas_core}): "
+          f"{peaks.line(False)}; the step is {flops / 1e9:.1f} GFLOP, "
+          f"{flops / peak / 1e6:.0f} ms at that peak")
+    if peaks.bf16:
+        print(f"GEMM peak (bf16 inputs, fp32 accumulation): {peaks.line(True)}; "
+              f"{flops / peaks.best(True) / 1e6:.0f} ms at that peak")
     print(f"load average before: {load_average()}")
     modes = [m for m in args.modes.split(",") if m]
-    for precision in args.precisions.split(","):
-        bench_precision(trainers, precision == "bf16", modes, args.rounds, blas, flops)
+    bench(trainers, [p for p in args.precisions.split(",") if p], modes, args.rounds, blas,
+          args.gemm_peak, flops)
     # Above the usable CPUs, other work shared the machine: compare within a round only.
     print(f"load average after: {load_average()}")
     return 0
