@@ -20,7 +20,7 @@
 #include "base/status_macros.h"
 #include "data/indexed_dataset_builder.h"
 #include "data/python_json.h"
-#include "data/utf8_text.h"
+#include "data/tokenizers/utf8_text.h"
 
 namespace conveyor {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/token_dtype.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 
 namespace conveyor {
 

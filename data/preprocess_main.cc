@@ -24,7 +24,7 @@
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "data/preprocess.h"
-#include "data/tokenizer_factory.h"
+#include "data/tokenizers/tokenizer_factory.h"
 #include "flags/proto_flags.h"
 #include "proto/tools.pb.h"
 

@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "data/utf8_text.h"
+#include "data/tokenizers/utf8_text.h"
 
 namespace conveyor {
 namespace {

@@ -13,7 +13,7 @@
 #include "data/blend.h"
 #include "data/dataset_builder.h"
 #include "data/mock_dataset.h"
-#include "data/tokenizer_factory.h"
+#include "data/tokenizers/tokenizer_factory.h"
 
 namespace conveyor {
 namespace {

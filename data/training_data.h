@@ -12,7 +12,7 @@
 #include "data/dataset_builder.h"
 #include "data/sample_source.h"
 #include "data/token_id_limit.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 #include "proto/config.pb.h"
 
 namespace conveyor {

@@ -6,7 +6,7 @@
 //
 // Not here: --pipeline-schedule, whose names are the schedule registry's keys
 // (pipeline::ScheduleByName), and --tokenizer-type, whose names the tokenizer factory
-// maps (data/tokenizer_factory.h).
+// maps (data/tokenizers/tokenizer_factory.h).
 #ifndef CONVEYOR_PROTO_CONFIG_CHOICES_H_
 #define CONVEYOR_PROTO_CONFIG_CHOICES_H_
 

@@ -14,7 +14,7 @@ executables=(//trainer:trainer //tests/runtime:cuda_ops_test //tests/runtime:cud
   //tests/runtime:cuda_attention_test
   //tests/trainer:backend_training_test //tests/trainer:cuda_parallel_training_test
   //tests/parallel:nccl_communicator_test)
-bazel build -c opt --config=static "${executables[@]}" //data:libconveyor_sentencepiece.so >&2
+bazel build -c opt --config=static "${executables[@]}" //data/tokenizers:libconveyor_sentencepiece.so >&2
 bin=$(bazel info -c opt --config=static bazel-bin 2>/dev/null)
 
 rm -rf device_bundle device_bundle.tar.xz
@@ -24,8 +24,8 @@ for target in "${executables[@]}"; do
   cp "$bin/${path/://}" device_bundle/bin/
 done
 # The SentencePiece tokenizers open this shim at run time from beside the executable
-# (data/sentencepiece_model.cc); its own libsentencepiece comes with the libraries below.
-cp "$bin/data/libconveyor_sentencepiece.so" device_bundle/bin/
+# (data/tokenizers/sentencepiece_model.cc); its own libsentencepiece comes with the libraries below.
+cp "$bin/data/tokenizers/libconveyor_sentencepiece.so" device_bundle/bin/
 cp configs/gpt-tiny.textproto configs/gpt2-124m.textproto configs/gpt-1.3b.textproto \
   tools/device_check.sh tools/bench_pytorch.py tools/device_summary.py device_bundle/
 # Every shared library the binaries load, except the C library's own and CUDA's.

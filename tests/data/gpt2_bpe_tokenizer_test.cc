@@ -1,11 +1,11 @@
-#include "data/gpt2_bpe_tokenizer.h"
+#include "data/tokenizers/gpt2_bpe_tokenizer.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "data/gpt2_pretokenizer.h"
+#include "data/tokenizers/gpt2_pretokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
 #include "tests/util/test_dirs.h"

@@ -1,7 +1,7 @@
 // HfTokenizer against the Hugging Face `tokenizers` library: the ids and
 // decoded texts in each fixture's expected.json were written by it
 // (tools/gen_tokenizer_refs.py) for the hard corpus there.
-#include "data/hf_tokenizer.h"
+#include "data/tokenizers/hf_tokenizer.h"
 
 #include <fstream>
 #include <memory>

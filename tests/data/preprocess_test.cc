@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "data/gpt2_bpe_tokenizer.h"
 #include "data/indexed_dataset.h"
-#include "data/simple_tokenizers.h"
+#include "data/tokenizers/gpt2_bpe_tokenizer.h"
+#include "data/tokenizers/simple_tokenizers.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
 #include "tests/util/test_dirs.h"

@@ -1,10 +1,10 @@
 #include "data/python_json.h"
-#include "data/utf8_text.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "data/tokenizers/utf8_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,7 +1,7 @@
 // SentencePieceTokenizer against Python's `sentencepiece` (the ids in each
 // fixture's expected.json) and against Megatron's special-token handling,
 // as tools/gen_tokenizer_refs.py re-states it over `sentencepiece`.
-#include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizers/sentencepiece_tokenizer.h"
 
 #include <fstream>
 #include <memory>

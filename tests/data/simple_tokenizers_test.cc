@@ -1,4 +1,4 @@
-#include "data/simple_tokenizers.h"
+#include "data/tokenizers/simple_tokenizers.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // TikTokenizer against the `tiktoken` library, set up as Megatron's
 // CustomTikTokenizer does (tools/gen_tokenizer_refs.py wrote the ids).
-#include "data/tiktoken_tokenizer.h"
+#include "data/tokenizers/tiktoken_tokenizer.h"
 
 #include <fstream>
 #include <memory>

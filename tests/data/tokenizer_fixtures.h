@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace conveyor::testing_util {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/indexed_dataset.h"
-#include "data/tokenizer_factory.h"
+#include "data/tokenizers/tokenizer_factory.h"
 #include "data/training_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/simple_tokenizers.h"
+#include "data/tokenizers/simple_tokenizers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/micro_batch_feed.h"

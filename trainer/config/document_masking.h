@@ -4,7 +4,7 @@
 #define CONVEYOR_TRAINER_CONFIG_DOCUMENT_MASKING_H_
 
 #include "absl/status/status.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 #include "model/document_masks.h"
 #include "proto/config.pb.h"
 
