@@ -302,14 +302,18 @@ int64_t MoeStashDifference(const ModelShape& s, const ActivationShape& a,
   // the share), between B and W the output gradient of the share.
   int64_t moe = share * s.hidden + (awaiting_weight ? share : rows) * s.hidden +
                 share * expert + tokens * shared;
-  if (awaiting_weight) moe += tokens * (s.moe.experts() + (shared > 0 ? s.hidden : 0));
+  if (awaiting_weight) moe += tokens * (shared > 0 ? s.hidden : 0);
+  // Between B and W the router logits' gradient, of the gate's dtype (fp32 under
+  // --moe-router-dtype fp32, model/moe_router.h).
+  const int64_t router_grad =
+      awaiting_weight ? tokens * s.moe.experts() * (s.moe.router_fp32 ? kFloat : a.bytes) : 0;
   const auto dense_held = [&](const StashTensor& t) {
     return DenseMlpTensor(t) &&
            (awaiting_weight ? t.kept_for_weight : !DroppedAfterForward(t, selective));
   };
   int64_t dense = HeldBytes(kForwardStash, s, a, dense_held);
   if (awaiting_weight) dense += HeldBytes(kWeightGradientStash, s, a, dense_held);
-  return a.bytes * moe - dense;
+  return a.bytes * moe + router_grad - dense;
 }
 
 // What multi-latent attention's projections keep (model/mla_attention.h's MlaStash):

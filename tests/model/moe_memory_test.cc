@@ -46,6 +46,8 @@ Config MoeConfig(const MoeCase& mc) {
       for (const char* module : {"core_attn", "mlp", "layernorm"}) {
         c.mutable_recompute()->add_recompute_modules(module);
       }
+    } else if (flag == "router_fp32") {
+      m.set_moe_router_dtype("fp32");
     } else if (flag == "full_uniform_1") {
       c.mutable_recompute()->set_recompute_granularity("full");
       c.mutable_recompute()->set_recompute_method("uniform");
@@ -90,7 +92,8 @@ INSTANTIATE_TEST_SUITE_P(Settings, MoeMemoryTest,
                                            MoeCase{"every_other_layer", {"every_other_layer"}},
                                            MoeCase{"selective_all", {"selective_all"}},
                                            MoeCase{"full_uniform_1", {"full_uniform_1"}},
-                                           MoeCase{"bf16_swiglu_shared", {"swiglu_shared"}, true}),
+                                           MoeCase{"bf16_swiglu_shared", {"swiglu_shared"}, true},
+                                           MoeCase{"bf16_router_fp32", {"router_fp32"}, true}),
                          [](const ::testing::TestParamInfo<MoeCase>& test) {
                            return test.param.name;
                          });
