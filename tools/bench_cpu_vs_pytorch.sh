@@ -22,6 +22,7 @@ gemm_peak=$(mktemp)
 trap 'rm -f "$trainer" "$gemm_peak"' EXIT
 cp bazel-bin/trainer/trainer "$trainer"
 cp bazel-bin/runtime/cpu/gemm_peak "$gemm_peak"
+chmod u+x "$trainer" "$gemm_peak"  # mktemp's files are not executable
 commit=$(git rev-parse --short HEAD)$(git diff --quiet -- runtime model trainer || echo "+changes")
 "$venv/bin/python" tools/bench_cpu_vs_pytorch.py --trainer "conveyor=$trainer" \
   --gemm-peak "$gemm_peak" --commit "$commit" "$@"
