@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
-#include "runtime/cpu/adamw.h"  // AdamWHyperParams, shared by every backend
+#include "runtime/adamw_params.h"
 #include "runtime/device_memory.h"
 #include "runtime/dtype.h"
 

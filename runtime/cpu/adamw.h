@@ -12,31 +12,9 @@
 
 #include <cstdint>
 
+#include "runtime/adamw_params.h"
+
 namespace conveyor {
-
-struct AdamWHyperParams {
-  float lr;
-  float beta1;
-  float beta2;
-  float eps;
-  float weight_decay;
-  int64_t step;  // 1-based: the first update is step 1 (used for bias correction).
-};
-
-// The per-step scalars every AdamW implementation in Conveyor uses. They are computed
-// once per step in double, as PyTorch does in Python, then rounded to fp32, so that
-// the CPU reference and the CUDA kernel start from identical fp32 constants.
-struct AdamWScalars {
-  float decay_factor;     // 1 - lr * weight_decay
-  float one_minus_beta1;  // lerp weight for the first moment
-  float beta2;
-  float one_minus_beta2;
-  float step_size;              // lr / (1 - beta1^step)
-  float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
-  float eps;
-};
-
-AdamWScalars ComputeAdamWScalars(const AdamWHyperParams& hp);
 
 // PyTorch's lerp(start, end, weight): the two branches keep the result exact at
 // weight 0 and weight 1 respectively. Exposed so tests can mirror it.

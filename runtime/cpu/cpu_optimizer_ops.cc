@@ -1,5 +1,6 @@
 #include "runtime/cpu/cpu_optimizer_ops.h"
 
+#include "runtime/cpu/adamw.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace conveyor {

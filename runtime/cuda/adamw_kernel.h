@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "runtime/cpu/adamw.h"
+#include "runtime/adamw_params.h"
 
 namespace conveyor {
 
