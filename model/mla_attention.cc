@@ -14,8 +14,7 @@ void MarkPartialOverHeads(std::vector<Parameter*> params) {
 std::optional<NormLayer> LatentNorm(const Ops* ops, ParameterStore* store, const std::string& name,
                                     int64_t width, const ModelShape& s) {
   if (!s.qk_layernorm || width == 0) return std::nullopt;
-  std::optional<NormLayer> norm(std::in_place, ops, store, name, width, s.rms_norm,
-                                s.norm_epsilon);
+  std::optional<NormLayer> norm(std::in_place, ops, store, name, width, s.rms_norm, s.norm_epsilon);
   std::vector<Parameter*> params;
   norm->AppendParameters(&params);
   MarkPartialOverHeads(params);
@@ -26,9 +25,9 @@ std::optional<NormLayer> LatentNorm(const Ops* ops, ParameterStore* store, const
 // one): replicated, or column-parallel by heads when `heads_split`.
 Linear Projection(const Ops* ops, ParameterStore* store, const std::string& name, int64_t in,
                   int64_t out, const ModelShape& s, const TensorParallel& tp, bool heads_split) {
-  Linear linear(ops, store, name, in, out, /*bias=*/false, s.init_std, LinearParallelism::kColumn,
-                heads_split ? Sharding::Block(0, out, tp.size(), tp.rank())
-                            : Sharding::Replicated());
+  Linear linear(
+      ops, store, name, in, out, /*bias=*/false, s.init_std, LinearParallelism::kColumn,
+      heads_split ? Sharding::Block(0, out, tp.size(), tp.rank()) : Sharding::Replicated());
   if (!heads_split) {
     std::vector<Parameter*> params;
     linear.AppendParameters(&params);
@@ -129,16 +128,15 @@ void MlaAttention::Pack(const Tensor& q, const Tensor& kv_down, const Tensor& kv
   const int64_t dn = mla_.qk_head_dim, dr = mla_.qk_pos_emb_head_dim, dv = mla_.v_head_dim;
   const int64_t dqk = dn + dr, head = 2 * dqk + dv;
   for (int64_t h = 0; h < local_heads_; ++h) {
-    ops_->CopyColumns(q, h * dqk + dn, dr, qkv, h * head);                       // q_rope
-    ops_->CopyColumns(q, h * dqk, dn, qkv, h * head + dr);                       // q_nope
-    ops_->CopyColumns(kv_down, mla_.kv_lora_rank, dr, qkv, h * head + dqk);      // k_rope
-    ops_->CopyColumns(kv, h * (dn + dv), dn, qkv, h * head + dqk + dr);          // k_nope
-    ops_->CopyColumns(kv, h * (dn + dv) + dn, dv, qkv, h * head + 2 * dqk);      // v
+    ops_->CopyColumns(q, h * dqk + dn, dr, qkv, h * head);                   // q_rope
+    ops_->CopyColumns(q, h * dqk, dn, qkv, h * head + dr);                   // q_nope
+    ops_->CopyColumns(kv_down, mla_.kv_lora_rank, dr, qkv, h * head + dqk);  // k_rope
+    ops_->CopyColumns(kv, h * (dn + dv), dn, qkv, h * head + dqk + dr);      // k_nope
+    ops_->CopyColumns(kv, h * (dn + dv) + dn, dv, qkv, h * head + 2 * dqk);  // v
   }
 }
 
-void MlaAttention::Unpack(const Tensor& d_qkv, Tensor* d_q, Tensor* d_kv_down,
-                          Tensor* d_kv) const {
+void MlaAttention::Unpack(const Tensor& d_qkv, Tensor* d_q, Tensor* d_kv_down, Tensor* d_kv) const {
   const int64_t dn = mla_.qk_head_dim, dr = mla_.qk_pos_emb_head_dim, dv = mla_.v_head_dim;
   const int64_t dqk = dn + dr, head = 2 * dqk + dv, rows = d_qkv.dim(0);
   // k_rope's gradient: the sum of its copies' over the heads.
@@ -190,7 +188,9 @@ Tensor MlaAttention::BackwardInput(const Tensor& d_qkv, MlaStash* stash) const {
 
 void MlaAttention::BackwardWeight(const Tensor& x, const MlaStash& stash) {
   kv_down_.BackwardWeight(x, stash.d_kv_down);
-  if (kv_norm_.has_value()) kv_norm_->BackwardWeight(stash.d_kv_normed, stash.kv_latent, stash.kv_norm);
+  if (kv_norm_.has_value()) {
+    kv_norm_->BackwardWeight(stash.d_kv_normed, stash.kv_latent, stash.kv_norm);
+  }
   kv_up_.BackwardWeight(stash.kv_normed, stash.d_kv);
   if (q_.has_value()) {
     q_->BackwardWeight(x, stash.d_q);

@@ -38,8 +38,8 @@ std::vector<double> Values(ParameterStore& store, const std::string& name) {
 }
 
 // y[r, o] = sum_i w[o, i] x[r, i] over `rows` rows.
-std::vector<double> MatMul(const std::vector<double>& x, const std::vector<double>& w,
-                           int64_t rows, int64_t in, int64_t out) {
+std::vector<double> MatMul(const std::vector<double>& x, const std::vector<double>& w, int64_t rows,
+                           int64_t in, int64_t out) {
   std::vector<double> y(rows * out, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t o = 0; o < out; ++o) {
@@ -161,8 +161,8 @@ std::vector<double> Reference(const ModelShape& s, ParameterStore& store,
       }
     }
   }
-  std::vector<double> out = MatMul(ctx, Values(store, "attention.proj.weight"), rows,
-                                   s.heads * dv, s.hidden);
+  std::vector<double> out =
+      MatMul(ctx, Values(store, "attention.proj.weight"), rows, s.heads * dv, s.hidden);
   for (int64_t i = 0; i < rows * s.hidden; ++i) out[i] += x[i];
   return out;
 }
@@ -231,8 +231,8 @@ TEST(MlaAttentionTest, SoftmaxScaleIsDeepSeeks) {
 TEST(MlaAttentionTest, ParametersAreDeepSeeksProjections) {
   ParameterStore store(1);
   const TensorParallel one_rank;
-  TransformerLayer layer(&CpuOps::Get(), &store, testing_util::MlaShapeOf(6, true), kLayer,
-                         nullptr, 1, &one_rank);
+  TransformerLayer layer(&CpuOps::Get(), &store, testing_util::MlaShapeOf(6, true), kLayer, nullptr,
+                         1, &one_rank);
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
   for (const Parameter* p : layer.Parameters()) {
@@ -241,11 +241,11 @@ TEST(MlaAttentionTest, ParametersAreDeepSeeksProjections) {
     shapes.push_back(p->global_shape);
   }
   // hidden 16, 4 heads, q latent 6, kv latent 5, q/k heads 3 + 4, v heads 5.
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "attention.q_down.weight", "attention.q_latent_norm.weight",
-                       "attention.q_up.weight", "attention.kv_down.weight",
-                       "attention.kv_latent_norm.weight", "attention.kv_up.weight",
-                       "attention.proj.weight"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"attention.q_down.weight", "attention.q_latent_norm.weight",
+                                      "attention.q_up.weight", "attention.kv_down.weight",
+                                      "attention.kv_latent_norm.weight", "attention.kv_up.weight",
+                                      "attention.proj.weight"}));
   EXPECT_EQ(shapes, (std::vector<std::vector<int64_t>>{
                         {6, 16}, {6}, {28, 6}, {9, 16}, {5}, {32, 5}, {16, 20}}));
 }
@@ -278,8 +278,7 @@ absl::StatusOr<LayerRun> RunLayer(const ModelShape& shape, const TensorParallel&
   ASSIGN_OR_RETURN(const Tensor dx,
                    layer.BackwardInput(RandomRows(rows, shape.hidden, 2, first), mb, &stash));
   layer.BackwardWeight(&stash);
-  LayerRun run{{out.data(), out.data() + out.numel()},
-               {dx.data(), dx.data() + dx.numel()}, {}, {}};
+  LayerRun run{{out.data(), out.data() + out.numel()}, {dx.data(), dx.data() + dx.numel()}, {}, {}};
   for (Parameter* p : layer.Parameters()) {
     // What the trainer's gradient reduction sums over the tensor-parallel group.
     if (p->partial_over_heads || (p->sequence_parallel && tp.sequence_parallel())) {
@@ -313,11 +312,12 @@ TEST_P(MlaTensorParallelTest, TwoRanksEqualOne) {
   ASSERT_TRUE(want.ok()) << want.status();
   testing_util::InProcessWorld world(2);
   std::vector<LayerRun> runs(2);
-  const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) -> absl::Status {
-    const TensorParallel tp(&comm, sequence_parallel);
-    ASSIGN_OR_RETURN(runs[rank], RunLayer(shape, tp));
-    return absl::OkStatus();
-  });
+  const std::vector<absl::Status> statuses =
+      world.Run([&](int rank, Communicator& comm) -> absl::Status {
+        const TensorParallel tp(&comm, sequence_parallel);
+        ASSIGN_OR_RETURN(runs[rank], RunLayer(shape, tp));
+        return absl::OkStatus();
+      });
   for (const absl::Status& status : statuses) ASSERT_TRUE(status.ok()) << status;
   for (int rank = 0; rank < 2; ++rank) {
     const size_t rows = runs[rank].out.size();
@@ -340,7 +340,9 @@ TEST_P(MlaTensorParallelTest, TwoRanksEqualOne) {
 INSTANTIATE_TEST_SUITE_P(SequenceParallel, MlaTensorParallelTest, ::testing::Bool());
 
 INSTANTIATE_TEST_SUITE_P(Variants, MlaAttentionTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& test) {
+                           return test.param.name;
+                         });
 
 }  // namespace
 }  // namespace conveyor

@@ -51,11 +51,11 @@ Config Mla() {
 
 TEST(MlaConfigTest, MegatronsFlagsParse) {
   std::vector<std::string> ignored;
-  const absl::StatusOr<Config> c = ParseFlags(
-      {"--multi-latent-attention", "--q-lora-rank", "1536", "--kv-lora-rank", "512",
-       "--qk-head-dim", "128", "--qk-pos-emb-head-dim", "64", "--v-head-dim", "128",
-       "--mla-down-proj-fusion"},
-      &ignored);
+  const absl::StatusOr<Config> c =
+      ParseFlags({"--multi-latent-attention", "--q-lora-rank", "1536", "--kv-lora-rank", "512",
+                  "--qk-head-dim", "128", "--qk-pos-emb-head-dim", "64", "--v-head-dim", "128",
+                  "--mla-down-proj-fusion"},
+                 &ignored);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->model().multi_latent_attention());
   EXPECT_EQ(c->model().q_lora_rank(), 1536);
@@ -120,8 +120,8 @@ TEST(MlaConfigTest, TheModelReadsDeepSeeksWidths) {
   EXPECT_TRUE(s.mla.enabled);
   EXPECT_EQ(s.mla.q_lora_rank, 12);
   EXPECT_EQ(s.mla.kv_lora_rank, 10);
-  EXPECT_EQ(s.query_groups, 4);   // a key and a value head per query head
-  EXPECT_EQ(s.head_dim, 10);      // query and key heads: 6 + 4
+  EXPECT_EQ(s.query_groups, 4);  // a key and a value head per query head
+  EXPECT_EQ(s.head_dim, 10);     // query and key heads: 6 + 4
   EXPECT_EQ(s.value_head_dim(), 5);
   EXPECT_EQ(s.rotary_dims(), 4);  // RoPE turns the decoupled part only
 }
@@ -133,9 +133,9 @@ TEST(MlaConfigTest, TheModelReadsDeepSeeksWidths) {
 // norm.
 int64_t DefinitionParameters() {
   const int64_t h = 32, heads = 4, q_latent = 12, kv_latent = 10, qk = 6 + 4, v = 5;
-  const int64_t layer = h + q_latent * h + q_latent + heads * qk * q_latent +
-                        (kv_latent + 4) * h + kv_latent + heads * (6 + v) * kv_latent +
-                        h * heads * v + h + h + (64 * h + 64) + (h * 64 + h);
+  const int64_t layer = h + q_latent * h + q_latent + heads * qk * q_latent + (kv_latent + 4) * h +
+                        kv_latent + heads * (6 + v) * kv_latent + h * heads * v + h + h +
+                        (64 * h + 64) + (h * 64 + h);
   return 2 * layer + 64 * h + h;
 }
 

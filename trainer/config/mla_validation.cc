@@ -8,9 +8,8 @@ namespace {
 
 void Positive(const char* flag, int64_t v, std::vector<std::string>* out) {
   if (v > 0) return;
-  out->push_back(absl::StrCat(flag, " ", v,
-                              " must be positive under --multi-latent-attention: set ", flag,
-                              " > 0"));
+  out->push_back(absl::StrCat(
+      flag, " ", v, " must be positive under --multi-latent-attention: set ", flag, " > 0"));
 }
 
 // The widths: every latent and head part present, the rotated part pairs whole.
@@ -38,9 +37,9 @@ void CombinationProblems(const Config& c, std::vector<std::string>* out) {
   const PositionEmbeddingType positions =
       ChoiceOr(m.position_embedding_type(), PositionEmbeddingType::kLearnedAbsolute);
   if (positions != PositionEmbeddingType::kRope && positions != PositionEmbeddingType::kYarn) {
-    out->push_back(absl::StrCat(
-        "--multi-latent-attention needs --position-embedding-type rope or yarn (not ",
-        m.position_embedding_type(), "): its keys' shared part is rotated by RoPE"));
+    out->push_back(
+        absl::StrCat("--multi-latent-attention needs --position-embedding-type rope or yarn (not ",
+                     m.position_embedding_type(), "): its keys' shared part is rotated by RoPE"));
   }
   if (m.rotary_percent() != 1.0f) {
     out->push_back(absl::StrCat("--rotary-percent ", m.rotary_percent(),

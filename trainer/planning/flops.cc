@@ -17,10 +17,9 @@ double MlaMultiplyAdds(const ModelShape& s) {
   const double query = m.q_lora_rank == 0
                            ? h * a * q_head
                            : static_cast<double>(m.q_lora_rank) * (h + a * q_head + 1.0);
-  const double key_value =
-      static_cast<double>(m.kv_lora_rank) *
-          (h + a * static_cast<double>(m.qk_head_dim + m.v_head_dim) + 1.0) +
-      h * static_cast<double>(m.qk_pos_emb_head_dim);
+  const double key_value = static_cast<double>(m.kv_lora_rank) *
+                               (h + a * static_cast<double>(m.qk_head_dim + m.v_head_dim) + 1.0) +
+                           h * static_cast<double>(m.qk_pos_emb_head_dim);
   const double output = a * static_cast<double>(m.v_head_dim) * h;
   const double core = static_cast<double>(s.seq) * a * (q_head + m.v_head_dim) / 2.0;
   return query + key_value + output + core;
@@ -34,8 +33,7 @@ double MegatronFlopsPerIteration(const ModelShape& s, int64_t global_batch_size)
   const double attention =
       s.mla.enabled
           ? MlaMultiplyAdds(s) / (2.0 * h * h)
-          : (1.0 + static_cast<double>(s.query_groups) / s.heads +
-             static_cast<double>(s.seq) / h) *
+          : (1.0 + static_cast<double>(s.query_groups) / s.heads + static_cast<double>(s.seq) / h) *
                 (static_cast<double>(s.heads * s.head_dim) / h);
   // Megatron counts the multi-token prediction depths' layers as layers (MoE when the
   // last is), their norms and projections (3h + 2h^2 per token and depth) and one more
