@@ -192,7 +192,7 @@ void TransformerLayer::NormQueriesAndKeysBackward(Tensor* d_qkv, LayerStash* sta
 }
 
 AttentionShape TransformerLayer::AttentionShapeOf(const MicroBatchContext& mb) const {
-  return {mb.batch,          mb.local_seq(),  local_groups_, shape_.heads_per_group(),
+  return {mb.batch,        mb.local_seq(),         local_groups_, shape_.heads_per_group(),
           shape_.head_dim, shape_.value_head_dim()};
 }
 
