@@ -48,10 +48,6 @@ ModelShape ModelShapeFromConfig(const ModelConfig& m, int64_t padded_vocab,
   return s;
 }
 
-MoeShape MoeShapeFromConfig(const ModelConfig& m) {
-  MoeShape moe;
-  if (m.num_experts() <= 0) return moe;
-  moe.router.experts = m.num_experts();
 std::vector<MoeLoadBalancingType> LoadBalancingTypes(const ModelConfig& m) {
   std::vector<MoeLoadBalancingType> types;
   for (const std::string& type : m.moe_router_load_balancing_type()) {
@@ -69,6 +65,10 @@ float LoadBalancingCoeff(const ModelConfig& m, MoeLoadBalancingType type) {
                                                                   : 0.0f;
 }
 
+MoeShape MoeShapeFromConfig(const ModelConfig& m) {
+  MoeShape moe;
+  if (m.num_experts() <= 0) return moe;
+  moe.router.experts = m.num_experts();
   moe.router.topk = m.moe_router_topk();
   moe.router.score = ChoiceOr(m.moe_router_score_function(), MoeRouterScoreFunction::kSoftmax) ==
                              MoeRouterScoreFunction::kSigmoid
