@@ -137,6 +137,7 @@ Layout OneRank(const Layout& layout) {
   one.window = layout.window;
   one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
   one.squared_relu = layout.squared_relu;
+  one.mtp = layout.mtp;
   return one;
 }
 
@@ -171,6 +172,7 @@ std::string LayoutName(const Layout& l) {
   if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
   if (!l.load_balancing.empty()) name += "_" + absl::StrReplaceAll(l.load_balancing, {{" ", "_"}});
   if (l.squared_relu) name += "_squared_relu";
+  if (l.mtp > 0) name += absl::StrFormat("_mtp%d", l.mtp);
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -200,6 +202,7 @@ Config TinyConfig(const Layout& l) {
     m.set_v_head_dim(5);
   }
   m.set_squared_relu(l.squared_relu);
+  m.set_mtp_num_layers(l.mtp);
   if (!l.rope_scaling.empty()) m.set_rotary_base(100.0f);  // wavelengths of 6 to 200 tokens
   if (l.rope_scaling == "llama3") {
     m.set_use_rope_scaling(true);

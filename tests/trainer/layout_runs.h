@@ -76,6 +76,9 @@ struct Layout {
   // --window-size window,0 on every other layer (--window-attn-skip-freq 2); -1: none.
   // Under CP 4 a window of 2 leaves some ring blocks wholly outside.
   int window = -1;
+  // --mtp-num-layers: multi-token prediction depths after the last layer (0: none; needs
+  // RoPE, so with `llama`).
+  int mtp = 0;
   // Recomputation: "" none, "full" (--recompute-granularity full, uniform, 1 layer) or
   // "selective" (the mlp and layernorm modules: an MoE layer rebuilt from its input).
   std::string recompute;

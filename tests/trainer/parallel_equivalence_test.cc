@@ -129,6 +129,30 @@ std::vector<Layout> MlaLayouts() {
   return layouts;
 }
 
+// Multi-token prediction (two depths on the last stage): their embedding's copy there
+// joins the embedding group (PP, also untied), the rolled tokens and labels cross
+// context-parallel chunks, M_k's output is gathered over TP and scattered under SP.
+std::vector<Layout> MtpLayouts() {
+  Layout tp = TpDp(2, 2, true, true);
+  Layout pp = Pipeline(2, "1f1b", 1, 2);
+  Layout pp_tp_v = Pipeline(2, "interleaved-1f1b", 2, 4);
+  pp_tp_v.tp = 2;
+  Layout zbv = Pipeline(2, "zbv", 2, 4);  // both copies of the embedding on rank 0
+  Layout cp = TpDp(1, 2, false, true);
+  cp.cp = 2;
+  cp.documents = true;
+  Layout recompute = Pipeline(2, "1f1b", 1, 2);
+  recompute.recompute = "full";
+  Layout per_token = TpDp(1, 2, false, false);
+  per_token.documents = per_token.per_token_loss = true;
+  std::vector<Layout> layouts = {tp, pp, pp_tp_v, zbv, cp, recompute, per_token};
+  for (Layout& l : layouts) {
+    l.llama = true;
+    l.mtp = 2;
+  }
+  return layouts;
+}
+
 std::vector<Layout> AllLayouts() {
   std::vector<Layout> all = {
       TpDp(2, 1, false, false), TpDp(2, 1, true, false),  TpDp(1, 2, false, false),
@@ -213,6 +237,7 @@ std::vector<Layout> AllLayouts() {
   for (const Layout& layout : ContextParallelLayouts()) all.push_back(layout);
   for (const Layout& layout : DocumentLayouts()) all.push_back(layout);
   for (const Layout& layout : PositionAndWindowLayouts()) all.push_back(layout);
+  for (const Layout& layout : MtpLayouts()) all.push_back(layout);
   for (const Layout& layout : MlaLayouts()) all.push_back(layout);
   return all;
 }
