@@ -113,9 +113,9 @@ void PrintRunStart(const ResolvedConfig& resolved,
 }
 
 // --dry-run: the plan and its host-memory line, and with --plan-html the plan's page.
-int DryRun(const ResolvedConfig& resolved, const ModelShape& shape, const RanksOnHost& on_host,
+int DryRun(const ResolvedConfig& resolved, const RanksOnHost& on_host,
            const StartupMemory& startup, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<std::string> plan = FormatPlan(resolved, shape);
+  absl::StatusOr<std::string> plan = FormatPlan(resolved);
   if (!plan.ok()) return Refuse(err, plan.status());
   const CheckpointConfig& ckpt = resolved.config().checkpoint();
   if (!ckpt.load().empty()) {
@@ -127,7 +127,7 @@ int DryRun(const ResolvedConfig& resolved, const ModelShape& shape, const RanksO
   out << *plan << HostMemoryLine(resolved, on_host, startup);
   const std::string& html = resolved.config().logging().plan_html();
   if (html.empty()) return kExitOk;
-  absl::StatusOr<std::string> page = PlanHtml(resolved, shape);
+  absl::StatusOr<std::string> page = PlanHtml(resolved);
   if (!page.ok()) return Refuse(err, page.status());
   if (absl::Status written = WriteFile(html, *page, Durability::kVisible); !written.ok()) {
     return Fail(err, "",
@@ -185,7 +185,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       RanksStartupMemory(ThisProcessMemory(), on_host, /*own_processes=*/external != nullptr,
                          CpuThreadsPerRank(config, world_size == 1 && external == nullptr));
   if (config.training().dry_run()) {
-    return first_rank ? DryRun(*resolved, shape, on_host, startup, out, err) : kExitOk;
+    return first_rank ? DryRun(*resolved, on_host, startup, out, err) : kExitOk;
   }
   if (absl::Status writable = CheckOutputFiles(config); !writable.ok()) {
     return Refuse(err, writable);

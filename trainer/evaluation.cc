@@ -21,7 +21,7 @@ absl::StatusOr<double> Evaluate(const ResolvedConfig& config, const RankContext&
   for (int64_t step = 0; step < config.config().data().eval_iters(); ++step) {
     const PassInput input{&split,
                           first_sample + step * config.config().training().global_batch_size()};
-    RETURN_IF_ERROR(RunPipelinePass(config.config(), context, actions, input, LossWeighting(),
+    RETURN_IF_ERROR(RunPipelinePass(config, context, actions, input, LossWeighting(),
                                     stage, /*timeline=*/nullptr));
     stage->DiscardStashes();
     loss += stage->loss();

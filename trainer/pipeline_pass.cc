@@ -8,10 +8,11 @@
 
 namespace conveyor {
 
-absl::Status RunPipelinePass(const Config& config, const RankContext& context,
+absl::Status RunPipelinePass(const ResolvedConfig& resolved, const RankContext& context,
                              const std::vector<pipeline::Action>& actions, const PassInput& input,
                              const LossWeighting& weighting, GptStage* stage,
                              std::vector<pipeline::TimedAction>* timeline) {
+  const Config& config = resolved.config();
   const int64_t micro = config.training().micro_batch_size();
   const int64_t seq = config.model().seq_length();
   MicroBatchFeed samples =

@@ -14,7 +14,7 @@
 #include "model/masked_loss.h"
 #include "parallel/pipeline/action.h"
 #include "parallel/pipeline/timeline.h"
-#include "proto/config.pb.h"
+#include "trainer/config/resolved_config.h"
 #include "trainer/rank_context.h"
 
 namespace conveyor {
@@ -32,7 +32,7 @@ struct PassInput {
 // Each micro-batch's loss weighs as `weighting` says in the gradient; the micro-batches
 // carry the document masks the config asks for. `timeline` as in pipeline::RunActions
 // (may be null).
-absl::Status RunPipelinePass(const Config& config, const RankContext& context,
+absl::Status RunPipelinePass(const ResolvedConfig& resolved, const RankContext& context,
                              const std::vector<pipeline::Action>& actions, const PassInput& input,
                              const LossWeighting& weighting, GptStage* stage,
                              std::vector<pipeline::TimedAction>* timeline);

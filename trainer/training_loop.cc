@@ -120,7 +120,7 @@ class TrainingRun {
 
   absl::StatusOr<TrainingResult> Run() {
     if (pipelined_) {
-      ASSIGN_OR_RETURN(prediction_, PredictBubble(config_));
+      ASSIGN_OR_RETURN(prediction_, PredictBubble(resolved_));
     }
     ASSIGN_OR_RETURN(const ResumePoint resume, checkpoints_.Load(out_.log));
     RefreshComputeCopies(stage_->ops(), params_);
@@ -278,7 +278,7 @@ class TrainingRun {
     const Clock::time_point start = Clock::now();
     ASSIGN_OR_RETURN(const std::vector<pipeline::Action>* actions, StepActions());
     RETURN_IF_ERROR(
-        RunPipelinePass(config_, context_, *actions, input, weighting, stage_, &step_timeline_));
+        RunPipelinePass(resolved_, context_, *actions, input, weighting, stage_, &step_timeline_));
     bubble_.AddStep(step_timeline_, SecondsSince(start));
     // On a clock all local ranks share, for the merged trace.
     const double origin = std::chrono::duration<double>(start.time_since_epoch()).count();

@@ -51,7 +51,7 @@ PlannedRun MakeRun(const std::vector<std::string>& extra = {}) {
   absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 4);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   PlannedRun run{*resolved, resolved->model_shape(), {}};
-  absl::StatusOr<BubblePrediction> bubble = PredictBubble(run.config.config());
+  absl::StatusOr<BubblePrediction> bubble = PredictBubble(run.config);
   EXPECT_TRUE(bubble.ok()) << bubble.status();
   absl::StatusOr<std::vector<RankMemory>> stages =
       PredictMemory(MemoryInputsOf(run.config), run.shape, bubble->simulation.timeline);

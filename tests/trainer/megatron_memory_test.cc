@@ -58,8 +58,7 @@ Prediction Predict(const Recipe& recipe) {
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, recipe.world);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
-  const Config& config = resolved->config();
-  absl::StatusOr<BubblePrediction> bubble = PredictBubble(config);
+  absl::StatusOr<BubblePrediction> bubble = PredictBubble(*resolved);
   EXPECT_TRUE(bubble.ok()) << bubble.status();
   absl::StatusOr<std::vector<RankMemory>> memory =
       PredictMemory(MemoryInputsOf(*resolved), resolved->model_shape(),

@@ -234,7 +234,7 @@ absl::StatusOr<std::string> Plan(const std::vector<std::string>& flags, int worl
   if (!parsed.ok()) return parsed.status();
   absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, world_size);
   if (!resolved.ok()) return resolved.status();
-  return FormatPlan(*resolved, resolved->model_shape());
+  return FormatPlan(*resolved);
 }
 
 void CheckRecipe(const Recipe& recipe, int planning_world_size) {

@@ -30,7 +30,7 @@ std::string PlanOf(const std::vector<std::string>& args, int world) {
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(*parsed, world);
   EXPECT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::string> plan = FormatPlan(*config, config->model_shape());
+  absl::StatusOr<std::string> plan = FormatPlan(*config);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *plan : "";
 }
@@ -292,8 +292,7 @@ TEST(PlanTest, APrefixPredictsTheMemoryOfAllMicroBatches) {
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, 2);
     ASSERT_TRUE(resolved.ok()) << resolved.status();
-    const Config& config = resolved->config();
-    absl::StatusOr<BubblePrediction> prefix = PredictBubble(config);
+    absl::StatusOr<BubblePrediction> prefix = PredictBubble(*resolved);
     ASSERT_TRUE(prefix.ok()) << prefix.status();
     EXPECT_LT(prefix->simulated_micro_batches, 1030);
     absl::StatusOr<std::vector<RankMemory>> extended = PredictRunMemory(*resolved, *prefix);

@@ -35,9 +35,8 @@ StartupMemory RanksStartupMemory(const ProcessMemory& self, const RanksOnHost& r
 
 absl::StatusOr<int64_t> PredictedHostBytes(const ResolvedConfig& resolved,
                                            const RanksOnHost& ranks) {
-  const Config& config = resolved.config();
   const int world_size = resolved.world_size();
-  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
+  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(resolved));
   ASSIGN_OR_RETURN(const std::vector<RankMemory> per_stage,
                    PredictRunMemory(resolved, bubble));
   // Megatron's order puts the pipeline rank slowest: global rank r is on stage

@@ -33,11 +33,11 @@ absl::StatusOr<pipeline::Costs> ParsePipelineCosts(const std::string& text) {
   return costs;
 }
 
-absl::StatusOr<BubblePrediction> PredictBubble(const Config& config) {
-  const ParallelConfig& p = config.parallel();
-  const int P = p.pipeline_model_parallel_size();
+absl::StatusOr<BubblePrediction> PredictBubble(const ResolvedConfig& resolved) {
+  const ParallelConfig& p = resolved.config().parallel();
+  const int P = resolved.pp();
   const int V = std::max(1, p.num_virtual_stages_per_pipeline_rank());
-  const int M = config.training().num_micro_batches();
+  const int M = resolved.micro_batches();
   ASSIGN_OR_RETURN(const pipeline::Costs costs, ParsePipelineCosts(p.pipeline_costs()));
   BubblePrediction prediction;
   prediction.simulated_micro_batches = pipeline::SimulatedMicroBatches(P, M);

@@ -30,9 +30,9 @@ struct BubblePrediction {
   pipeline::SimulationResult simulation;
 };
 
-// For the schedule, P, V and M of a ResolvedConfig's config() (trainer/config/resolved_config.h);
-// the formula for M, the simulation for simulated_micro_batches.
-absl::StatusOr<BubblePrediction> PredictBubble(const Config& config);
+// For the run's schedule, P, V and M: the formula for M, the simulation for
+// simulated_micro_batches.
+absl::StatusOr<BubblePrediction> PredictBubble(const ResolvedConfig& resolved);
 
 // Memory per pipeline rank (model/memory_model.h) for the config's M micro-batches,
 // from `prediction`'s simulation, which may hold fewer.

@@ -272,9 +272,10 @@ std::string MemoryLines(const ResolvedConfig& resolved, const ModelShape& shape,
 
 }  // namespace
 
-absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const ModelShape& shape) {
+absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved) {
+  const ModelShape& shape = resolved.model_shape();
   std::string out = BatchLines(resolved, shape);
-  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(resolved.config()));
+  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(resolved));
   out += ScheduleLines(resolved, bubble);
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
                    PredictRunMemory(resolved, bubble));

@@ -13,7 +13,7 @@
 
 namespace conveyor {
 
-absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved, const ModelShape& shape);
+absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved);
 
 }  // namespace conveyor
 

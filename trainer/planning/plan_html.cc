@@ -73,7 +73,7 @@ absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const Model
   const Config& config = resolved.config();
   const ParallelConfig& p = config.parallel();
   const TrainingConfig& t = config.training();
-  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(config));
+  ASSIGN_OR_RETURN(const BubblePrediction bubble, PredictBubble(resolved));
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
                    PredictRunMemory(resolved, bubble));
   const std::string backend = absl::StrCat(resolved.on_gpu() ? "CUDA" : "CPU", " backend, ",
@@ -101,8 +101,8 @@ absl::StatusOr<std::string> PlanJson(const ResolvedConfig& resolved, const Model
 
 }  // namespace
 
-absl::StatusOr<std::string> PlanHtml(const ResolvedConfig& resolved, const ModelShape& shape) {
-  ASSIGN_OR_RETURN(const std::string json, PlanJson(resolved, shape));
+absl::StatusOr<std::string> PlanHtml(const ResolvedConfig& resolved) {
+  ASSIGN_OR_RETURN(const std::string json, PlanJson(resolved, resolved.model_shape()));
   return absl::StrReplaceAll(kPlanPage, {{"/*PLAN_DATA*/", json}});
 }
 

@@ -17,7 +17,7 @@
 
 namespace conveyor {
 
-absl::StatusOr<std::string> PlanHtml(const ResolvedConfig& resolved, const ModelShape& shape);
+absl::StatusOr<std::string> PlanHtml(const ResolvedConfig& resolved);
 
 }  // namespace conveyor
 
