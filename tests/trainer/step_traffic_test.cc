@@ -154,6 +154,12 @@ TEST(StepTrafficTest, ExpertsReduceOverTheirOwnDataParallelRanks) {
   EXPECT_EQ(traffic.tensor_parallel, 0.0);  // TP 1
   EXPECT_EQ(traffic.pipeline, 0.0);
   EXPECT_EQ(traffic.context_parallel, 0.0);
+
+  // --moe-router-load-balancing-type global_aux_loss: each MoE layer's router all-reduces
+  // 2 x 4 experts' doubles (64 bytes) over the 8 DP ranks per micro-batch (M = 1), a
+  // ring's 2 x 7/8 of them: 2 layers x 112 bytes more.
+  shape.moe.global_aux_loss_coeff = 0.01f;
+  EXPECT_DOUBLE_EQ(PredictStepTraffic(resolved, shape, only).data_parallel, 53248.0 + 224.0);
 }
 
 }  // namespace

@@ -68,6 +68,13 @@ StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const ModelShape&
                        PipelineMessageElements(tokens, shape.hidden, tp, p.sequence_parallel());
   }
   traffic.data_parallel = DataParallelBytes(resolved, shape, first);
+  if (shape.moe.global_aux_loss_coeff > 0) {
+    // global_aux_loss: per MoE layer and micro-batch, the router's all-reduce of its
+    // experts' counts and scores (2 x E doubles) over DP (model/moe_global_load.h).
+    const int dp = resolved.dp();
+    traffic.data_parallel += static_cast<double>(shape.moe.CountMoeLayers(shape.num_layers)) / pp *
+                             M * 2.0 * (dp - 1) / dp * 16.0 * shape.moe.experts();
+  }
   // A tensor-parallel all-reduce's share of a buffer (a reduce-scatter plus an all-gather
   // move as much).
   const double tp_share = 2.0 * (tp - 1) / tp;

@@ -11,7 +11,7 @@ namespace conveyor {
 
 struct StepTraffic {
   double pipeline = 0;          // activations forward, their gradients back
-  double data_parallel = 0;     // gradient reduction (and parameter all-gather)
+  double data_parallel = 0;     // gradient reduction (and parameter all-gather), global_aux_loss
   double tensor_parallel = 0;   // the layers' regions, embedding, head, cross-entropy
   double context_parallel = 0;  // ring attention's blocks, the router's logits
 };
