@@ -64,9 +64,10 @@ std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
 std::string MtpLine(const ModelShape& shape, int pp) {
   const bool moe = MtpLayerShape(shape).moe.IsMoeLayer(shape.num_layers);
   return absl::StrFormat(
-      "plan: multi-token prediction: %d depths (layers %d to %d, %s like the last) on pipeline "
-      "rank %d; loss = lm loss + %g / %d x (the depths' losses)\n",
-      shape.mtp_layers, shape.num_layers, shape.num_layers + shape.mtp_layers - 1,
+      "plan: multi-token prediction: %d depth%s (layers %d to %d, %s like the last) on "
+      "pipeline rank %d; loss = lm loss + %g / %d x (the depths' losses)\n",
+      shape.mtp_layers, shape.mtp_layers == 1 ? "" : "s", shape.num_layers,
+      shape.num_layers + shape.mtp_layers - 1,
       moe ? "mixture-of-experts" : "dense", pp - 1, shape.mtp_loss_scaling, shape.mtp_layers);
 }
 
