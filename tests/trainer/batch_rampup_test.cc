@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/trainer/config_fixtures.h"
 #include "tests/trainer/layout_runs.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/config/config_validation.h"
@@ -216,20 +217,6 @@ Config Ramped(const Layout& layout) {
   return c;
 }
 
-// Iterations up to `last` at a constant global batch, resuming `dir`'s checkpoint.
-Config ConstantSegment(int32_t global_batch, int32_t last, const std::string& dir) {
-  Config c = TinyConfig(Layout{});
-  c.mutable_training()->set_global_batch_size(global_batch);
-  c.mutable_training()->set_num_micro_batches(0);
-  c.mutable_training()->set_train_iters(last);
-  c.mutable_optimizer()->set_lr_decay_style("constant");
-  c.mutable_optimizer()->set_lr_warmup_iters(0);
-  c.mutable_optimizer()->set_lr_decay_iters(last);
-  c.mutable_checkpoint()->set_save(dir);
-  c.mutable_checkpoint()->set_load(dir);
-  return c;
-}
-
 TEST(RampedTrainingTest, EqualsAChainOfConstantBatchRuns) {
   absl::StatusOr<LayoutRun> ramped = RunLayout(Ramped(Layout{}), "ramped");
   ASSERT_TRUE(ramped.ok()) << ramped.status();
@@ -243,7 +230,7 @@ TEST(RampedTrainingTest, EqualsAChainOfConstantBatchRuns) {
   };
   for (const Segment& s : {Segment{2, 2}, Segment{4, 3}, Segment{6, 4}, Segment{8, 8}}) {
     absl::StatusOr<LayoutRun> run =
-        RunLayout(ConstantSegment(s.global_batch, s.last_iteration, dir),
+        RunLayout(ConstantBatchSegment(s.global_batch, s.last_iteration, dir),
                   "chain_" + std::to_string(s.last_iteration));
     ASSERT_TRUE(run.ok()) << run.status();
     chained.insert(chained.end(), run->losses.begin(), run->losses.end());

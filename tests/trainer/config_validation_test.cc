@@ -10,6 +10,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
+#include "tests/trainer/config_fixtures.h"
 #include "trainer/config/flags.h"
 
 namespace conveyor {
@@ -22,14 +23,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-// The smallest valid config: defaults plus a data source and a vocabulary.
-Config Valid() {
-  Config c;
-  c.mutable_data()->set_mock_data(true);
-  c.mutable_model()->set_vocab_size(1000);
-  return c;
-}
+using testing_util::SmallestValidConfig;
 
 void SetWorld(Config* c, int ranks) { c->mutable_parallel()->set_nproc_per_node(ranks); }
 
@@ -68,8 +62,8 @@ auto Line(const Texts&... texts) {
 }
 
 TEST(ValidateConfigTest, ValidConfigHasNoProblems) {
-  EXPECT_THAT(Validate(Valid()), IsEmpty());
-  Config c = Valid();
+  EXPECT_THAT(Validate(SmallestValidConfig()), IsEmpty());
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(8);
   c.mutable_parallel()->set_tensor_model_parallel_size(2);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
@@ -81,7 +75,7 @@ TEST(ValidateConfigTest, ValidConfigHasNoProblems) {
 }
 
 TEST(ValidateConfigTest, MixtureOfExpertsRules) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_experts(4);
   c.mutable_model()->set_disable_bias_linear(true);
   c.mutable_model()->set_moe_layer_freq("([1]*1+[0]*1)*1");
@@ -113,7 +107,7 @@ TEST(ValidateConfigTest, MixtureOfExpertsRules) {
 // Megatron's list form pairs each --moe-router-load-balancing-type with its
 // --moe-aux-loss-coeff; --moe-router-dtype fp64 has no GEMM here.
 TEST(ValidateConfigTest, LoadBalancingTypesAndRouterDtype) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   ModelConfig& m = *c.mutable_model();
   m.set_num_experts(4);
   m.set_disable_bias_linear(true);
@@ -144,7 +138,7 @@ TEST(ValidateConfigTest, LoadBalancingTypesAndRouterDtype) {
   EXPECT_THAT(problems, Contains(StartsWith("--moe-router-load-balancing-type global_aux_loss "
                                             "sums each micro-batch's expert counts")));
   // One type and one value, or no value (0), as Megatron's single-value form.
-  Config single = Valid();
+  Config single = SmallestValidConfig();
   single.mutable_model()->set_num_experts(4);
   single.mutable_model()->set_disable_bias_linear(true);
   single.mutable_model()->add_moe_router_load_balancing_type("global_aux_loss");
@@ -154,7 +148,7 @@ TEST(ValidateConfigTest, LoadBalancingTypesAndRouterDtype) {
 }
 
 TEST(ValidateConfigTest, ExpertBiasNeedsSigmoidScoresAndARateOfAtLeastZero) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_experts(4);
   c.mutable_model()->set_disable_bias_linear(true);
   c.mutable_model()->set_moe_router_enable_expert_bias(true);
@@ -168,7 +162,7 @@ TEST(ValidateConfigTest, ExpertBiasNeedsSigmoidScoresAndARateOfAtLeastZero) {
 // Group-limited routing splits the experts evenly and takes at least one pick per chosen
 // group; the shared expert's gate needs a shared expert.
 TEST(ValidateConfigTest, GroupLimitedRoutingAndTheSharedExpertGate) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_experts(8);
   c.mutable_model()->set_disable_bias_linear(true);
   c.mutable_model()->set_moe_router_topk(4);
@@ -192,7 +186,7 @@ TEST(ValidateConfigTest, GroupLimitedRoutingAndTheSharedExpertGate) {
 }
 
 TEST(ValidateConfigTest, ExpertParallelRules) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_parallel()->set_expert_model_parallel_size(2);
   SetWorld(&c, 4);
   EXPECT_THAT(Validate(c, 4), Contains(HasSubstr("--expert-model-parallel-size 2 splits a "
@@ -217,7 +211,7 @@ TEST(ValidateConfigTest, ExpertParallelRules) {
 }
 
 TEST(ValidateConfigTest, ExpertTensorParallelRules) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_parallel()->set_tensor_model_parallel_size(2);
   c.mutable_parallel()->set_sequence_parallel(true);
   c.mutable_parallel()->set_expert_tensor_parallel_size(1);
@@ -248,7 +242,7 @@ TEST(ValidateConfigTest, ExpertTensorParallelRules) {
 }
 
 TEST(ValidateConfigTest, SizesMustBePositive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(0);
   c.mutable_model()->set_hidden_size(-1);
   c.mutable_model()->set_num_attention_heads(0);
@@ -263,7 +257,7 @@ TEST(ValidateConfigTest, SizesMustBePositive) {
 }
 
 TEST(ValidateConfigTest, HiddenSizeDivisibleByHeads) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_hidden_size(100);
   c.mutable_model()->set_num_attention_heads(3);
   EXPECT_THAT(
@@ -276,20 +270,20 @@ TEST(ValidateConfigTest, HiddenSizeDivisibleByHeads) {
 }
 
 TEST(ValidateConfigTest, HeadsDivisibleByQueryGroups) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_query_groups(3);
   EXPECT_THAT(Validate(c), Line("--num-attention-heads 4", "--num-query-groups 3"));
 }
 
 TEST(ValidateConfigTest, HeadsDivisibleByTensorParallel) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_attention_heads(4);
   c.mutable_parallel()->set_tensor_model_parallel_size(3);
   EXPECT_THAT(Validate(c, 3), Line("--num-attention-heads 4", "--tensor-model-parallel-size 3"));
 }
 
 TEST(ValidateConfigTest, QueryGroupsDivisibleByTensorParallel) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_attention_heads(8);
   c.mutable_model()->set_num_query_groups(2);
   c.mutable_parallel()->set_tensor_model_parallel_size(4);
@@ -298,7 +292,7 @@ TEST(ValidateConfigTest, QueryGroupsDivisibleByTensorParallel) {
 }
 
 TEST(ValidateConfigTest, FfnDivisibleByTensorParallel) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_ffn_hidden_size(510);
   c.mutable_parallel()->set_tensor_model_parallel_size(4);
   EXPECT_THAT(Validate(c, 4), ElementsAre(AllOf(HasSubstr("--ffn-hidden-size 510"),
@@ -306,7 +300,7 @@ TEST(ValidateConfigTest, FfnDivisibleByTensorParallel) {
 }
 
 TEST(ValidateConfigTest, RopeNeedsEvenHeadDimension) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_position_embedding_type("rope");
   c.mutable_model()->set_hidden_size(132);  // 4 heads of 33
   EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--kv-channels 33"),
@@ -316,7 +310,7 @@ TEST(ValidateConfigTest, RopeNeedsEvenHeadDimension) {
 }
 
 TEST(ValidateConfigTest, LearnedPositionsCoverTheSequence) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_max_position_embeddings(64);
   EXPECT_THAT(Validate(c), Line("--max-position-embeddings 64", "--seq-length 128"));
   c.mutable_model()->set_position_embedding_type("rope");  // no table to outgrow
@@ -324,7 +318,7 @@ TEST(ValidateConfigTest, LearnedPositionsCoverTheSequence) {
 }
 
 TEST(ValidateConfigTest, DropoutsAreProbabilitiesBelowOne) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_hidden_dropout(1.0f);
   c.mutable_model()->set_attention_dropout(-0.1f);
   const std::vector<std::string> p = Validate(c);
@@ -333,7 +327,7 @@ TEST(ValidateConfigTest, DropoutsAreProbabilitiesBelowOne) {
 }
 
 TEST(ValidateConfigTest, NormEpsilonAndInitStdPositive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_norm_epsilon(0);
   c.mutable_model()->set_init_method_std(-0.02f);
   const std::vector<std::string> p = Validate(c);
@@ -342,7 +336,7 @@ TEST(ValidateConfigTest, NormEpsilonAndInitStdPositive) {
 }
 
 TEST(ValidateConfigTest, WorldDivisibleByModelParallel) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(6);
   c.mutable_parallel()->set_tensor_model_parallel_size(2);
   c.mutable_parallel()->set_pipeline_model_parallel_size(3);
@@ -354,17 +348,17 @@ TEST(ValidateConfigTest, WorldDivisibleByModelParallel) {
 }
 
 TEST(ValidateConfigTest, WorldSizeMustBePositive) {
-  EXPECT_THAT(Validate(Valid(), 0), Line("--nproc-per-node", "world size 0"));
+  EXPECT_THAT(Validate(SmallestValidConfig(), 0), Line("--nproc-per-node", "world size 0"));
 }
 
 TEST(ValidateConfigTest, MicroBatchPositive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_training()->set_micro_batch_size(0);
   EXPECT_THAT(Validate(c), Line("--micro-batch-size 0 must be positive"));
 }
 
 TEST(ValidateConfigTest, GlobalBatchDivisibleByMicroBatchTimesDp) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   SetWorld(&c, 4);
   c.mutable_training()->set_micro_batch_size(2);
   c.mutable_training()->set_global_batch_size(12);
@@ -374,7 +368,7 @@ TEST(ValidateConfigTest, GlobalBatchDivisibleByMicroBatchTimesDp) {
 }
 
 TEST(ValidateConfigTest, ContradictingBatchFlagsShowTheArithmetic) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   SetWorld(&c, 4);
   c.mutable_training()->set_micro_batch_size(2);
   c.mutable_training()->set_global_batch_size(64);
@@ -389,7 +383,7 @@ TEST(ValidateConfigTest, ContradictingBatchFlagsShowTheArithmetic) {
 }
 
 TEST(ValidateConfigTest, LayersDivisibleByPipelineStages) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(3);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
   EXPECT_THAT(Validate(c, 2), ElementsAre(AllOf(HasSubstr("--num-layers 3"),
@@ -405,7 +399,7 @@ TEST(ValidateConfigTest, LayersDivisibleByPipelineStages) {
 }
 
 TEST(ValidateConfigTest, AccountingForEmbeddingChangesTheSplit) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(3);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
   c.mutable_parallel()->set_account_for_embedding_in_pipeline_split(true);
@@ -413,23 +407,23 @@ TEST(ValidateConfigTest, AccountingForEmbeddingChangesTheSplit) {
 }
 
 TEST(ValidateConfigTest, TrainItersPositive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_training()->set_train_iters(0);
   EXPECT_THAT(Validate(c), Line("--train-iters 0"));
 }
 
 TEST(ValidateConfigTest, LearningRates) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_optimizer()->set_lr(-1);
   EXPECT_THAT(Validate(c), Line("--lr -1 must not be negative"));
-  c = Valid();
+  c = SmallestValidConfig();
   c.mutable_optimizer()->set_lr(0.01f);
   c.mutable_optimizer()->set_min_lr(0.1f);
   EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--min-lr 0.1"), HasSubstr("--lr 0.01"))));
 }
 
 TEST(ValidateConfigTest, WarmupItersAndFractionAreExclusive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_optimizer()->set_lr_warmup_iters(10);
   c.mutable_optimizer()->set_lr_warmup_fraction(0.1f);
   EXPECT_THAT(Validate(c),
@@ -438,7 +432,7 @@ TEST(ValidateConfigTest, WarmupItersAndFractionAreExclusive) {
 }
 
 TEST(ValidateConfigTest, WarmupNotLongerThanDecay) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_optimizer()->set_lr_warmup_iters(200);  // train-iters is 100
   EXPECT_THAT(Validate(c), Line("--lr-warmup-iters 200", "--lr-decay-iters", "--train-iters"));
   c.mutable_optimizer()->set_lr_decay_iters(300);
@@ -446,7 +440,7 @@ TEST(ValidateConfigTest, WarmupNotLongerThanDecay) {
 }
 
 TEST(ValidateConfigTest, OptimizerRanges) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_optimizer()->set_clip_grad(-1);
   c.mutable_optimizer()->set_adam_beta1(1.0f);
   c.mutable_optimizer()->set_adam_beta2(-0.5f);
@@ -463,7 +457,7 @@ TEST(ValidateConfigTest, OptimizerRanges) {
 
 // A --config file is not checked against (choices) by the parser.
 TEST(ValidateConfigTest, EveryChoiceFieldIsChecked) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_normalization("layernorm");
   c.mutable_optimizer()->set_lr_decay_style("step");
   c.mutable_parallel()->set_device("tpu");
@@ -475,7 +469,7 @@ TEST(ValidateConfigTest, EveryChoiceFieldIsChecked) {
 
 TEST(ValidateConfigTest, CudaTrainsEveryLayout) {
   // NCCL moves the device tensors (trainer/backend.h): the layout rules are the CPU's.
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_parallel()->set_device("cuda");
   c.mutable_parallel()->set_tensor_model_parallel_size(2);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
@@ -484,7 +478,7 @@ TEST(ValidateConfigTest, CudaTrainsEveryLayout) {
 }
 
 TEST(ResolveConfigTest, Bf16IsTheGpuDefault) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_parallel()->set_device("cuda");
   absl::StatusOr<Config> gpu = ResolveConfig(c, 1);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -494,7 +488,7 @@ TEST(ResolveConfigTest, Bf16IsTheGpuDefault) {
   ASSERT_TRUE(gpu_fp32.ok()) << gpu_fp32.status();
   EXPECT_FALSE(gpu_fp32->precision().bf16());
   for (const char* device : {"cpu", "auto"}) {
-    c = Valid();
+    c = SmallestValidConfig();
     c.mutable_parallel()->set_device(device);
     absl::StatusOr<Config> cpu = ResolveConfig(c, 1);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -503,7 +497,7 @@ TEST(ResolveConfigTest, Bf16IsTheGpuDefault) {
 }
 
 TEST(ValidateConfigTest, ExactlyOneDataSource) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_data()->set_mock_data(false);
   EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--mock-data"), HasSubstr("--data-path"),
                                              HasSubstr("--train-data-path"))));
@@ -518,7 +512,7 @@ TEST(ValidateConfigTest, ExactlyOneDataSource) {
 }
 
 TEST(ValidateConfigTest, DataPathWeightsComeInPairs) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_data()->set_mock_data(false);
   for (const char* v : {"0.3", "a", "0.7"}) c.mutable_data()->add_data_path(v);
   EXPECT_THAT(Validate(c), Line("--data-path", "starts with a weight", "pairs"));
@@ -529,7 +523,7 @@ TEST(ValidateConfigTest, DataPathWeightsComeInPairs) {
 }
 
 TEST(ValidateConfigTest, VocabSizeNeededWithoutTokenizer) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_vocab_size(0);
   EXPECT_THAT(Validate(c), Line("--vocab-size 0", "--mock-data"));
   c.mutable_data()->set_tokenizer_type("NullTokenizer");
@@ -542,13 +536,13 @@ TEST(ValidateConfigTest, VocabSizeNeededWithoutTokenizer) {
 }
 
 TEST(ValidateConfigTest, LogIntervalPositive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_logging()->set_log_interval(0);
   EXPECT_THAT(Validate(c), ElementsAre(HasSubstr("--log-interval 0")));
 }
 
 TEST(ValidateConfigTest, FullRecomputeNeedsMethodAndLayers) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_recompute()->set_recompute_granularity("full");
   const std::vector<std::string> p = Validate(c);
   EXPECT_THAT(p, Line("--recompute-method", "--recompute-granularity full"));
@@ -559,7 +553,7 @@ TEST(ValidateConfigTest, FullRecomputeNeedsMethodAndLayers) {
 }
 
 TEST(ValidateConfigTest, SelectiveRecomputeTakesNoMethodOrLayers) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_recompute()->set_recompute_granularity("selective");
   c.mutable_recompute()->set_recompute_method("block");
   EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--recompute-method"),
@@ -570,14 +564,14 @@ TEST(ValidateConfigTest, SelectiveRecomputeTakesNoMethodOrLayers) {
 }
 
 TEST(ValidateConfigTest, RecomputeActivationsContradictsFull) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_recompute()->set_recompute_activations(true);
   c.mutable_recompute()->set_recompute_granularity("full");
   EXPECT_THAT(Validate(c), Line("--recompute-activations", "--recompute-granularity full"));
 }
 
 TEST(ValidateConfigTest, RecomputeModulesAreKnown) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_recompute()->set_recompute_granularity("selective");
   c.mutable_recompute()->add_recompute_modules("mlp");
   c.mutable_recompute()->add_recompute_modules("attention");
@@ -588,7 +582,7 @@ TEST(ValidateConfigTest, RecomputeModulesAreKnown) {
 }
 
 TEST(ValidateConfigTest, VirtualPipelineFlagsAreExclusive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(8);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
   c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(2);
@@ -600,18 +594,18 @@ TEST(ValidateConfigTest, VirtualPipelineFlagsAreExclusive) {
 }
 
 TEST(ValidateConfigTest, VirtualPipelineNeedsPipelineParallel) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
   EXPECT_THAT(Validate(c), ElementsAre(AllOf(HasSubstr("--num-virtual-stages-per-pipeline-rank"),
                                              HasSubstr("--pipeline-model-parallel-size > 1"))));
-  c = Valid();
+  c = SmallestValidConfig();
   c.mutable_parallel()->set_num_layers_per_virtual_pipeline_stage(1);
   EXPECT_THAT(Validate(c), Line("--num-layers-per-virtual-pipeline-stage",
                                 "--pipeline-model-parallel-size > 1"));
 }
 
 TEST(ValidateConfigTest, VirtualStagesDivideTheLayers) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(6);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
   c.mutable_parallel()->set_num_virtual_stages_per_pipeline_rank(2);
@@ -622,13 +616,13 @@ TEST(ValidateConfigTest, VirtualStagesDivideTheLayers) {
 }
 
 TEST(ValidateConfigTest, DistributedTimeoutPositive) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_parallel()->set_distributed_timeout_minutes(0);
   EXPECT_THAT(Validate(c), ElementsAre(HasSubstr("--distributed-timeout-minutes 0")));
 }
 
 TEST(ValidateConfigTest, SequenceParallelSplitsTheSequence) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_seq_length(130);
   c.mutable_parallel()->set_tensor_model_parallel_size(4);
   c.mutable_parallel()->set_sequence_parallel(true);
@@ -637,7 +631,7 @@ TEST(ValidateConfigTest, SequenceParallelSplitsTheSequence) {
 }
 
 TEST(ValidateConfigTest, CheckpointFlagsNeedTheirFolder) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_checkpoint()->set_finetune(true);
   c.mutable_checkpoint()->set_exit_on_missing_checkpoint(true);
   const std::vector<std::string> p = Validate(c);
@@ -648,13 +642,13 @@ TEST(ValidateConfigTest, CheckpointFlagsNeedTheirFolder) {
 // Megatron tolerates --save-interval without --save (its recipes leave --save to the
 // launch); so does Conveyor, which warns at the start that nothing is saved.
 TEST(ValidateConfigTest, SaveIntervalWithoutSaveIsTolerated) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_checkpoint()->set_save_interval(5);
   EXPECT_THAT(Validate(c), IsEmpty());
 }
 
 TEST(ValidateConfigTest, ReportsEveryProblemAtOnce) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_hidden_size(100);
   c.mutable_model()->set_num_attention_heads(3);
   c.mutable_training()->set_train_iters(0);
@@ -669,7 +663,7 @@ TEST(ValidateConfigTest, ReportsEveryProblemAtOnce) {
 }
 
 TEST(ResolveConfigTest, FillsDerivedValues) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(4);
   c.mutable_model()->set_hidden_size(256);
   c.mutable_model()->set_num_attention_heads(8);
@@ -706,7 +700,7 @@ TEST(ResolveConfigTest, FillsDerivedValues) {
 }
 
 TEST(ResolveConfigTest, DerivesGlobalBatchAndVirtualStages) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(8);
   c.mutable_model()->set_swiglu(true);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
@@ -726,7 +720,7 @@ TEST(ResolveConfigTest, DerivesGlobalBatchAndVirtualStages) {
   EXPECT_EQ(r->parallel().pipeline_schedule(), "interleaved-1f1b");
   EXPECT_THAT(Validate(*r, 4), IsEmpty());
 
-  c = Valid();
+  c = SmallestValidConfig();
   const absl::StatusOr<Config> defaults = ResolveConfig(c, 1);
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->training().num_micro_batches(), 1);
@@ -734,7 +728,7 @@ TEST(ResolveConfigTest, DerivesGlobalBatchAndVirtualStages) {
 }
 
 TEST(ResolveConfigTest, ScheduleRulesAreCheckedWithTheFlags) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_num_layers(8);
   c.mutable_parallel()->set_pipeline_model_parallel_size(2);
   c.mutable_parallel()->set_pipeline_schedule("zbv");
@@ -758,7 +752,7 @@ TEST(ResolveConfigTest, ScheduleRulesAreCheckedWithTheFlags) {
 }
 
 TEST(ResolveConfigTest, TrainSamplesGiveIterationsAndASampleSchedule) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_training()->set_micro_batch_size(4);
   c.mutable_training()->set_global_batch_size(8);
   c.mutable_training()->set_train_samples(803);
@@ -783,7 +777,7 @@ TEST(ResolveConfigTest, TrainSamplesGiveIterationsAndASampleSchedule) {
 }
 
 TEST(ValidateConfigTest, ScheduleCountsWhatTheRunCounts) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_training()->set_global_batch_size(1);
   c.mutable_training()->set_train_samples(100);
   c.mutable_optimizer()->set_lr_warmup_iters(5);
@@ -793,7 +787,7 @@ TEST(ValidateConfigTest, ScheduleCountsWhatTheRunCounts) {
   c.mutable_optimizer()->set_lr_warmup_samples(200);
   EXPECT_THAT(Validate(c), ElementsAre(StartsWith("--lr-warmup-samples 200 exceeds")));
 
-  Config by_iterations = Valid();
+  Config by_iterations = SmallestValidConfig();
   by_iterations.mutable_optimizer()->set_lr_decay_samples(50);
   EXPECT_THAT(Validate(by_iterations),
               ElementsAre(AllOf(StartsWith("--lr-decay-samples needs --train-samples"),
@@ -801,19 +795,19 @@ TEST(ValidateConfigTest, ScheduleCountsWhatTheRunCounts) {
 }
 
 TEST(ValidateConfigTest, Fp16IsRefusedForBf16) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_precision()->set_fp16(true);
   EXPECT_THAT(Validate(c), ElementsAre(AllOf(StartsWith("--fp16"), HasSubstr("--bf16"))));
 }
 
 TEST(ValidateConfigTest, RehearsalTimeNotNegative) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_parallel()->set_pipeline_rehearsal_ms(-5);
   EXPECT_THAT(Validate(c), ElementsAre(StartsWith("--pipeline-rehearsal-ms")));
 }
 
 TEST(ResolveConfigTest, GroupQueryAttentionAloneMeansOneGroup) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_model()->set_group_query_attention(true);
   absl::StatusOr<Config> r = ResolveConfig(c, 1);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -830,7 +824,7 @@ TEST(ResolveConfigTest, GroupQueryAttentionAloneMeansOneGroup) {
 }
 
 TEST(ResolveConfigTest, InvalidConfigListsEveryProblem) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_training()->set_train_iters(0);
   c.mutable_logging()->set_log_interval(0);
   const absl::StatusOr<Config> r = ResolveConfig(c, 1);
@@ -865,7 +859,7 @@ TEST(WorldSizeTest, FromLauncherEnvironmentOrFlags) {
   c.mutable_parallel()->set_nproc_per_node(1);
   c.mutable_parallel()->set_nnodes(1);
   EXPECT_EQ(WorldSizeFromEnvironment(c, lookup), 1);
-  EXPECT_THAT(Validate(Valid(), 0), Line("world size 0"));
+  EXPECT_THAT(Validate(SmallestValidConfig(), 0), Line("world size 0"));
 }
 
 TEST(PaddedVocabSizeTest, RoundsUpToDivisorTimesTensorParallel) {

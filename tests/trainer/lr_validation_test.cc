@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
+#include "tests/trainer/config_fixtures.h"
 #include "trainer/config/config_validation.h"
 
 namespace conveyor {
@@ -15,16 +16,10 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
-
-Config Valid() {
-  Config c;
-  c.mutable_data()->set_mock_data(true);
-  c.mutable_model()->set_vocab_size(1000);
-  return c;
-}
+using testing_util::SmallestValidConfig;
 
 TEST(LrValidationTest, WsdNeedsItsAnnealLengthInTheRunsUnit) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_optimizer()->set_lr_decay_style("WSD");
   EXPECT_THAT(ValidateConfig(c, 1),
               ElementsAre(AllOf(StartsWith("--lr-decay-style WSD needs --lr-wsd-decay-iters N"),
@@ -49,7 +44,7 @@ TEST(LrValidationTest, WsdNeedsItsAnnealLengthInTheRunsUnit) {
 }
 
 TEST(LrValidationTest, WsdStyleIsOneOfMegatrons) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_optimizer()->set_lr_wsd_decay_style("sqrt");
   EXPECT_THAT(ValidateConfig(c, 1),
               ElementsAre(AllOf(StartsWith("--lr-wsd-decay-style 'sqrt' is not one of"),
@@ -57,7 +52,7 @@ TEST(LrValidationTest, WsdStyleIsOneOfMegatrons) {
 }
 
 TEST(LrValidationTest, DecoupledRatesDecayDownward) {
-  Config c = Valid();
+  Config c = SmallestValidConfig();
   c.mutable_optimizer()->set_decoupled_min_lr(1e-5f);
   EXPECT_THAT(ValidateConfig(c, 1),
               ElementsAre(StartsWith("--decoupled-min-lr 1e-05 applies only with --decoupled-lr")));

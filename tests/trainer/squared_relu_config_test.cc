@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
+#include "tests/trainer/config_fixtures.h"
 #include "trainer/config/config_validation.h"
 #include "trainer/hf/gpt2_mapping.h"
 
@@ -17,9 +18,7 @@ using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
 Config Valid() {
-  Config c;
-  c.mutable_data()->set_mock_data(true);
-  c.mutable_model()->set_vocab_size(1000);
+  Config c = testing_util::SmallestValidConfig();
   c.mutable_model()->set_squared_relu(true);
   return c;
 }

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/trainer/config_fixtures.h"
 #include "tests/trainer/layout_runs.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/config/batch_rampup.h"
@@ -192,19 +193,6 @@ Config ScheduledRun(bool by_samples) {
   return c;
 }
 
-// Iterations up to `last` at a constant global batch, resuming `dir`'s checkpoint.
-Config ConstantSegment(int32_t global_batch, int32_t last, const std::string& dir) {
-  Config c = TinyConfig(Layout{});
-  c.mutable_training()->set_global_batch_size(global_batch);
-  c.mutable_training()->set_num_micro_batches(0);
-  c.mutable_training()->set_train_iters(last);
-  c.mutable_optimizer()->set_lr_decay_style("constant");
-  c.mutable_optimizer()->set_lr_warmup_iters(0);
-  c.mutable_checkpoint()->set_save(dir);
-  c.mutable_checkpoint()->set_load(dir);
-  return c;
-}
-
 TEST(StepBatchScheduleTrainingTest, EqualsAChainOfConstantBatchRuns) {
   const std::string dir = FreshDir("schedule_chain_ckpt");
   std::vector<double> chained;
@@ -214,7 +202,7 @@ TEST(StepBatchScheduleTrainingTest, EqualsAChainOfConstantBatchRuns) {
   };
   for (const Segment& s : {Segment{2, 2}, Segment{4, 3}, Segment{8, 7}}) {
     absl::StatusOr<LayoutRun> run =
-        RunLayout(ConstantSegment(s.global_batch, s.last_iteration, dir),
+        RunLayout(ConstantBatchSegment(s.global_batch, s.last_iteration, dir),
                   "schedule_chain_" + std::to_string(s.last_iteration));
     ASSERT_TRUE(run.ok()) << run.status();
     chained.insert(chained.end(), run->losses.begin(), run->losses.end());
