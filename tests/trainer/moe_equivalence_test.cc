@@ -183,5 +183,27 @@ INSTANTIATE_TEST_SUITE_P(ExpertParallel, MoeEquivalenceTest,
                            return LayoutName(test.param);
                          });
 
+// One multi-token prediction depth after mixture-of-experts layers: the depth's layer is
+// one too, its router's expert bias moves with the model's (sigmoid scores, every layout's
+// counts summed alike), and DeepSeek-V3's group-limited routing with a gated shared
+// expert reaches it as well.
+std::vector<Layout> MtpLayouts() {
+  Layout expert_parallel = MoeExpertBias(TpDp(1, 2, false, true));
+  expert_parallel.ep = 2;
+  std::vector<Layout> layouts = {expert_parallel, MoeExpertBias(TpDp(2, 1, true, false)),
+                                 MoeExpertBias(Pipeline(2, "1f1b", 1, 2)),
+                                 GroupLimited(TpDp(2, 2, true, true), 2, 1)};
+  for (Layout& l : layouts) {
+    l.llama = true;
+    l.mtp = 1;
+  }
+  return layouts;
+}
+
+INSTANTIATE_TEST_SUITE_P(Mtp, MoeEquivalenceTest, ::testing::ValuesIn(MtpLayouts()),
+                         [](const ::testing::TestParamInfo<Layout>& test) {
+                           return LayoutName(test.param);
+                         });
+
 }  // namespace
 }  // namespace conveyor::testing_util

@@ -10,6 +10,7 @@
 #include "trainer/config/config_validation.h"
 #include "trainer/config/resolved_config.h"
 #include "trainer/planning/flops.h"
+#include "trainer/planning/plan.h"
 #include "trainer/reporting/training_log.h"
 
 namespace conveyor {
@@ -80,6 +81,24 @@ TEST(MtpConfigTest, LogLineAndMetricsCarryEachDepthsLoss) {
   EXPECT_THAT(FormatMetricsJson(s),
               HasSubstr("\"mtp_1_loss\": 3.25, \"mtp_2_loss\": 4.125, \"skipped_iterations\""));
   EXPECT_EQ(MtpLossName(3), "mtp_3 loss");
+}
+
+// --dry-run names the depths, and a mixture of experts' line counts the depths' MoE
+// layers among its layers, as Megatron's MoE figures do.
+TEST(MtpConfigTest, DryRunNamesTheDepths) {
+  Config c = Valid();
+  c.mutable_model()->set_num_experts(4);
+  c.mutable_model()->set_disable_bias_linear(true);
+  const absl::StatusOr<Config> resolved = ResolveConfig(c, 1);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const absl::StatusOr<ResolvedConfig> r = ResolvedConfig::Resolve(*resolved, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const absl::StatusOr<std::string> plan = FormatPlan(*r);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(*plan, HasSubstr("plan: multi-token prediction: 2 depths (layers 2 to 3, "
+                               "mixture-of-experts like the last) on pipeline rank 0; loss = "
+                               "lm loss + 0.1 / 2 x (the depths' losses)\n"));
+  EXPECT_THAT(*plan, HasSubstr(", in 4 of 4 layers: "));
 }
 
 // One layer and one depth, by Megatron's num_floating_point_operations worked out by hand:
