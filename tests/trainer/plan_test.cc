@@ -244,6 +244,18 @@ TEST(PlanTest, GroupLimitedRoutingAndTheSharedExpertGate) {
   EXPECT_EQ(parameters(plan) - parameters(PlanOf(MoeArgs(shared), 4)), 4 * 128);
 }
 
+// The MoE line names the load-balancing losses with their coefficients (Megatron's list
+// form) and --moe-router-dtype fp32.
+TEST(PlanTest, LoadBalancingLossesAndTheRouterDtype) {
+  const std::string plan = PlanOf(
+      MoeArgs({"--global-batch-size", "16", "--moe-router-load-balancing-type", "seq_aux_loss",
+               "global_aux_loss", "--moe-aux-loss-coeff", "0.01", "0.001", "--bf16",
+               "--moe-router-dtype", "fp32"}),
+      4);
+  EXPECT_THAT(plan, HasSubstr("active per token; seq_aux_loss x 0.01; global_aux_loss x 0.001; "
+                              "router GEMM in fp32\n"));
+}
+
 // PP 2 on 2 ranks, 4 layers of hidden 64, micro-batches of 1 sample: `extra` sets the
 // global batch and the schedule.
 std::vector<std::string> PipelineArgs(const std::vector<std::string>& extra) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,24 @@ std::string Bytes(double bytes) {
   return absl::StrFormat("%.2f MiB", bytes / kMiB);
 }
 
+// The router's settings after its top-k: the load-balancing losses with their
+// coefficients, the expert bias, and the gate's dtype when it is not the compute type.
+std::string RouterSettings(const MoeShape& moe) {
+  std::string out;
+  const std::pair<const char*, float> losses[] = {{"aux_loss", moe.aux_loss_coeff},
+                                                  {"seq_aux_loss", moe.seq_aux_loss_coeff},
+                                                  {"global_aux_loss", moe.global_aux_loss_coeff}};
+  for (const auto& [type, coeff] : losses) {
+    if (coeff > 0) absl::StrAppendFormat(&out, "; %s x %g", type, coeff);
+  }
+  if (moe.expert_bias) {
+    absl::StrAppendFormat(&out, "; expert bias (auxiliary-loss-free balancing), %g per step",
+                          moe.bias_update_rate);
+  }
+  if (moe.router_fp32) out += "; router GEMM in fp32";
+  return out;
+}
+
 // A mixture of experts' parameters: all of them (a tensor-parallel rank's share: the
 // pipeline ranks of tensor-parallel rank 0, with its E / EP experts split over ETP
 // replaced by all E split over TP) and those a token computes with (its top-k experts),
@@ -54,10 +73,7 @@ std::string MoeParametersLine(const ModelShape& shape, int tp, int ep, int etp,
       shape.moe.experts(), router.topk, groups, moe_layers, layers, total,
       tp > 1 ? " per tensor-parallel rank" : "", active,
       100.0 * static_cast<double>(active) / static_cast<double>(std::max<int64_t>(total, 1)),
-      shape.moe.expert_bias
-          ? absl::StrFormat("; expert bias (auxiliary-loss-free balancing), %g per step",
-                            shape.moe.bias_update_rate)
-          : "");
+      RouterSettings(shape.moe));
 }
 
 // Multi-token prediction: where its depths run and how their losses weigh.
