@@ -186,6 +186,33 @@ TEST(CheckpointReshardingTest, ResumesAcrossContextParallelSizes) {
   ExpectFollows(*on_cp4, *reference);
 }
 
+// Multi-token prediction's depths live on the last pipeline stage with their copy of the
+// word embedding, which no checkpoint writes twice: a checkpoint saved under PP 2 x TP 2
+// with sequence parallelism resumes on one rank and under CP 2 x DP 2 with the distributed
+// optimizer, both following the uninterrupted one-rank run.
+TEST(CheckpointReshardingTest, MultiTokenPredictionResumesUnderOtherLayouts) {
+  Layout saving = Pipeline(2, "1f1b", 1, 2);
+  saving.tp = 2;
+  saving.sequence_parallel = true;
+  Layout one;
+  Layout cp_dp = TpDp(1, 2, false, true);
+  cp_dp.cp = 2;
+  for (Layout* l : {&saving, &one, &cp_dp}) {
+    l->llama = true;
+    l->mtp = 2;
+  }
+  absl::StatusOr<LayoutRun> reference = RunLayout(TwentyIterations(one), "mtp_reference");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string save = FreshDir("mtp_ckpt");
+  ASSERT_TRUE(FirstHalf(saving, save, false, "mtp_first").ok());
+  absl::StatusOr<LayoutRun> on_one = SecondHalf(one, save, "mtp_to_one");
+  ASSERT_TRUE(on_one.ok()) << on_one.status();
+  ExpectFollows(*on_one, *reference);
+  absl::StatusOr<LayoutRun> on_cp_dp = SecondHalf(cp_dp, save, "mtp_to_cp_dp");
+  ASSERT_TRUE(on_cp_dp.ok()) << on_cp_dp.status();
+  ExpectFollows(*on_cp_dp, *reference);
+}
+
 // A mixture of experts' experts are TP-sharded like the dense MLP: a checkpoint saved
 // under TP 2 (with SP) x DP 2 and the distributed optimizer resumes on one rank and
 // follows the uninterrupted one-rank run (routing, drops and auxiliary losses included;
