@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-token prediction end to end (--mtp-num-layers, --mtp-loss-scaling-factor): the
-# log line carries Megatron's "mtp_<k> loss" after the lm loss, as does the
-# --metrics-file; a run saved at iteration 3 and resumed, on one rank and under two
+# log line carries Megatron's "mtp_<k> loss" after the lm loss, as do the --metrics-file
+# and TensorBoard (read back with its own reader); a run saved at iteration 3 and resumed, on one rank and under two
 # pipeline stages (the depths and their copy of the embedding on the last), continues the
 # run's losses (from its checkpoint of iteration 3); the depths' loss weight changes the run; the combinations
 # Conveyor does not implement stop with exit 2 naming the flags.
@@ -33,10 +33,26 @@ same() {
     failures=$((failures + 1))
 }
 
-run whole --save ckpt --save-interval 3
+run whole --save ckpt --save-interval 3 --tensorboard-dir tb
 grep -qE 'lm loss: [0-9.E+-]+ \| mtp_1 loss: [0-9.E+-]+ \| mtp_2 loss: [0-9.E+-]+ \| grad norm' \
   whole.out || fail "the log line lacks mtp_1 and mtp_2 after lm loss: $(grep -m1 ' iteration ' whole.out)"
 [[ $(field whole.jsonl mtp_2_loss | wc -l) -eq 6 ]] || fail "metrics: $(field whole.jsonl mtp_2_loss | wc -l) mtp_2_loss values, want 6"
+
+# TensorBoard's own reader finds Megatron's "mtp_<k> loss" scalars with the metrics' values.
+python3 - tb whole.jsonl <<'PY' || fail "the TensorBoard mtp scalars differ from the metrics (above)"
+import json, sys
+from tensorboard.backend.event_processing import event_accumulator
+acc = event_accumulator.EventAccumulator(sys.argv[1]); acc.Reload()
+lines = [json.loads(l) for l in open(sys.argv[2])]
+bad = 0
+for k in (1, 2):
+    got = {e.step: e.value for e in acc.Scalars(f"mtp_{k} loss")}
+    want = {l["iteration"]: l[f"mtp_{k}_loss"] for l in lines}
+    for step, value in want.items():
+        if step not in got or abs(got[step] - value) > 1e-6 * abs(value):
+            print(f"FAIL: mtp_{k} loss at {step}: {got.get(step)} vs {value}"); bad = 1
+sys.exit(bad)
+PY
 
 run resumed --load ckpt --ckpt-step 3
 run resumed_pp2 --load ckpt --ckpt-step 3 --nproc-per-node 2 --pipeline-model-parallel-size 2
