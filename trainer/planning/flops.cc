@@ -44,10 +44,10 @@ double MegatronFlopsPerIteration(const ModelShape& s, int64_t global_batch_size)
   // The MLP width summed over layers: dense layers' f, MoE layers' active experts'.
   double ffn_sum = 0.0;
   for (int64_t layer = 0; layer < num_layers; ++layer) {
-    ffn_sum += layers.moe.IsMoeLayer(layer)
-                   ? static_cast<double>(s.moe.router.topk * s.moe.ffn_hidden +
-                                         s.moe.shared_expert_ffn)
-                   : static_cast<double>(s.ffn_hidden);
+    ffn_sum +=
+        layers.moe.IsMoeLayer(layer)
+            ? static_cast<double>(s.moe.router.topk * s.moe.ffn_hidden + s.moe.shared_expert_ffn)
+            : static_cast<double>(s.ffn_hidden);
   }
   const double mlp = ffn_sum / (static_cast<double>(num_layers) * h) * (s.swiglu ? 1.5 : 1.0);
   const double logits =

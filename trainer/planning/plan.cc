@@ -83,8 +83,8 @@ std::string MtpLine(const ModelShape& shape, int pp) {
       "plan: multi-token prediction: %d depth%s (layers %d to %d, %s like the last) on "
       "pipeline rank %d; loss = lm loss + %g / %d x (the depths' losses)\n",
       shape.mtp_layers, shape.mtp_layers == 1 ? "" : "s", shape.num_layers,
-      shape.num_layers + shape.mtp_layers - 1,
-      moe ? "mixture-of-experts" : "dense", pp - 1, shape.mtp_loss_scaling, shape.mtp_layers);
+      shape.num_layers + shape.mtp_layers - 1, moe ? "mixture-of-experts" : "dense", pp - 1,
+      shape.mtp_loss_scaling, shape.mtp_layers);
 }
 
 // Expert parallelism: the groups (the first few), each rank's experts and parameters, and

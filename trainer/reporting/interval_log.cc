@@ -85,8 +85,7 @@ void IntervalLog::WriteTensorBoard(const IntervalStats& stats,
   }
   if (stats.moe.has_value()) figures.moe_losses = stats.moe->losses;
   for (size_t k = 0; k < stats.mtp_losses.size(); ++k) {
-    figures.mtp_losses.emplace_back(MtpLossName(static_cast<int64_t>(k) + 1),
-                                    stats.mtp_losses[k]);
+    figures.mtp_losses.emplace_back(MtpLossName(static_cast<int64_t>(k) + 1), stats.mtp_losses[k]);
   }
   out_.tensorboard->Interval(figures);
 }
