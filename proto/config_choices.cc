@@ -41,7 +41,9 @@ CONVEYOR_CHOICES(MoeRouterScoreFunction, {MoeRouterScoreFunction::kSoftmax, "sof
 CONVEYOR_CHOICES(MoeLoadBalancingType, {MoeLoadBalancingType::kAuxLoss, "aux_loss"},
                  {MoeLoadBalancingType::kSeqAuxLoss, "seq_aux_loss"},
                  {MoeLoadBalancingType::kGlobalAuxLoss, "global_aux_loss"},
-                 {MoeLoadBalancingType::kNone, "none"});
+                 {MoeLoadBalancingType::kNone, "none"},
+                 {MoeLoadBalancingType::kSinkhorn, "sinkhorn"},
+                 {MoeLoadBalancingType::kQuantileBalancing, "quantile_balancing"});
 CONVEYOR_CHOICES(MoeTokenDropPolicy, {MoeTokenDropPolicy::kProbs, "probs"},
                  {MoeTokenDropPolicy::kPosition, "position"});
 CONVEYOR_CHOICES(MoeTokenDispatcherType, {MoeTokenDispatcherType::kAllgather, "allgather"},

@@ -27,7 +27,14 @@ enum class RecomputeMethod { kNone, kUniform, kBlock };        // --recompute-me
 // --moe-router-score-function, --moe-router-load-balancing-type, --moe-token-drop-policy,
 // --moe-token-dispatcher-type, --moe-router-dtype ("")
 enum class MoeRouterScoreFunction { kSoftmax, kSigmoid };
-enum class MoeLoadBalancingType { kAuxLoss, kSeqAuxLoss, kGlobalAuxLoss, kNone };
+enum class MoeLoadBalancingType {
+  kAuxLoss,
+  kSeqAuxLoss,
+  kGlobalAuxLoss,
+  kNone,
+  kSinkhorn,           // refused by validation
+  kQuantileBalancing,  // refused by validation
+};
 enum class MoeTokenDropPolicy { kProbs, kPosition };
 enum class MoeTokenDispatcherType { kAllgather, kAlltoall };
 enum class MoeRouterDtype { kCompute, kFp32, kFp64 };

@@ -137,6 +137,18 @@ TEST(ValidateConfigTest, LoadBalancingTypesAndRouterDtype) {
                                             "not implemented")));
   EXPECT_THAT(problems, Contains(StartsWith("--moe-router-load-balancing-type global_aux_loss "
                                             "sums each micro-batch's expert counts")));
+  Config sinkhorn = SmallestValidConfig();
+  sinkhorn.mutable_model()->set_num_experts(4);
+  sinkhorn.mutable_model()->set_disable_bias_linear(true);
+  sinkhorn.mutable_model()->add_moe_router_load_balancing_type("sinkhorn");
+  sinkhorn.mutable_model()->add_moe_router_load_balancing_type("quantile_balancing");
+  sinkhorn.mutable_model()->add_moe_aux_loss_coeff(0.0f);
+  sinkhorn.mutable_model()->add_moe_aux_loss_coeff(0.0f);
+  EXPECT_THAT(Validate(sinkhorn),
+              Contains(StartsWith("--moe-router-load-balancing-type sinkhorn: S-BASE's "
+                                  "Sinkhorn balancing is not implemented")));
+  EXPECT_THAT(Validate(sinkhorn), Contains(StartsWith("--moe-router-load-balancing-type "
+                                                      "quantile_balancing: quantile balancing")));
   // One type and one value, or no value (0), as Megatron's single-value form.
   Config single = SmallestValidConfig();
   single.mutable_model()->set_num_experts(4);

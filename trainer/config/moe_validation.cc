@@ -74,6 +74,18 @@ void RouterLossProblems(const Config& config, std::vector<std::string>* out) {
         types > 0 ? absl::StrJoin(m.moe_router_load_balancing_type(), " ") : "aux_loss",
         "): give one coefficient per type, in the same order, as Megatron requires"));
   }
+  for (const MoeLoadBalancingType type : LoadBalancingTypes(m)) {
+    if (type == MoeLoadBalancingType::kSinkhorn) {
+      out->push_back(
+          "--moe-router-load-balancing-type sinkhorn: S-BASE's Sinkhorn balancing is not "
+          "implemented: use aux_loss, seq_aux_loss, global_aux_loss or none");
+    } else if (type == MoeLoadBalancingType::kQuantileBalancing) {
+      out->push_back(
+          "--moe-router-load-balancing-type quantile_balancing: quantile balancing (a "
+          "per-expert bias by dual coordinate descent) is not implemented: use aux_loss, "
+          "seq_aux_loss, global_aux_loss, none, or --moe-router-enable-expert-bias");
+    }
+  }
   for (int i = 0; i < types; ++i) {
     for (int j = 0; j < i; ++j) {
       if (m.moe_router_load_balancing_type(i) == m.moe_router_load_balancing_type(j)) {
