@@ -132,8 +132,8 @@ Layout OneRank(const Layout& layout) {
   one.moe = layout.moe;
   one.expert_bias = layout.expert_bias;
   one.group_limited = layout.group_limited;
-  one.rope_scaling = layout.rope_scaling;
   one.load_balancing = layout.load_balancing;
+  one.rope_scaling = layout.rope_scaling;
   one.window = layout.window;
   one.wsd_decoupled_lr = layout.wsd_decoupled_lr;
   one.squared_relu = layout.squared_relu;
@@ -167,10 +167,10 @@ std::string LayoutName(const Layout& l) {
   if (l.moe) name += "_moe";
   if (l.expert_bias) name += "_expert_bias";
   if (l.group_limited) name += "_group_limited";
+  if (!l.load_balancing.empty()) name += "_" + absl::StrReplaceAll(l.load_balancing, {{" ", "_"}});
   if (!l.rope_scaling.empty()) name += "_" + l.rope_scaling;
   if (l.window >= 0) name += absl::StrFormat("_window%d", l.window);
   if (l.wsd_decoupled_lr) name += "_wsd_decoupled_lr";
-  if (!l.load_balancing.empty()) name += "_" + absl::StrReplaceAll(l.load_balancing, {{" ", "_"}});
   if (l.squared_relu) name += "_squared_relu";
   if (l.mtp > 0) name += absl::StrFormat("_mtp%d", l.mtp);
   for (char& c : name) {

@@ -61,13 +61,13 @@ struct Layout {
   // of 2 experts (--moe-router-num-groups 2 --moe-router-group-topk 1) and a gated shared
   // expert (--moe-shared-expert-intermediate-size 16 --moe-shared-expert-gate).
   bool group_limited = false;
+  // With `moe`: --moe-router-load-balancing-type's types, space-separated, each with
+  // --moe-aux-loss-coeff 0.01 (Megatron's list form); "": aux_loss alone.
+  std::string load_balancing;
   // Megatron's WSD schedule (a minus_sqrt anneal over the last 4 iterations) with the
   // embedding and output layer on --decoupled-lr / --decoupled-min-lr.
   bool wsd_decoupled_lr = false;
   bool squared_relu = false;  // --squared-relu: the MLP's relu(x)^2
-  // With `moe`: --moe-router-load-balancing-type's types, space-separated, each with
-  // --moe-aux-loss-coeff 0.01 (Megatron's list form); "": aux_loss alone.
-  std::string load_balancing;
   // With `llama`, RoPE of base 100 scaled: "llama3" (--use-rope-scaling, factor 4,
   // original context 64: each of the three frequency bands occurs) or "yarn"
   // (--position-embedding-type yarn, --rotary-scaling-factor 4, original context 64).
