@@ -9,9 +9,9 @@
 // fp32 (24); vdpbf16ps adds two such products to an fp32 accumulator, rounding to nearest
 // even after each addition, so every sum over k is an fp32 sum of exact products:
 //   |computed - exact| <= gamma(d) * sum_k |a_ik b_kj|,  gamma(d) = d u / (1 - d u),
-// u = 2^-24, with d the number of additions on the longest path (at most k plus one per
-// block of kBlockK of k, below, plus the final alpha and beta terms) (Higham, "Accuracy
-// and Stability of Numerical Algorithms", 2nd ed., §3.1). Unlike fp32 arithmetic, the
+// u = 2^-24, with d the number of additions on the longest path (at most k, plus one per
+// block of kBf16GemmBlockK of k, below, plus the alpha product and the beta sum) (Higham,
+// "Accuracy and Stability of Numerical Algorithms", 2nd ed., §3.1). Unlike fp32 arithmetic, the
 // instruction treats bf16 subnormal inputs and fp32 subnormal results as zero (Intel SDM,
 // VDPBF16PS: DAZ and FTZ regardless of MXCSR); bf16 training values do not live there.
 #ifndef CONVEYOR_RUNTIME_CPU_BF16_GEMM_H_
