@@ -1,6 +1,7 @@
 #include "trainer/training_checkpoints.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -196,8 +197,18 @@ absl::Status TrainingCheckpoints::LoadHuggingFace(std::ostream* log) {
   // This rank reads only what it keeps: its stage's tensors, and of each its TP slice.
   HfElementRequest request;
   for (const Parameter* p : stage_->parameters()) request[p->name] = GlobalIndices(*p);
+  // DeepSeek-V3's e_score_correction_bias: each MoE layer's expert bias, whole on every rank.
+  for (const ExpertBias* bias : StageExpertBiases(stage_)) {
+    std::vector<int64_t>& all = request[bias->name()];
+    all.resize(bias->values().size());
+    std::iota(all.begin(), all.end(), int64_t{0});
+  }
   int64_t bytes_read = 0;
   ASSIGN_OR_RETURN(const HfElementValues local, ReadHfSlices(dir, config_, request, &bytes_read));
+  for (ExpertBias* bias : StageExpertBiases(stage_)) {
+    const std::vector<float>& values = local.at(bias->name());
+    std::copy(values.begin(), values.end(), bias->mutable_values());
+  }
   HostStaging staging;
   for (const LocalValues& values : ValuesOfParameters(&staging, /*saving=*/false)) {
     const std::vector<float>& source = local.at(values.owner->name);  // in local order

@@ -152,11 +152,15 @@ TEST(MlaConfigTest, ParametersAreCountedExactly) {
   EXPECT_EQ(predicted->front().parameters, DefinitionParameters());
 }
 
-TEST(MlaConfigTest, HuggingFaceExportRefusesItByName) {
+TEST(MlaConfigTest, HuggingFaceExportIsDeepseekV3) {
   const absl::StatusOr<const HfArchitecture*> arch = HfArchitectureForExport(Mla(), "");
-  ASSERT_FALSE(arch.ok());
-  EXPECT_THAT(std::string(arch.status().message()),
-              StartsWith("--multi-latent-attention: the Hugging Face export"));
+  ASSERT_TRUE(arch.ok()) << arch.status();
+  EXPECT_STREQ((*arch)->class_name, "DeepseekV3ForCausalLM");
+  const absl::StatusOr<const HfArchitecture*> llama =
+      HfArchitectureForExport(Mla(), "LlamaForCausalLM");
+  ASSERT_FALSE(llama.ok());
+  EXPECT_THAT(std::string(llama.status().message()),
+              StartsWith("--architecture LlamaForCausalLM cannot hold this model (multi-latent"));
 }
 
 }  // namespace

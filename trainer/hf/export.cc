@@ -17,6 +17,7 @@
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/llama_mapping.h"
 #include "trainer/hf/mapped_weights.h"
+#include "trainer/hf/mla_config_json.h"
 #include "trainer/hf/positions_config_json.h"
 
 namespace conveyor {
@@ -210,8 +211,9 @@ absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& con
   // Every flag the file fixes must hold its value: applying it again changes nothing.
   Config agreed = config;
   RETURN_IF_ERROR(ApplyLlamaConfigJson(hf, path, *arch, &agreed));
-  ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
+  ASSIGN_OR_RETURN(LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
                    _ << "cannot load the " << arch->class_name << " model in " << dir);
+  dims.mla.rope_interleave = HfRopeInterleave(hf, *arch);
   // Known tensors this rank does not need are never read; unknown ones are, to be
   // reported.
   const std::set<std::string> known = LlamaHfSources(dims, nullptr);
@@ -249,8 +251,9 @@ absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Confi
     // Every flag the file fixes must hold its value: applying it again changes nothing.
     Config agreed = config;
     RETURN_IF_ERROR(ApplyLlamaConfigJson(hf, path, *arch, &agreed));
-    ASSIGN_OR_RETURN(const LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
+    ASSIGN_OR_RETURN(LlamaDims dims, LlamaDimsFromConfig(config, PaddedVocabSize(config)),
                      _ << "cannot load the " << arch->class_name << " model in " << dir);
+    dims.mla.rope_interleave = HfRopeInterleave(hf, *arch);
     const std::set<std::string> known = LlamaHfSources(dims, nullptr);
     for (const std::string& name : weights.Names()) {
       const bool tied_head = dims.tied && name == "lm_head.weight";

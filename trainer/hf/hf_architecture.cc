@@ -18,6 +18,7 @@ const std::vector<HfArchitecture>& HfArchitectures() {
       {"MixtralForCausalLM", "mixtral", HfFamily::kLlama, false, false, true},
       {"Qwen2MoeForCausalLM", "qwen2_moe", HfFamily::kLlama, true, false, true},
       {"Qwen3MoeForCausalLM", "qwen3_moe", HfFamily::kLlama, false, true, true},
+      {"DeepseekV3ForCausalLM", "deepseek_v3", HfFamily::kLlama, false, false, true, true},
   };
   return *table;
 }
@@ -77,10 +78,19 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const Json& hf_config,
 
 absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& config,
                                                               const std::string& requested) {
+  const HfArchitecture& deepseek = Named("DeepseekV3ForCausalLM");
   if (config.model().multi_latent_attention()) {
-    return absl::FailedPreconditionError(
-        "--multi-latent-attention: the Hugging Face export of multi-latent attention "
-        "(DeepseekV3ForCausalLM's layout) is not implemented; keep the Conveyor checkpoint");
+    if (!requested.empty() && requested != deepseek.class_name) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--architecture ", requested,
+          " cannot hold this model (multi-latent attention: ", deepseek.class_name, ")"));
+    }
+    return &deepseek;
+  }
+  if (requested == deepseek.class_name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--architecture ", requested,
+        " cannot hold this model: it has no multi-latent attention (--multi-latent-attention)"));
   }
   const bool gpt2 = CheckGpt2Architecture(config).ok();
   const bool qkv_bias = config.model().add_qkv_bias();

@@ -5,7 +5,8 @@
 // positions, SwiGLU and grouped-query attention with bias-free linears, Qwen2 adding
 // biases on q, k and v only, Qwen3 an RMSNorm over each query and key head
 // (--qk-layernorm); Mixtral, Qwen2-MoE and Qwen3-MoE are those with mixture-of-experts
-// MLPs (moe_mapping.h).
+// MLPs (moe_mapping.h); DeepSeek-V3 is a Llama-family MoE decoder with multi-latent
+// attention (mla_mapping.h).
 #ifndef CONVEYOR_TRAINER_HF_HF_ARCHITECTURE_H_
 #define CONVEYOR_TRAINER_HF_HF_ARCHITECTURE_H_
 
@@ -27,6 +28,7 @@ struct HfArchitecture {
   bool qkv_bias;  // Llama family: biases on q/k/v (Qwen2); none elsewhere
   bool qk_norm;   // Llama family: q_norm and k_norm per head (Qwen3)
   bool moe = false;  // Llama family: mixture-of-experts MLPs (moe_mapping.h)
+  bool mla = false;  // Llama family: multi-latent attention (mla_mapping.h)
 };
 
 // Every supported architecture, GPT-2 first.
@@ -41,7 +43,8 @@ absl::StatusOr<const HfArchitecture*> HfArchitectureOf(const Json& hf_config,
 // name) when given, else GPT2LMHeadModel for GPT-2's architecture, Qwen3ForCausalLM
 // with --qk-layernorm, Qwen2ForCausalLM with --add-qkv-bias, MistralForCausalLM with
 // --window-size, else LlamaForCausalLM (with
-// --num-experts: Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM). FailedPrecondition when `requested`
+// --num-experts: Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM; with
+// --multi-latent-attention DeepseekV3ForCausalLM). FailedPrecondition when `requested`
 // cannot hold the model (GPT-2 for a Llama-family model, Qwen2 without q/k/v biases,
 // ...); InvalidArgument for an unknown name.
 absl::StatusOr<const HfArchitecture*> HfArchitectureForExport(const Config& config,

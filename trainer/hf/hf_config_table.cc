@@ -9,7 +9,8 @@ const char kHfConfigFieldsPreamble[] =
     "\n"
     "What `--load-hf DIR` does with each field of `DIR/config.json`, per architecture, from\n"
     "transformers' configuration classes (`GPT2Config`, `LlamaConfig`, `MistralConfig`,\n"
-    "`Qwen2Config`, `Qwen3Config`, `MixtralConfig`, `Qwen2MoeConfig`, `Qwen3MoeConfig`) and\n"
+    "`Qwen2Config`, `Qwen3Config`, `MixtralConfig`, `Qwen2MoeConfig`, `Qwen3MoeConfig`,\n"
+    "`DeepseekV3Config`) and\n"
     "their modeling files. Generated from the tables in\n"
     "`trainer/hf/hf_config_table.cc` (a test keeps this file equal to them).\n"
     "\n"
@@ -162,6 +163,9 @@ LlamaDefaults DefaultsOf(const std::string& model_type) {
     d.hidden = "2048", d.ffn = "5632", d.layers = "24", d.heads = "16", d.kv_heads = "16";
   } else if (model_type == "qwen3_moe") {
     d.hidden = "2048", d.ffn = "6144", d.layers = "24", d.kv_heads = "4";
+  } else if (model_type == "deepseek_v3") {
+    d.vocab = "129280", d.hidden = "7168", d.ffn = "18432", d.layers = "61", d.heads = "128";
+    d.kv_heads = "128", d.positions = "4096";
   }
   return d;
 }
@@ -188,8 +192,13 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
       [&] {
         HfConfigField f =
             Honoured("head_dim", model_type == "qwen3" ? T::kInteger : T::kIntegerOrNull,
-                     model_type == "qwen3" ? "128" : "null",
-                     "--kv-channels (null: hidden_size / num_attention_heads)");
+                     model_type == "qwen3"         ? "128"
+                     : model_type == "deepseek_v3" ? ""
+                                                   : "null",
+                     model_type == "deepseek_v3"
+                         ? "transformers' RoPE width, derived as qk_rope_head_dim; another "
+                           "value is refused"
+                         : "--kv-channels (null: hidden_size / num_attention_heads)");
         f.limit = &kMaxHeads;
         return f;
       }(),
@@ -238,6 +247,18 @@ std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
                              "the same products; 5 no longer reads it"));
     return fields;
   }
+  if (model_type == "deepseek_v3") {
+    fields.push_back(Refused("attention_bias", T::kBool, "false", {"false"},
+                             "Conveyor's multi-latent attention has no biases"));
+    fields.push_back(Ignored("pretraining_tp", "1",
+                             "transformers 4 computed the linear layers in this many slices: "
+                             "the same products"));
+    fields.push_back(Honoured("rope_interleave", T::kBool, "true",
+                              "true: the rotated rows of q_b_proj (q_proj) and "
+                              "kv_a_proj_with_mqa are stored as interleaved pairs, permuted to "
+                              "Conveyor's halves on import and back on export; false: in halves"));
+    return fields;
+  }
   if (model_type == "mistral" || model_type == "mixtral") {
     fields.push_back(Honoured("sliding_window", T::kIntegerOrNull,
                               model_type == "mistral" ? "4096" : "null",
@@ -272,8 +293,70 @@ std::vector<HfConfigField> LlamaVariantFields(const std::string& model_type) {
   return fields;
 }
 
+// DeepseekV3Config's fields of multi-latent attention, routing and multi-token prediction,
+// and those of DeepSeek's own configuration file that transformers keeps.
+std::vector<HfConfigField> DeepseekFields() {
+  using T = HfJsonType;
+  constexpr char kTrainingLoss[] =
+      "the weight or kind of DeepSeek's auxiliary balance loss in training: Conveyor's "
+      "--moe-aux-loss-coeff and --moe-router-load-balancing-type decide, as in any run; the "
+      "model's function does not depend on it";
+  return {
+      Size("n_routed_experts", "256", kMaxExperts, "--num-experts", false),
+      Alias("num_local_experts", "n_routed_experts", kMaxExperts, "DeepseekV3Config"),
+      Size("num_experts_per_tok", "8", kMaxExperts, "--moe-router-topk", false),
+      Size("moe_intermediate_size", "2048", kMaxFfnHidden, "--moe-ffn-hidden-size", false),
+      Honoured("n_shared_experts", T::kInteger, "1",
+               "--moe-shared-expert-intermediate-size n_shared_experts * "
+               "moe_intermediate_size (the shared experts are one SwiGLU MLP that wide, no "
+               "gate)"),
+      Honoured("routed_scaling_factor", T::kNumber, "2.5", "--moe-router-topk-scaling-factor"),
+      Size("n_group", "8", kMaxExperts,
+           "--moe-router-num-groups when topk_group < n_group > 1 (else no group limit)", false),
+      Size("topk_group", "4", kMaxExperts,
+           "--moe-router-group-topk; DeepSeek-V3 scores a group by its two best experts, "
+           "Conveyor (as Megatron) by its num_experts_per_tok / topk_group best: refused "
+           "unless that is 2",
+           false),
+      Honoured("norm_topk_prob", T::kBool, "true",
+               "refused unless true exactly when num_experts_per_tok > 1 (Conveyor's sigmoid "
+               "router renormalises then, as Megatron's)"),
+      Honoured("first_k_dense_replace", T::kInteger, "3",
+               "layers before it have a dense MLP of intermediate_size: --moe-layer-freq as "
+               "a list"),
+      [] {
+        HfConfigField f = Honoured("q_lora_rank", T::kIntegerOrNull, "1536",
+                                   "--q-lora-rank (null: 0, q_proj from the hidden state)");
+        f.limit = &kMaxHidden;
+        return f;
+      }(),
+      Size("kv_lora_rank", "512", kMaxHidden, "--kv-lora-rank", false),
+      Size("qk_nope_head_dim", "128", kMaxHidden, "--qk-head-dim", false),
+      Size("qk_rope_head_dim", "64", kMaxHidden, "--qk-pos-emb-head-dim", false),
+      Size("v_head_dim", "128", kMaxHidden, "--v-head-dim", false),
+      Honoured("qk_head_dim", T::kIntegerOrNull, "",
+               "derived as qk_nope_head_dim + qk_rope_head_dim; another value is refused"),
+      Refused("scoring_func", T::kString, "\"sigmoid\"", {"\"sigmoid\""},
+              "DeepSeek-V3's router scores (--moe-router-score-function sigmoid)"),
+      Refused("topk_method", T::kString, "\"noaux_tc\"", {"\"noaux_tc\""},
+              "DeepSeek-V3's choice with the expert bias (e_score_correction_bias); V2's "
+              "greedy methods are not Conveyor's router"),
+      Refused("moe_layer_freq", T::kInteger, "1", {"1"},
+              "DeepSeek's every-Nth-layer MoE; transformers' DeepseekV3 makes every layer from "
+              "first_k_dense_replace on MoE"),
+      Refused("num_nextn_predict_layers", T::kInteger, "0", {"0"},
+              "the multi-token prediction modules stored as model.layers.{num_hidden_layers..} "
+              "are not imported yet (transformers skips them too): set it to 0 and drop those "
+              "tensors to train the main model"),
+      Ignored("aux_loss_alpha", "0.001", kTrainingLoss),
+      Ignored("seq_aux", "true", kTrainingLoss),
+      Ignored("ep_size", "1", "DeepSeek's inference code's expert parallelism: a layout"),
+  };
+}
+
 // The mixture-of-experts fields (Mixtral, Qwen2-MoE, Qwen3-MoE; none for dense models).
 std::vector<HfConfigField> MoeFields(const std::string& model_type) {
+  if (model_type == "deepseek_v3") return DeepseekFields();
   using T = HfJsonType;
   constexpr char kAuxLoss[] =
       "the weight of transformers' load-balancing loss in training (with "

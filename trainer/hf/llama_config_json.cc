@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/json_text.h"
+#include "trainer/hf/mla_config_json.h"
 #include "trainer/hf/model_flags_from_file.h"
 #include "trainer/hf/moe_config_json.h"
 #include "trainer/hf/positions_config_json.h"
@@ -77,9 +78,12 @@ absl::Status ApplyLlamaConfigJson(const Json& hf, const std::string& path,
   flags.Bool("disable_bias_linear", architecture, true, "bias-free linears");
   flags.Bool("add_qkv_bias", architecture, arch.qkv_bias,
              arch.qkv_bias ? "q/k/v biases" : "no q/k/v biases");
-  flags.Bool("qk_layernorm", architecture, arch.qk_norm,
-             arch.qk_norm ? "per-head q/k norms" : "no q/k norms");
+  if (!arch.mla) {  // multi-latent attention's norms are its latents' (mla_config_json.h)
+    flags.Bool("qk_layernorm", architecture, arch.qk_norm,
+               arch.qk_norm ? "per-head q/k norms" : "no q/k norms");
+  }
   ApplyMoeConfigJson(hf, arch, &flags);
+  ApplyMlaConfigJson(hf, arch, &flags);
   // Padding rows would add a logit of 0 to every softmax, so the imported model would
   // not be the file's: no padding unless asked for (or the TP size does not divide
   // the vocabulary).
@@ -130,6 +134,7 @@ std::string LlamaConfigJson(const Config& config, const HfArchitecture& arch,
     if (model_type == "qwen3") fields["attention_bias"] = "false";
   }
   AddMoeConfigJsonFields(m, arch, &fields);
+  AddMlaConfigJsonFields(m, arch, &fields);
   AddPositionsConfigJsonFields(m, arch, &fields);
   return SortedJsonObject(fields);
 }

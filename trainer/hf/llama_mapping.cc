@@ -10,13 +10,43 @@
 #include "base/status_macros.h"
 #include "proto/config_choices.h"
 #include "trainer/checkpoint/index_runs.h"
+#include "trainer/hf/mla_mapping.h"
 #include "trainer/hf/tensor_pairs.h"
 
 namespace conveyor {
 namespace {
 
-std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
+// Layer `c`'s fused q/k/v projection (and biases, per-head norms) from HF's `attn`
+// q_proj, k_proj, v_proj.
+void AppendQkvPairs(const LlamaDims& d, const std::string& c, const std::string& attn,
+                    std::vector<TensorPair>* out) {
+  std::vector<TensorPair>& pairs = *out;
   const int64_t q = d.heads * d.head_dim, kv = d.groups * d.head_dim, qkv = q + 2 * kv;
+  pairs.push_back({c + "attention.qkv.weight",
+                   {qkv, d.hidden},
+                   Rows::kGroupedQkv,
+                   {attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"},
+                   {{q, d.hidden}, {kv, d.hidden}, {kv, d.hidden}}});
+  if (d.qkv_bias) {
+    pairs.push_back({c + "attention.qkv.bias",
+                     {qkv},
+                     Rows::kGroupedQkv,
+                     {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"},
+                     {{q}, {kv}, {kv}}});
+  }
+  if (d.qk_norm) {
+    for (const char* kind : {"q_norm", "k_norm"}) {
+      pairs.push_back({absl::StrCat(c, "attention.", kind, ".weight"),
+                       {d.head_dim},
+                       Rows::kSame,
+                       {absl::StrCat(attn, kind, ".weight")},
+                       {{d.head_dim}}});
+    }
+  }
+}
+
+std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
+  const int64_t q = d.heads * d.head_dim;
   std::vector<TensorPair> pairs = {
       {"embedding.word_embeddings.weight",
        {d.padded_vocab, d.hidden},
@@ -41,32 +71,17 @@ std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
                      Rows::kSame,
                      {h + "input_layernorm.weight"},
                      {{d.hidden}}});
-    pairs.push_back({c + "attention.qkv.weight",
-                     {qkv, d.hidden},
-                     Rows::kGroupedQkv,
-                     {attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"},
-                     {{q, d.hidden}, {kv, d.hidden}, {kv, d.hidden}}});
-    if (d.qkv_bias) {
-      pairs.push_back({c + "attention.qkv.bias",
-                       {qkv},
-                       Rows::kGroupedQkv,
-                       {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"},
-                       {{q}, {kv}, {kv}}});
+    if (d.mla.enabled) {
+      AppendMlaAttentionPairs(d.mla, d.hidden, d.heads, i, &pairs);
+    } else {
+      AppendQkvPairs(d, c, attn, &pairs);
     }
-    if (d.qk_norm) {
-      for (const char* kind : {"q_norm", "k_norm"}) {
-        pairs.push_back({absl::StrCat(c, "attention.", kind, ".weight"),
-                         {d.head_dim},
-                         Rows::kSame,
-                         {absl::StrCat(attn, kind, ".weight")},
-                         {{d.head_dim}}});
-      }
-    }
+    const int64_t values = d.mla.enabled ? d.heads * d.mla.v_head_dim : q;
     pairs.push_back({c + "attention.proj.weight",
-                     {d.hidden, q},
+                     {d.hidden, values},
                      Rows::kSame,
                      {attn + "o_proj.weight"},
-                     {{d.hidden, q}}});
+                     {{d.hidden, values}}});
     pairs.push_back({c + "post_attention_norm.weight",
                      {d.hidden},
                      Rows::kSame,
@@ -115,6 +130,8 @@ std::optional<std::pair<size_t, int64_t>> RowSource(const TensorPair& pair, int6
       const size_t piece = kv_row < d.head_dim ? 1 : 2;
       return std::make_pair(piece, g * d.head_dim + kv_row % d.head_dim);
     }
+    case Rows::kInterleavedRope:
+      return std::make_pair(size_t{0}, InterleavedRopeRow(pair, r));
   }
   return std::nullopt;
 }
@@ -152,6 +169,7 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
     problems.push_back("--vocab-size is unset; the Hugging Face config needs the real size");
   }
   const HfMoeDims moe = HfMoeDimsFromConfig(m, &problems);
+  const HfMlaDims mla = HfMlaDimsFromConfig(m, &problems);
   if (!problems.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("no Llama-family Hugging Face architecture computes this model:\n  ",
@@ -170,6 +188,8 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
   d.qkv_bias = m.add_qkv_bias();
   d.qk_norm = m.qk_layernorm();
   d.moe = moe;
+  d.mla = mla;
+  if (mla.enabled) d.groups = d.heads;  // one query group per head (ModelShape::UseMla)
   if (d.num_layers <= 0 || d.hidden <= 0 || d.heads <= 0 || d.groups <= 0 ||
       d.heads % d.groups != 0 || d.head_dim <= 0 || padded_vocab < d.vocab) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "proto/config.pb.h"
 #include "trainer/hf/gpt2_mapping.h"
+#include "trainer/hf/mla_mapping.h"
 #include "trainer/hf/moe_mapping.h"
 #include "trainer/hf/safetensors.h"
 
@@ -50,12 +51,14 @@ struct LlamaDims {
   bool tied = false;
   bool qkv_bias = false;
   bool qk_norm = false;  // Qwen3's q_norm / k_norm (--qk-layernorm)
-  HfMoeDims moe;         // the MoE layers (Mixtral, Qwen-MoE); none in a dense model
+  HfMoeDims moe;         // the MoE layers (Mixtral, Qwen-MoE, DeepSeek-V3); none in a dense model
+  HfMlaDims mla;         // DeepSeek-V3's multi-latent attention instead of q/k/v
 };
 
 // From a resolved config whose model is Llama-family (rope, RMSNorm, SwiGLU,
 // --disable-bias-linear, --rotary-percent 1, a vocabulary size; MoE settings a Mixtral or
-// Qwen-MoE router computes: HfMoeDimsFromConfig); otherwise FailedPrecondition listing
+// Qwen-MoE or DeepSeek-V3 router computes: HfMoeDimsFromConfig; multi-latent attention with
+// its latents' norms: HfMlaDimsFromConfig); otherwise FailedPrecondition listing
 // every mismatch with the flag to change.
 absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padded_vocab);
 

@@ -43,11 +43,74 @@ std::string QwenMoeLayerFreq(const Json& hf, const HfArchitecture& arch,
   return absl::StrCat("[", absl::StrJoin(moe, ","), "]");
 }
 
+// DeepseekV3MoE's routing (modeling_deepseek_v3.py): sigmoid scores, the expert bias
+// e_score_correction_bias added only to choose, top-k within the topk_group best of n_group
+// groups (a group scored by its two best biased scores), the chosen scores renormalised
+// (norm_topk_prob) and scaled by routed_scaling_factor; layers from first_k_dense_replace on
+// are MoE, with n_shared_experts experts of moe_intermediate_size fused into one shared
+// expert. Conveyor's sigmoid router renormalises exactly when top-k > 1 (as Megatron's), and
+// scores a group by its topk / group-topk best: other combinations are unsupported.
+void ApplyDeepseekMoeConfigJson(const Json& hf, const HfArchitecture& arch,
+                                ModelFlagsFromFile* flags) {
+  auto value = [&](const char* key) { return HfFieldOrDefault(hf, arch, key); };
+  const std::string architecture = absl::StrCat("architectures = [\"", arch.class_name, "\"]");
+  const int64_t experts = AsInt64(value("n_routed_experts"));
+  const int64_t topk = AsInt64(value("num_experts_per_tok"));
+  const int64_t width = AsInt64(value("moe_intermediate_size"));
+  flags->Int("num_experts", "n_routed_experts", experts);
+  flags->Int("moe_router_topk", "num_experts_per_tok", topk);
+  flags->Int("moe_ffn_hidden_size", "moe_intermediate_size", width);
+  flags->String("moe_router_score_function", architecture, "sigmoid");
+  flags->Bool("moe_router_enable_expert_bias", architecture, true,
+              "an expert bias (e_score_correction_bias)");
+  flags->Bool("moe_router_pre_softmax", architecture, false, "no softmax");
+  flags->Float("moe_router_topk_scaling_factor", "routed_scaling_factor",
+               AsDouble(value("routed_scaling_factor")));
+  if (AsBool(value("norm_topk_prob")) != (topk > 1)) {
+    flags->Unsupported(absl::StrCat("norm_topk_prob = ", JsonValueText(value("norm_topk_prob")),
+                                    " with num_experts_per_tok = ", topk,
+                                    ": Conveyor's sigmoid router renormalises its weights "
+                                    "exactly when it picks more than one expert"));
+  }
+  const int64_t groups = AsInt64(value("n_group")), best = AsInt64(value("topk_group"));
+  const bool limited = groups > 1 && best < groups;
+  if (groups > 0 && experts % groups != 0) {
+    flags->Unsupported(
+        absl::StrCat("n_group = ", groups, " does not divide n_routed_experts = ", experts));
+  } else if (limited && topk / best != 2) {
+    flags->Unsupported(absl::StrCat(
+        "num_experts_per_tok = ", topk, " / topk_group = ", best,
+        " is not 2: DeepSeek-V3 scores an expert group by its two best experts, Conveyor (as "
+        "Megatron) by its num_experts_per_tok / topk_group best"));
+  }
+  flags->Int("moe_router_num_groups", "n_group", limited ? groups : 0);
+  flags->Int("moe_router_group_topk", "topk_group", limited ? best : 0);
+  const int64_t layers = AsInt64(MemberOrNull(hf, "num_hidden_layers"));
+  const int64_t dense = AsInt64(value("first_k_dense_replace"));
+  if (dense < 0 || dense > layers) {
+    flags->Unsupported(absl::StrCat("first_k_dense_replace = ", dense, " is not a layer count of ",
+                                    layers, " layers"));
+  }
+  std::vector<int> moe;
+  for (int64_t i = 0; i < layers; ++i) moe.push_back(i >= dense);
+  flags->String("moe_layer_freq", "first_k_dense_replace",
+                dense <= 0 ? "1" : absl::StrCat("[", absl::StrJoin(moe, ","), "]"));
+  const int64_t shared = AsInt64(value("n_shared_experts"));
+  if (shared < 0) flags->Unsupported(absl::StrCat("n_shared_experts = ", shared, " is negative"));
+  flags->Int("moe_shared_expert_intermediate_size", "n_shared_experts and moe_intermediate_size",
+             shared * width);
+  flags->Bool("moe_shared_expert_gate", architecture, false, "shared experts without a gate");
+}
+
 }  // namespace
 
 void ApplyMoeConfigJson(const Json& hf, const HfArchitecture& arch,
                         ModelFlagsFromFile* flags) {
   if (!arch.moe) return;
+  if (arch.mla) {
+    ApplyDeepseekMoeConfigJson(hf, arch, flags);
+    return;
+  }
   auto value = [&](const char* key) { return HfFieldOrDefault(hf, arch, key); };
   const std::string architecture = absl::StrCat("architectures = [\"", arch.class_name, "\"]");
   const bool mixtral = std::string(arch.model_type) == "mixtral";
@@ -81,12 +144,44 @@ void ApplyMoeConfigJson(const Json& hf, const HfArchitecture& arch,
              AsInt64(value("shared_expert_intermediate_size")));
 }
 
+namespace {
+
+// DeepseekV3Config's routing fields for the model (HfMoeDimsFromConfig checked that
+// DeepSeek-V3 computes it: dense layers first, shared experts a multiple of the width).
+void AddDeepseekMoeFields(const ModelConfig& m, std::map<std::string, std::string>* fields) {
+  auto& f = *fields;
+  const std::vector<bool> moe = ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers())
+                                    .value_or(std::vector<bool>(m.num_layers(), true));
+  const int64_t dense = std::find(moe.begin(), moe.end(), true) - moe.begin();
+  const int64_t width = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
+  const bool limited = m.moe_router_group_topk() > 0;
+  f["n_routed_experts"] = absl::StrCat(m.num_experts());
+  f["moe_intermediate_size"] = absl::StrCat(width);
+  f["n_shared_experts"] = absl::StrCat(m.moe_shared_expert_intermediate_size() / width);
+  f["first_k_dense_replace"] = absl::StrCat(dense);
+  f["n_group"] = absl::StrCat(limited ? m.moe_router_num_groups() : 1);
+  f["topk_group"] = absl::StrCat(limited ? m.moe_router_group_topk() : 1);
+  f["norm_topk_prob"] = m.moe_router_topk() > 1 ? "true" : "false";
+  // Megatron's factor 0 is no scaling, DeepSeek's 1.0.
+  const float scaling = m.moe_router_topk_scaling_factor();
+  f["routed_scaling_factor"] = PythonFloat(scaling > 0 ? scaling : 1.0f);
+  f["scoring_func"] = "\"sigmoid\"";
+  f["topk_method"] = "\"noaux_tc\"";
+  f["num_nextn_predict_layers"] = "0";
+}
+
+}  // namespace
+
 void AddMoeConfigJsonFields(const ModelConfig& m, const HfArchitecture& arch,
                             std::map<std::string, std::string>* fields) {
   if (!arch.moe) return;
   auto& f = *fields;
   const std::string model_type = arch.model_type;
   f["num_experts_per_tok"] = absl::StrCat(m.moe_router_topk());
+  if (arch.mla) {
+    AddDeepseekMoeFields(m, &f);
+    return;
+  }
   f["output_router_logits"] = "false";
   f["router_aux_loss_coef"] = PythonFloat(LoadBalancingCoeff(m, MoeLoadBalancingType::kAuxLoss));
   if (model_type == "mixtral") {

@@ -1,5 +1,7 @@
 #include "trainer/hf/moe_mapping.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "model/moe_layer_pattern.h"
 #include "proto/config_choices.h"
@@ -39,12 +41,51 @@ void CheckRouter(const ModelConfig& m, std::vector<std::string>* problems) {
   }
 }
 
+// The problems of a model DeepSeek-V3's MoE layers do not compute.
+void CheckDeepseek(const ModelConfig& m, const HfMoeDims& moe, std::vector<std::string>* problems) {
+  if (ChoiceOr(m.moe_router_score_function(), MoeRouterScoreFunction::kSoftmax) !=
+      MoeRouterScoreFunction::kSigmoid) {
+    problems->push_back(
+        "--moe-router-score-function is not sigmoid; DeepSeek-V3's router takes "
+        "sigmoid scores");
+  }
+  if (!moe.expert_bias) {
+    problems->push_back(
+        "--moe-router-enable-expert-bias is unset; DeepSeek-V3's router has an expert bias "
+        "(e_score_correction_bias)");
+  }
+  if (m.moe_router_group_topk() > 0 && m.moe_router_topk() / m.moe_router_group_topk() != 2) {
+    problems->push_back(absl::StrCat(
+        "--moe-router-topk ", m.moe_router_topk(), " / --moe-router-group-topk ",
+        m.moe_router_group_topk(),
+        " is not 2; DeepSeek-V3 scores an expert group by its two "
+        "best experts, Megatron's group-limited routing by its topk / group-topk best"));
+  }
+  if (moe.shared_gate) {
+    problems->push_back(
+        "--moe-shared-expert-gate is set; DeepSeek-V3's shared experts have no gate");
+  }
+  if (moe.shared_ffn % moe.ffn != 0) {
+    problems->push_back(absl::StrCat("--moe-shared-expert-intermediate-size ", moe.shared_ffn,
+                                     " is not a multiple of the "
+                                     "expert width ",
+                                     moe.ffn,
+                                     "; DeepSeek-V3 has n_shared_experts experts of that width"));
+  }
+  const auto first_moe = std::find(moe.layers.begin(), moe.layers.end(), true);
+  if (std::find(first_moe, moe.layers.end(), false) != moe.layers.end()) {
+    problems->push_back(
+        "--moe-layer-freq makes a layer after an MoE layer dense; DeepSeek-V3's dense layers "
+        "are the first (first_k_dense_replace)");
+  }
+}
+
 }  // namespace
 
 HfMoeDims HfMoeDimsFromConfig(const ModelConfig& m, std::vector<std::string>* problems) {
   HfMoeDims moe;
   if (m.num_experts() <= 0) return moe;
-  CheckRouter(m, problems);
+  if (!m.multi_latent_attention()) CheckRouter(m, problems);
   moe.experts = m.num_experts();
   moe.ffn = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
   moe.shared_ffn = m.moe_shared_expert_intermediate_size();
@@ -52,6 +93,12 @@ HfMoeDims HfMoeDimsFromConfig(const ModelConfig& m, std::vector<std::string>* pr
   moe.layers = ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers())
                    .value_or(std::vector<bool>(m.num_layers(), true));
   const bool dense_layers = moe.layers != std::vector<bool>(m.num_layers(), true);
+  if (m.multi_latent_attention()) {
+    moe.names = HfMoeNames::kDeepseek;
+    moe.expert_bias = m.moe_router_enable_expert_bias();
+    CheckDeepseek(m, moe, problems);
+    return moe;
+  }
   if (m.add_qkv_bias() || m.qk_layernorm()) {
     moe.names = HfMoeNames::kQwen;
     if (m.qk_layernorm() && moe.shared_ffn > 0) {
@@ -90,6 +137,7 @@ void AppendMoeLayerPairs(const HfMoeDims& moe, int64_t hidden, int64_t layer,
                          std::vector<TensorPair>* pairs) {
   const std::string c = absl::StrCat("layers.", layer, ".mlp.");
   const bool mixtral = moe.names == HfMoeNames::kMixtral;
+  const bool deepseek = moe.names == HfMoeNames::kDeepseek;
   const std::string h =
       absl::StrCat("model.layers.", layer, mixtral ? ".block_sparse_moe." : ".mlp.");
   pairs->push_back({c + "router.weight",
@@ -97,6 +145,13 @@ void AppendMoeLayerPairs(const HfMoeDims& moe, int64_t hidden, int64_t layer,
                     Rows::kSame,
                     {h + "gate.weight"},
                     {{moe.experts, hidden}}});
+  if (moe.expert_bias) {
+    pairs->push_back({c + "router.expert_bias",
+                      {moe.experts},
+                      Rows::kSame,
+                      {h + "gate.e_score_correction_bias"},
+                      {{moe.experts}}});
+  }
   for (int64_t e = 0; e < moe.experts; ++e) {
     const std::string expert = absl::StrCat(h, "experts.", e, ".");
     if (mixtral) {
@@ -109,7 +164,7 @@ void AppendMoeLayerPairs(const HfMoeDims& moe, int64_t hidden, int64_t layer,
     }
   }
   if (moe.shared_ffn > 0) {
-    const std::string shared = h + "shared_expert.";
+    const std::string shared = h + (deepseek ? "shared_experts." : "shared_expert.");
     AppendGatedMlp(c + "shared_experts", shared + "gate_proj.weight", shared + "up_proj.weight",
                    shared + "down_proj.weight", hidden, moe.shared_ffn, pairs);
   }

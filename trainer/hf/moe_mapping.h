@@ -26,8 +26,10 @@ namespace conveyor {
 
 // Which HF names an MoE layer's tensors have.
 enum class HfMoeNames {
-  kMixtral,  // model.layers.N.block_sparse_moe.{gate, experts.E.w1/w3/w2}
-  kQwen,     // model.layers.N.mlp.{gate, experts.E.*_proj, shared_expert.*, shared_expert_gate}
+  kMixtral,   // model.layers.N.block_sparse_moe.{gate, experts.E.w1/w3/w2}
+  kQwen,      // model.layers.N.mlp.{gate, experts.E.*_proj, shared_expert.*, shared_expert_gate}
+  kDeepseek,  // model.layers.N.mlp.{gate, gate.e_score_correction_bias, experts.E.*_proj,
+              // shared_experts.*}
 };
 
 struct HfMoeDims {
@@ -35,6 +37,8 @@ struct HfMoeDims {
   int64_t ffn = 0;          // each routed expert's width
   int64_t shared_ffn = 0;   // the shared expert's width; 0: none
   bool shared_gate = false; // the shared expert's output scaled by a sigmoid gate
+  bool expert_bias = false;  // DeepSeek-V3's e_score_correction_bias (Conveyor's state
+                             // layers.N.mlp.router.expert_bias)
   HfMoeNames names = HfMoeNames::kMixtral;
   std::vector<bool> layers;  // per layer: MoE (true) or dense
 
@@ -44,12 +48,15 @@ struct HfMoeDims {
 };
 
 // The MoE sizes of a resolved Llama-family `model` (experts == 0 when dense). Its names are
-// Qwen's when the attention is Qwen's (--add-qkv-bias: Qwen2-MoE, --qk-layernorm:
-// Qwen3-MoE), else Mixtral's. Appends to `problems` every MoE setting the matching HF
-// architecture does not compute, naming the flag: another score function, a scaling
-// factor, an expert bias; for Mixtral pre-softmax weights, dense layers or a shared
-// expert; for Qwen3-MoE a shared expert; for Qwen2-MoE a shared expert missing or
-// without its gate.
+// DeepSeek-V3's with multi-latent attention, Qwen's when the attention is Qwen's
+// (--add-qkv-bias: Qwen2-MoE, --qk-layernorm: Qwen3-MoE), else Mixtral's. DeepSeek-V3's
+// router takes sigmoid scores with an expert bias, its group-limited routing scores a group
+// by its two best experts (Conveyor, as Megatron, by its topk / group_topk best), its dense
+// layers come first and its shared experts have no gate; a setting it lacks is a problem. Appends
+// to `problems` every MoE setting the matching HF architecture does not compute, naming the flag:
+// another score function, a scaling factor, an expert bias; for Mixtral pre-softmax weights, dense
+// layers or a shared expert; for Qwen3-MoE a shared expert; for Qwen2-MoE a shared expert missing
+// or without its gate.
 HfMoeDims HfMoeDimsFromConfig(const ModelConfig& model, std::vector<std::string>* problems);
 
 // Appends the pairs of MoE layer `layer`'s MLP (router, experts, shared expert and gate)

@@ -88,12 +88,14 @@ void AddAttentionTensors(const LlamaSpec& spec, int64_t hidden, int64_t layer,
 }
 
 Reference LlamaForward(const LlamaSpec& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
-                       const std::vector<int32_t>& labels, const MlpFn& mlp) {
+                       const std::vector<int32_t>& labels, const MlpFn& mlp,
+                       const AttentionFn& attention) {
   auto w = [&](const std::string& name) -> const HfTensor& { return t.at(name); };
   Matrix x = Rows(w("model.embed_tokens.weight"), tokens);
   for (int64_t layer = 0; layer < m.layers; ++layer) {
     const std::string l = absl::StrCat("model.layers.", layer, ".");
-    AddInto(Attention(m, t, l, RmsNorm(x, w(l + "input_layernorm.weight"), m.eps)), &x);
+    const Matrix h = RmsNorm(x, w(l + "input_layernorm.weight"), m.eps);
+    AddInto(attention ? attention(layer, h) : Attention(m, t, l, h), &x);
     AddInto(mlp(layer, RmsNorm(x, w(l + "post_attention_layernorm.weight"), m.eps)), &x);
   }
   return LogitsAndLoss(RmsNorm(x, w("model.norm.weight"), m.eps),

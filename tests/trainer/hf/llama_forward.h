@@ -2,8 +2,8 @@
 // transformers' modeling code (modeling_llama.py: separate q/k/v projections, rotate_half
 // RoPE, repeat_kv grouped attention, RMSNorm; modeling_qwen3.py's q_norm and k_norm over
 // each head before RoPE), with each layer's MLP supplied by the test: the dense SwiGLU MLP
-// (SwigluMlp) or a mixture of experts. The independent reference of the Llama-family and
-// MoE import tests.
+// (SwigluMlp) or a mixture of experts, and optionally each layer's attention (DeepSeek-V3's).
+// The independent reference of the Llama-family and MoE import tests.
 #ifndef CONVEYOR_TESTS_TRAINER_HF_LLAMA_FORWARD_H_
 #define CONVEYOR_TESTS_TRAINER_HF_LLAMA_FORWARD_H_
 
@@ -29,6 +29,8 @@ struct LlamaSpec {
 // Layer `layer`'s MLP on its normalised input h [seq][hidden] (its tensors are under
 // "model.layers.<layer>.").
 using MlpFn = std::function<Matrix(int64_t layer, const Matrix& h)>;
+// Layer `layer`'s attention block (o_proj's output) on its normalised input h.
+using AttentionFn = std::function<Matrix(int64_t layer, const Matrix& h)>;
 
 // LlamaMLP: down(silu(gate h) * up h).
 Matrix SwigluMlp(const Matrix& h, const HfTensor& gate, const HfTensor& up, const HfTensor& down);
@@ -44,10 +46,11 @@ using AddTensorFn =
 void AddAttentionTensors(const LlamaSpec& spec, int64_t hidden, int64_t layer,
                          const AddTensorFn& add);
 
-// The model's logits and mean cross-entropy for one sequence.
+// The model's logits and mean cross-entropy for one sequence; `attention` replaces the
+// Llama family's attention when given (DeepSeek-V3's multi-latent attention).
 Reference LlamaForward(const LlamaSpec& spec, const HfTensorMap& tensors,
                        const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
-                       const MlpFn& mlp);
+                       const MlpFn& mlp, const AttentionFn& attention = nullptr);
 
 }  // namespace conveyor::testing_util
 

@@ -201,7 +201,7 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
 
   const Reference ref = HfForward(m, weights, tokens, labels);
   EXPECT_NEAR(*loss, ref.loss, 1e-5 * ref.loss);
-  const Tensor& logits = stash.head.logits;  // [tokens, padded vocabulary]
+  const Tensor& logits = stash.head.output.logits;  // [tokens, padded vocabulary]
   ASSERT_EQ(logits.dim(1), shape.padded_vocab);
   double worst = 0;
   for (int64_t p = 0; p < kSeq; ++p) {

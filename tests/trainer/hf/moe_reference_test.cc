@@ -300,7 +300,7 @@ TEST_P(MoeReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
 
   const Reference ref = HfForward(m, weights, tokens, labels);
   EXPECT_NEAR(*loss, ref.loss, 1e-5 * ref.loss);
-  const Tensor& logits = stash.head.logits;
+  const Tensor& logits = stash.head.output.logits;
   double worst = 0;
   for (int64_t p = 0; p < kSeq; ++p) {
     for (int64_t v = 0; v < m.vocab; ++v) {

@@ -1,0 +1,500 @@
+// DeepseekV3ForCausalLM folders against an independent implementation: the test writes
+// tiny random models in Hugging Face's layout and computes HF's forward pass in double
+// precision straight from the HF tensors, from modeling_deepseek_v3.py:
+//   attention (DeepseekV3Attention): q = q_b_proj(RMSNorm(q_a_proj h)) (or q_proj h) split
+//     per head into [q_nope | q_pe]; [c_kv | k_pe] = kv_a_proj_with_mqa h;
+//     [k_nope | v]_head = kv_b_proj(RMSNorm(c_kv)); q_pe and k_pe (one for all heads)
+//     rotated by apply_rotary_pos_emb_interleave when rope_interleave (the pairs (2j, 2j+1)
+//     gathered into halves, then rotate_half) else apply_rotary_pos_emb; causal softmax of
+//     (q_nope.k_nope + q_pe.k_pe) / sqrt(qk_nope_head_dim + qk_rope_head_dim); o_proj over
+//     the heads' values;
+//   MoE (DeepseekV3MoE, layers from first_k_dense_replace on): s = sigmoid(h G^T), the
+//     choice s + e_score_correction_bias, each of n_group groups scored by the sum of its
+//     two best choices, the topk_group best groups kept (the others' choices set to 0), the
+//     top k of those chosen, weights s of the chosen / (their sum + 1e-20) when
+//     norm_topk_prob, times routed_scaling_factor; plus the shared experts' SwiGLU MLP.
+// Conveyor imports the folder as --load-hf does and its loss and logits must match within
+// 1e-5 relative; an export gives back the HF tensors bit for bit and a config.json that
+// configures the same model; tensor- and expert-parallel ranks read exactly their elements.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/gpt_model.h"
+#include "model/model_shape.h"
+#include "parallel/self_communicator.h"
+#include "tests/trainer/hf/llama_checkpoint.h"
+#include "tests/trainer/hf/llama_forward.h"
+#include "tests/trainer/hf/slice_reads.h"
+#include "tests/util/in_process_world.h"
+#include "tests/util/test_dirs.h"
+#include "trainer/checkpoint/file_io.h"
+#include "trainer/checkpoint/index_runs.h"
+#include "trainer/config/flags.h"
+#include "trainer/config/resolved_config.h"
+#include "trainer/hf/export.h"
+#include "trainer/hf/hf_folder.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::FreshDir;
+using testing_util::InProcessWorld;
+using testing_util::Matrix;
+using testing_util::Reference;
+
+constexpr int64_t kSeq = 8;
+constexpr double kEps = 1e-6;
+
+struct TinyDeepseek {
+  std::string name;
+  int64_t layers = 3, dense_layers = 1, hidden = 16, heads = 4, vocab = 50, dense_ffn = 20;
+  int64_t q_lora = 12;  // 0: null (q_proj)
+  int64_t kv_lora = 8, nope = 6, rope = 4, v = 5;
+  int64_t experts = 8, topk = 4, groups = 4, topk_groups = 2, expert_ffn = 6, shared = 1;
+  double scaling = 2.5;
+  bool interleave = true;
+  bool tied = false;
+  bool limited() const { return groups > 1 && topk_groups < groups; }
+};
+
+void PrintTo(const TinyDeepseek& m, std::ostream* os) { *os << m.name; }
+
+std::vector<TinyDeepseek> Models() {
+  TinyDeepseek v3{"query_latent_grouped_interleaved"};
+  TinyDeepseek plain{"no_query_latent_halves_tied"};
+  plain.q_lora = 0;
+  plain.interleave = false;
+  plain.tied = true;
+  plain.groups = 1;
+  plain.topk_groups = 1;
+  plain.topk = 2;
+  plain.shared = 2;
+  plain.scaling = 1.0;
+  plain.dense_layers = 0;
+  plain.layers = 2;
+  return {v3, plain};
+}
+
+std::string ConfigJson(const TinyDeepseek& m) {
+  return absl::StrCat(
+      "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"deepseek_v3\"",
+      ", \"num_hidden_layers\": ", m.layers, ", \"hidden_size\": ", m.hidden,
+      ", \"intermediate_size\": ", m.dense_ffn, ", \"num_attention_heads\": ", m.heads,
+      ", \"num_key_value_heads\": ", m.heads, ", \"vocab_size\": ", m.vocab,
+      ", \"max_position_embeddings\": 64, \"rope_theta\": 10000.0, \"rms_norm_eps\": 1e-06",
+      ", \"hidden_act\": \"silu\", \"tie_word_embeddings\": ", m.tied ? "true" : "false",
+      ", \"q_lora_rank\": ", m.q_lora > 0 ? absl::StrCat(m.q_lora) : "null",
+      ", \"kv_lora_rank\": ", m.kv_lora, ", \"qk_nope_head_dim\": ", m.nope,
+      ", \"qk_rope_head_dim\": ", m.rope, ", \"v_head_dim\": ", m.v, ", \"head_dim\": ", m.rope,
+      ", \"rope_interleave\": ", m.interleave ? "true" : "false",
+      ", \"n_routed_experts\": ", m.experts, ", \"num_experts_per_tok\": ", m.topk,
+      ", \"moe_intermediate_size\": ", m.expert_ffn, ", \"n_shared_experts\": ", m.shared,
+      ", \"n_group\": ", m.groups, ", \"topk_group\": ", m.topk_groups,
+      ", \"routed_scaling_factor\": ", m.scaling, ", \"norm_topk_prob\": true",
+      ", \"first_k_dense_replace\": ", m.dense_layers,
+      ", \"scoring_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", \"attention_bias\": false",
+      ", \"num_nextn_predict_layers\": 0, \"aux_loss_alpha\": 0.001, \"seq_aux\": true}");
+}
+
+std::string Layer(int64_t layer) { return absl::StrCat("model.layers.", layer, "."); }
+
+// Random HF weights: norm gains around 1, the expert bias in [0, 0.2) (so that every
+// kept group's choices stay above the 0 that HF writes into the others), others
+// ~ N(0, 0.3).
+HfTensorMap RandomWeights(const TinyDeepseek& m, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  std::uniform_real_distribution<float> uniform(0.0f, 0.2f);
+  HfTensorMap t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean) {
+    HfTensor& tensor = t[name];
+    tensor.shape = shape;
+    tensor.data.resize(NumElements(shape));
+    for (float& x : tensor.data) x = mean + normal(rng);
+  };
+  add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0);
+  add("model.norm.weight", {m.hidden}, 1);
+  if (!m.tied) add("lm_head.weight", {m.vocab, m.hidden}, 0);
+  const int64_t dq = m.nope + m.rope;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string l = Layer(i), a = l + "self_attn.";
+    add(l + "input_layernorm.weight", {m.hidden}, 1);
+    add(l + "post_attention_layernorm.weight", {m.hidden}, 1);
+    if (m.q_lora > 0) {
+      add(a + "q_a_proj.weight", {m.q_lora, m.hidden}, 0);
+      add(a + "q_a_layernorm.weight", {m.q_lora}, 1);
+      add(a + "q_b_proj.weight", {m.heads * dq, m.q_lora}, 0);
+    } else {
+      add(a + "q_proj.weight", {m.heads * dq, m.hidden}, 0);
+    }
+    add(a + "kv_a_proj_with_mqa.weight", {m.kv_lora + m.rope, m.hidden}, 0);
+    add(a + "kv_a_layernorm.weight", {m.kv_lora}, 1);
+    add(a + "kv_b_proj.weight", {m.heads * (m.nope + m.v), m.kv_lora}, 0);
+    add(a + "o_proj.weight", {m.hidden, m.heads * m.v}, 0);
+    const std::string p = l + "mlp.";
+    if (i < m.dense_layers) {
+      add(p + "gate_proj.weight", {m.dense_ffn, m.hidden}, 0);
+      add(p + "up_proj.weight", {m.dense_ffn, m.hidden}, 0);
+      add(p + "down_proj.weight", {m.hidden, m.dense_ffn}, 0);
+      continue;
+    }
+    add(p + "gate.weight", {m.experts, m.hidden}, 0);
+    HfTensor& bias = t[p + "gate.e_score_correction_bias"];
+    bias.shape = {m.experts};
+    for (int64_t e = 0; e < m.experts; ++e) bias.data.push_back(uniform(rng));
+    for (int64_t e = 0; e < m.experts; ++e) {
+      const std::string x = absl::StrCat(p, "experts.", e, ".");
+      add(x + "gate_proj.weight", {m.expert_ffn, m.hidden}, 0);
+      add(x + "up_proj.weight", {m.expert_ffn, m.hidden}, 0);
+      add(x + "down_proj.weight", {m.hidden, m.expert_ffn}, 0);
+    }
+    const int64_t shared = m.shared * m.expert_ffn;
+    add(p + "shared_experts.gate_proj.weight", {shared, m.hidden}, 0);
+    add(p + "shared_experts.up_proj.weight", {shared, m.hidden}, 0);
+    add(p + "shared_experts.down_proj.weight", {m.hidden, shared}, 0);
+  }
+  return t;
+}
+
+// ---- The reference, from the HF tensors. ----
+
+// RoPE on x[0, d) at `position` as DeepseekV3 applies it: with rope_interleave the
+// channels (2j, 2j+1) are first gathered into (j, d/2 + j); then rotate_half with
+// inv_freq[j] = theta^(-2j/d).
+void RotateRopePart(const TinyDeepseek& m, int64_t position, double* x) {
+  const int64_t d = m.rope;
+  std::vector<double> y(x, x + d);
+  if (m.interleave) {
+    for (int64_t j = 0; j < d / 2; ++j) y[j] = x[2 * j], y[d / 2 + j] = x[2 * j + 1];
+  }
+  for (int64_t j = 0; j < d / 2; ++j) {
+    const double angle = double(position) * std::pow(10000.0, -double(2 * j) / double(d));
+    x[j] = y[j] * std::cos(angle) - y[d / 2 + j] * std::sin(angle);
+    x[d / 2 + j] = y[d / 2 + j] * std::cos(angle) + y[j] * std::sin(angle);
+  }
+}
+
+Matrix Columns(const Matrix& x, int64_t begin, int64_t count) {
+  Matrix out;
+  for (const auto& row : x) out.emplace_back(row.begin() + begin, row.begin() + begin + count);
+  return out;
+}
+
+Matrix MlaAttention(const TinyDeepseek& m, const HfTensorMap& t, int64_t layer, const Matrix& h) {
+  const std::string a = Layer(layer) + "self_attn.";
+  auto w = [&](const std::string& name) -> const HfTensor& { return t.at(a + name); };
+  const Matrix q = m.q_lora > 0
+                       ? testing_util::Linear(
+                             testing_util::RmsNorm(testing_util::Linear(h, w("q_a_proj.weight")),
+                                                   w("q_a_layernorm.weight"), kEps),
+                             w("q_b_proj.weight"))
+                       : testing_util::Linear(h, w("q_proj.weight"));
+  const Matrix kv_a = testing_util::Linear(h, w("kv_a_proj_with_mqa.weight"));
+  const Matrix kv = testing_util::Linear(
+      testing_util::RmsNorm(Columns(kv_a, 0, m.kv_lora), w("kv_a_layernorm.weight"), kEps),
+      w("kv_b_proj.weight"));
+  const int64_t dq = m.nope + m.rope, dkv = m.nope + m.v, seq = int64_t(h.size());
+  const double scale = 1.0 / std::sqrt(double(dq));
+  Matrix context(seq, std::vector<double>(m.heads * m.v, 0.0));
+  for (int64_t head = 0; head < m.heads; ++head) {
+    // Per position: the query [q_nope | rotated q_pe] and key [k_nope | rotated k_pe].
+    Matrix qs(seq), ks(seq);
+    for (int64_t p = 0; p < seq; ++p) {
+      qs[p].assign(q[p].begin() + head * dq, q[p].begin() + (head + 1) * dq);
+      ks[p].assign(kv[p].begin() + head * dkv, kv[p].begin() + head * dkv + m.nope);
+      ks[p].insert(ks[p].end(), kv_a[p].begin() + m.kv_lora, kv_a[p].end());
+      RotateRopePart(m, p, qs[p].data() + m.nope);
+      RotateRopePart(m, p, ks[p].data() + m.nope);
+    }
+    for (int64_t p = 0; p < seq; ++p) {
+      std::vector<double> score(p + 1);
+      for (int64_t k = 0; k <= p; ++k) {
+        score[k] = scale * std::inner_product(qs[p].begin(), qs[p].end(), ks[k].begin(), 0.0);
+      }
+      const double top = *std::max_element(score.begin(), score.end());
+      double sum = 0;
+      for (double& s : score) sum += s = std::exp(s - top);
+      for (int64_t k = 0; k <= p; ++k) {
+        for (int64_t i = 0; i < m.v; ++i) {
+          context[p][head * m.v + i] += score[k] / sum * kv[k][head * dkv + m.nope + i];
+        }
+      }
+    }
+  }
+  return testing_util::Linear(context, w("o_proj.weight"));
+}
+
+// The indices of the k largest of `values` (ties to the lower index).
+std::vector<int64_t> Largest(const std::vector<double>& values, int64_t k) {
+  std::vector<int64_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return values[a] > values[b]; });
+  order.resize(k);
+  return order;
+}
+
+Matrix DeepseekMoe(const TinyDeepseek& m, const HfTensorMap& t, int64_t layer, const Matrix& h) {
+  const std::string p = Layer(layer) + "mlp.";
+  const Matrix logits = testing_util::Linear(h, t.at(p + "gate.weight"));
+  const HfTensor& bias = t.at(p + "gate.e_score_correction_bias");
+  std::vector<Matrix> outputs;
+  for (int64_t e = 0; e < m.experts; ++e) {
+    const std::string x = absl::StrCat(p, "experts.", e, ".");
+    outputs.push_back(testing_util::SwigluMlp(
+        h, t.at(x + "gate_proj.weight"), t.at(x + "up_proj.weight"), t.at(x + "down_proj.weight")));
+  }
+  Matrix y = testing_util::SwigluMlp(h, t.at(p + "shared_experts.gate_proj.weight"),
+                                     t.at(p + "shared_experts.up_proj.weight"),
+                                     t.at(p + "shared_experts.down_proj.weight"));
+  const int64_t size = m.experts / m.groups;
+  for (size_t r = 0; r < h.size(); ++r) {
+    std::vector<double> s(m.experts), choice(m.experts);
+    for (int64_t e = 0; e < m.experts; ++e) {
+      s[e] = 1.0 / (1.0 + std::exp(-logits[r][e]));
+      choice[e] = s[e] + double(bias.data[e]);
+    }
+    std::vector<double> group_score(m.groups);
+    for (int64_t g = 0; g < m.groups; ++g) {
+      const std::vector<double> members(choice.begin() + g * size, choice.begin() + (g + 1) * size);
+      for (int64_t i : Largest(members, 2)) group_score[g] += members[i];
+    }
+    std::vector<bool> kept(m.groups, false);
+    for (int64_t g : Largest(group_score, m.topk_groups)) kept[g] = true;
+    for (int64_t e = 0; e < m.experts; ++e) choice[e] = kept[e / size] ? choice[e] : 0.0;
+    const std::vector<int64_t> picks = Largest(choice, m.topk);
+    double sum = 0;
+    for (int64_t e : picks) sum += s[e];
+    for (int64_t e : picks) {
+      const double weight = s[e] / (sum + 1e-20) * m.scaling;
+      for (int64_t i = 0; i < m.hidden; ++i) y[r][i] += weight * outputs[e][r][i];
+    }
+  }
+  return y;
+}
+
+Reference HfForward(const TinyDeepseek& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
+                    const std::vector<int32_t>& labels) {
+  testing_util::LlamaSpec spec;
+  spec.layers = m.layers;
+  spec.eps = kEps;
+  spec.tied = m.tied;
+  return testing_util::LlamaForward(
+      spec, t, tokens, labels,
+      [&](int64_t layer, const Matrix& h) {
+        if (layer >= m.dense_layers) return DeepseekMoe(m, t, layer, h);
+        const std::string l = Layer(layer) + "mlp.";
+        return testing_util::SwigluMlp(h, t.at(l + "gate_proj.weight"), t.at(l + "up_proj.weight"),
+                                       t.at(l + "down_proj.weight"));
+      },
+      [&](int64_t layer, const Matrix& h) { return MlaAttention(m, t, layer, h); });
+}
+
+// ---- Conveyor's side. ----
+
+std::string WriteFolder(const std::string& json, const HfTensorMap& weights,
+                        const std::string& name) {
+  const std::string dir = FreshDir(name);
+  EXPECT_TRUE(WriteHfWeights(dir, weights, 5000000000).ok());
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  EXPECT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
+  return dir;
+}
+
+absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir, int world_size = 1) {
+  absl::StatusOr<Config> parsed =
+      ParseFlags({"--load-hf", dir, "--mock-data", "--seq-length", absl::StrCat(kSeq),
+                  "--hidden-dropout", "0", "--attention-dropout", "0"});
+  if (!parsed.ok()) return parsed.status();
+  if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
+  return ResolvedConfig::Resolve(*parsed, world_size);
+}
+
+class DeepseekReferenceTest : public ::testing::TestWithParam<TinyDeepseek> {};
+
+TEST_P(DeepseekReferenceTest, ConfigJsonSetsTheFlags) {
+  const TinyDeepseek m = GetParam();
+  const std::string dir = WriteFolder(ConfigJson(m), RandomWeights(m, 3), m.name + "_flags");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const ModelConfig& model = config->config().model();
+  EXPECT_TRUE(model.multi_latent_attention());
+  EXPECT_TRUE(model.qk_layernorm());
+  EXPECT_EQ(model.q_lora_rank(), m.q_lora);
+  EXPECT_EQ(model.kv_lora_rank(), m.kv_lora);
+  EXPECT_EQ(model.qk_head_dim(), m.nope);
+  EXPECT_EQ(model.qk_pos_emb_head_dim(), m.rope);
+  EXPECT_EQ(model.v_head_dim(), m.v);
+  EXPECT_EQ(model.num_experts(), m.experts);
+  EXPECT_EQ(model.moe_router_topk(), m.topk);
+  EXPECT_EQ(model.moe_router_score_function(), "sigmoid");
+  EXPECT_TRUE(model.moe_router_enable_expert_bias());
+  EXPECT_EQ(model.moe_router_topk_scaling_factor(), float(m.scaling));
+  EXPECT_EQ(model.moe_router_num_groups(), m.limited() ? m.groups : 0);
+  EXPECT_EQ(model.moe_router_group_topk(), m.limited() ? m.topk_groups : 0);
+  EXPECT_EQ(model.moe_shared_expert_intermediate_size(), m.shared * m.expert_ffn);
+  EXPECT_EQ(model.moe_layer_freq(), m.dense_layers > 0 ? "[0,1,1]" : "1");
+}
+
+// Conveyor's model with the imported parameters and expert biases.
+void LoadInto(const GlobalTensorMap& imported, GptModel* model) {
+  for (Parameter* p : model->parameters().parameters()) {
+    ASSERT_EQ(imported.count(p->name), 1) << p->name;
+    const std::vector<float>& value = imported.at(p->name);
+    ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;
+    std::copy(value.begin(), value.end(), p->value.data());
+  }
+  for (TransformerLayer* layer : model->AllLayers()) {
+    if (layer->moe() == nullptr) continue;
+    ExpertBias* bias = layer->moe()->expert_bias();
+    ASSERT_NE(bias, nullptr);
+    const std::vector<float>& value = imported.at(bias->name());
+    std::copy(value.begin(), value.end(), bias->mutable_values());
+  }
+}
+
+TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
+  const TinyDeepseek m = GetParam();
+  const HfTensorMap weights = RandomWeights(m, 17);
+  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name);
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ModelShape& shape = config->model_shape();
+  GptModel model(shape, /*seed=*/1);
+  LoadInto(*imported, &model);
+  std::vector<int32_t> tokens(kSeq), labels(kSeq);
+  for (int64_t i = 0; i < kSeq; ++i) {
+    tokens[i] = int32_t((i * 13 + 5) % m.vocab);
+    labels[i] = int32_t((i * 7 + 2) % m.vocab);
+  }
+  const MicroBatchContext mb{1, 0, 1, kSeq, /*training=*/false};
+  GptStash stash;
+  const absl::StatusOr<float> loss = model.Forward(mb, tokens.data(), labels.data(), &stash);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+
+  const Reference ref = HfForward(m, weights, tokens, labels);
+  EXPECT_NEAR(*loss, ref.loss, 1e-5 * ref.loss);
+  double worst = 0;
+  for (int64_t p = 0; p < kSeq; ++p) {
+    for (int64_t v = 0; v < m.vocab; ++v) {
+      const double want = ref.logits[p][v];
+      const double got = stash.head.output.logits.data()[p * shape.padded_vocab + v];
+      worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1.0));
+    }
+  }
+  EXPECT_LT(worst, 1e-5) << "largest relative logit error";
+  RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
+}
+
+TEST_P(DeepseekReferenceTest, ExportThenImportIsBitExact) {
+  const TinyDeepseek m = GetParam();
+  const HfTensorMap weights = RandomWeights(m, 23);
+  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name + "_in");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const std::string save = testing_util::SaveAsCheckpoint(*config, &*imported, m.name + "_ckpt");
+
+  HfExportSummary summary;
+  const std::string out = FreshDir(m.name + "_out");
+  const absl::Status exported_ok = ExportHf(save, std::nullopt, out, HfExportOptions(), &summary);
+  ASSERT_TRUE(exported_ok.ok()) << exported_ok;
+  EXPECT_EQ(summary.architecture, "DeepseekV3ForCausalLM");
+  const absl::StatusOr<HfTensorMap> exported =
+      ReadHfWeights(out, [](const std::string&) { return false; });
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_EQ(exported->size(), weights.size());
+  // The export writes rope_interleave true: a folder in halves comes back interleaved.
+  const TinyDeepseek as_exported = [&] {
+    TinyDeepseek e = m;
+    e.interleave = true;
+    return e;
+  }();
+  const Reference from_folder = HfForward(m, weights, {1, 2, 3, 4}, {2, 3, 4, 5});
+  const Reference from_export = HfForward(as_exported, *exported, {1, 2, 3, 4}, {2, 3, 4, 5});
+  EXPECT_NEAR(from_export.loss, from_folder.loss, 1e-12 * from_folder.loss);
+  for (const auto& [name, tensor] : weights) {
+    ASSERT_EQ(exported->count(name), 1) << name;
+    EXPECT_EQ(exported->at(name).shape, tensor.shape) << name;
+    if (m.interleave) {
+      EXPECT_TRUE(exported->at(name).data == tensor.data) << name << " differs";
+    }
+  }
+  const absl::StatusOr<ResolvedConfig> again = ConfigFor(out);
+  ASSERT_TRUE(again.ok()) << again.status();
+  const absl::StatusOr<GlobalTensorMap> reimported = ReadHf(out, again->config());
+  ASSERT_TRUE(reimported.ok()) << reimported.status();
+  EXPECT_TRUE(*reimported == *imported);
+}
+
+// Each rank reads exactly the elements its parameters keep: TP 2 (heads of the
+// up-projections, the down-projections whole), EP 2 and TP 2 with ETP 1 and EP 2.
+TEST_P(DeepseekReferenceTest, LayoutsReadOnlyTheirElements) {
+  const TinyDeepseek m = GetParam();
+  const HfTensorMap weights = RandomWeights(m, 31);
+  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name + "_slices");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  InProcessWorld ep(2), tp(2), ep_beside_tp(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    SelfCommunicator own("tp"), etp("etp");
+    const TensorParallel ep2(&own, false, ExpertGroups{&ep.rank(rank), nullptr});
+    const TensorParallel tp2(&tp.rank(rank), false);
+    const TensorParallel tp2_ep2(&tp.rank(rank), false,
+                                 ExpertGroups{&ep_beside_tp.rank(rank), &etp});
+    const std::string r = absl::StrCat(" rank ", rank);
+    testing_util::ExpectRankReadsMatchWholeRead(dir, *config, *whole, ep2, "EP 2" + r);
+    testing_util::ExpectRankReadsMatchWholeRead(dir, *config, *whole, tp2, "TP 2" + r);
+    testing_util::ExpectRankReadsMatchWholeRead(dir, *config, *whole, tp2_ep2,
+                                                "TP 2 ETP 1 EP 2" + r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, DeepseekReferenceTest, ::testing::ValuesIn(Models()),
+                         [](const ::testing::TestParamInfo<TinyDeepseek>& test) {
+                           return test.param.name;
+                         });
+
+// A field that changes the math and that Conveyor does not compute stops the import,
+// named with its value.
+TEST(DeepseekConfigTest, FieldsConveyorDoesNotComputeAreRefusedByName) {
+  const TinyDeepseek m = Models()[0];
+  const HfTensorMap weights = RandomWeights(m, 1);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\"scoring_func\": \"sigmoid\"", "scoring_func = \"softmax\""},
+      {"\"num_nextn_predict_layers\": 0", "num_nextn_predict_layers = 1"},
+      {"\"topk_group\": 2", "num_experts_per_tok = 4 / topk_group = 3 is not 2"},
+      {"\"norm_topk_prob\": true", "norm_topk_prob = false with num_experts_per_tok = 4"},
+      {"\"head_dim\": 4", "head_dim = 6 is not qk_rope_head_dim = 4"},
+  };
+  const std::vector<std::string> replacements = {
+      "\"scoring_func\": \"softmax\"", "\"num_nextn_predict_layers\": 1", "\"topk_group\": 3",
+      "\"norm_topk_prob\": false", "\"head_dim\": 6"};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string json = ConfigJson(m);
+    json.replace(json.find(cases[i].first), cases[i].first.size(), replacements[i]);
+    const std::string dir = WriteFolder(json, weights, absl::StrCat("refused_", i));
+    const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+    ASSERT_FALSE(config.ok()) << replacements[i];
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(cases[i].second));
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

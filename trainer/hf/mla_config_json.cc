@@ -1,0 +1,62 @@
+#include "trainer/hf/mla_config_json.h"
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/hf/hf_config_fields.h"
+
+namespace conveyor {
+namespace {
+
+// A field transformers derives from others but reads from the file when present: it must
+// hold the derived value.
+void CheckDerived(const Json& hf, const char* key, int64_t derived, const std::string& from,
+                  ModelFlagsFromFile* flags) {
+  const Json& given = MemberOrNull(hf, key);
+  if (given.is_null() || AsInt64(given) == derived) return;
+  flags->Unsupported(absl::StrCat(key, " = ", AsInt64(given), " is not ", from, " = ", derived,
+                                  ": DeepseekV3 sizes its projections and RoPE by it"));
+}
+
+}  // namespace
+
+void ApplyMlaConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFromFile* flags) {
+  if (!arch.mla) return;
+  auto value = [&](const char* key) { return HfFieldOrDefault(hf, arch, key); };
+  const std::string architecture = absl::StrCat("architectures = [\"", arch.class_name, "\"]");
+  flags->Bool("multi_latent_attention", architecture, true, "multi-latent attention");
+  flags->Bool("qk_layernorm", architecture, true, "RMSNorms on the latents");
+  const Json q_lora = value("q_lora_rank");
+  flags->Int("q_lora_rank", "q_lora_rank", q_lora.is_null() ? 0 : AsInt64(q_lora));
+  flags->Int("kv_lora_rank", "kv_lora_rank", AsInt64(value("kv_lora_rank")));
+  const int64_t nope = AsInt64(value("qk_nope_head_dim"));
+  const int64_t rope = AsInt64(value("qk_rope_head_dim"));
+  flags->Int("qk_head_dim", "qk_nope_head_dim", nope);
+  flags->Int("qk_pos_emb_head_dim", "qk_rope_head_dim", rope);
+  flags->Int("v_head_dim", "v_head_dim", AsInt64(value("v_head_dim")));
+  CheckDerived(hf, "head_dim", rope, "qk_rope_head_dim", flags);
+  CheckDerived(hf, "qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim", flags);
+}
+
+bool HfRopeInterleave(const Json& hf, const HfArchitecture& arch) {
+  return arch.mla && AsBool(HfFieldOrDefault(hf, arch, "rope_interleave"));
+}
+
+void AddMlaConfigJsonFields(const ModelConfig& m, const HfArchitecture& arch,
+                            std::map<std::string, std::string>* fields) {
+  if (!arch.mla) return;
+  auto& f = *fields;
+  f["q_lora_rank"] = m.q_lora_rank() > 0 ? absl::StrCat(m.q_lora_rank()) : "null";
+  f["kv_lora_rank"] = absl::StrCat(m.kv_lora_rank());
+  f["qk_nope_head_dim"] = absl::StrCat(m.qk_head_dim());
+  f["qk_rope_head_dim"] = absl::StrCat(m.qk_pos_emb_head_dim());
+  f["qk_head_dim"] = absl::StrCat(m.qk_head_dim() + m.qk_pos_emb_head_dim());
+  f["head_dim"] = absl::StrCat(m.qk_pos_emb_head_dim());
+  f["v_head_dim"] = absl::StrCat(m.v_head_dim());
+  f["num_key_value_heads"] = absl::StrCat(m.num_attention_heads());
+  f["rope_interleave"] = "true";  // the export permutes the rotated rows (mla_mapping.h)
+  f["attention_bias"] = "false";
+  f["pretraining_tp"] = "1";
+}
+
+}  // namespace conveyor
