@@ -189,4 +189,52 @@ void CpuBf16Ops::CrossEntropyBackward(absl::Span<const int32_t> labels,
   });
 }
 
+// The residual stream's adds on bf16 values, in one pass each: every sum in fp32 and
+// rounded once, as the emulation rounds it after each op (so the results are its own),
+// without its widened copies of y, x and the residual.
+void CpuBf16Ops::Add(const Tensor& x, Tensor* y) const {
+  if (!Bf16(x) || !Bf16(*y)) return Bf16EmulationOps::Add(x, y);
+  const BFloat16* in = Bits(x);
+  BFloat16* out = Bits(y);
+  cpu::ParallelFor(y->numel(), int64_t{1} << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = ToBFloat16(ToFloat(out[i]) + ToFloat(in[i]));
+  });
+}
+
+void CpuBf16Ops::AddBias(const Tensor& bias, Tensor* y) const {
+  if (Bf16(bias) || !Bf16(*y)) return Bf16EmulationOps::AddBias(bias, y);
+  AddBiasAndResidual(&bias, nullptr, y);
+}
+
+// With p = 0 the dropout keeps every value unscaled: y = bf16(bf16(y + bias) + residual),
+// the composition's two roundings. Other p run the composition.
+void CpuBf16Ops::BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p,
+                                uint64_t first_index, const Tensor& residual, Tensor* y) const {
+  if (p != 0.0f || !Bf16(residual) || !Bf16(*y) || (bias != nullptr && Bf16(*bias))) {
+    return Bf16EmulationOps::BiasDropoutAdd(bias, rng, p, first_index, residual, y);
+  }
+  AddBiasAndResidual(bias, &residual, y);
+}
+
+// y[r, j] = bf16(y[r, j] + bias[j]) (when bias), then bf16(that + residual[r, j]) (when
+// residual), in one threaded pass over y's rows.
+void CpuBf16Ops::AddBiasAndResidual(const Tensor* bias, const Tensor* residual, Tensor* y) {
+  const int64_t width = y->shape().back();
+  const float* b = bias != nullptr ? bias->data() : nullptr;
+  const BFloat16* res = residual != nullptr ? Bits(*residual) : nullptr;
+  BFloat16* out = Bits(y);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / width);
+  cpu::ParallelFor(y->numel() / width, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      BFloat16* row = out + r * width;
+      for (int64_t j = 0; b != nullptr && j < width; ++j) {
+        row[j] = ToBFloat16(ToFloat(row[j]) + b[j]);
+      }
+      for (int64_t j = 0; res != nullptr && j < width; ++j) {
+        row[j] = ToBFloat16(ToFloat(row[j]) + ToFloat(res[r * width + j]));
+      }
+    }
+  });
+}
+
 }  // namespace conveyor

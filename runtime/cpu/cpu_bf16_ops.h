@@ -41,12 +41,19 @@ class CpuBf16Ops : public Bf16EmulationOps {
   void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
                             int64_t vocab_start, float scale, absl::Span<const float> loss_mask,
                             Tensor* logits) const override;
+  // The residual stream's adds on bf16 values in one pass each (BiasDropoutAdd's when
+  // its dropout is 0), with the emulation's roundings.
+  void Add(const Tensor& x, Tensor* y) const override;
+  void AddBias(const Tensor& bias, Tensor* y) const override;
+  void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p, uint64_t first_index,
+                      const Tensor& residual, Tensor* y) const override;
 
  private:
   CpuBf16Ops();
   // bf16 operands and output and an fp32 bias (or none): the fused paths above; anything
   // else goes to the emulation's composition.
   static bool Fusable(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+  static void AddBiasAndResidual(const Tensor* bias, const Tensor* residual, Tensor* y);
 };
 
 }  // namespace conveyor

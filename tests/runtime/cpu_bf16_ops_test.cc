@@ -16,7 +16,10 @@
 
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "runtime/bf16_emulation_ops.h"
 #include "runtime/cpu/bf16_gemm.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "runtime/philox.h"
 #include "tests/runtime/skip_without_bf16.h"
 
 namespace conveyor {
@@ -258,6 +261,36 @@ TEST(CpuBf16OpsTest, CrossEntropyOverBf16LogitsMatchesFloat64) {
           << t << ", " << v;
     }
   }
+}
+
+// The residual stream's adds round where the emulation's composition rounds (after the
+// bias, after the residual), so they equal its results bit for bit; and both are within
+// two bf16 roundings of the float64 sums.
+TEST(CpuBf16OpsTest, ResidualAddsRoundAsTheComposition) {
+  SKIP_WITHOUT_BF16();
+  const int64_t rows = 33, width = 70;
+  std::mt19937 rng(41);
+  std::vector<double> y0, residual, bias;
+  const Tensor yt = Random(rows, width, DType::kBFloat16, &rng, &y0);
+  const Tensor rt = Random(rows, width, DType::kBFloat16, &rng, &residual);
+  Tensor bt = Random(1, width, DType::kFloat32, &rng, &bias);
+  bt = bt.View(0, {width});
+  const Bf16EmulationOps emulation(&CpuOps::Get());
+  const CounterRng dropout_rng(7, 0);
+  Tensor got = yt.Clone(MemoryCategory::kOther), want = yt.Clone(MemoryCategory::kOther);
+  CpuBf16Ops::Get().BiasDropoutAdd(&bt, dropout_rng, 0.0f, 0, rt, &got);
+  emulation.BiasDropoutAdd(&bt, dropout_rng, 0.0f, 0, rt, &want);
+  for (int64_t i = 0; i < rows * width; ++i) {
+    ASSERT_EQ(At(got, i), At(want, i)) << i;
+    const double sum = y0[i] + bias[i % width] + residual[i];
+    const double bound = kBf16Rounding * (std::abs(y0[i] + bias[i % width]) + 2 * std::abs(sum));
+    ASSERT_NEAR(At(got, i), sum, bound) << i;
+  }
+  CpuBf16Ops::Get().Add(rt, &got);
+  emulation.Add(rt, &want);
+  CpuBf16Ops::Get().AddBias(bt, &got);
+  emulation.AddBias(bt, &want);
+  for (int64_t i = 0; i < rows * width; ++i) ASSERT_EQ(At(got, i), At(want, i)) << i;
 }
 
 }  // namespace
