@@ -18,6 +18,28 @@ void CheckDerived(const Json& hf, const char* key, int64_t derived, const std::s
                                   ": DeepseekV3 sizes its projections and RoPE by it"));
 }
 
+// DeepseekV3Attention multiplies its softmax scale by m(s, mscale_all_dim)^2 whenever YaRN's
+// mscale_all_dim is nonzero, while its RoPE takes m(s, mscale) / m(s, mscale_all_dim) as the
+// concentration factor only when mscale is nonzero too; Conveyor's --mscale-all-dim does
+// both (positions_config_json.h reads the pair only together), so one without the other is
+// not Conveyor's model.
+void CheckYarnMscales(const Json& hf, ModelFlagsFromFile* flags) {
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const Json& scaling = MemberOrNull(hf, key);
+    if (!scaling.is_object()) continue;
+    const Json& all_dim = MemberOrNull(scaling, "mscale_all_dim");
+    const Json& mscale = MemberOrNull(scaling, "mscale");
+    const bool has_all_dim = all_dim.is_number() && AsDouble(all_dim) != 0.0;
+    const bool has_mscale = mscale.is_number() && AsDouble(mscale) != 0.0;
+    if (has_all_dim && !has_mscale) {
+      flags->Unsupported(absl::StrCat(
+          key, ".mscale_all_dim = ", JsonValueText(all_dim),
+          " without mscale: DeepseekV3 then scales its softmax by m(s, mscale_all_dim)^2 but "
+          "rotates with YaRN's default concentration factor; give mscale too"));
+    }
+  }
+}
+
 }  // namespace
 
 void ApplyMlaConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFromFile* flags) {
@@ -36,6 +58,7 @@ void ApplyMlaConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFr
   flags->Int("v_head_dim", "v_head_dim", AsInt64(value("v_head_dim")));
   CheckDerived(hf, "head_dim", rope, "qk_rope_head_dim", flags);
   CheckDerived(hf, "qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim", flags);
+  CheckYarnMscales(hf, flags);
 }
 
 bool HfRopeInterleave(const Json& hf, const HfArchitecture& arch) {

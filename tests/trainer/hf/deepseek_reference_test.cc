@@ -6,8 +6,9 @@
 //     [k_nope | v]_head = kv_b_proj(RMSNorm(c_kv)); q_pe and k_pe (one for all heads)
 //     rotated by apply_rotary_pos_emb_interleave when rope_interleave (the pairs (2j, 2j+1)
 //     gathered into halves, then rotate_half) else apply_rotary_pos_emb; causal softmax of
-//     (q_nope.k_nope + q_pe.k_pe) / sqrt(qk_nope_head_dim + qk_rope_head_dim); o_proj over
-//     the heads' values;
+//     (q_nope.k_nope + q_pe.k_pe) / sqrt(qk_nope_head_dim + qk_rope_head_dim) (times
+//     m(s, mscale_all_dim)^2 under YaRN, whose frequencies and attention factor are written
+//     out here too); o_proj over the heads' values;
 //   MoE (DeepseekV3MoE, layers from first_k_dense_replace on): s = sigmoid(h G^T), the
 //     choice s + e_score_correction_bias, each of n_group groups scored by the sum of its
 //     two best choices, the topk_group best groups kept (the others' choices set to 0), the
@@ -64,6 +65,8 @@ struct TinyDeepseek {
   double scaling = 2.5;
   bool interleave = true;
   bool tied = false;
+  double yarn = 0;  // YaRN's factor over 16 original positions (mscale 1, mscale_all_dim
+                    // 0.8); 0: plain RoPE
   bool limited() const { return groups > 1 && topk_groups < groups; }
 };
 
@@ -82,7 +85,11 @@ std::vector<TinyDeepseek> Models() {
   plain.scaling = 1.0;
   plain.dense_layers = 0;
   plain.layers = 2;
-  return {v3, plain};
+  TinyDeepseek yarn = v3;
+  yarn.name = "yarn_mscale";
+  yarn.yarn = 4;
+  yarn.rope = 6;
+  return {v3, plain, yarn};
 }
 
 std::string ConfigJson(const TinyDeepseek& m) {
@@ -103,7 +110,12 @@ std::string ConfigJson(const TinyDeepseek& m) {
       ", \"routed_scaling_factor\": ", m.scaling, ", \"norm_topk_prob\": true",
       ", \"first_k_dense_replace\": ", m.dense_layers,
       ", \"scoring_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", \"attention_bias\": false",
-      ", \"num_nextn_predict_layers\": 0, \"aux_loss_alpha\": 0.001, \"seq_aux\": true}");
+      ", \"num_nextn_predict_layers\": 0, \"aux_loss_alpha\": 0.001, \"seq_aux\": true",
+      m.yarn == 0 ? ""
+                  : absl::StrCat(", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": ", m.yarn,
+                                 ", \"original_max_position_embeddings\": 16, \"mscale\": 1.0"
+                                 ", \"mscale_all_dim\": 0.8, \"beta_fast\": 32, \"beta_slow\": 1}"),
+      "}");
 }
 
 std::string Layer(int64_t layer) { return absl::StrCat("model.layers.", layer, "."); }
@@ -168,19 +180,50 @@ HfTensorMap RandomWeights(const TinyDeepseek& m, uint32_t seed) {
 
 // ---- The reference, from the HF tensors. ----
 
+// yarn_get_mscale: m(s, x) = 0.1 x ln s + 1 for s > 1.
+double Mscale(double s, double x) { return s <= 1 ? 1.0 : 0.1 * x * std::log(s) + 1.0; }
+
+// RoPE's inverse frequencies over d rotated dims: theta^(-2j/d), or with YaRN
+// (_compute_yarn_parameters) the interpolated theta^(-2j/d) / s blended into them over
+// the correction range [floor(low), ceil(high)] of dims (beta_fast 32, beta_slow 1, 16
+// original positions) by a linear ramp.
+std::vector<double> InverseFrequencies(const TinyDeepseek& m) {
+  const int64_t d = m.rope;
+  const double base = 10000.0, original = 16.0;
+  auto correction_dim = [&](double rotations) {
+    return d * std::log(original / (rotations * 2 * M_PI)) / (2 * std::log(base));
+  };
+  const double low = std::max(std::floor(correction_dim(32)), 0.0);
+  double high = std::min(std::ceil(correction_dim(1)), double(d - 1));
+  if (low == high) high += 0.001;
+  std::vector<double> inv(d / 2);
+  for (int64_t j = 0; j < d / 2; ++j) {
+    const double extrapolated = std::pow(base, -double(2 * j) / double(d));
+    if (m.yarn == 0) {
+      inv[j] = extrapolated;
+      continue;
+    }
+    const double ramp = std::clamp((double(j) - low) / (high - low), 0.0, 1.0);
+    inv[j] = extrapolated / m.yarn * ramp + extrapolated * (1 - ramp);
+  }
+  return inv;
+}
+
 // RoPE on x[0, d) at `position` as DeepseekV3 applies it: with rope_interleave the
-// channels (2j, 2j+1) are first gathered into (j, d/2 + j); then rotate_half with
-// inv_freq[j] = theta^(-2j/d).
+// channels (2j, 2j+1) are first gathered into (j, d/2 + j); then rotate_half, cos and sin
+// times YaRN's attention factor m(s, mscale) / m(s, mscale_all_dim).
 void RotateRopePart(const TinyDeepseek& m, int64_t position, double* x) {
   const int64_t d = m.rope;
+  const std::vector<double> inv = InverseFrequencies(m);
+  const double factor = m.yarn == 0 ? 1.0 : Mscale(m.yarn, 1.0) / Mscale(m.yarn, 0.8);
   std::vector<double> y(x, x + d);
   if (m.interleave) {
     for (int64_t j = 0; j < d / 2; ++j) y[j] = x[2 * j], y[d / 2 + j] = x[2 * j + 1];
   }
   for (int64_t j = 0; j < d / 2; ++j) {
-    const double angle = double(position) * std::pow(10000.0, -double(2 * j) / double(d));
-    x[j] = y[j] * std::cos(angle) - y[d / 2 + j] * std::sin(angle);
-    x[d / 2 + j] = y[d / 2 + j] * std::cos(angle) + y[j] * std::sin(angle);
+    const double c = factor * std::cos(position * inv[j]), s = factor * std::sin(position * inv[j]);
+    x[j] = y[j] * c - y[d / 2 + j] * s;
+    x[d / 2 + j] = y[d / 2 + j] * c + y[j] * s;
   }
 }
 
@@ -204,7 +247,9 @@ Matrix MlaAttention(const TinyDeepseek& m, const HfTensorMap& t, int64_t layer, 
       testing_util::RmsNorm(Columns(kv_a, 0, m.kv_lora), w("kv_a_layernorm.weight"), kEps),
       w("kv_b_proj.weight"));
   const int64_t dq = m.nope + m.rope, dkv = m.nope + m.v, seq = int64_t(h.size());
-  const double scale = 1.0 / std::sqrt(double(dq));
+  // DeepseekV3Attention's scaling: qk_head_dim^-1/2, times m(s, mscale_all_dim)^2 under YaRN.
+  const double mscale = m.yarn == 0 ? 1.0 : Mscale(m.yarn, 0.8);
+  const double scale = mscale * mscale / std::sqrt(double(dq));
   Matrix context(seq, std::vector<double>(m.heads * m.v, 0.0));
   for (int64_t head = 0; head < m.heads; ++head) {
     // Per position: the query [q_nope | rotated q_pe] and key [k_nope | rotated k_pe].
@@ -344,6 +389,8 @@ TEST_P(DeepseekReferenceTest, ConfigJsonSetsTheFlags) {
   EXPECT_EQ(model.moe_router_group_topk(), m.limited() ? m.topk_groups : 0);
   EXPECT_EQ(model.moe_shared_expert_intermediate_size(), m.shared * m.expert_ffn);
   EXPECT_EQ(model.moe_layer_freq(), m.dense_layers > 0 ? "[0,1,1]" : "1");
+  EXPECT_EQ(model.position_embedding_type(), m.yarn == 0 ? "rope" : "yarn");
+  if (m.yarn != 0) EXPECT_EQ(model.mscale_all_dim(), 0.8f);
 }
 
 // Conveyor's model with the imported parameters and expert biases.
@@ -473,25 +520,31 @@ INSTANTIATE_TEST_SUITE_P(Variants, DeepseekReferenceTest, ::testing::ValuesIn(Mo
 // A field that changes the math and that Conveyor does not compute stops the import,
 // named with its value.
 TEST(DeepseekConfigTest, FieldsConveyorDoesNotComputeAreRefusedByName) {
-  const TinyDeepseek m = Models()[0];
-  const HfTensorMap weights = RandomWeights(m, 1);
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"\"scoring_func\": \"sigmoid\"", "scoring_func = \"softmax\""},
-      {"\"num_nextn_predict_layers\": 0", "num_nextn_predict_layers = 1"},
-      {"\"topk_group\": 2", "num_experts_per_tok = 4 / topk_group = 3 is not 2"},
-      {"\"norm_topk_prob\": true", "norm_topk_prob = false with num_experts_per_tok = 4"},
-      {"\"head_dim\": 4", "head_dim = 6 is not qk_rope_head_dim = 4"},
+  struct Case {
+    TinyDeepseek model;
+    std::string field, replacement, message;
   };
-  const std::vector<std::string> replacements = {
-      "\"scoring_func\": \"softmax\"", "\"num_nextn_predict_layers\": 1", "\"topk_group\": 3",
-      "\"norm_topk_prob\": false", "\"head_dim\": 6"};
+  const TinyDeepseek v3 = Models()[0], yarn = Models()[2];
+  const std::vector<Case> cases = {
+      {v3, "\"scoring_func\": \"sigmoid\"", "\"scoring_func\": \"softmax\"",
+       "scoring_func = \"softmax\""},
+      {v3, "\"num_nextn_predict_layers\": 0", "\"num_nextn_predict_layers\": 1",
+       "num_nextn_predict_layers = 1"},
+      {v3, "\"topk_group\": 2", "\"topk_group\": 3",
+       "num_experts_per_tok = 4 / topk_group = 3 is not 2"},
+      {v3, "\"norm_topk_prob\": true", "\"norm_topk_prob\": false",
+       "norm_topk_prob = false with num_experts_per_tok = 4"},
+      {v3, "\"head_dim\": 4", "\"head_dim\": 6", "head_dim = 6 is not qk_rope_head_dim = 4"},
+      {yarn, "\"mscale\": 1.0, ", "", "rope_scaling.mscale_all_dim = 0.8 without mscale"},
+  };
+  const HfTensorMap weights = RandomWeights(v3, 1);
   for (size_t i = 0; i < cases.size(); ++i) {
-    std::string json = ConfigJson(m);
-    json.replace(json.find(cases[i].first), cases[i].first.size(), replacements[i]);
+    std::string json = ConfigJson(cases[i].model);
+    json.replace(json.find(cases[i].field), cases[i].field.size(), cases[i].replacement);
     const std::string dir = WriteFolder(json, weights, absl::StrCat("refused_", i));
     const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
-    ASSERT_FALSE(config.ok()) << replacements[i];
-    EXPECT_THAT(std::string(config.status().message()), HasSubstr(cases[i].second));
+    ASSERT_FALSE(config.ok()) << cases[i].message;
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(cases[i].message));
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   }
 }
