@@ -59,6 +59,15 @@ void ApplyMlaConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFr
   CheckDerived(hf, "head_dim", rope, "qk_rope_head_dim", flags);
   CheckDerived(hf, "qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim", flags);
   CheckYarnMscales(hf, flags);
+  // DeepseekV3Attention repeats its key and value heads num_attention_heads /
+  // num_key_value_heads times (repeat_kv), though every head already has its own.
+  const Json& kv_heads = MemberOrNull(hf, "num_key_value_heads");
+  const int64_t heads = AsInt64(MemberOrNull(hf, "num_attention_heads"));
+  if (!kv_heads.is_null() && AsInt64(kv_heads) != heads) {
+    flags->Unsupported(absl::StrCat("num_key_value_heads = ", AsInt64(kv_heads),
+                                    " is not num_attention_heads = ", heads,
+                                    ": multi-latent attention has a key and value per head"));
+  }
 }
 
 bool HfRopeInterleave(const Json& hf, const HfArchitecture& arch) {

@@ -54,15 +54,18 @@ for arch in llama mistral qwen2 qwen3; do
   "$python" "$check" "$in" "$tmp/$arch-out" || fail "$arch: transformers_check.py"
 done
 
-# Mixtures of experts: one rank and expert parallelism 2 (Qwen2-MoE also under TP 2 with
-# expert TP 1) train alike; an --lr 0 checkpoint saved under EP 2 exports the file's
-# weights back bit for bit.
-for arch in mixtral qwen2_moe qwen3_moe; do
+# Mixtures of experts: one rank and expert parallelism 2 (Qwen2-MoE and DeepSeek-V3 also
+# under TP 2 with expert TP 1) train alike; an --lr 0 checkpoint saved under EP 2 exports
+# the file's weights back bit for bit (DeepSeek-V3's expert bias kept still by a zero
+# update rate).
+for arch in mixtral qwen2_moe qwen3_moe deepseek_v3; do
   in="$tmp/$arch-in"
   "$python" "$make_model" "$in" --arch "$arch" || fail "$arch: generator"
   layout=(--expert-model-parallel-size 2 --nproc-per-node 2)
-  [[ $arch == qwen2_moe ]] && layout+=(--tensor-model-parallel-size 2 --sequence-parallel
-                                       --expert-tensor-parallel-size 1)
+  [[ $arch == qwen2_moe || $arch == deepseek_v3 ]] &&
+    layout+=(--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1)
+  still=()
+  [[ $arch == deepseek_v3 ]] && still=(--moe-router-bias-update-rate 0)
   "$trainer" --load-hf "$in" "${common[@]}" --train-iters 3 --lr 1e-3 >"$tmp/$arch-1.log" 2>&1 ||
     fail "$arch: one rank: $(tail -3 "$tmp/$arch-1.log")"
   "$trainer" --load-hf "$in" "${common[@]}" --train-iters 3 --lr 1e-3 "${layout[@]}" \
@@ -75,7 +78,7 @@ for arch in mixtral qwen2_moe qwen3_moe; do
       fail "$arch: iteration $((i + 1)) loss ${one[$i]:-} (one rank) vs ${ep[$i]:-} (${layout[*]})"
   done
   "$trainer" --load-hf "$in" "${common[@]}" --train-iters 1 --lr 0 --save "$tmp/$arch-ckpt" \
-    "${layout[@]}" >"$tmp/$arch-save.log" 2>&1 || fail "$arch: save: $(tail -3 "$tmp/$arch-save.log")"
+    "${layout[@]}" "${still[@]}" >"$tmp/$arch-save.log" 2>&1 || fail "$arch: save: $(tail -3 "$tmp/$arch-save.log")"
   "$trainer" export --load "$tmp/$arch-ckpt" --format hf --output "$tmp/$arch-out" \
     >"$tmp/$arch-export.log" 2>&1 || fail "$arch: export: $(cat "$tmp/$arch-export.log")"
   "$python" "$check" "$in" "$tmp/$arch-out" || fail "$arch: transformers_check.py"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes a tiny random Hugging Face model folder (config.json + safetensors).
 
-    make_tiny_hf_model.py OUT_DIR [--arch llama|mistral|qwen2|qwen3|mixtral|qwen2_moe|qwen3_moe]
+    make_tiny_hf_model.py OUT_DIR [--arch llama|mistral|qwen2|qwen3|mixtral|qwen2_moe|qwen3_moe|
+                                          deepseek_v3]
                           [--dtype F32|BF16|F16] [--layers 2] [--hidden 64] [--heads 4]
                           [--kv-heads 2] [--ffn 128] [--vocab 256] [--experts 4] [--topk 2]
                           [--moe-ffn 32] [--shared-ffn 48] [--seed 0] [--shard-bytes N]
@@ -12,7 +13,10 @@ model.layers.N.self_attn.{q,k,v,o}_proj (Qwen3: and {q,k}_norm),
 mlp.{gate,up,down}_proj, the two RMSNorms, model.norm, lm_head; the mixtures of experts
 MixtralForCausalLM (block_sparse_moe.gate, experts.E.w1/w3/w2), Qwen2MoeForCausalLM and
 Qwen3MoeForCausalLM (mlp.gate, mlp.experts.E.{gate,up,down}_proj; Qwen2-MoE's
-mlp.shared_expert.* and shared_expert_gate) in place of the MLP), written with NumPy
+mlp.shared_expert.* and shared_expert_gate) in place of the MLP; DeepseekV3ForCausalLM's
+multi-latent attention (self_attn.q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,
+kv_a_layernorm, kv_b_proj, o_proj), a dense first layer, then mlp.gate with its
+e_score_correction_bias, mlp.experts.E.* and mlp.shared_experts.*), written with NumPy
 only, so the README's walk-through and the tests need no torch. With --shard-bytes
 the weights are split into model-0000i-of-0000n.safetensors plus
 model.safetensors.index.json, as save_pretrained does for large models.
@@ -27,7 +31,10 @@ import numpy as np
 CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
            "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
            "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-           "qwen3_moe": "Qwen3MoeForCausalLM"}
+           "qwen3_moe": "Qwen3MoeForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM"}
+# DeepSeek-V3's multi-latent attention widths at toy size.
+MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+       "v_head_dim": 16}
 
 
 def to_bytes(array, dtype):
@@ -58,25 +65,49 @@ def write_safetensors(path, tensors, dtype):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-def weights(args, rng):
+def attention_weights(args, rng, p):
+    """Layer prefix p's q/k/v/o projections (Qwen2: q/k/v biases, Qwen3: q/k norms)."""
     d = args.hidden // args.heads
     q, kv = args.heads * d, args.kv_heads * d
+    t = {}
+    for name, rows in (("q", q), ("k", kv), ("v", kv)):
+        t[p + f"self_attn.{name}_proj.weight"] = rng.normal(0, 0.3, (rows, args.hidden))
+        if args.arch in ("qwen2", "qwen2_moe"):
+            t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0, 0.3, rows)
+    if args.arch in ("qwen3", "qwen3_moe"):
+        t[p + "self_attn.q_norm.weight"] = 1 + rng.normal(0, 0.1, d)
+        t[p + "self_attn.k_norm.weight"] = 1 + rng.normal(0, 0.1, d)
+    t[p + "self_attn.o_proj.weight"] = rng.normal(0, 0.3, (args.hidden, q))
+    return t
+
+
+def mla_weights(args, rng, p):
+    """DeepSeek-V3's multi-latent attention projections of layer prefix p."""
+    a, h, n = p + "self_attn.", args.hidden, args.heads
+    dq = MLA["qk_nope_head_dim"] + MLA["qk_rope_head_dim"]
+    return {a + "q_a_proj.weight": rng.normal(0, 0.3, (MLA["q_lora_rank"], h)),
+            a + "q_a_layernorm.weight": 1 + rng.normal(0, 0.1, MLA["q_lora_rank"]),
+            a + "q_b_proj.weight": rng.normal(0, 0.3, (n * dq, MLA["q_lora_rank"])),
+            a + "kv_a_proj_with_mqa.weight":
+                rng.normal(0, 0.3, (MLA["kv_lora_rank"] + MLA["qk_rope_head_dim"], h)),
+            a + "kv_a_layernorm.weight": 1 + rng.normal(0, 0.1, MLA["kv_lora_rank"]),
+            a + "kv_b_proj.weight": rng.normal(
+                0, 0.3, (n * (MLA["qk_nope_head_dim"] + MLA["v_head_dim"]), MLA["kv_lora_rank"])),
+            a + "o_proj.weight": rng.normal(0, 0.3, (h, n * MLA["v_head_dim"]))}
+
+
+def weights(args, rng):
     t = {"model.embed_tokens.weight": rng.normal(0, 0.3, (args.vocab, args.hidden)),
          "model.norm.weight": 1 + rng.normal(0, 0.1, args.hidden),
          "lm_head.weight": rng.normal(0, 0.3, (args.vocab, args.hidden))}
+    deepseek = args.arch == "deepseek_v3"
     for i in range(args.layers):
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = 1 + rng.normal(0, 0.1, args.hidden)
         t[p + "post_attention_layernorm.weight"] = 1 + rng.normal(0, 0.1, args.hidden)
-        for name, rows in (("q", q), ("k", kv), ("v", kv)):
-            t[p + f"self_attn.{name}_proj.weight"] = rng.normal(0, 0.3, (rows, args.hidden))
-            if args.arch in ("qwen2", "qwen2_moe"):
-                t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0, 0.3, rows)
-        if args.arch in ("qwen3", "qwen3_moe"):
-            t[p + "self_attn.q_norm.weight"] = 1 + rng.normal(0, 0.1, d)
-            t[p + "self_attn.k_norm.weight"] = 1 + rng.normal(0, 0.1, d)
-        t[p + "self_attn.o_proj.weight"] = rng.normal(0, 0.3, (args.hidden, q))
-        if args.arch in ("mixtral", "qwen2_moe", "qwen3_moe"):
+        t.update(mla_weights(args, rng, p) if deepseek else attention_weights(args, rng, p))
+        # DeepSeek-V3's first layer is dense (first_k_dense_replace 1).
+        if args.arch in ("mixtral", "qwen2_moe", "qwen3_moe") or (deepseek and i > 0):
             t.update(moe_weights(args, rng, p))
             continue
         t[p + "mlp.gate_proj.weight"] = rng.normal(0, 0.3, (args.ffn, args.hidden))
@@ -86,7 +117,8 @@ def weights(args, rng):
 
 
 def moe_weights(args, rng, p):
-    """The router, the experts (and Qwen2-MoE's gated shared expert) of layer prefix p."""
+    """The router, the experts (and Qwen2-MoE's gated shared expert, DeepSeek-V3's expert
+    bias and shared experts) of layer prefix p."""
     mixtral = args.arch == "mixtral"
     block = p + ("block_sparse_moe." if mixtral else "mlp.")
     names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
@@ -101,11 +133,20 @@ def moe_weights(args, rng, p):
     if args.arch == "qwen2_moe":
         gated_mlp(block + "shared_expert.", args.shared_ffn)
         t[block + "shared_expert_gate.weight"] = rng.normal(0, 0.3, (1, args.hidden))
+    if args.arch == "deepseek_v3":  # one shared expert as wide as a routed one
+        gated_mlp(block + "shared_experts.", args.moe_ffn)
+        t[block + "gate.e_score_correction_bias"] = rng.uniform(0, 0.2, args.experts)
     return t
 
 
 def moe_config(args):
     """The mixture-of-experts fields of config.json."""
+    if args.arch == "deepseek_v3":  # two groups of experts, the best one kept
+        return dict(MLA, n_routed_experts=args.experts, num_experts_per_tok=args.topk,
+                    moe_intermediate_size=args.moe_ffn, n_shared_experts=1, n_group=2,
+                    topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5,
+                    first_k_dense_replace=1, rope_interleave=True, attention_bias=False,
+                    num_key_value_heads=args.heads)
     if args.arch == "mixtral":
         return {"num_local_experts": args.experts, "num_experts_per_tok": args.topk,
                 "intermediate_size": args.moe_ffn, "router_jitter_noise": 0.0,
@@ -135,7 +176,7 @@ def config(args):
         c.update(use_sliding_window=False, sliding_window=4096)
     if args.arch == "qwen3":
         c.update(head_dim=args.hidden // args.heads, attention_bias=False)
-    if args.arch in ("mixtral", "qwen2_moe", "qwen3_moe"):
+    if args.arch in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"):
         c.update(moe_config(args))
     return c
 
