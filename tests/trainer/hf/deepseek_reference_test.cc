@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -107,8 +108,8 @@ std::string ConfigJson(const TinyDeepseek& m) {
       ", \"n_routed_experts\": ", m.experts, ", \"num_experts_per_tok\": ", m.topk,
       ", \"moe_intermediate_size\": ", m.expert_ffn, ", \"n_shared_experts\": ", m.shared,
       ", \"n_group\": ", m.groups, ", \"topk_group\": ", m.topk_groups,
-      ", \"routed_scaling_factor\": ", m.scaling, ", \"norm_topk_prob\": true",
-      ", \"first_k_dense_replace\": ", m.dense_layers,
+      ", \"routed_scaling_factor\": ", absl::StrFormat("%.1f", m.scaling),
+      ", \"norm_topk_prob\": true", ", \"first_k_dense_replace\": ", m.dense_layers,
       ", \"scoring_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", \"attention_bias\": false",
       ", \"num_nextn_predict_layers\": 0, \"aux_loss_alpha\": 0.001, \"seq_aux\": true",
       m.yarn == 0 ? ""
@@ -443,6 +444,7 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   }
   EXPECT_LT(worst, 1e-5) << "largest relative logit error";
   RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
+  RecordProperty("reference_loss", absl::StrFormat("%.17g", ref.loss));
 }
 
 TEST_P(DeepseekReferenceTest, ExportThenImportIsBitExact) {
