@@ -182,7 +182,7 @@ TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   for (int64_t p = 0; p < kSeq; ++p) {
     for (int64_t v = 0; v < kVocab; ++v) {
       const double want = ref.logits[p][v];
-      const double got = stash.head.logits.data()[p * kVocab + v];
+      const double got = stash.head.output.logits.data()[p * kVocab + v];
       worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1.0));
     }
   }
