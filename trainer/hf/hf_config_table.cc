@@ -344,10 +344,11 @@ std::vector<HfConfigField> DeepseekFields() {
       Refused("moe_layer_freq", T::kInteger, "1", {"1"},
               "DeepSeek's every-Nth-layer MoE; transformers' DeepseekV3 makes every layer from "
               "first_k_dense_replace on MoE"),
-      Refused("num_nextn_predict_layers", T::kInteger, "0", {"0"},
-              "the multi-token prediction modules stored as model.layers.{num_hidden_layers..} "
-              "are not imported yet (transformers skips them too): set it to 0 and drop those "
-              "tensors to train the main model"),
+      Honoured("num_nextn_predict_layers", T::kInteger, "0",
+               "--mtp-num-layers: the multi-token prediction depths stored as "
+               "model.layers.{num_hidden_layers + k} (enorm, hnorm, eh_proj, a layer like the "
+               "last, shared_head.norm; their embed_tokens and shared_head.head copies are not "
+               "read and are written back from the model's); transformers skips them"),
       Ignored("aux_loss_alpha", "0.001", kTrainingLoss),
       Ignored("seq_aux", "true", kTrainingLoss),
       Ignored("ep_size", "1", "DeepSeek's inference code's expert parallelism: a layout"),

@@ -45,8 +45,93 @@ void AppendQkvPairs(const LlamaDims& d, const std::string& c, const std::string&
   }
 }
 
-std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
+// Transformer layer `i`'s pairs: its norms, attention and MLP (an MoE layer's when
+// `moe_layer`).
+void AppendLayerPairs(const LlamaDims& d, int64_t i, bool moe_layer, std::vector<TensorPair>* out) {
+  std::vector<TensorPair>& pairs = *out;
   const int64_t q = d.heads * d.head_dim;
+  const std::string c = absl::StrCat("layers.", i, ".");
+  const std::string h = absl::StrCat("model.layers.", i, ".");
+  const std::string attn = h + "self_attn.";
+  pairs.push_back({c + "input_norm.weight",
+                   {d.hidden},
+                   Rows::kSame,
+                   {h + "input_layernorm.weight"},
+                   {{d.hidden}}});
+  if (d.mla.enabled) {
+    AppendMlaAttentionPairs(d.mla, d.hidden, d.heads, i, &pairs);
+  } else {
+    AppendQkvPairs(d, c, attn, &pairs);
+  }
+  const int64_t values = d.mla.enabled ? d.heads * d.mla.v_head_dim : q;
+  pairs.push_back({c + "attention.proj.weight",
+                   {d.hidden, values},
+                   Rows::kSame,
+                   {attn + "o_proj.weight"},
+                   {{d.hidden, values}}});
+  pairs.push_back({c + "post_attention_norm.weight",
+                   {d.hidden},
+                   Rows::kSame,
+                   {h + "post_attention_layernorm.weight"},
+                   {{d.hidden}}});
+  if (moe_layer) {
+    AppendMoeLayerPairs(d.moe, d.hidden, i, &pairs);
+    return;
+  }
+  pairs.push_back({c + "mlp.fc1.weight",
+                   {2 * d.ffn, d.hidden},
+                   Rows::kGateUp,
+                   {h + "mlp.gate_proj.weight", h + "mlp.up_proj.weight"},
+                   {{d.ffn, d.hidden}, {d.ffn, d.hidden}}});
+  pairs.push_back({c + "mlp.fc2.weight",
+                   {d.hidden, d.ffn},
+                   Rows::kSame,
+                   {h + "mlp.down_proj.weight"},
+                   {{d.hidden, d.ffn}}});
+}
+
+// Multi-token prediction depth k, stored as DeepSeek-V3 stores it: layer num_layers + k
+// (a transformer layer like the model's last) with enorm, hnorm, eh_proj (its input
+// [enorm(e) | hnorm(h)], Megatron's order too) and shared_head.norm (the depth's final
+// norm). Its copies of the embedding and output layer are MtpSharedCopies'.
+void AppendMtpPairs(const LlamaDims& d, int64_t k, std::vector<TensorPair>* pairs) {
+  const int64_t i = d.num_layers + k;
+  AppendLayerPairs(d, i, d.moe.IsMoeLayer(d.num_layers - 1), pairs);
+  const std::string c = absl::StrCat("layers.", i, "."), h = absl::StrCat("model.layers.", i, ".");
+  for (const char* norm : {"enorm", "hnorm"}) {
+    pairs->push_back({absl::StrCat(c, norm, ".weight"),
+                      {d.hidden},
+                      Rows::kSame,
+                      {absl::StrCat(h, norm, ".weight")},
+                      {{d.hidden}}});
+  }
+  pairs->push_back({c + "eh_proj.weight",
+                    {d.hidden, 2 * d.hidden},
+                    Rows::kSame,
+                    {h + "eh_proj.weight"},
+                    {{d.hidden, 2 * d.hidden}}});
+  pairs->push_back({c + "final_norm.weight",
+                    {d.hidden},
+                    Rows::kSame,
+                    {h + "shared_head.norm.weight"},
+                    {{d.hidden}}});
+}
+
+// DeepSeek-V3's multi-token prediction depths hold copies of the shared embedding and
+// output layer (embed_tokens, shared_head.head): (copy, the HF tensor it copies). An import
+// reads the originals only; an export writes both.
+std::vector<std::pair<std::string, std::string>> MtpSharedCopies(const LlamaDims& d) {
+  std::vector<std::pair<std::string, std::string>> copies;
+  for (int64_t k = 0; k < d.mtp_layers; ++k) {
+    const std::string h = absl::StrCat("model.layers.", d.num_layers + k, ".");
+    copies.emplace_back(h + "embed_tokens.weight", "model.embed_tokens.weight");
+    copies.emplace_back(h + "shared_head.head.weight",
+                        d.tied ? "model.embed_tokens.weight" : "lm_head.weight");
+  }
+  return copies;
+}
+
+std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
   std::vector<TensorPair> pairs = {
       {"embedding.word_embeddings.weight",
        {d.padded_vocab, d.hidden},
@@ -62,46 +147,8 @@ std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
                      {"lm_head.weight"},
                      {{d.vocab, d.hidden}}});
   }
-  for (int64_t i = 0; i < d.num_layers; ++i) {
-    const std::string c = absl::StrCat("layers.", i, ".");
-    const std::string h = absl::StrCat("model.layers.", i, ".");
-    const std::string attn = h + "self_attn.";
-    pairs.push_back({c + "input_norm.weight",
-                     {d.hidden},
-                     Rows::kSame,
-                     {h + "input_layernorm.weight"},
-                     {{d.hidden}}});
-    if (d.mla.enabled) {
-      AppendMlaAttentionPairs(d.mla, d.hidden, d.heads, i, &pairs);
-    } else {
-      AppendQkvPairs(d, c, attn, &pairs);
-    }
-    const int64_t values = d.mla.enabled ? d.heads * d.mla.v_head_dim : q;
-    pairs.push_back({c + "attention.proj.weight",
-                     {d.hidden, values},
-                     Rows::kSame,
-                     {attn + "o_proj.weight"},
-                     {{d.hidden, values}}});
-    pairs.push_back({c + "post_attention_norm.weight",
-                     {d.hidden},
-                     Rows::kSame,
-                     {h + "post_attention_layernorm.weight"},
-                     {{d.hidden}}});
-    if (d.moe.IsMoeLayer(i)) {
-      AppendMoeLayerPairs(d.moe, d.hidden, i, &pairs);
-      continue;
-    }
-    pairs.push_back({c + "mlp.fc1.weight",
-                     {2 * d.ffn, d.hidden},
-                     Rows::kGateUp,
-                     {h + "mlp.gate_proj.weight", h + "mlp.up_proj.weight"},
-                     {{d.ffn, d.hidden}, {d.ffn, d.hidden}}});
-    pairs.push_back({c + "mlp.fc2.weight",
-                     {d.hidden, d.ffn},
-                     Rows::kSame,
-                     {h + "mlp.down_proj.weight"},
-                     {{d.hidden, d.ffn}}});
-  }
+  for (int64_t i = 0; i < d.num_layers; ++i) AppendLayerPairs(d, i, d.moe.IsMoeLayer(i), &pairs);
+  for (int64_t k = 0; k < d.mtp_layers; ++k) AppendMtpPairs(d, k, &pairs);
   return pairs;
 }
 
@@ -170,6 +217,11 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
   }
   const HfMoeDims moe = HfMoeDimsFromConfig(m, &problems);
   const HfMlaDims mla = HfMlaDimsFromConfig(m, &problems);
+  if (m.mtp_num_layers() > 0 && !m.multi_latent_attention()) {
+    problems.push_back(
+        "--mtp-num-layers is set; of the Hugging Face architectures only DeepseekV3ForCausalLM "
+        "stores multi-token prediction modules (with --multi-latent-attention)");
+  }
   if (!problems.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("no Llama-family Hugging Face architecture computes this model:\n  ",
@@ -189,6 +241,7 @@ absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padd
   d.qk_norm = m.qk_layernorm();
   d.moe = moe;
   d.mla = mla;
+  d.mtp_layers = m.mtp_num_layers();
   if (mla.enabled) d.groups = d.heads;  // one query group per head (ModelShape::UseMla)
   if (d.num_layers <= 0 || d.hidden <= 0 || d.heads <= 0 || d.groups <= 0 ||
       d.heads % d.groups != 0 || d.head_dim <= 0 || padded_vocab < d.vocab) {
@@ -236,6 +289,7 @@ absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
                 pieces[source->first]->data.begin() + source->second * width);
     }
   }
+  for (const auto& [copy, source] : MtpSharedCopies(dims)) out[copy] = out.at(source);
   return out;
 }
 
@@ -245,6 +299,10 @@ std::set<std::string> LlamaHfSources(const LlamaDims& dims, const std::set<std::
     if (wanted == nullptr || wanted->count(pair.conveyor) > 0) {
       sources.insert(pair.hf.begin(), pair.hf.end());
     }
+  }
+  // Known, never read: the copies hold what their originals do.
+  if (wanted == nullptr) {
+    for (const auto& copy : MtpSharedCopies(dims)) sources.insert(copy.first);
   }
   return sources;
 }

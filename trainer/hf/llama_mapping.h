@@ -53,6 +53,7 @@ struct LlamaDims {
   bool qk_norm = false;  // Qwen3's q_norm / k_norm (--qk-layernorm)
   HfMoeDims moe;         // the MoE layers (Mixtral, Qwen-MoE, DeepSeek-V3); none in a dense model
   HfMlaDims mla;         // DeepSeek-V3's multi-latent attention instead of q/k/v
+  int64_t mtp_layers = 0;  // DeepSeek-V3's multi-token prediction depths (layers N, N+1, ...)
 };
 
 // From a resolved config whose model is Llama-family (rope, RMSNorm, SwiGLU,
@@ -72,7 +73,8 @@ absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
                                               const LlamaDims& dims);
 
 // The HF tensors that hold the Conveyor tensors named in `wanted` (every one when
-// null): what a rank holding only those must read.
+// null, with the multi-token prediction depths' copies of the embedding and output
+// layer, which are never read): what a rank holding only those must read.
 std::set<std::string> LlamaHfSources(const LlamaDims& dims, const std::set<std::string>* wanted);
 
 // HF -> Conveyor for only the elements a rank keeps: `wanted` maps Conveyor tensors to

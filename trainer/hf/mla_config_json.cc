@@ -59,6 +59,9 @@ void ApplyMlaConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFr
   CheckDerived(hf, "head_dim", rope, "qk_rope_head_dim", flags);
   CheckDerived(hf, "qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim", flags);
   CheckYarnMscales(hf, flags);
+  // The multi-token prediction depths stored after the layers (transformers skips them).
+  flags->Int("mtp_num_layers", "num_nextn_predict_layers",
+             AsInt64(value("num_nextn_predict_layers")));
   // DeepseekV3Attention repeats its key and value heads num_attention_heads /
   // num_key_value_heads times (repeat_kv), though every head already has its own.
   const Json& kv_heads = MemberOrNull(hf, "num_key_value_heads");
@@ -89,6 +92,7 @@ void AddMlaConfigJsonFields(const ModelConfig& m, const HfArchitecture& arch,
   f["rope_interleave"] = "true";  // the export permutes the rotated rows (mla_mapping.h)
   f["attention_bias"] = "false";
   f["pretraining_tp"] = "1";
+  f["num_nextn_predict_layers"] = absl::StrCat(m.mtp_num_layers());
 }
 
 }  // namespace conveyor

@@ -1,7 +1,8 @@
 // The multi-latent attention fields of DeepseekV3ForCausalLM's config.json (q_lora_rank,
 // kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, head_dim, qk_head_dim,
-// rope_interleave) <-> Conveyor's --multi-latent-attention flags; the rest of the file is
-// llama_config_json.h's and moe_config_json.h's.
+// rope_interleave) <-> Conveyor's --multi-latent-attention flags, and its multi-token
+// prediction depths (num_nextn_predict_layers <-> --mtp-num-layers); the rest of the file
+// is llama_config_json.h's and moe_config_json.h's.
 #ifndef CONVEYOR_TRAINER_HF_MLA_CONFIG_JSON_H_
 #define CONVEYOR_TRAINER_HF_MLA_CONFIG_JSON_H_
 
@@ -17,7 +18,8 @@ namespace conveyor {
 
 // Sets the multi-latent attention flags `hf` fixes through `flags` (with --qk-layernorm:
 // DeepSeek's latents have RMSNorms); head_dim and qk_head_dim, which transformers derives
-// and reads, must be the widths the others give. Nothing for an architecture without MLA.
+// and reads, must be the widths the others give; num_nextn_predict_layers sets
+// --mtp-num-layers. Nothing for an architecture without MLA.
 void ApplyMlaConfigJson(const Json& hf, const HfArchitecture& arch, ModelFlagsFromFile* flags);
 
 // Whether HF stores the rotated rows of `hf`'s projections interleaved (rope_interleave).

@@ -167,7 +167,6 @@ void AddDeepseekMoeFields(const ModelConfig& m, std::map<std::string, std::strin
   f["routed_scaling_factor"] = PythonFloat(scaling > 0 ? scaling : 1.0f);
   f["scoring_func"] = "\"sigmoid\"";
   f["topk_method"] = "\"noaux_tc\"";
-  f["num_nextn_predict_layers"] = "0";
 }
 
 }  // namespace

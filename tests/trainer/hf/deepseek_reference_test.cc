@@ -15,8 +15,10 @@
 //     top k of those chosen, weights s of the chosen / (their sum + 1e-20) when
 //     norm_topk_prob, times routed_scaling_factor; plus the shared experts' SwiGLU MLP.
 // Conveyor imports the folder as --load-hf does and its loss and logits must match within
-// 1e-5 relative; an export gives back the HF tensors bit for bit and a config.json that
-// configures the same model; tensor- and expert-parallel ranks read exactly their elements.
+// 1e-5 relative (with a multi-token prediction depth stored as layer num_hidden_layers, which
+// transformers skips, weighted 0 in the objective); an export gives back the HF tensors bit for bit
+// and a config.json that configures the same model; tensor- and expert-parallel ranks read exactly
+// their elements.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -66,6 +68,7 @@ struct TinyDeepseek {
   double scaling = 2.5;
   bool interleave = true;
   bool tied = false;
+  int64_t mtp = 0;  // multi-token prediction depths (model.layers.{layers + k})
   double yarn = 0;  // YaRN's factor over 16 original positions (mscale 1, mscale_all_dim
                     // 0.8); 0: plain RoPE
   bool limited() const { return groups > 1 && topk_groups < groups; }
@@ -90,7 +93,10 @@ std::vector<TinyDeepseek> Models() {
   yarn.name = "yarn_mscale";
   yarn.yarn = 4;
   yarn.rope = 6;
-  return {v3, plain, yarn};
+  TinyDeepseek mtp = v3;
+  mtp.name = "mtp_depth";
+  mtp.mtp = 1;
+  return {v3, plain, yarn, mtp};
 }
 
 std::string ConfigJson(const TinyDeepseek& m) {
@@ -111,7 +117,7 @@ std::string ConfigJson(const TinyDeepseek& m) {
       ", \"routed_scaling_factor\": ", absl::StrFormat("%.1f", m.scaling),
       ", \"norm_topk_prob\": true", ", \"first_k_dense_replace\": ", m.dense_layers,
       ", \"scoring_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", \"attention_bias\": false",
-      ", \"num_nextn_predict_layers\": 0, \"aux_loss_alpha\": 0.001, \"seq_aux\": true",
+      ", \"num_nextn_predict_layers\": ", m.mtp, ", \"aux_loss_alpha\": 0.001, \"seq_aux\": true",
       m.yarn == 0 ? ""
                   : absl::StrCat(", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": ", m.yarn,
                                  ", \"original_max_position_embeddings\": 16, \"mscale\": 1.0"
@@ -139,8 +145,17 @@ HfTensorMap RandomWeights(const TinyDeepseek& m, uint32_t seed) {
   add("model.norm.weight", {m.hidden}, 1);
   if (!m.tied) add("lm_head.weight", {m.vocab, m.hidden}, 0);
   const int64_t dq = m.nope + m.rope;
-  for (int64_t i = 0; i < m.layers; ++i) {
+  for (int64_t i = 0; i < m.layers + m.mtp; ++i) {
     const std::string l = Layer(i), a = l + "self_attn.";
+    if (i >= m.layers) {  // a multi-token prediction depth, its layer like the last
+      add(l + "enorm.weight", {m.hidden}, 1);
+      add(l + "hnorm.weight", {m.hidden}, 1);
+      add(l + "eh_proj.weight", {m.hidden, 2 * m.hidden}, 0);
+      add(l + "shared_head.norm.weight", {m.hidden}, 1);
+      t[l + "embed_tokens.weight"] = t.at("model.embed_tokens.weight");
+      t[l + "shared_head.head.weight"] =
+          t.at(m.tied ? "model.embed_tokens.weight" : "lm_head.weight");
+    }
     add(l + "input_layernorm.weight", {m.hidden}, 1);
     add(l + "post_attention_layernorm.weight", {m.hidden}, 1);
     if (m.q_lora > 0) {
@@ -357,10 +372,12 @@ std::string WriteFolder(const std::string& json, const HfTensorMap& weights,
   return dir;
 }
 
+// The configuration --load-hf gives; the multi-token prediction depths' losses weigh 0, so
+// that the objective is HF's loss.
 absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir, int world_size = 1) {
-  absl::StatusOr<Config> parsed =
-      ParseFlags({"--load-hf", dir, "--mock-data", "--seq-length", absl::StrCat(kSeq),
-                  "--hidden-dropout", "0", "--attention-dropout", "0"});
+  absl::StatusOr<Config> parsed = ParseFlags(
+      {"--load-hf", dir, "--mock-data", "--seq-length", absl::StrCat(kSeq), "--hidden-dropout", "0",
+       "--attention-dropout", "0", "--mtp-loss-scaling-factor", "0"});
   if (!parsed.ok()) return parsed.status();
   if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
   return ResolvedConfig::Resolve(*parsed, world_size);
@@ -391,6 +408,7 @@ TEST_P(DeepseekReferenceTest, ConfigJsonSetsTheFlags) {
   EXPECT_EQ(model.moe_shared_expert_intermediate_size(), m.shared * m.expert_ffn);
   EXPECT_EQ(model.moe_layer_freq(), m.dense_layers > 0 ? "[0,1,1]" : "1");
   EXPECT_EQ(model.position_embedding_type(), m.yarn == 0 ? "rope" : "yarn");
+  EXPECT_EQ(model.mtp_num_layers(), m.mtp);
   if (m.yarn != 0) EXPECT_EQ(model.mscale_all_dim(), 0.8f);
 }
 
@@ -530,8 +548,8 @@ TEST(DeepseekConfigTest, FieldsConveyorDoesNotComputeAreRefusedByName) {
   const std::vector<Case> cases = {
       {v3, "\"scoring_func\": \"sigmoid\"", "\"scoring_func\": \"softmax\"",
        "scoring_func = \"softmax\""},
-      {v3, "\"num_nextn_predict_layers\": 0", "\"num_nextn_predict_layers\": 1",
-       "num_nextn_predict_layers = 1"},
+      {v3, "\"topk_method\": \"noaux_tc\"", "\"topk_method\": \"greedy\"",
+       "topk_method = \"greedy\""},
       {v3, "\"topk_group\": 2", "\"topk_group\": 3",
        "num_experts_per_tok = 4 / topk_group = 3 is not 2"},
       {v3, "\"norm_topk_prob\": true", "\"norm_topk_prob\": false",
