@@ -14,11 +14,12 @@
 //     two best choices, the topk_group best groups kept (the others' choices set to 0), the
 //     top k of those chosen, weights s of the chosen / (their sum + 1e-20) when
 //     norm_topk_prob, times routed_scaling_factor; plus the shared experts' SwiGLU MLP.
-// Conveyor imports the folder as --load-hf does and its loss and logits must match within
-// 1e-5 relative (with a multi-token prediction depth stored as layer num_hidden_layers, which
-// transformers skips, weighted 0 in the objective); an export gives back the HF tensors bit for bit
-// and a config.json that configures the same model; tensor- and expert-parallel ranks read exactly
-// their elements.
+//   a multi-token prediction depth (model.layers.{num_hidden_layers}, which transformers
+//     skips) as MtpDepthLoss writes it.
+// Conveyor imports the folder as --load-hf does and its loss (with a depth, the loss plus
+// the depth's) and logits must match within 1e-5 relative; an export gives back the HF tensors bit
+// for bit and a config.json that configures the same model; tensor- and expert-parallel ranks read
+// exactly their elements.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -344,21 +345,69 @@ Matrix DeepseekMoe(const TinyDeepseek& m, const HfTensorMap& t, int64_t layer, c
   return y;
 }
 
-Reference HfForward(const TinyDeepseek& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
+// Layer `layer`'s MLP: dense before first_k_dense_replace, else DeepseekV3MoE.
+Matrix Mlp(const TinyDeepseek& m, const HfTensorMap& t, int64_t layer, const Matrix& h) {
+  if (layer >= m.dense_layers) return DeepseekMoe(m, t, layer, h);
+  const std::string l = Layer(layer) + "mlp.";
+  return testing_util::SwigluMlp(h, t.at(l + "gate_proj.weight"), t.at(l + "up_proj.weight"),
+                                 t.at(l + "down_proj.weight"));
+}
+
+// Multi-token prediction depth 1 (DeepSeek-V3 report §2.2, as DeepSeek's checkpoints store it
+// and Megatron computes it): at position i < seq - 1,
+//   x = eh_proj [enorm(Emb(t_{i+1})) ; hnorm(h_i)],  h the main model's output after its
+//       final norm (what DeepSeek's inference code and Megatron pass on),
+//   x through layer num_hidden_layers (attention and MLP like the others'),
+//   logits = shared_head.norm(x) lm_head^T against label_{i+1};
+// its mean cross-entropy over those seq - 1 positions.
+double MtpDepthLoss(const TinyDeepseek& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
+                    const std::vector<int32_t>& labels, const Matrix& hidden) {
+  const std::string l = Layer(m.layers);
+  const std::vector<int32_t> next(tokens.begin() + 1, tokens.end());
+  const Matrix e = testing_util::RmsNorm(
+      testing_util::Rows(t.at("model.embed_tokens.weight"), next), t.at(l + "enorm.weight"), kEps);
+  const Matrix normed = testing_util::RmsNorm(hidden, t.at("model.norm.weight"), kEps);
+  const Matrix h = testing_util::RmsNorm(Matrix(normed.begin(), normed.end() - 1),
+                                         t.at(l + "hnorm.weight"), kEps);
+  Matrix cat = e;
+  for (size_t p = 0; p < cat.size(); ++p) cat[p].insert(cat[p].end(), h[p].begin(), h[p].end());
+  Matrix x = testing_util::Linear(cat, t.at(l + "eh_proj.weight"));
+  testing_util::AddInto(
+      MlaAttention(m, t, m.layers,
+                   testing_util::RmsNorm(x, t.at(l + "input_layernorm.weight"), kEps)),
+      &x);
+  testing_util::AddInto(
+      Mlp(m, t, m.layers,
+          testing_util::RmsNorm(x, t.at(l + "post_attention_layernorm.weight"), kEps)),
+      &x);
+  const std::vector<int32_t> later(labels.begin() + 1, labels.end());
+  return testing_util::LogitsAndLoss(
+             testing_util::RmsNorm(x, t.at(l + "shared_head.norm.weight"), kEps),
+             t.at(m.tied ? "model.embed_tokens.weight" : "lm_head.weight"), later)
+      .loss;
+}
+
+// HF's logits and loss, and the objective Conveyor trains: the loss plus, with a
+// multi-token prediction depth, its loss (--mtp-loss-scaling-factor 1, one depth).
+struct HfOutputs {
+  Reference main;
+  double objective = 0;
+};
+
+HfOutputs HfForward(const TinyDeepseek& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
                     const std::vector<int32_t>& labels) {
   testing_util::LlamaSpec spec;
   spec.layers = m.layers;
   spec.eps = kEps;
   spec.tied = m.tied;
-  return testing_util::LlamaForward(
-      spec, t, tokens, labels,
-      [&](int64_t layer, const Matrix& h) {
-        if (layer >= m.dense_layers) return DeepseekMoe(m, t, layer, h);
-        const std::string l = Layer(layer) + "mlp.";
-        return testing_util::SwigluMlp(h, t.at(l + "gate_proj.weight"), t.at(l + "up_proj.weight"),
-                                       t.at(l + "down_proj.weight"));
-      },
-      [&](int64_t layer, const Matrix& h) { return MlaAttention(m, t, layer, h); });
+  Matrix hidden;
+  HfOutputs out;
+  out.main = testing_util::LlamaForward(
+      spec, t, tokens, labels, [&](int64_t layer, const Matrix& h) { return Mlp(m, t, layer, h); },
+      [&](int64_t layer, const Matrix& h) { return MlaAttention(m, t, layer, h); }, &hidden);
+  out.objective = out.main.loss;
+  if (m.mtp > 0) out.objective += MtpDepthLoss(m, t, tokens, labels, hidden);
+  return out;
 }
 
 // ---- Conveyor's side. ----
@@ -372,12 +421,11 @@ std::string WriteFolder(const std::string& json, const HfTensorMap& weights,
   return dir;
 }
 
-// The configuration --load-hf gives; the multi-token prediction depths' losses weigh 0, so
-// that the objective is HF's loss.
+// The configuration --load-hf gives (a multi-token prediction depth's loss weighing 1).
 absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir, int world_size = 1) {
   absl::StatusOr<Config> parsed = ParseFlags(
       {"--load-hf", dir, "--mock-data", "--seq-length", absl::StrCat(kSeq), "--hidden-dropout", "0",
-       "--attention-dropout", "0", "--mtp-loss-scaling-factor", "0"});
+       "--attention-dropout", "0", "--mtp-loss-scaling-factor", "1"});
   if (!parsed.ok()) return parsed.status();
   if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
   return ResolvedConfig::Resolve(*parsed, world_size);
@@ -450,8 +498,9 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const absl::StatusOr<float> loss = model.Forward(mb, tokens.data(), labels.data(), &stash);
   ASSERT_TRUE(loss.ok()) << loss.status();
 
-  const Reference ref = HfForward(m, weights, tokens, labels);
-  EXPECT_NEAR(*loss, ref.loss, 1e-5 * ref.loss);
+  const HfOutputs hf = HfForward(m, weights, tokens, labels);
+  const Reference& ref = hf.main;
+  EXPECT_NEAR(*loss, hf.objective, 1e-5 * hf.objective);
   double worst = 0;
   for (int64_t p = 0; p < kSeq; ++p) {
     for (int64_t v = 0; v < m.vocab; ++v) {
@@ -461,7 +510,8 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
     }
   }
   EXPECT_LT(worst, 1e-5) << "largest relative logit error";
-  RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
+  RecordProperty("relative_loss_error",
+                 absl::StrCat(std::fabs(*loss - hf.objective) / hf.objective));
   RecordProperty("reference_loss", absl::StrFormat("%.17g", ref.loss));
 }
 
@@ -490,9 +540,10 @@ TEST_P(DeepseekReferenceTest, ExportThenImportIsBitExact) {
     e.interleave = true;
     return e;
   }();
-  const Reference from_folder = HfForward(m, weights, {1, 2, 3, 4}, {2, 3, 4, 5});
-  const Reference from_export = HfForward(as_exported, *exported, {1, 2, 3, 4}, {2, 3, 4, 5});
-  EXPECT_NEAR(from_export.loss, from_folder.loss, 1e-12 * from_folder.loss);
+  const double from_folder = HfForward(m, weights, {1, 2, 3, 4}, {2, 3, 4, 5}).objective;
+  const double from_export =
+      HfForward(as_exported, *exported, {1, 2, 3, 4}, {2, 3, 4, 5}).objective;
+  EXPECT_NEAR(from_export, from_folder, 1e-12 * from_folder);
   for (const auto& [name, tensor] : weights) {
     ASSERT_EQ(exported->count(name), 1) << name;
     EXPECT_EQ(exported->at(name).shape, tensor.shape) << name;

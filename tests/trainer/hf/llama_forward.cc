@@ -89,7 +89,7 @@ void AddAttentionTensors(const LlamaSpec& spec, int64_t hidden, int64_t layer,
 
 Reference LlamaForward(const LlamaSpec& m, const HfTensorMap& t, const std::vector<int32_t>& tokens,
                        const std::vector<int32_t>& labels, const MlpFn& mlp,
-                       const AttentionFn& attention) {
+                       const AttentionFn& attention, Matrix* last_hidden) {
   auto w = [&](const std::string& name) -> const HfTensor& { return t.at(name); };
   Matrix x = Rows(w("model.embed_tokens.weight"), tokens);
   for (int64_t layer = 0; layer < m.layers; ++layer) {
@@ -98,6 +98,7 @@ Reference LlamaForward(const LlamaSpec& m, const HfTensorMap& t, const std::vect
     AddInto(attention ? attention(layer, h) : Attention(m, t, l, h), &x);
     AddInto(mlp(layer, RmsNorm(x, w(l + "post_attention_layernorm.weight"), m.eps)), &x);
   }
+  if (last_hidden != nullptr) *last_hidden = x;
   return LogitsAndLoss(RmsNorm(x, w("model.norm.weight"), m.eps),
                        w(m.tied ? "model.embed_tokens.weight" : "lm_head.weight"), labels);
 }

@@ -47,10 +47,12 @@ void AddAttentionTensors(const LlamaSpec& spec, int64_t hidden, int64_t layer,
                          const AddTensorFn& add);
 
 // The model's logits and mean cross-entropy for one sequence; `attention` replaces the
-// Llama family's attention when given (DeepSeek-V3's multi-latent attention).
+// Llama family's attention when given (DeepSeek-V3's multi-latent attention), and
+// `last_hidden`, when given, receives the last layer's output (before the final norm).
 Reference LlamaForward(const LlamaSpec& spec, const HfTensorMap& tensors,
                        const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
-                       const MlpFn& mlp, const AttentionFn& attention = nullptr);
+                       const MlpFn& mlp, const AttentionFn& attention = nullptr,
+                       Matrix* last_hidden = nullptr);
 
 }  // namespace conveyor::testing_util
 
