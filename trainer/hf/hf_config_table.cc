@@ -184,8 +184,12 @@ std::vector<HfConfigField> LlamaFamilyFields(const std::string& model_type) {
       Size("num_hidden_layers", d.layers, kMaxLayers, "--num-layers", true),
       Size("num_attention_heads", d.heads, kMaxHeads, "--num-attention-heads", true),
       [&] {
-        HfConfigField f = Honoured("num_key_value_heads", T::kIntegerOrNull, d.kv_heads,
-                                   "--num-query-groups (null: num_attention_heads)");
+        HfConfigField f = Honoured(
+            "num_key_value_heads", T::kIntegerOrNull, d.kv_heads,
+            model_type == "deepseek_v3"
+                ? "null or num_attention_heads, else refused (multi-latent attention has a key "
+                  "and value per head; DeepseekV3Attention would repeat them)"
+                : "--num-query-groups (null: num_attention_heads)");
         f.limit = &kMaxHeads;
         return f;
       }(),
