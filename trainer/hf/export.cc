@@ -96,6 +96,43 @@ struct CheckedHfConfig {
   const HfArchitecture* arch = nullptr;
 };
 
+// transformers 5 writes DeepseekV3Config's num_nextn_predict_layers (1 by default) but
+// neither loads nor saves the depths: a folder whose weights hold none of the depths'
+// tensors (model.layers.{num_hidden_layers + k}.eh_proj) is imported without them, as
+// transformers loads it, and says so; one holding only some is refused. A folder without
+// weights (a plan from config.json alone) keeps the count.
+absl::Status DropAbsentMtpDepths(const std::string& dir, CheckedHfConfig* checked,
+                                 std::vector<std::string>* warnings) {
+  const int64_t depths =
+      AsInt64(HfFieldOrDefault(checked->hf, *checked->arch, "num_nextn_predict_layers"));
+  if (depths <= 0) return absl::OkStatus();
+  absl::StatusOr<MappedHfWeights> weights = MappedHfWeights::Open(dir);
+  if (absl::IsNotFound(weights.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(weights.status());
+  const std::vector<std::string> names = weights->Names();
+  const std::set<std::string> held(names.begin(), names.end());
+  const int64_t layers = AsInt64(MemberOrNull(checked->hf, "num_hidden_layers"));
+  int64_t present = 0;
+  for (int64_t k = 0; k < depths; ++k) {
+    present += held.count(absl::StrCat("model.layers.", layers + k, ".eh_proj.weight"));
+  }
+  if (present == depths) return absl::OkStatus();
+  if (present > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        checked->path, ": num_nextn_predict_layers = ", depths, " but the weights hold ", present,
+        " of the multi-token prediction depths (model.layers.", layers, ".eh_proj.weight, ...)"));
+  }
+  checked->hf["num_nextn_predict_layers"] = 0;
+  if (warnings != nullptr) {
+    warnings->push_back(
+        absl::StrCat(checked->path, ": num_nextn_predict_layers = ", depths,
+                     " but the weights hold no model.layers.", layers,
+                     ".eh_proj.weight: imported without multi-token prediction, as transformers "
+                     "loads it"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CheckedHfConfig> ReadCheckedHfConfig(const std::string& dir,
                                                     std::vector<std::string>* warnings) {
   CheckedHfConfig checked;
@@ -103,6 +140,7 @@ absl::StatusOr<CheckedHfConfig> ReadCheckedHfConfig(const std::string& dir,
   checked.path = JoinPath(dir, kHfConfigFile);
   ASSIGN_OR_RETURN(checked.arch, HfArchitectureOf(checked.hf, checked.path));
   RETURN_IF_ERROR(CheckHfConfigFields(checked.hf, checked.path, *checked.arch, warnings));
+  if (checked.arch->mla) RETURN_IF_ERROR(DropAbsentMtpDepths(dir, &checked, warnings));
   return checked;
 }
 

@@ -356,6 +356,9 @@ std::vector<HfConfigField> DeepseekFields() {
       Ignored("aux_loss_alpha", "0.001", kTrainingLoss),
       Ignored("seq_aux", "true", kTrainingLoss),
       Ignored("ep_size", "1", "DeepSeek's inference code's expert parallelism: a layout"),
+      Ignored("output_router_logits", "false",
+              "whether HF's forward returns the router logits: outputs, not the model's "
+              "function"),
   };
 }
 

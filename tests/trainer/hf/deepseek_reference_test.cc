@@ -583,6 +583,20 @@ TEST_P(DeepseekReferenceTest, LayoutsReadOnlyTheirElements) {
   }
 }
 
+// transformers 5 writes num_nextn_predict_layers 1 without saving the depth: such a folder
+// is imported without multi-token prediction, as transformers loads it.
+TEST(DeepseekConfigTest, DepthsAbsentFromTheWeightsAreNotImported) {
+  const TinyDeepseek m = Models()[0];
+  std::string json = ConfigJson(m);
+  const std::string none = "\"num_nextn_predict_layers\": 0";
+  json.replace(json.find(none), none.size(), "\"num_nextn_predict_layers\": 1");
+  const std::string dir = WriteFolder(json, RandomWeights(m, 5), "depth_absent");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->config().model().mtp_num_layers(), 0);
+  EXPECT_TRUE(ReadHf(dir, config->config()).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, DeepseekReferenceTest, ::testing::ValuesIn(Models()),
                          [](const ::testing::TestParamInfo<TinyDeepseek>& test) {
                            return test.param.name;
