@@ -173,7 +173,6 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
 
   const bool first_rank = !env->has_value() || (*env)->rank == 0;
   if (first_rank) PrintRunStart(*resolved, ignored_megatron_flags, out, err);
-  const ModelShape& shape = resolved->model_shape();
   // An external launcher's ranks; one launched process with --nproc-per-node > 1 forks
   // them itself (srun -n1 trainer --nproc-per-node 4).
   const bool launched_alone = env->has_value() && (*env)->world_size == 1 && world_size > 1;

@@ -344,7 +344,9 @@ class TrainingRun {
     if (!pipelined_) {
       return interval_log_.Report(iteration_, result_.consumed_samples, step, nullptr);
     }
-    IntervalBubble bubble{.formula = prediction_.formula, .simulated = prediction_.simulated};
+    IntervalBubble bubble;
+    bubble.formula = prediction_.formula;
+    bubble.simulated = prediction_.simulated;
     ASSIGN_OR_RETURN(bubble.line, BubbleLine(prediction_, bubble_.fraction(), context_.pp(),
                                              &bubble.measured));
     bubble_.Reset();

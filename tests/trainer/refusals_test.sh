@@ -78,9 +78,9 @@ expect_exit_at_size_limit() {
   [[ $code -eq 1 ]] || fail "'$*' at the size limit exited $code, want 1: $(cat "$tmp/err")"
   grep -qF -- "$want" "$tmp/err" || fail "'$*' at the size limit lacks '$want': $(cat "$tmp/err")"
 }
-expect_exit_at_size_limit "--trace-file: cannot write $tmp/trace.json.rank0: File too large" \
+expect_exit_at_size_limit "--trace-file: cannot write $tmp/trace.json: File too large" \
   --trace-file "$tmp/trace.json"
-expect_exit_at_size_limit "--profile-file: cannot write $tmp/profile.json.rank0: File too large" \
+expect_exit_at_size_limit "--profile-file: cannot write $tmp/profile.json: File too large" \
   --profile --profile-file "$tmp/profile.json" --profile-step-start 0 --profile-step-end 1
 
 # The host-memory check counts what the process holds before any tensor (the program,
