@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
+#include "tests/trainer/config_fixtures.h"
 #include "trainer/config/config_validation.h"
 #include "trainer/config/resolved_config.h"
 #include "trainer/planning/flops.h"
@@ -22,9 +23,7 @@ using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
 Config Valid() {
-  Config c;
-  c.mutable_data()->set_mock_data(true);
-  c.mutable_model()->set_vocab_size(1000);
+  Config c = testing_util::SmallestValidConfig();
   c.mutable_model()->set_position_embedding_type("rope");
   c.mutable_model()->set_mtp_num_layers(2);
   return c;
