@@ -65,24 +65,7 @@ class MoeMemoryTest : public ::testing::TestWithParam<MoeCase> {};
 TEST_P(MoeMemoryTest, ForwardStashAndWeightsAreWhatTheModelPredicts) {
   const absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(MoeConfig(GetParam()), 1);
   ASSERT_TRUE(config.ok()) << config.status();
-  const ModelShape& shape = config->model_shape();
-  const int64_t weights_before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
-  GptStage stage(shape, 1, nullptr, {}, {4}, config->recompute_policy(),
-                 CpuOpsFor(GetParam().bf16));
-  const int64_t weights =
-      MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - weights_before;
-  std::vector<int32_t> tokens;  // varied, so that the router spreads them
-  for (int i = 0; i < shape.seq; ++i) tokens.push_back((7 * i) % 50);
-  const absl::StatusOr<int64_t> stashed = StashOfOneForward(&stage, shape, std::move(tokens));
-  ASSERT_TRUE(stashed.ok()) << stashed.status();
-  const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config);
-  ASSERT_TRUE(predicted.ok()) << predicted.status();
-  EXPECT_EQ(*stashed, predicted->stash_bytes_per_micro_batch);
-  EXPECT_EQ(weights, predicted->weight_bytes);
-  int64_t parameters = 0;
-  for (Parameter* p : stage.parameters()) parameters += p->local_numel();
-  EXPECT_EQ(parameters, predicted->parameters);
-  ASSERT_TRUE(stage.Backward(0, 0, Tensor()).ok());
+  ExpectOneStageMatchesPrediction(*config, 4, GetParam().bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Settings, MoeMemoryTest,

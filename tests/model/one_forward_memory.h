@@ -1,5 +1,6 @@
 // One rank's memory for one micro-batch's forward, measured by the allocator and
-// predicted by the memory model: shared by the dense and the MoE memory tests.
+// predicted by the memory model: shared by the dense, MoE and multi-token prediction
+// memory tests.
 #ifndef CONVEYOR_TESTS_MODEL_ONE_FORWARD_MEMORY_H_
 #define CONVEYOR_TESTS_MODEL_ONE_FORWARD_MEMORY_H_
 
@@ -26,6 +27,11 @@ absl::StatusOr<RankMemory> PredictOneForward(const ResolvedConfig& config);
 // labels 5) leaves stashed in `stage`, whose step it begins.
 absl::StatusOr<int64_t> StashOfOneForward(GptStage* stage, const ModelShape& shape,
                                           std::vector<int32_t> tokens);
+
+// Builds one stage of `layers` layers of `config`'s model (one rank, seed 1) and checks,
+// by gtest expectations, that the allocator's weight bytes, one forward's stash and the
+// parameter count equal the memory model's prediction; then runs the backward.
+void ExpectOneStageMatchesPrediction(const ResolvedConfig& config, int layers, bool bf16);
 
 }  // namespace conveyor::testing_util
 
