@@ -47,7 +47,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing_util::FreshDir;
-using testing_util::InProcessWorld;
 using testing_util::Matrix;
 using testing_util::Reference;
 using testing_util::SaveAsCheckpoint;
@@ -364,21 +363,7 @@ TEST_P(MoeReferenceTest, ExpertLayoutsReadOnlyTheirElements) {
   int64_t file_bytes = 0;
   for (const auto& [name, tensor] : weights) file_bytes += 4 * int64_t(tensor.data.size());
 
-  InProcessWorld ep(2), tp(2), ep_beside_tp(2);
-  for (int rank = 0; rank < 2; ++rank) {
-    SelfCommunicator own("tp"), etp("etp");
-    const TensorParallel ep2(&own, false, ExpertGroups{&ep.rank(rank), nullptr});
-    const TensorParallel etp2(&tp.rank(rank), false);
-    const TensorParallel tp2_ep2(&tp.rank(rank), false, ExpertGroups{&ep_beside_tp.rank(rank), &etp});
-    const std::string r = absl::StrCat(" rank ", rank);
-    EXPECT_LT(testing_util::ExpectRankReadsMatchWholeRead(dir, *config, *whole, ep2, "EP 2" + r),
-              file_bytes);
-    EXPECT_LT(testing_util::ExpectRankReadsMatchWholeRead(dir, *config, *whole, etp2, "ETP 2" + r),
-              file_bytes);
-    EXPECT_LT(testing_util::ExpectRankReadsMatchWholeRead(dir, *config, *whole, tp2_ep2,
-                                                          "TP 2 ETP 1 EP 2" + r),
-              file_bytes);
-  }
+  testing_util::ExpectExpertLayoutReadsMatchWholeRead(dir, *config, *whole, file_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, MoeReferenceTest, ::testing::ValuesIn(Models()),

@@ -1,8 +1,10 @@
 #include "tests/trainer/hf/slice_reads.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
+#include "parallel/self_communicator.h"
 #include "tests/util/in_process_world.h"
 
 namespace conveyor::testing_util {
@@ -44,6 +46,24 @@ std::vector<int64_t> ExpectSliceReadsMatchWholeRead(const std::string& dir,
         ExpectRankReadsMatchWholeRead(dir, config, whole, parallel, "rank " + std::to_string(rank)));
   }
   return bytes_read;
+}
+
+void ExpectExpertLayoutReadsMatchWholeRead(const std::string& dir, const ResolvedConfig& config,
+                                           const GlobalTensorMap& whole, int64_t file_bytes) {
+  InProcessWorld ep(2), tp(2), ep_beside_tp(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    SelfCommunicator own("tp"), etp("etp");
+    const TensorParallel ep2(&own, false, ExpertGroups{&ep.rank(rank), nullptr});
+    const TensorParallel tp2(&tp.rank(rank), false);
+    const TensorParallel tp2_ep2(&tp.rank(rank), false,
+                                 ExpertGroups{&ep_beside_tp.rank(rank), &etp});
+    const std::string r = absl::StrCat(" rank ", rank);
+    EXPECT_LT(ExpectRankReadsMatchWholeRead(dir, config, whole, ep2, "EP 2" + r), file_bytes);
+    EXPECT_LT(ExpectRankReadsMatchWholeRead(dir, config, whole, tp2, "TP 2 ETP 2" + r),
+              file_bytes);
+    EXPECT_LT(ExpectRankReadsMatchWholeRead(dir, config, whole, tp2_ep2, "TP 2 ETP 1 EP 2" + r),
+              file_bytes);
+  }
 }
 
 }  // namespace conveyor::testing_util

@@ -1,5 +1,5 @@
 // The per-rank slice reads of --load-hf (ReadHfSlices), checked against a whole read:
-// shared by the GPT-2 and the Llama-family reference tests.
+// shared by the GPT-2, Llama-family, mixture-of-experts and DeepSeek-V3 reference tests.
 #ifndef CONVEYOR_TESTS_TRAINER_HF_SLICE_READS_H_
 #define CONVEYOR_TESTS_TRAINER_HF_SLICE_READS_H_
 
@@ -26,6 +26,13 @@ int64_t ExpectRankReadsMatchWholeRead(const std::string& dir, const ResolvedConf
 std::vector<int64_t> ExpectSliceReadsMatchWholeRead(const std::string& dir,
                                                     const ResolvedConfig& config,
                                                     const GlobalTensorMap& whole, int tp);
+
+// A mixture of experts in `dir` read by each rank of three layouts: EP 2, TP 2 (with
+// ETP 2) and TP 2 with ETP 1 and EP 2 (the experts' groups beside TP). Each rank's read
+// is checked as ExpectRankReadsMatchWholeRead does and must stay below `file_bytes`,
+// the folder's whole weights.
+void ExpectExpertLayoutReadsMatchWholeRead(const std::string& dir, const ResolvedConfig& config,
+                                           const GlobalTensorMap& whole, int64_t file_bytes);
 
 }  // namespace conveyor::testing_util
 
