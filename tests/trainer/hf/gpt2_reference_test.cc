@@ -201,8 +201,7 @@ TEST(Gpt2ReferenceTest, TensorParallelRanksReadOnlyTheirSlices) {
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
   ASSERT_TRUE(whole.ok()) << whole.status();
-  int64_t file_bytes = 0;
-  for (const auto& [name, tensor] : weights) file_bytes += 4 * int64_t(tensor.data.size());
+  const int64_t file_bytes = testing_util::F32DataBytes(weights);
   const std::vector<int64_t> bytes =
       testing_util::ExpectSliceReadsMatchWholeRead(dir, *config, *whole, /*tp=*/2);
   for (size_t rank = 0; rank < bytes.size(); ++rank) {

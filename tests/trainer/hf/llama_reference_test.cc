@@ -344,10 +344,7 @@ TEST_P(LlamaReferenceTest, TensorParallelRanksReadOnlyTheirSlices) {
   ASSERT_TRUE(whole.ok()) << whole.status();
   const ModelShape& shape = config->model_shape();
   ASSERT_EQ(shape.padded_vocab, m.vocab);  // no padding rows: every element is read
-  int64_t file_bytes = 0;
-  for (const auto& [name, tensor] : RandomWeights(m, 31)) {
-    file_bytes += 4 * int64_t(tensor.data.size());
-  }
+  const int64_t file_bytes = testing_util::F32DataBytes(RandomWeights(m, 31));
   const std::vector<int64_t> bytes =
       testing_util::ExpectSliceReadsMatchWholeRead(dir, *config, *whole, /*tp=*/2);
   int64_t both_ranks = 0;

@@ -360,8 +360,7 @@ TEST_P(MoeReferenceTest, ExpertLayoutsReadOnlyTheirElements) {
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
   ASSERT_TRUE(whole.ok()) << whole.status();
-  int64_t file_bytes = 0;
-  for (const auto& [name, tensor] : weights) file_bytes += 4 * int64_t(tensor.data.size());
+  const int64_t file_bytes = testing_util::F32DataBytes(weights);
 
   testing_util::ExpectExpertLayoutReadsMatchWholeRead(dir, *config, *whole, file_bytes);
 }

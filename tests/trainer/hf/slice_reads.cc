@@ -9,6 +9,12 @@
 
 namespace conveyor::testing_util {
 
+int64_t F32DataBytes(const HfTensorMap& weights) {
+  int64_t bytes = 0;
+  for (const auto& [name, tensor] : weights) bytes += 4 * static_cast<int64_t>(tensor.data.size());
+  return bytes;
+}
+
 int64_t ExpectRankReadsMatchWholeRead(const std::string& dir, const ResolvedConfig& config,
                                       const GlobalTensorMap& whole, const TensorParallel& parallel,
                                       const std::string& rank) {

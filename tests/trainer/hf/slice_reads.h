@@ -10,8 +10,13 @@
 #include "model/tensor_parallel.h"
 #include "trainer/config/resolved_config.h"
 #include "trainer/hf/export.h"
+#include "trainer/hf/safetensors.h"
 
 namespace conveyor::testing_util {
+
+// The bytes of `weights`' tensor data as F32 in a safetensors file: what a whole read
+// of a folder written from them reads.
+int64_t F32DataBytes(const HfTensorMap& weights);
 
 // For the rank of the model in `dir` that `parallel` places (`rank` names it in
 // messages): reads the elements its parameters keep, expects each equal to `whole`'s at
