@@ -10,13 +10,16 @@
 // Backward, with dO given and D[i] = rowsum(dO * O)[i] = sum_j P'[i][j] dP'[i][j]:
 //   dP' = dO V^T,  dS = P * (M * dP' - D)
 //   dQ = scale dS K,  dK = scale dS^T Q,  dV = P'^T dO   (summed over a group's heads)
+// Q and K rows are d = head_dim wide; V, O and dO rows dv = value_dim() wide (dv != d
+// under multi-latent attention): S and dP' are dot products over d and dv respectively.
 //
 // Tiling: 32 query rows and 32 keys per tile. A block has 8 warps; in the query-major
 // kernels (forward, dQ) each warp owns 4 query rows, lane j computes the score against
-// key j of the tile, and for the [., head_dim] accumulators lane l owns dimensions
-// l, l + 32, ... . The key-major kernel (dK, dV) swaps the roles of queries and keys.
-// Tiles live in shared memory as fp32; the tile a lane reads a whole row of is padded
-// to head_dim + 1 floats so the 32 lanes hit 32 different banks.
+// key j of the tile, and for the [., d] and [., dv] accumulators lane l owns dimensions
+// l, l + 32, ... (kDimsPerLane covers max(d, dv)). The key-major kernel (dK, dV) swaps
+// the roles of queries and keys. Tiles live in shared memory as fp32; the tile a lane
+// reads a whole row of is padded to its width + 1 floats so the 32 lanes hit 32
+// different banks.
 
 namespace conveyor::cuda {
 namespace {
@@ -36,8 +39,9 @@ struct Geometry {
   int64_t heads;
   int64_t heads_per_group;
   int64_t head_dim;
-  int64_t ld;      // qkv row width
-  int64_t ld_ctx;  // ctx row width = heads * head_dim
+  int64_t value_dim;  // of the value heads and so of the context's heads
+  int64_t ld;         // qkv row width
+  int64_t ld_ctx;     // ctx row width = heads * value_dim
   // Document masking: row i of sample b sees keys from document_start[b * seq + i] on
   // (null: from 0).
   const int32_t* document_start;
@@ -56,7 +60,11 @@ struct Geometry {
     return window < 0 ? seq : Min64(seq, k_start + kTile + window);
   }
 
-  __device__ int64_t GroupStart(int64_t g) const { return g * (heads_per_group + 2) * head_dim; }
+  // A group: its heads_per_group query heads and its key head (head_dim each), then its
+  // value head (value_dim).
+  __device__ int64_t GroupStart(int64_t g) const {
+    return g * ((heads_per_group + 1) * head_dim + value_dim);
+  }
   __device__ int64_t QueryOffset(int64_t h) const {
     return GroupStart(h / heads_per_group) + (h % heads_per_group) * head_dim;
   }
@@ -64,6 +72,7 @@ struct Geometry {
     return GroupStart(g) + heads_per_group * head_dim;
   }
   __device__ int64_t ValueOffset(int64_t g) const { return KeyOffset(g) + head_dim; }
+  __device__ int64_t ContextOffset(int64_t h) const { return h * value_dim; }
 };
 
 struct Dropout {
@@ -115,9 +124,10 @@ __global__ void __launch_bounds__(kWarps * 32)
                            float* __restrict__ lse, T* __restrict__ ctx) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(geo.head_dim), kd = d + 1;
+  const int dv = static_cast<int>(geo.value_dim), vd = dv + 1;
   float* q_s = smem;              // [kTile][d]
   float* k_s = q_s + kTile * d;   // [kTile][d + 1]
-  float* v_s = k_s + kTile * kd;  // [kTile][d + 1]
+  float* v_s = k_s + kTile * kd;  // [kTile][dv + 1]
   const int64_t b = blockIdx.z, h = blockIdx.y, q_start = int64_t{blockIdx.x} * kTile;
   const int64_t g = h / geo.heads_per_group, seq = geo.seq;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -137,7 +147,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t k_start = geo.FirstKeyTile(q_start); k_start < key_end; k_start += kTile) {
     __syncthreads();  // the previous tile's readers are done
     LoadTile(sample, geo.ld, geo.KeyOffset(g), k_start, seq, d, kd, k_s);
-    LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, d, kd, v_s);
+    LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, dv, vd, v_s);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -162,7 +172,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int e = 0; e < kDimsPerLane; ++e) {
           const int c = lane + 32 * e;
-          if (c < d) o[rr][e] += pj * v_s[jj * kd + c];
+          if (c < dv) o[rr][e] += pj * v_s[jj * vd + c];
         }
       }
       m[rr] = m_new;
@@ -174,11 +184,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t i = q_start + warp * kRowsPerWarp + rr;
     if (i >= seq) continue;
     const float inv_l = 1.0f / l[rr];
-    T* out = ctx + (b * seq + i) * geo.ld_ctx + h * d;
+    T* out = ctx + (b * seq + i) * geo.ld_ctx + geo.ContextOffset(h);
 #pragma unroll
     for (int e = 0; e < kDimsPerLane; ++e) {
       const int c = lane + 32 * e;
-      if (c < d) Store(&out[c], o[rr][e] * inv_l);
+      if (c < dv) Store(&out[c], o[rr][e] * inv_l);
     }
     if (lane == 0) lse[(b * geo.heads + h) * seq + i] = m[rr] + logf(l[rr]);
   }
@@ -194,9 +204,9 @@ __global__ void RowDotKernel(Geometry geo, int64_t batch, const T* __restrict__ 
        w < batch * geo.heads * geo.seq; w += warps_total) {
     const int64_t i = w % geo.seq, bh = w / geo.seq;
     const int64_t h = bh % geo.heads, b = bh / geo.heads;
-    const int64_t base = (b * geo.seq + i) * geo.ld_ctx + h * geo.head_dim;
+    const int64_t base = (b * geo.seq + i) * geo.ld_ctx + geo.ContextOffset(h);
     float s = 0.0f;
-    for (int64_t c = lane; c < geo.head_dim; c += 32) {
+    for (int64_t c = lane; c < geo.value_dim; c += 32) {
       s += Load(&dctx[base + c]) * Load(&ctx[base + c]);
     }
     s = WarpAllReduce(s, SumOp{});
@@ -215,17 +225,19 @@ __global__ void __launch_bounds__(kWarps * 32)
                                  T* __restrict__ dqkv) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(geo.head_dim), kd = d + 1;
-  float* q_s = smem;              // [kTile][d]
-  float* do_s = q_s + kTile * d;  // [kTile][d]
-  float* k_s = do_s + kTile * d;  // [kTile][d + 1]
-  float* v_s = k_s + kTile * kd;  // [kTile][d + 1]
+  const int dv = static_cast<int>(geo.value_dim), vd = dv + 1;
+  float* q_s = smem;               // [kTile][d]
+  float* do_s = q_s + kTile * d;   // [kTile][dv]
+  float* k_s = do_s + kTile * dv;  // [kTile][d + 1]
+  float* v_s = k_s + kTile * kd;   // [kTile][dv + 1]
   const int64_t b = blockIdx.z, h = blockIdx.y, q_start = int64_t{blockIdx.x} * kTile;
   const int64_t g = h / geo.heads_per_group, seq = geo.seq;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const T* sample = qkv + b * seq * geo.ld;
 
   LoadTile(sample, geo.ld, geo.QueryOffset(h), q_start, seq, d, d, q_s);
-  LoadTile(dctx + b * seq * geo.ld_ctx, geo.ld_ctx, h * d, q_start, seq, d, d, do_s);
+  LoadTile(dctx + b * seq * geo.ld_ctx, geo.ld_ctx, geo.ContextOffset(h), q_start, seq, dv, dv,
+           do_s);
   float row_lse[kRowsPerWarp], row_d[kRowsPerWarp], dq[kRowsPerWarp][kDimsPerLane];
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -241,7 +253,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t k_start = geo.FirstKeyTile(q_start); k_start < key_end; k_start += kTile) {
     __syncthreads();
     LoadTile(sample, geo.ld, geo.KeyOffset(g), k_start, seq, d, kd, k_s);
-    LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, d, kd, v_s);
+    LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, dv, vd, v_s);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -252,7 +264,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       float ds = 0.0f;
       if (geo.Visible(b, i, j)) {
         const float p = expf(scale * Dot(q_s + il * d, k_s + lane * kd, d) - row_lse[rr]);
-        float dp = Dot(do_s + il * d, v_s + lane * kd, d);
+        float dp = Dot(do_s + il * dv, v_s + lane * vd, dv);
         if (drop.enabled) dp *= drop.Mask(drop.RowBase(b, h, i, seq), j);
         ds = p * (dp - row_d[rr]);
       }
@@ -290,8 +302,9 @@ __device__ __forceinline__ void AccumulateKeyValueTile(
     const Geometry& geo, int64_t b, int64_t h, int64_t q_start, int64_t k_start, float scale,
     const Dropout& drop, const float* k_s, const float* v_s, const float* q_s, const float* do_s,
     const float* lse_s, const float* d_s, float (&dk)[kRowsPerWarp][kDimsPerLane],
-    float (&dv)[kRowsPerWarp][kDimsPerLane]) {
+    float (&dv_acc)[kRowsPerWarp][kDimsPerLane]) {
   const int d = static_cast<int>(geo.head_dim), kd = d + 1;
+  const int dv = static_cast<int>(geo.value_dim), vd = dv + 1;
   const int64_t seq = geo.seq;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
@@ -303,7 +316,7 @@ __device__ __forceinline__ void AccumulateKeyValueTile(
     float p_used = 0.0f, ds = 0.0f;
     if (i < seq && geo.Visible(b, i, j)) {
       const float p = expf(scale * Dot(q_s + lane * kd, k_s + jl * d, d) - lse_s[lane]);
-      float dp = Dot(do_s + lane * kd, v_s + jl * d, d);
+      float dp = Dot(do_s + lane * vd, v_s + jl * dv, dv);
       p_used = p;
       if (drop.enabled) {
         const float mask = drop.Mask(drop.RowBase(b, h, i, seq), j);
@@ -320,10 +333,8 @@ __device__ __forceinline__ void AccumulateKeyValueTile(
 #pragma unroll
       for (int e = 0; e < kDimsPerLane; ++e) {
         const int c = lane + 32 * e;
-        if (c < d) {
-          dv[rr][e] += pi * do_s[ii * kd + c];
-          dk[rr][e] += dsi * q_s[ii * kd + c];
-        }
+        if (c < dv) dv_acc[rr][e] += pi * do_s[ii * vd + c];
+        if (c < d) dk[rr][e] += dsi * q_s[ii * kd + c];
       }
     }
   }
@@ -344,11 +355,12 @@ __global__ void __launch_bounds__(kWarps * 32)
                                     T* __restrict__ dqkv) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(geo.head_dim), kd = d + 1;
+  const int dv = static_cast<int>(geo.value_dim), vd = dv + 1;
   float* k_s = smem;               // [kTile][d]
-  float* v_s = k_s + kTile * d;    // [kTile][d]
-  float* q_s = v_s + kTile * d;    // [kTile][d + 1]
-  float* do_s = q_s + kTile * kd;  // [kTile][d + 1]
-  float* lse_s = do_s + kTile * kd;
+  float* v_s = k_s + kTile * d;    // [kTile][dv]
+  float* q_s = v_s + kTile * dv;   // [kTile][d + 1]
+  float* do_s = q_s + kTile * kd;  // [kTile][dv + 1]
+  float* lse_s = do_s + kTile * vd;
   float* d_s = lse_s + kTile;
   const int64_t b = blockIdx.z, g = blockIdx.y, k_start = int64_t{blockIdx.x} * kTile;
   const int64_t seq = geo.seq;
@@ -357,12 +369,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   const T* dsample = dctx + b * seq * geo.ld_ctx;
 
   LoadTile(sample, geo.ld, geo.KeyOffset(g), k_start, seq, d, d, k_s);
-  LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, d, d, v_s);
-  float dk[kRowsPerWarp][kDimsPerLane], dv[kRowsPerWarp][kDimsPerLane];
+  LoadTile(sample, geo.ld, geo.ValueOffset(g), k_start, seq, dv, dv, v_s);
+  float dk[kRowsPerWarp][kDimsPerLane], dv_acc[kRowsPerWarp][kDimsPerLane];
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
 #pragma unroll
-    for (int e = 0; e < kDimsPerLane; ++e) dk[rr][e] = dv[rr][e] = 0.0f;
+    for (int e = 0; e < kDimsPerLane; ++e) dk[rr][e] = dv_acc[rr][e] = 0.0f;
   }
 
   for (int64_t hh = 0; hh < geo.heads_per_group; ++hh) {
@@ -370,7 +382,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int64_t q_start = k_start; q_start < geo.QueryEnd(k_start); q_start += kTile) {
       __syncthreads();
       LoadTile(sample, geo.ld, geo.QueryOffset(h), q_start, seq, d, kd, q_s);
-      LoadTile(dsample, geo.ld_ctx, h * d, q_start, seq, d, kd, do_s);
+      LoadTile(dsample, geo.ld_ctx, geo.ContextOffset(h), q_start, seq, dv, vd, do_s);
       if (threadIdx.x < kTile) {
         const int64_t i = q_start + threadIdx.x;
         const int64_t stat = (b * geo.heads + h) * seq + i;
@@ -378,8 +390,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         d_s[threadIdx.x] = i < seq ? row_dot[stat] : 0.0f;
       }
       __syncthreads();
-      AccumulateKeyValueTile<kDimsPerLane>(geo, b, h, q_start, k_start, scale, drop, k_s, v_s,
-                                           q_s, do_s, lse_s, d_s, dk, dv);
+      AccumulateKeyValueTile<kDimsPerLane>(geo, b, h, q_start, k_start, scale, drop, k_s, v_s, q_s,
+                                           do_s, lse_s, d_s, dk, dv_acc);
     }
   }
 
@@ -391,18 +403,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int e = 0; e < kDimsPerLane; ++e) {
       const int c = lane + 32 * e;
-      if (c < d) {
-        Store(&row[geo.KeyOffset(g) + c], scale * dk[rr][e]);
-        Store(&row[geo.ValueOffset(g) + c], dv[rr][e]);
-      }
+      if (c < d) Store(&row[geo.KeyOffset(g) + c], scale * dk[rr][e]);
+      if (c < dv) Store(&row[geo.ValueOffset(g) + c], dv_acc[rr][e]);
     }
   }
 }
 
 Geometry GeometryOf(const AttentionShape& s, const int32_t* document_start, int64_t window) {
-  return {s.seq,          s.heads(),     s.heads_per_group,
-          s.head_dim,     s.qkv_width(), s.heads() * s.head_dim,
-          document_start, window};
+  return {s.seq,         s.heads(),         s.heads_per_group, s.head_dim, s.value_dim(),
+          s.qkv_width(), s.context_width(), document_start,    window};
 }
 
 Dropout DropoutOf(const AttentionDropoutArgs& a) {
@@ -420,8 +429,8 @@ void AllowSharedMemory(Kernel kernel, size_t bytes) {
 }
 
 void CheckShape(const AttentionShape& s) {
-  if (s.head_dim <= 0 || s.head_dim > kMaxAttentionHeadDim) {
-    Fatal("Attention", "head_dim must be in [1, 256] for the CUDA attention kernels");
+  if (s.head_dim <= 0 || WidestAttentionHead(s) > kMaxAttentionHeadDim) {
+    Fatal("Attention", "head_dim and value_dim must be in [1, 256] for the CUDA attention kernels");
   }
   if (s.heads() > 65535 || s.batch > 65535) Fatal("Attention", "too many heads or samples");
 }
@@ -435,13 +444,13 @@ void LaunchAttentionForward(DType dtype, const AttentionShape& shape, const void
   if (shape.batch <= 0 || shape.seq <= 0 || shape.heads() <= 0) return;
   const Geometry geo = GeometryOf(shape, document_start, window);
   const Dropout drop = DropoutOf(dropout);
-  const int d = static_cast<int>(shape.head_dim);
-  const size_t smem = sizeof(float) * (kTile * d + 2 * kTile * (d + 1));
+  const int d = static_cast<int>(shape.head_dim), dv = static_cast<int>(shape.value_dim());
+  const size_t smem = sizeof(float) * (kTile * d + kTile * (d + 1) + kTile * (dv + 1));
   const dim3 grid(static_cast<unsigned>((shape.seq + kTile - 1) / kTile),
                   static_cast<unsigned>(shape.heads()), static_cast<unsigned>(shape.batch));
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    DispatchDimsPerLane(shape.head_dim, [&](auto dims) {
+    DispatchDimsPerLane(WidestAttentionHead(shape), [&](auto dims) {
       auto kernel = AttentionForwardKernel<T, decltype(dims)::value>;
       AllowSharedMemory(kernel, smem);
       kernel<<<grid, kWarps * 32, smem>>>(geo, static_cast<const T*>(qkv), scale, drop, lse,
@@ -459,9 +468,10 @@ void LaunchAttentionBackward(DType dtype, const AttentionShape& shape, const voi
   if (shape.batch <= 0 || shape.seq <= 0 || shape.heads() <= 0) return;
   const Geometry geo = GeometryOf(shape, document_start, window);
   const Dropout drop = DropoutOf(dropout);
-  const int d = static_cast<int>(shape.head_dim);
+  const int d = static_cast<int>(shape.head_dim), dv = static_cast<int>(shape.value_dim());
   const unsigned tiles = static_cast<unsigned>((shape.seq + kTile - 1) / kTile);
-  const size_t smem_q = sizeof(float) * (2 * kTile * d + 2 * kTile * (d + 1));
+  // The dQ kernel's tiles and the dK, dV kernel's hold the same floats, padded alike.
+  const size_t smem_q = sizeof(float) * kTile * (d + dv + (d + 1) + (dv + 1));
   const size_t smem_kv = smem_q + sizeof(float) * 2 * kTile;
   const int64_t rows = shape.batch * shape.heads() * shape.seq;
   Dispatch(dtype, [&](auto t) {
@@ -474,7 +484,7 @@ void LaunchAttentionBackward(DType dtype, const AttentionShape& shape, const voi
         static_cast<unsigned>(Min64((rows + kWarps - 1) / kWarps, kMaxBlocks));
     RowDotKernel<<<row_blocks, kWarps * 32>>>(geo, shape.batch, o, d_o, row_dot);
     CUDA_CHECK_LAUNCH("RowDotKernel");
-    DispatchDimsPerLane(shape.head_dim, [&](auto dims) {
+    DispatchDimsPerLane(WidestAttentionHead(shape), [&](auto dims) {
       auto query_kernel = AttentionBackwardQueryKernel<T, decltype(dims)::value>;
       AllowSharedMemory(query_kernel, smem_q);
       query_kernel<<<dim3(tiles, static_cast<unsigned>(shape.heads()),

@@ -4,7 +4,7 @@
 // recomputes the probabilities from it. The math is runtime/cpu/attention.h's,
 // including its dropout on the probabilities (same Philox indices as the CPU).
 //
-// Limits of this first version: head_dim <= 256; the dot products run on fp32 CUDA
+// Limits of this first version: head_dim and value_dim() <= 256; the dot products run on fp32 CUDA
 // cores (not tensor cores), so it is correct and deterministic rather than fast.
 #ifndef CONVEYOR_RUNTIME_CUDA_ATTENTION_KERNELS_H_
 #define CONVEYOR_RUNTIME_CUDA_ATTENTION_KERNELS_H_
@@ -19,6 +19,12 @@ namespace conveyor::cuda {
 
 inline constexpr int64_t kMaxAttentionHeadDim = 256;
 
+// The wider of the query/key heads and the value heads: what a lane's accumulators must
+// cover (kMaxAttentionHeadDim bounds it).
+inline int64_t WidestAttentionHead(const AttentionShape& s) {
+  return s.head_dim > s.value_dim() ? s.head_dim : s.value_dim();
+}
+
 // Dropout on the probabilities: element (b, h, i, j) is kept when
 // PhiloxUniform(key, ((first_sample + b) * total_heads + first_head + h) seq^2 + i seq + j)
 // >= p, and kept values are scaled by 1 / (1 - p).
@@ -32,7 +38,7 @@ struct AttentionDropoutArgs {
 };
 
 // qkv [batch * seq, qkv_width] (Megatron's grouped layout); writes ctx [batch * seq,
-// heads * head_dim] and lse fp32 [batch, heads, seq] (log-sum-exp of each scaled,
+// context_width = heads * value_dim] and lse fp32 [batch, heads, seq] (log-sum-exp of each scaled,
 // masked score row). document_start: device int32 [batch * seq], row i of sample b sees
 // keys j with document_start[b * seq + i] <= j <= i (document masking), or null: j <= i;
 // window >= 0 (a sliding window) also hides the keys j < i - window, and the key tiles

@@ -92,14 +92,10 @@ int64_t RowsOf(const char* op, const char* name, const Tensor& t, int64_t width)
 void RequireAttentionShape(const char* op, const AttentionShape& s) {
   REQUIRE(s.batch > 0 && s.seq > 0 && s.groups > 0 && s.heads_per_group > 0 && s.head_dim > 0, op,
           "empty attention shape");
-  REQUIRE(s.head_dim <= cuda::kMaxAttentionHeadDim, op,
-          absl::StrCat("head_dim ", s.head_dim, " > ", cuda::kMaxAttentionHeadDim,
-                       " is not supported by the CUDA attention kernels"));
-  // The kernels index values and the context by head_dim.
-  REQUIRE(s.value_dim() == s.head_dim, op,
-          absl::StrCat("value heads of ", s.value_dim(), " against query/key heads of ",
-                       s.head_dim, " (--multi-latent-attention's --v-head-dim) are not "
-                       "supported by the CUDA attention kernels; run on --device cpu"));
+  REQUIRE(
+      cuda::WidestAttentionHead(s) <= cuda::kMaxAttentionHeadDim, op,
+      absl::StrCat("head_dim ", s.head_dim, " or value_dim ", s.value_dim(), " > ",
+                   cuda::kMaxAttentionHeadDim, ": not supported by the CUDA attention kernels"));
 }
 
 }  // namespace
@@ -581,7 +577,7 @@ void CudaOps::AttentionForward(const AttentionShape& shape, const Tensor& qkv, f
   RequireDevice(op, "qkv", qkv);
   RequireSameType(op, "ctx", *ctx, "qkv", qkv);
   RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
-  RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
+  RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.context_width());
   const cuda::AttentionDropoutArgs drop = DropoutArgsOf(op, dropout);
   const int32_t* document_start = DeviceDocumentStarts(op, shape, mask);
   *saved = NewFloatActivation({shape.batch, shape.heads(), shape.seq});
@@ -608,7 +604,7 @@ void CudaOps::AttentionBackward(const AttentionShape& shape, const Tensor& qkv, 
   RequireSameType(op, "dqkv", *dqkv, "qkv", qkv);
   RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
   RequireNumel(op, "dqkv", *dqkv, qkv.numel());
-  RequireNumel(op, "ctx", ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
+  RequireNumel(op, "ctx", ctx, shape.batch * shape.seq * shape.context_width());
   RequireNumel(op, "dctx", dctx, ctx.numel());
   RequireFloat(op, "saved", saved);
   REQUIRE(saved.numel() == shape.batch * shape.heads() * shape.seq, op,
@@ -639,7 +635,7 @@ void CudaOps::PackKeysValues(const AttentionShape& shape, const Tensor& qkv, Ten
   RequireDevice(op, "qkv", qkv);
   RequireSameType(op, "kv", *kv, "qkv", qkv);
   RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
-  RequireNumel(op, "kv", *kv, shape.batch * shape.seq * shape.groups * 2 * shape.head_dim);
+  RequireNumel(op, "kv", *kv, shape.batch * shape.seq * shape.kv_width());
   cuda::LaunchPackKeysValues(qkv.dtype(), shape, qkv.raw(), kv->raw());
   Finish(op);
 }
@@ -650,7 +646,7 @@ void CudaOps::AddKeyValueGrad(const AttentionShape& shape, const Tensor& dkv, Te
   RequireDevice(op, "dqkv", *dqkv);
   RequireFloat(op, "dkv", dkv);
   RequireNumel(op, "dqkv", *dqkv, shape.batch * shape.seq * shape.qkv_width());
-  RequireNumel(op, "dkv", dkv, shape.batch * shape.seq * shape.groups * 2 * shape.head_dim);
+  RequireNumel(op, "dkv", dkv, shape.batch * shape.seq * shape.kv_width());
   cuda::LaunchAddKeyValueGrad(dqkv->dtype(), shape, dkv.data(), dqkv->raw());
   Finish(op);
 }
@@ -686,8 +682,8 @@ void CudaOps::AttentionBlockForward(const AttentionShape& shape, int64_t key_row
   RequireFloat(op, "ctx", *ctx);
   RequireFloat(op, "lse", *lse);
   RequireNumel(op, "qkv", qkv, shape.batch * shape.seq * shape.qkv_width());
-  RequireNumel(op, "kv", kv, shape.batch * key_rows * shape.groups * 2 * shape.head_dim);
-  RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.heads() * shape.head_dim);
+  RequireNumel(op, "kv", kv, shape.batch * key_rows * shape.kv_width());
+  RequireNumel(op, "ctx", *ctx, shape.batch * shape.seq * shape.context_width());
   RequireNumel(op, "lse", *lse, shape.batch * shape.heads() * shape.seq);
   const cuda::AttentionBlockArgs args = DeviceBlockArgs(op, shape, key_rows, mask, dropout);
   cuda::LaunchAttentionBlockForward(qkv.dtype(), args, qkv.raw(), kv.raw(), scale,
@@ -709,7 +705,7 @@ void CudaOps::AttentionBlockBackward(const AttentionShape& shape, int64_t key_ro
   RequireSameType(op, "dqkv", *dqkv, "qkv", qkv);
   RequireFloat(op, "lse", lse);
   RequireFloat(op, "dkv", *dkv);
-  RequireNumel(op, "kv", kv, shape.batch * key_rows * shape.groups * 2 * shape.head_dim);
+  RequireNumel(op, "kv", kv, shape.batch * key_rows * shape.kv_width());
   RequireNumel(op, "dkv", *dkv, kv.numel());
   RequireNumel(op, "dqkv", *dqkv, shape.batch * shape.seq * shape.qkv_width());
   RequireNumel(op, "lse", lse, shape.batch * shape.heads() * shape.seq);

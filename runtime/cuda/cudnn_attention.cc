@@ -40,33 +40,37 @@ constexpr int64_t kScratchAlignment = 256;
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
 // The operands as cuDNN's 4-D [batch, heads, seq, dim] views, strides in elements. With
-// W = qkv_width and P = heads_per_group, query head h = g P + j of token t sits at
-// t W + g (P + 2) d + j d, its group's key P d further on and the value d after that:
-//   K, V   [b, groups, s, d]  strides [s W, (P + 2) d, W, 1] from qkv + P d, qkv + (P + 1) d
-//   Q      [b, heads, s, d]   strides [s W, (P + 2) d, W, 1] for P = 1 (multi-head),
-//                                     [s W, d, W, 1] for one group (multi-query);
+// W = qkv_width, P = heads_per_group, d = head_dim, dv = value_dim (dv != d under
+// multi-latent attention, which cuDNN's SDPA takes: V and O have their own head dim) and
+// G = (P + 1) d + dv a group's width, query head h = g P + j of token t sits at
+// t W + g G + j d, its group's key P d further on and the value d after that:
+//   K      [b, groups, s, d]   strides [s W, G, W, 1] from qkv + P d
+//   V      [b, groups, s, dv]  strides [s W, G, W, 1] from qkv + (P + 1) d
+//   Q      [b, heads, s, d]    strides [s W, G, W, 1] for P = 1 (multi-head),
+//                                      [s W, d, W, 1] for one group (multi-query);
 //          otherwise the packed copy [b s, heads d], strides [s heads d, d, heads d, 1]
-//   O, dO  ctx [b s, heads d]: strides [s heads d, d, heads d, 1]
+//   O, dO  ctx [b s, heads dv]: strides [s heads dv, dv, heads dv, 1]
 //   Stats  lse [b, heads, s] as [b, heads, s, 1]: strides [heads s, s, 1, 1], fp32
 // Each gradient has its operand's view (dQ, dK, dV inside dqkv).
 struct Views {
   bool packed_q;
-  Dims q_dim, q_stride, kv_dim, kv_stride, o_dim, o_stride, stats_dim, stats_stride;
+  Dims q_dim, q_stride, k_dim, v_dim, kv_stride, o_dim, o_stride, stats_dim, stats_stride;
   int64_t k_offset, v_offset;  // elements from the start of a qkv row
   int64_t packed_q_bytes;      // the size of the copy of Q (or dQ) when packed_q, else 0
 };
 
 Views ViewsOf(const AttentionShape& s) {
   const int64_t b = s.batch, n = s.seq, d = s.head_dim, g = s.groups, p = s.heads_per_group;
-  const int64_t h = s.heads(), w = s.qkv_width();
+  const int64_t h = s.heads(), w = s.qkv_width(), dv = s.value_dim(), gw = s.group_width();
   Views v;
   v.packed_q = g > 1 && p > 1;
   v.q_dim = {b, h, n, d};
-  v.q_stride = v.packed_q ? Dims{n * h * d, d, h * d, 1} : Dims{n * w, p == 1 ? 3 * d : d, w, 1};
-  v.kv_dim = {b, g, n, d};
-  v.kv_stride = {n * w, (p + 2) * d, w, 1};
-  v.o_dim = {b, h, n, d};
-  v.o_stride = {n * h * d, d, h * d, 1};
+  v.q_stride = v.packed_q ? Dims{n * h * d, d, h * d, 1} : Dims{n * w, p == 1 ? gw : d, w, 1};
+  v.k_dim = {b, g, n, d};
+  v.v_dim = {b, g, n, dv};
+  v.kv_stride = {n * w, gw, w, 1};
+  v.o_dim = {b, h, n, dv};
+  v.o_stride = {n * h * dv, dv, h * dv, 1};
   v.stats_dim = {b, h, n, 1};
   v.stats_stride = {h * n, n, 1, 1};
   v.k_offset = p * d;
@@ -75,18 +79,18 @@ Views ViewsOf(const AttentionShape& s) {
   return v;
 }
 
-// The query heads of one (token, group) are P d contiguous elements, every (P + 2) d in
+// The query heads of one (token, group) are P d contiguous elements, every group_width in
 // qkv and every P d in the packed copy: one 2-D copy of batch * seq * groups rows.
 void PackQueries(const AttentionShape& s, const void* qkv, void* packed) {
   const size_t row = s.heads_per_group * s.head_dim * kBytes;
-  const size_t group = (s.heads_per_group + 2) * s.head_dim * kBytes;
+  const size_t group = s.group_width() * kBytes;
   CUDA_CHECK(cudaMemcpy2DAsync(packed, row, qkv, group, row, s.batch * s.seq * s.groups,
                                cudaMemcpyDeviceToDevice, 0));
 }
 
 void UnpackQueryGrads(const AttentionShape& s, const void* packed, void* dqkv) {
   const size_t row = s.heads_per_group * s.head_dim * kBytes;
-  const size_t group = (s.heads_per_group + 2) * s.head_dim * kBytes;
+  const size_t group = s.group_width() * kBytes;
   CUDA_CHECK(cudaMemcpy2DAsync(dqkv, group, packed, row, row, s.batch * s.seq * s.groups,
                                cudaMemcpyDeviceToDevice, 0));
 }
@@ -102,7 +106,8 @@ int64_t RoundUp(int64_t bytes) {
 
 std::string ShapeName(bool forward, const AttentionShape& s) {
   return absl::StrCat(forward ? "forward" : "backward", " batch=", s.batch, " seq=", s.seq,
-                      " heads=", s.heads(), " kv_heads=", s.groups, " head_dim=", s.head_dim);
+                      " heads=", s.heads(), " kv_heads=", s.groups, " head_dim=", s.head_dim,
+                      " v_head_dim=", s.value_dim());
 }
 
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
@@ -135,8 +140,8 @@ std::shared_ptr<fe::graph::Graph> NewGraph(int sm_version) {
 std::shared_ptr<fe::graph::Graph> ForwardGraph(const Views& v, float scale, int sm_version) {
   auto graph = NewGraph(sm_version);
   const TensorPtr q = Operand(*graph, "Q", kQ, v.q_dim, v.q_stride);
-  const TensorPtr k = Operand(*graph, "K", kK, v.kv_dim, v.kv_stride);
-  const TensorPtr val = Operand(*graph, "V", kV, v.kv_dim, v.kv_stride);
+  const TensorPtr k = Operand(*graph, "K", kK, v.k_dim, v.kv_stride);
+  const TensorPtr val = Operand(*graph, "V", kV, v.v_dim, v.kv_stride);
   auto options = fe::graph::SDPA_attributes()
                      .set_name("attention")
                      .set_generate_stats(true)
@@ -158,8 +163,8 @@ std::shared_ptr<fe::graph::Graph> ForwardGraph(const Views& v, float scale, int 
 std::shared_ptr<fe::graph::Graph> BackwardGraph(const Views& v, float scale, int sm_version) {
   auto graph = NewGraph(sm_version);
   const TensorPtr q = Operand(*graph, "Q", kQ, v.q_dim, v.q_stride);
-  const TensorPtr k = Operand(*graph, "K", kK, v.kv_dim, v.kv_stride);
-  const TensorPtr val = Operand(*graph, "V", kV, v.kv_dim, v.kv_stride);
+  const TensorPtr k = Operand(*graph, "K", kK, v.k_dim, v.kv_stride);
+  const TensorPtr val = Operand(*graph, "V", kV, v.v_dim, v.kv_stride);
   const TensorPtr o = Operand(*graph, "O", kO, v.o_dim, v.o_stride);
   const TensorPtr d_o = Operand(*graph, "dO", kDO, v.o_dim, v.o_stride);
   const TensorPtr stats = Operand(*graph, "Stats", kStats, v.stats_dim, v.stats_stride);
@@ -172,8 +177,8 @@ std::shared_ptr<fe::graph::Graph> BackwardGraph(const Views& v, float scale, int
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, val, o, d_o, stats, options);
   if (dq == nullptr || dk == nullptr || dv == nullptr) return nullptr;
   SetOutput(dq, kDQ, v.q_dim, v.q_stride);
-  SetOutput(dk, kDK, v.kv_dim, v.kv_stride);
-  SetOutput(dv, kDV, v.kv_dim, v.kv_stride);
+  SetOutput(dk, kDK, v.k_dim, v.kv_stride);
+  SetOutput(dv, kDV, v.v_dim, v.kv_stride);
   return graph;
 }
 
@@ -184,8 +189,8 @@ struct CudnnAttention::Impl {
     std::shared_ptr<fe::graph::Graph> graph;
     int64_t workspace_bytes = 0;
   };
-  // (forward, batch, seq, groups, heads_per_group, head_dim, bits of scale)
-  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
+  // (forward, batch, seq, groups, heads_per_group, head_dim, value_dim, bits of scale)
+  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
 
   ~Impl() {
     plans.clear();  // the graphs' plans before the handle they were built on
@@ -216,7 +221,8 @@ struct CudnnAttention::Impl {
     if (Handle() == nullptr) return nullptr;
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
-    const Key key{forward, s.batch, s.seq, s.groups, s.heads_per_group, s.head_dim, scale_bits};
+    const Key key{forward,           s.batch,    s.seq,         s.groups,
+                  s.heads_per_group, s.head_dim, s.value_dim(), scale_bits};
     if (auto it = plans.find(key); it != plans.end()) return it->second.get();
     std::unique_ptr<Plan>& slot = plans[key];
     const std::string why = Build(forward, views, scale, handle, &slot);

@@ -40,7 +40,7 @@ class CudnnAttention {
 
   // Enqueues attention forward and returns true, or returns false having enqueued nothing
   // when cuDNN declines. Device pointers: qkv bf16 [batch * seq, qkv_width]; ctx bf16
-  // [batch * seq, heads * head_dim]; lse fp32 [batch, heads, seq].
+  // [batch * seq, context_width]; lse fp32 [batch, heads, seq].
   bool Forward(const AttentionShape& shape, const void* qkv, float scale, float* lse, void* ctx);
 
   // Enqueues attention backward (overwriting dqkv, qkv's layout) and returns true, or

@@ -8,13 +8,15 @@
 //             (O, lse): lse' = log(e^lse + e^lse_b), O' = e^(lse - lse') O + e^(lse_b - lse') O_b
 //   backward: D_i = dO_i . O_i,  dS = P (M dO_i . v_j - D_i)
 //             dQ_i += scale sum_j dS k_j,  dK_j += scale sum_i dS q_i,  dV_j += sum_i P M dO_i
-// A lane owns head dimensions lane, lane + 32, ... (kDims of them).
+// q and k are head_dim wide, v, O and dO v_dim wide (different under multi-latent
+// attention), so s sums over head_dim and dO_i . v_j over v_dim. A lane owns head
+// dimensions lane, lane + 32, ... (kDims of them, covering both widths).
 
 namespace conveyor::cuda {
 namespace {
 
 struct Block {
-  int64_t batch, seq, key_rows, groups, per_group, head_dim;
+  int64_t batch, seq, key_rows, groups, per_group, head_dim, v_dim;
   const int32_t* query_positions;
   const int32_t* key_positions;
   const int32_t* document_start;
@@ -22,12 +24,17 @@ struct Block {
   int64_t window;  // sliding window, -1: none
 
   __device__ int64_t heads() const { return groups * per_group; }
-  __device__ int64_t ld() const { return groups * (per_group + 2) * head_dim; }
-  __device__ int64_t ld_kv() const { return groups * 2 * head_dim; }
-  __device__ int64_t ld_ctx() const { return heads() * head_dim; }
+  // A group of qkv: per_group query heads and the key head (head_dim each), the value head.
+  __device__ int64_t group_width() const { return (per_group + 1) * head_dim + v_dim; }
+  __device__ int64_t ld() const { return groups * group_width(); }
+  // A group of kv: the key head, then the value head.
+  __device__ int64_t ld_kv() const { return groups * (head_dim + v_dim); }
+  __device__ int64_t ld_ctx() const { return heads() * v_dim; }
   __device__ int64_t QueryOffset(int64_t h) const {
-    return (h / per_group) * (per_group + 2) * head_dim + (h % per_group) * head_dim;
+    return (h / per_group) * group_width() + (h % per_group) * head_dim;
   }
+  // Group g's key head in a kv row; its value head follows, head_dim further on.
+  __device__ int64_t KeyValueOffset(int64_t g) const { return g * (head_dim + v_dim); }
   __device__ int64_t FirstKey(int64_t b, int64_t i) const {
     return document_start == nullptr ? 0 : document_start[b * seq + i];
   }
@@ -54,7 +61,7 @@ struct Dropout {
   }
 };
 
-// The dot product of two head_dim rows, fp32, summed over the warp in a fixed order.
+// The dot product of two rows of d, fp32, summed over the warp in a fixed order.
 template <typename A, typename B>
 __device__ float WarpDot(const A* a, const B* b, int64_t d) {
   float s = 0.0f;
@@ -62,25 +69,25 @@ __device__ float WarpDot(const A* a, const B* b, int64_t d) {
   return WarpAllReduce(s, SumOp{});
 }
 
-// Where element e of a packed [rows, groups * 2 * d] key/value tensor sits in the fused
-// qkv rows (per group: per_group query heads, the key head, the value head).
-__device__ int64_t FusedKeyValueIndex(int64_t e, int64_t groups, int64_t per_group, int64_t d) {
-  const int64_t width = groups * 2 * d;
-  const int64_t r = e / width, c = e % width, g = c / (2 * d);
-  return r * groups * (per_group + 2) * d + g * (per_group + 2) * d + per_group * d + c % (2 * d);
+// Where element e of a packed [rows, groups * (d + dv)] key/value tensor sits in the fused
+// qkv rows (per group: per_group query heads and the key head, d each, the value head, dv):
+// a packed group's key and value heads are its fused group's last d + dv elements.
+__device__ int64_t FusedKeyValueIndex(int64_t e, const Block& k) {
+  const int64_t width = k.ld_kv(), pair = k.head_dim + k.v_dim;
+  const int64_t r = e / width, c = e % width, g = c / pair;
+  return r * k.ld() + g * k.group_width() + k.per_group * k.head_dim + c % pair;
 }
 
 template <typename T>
-__global__ void PackKernel(int64_t n, int64_t groups, int64_t per_group, int64_t d,
-                           const T* __restrict__ qkv, T* __restrict__ kv) {
-  CONVEYOR_GRID_STRIDE(e, n) { kv[e] = qkv[FusedKeyValueIndex(e, groups, per_group, d)]; }
+__global__ void PackKernel(int64_t n, Block k, const T* __restrict__ qkv, T* __restrict__ kv) {
+  CONVEYOR_GRID_STRIDE(e, n) { kv[e] = qkv[FusedKeyValueIndex(e, k)]; }
 }
 
 template <typename T>
-__global__ void AddKeyValueGradKernel(int64_t n, int64_t groups, int64_t per_group, int64_t d,
-                                      const float* __restrict__ dkv, T* __restrict__ dqkv) {
+__global__ void AddKeyValueGradKernel(int64_t n, Block k, const float* __restrict__ dkv,
+                                      T* __restrict__ dqkv) {
   CONVEYOR_GRID_STRIDE(e, n) {
-    T* out = &dqkv[FusedKeyValueIndex(e, groups, per_group, d)];
+    T* out = &dqkv[FusedKeyValueIndex(e, k)];
     Store(out, Load(out) + dkv[e]);
   }
 }
@@ -99,7 +106,7 @@ __global__ void BlockForwardKernel(Block k, const T* __restrict__ qkv, const T* 
   for (int e = 0; e < kDims; ++e) o[e] = 0.0f;
   for (int64_t j = 0; j < k.key_rows; ++j) {
     if (!k.Visible(first_key, i, j)) continue;  // warp-uniform
-    const T* key = kv + (b * k.key_rows + j) * k.ld_kv() + g * 2 * k.head_dim;
+    const T* key = kv + (b * k.key_rows + j) * k.ld_kv() + k.KeyValueOffset(g);
     const float s = scale * WarpDot(q, key, k.head_dim);
     const float m_new = fmaxf(m, s);
     const float correction = expf(m - m_new);  // 0 on the first visible key
@@ -109,16 +116,16 @@ __global__ void BlockForwardKernel(Block k, const T* __restrict__ qkv, const T* 
 #pragma unroll
     for (int e = 0; e < kDims; ++e) {
       const int64_t c = lane + 32 * e;
-      o[e] = o[e] * correction + (c < k.head_dim ? p_used * Load(&key[k.head_dim + c]) : 0.0f);
+      o[e] = o[e] * correction + (c < k.v_dim ? p_used * Load(&key[k.head_dim + c]) : 0.0f);
     }
     m = m_new;
   }
-  float* out = ctx + (b * k.seq + i) * k.ld_ctx() + h * k.head_dim;
+  float* out = ctx + (b * k.seq + i) * k.ld_ctx() + h * k.v_dim;
   float* row_lse = lse + (b * k.heads() + h) * k.seq + i;
   const float old_lse = first ? -INFINITY : *row_lse;
   if (l == 0.0f) {  // nothing visible in this block: the running result stands
     if (first) {
-      for (int64_t c = lane; c < k.head_dim; c += 32) out[c] = 0.0f;
+      for (int64_t c = lane; c < k.v_dim; c += 32) out[c] = 0.0f;
       if (lane == 0) *row_lse = -INFINITY;
     }
     return;
@@ -132,7 +139,7 @@ __global__ void BlockForwardKernel(Block k, const T* __restrict__ qkv, const T* 
 #pragma unroll
   for (int e = 0; e < kDims; ++e) {
     const int64_t c = lane + 32 * e;
-    if (c < k.head_dim) out[c] = (keep_old == 0.0f ? 0.0f : out[c] * keep_old) + o[e] * take_block;
+    if (c < k.v_dim) out[c] = (keep_old == 0.0f ? 0.0f : out[c] * keep_old) + o[e] * take_block;
   }
   __syncwarp();
   if (lane == 0) *row_lse = new_lse;
@@ -143,8 +150,8 @@ template <typename T>
 __global__ void RowDotKernel(Block k, const T* __restrict__ ctx, const T* __restrict__ dctx,
                              float* __restrict__ row_dot) {
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int64_t at = (b * k.seq + i) * k.ld_ctx() + h * k.head_dim;
-  const float d = WarpDot(ctx + at, dctx + at, k.head_dim);
+  const int64_t at = (b * k.seq + i) * k.ld_ctx() + h * k.v_dim;
+  const float d = WarpDot(ctx + at, dctx + at, k.v_dim);
   if (threadIdx.x == 0) row_dot[(b * k.heads() + h) * k.seq + i] = d;
 }
 
@@ -158,16 +165,16 @@ __global__ void BlockQueryGradKernel(Block k, const T* __restrict__ qkv, const T
   const int lane = threadIdx.x;
   const int64_t row = b * k.seq + i, stat = (b * k.heads() + h) * k.seq + i;
   const T* q = qkv + row * k.ld() + k.QueryOffset(h);
-  const T* d_out = dctx + row * k.ld_ctx() + h * k.head_dim;
+  const T* d_out = dctx + row * k.ld_ctx() + h * k.v_dim;
   const int64_t first_key = k.FirstKey(b, i);
   float dq[kDims];
 #pragma unroll
   for (int e = 0; e < kDims; ++e) dq[e] = 0.0f;
   for (int64_t j = 0; j < k.key_rows; ++j) {
     if (!k.Visible(first_key, i, j)) continue;  // warp-uniform
-    const T* key = kv + (b * k.key_rows + j) * k.ld_kv() + g * 2 * k.head_dim;
+    const T* key = kv + (b * k.key_rows + j) * k.ld_kv() + k.KeyValueOffset(g);
     const float p = expf(scale * WarpDot(q, key, k.head_dim) - lse[stat]);
-    const float dp = WarpDot(d_out, key + k.head_dim, k.head_dim) * drop.Mask(k, b, h, i, j);
+    const float dp = WarpDot(d_out, key + k.head_dim, k.v_dim) * drop.Mask(k, b, h, i, j);
     const float ds = p * (dp - row_dot[stat]);
 #pragma unroll
     for (int e = 0; e < kDims; ++e) {
@@ -193,7 +200,7 @@ __global__ void BlockKeyValueGradKernel(Block k, const T* __restrict__ qkv,
                                         Dropout drop, float* __restrict__ dkv) {
   const int64_t j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x;
-  const T* key = kv + (b * k.key_rows + j) * k.ld_kv() + g * 2 * k.head_dim;
+  const T* key = kv + (b * k.key_rows + j) * k.ld_kv() + k.KeyValueOffset(g);
   float dk[kDims], dv[kDims];
 #pragma unroll
   for (int e = 0; e < kDims; ++e) dk[e] = dv[e] = 0.0f;
@@ -203,39 +210,40 @@ __global__ void BlockKeyValueGradKernel(Block k, const T* __restrict__ qkv,
       if (!k.Visible(k.FirstKey(b, i), i, j)) continue;  // warp-uniform
       const int64_t row = b * k.seq + i, stat = (b * k.heads() + h) * k.seq + i;
       const T* q = qkv + row * k.ld() + k.QueryOffset(h);
-      const T* d_out = dctx + row * k.ld_ctx() + h * k.head_dim;
+      const T* d_out = dctx + row * k.ld_ctx() + h * k.v_dim;
       const float p = expf(scale * WarpDot(q, key, k.head_dim) - lse[stat]);
       const float mask = drop.Mask(k, b, h, i, j);
-      const float ds = p * (WarpDot(d_out, key + k.head_dim, k.head_dim) * mask - row_dot[stat]);
+      const float ds = p * (WarpDot(d_out, key + k.head_dim, k.v_dim) * mask - row_dot[stat]);
 #pragma unroll
       for (int e = 0; e < kDims; ++e) {
         const int64_t c = lane + 32 * e;
-        if (c < k.head_dim) {
-          dk[e] += ds * Load(&q[c]);
-          dv[e] += p * mask * Load(&d_out[c]);
-        }
+        if (c < k.head_dim) dk[e] += ds * Load(&q[c]);
+        if (c < k.v_dim) dv[e] += p * mask * Load(&d_out[c]);
       }
     }
   }
-  float* out = dkv + (b * k.key_rows + j) * k.ld_kv() + g * 2 * k.head_dim;
+  float* out = dkv + (b * k.key_rows + j) * k.ld_kv() + k.KeyValueOffset(g);
 #pragma unroll
   for (int e = 0; e < kDims; ++e) {
     const int64_t c = lane + 32 * e;
-    if (c < k.head_dim) {
-      out[c] += scale * dk[e];
-      out[k.head_dim + c] += dv[e];
-    }
+    if (c < k.head_dim) out[c] += scale * dk[e];
+    if (c < k.v_dim) out[k.head_dim + c] += dv[e];
   }
 }
 
 Block BlockOf(const AttentionBlockArgs& a) {
   const AttentionShape& s = a.shape;
-  return {s.batch,           s.seq,
-          a.key_rows,        s.groups,
-          s.heads_per_group, s.head_dim,
-          a.query_positions, a.key_positions,
-          a.document_start,  a.sample_length > 0 ? a.sample_length : s.seq,
-          a.window};
+  const int64_t length = a.sample_length > 0 ? a.sample_length : s.seq;
+  return {s.batch,    s.seq,         a.key_rows,        s.groups,        s.heads_per_group,
+          s.head_dim, s.value_dim(), a.query_positions, a.key_positions, a.document_start,
+          length,     a.window};
+}
+
+// The rows' layout alone, for packing and unpacking keys and values.
+Block LayoutOf(const AttentionShape& s) {
+  AttentionBlockArgs args;
+  args.shape = s;
+  return BlockOf(args);
 }
 
 Dropout DropoutOf(const AttentionDropoutArgs& a) {
@@ -244,8 +252,9 @@ Dropout DropoutOf(const AttentionDropoutArgs& a) {
 }
 
 void CheckBlock(const AttentionShape& s) {
-  if (s.head_dim <= 0 || s.head_dim > kMaxAttentionHeadDim) {
-    Fatal("AttentionBlock", "head_dim must be in [1, 256] for the CUDA ring attention kernels");
+  if (s.head_dim <= 0 || WidestAttentionHead(s) > kMaxAttentionHeadDim) {
+    Fatal("AttentionBlock",
+          "head_dim and value_dim must be in [1, 256] for the CUDA ring attention kernels");
   }
   if (s.heads() > 65535 || s.batch > 65535) Fatal("AttentionBlock", "too many heads or samples");
 }
@@ -253,24 +262,25 @@ void CheckBlock(const AttentionShape& s) {
 }  // namespace
 
 void LaunchPackKeysValues(DType dtype, const AttentionShape& s, const void* qkv, void* kv) {
-  const int64_t n = s.batch * s.seq * s.groups * 2 * s.head_dim;
+  const int64_t n = s.batch * s.seq * s.kv_width();
   if (n == 0) return;
+  const Block block = LayoutOf(s);
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    PackKernel<T><<<ElementwiseBlocks(n), kThreads>>>(n, s.groups, s.heads_per_group, s.head_dim,
-                                                      static_cast<const T*>(qkv),
+    PackKernel<T><<<ElementwiseBlocks(n), kThreads>>>(n, block, static_cast<const T*>(qkv),
                                                       static_cast<T*>(kv));
   });
   CUDA_CHECK_LAUNCH("PackKernel");
 }
 
 void LaunchAddKeyValueGrad(DType dtype, const AttentionShape& s, const float* dkv, void* dqkv) {
-  const int64_t n = s.batch * s.seq * s.groups * 2 * s.head_dim;
+  const int64_t n = s.batch * s.seq * s.kv_width();
   if (n == 0) return;
+  const Block block = LayoutOf(s);
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    AddKeyValueGradKernel<T><<<ElementwiseBlocks(n), kThreads>>>(
-        n, s.groups, s.heads_per_group, s.head_dim, dkv, static_cast<T*>(dqkv));
+    AddKeyValueGradKernel<T>
+        <<<ElementwiseBlocks(n), kThreads>>>(n, block, dkv, static_cast<T*>(dqkv));
   });
   CUDA_CHECK_LAUNCH("AddKeyValueGradKernel");
 }
@@ -285,7 +295,7 @@ void LaunchAttentionBlockForward(DType dtype, const AttentionBlockArgs& args, co
                   static_cast<unsigned>(s.batch));
   Dispatch(dtype, [&](auto t) {
     using T = typename decltype(t)::type;
-    DispatchDimsPerLane(s.head_dim, [&](auto dims) {
+    DispatchDimsPerLane(WidestAttentionHead(s), [&](auto dims) {
       BlockForwardKernel<T, decltype(dims)::value>
           <<<grid, 32>>>(BlockOf(args), static_cast<const T*>(qkv), static_cast<const T*>(kv),
                          scale, DropoutOf(dropout), first, ctx, lse);
@@ -315,7 +325,7 @@ void LaunchAttentionBlockBackward(DType dtype, const AttentionBlockArgs& args, c
     const T* d_out = static_cast<const T*>(dctx);
     RowDotKernel<T><<<rows, 32>>>(block, static_cast<const T*>(ctx), d_out, row_dot);
     CUDA_CHECK_LAUNCH("RowDotKernel");
-    DispatchDimsPerLane(s.head_dim, [&](auto dims) {
+    DispatchDimsPerLane(WidestAttentionHead(s), [&](auto dims) {
       BlockQueryGradKernel<T, decltype(dims)::value>
           <<<rows, 32>>>(block, q, k, lse, d_out, row_dot, scale, drop, static_cast<T*>(dqkv));
       CUDA_CHECK_LAUNCH("BlockQueryGradKernel");

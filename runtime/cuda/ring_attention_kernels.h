@@ -4,7 +4,7 @@
 // that came around the context-parallel ring, masked by global position (causal, and
 // documents) and merged into a running fp32 result by log-sum-exps.
 //
-// One warp per query row (forward, dQ) or per key row (dK, dV), its lanes over head_dim:
+// One warp per query row (forward, dQ) or per key row (dK, dV), its lanes over the heads:
 // correct and deterministic (every sum in a fixed order, no atomics), not fast.
 #ifndef CONVEYOR_RUNTIME_CUDA_RING_ATTENTION_KERNELS_H_
 #define CONVEYOR_RUNTIME_CUDA_RING_ATTENTION_KERNELS_H_
@@ -31,12 +31,12 @@ struct AttentionBlockArgs {
   int64_t window = -1;
 };
 
-// kv [batch * seq, groups * 2 * head_dim] = qkv's key and value heads (dtype both).
+// kv [batch * seq, kv_width] = qkv's key and value heads (dtype both).
 void LaunchPackKeysValues(DType dtype, const AttentionShape& shape, const void* qkv, void* kv);
 // dqkv's key and value heads (dtype) += dkv (fp32, PackKeysValues' layout).
 void LaunchAddKeyValueGrad(DType dtype, const AttentionShape& shape, const float* dkv, void* dqkv);
 
-// Merges the block into ctx (fp32 [batch * seq, heads * head_dim]) and lse (fp32
+// Merges the block into ctx (fp32 [batch * seq, context_width]) and lse (fp32
 // [batch, heads, seq]); `first` overwrites them. qkv and kv of `dtype`.
 void LaunchAttentionBlockForward(DType dtype, const AttentionBlockArgs& args, const void* qkv,
                                  const void* kv, float scale, const AttentionDropoutArgs& dropout,
