@@ -2,7 +2,9 @@
 // (tests/runtime/cuda_backend_testing.h): the built-in flash-style kernels and cuDNN's
 // fused attention, each against the CPU and against each other (saved log-sum-exps and
 // each path's backward from the other's forward). Needs a GPU, except the check that
-// cuDNN accepts every graph the GPU test builds, which runs anywhere.
+// cuDNN accepts every graph the GPU test builds, which runs anywhere. Shapes with a
+// v_head_dim are multi-latent attention's: value heads (and the context's) narrower or
+// wider than the query and key heads.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -32,16 +34,17 @@ INSTANTIATE_TEST_SUITE_P(ComputeDType, CudaBackendTest,
 
 std::string AttentionName(const AttentionShape& s) {
   return absl::StrCat("batch=", s.batch, " seq=", s.seq, " groups=", s.groups,
-                      " heads/group=", s.heads_per_group, " head_dim=", s.head_dim);
+                      " heads/group=", s.heads_per_group, " head_dim=", s.head_dim,
+                      s.v_head_dim > 0 ? absl::StrCat(" v_head_dim=", s.v_head_dim) : "");
 }
 
 // Names an element of a [batch * seq, qkv_width] tensor by sample, position, head part.
 Locator QkvLocator(const AttentionShape& s) {
   return [s](int64_t index) {
     const int64_t token = index / s.qkv_width(), col = index % s.qkv_width();
-    const int64_t group_width = (s.heads_per_group + 2) * s.head_dim;
-    const int64_t g = col / group_width, slot = (col % group_width) / s.head_dim;
-    const int64_t dim = col % s.head_dim;
+    const int64_t g = col / s.group_width(), in_group = col % s.group_width();
+    const int64_t slot = std::min(in_group / s.head_dim, s.heads_per_group + 1);
+    const int64_t dim = in_group - slot * s.head_dim;
     const std::string part =
         slot < s.heads_per_group
             ? absl::StrCat("q of head ", g * s.heads_per_group + slot)
@@ -51,19 +54,23 @@ Locator QkvLocator(const AttentionShape& s) {
   };
 }
 
-// Names an element of ctx [batch * seq, heads * head_dim].
+// Names an element of ctx [batch * seq, heads * value_dim].
 Locator ContextLocator(const AttentionShape& s) {
   return [s](int64_t index) {
-    const int64_t width = s.heads() * s.head_dim;
+    const int64_t width = s.context_width();
     const int64_t token = index / width, col = index % width;
     return absl::StrCat("token ", token, " (sample ", token / s.seq, ", pos ", token % s.seq,
-                        "), head ", col / s.head_dim, ", dim ", col % s.head_dim);
+                        "), head ", col / s.value_dim(), ", dim ", col % s.value_dim());
   };
 }
 
 TEST_P(CudaBackendTest, RotateQueriesAndKeys) {
   const std::vector<AttentionShape> shapes = {
-      {1, 1, 1, 1, 2}, {2, 7, 2, 3, 16}, {2, 37, 1, 4, 64}, {1, 130, 2, 2, 128}};
+      {1, 1, 1, 1, 2},
+      {2, 7, 2, 3, 16},
+      {2, 37, 1, 4, 64},
+      {1, 130, 2, 2, 128},
+      {2, 9, 3, 1, 12, 8}};  // multi-latent: the value heads' width moves the next group
   uint32_t seed = 900;
   for (const AttentionShape& s : shapes) {
     const RopeTable table(s.seq, s.head_dim, 10000.0f);
@@ -122,9 +129,15 @@ TEST_P(CudaBackendTest, Attention) {
       {{2, 512, 4, 2, 64}, 0.0f},   // a layer-sized case
       {{2, 100, 2, 2, 64}, 0.0f, /*documents=*/true},
       {{2, 70, 1, 2, 32}, 0.1f, /*documents=*/true},
-      {{1, 70, 1, 2, 32}, 0.0f, false, /*window=*/0},  // each query sees itself alone
+      {{1, 70, 1, 2, 32}, 0.0f, false, /*window=*/0},    // each query sees itself alone
       {{2, 200, 2, 2, 32}, 0.0f, false, /*window=*/40},  // whole key tiles skipped
       {{2, 100, 2, 2, 64}, 0.1f, /*documents=*/true, /*window=*/17},
+      // Multi-latent attention: one group per head, value heads of their own width.
+      {{2, 37, 4, 1, 24, 16}, 0.0f},           // narrower values, seq off the tile
+      {{1, 70, 2, 1, 40, 72}, 0.0f},           // wider values: more dims per lane
+      {{2, 64, 2, 1, 192, 128}, 0.0f},         // DeepSeek-V3's 192 / 128
+      {{2, 45, 2, 1, 32, 24}, 0.1f, true, 9},  // dropout, documents and a window
+      {{2, 50, 2, 2, 16, 48}, 0.0f},           // grouped heads too (not MLA's layout)
   };
   uint32_t seed = 1000;
   for (const AttentionCase& c : cases) {
@@ -146,7 +159,7 @@ TEST_P(CudaBackendTest, Attention) {
                  /*total_heads=*/s.heads() + 8};
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-    const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
+    const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.context_width()};
     const Values qkv = Act(qs[0] * qs[1], seed++, 1.5f);
 
     Tensor cpu_lse, ctx = HostTensor(cs, Values(cs[0] * cs[1]));
@@ -180,7 +193,7 @@ TEST_P(CudaBackendTest, Attention) {
 // The natural-log log-sum-exp of each scaled, causally masked score row, in double,
 // [batch, heads, seq]: what `saved` holds on both GPU paths.
 Values ReferenceLogSumExp(const AttentionShape& s, const Values& qkv, float scale) {
-  const int64_t w = s.qkv_width(), d = s.head_dim, group = (s.heads_per_group + 2) * d;
+  const int64_t w = s.qkv_width(), d = s.head_dim, group = s.group_width();
   Values lse(s.batch * s.heads() * s.seq);
   std::vector<double> row(s.seq);
   for (int64_t b = 0; b < s.batch; ++b) {
@@ -226,109 +239,117 @@ std::vector<PathCase> PathCases() {
       {{1, 64, 1, 4, 64}, 0.0f, true},     // multi-query: Q's heads equally spaced
       {{2, 96, 2, 3, 64}, 0.0f, true},     // grouped-query: Q through a packed copy
       {{2, 45, 2, 1, 32}, 0.1f, false},    // dropout: the built-in kernels, the CPU's mask
+      // Multi-latent attention at DeepSeek-V3's head widths, which cuDNN documents for
+      // Hopper (d_qk 192, d_v 128): V and O are views of their own head dim.
+      {{2, 128, 4, 1, 192, 128}, 0.0f, true},
   };
 }
 
 // Ring attention's block ops (context parallelism) against the CPU's: CP 2 of a
 // 48-token sample, rank 0 (chunks 0 and 3) against the blocks of both ranks in ring
-// order, forward merged into fp32 ctx and lse, backward accumulating dQ and fp32 dK, dV.
+// order, forward merged into fp32 ctx and lse, backward accumulating dQ and fp32 dK, dV;
+// grouped-query heads, and multi-latent attention's (narrower and wider value heads).
 TEST_P(CudaBackendTest, RingAttentionBlocks) {
-  const AttentionShape s{2, 24, 2, 2, 32};
-  std::vector<int32_t> mine(24), theirs(24);
-  for (int32_t i = 0; i < 12; ++i) {
-    mine[i] = i;             // chunk 0
-    mine[12 + i] = 36 + i;   // chunk 3
-    theirs[i] = 12 + i;      // chunks 1 and 2
-    theirs[12 + i] = 24 + i;
-  }
-  uint32_t seed = 1500;
-  // A window of 10: chunk 3's queries (positions 36-47) see only the other rank's keys
-  // 26-35, and only some of them each.
-  const std::pair<bool, int64_t> masks[] = {{false, -1}, {true, -1}, {false, 10}};
-  for (const auto& [documents, window] : masks) {
-    for (const float p : {0.0f, 0.1f}) {
-      const std::string name =
-          absl::StrCat(AttentionName(s), documents ? " documents" : "",
-                       window >= 0 ? absl::StrCat(" window ", window) : "", p > 0 ? " dropout" : "");
-      std::vector<int32_t> starts;
-      if (documents) {  // documents start at positions 0, 7, 30 and 40
-        for (int64_t b = 0; b < s.batch; ++b) {
-          for (const int32_t position : mine) {
-            starts.push_back(position >= 40 ? 40 : position >= 30 ? 30 : position >= 7 ? 7 : 0);
+  for (const AttentionShape& s :
+       {AttentionShape{2, 24, 2, 2, 32}, AttentionShape{2, 24, 3, 1, 40, 24},
+        AttentionShape{1, 24, 2, 1, 16, 48}}) {
+    std::vector<int32_t> mine(24), theirs(24);
+    for (int32_t i = 0; i < 12; ++i) {
+      mine[i] = i;            // chunk 0
+      mine[12 + i] = 36 + i;  // chunk 3
+      theirs[i] = 12 + i;     // chunks 1 and 2
+      theirs[12 + i] = 24 + i;
+    }
+    uint32_t seed = 1500;
+    // A window of 10: chunk 3's queries (positions 36-47) see only the other rank's keys
+    // 26-35, and only some of them each.
+    const std::pair<bool, int64_t> masks[] = {{false, -1}, {true, -1}, {false, 10}};
+    for (const auto& [documents, window] : masks) {
+      for (const float p : {0.0f, 0.1f}) {
+        const std::string name = absl::StrCat(AttentionName(s), documents ? " documents" : "",
+                                              window >= 0 ? absl::StrCat(" window ", window) : "",
+                                              p > 0 ? " dropout" : "");
+        std::vector<int32_t> starts;
+        if (documents) {  // documents start at positions 0, 7, 30 and 40
+          for (int64_t b = 0; b < s.batch; ++b) {
+            for (const int32_t position : mine) {
+              starts.push_back(position >= 40 ? 40 : position >= 30 ? 30 : position >= 7 ? 7 : 0);
+            }
           }
         }
-      }
-      const CounterRng rng(79, StreamId("attention.dropout"));
-      AttentionDropout dropout;
-      if (p > 0) dropout = {&rng, p, 0, 0, s.heads(), /*sample_length=*/48};
-      const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-      const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
-      const Shape ks{s.batch * s.seq, s.groups * 2 * s.head_dim}, ls{s.batch, s.heads(), s.seq};
-      const Values q_mine = Act(qs[0] * qs[1], seed++, 1.5f);
-      const Values q_theirs = Act(qs[0] * qs[1], seed++, 1.5f);
-      const Values dctx = Act(cs[0] * cs[1], seed++);
-      Tensor cpu_ctx = Tensor::Zeros(cs, MemoryCategory::kActivations);
-      Tensor cpu_lse = Tensor::Zeros(ls, MemoryCategory::kActivations);
-      Tensor gpu_ctx = Tensor::Zeros(cs, MemoryCategory::kActivations, DType::kFloat32,
-                                     Device::kCuda);
-      Tensor gpu_lse = Tensor::Zeros(ls, MemoryCategory::kActivations, DType::kFloat32,
-                                     Device::kCuda);
-      struct Source {
-        const Values* qkv;
-        const std::vector<int32_t>* positions;
-      };
-      const Source ring[2] = {{&q_mine, &mine}, {&q_theirs, &theirs}};
-      for (int step = 0; step < 2; ++step) {
-        const AttentionMask mask{mine, *ring[step].positions, starts, window};
-        Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
-        cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
-        cpu().AttentionBlockForward(s, s.seq, mask, HostTensor(qs, q_mine), cpu_kv, scale, dropout,
-                                    step == 0, &cpu_ctx, &cpu_lse);
-        Tensor gpu_kv = DevZeros(ks);
-        gpu().PackKeysValues(s, Dev(qs, *ring[step].qkv), &gpu_kv);
-        Check(Name("PackKeysValues", name), ValuesOf(gpu_kv), ValuesOf(cpu_kv), tol(), IndexIn(ks));
-        gpu().AttentionBlockForward(s, s.seq, mask, Dev(qs, q_mine), gpu_kv, scale, dropout,
-                                    step == 0, &gpu_ctx, &gpu_lse);
-      }
-      Check(Name("AttentionBlockForward ctx", name), ValuesOf(gpu_ctx), ValuesOf(cpu_ctx),
-            attention_tol(), ContextLocator(s));
-      Check(Name("AttentionBlockForward lse", name), ValuesOf(gpu_lse), ValuesOf(cpu_lse),
-            kFp32AttentionTolerance, IndexIn(ls));
+        const CounterRng rng(79, StreamId("attention.dropout"));
+        AttentionDropout dropout;
+        if (p > 0) dropout = {&rng, p, 0, 0, s.heads(), /*sample_length=*/48};
+        const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+        const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.context_width()};
+        const Shape ks{s.batch * s.seq, s.kv_width()}, ls{s.batch, s.heads(), s.seq};
+        const Values q_mine = Act(qs[0] * qs[1], seed++, 1.5f);
+        const Values q_theirs = Act(qs[0] * qs[1], seed++, 1.5f);
+        const Values dctx = Act(cs[0] * cs[1], seed++);
+        Tensor cpu_ctx = Tensor::Zeros(cs, MemoryCategory::kActivations);
+        Tensor cpu_lse = Tensor::Zeros(ls, MemoryCategory::kActivations);
+        Tensor gpu_ctx =
+            Tensor::Zeros(cs, MemoryCategory::kActivations, DType::kFloat32, Device::kCuda);
+        Tensor gpu_lse =
+            Tensor::Zeros(ls, MemoryCategory::kActivations, DType::kFloat32, Device::kCuda);
+        struct Source {
+          const Values* qkv;
+          const std::vector<int32_t>* positions;
+        };
+        const Source ring[2] = {{&q_mine, &mine}, {&q_theirs, &theirs}};
+        for (int step = 0; step < 2; ++step) {
+          const AttentionMask mask{mine, *ring[step].positions, starts, window};
+          Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
+          cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
+          cpu().AttentionBlockForward(s, s.seq, mask, HostTensor(qs, q_mine), cpu_kv, scale,
+                                      dropout, step == 0, &cpu_ctx, &cpu_lse);
+          Tensor gpu_kv = DevZeros(ks);
+          gpu().PackKeysValues(s, Dev(qs, *ring[step].qkv), &gpu_kv);
+          Check(Name("PackKeysValues", name), ValuesOf(gpu_kv), ValuesOf(cpu_kv), tol(),
+                IndexIn(ks));
+          gpu().AttentionBlockForward(s, s.seq, mask, Dev(qs, q_mine), gpu_kv, scale, dropout,
+                                      step == 0, &gpu_ctx, &gpu_lse);
+        }
+        Check(Name("AttentionBlockForward ctx", name), ValuesOf(gpu_ctx), ValuesOf(cpu_ctx),
+              attention_tol(), ContextLocator(s));
+        Check(Name("AttentionBlockForward lse", name), ValuesOf(gpu_lse), ValuesOf(cpu_lse),
+              kFp32AttentionTolerance, IndexIn(ls));
 
-      // Backward from the CPU's ctx and lse, one block at a time.
-      const Values ctx_values = ValuesOf(cpu_ctx);
-      Tensor cpu_dq = HostTensor(qs, Values(qs[0] * qs[1], 0.0f));
-      Tensor gpu_dq = Dev(qs, Values(qs[0] * qs[1], 0.0f));
-      Tensor gpu_lse_from_cpu = Tensor::Zeros(ls, MemoryCategory::kActivations, DType::kFloat32,
-                                              Device::kCuda);
-      gpu_lse_from_cpu.CopyFrom(cpu_lse);
-      for (int step = 0; step < 2; ++step) {
-        const AttentionMask mask{mine, *ring[step].positions, starts, window};
-        Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
-        cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
-        Tensor cpu_dkv = Tensor::Zeros(ks, MemoryCategory::kActivations);
-        cpu().AttentionBlockBackward(s, s.seq, mask, HostTensor(qs, q_mine), cpu_kv,
-                                     HostTensor(cs, ctx_values), cpu_lse, HostTensor(cs, dctx),
-                                     scale, dropout, &cpu_dq, &cpu_dkv);
-        Tensor gpu_kv = DevZeros(ks);
-        gpu().PackKeysValues(s, Dev(qs, *ring[step].qkv), &gpu_kv);
-        Tensor gpu_dkv = Tensor::Zeros(ks, MemoryCategory::kActivations, DType::kFloat32,
-                                       Device::kCuda);
-        gpu().AttentionBlockBackward(s, s.seq, mask, Dev(qs, q_mine), gpu_kv, Dev(cs, ctx_values),
-                                     gpu_lse_from_cpu, Dev(cs, dctx), scale, dropout, &gpu_dq,
-                                     &gpu_dkv);
-        Check(Name("AttentionBlockBackward dkv", absl::StrCat(name, " step ", step)),
-              ValuesOf(gpu_dkv), ValuesOf(cpu_dkv), attention_tol(), IndexIn(ks));
-        // The key/value gradient lands in its owner's rows.
-        Tensor cpu_owner = HostTensor(qs, Values(qs[0] * qs[1], 0.0f));
-        cpu().AddKeyValueGrad(s, cpu_dkv, &cpu_owner);
-        Tensor gpu_owner = Dev(qs, Values(qs[0] * qs[1], 0.0f));
-        gpu().AddKeyValueGrad(s, gpu_dkv, &gpu_owner);
-        Check(Name("AddKeyValueGrad", name), ValuesOf(gpu_owner), ValuesOf(cpu_owner),
+        // Backward from the CPU's ctx and lse, one block at a time.
+        const Values ctx_values = ValuesOf(cpu_ctx);
+        Tensor cpu_dq = HostTensor(qs, Values(qs[0] * qs[1], 0.0f));
+        Tensor gpu_dq = Dev(qs, Values(qs[0] * qs[1], 0.0f));
+        Tensor gpu_lse_from_cpu =
+            Tensor::Zeros(ls, MemoryCategory::kActivations, DType::kFloat32, Device::kCuda);
+        gpu_lse_from_cpu.CopyFrom(cpu_lse);
+        for (int step = 0; step < 2; ++step) {
+          const AttentionMask mask{mine, *ring[step].positions, starts, window};
+          Tensor cpu_kv = Tensor::Zeros(ks, MemoryCategory::kActivations);
+          cpu().PackKeysValues(s, HostTensor(qs, *ring[step].qkv), &cpu_kv);
+          Tensor cpu_dkv = Tensor::Zeros(ks, MemoryCategory::kActivations);
+          cpu().AttentionBlockBackward(s, s.seq, mask, HostTensor(qs, q_mine), cpu_kv,
+                                       HostTensor(cs, ctx_values), cpu_lse, HostTensor(cs, dctx),
+                                       scale, dropout, &cpu_dq, &cpu_dkv);
+          Tensor gpu_kv = DevZeros(ks);
+          gpu().PackKeysValues(s, Dev(qs, *ring[step].qkv), &gpu_kv);
+          Tensor gpu_dkv =
+              Tensor::Zeros(ks, MemoryCategory::kActivations, DType::kFloat32, Device::kCuda);
+          gpu().AttentionBlockBackward(s, s.seq, mask, Dev(qs, q_mine), gpu_kv, Dev(cs, ctx_values),
+                                       gpu_lse_from_cpu, Dev(cs, dctx), scale, dropout, &gpu_dq,
+                                       &gpu_dkv);
+          Check(Name("AttentionBlockBackward dkv", absl::StrCat(name, " step ", step)),
+                ValuesOf(gpu_dkv), ValuesOf(cpu_dkv), attention_tol(), IndexIn(ks));
+          // The key/value gradient lands in its owner's rows.
+          Tensor cpu_owner = HostTensor(qs, Values(qs[0] * qs[1], 0.0f));
+          cpu().AddKeyValueGrad(s, cpu_dkv, &cpu_owner);
+          Tensor gpu_owner = Dev(qs, Values(qs[0] * qs[1], 0.0f));
+          gpu().AddKeyValueGrad(s, gpu_dkv, &gpu_owner);
+          Check(Name("AddKeyValueGrad", name), ValuesOf(gpu_owner), ValuesOf(cpu_owner),
+                attention_tol(), QkvLocator(s));
+        }
+        Check(Name("AttentionBlockBackward dq", name), ValuesOf(gpu_dq), ValuesOf(cpu_dq),
               attention_tol(), QkvLocator(s));
       }
-      Check(Name("AttentionBlockBackward dq", name), ValuesOf(gpu_dq), ValuesOf(cpu_dq),
-            attention_tol(), QkvLocator(s));
     }
   }
 }
@@ -346,7 +367,7 @@ TEST_P(CudaBackendTest, AttentionPathsAgree) {
     AttentionDropout dropout;
     if (c.dropout_p > 0) dropout = {&rng, c.dropout_p, 0, 0, s.heads()};
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-    const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.heads() * s.head_dim};
+    const Shape qs{s.batch * s.seq, s.qkv_width()}, cs{s.batch * s.seq, s.context_width()};
     const Shape ls{s.batch, s.heads(), s.seq};
     const Values qkv = Act(qs[0] * qs[1], seed++, 1.5f);
     const Values dctx = Act(cs[0] * cs[1], seed++);
