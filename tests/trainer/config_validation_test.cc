@@ -117,6 +117,14 @@ TEST(ValidateConfigTest, LoadBalancingTypesAndRouterDtype) {
   m.add_moe_aux_loss_coeff(0.001f);
   m.set_moe_router_dtype("fp32");
   EXPECT_THAT(Validate(c), IsEmpty());
+  // Refused on a GPU until it has trained on one, naming the flags and the way out.
+  c.mutable_parallel()->set_device("cuda");
+  EXPECT_THAT(Validate(c),
+              ElementsAre(AllOf(StartsWith("--moe-router-dtype fp32 with --device "
+                                           "cuda: the fp32 router"),
+                                HasSubstr("has never run on a GPU; run it with "
+                                          "--device cpu, or drop --moe-router-dtype"))));
+  c.mutable_parallel()->clear_device();
   m.add_moe_aux_loss_coeff(0.1f);
   EXPECT_THAT(Validate(c),
               Contains(StartsWith("--moe-aux-loss-coeff has 3 values for 2 "

@@ -79,5 +79,6 @@ expect_refusal learned "--mtp-num-layers with --position-embedding-type learned_
   --position-embedding-type learned_absolute
 expect_refusal negative "--mtp-num-layers -1 is negative" -- --mtp-num-layers -1
 expect_refusal repeated "--mtp-use-repeated-layer" -- --mtp-use-repeated-layer
+expect_refusal gpu "--mtp-num-layers 2 with --device cuda" -- --device cuda
 
 finish

@@ -17,6 +17,7 @@
 namespace conveyor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -48,6 +49,14 @@ TEST(MtpConfigTest, RulesNameTheFlags) {
   c = Valid();
   c.mutable_model()->set_window_size("4,0");
   EXPECT_THAT(ValidateConfig(c, 1), ElementsAre(StartsWith("--mtp-num-layers with --window-size")));
+  // Refused on a GPU until it has trained on one.
+  c = Valid();
+  c.mutable_parallel()->set_device("cuda");
+  EXPECT_THAT(ValidateConfig(c, 1),
+              ElementsAre(AllOf(StartsWith("--mtp-num-layers 2 with --device cuda: multi-token "
+                                           "prediction"),
+                                HasSubstr("has never run on a GPU; run it with --device cpu, or "
+                                          "use --mtp-num-layers 0"))));
   // Without depths the factor is not read, and learned positions are fine.
   c = Valid();
   c.mutable_model()->set_mtp_num_layers(0);

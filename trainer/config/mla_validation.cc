@@ -30,7 +30,8 @@ void WidthProblems(const ModelConfig& m, std::vector<std::string>* out) {
 
 // What multi-latent attention replaces or leaves out: learned positions (its keys' shared
 // part is RoPE's), --rotary-percent (the rotated part is --qk-pos-emb-head-dim),
-// --add-qkv-bias (its projections have no biases, as in Megatron), the GPU. (Megatron's
+// --add-qkv-bias (its projections have no biases, as in Megatron), the GPU until its
+// kernels have run on one (as context parallelism's). (Megatron's
 // --recompute-modules mla_up_proj is refused with the other modules Conveyor lacks.)
 void CombinationProblems(const Config& c, std::vector<std::string>* out) {
   const ModelConfig& m = c.model();
@@ -53,9 +54,10 @@ void CombinationProblems(const Config& c, std::vector<std::string>* out) {
   }
   if (ParseChoice<DeviceKind>(c.parallel().device()) == DeviceKind::kCuda) {
     out->push_back(
-        "--multi-latent-attention with --device cuda: the CUDA attention kernels take value "
-        "heads as wide as the query and key heads only, and multi-latent attention has not "
-        "run on a GPU; run it with --device cpu");
+        "--multi-latent-attention with --device cuda: its CUDA attention kernels (value heads "
+        "of --v-head-dim beside query and key heads of --qk-head-dim + --qk-pos-emb-head-dim) "
+        "are written and compiled but have never run on a GPU (cuda_attention_test checks "
+        "them when one is there); run multi-latent attention with --device cpu");
   }
 }
 

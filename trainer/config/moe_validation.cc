@@ -111,6 +111,15 @@ void RouterLossProblems(const Config& config, std::vector<std::string>* out) {
         "float64 GEMM): use --moe-router-dtype fp32, which keeps the router's GEMM, gradients "
         "and scores in fp32 under --bf16");
   }
+  // No op of its own, but until it has trained on a GPU, refused there as context
+  // parallelism is.
+  if (ChoiceOr(m.moe_router_dtype(), MoeRouterDtype::kCompute) == MoeRouterDtype::kFp32 &&
+      ParseChoice<DeviceKind>(config.parallel().device()) == DeviceKind::kCuda) {
+    out->push_back(
+        "--moe-router-dtype fp32 with --device cuda: the fp32 router uses the CUDA backend's "
+        "existing ops but has never run on a GPU; run it with --device cpu, or drop "
+        "--moe-router-dtype (the router then runs in the compute dtype)");
+  }
 }
 
 // The experts under tensor parallelism: split over --expert-tensor-parallel-size ranks

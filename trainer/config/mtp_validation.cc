@@ -31,6 +31,14 @@ std::vector<std::string> MtpProblems(const Config& config) {
         "prediction with a learned position table is not implemented (DeepSeek-V3 uses RoPE); "
         "choose --position-embedding-type rope, yarn or none");
   }
+  // No op of its own, but until it has trained on a GPU, refused there as context
+  // parallelism is.
+  if (ParseChoice<DeviceKind>(config.parallel().device()) == DeviceKind::kCuda) {
+    out.push_back(absl::StrCat(
+        "--mtp-num-layers ", m.mtp_num_layers(),
+        " with --device cuda: multi-token prediction uses the CUDA backend's existing ops but "
+        "has never run on a GPU; run it with --device cpu, or use --mtp-num-layers 0"));
+  }
   if (!LayerWindowsFromConfig(m).empty()) {
     out.push_back(
         "--mtp-num-layers with --window-size: the prediction depths' sliding window is not "
