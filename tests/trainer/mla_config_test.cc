@@ -19,6 +19,7 @@
 namespace conveyor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -101,7 +102,9 @@ TEST(MlaConfigTest, ValidationNamesEachBrokenRule) {
   c = Mla();
   c.mutable_parallel()->set_device("cuda");
   EXPECT_THAT(ValidateConfig(c, 1),
-              ElementsAre(StartsWith("--multi-latent-attention with --device cuda")));
+              ElementsAre(AllOf(StartsWith("--multi-latent-attention with --device cuda"),
+                                HasSubstr("are written and compiled but have never run on a "
+                                          "GPU"))));
   c = Mla();
   c.mutable_recompute()->set_recompute_granularity("selective");
   c.mutable_recompute()->add_recompute_modules("mla_up_proj");
