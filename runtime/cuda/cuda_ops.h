@@ -24,8 +24,10 @@
 //                   without dropout, cuDNN's fused kernels (cudnn_attention.h) on strided
 //                   views of qkv; otherwise, or for a shape cuDNN declines (reported once),
 //                   the built-in kernels (attention_kernels.h: online softmax over key
-//                   tiles, the CPU's dropout mask, head_dim <= 256). Both save the same
-//                   log-sum-exp, so either backward follows either forward.
+//                   tiles, the CPU's dropout mask, head_dim and value heads <= 256).
+//                   Both save the same log-sum-exp, so either backward follows either
+//                   forward. Value heads may differ from the query/key heads' width
+//                   (multi-latent attention) on both paths.
 //   Cross-entropy   each pass reads the logits in their own dtype (no fp32 copy); the
 //                   gradient is written over them in place.
 //   Embedding       gather; the weight gradient is a deterministic segmented sum, in
