@@ -18,11 +18,13 @@ namespace {
 
 // The blocking of Goto and van de Geijn ("Anatomy of high-performance matrix
 // multiplication", ACM TOMS 34(3), 2008): C is computed in kMr x kNr micro-tiles whose
-// sums stay in 24 of the 32 zmm registers; B is packed into panels of kNr columns, one
-// kNr x (kBf16GemmBlockK / 2) pair panel (64 KiB, in L2) per sweep down a block of A's
-// rows, and A into panels of kMr rows, a block of kRowsPerBlock rows (96 KiB) that stays
-// in L2 while the panels of B pass. Measured on Zen 4, blocks of 512 of k ran a few
-// percent faster than blocks of 256 (fewer passes over C), none slower.
+// sums stay in 24 of the 32 zmm registers; B is packed once into panels of kNr columns,
+// one kNr x (kBf16GemmBlockK / 2) pair panel (64 KiB, in L2) per block of k, and A into
+// panels of kMr rows, a block of kRowsPerBlock rows (96 KiB) that stays in L2 while the
+// panels of B pass. Each tile of C (a block of rows by a few panels) is one thread's: it
+// adds every block of k into the tile's fp32 sums in L2 and hands them to the caller's
+// epilogue there. Measured on Zen 4, blocks of 512 of k ran a few percent faster than
+// blocks of 256 (fewer passes over C), none slower.
 constexpr int kMr = 6;             // rows of a micro-tile
 constexpr int kNv = 4;             // zmm vectors (16 fp32 columns each) per row
 constexpr int64_t kNr = 16 * kNv;  // columns of a micro-tile
@@ -167,41 +169,63 @@ CONVEYOR_BF16_TARGET void MicroTile(int64_t pairs, const uint32_t* ap, const uin
   }
 }
 
-// One block of k (pairs [p0, p0 + pairs)): B's panels packed in `bp`, each C tile of
-// rows [i0, i1) and panels [j0, j1) computed by one thread, which packs its rows of A.
-struct Block {
+constexpr int64_t kBlockPairs = kBf16GemmBlockK / 2;
+// Columns of C per tile: a tile's fp32 sums (kRowsPerBlock x 512, 192 KiB) stay in L2
+// with its rows of A (96 KiB) and one panel of B while the blocks of k pass.
+constexpr int64_t kPanelsPerTile = 8;
+
+// The pairs of block kb of k.
+int64_t PairsIn(int64_t k, int64_t kb) {
+  return (std::min(kBf16GemmBlockK, k - kb * kBf16GemmBlockK) + 1) / 2;
+}
+
+// The product with op(B) packed whole: panel jp of block kb of k at bp + (kb * panels +
+// jp) * kBlockPairs * kNr.
+struct Product {
   Operand a;
   const uint32_t* bp;
-  int64_t p0, pairs, n;
-  float alpha, beta;
-  float* c;
-  int64_t ldc;
+  int64_t panels, k_blocks, n;
+  float alpha;
 };
 
-CONVEYOR_BF16_TARGET void ComputeTile(const Block& blk, int64_t i0, int64_t i1, int64_t j0,
-                                      int64_t j1) {
+// sums = alpha * the product over rows [i0, i1) and panels [j0, j1) (sums[0] at (i0,
+// j0 * kNr)): each block of k adds its partial sums into the tile, A's rows packed once
+// per block.
+CONVEYOR_BF16_TARGET void ComputeTile(const Product& p, int64_t i0, int64_t i1, int64_t j0,
+                                      int64_t j1, float* sums, int64_t ld) {
   thread_local std::vector<uint32_t> ap;
   const int64_t row_panels = (i1 - i0 + kMr - 1) / kMr;
-  ap.resize(row_panels * blk.pairs * kMr);
-  for (int64_t ip = 0; ip < row_panels; ++ip) {
-    PackPanel(blk.a, i0 + ip * kMr, kMr, blk.p0, blk.pairs, ap.data() + ip * blk.pairs * kMr);
-  }
-  for (int64_t jp = j0; jp < j1; ++jp) {
-    const uint32_t* b = blk.bp + jp * blk.pairs * kNr;
-    const int64_t cols = std::min(kNr, blk.n - jp * kNr);
+  ap.resize(row_panels * kBlockPairs * kMr);
+  for (int64_t kb = 0; kb < p.k_blocks; ++kb) {
+    const int64_t pairs = PairsIn(p.a.k, kb);
     for (int64_t ip = 0; ip < row_panels; ++ip) {
-      const int64_t i = i0 + ip * kMr;
-      MicroTile(blk.pairs, ap.data() + ip * blk.pairs * kMr, b, blk.alpha, blk.beta,
-                blk.c + i * blk.ldc + jp * kNr, blk.ldc,
-                static_cast<int>(std::min<int64_t>(kMr, i1 - i)), cols);
+      PackPanel(p.a, i0 + ip * kMr, kMr, kb * kBlockPairs, pairs, ap.data() + ip * pairs * kMr);
+    }
+    for (int64_t jp = j0; jp < j1; ++jp) {
+      const uint32_t* b = p.bp + (kb * p.panels + jp) * kBlockPairs * kNr;
+      const int64_t cols = std::min(kNr, p.n - jp * kNr);
+      for (int64_t ip = 0; ip < row_panels; ++ip) {
+        MicroTile(pairs, ap.data() + ip * pairs * kMr, b, p.alpha, kb == 0 ? 0.0f : 1.0f,
+                  sums + ip * kMr * ld + (jp - j0) * kNr, ld,
+                  static_cast<int>(std::min<int64_t>(kMr, i1 - i0 - ip * kMr)), cols);
+      }
     }
   }
 }
 
-// C = beta * C, the whole product when k is 0.
-void ScaleC(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+// c = sums + beta * c over one tile, the sum fused (one rounding, as a GEMM's beta);
+// beta = 0 does not read c (it may hold anything, NaN included).
+CONVEYOR_BF16_TARGET void StoreTile(const Bf16GemmTile& t, float beta, float* c, int64_t ldc) {
+  const __m512 vb = _mm512_set1_ps(beta);
+  for (int64_t i = 0; i < t.rows; ++i) {
+    const float* s = t.sums + i * t.ld;
+    float* out = c + (t.row + i) * ldc + t.col;
+    for (int64_t j = 0; j < t.cols; j += 16) {
+      const __mmask16 mask = FirstLanes16(t.cols - j);
+      __m512 v = _mm512_maskz_loadu_ps(mask, s + j);
+      if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, out + j), v);
+      _mm512_mask_storeu_ps(out + j, mask, v);
+    }
   }
 }
 
@@ -215,37 +239,50 @@ bool HasBf16Gemm() {
 void Bf16Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c,
               int64_t ldc) {
+  Bf16GemmTiles(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                [&](const Bf16GemmTile& tile) { StoreTile(tile, beta, c, ldc); });
+}
+
+void Bf16GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
+                   absl::FunctionRef<void(const Bf16GemmTile&)> epilogue) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) return ScaleC(m, n, beta, c, ldc);
-  const Operand op_a{&a->bits, lda, trans_a, m, k};
-  const Operand op_b{&b->bits, ldb, !trans_b, n, k};  // op(B) transposed: [n, k]
-  const int64_t col_panels = (n + kNr - 1) / kNr;
-  const int64_t row_blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
-  // Enough tiles for every thread to get a few (A is packed once per tile).
-  const int64_t col_tiles =
-      std::min(col_panels, std::max<int64_t>(1, (4 * PoolThreads() + row_blocks - 1) / row_blocks));
-  const int64_t panels_per_tile = (col_panels + col_tiles - 1) / col_tiles;
+  const auto* a_bits = reinterpret_cast<const uint16_t*>(a);
+  const auto* b_bits = reinterpret_cast<const uint16_t*>(b);
+  const Operand op_b{b_bits, ldb, !trans_b, n, std::max<int64_t>(k, 0)};  // op(B)^T: [n, k]
+  const int64_t panels = (n + kNr - 1) / kNr;
+  const int64_t k_blocks = k > 0 ? (k + kBf16GemmBlockK - 1) / kBf16GemmBlockK : 0;
+  // B packed once for every tile (the size of B; the calling thread's buffer).
   thread_local std::vector<uint32_t> bp;
-  for (int64_t k0 = 0; k0 < k; k0 += kBf16GemmBlockK) {
-    const int64_t pairs = (std::min(kBf16GemmBlockK, k - k0) + 1) / 2;
-    bp.resize(col_panels * pairs * kNr);
-    uint32_t* packed_b = bp.data();  // this thread's buffer (the workers have their own bp)
-    ParallelFor(col_panels, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t jp = begin; jp < end; ++jp) {
-        PackPanel(op_b, jp * kNr, kNr, k0 / 2, pairs, packed_b + jp * pairs * kNr);
-      }
-    });
-    // Later blocks of k add their partial sums into C.
-    const Block blk{op_a, packed_b, k0 / 2, pairs, n, alpha, k0 == 0 ? beta : 1.0f, c, ldc};
-    ParallelFor(row_blocks * col_tiles, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t i0 = (t / col_tiles) * kRowsPerBlock;
-        const int64_t j0 = (t % col_tiles) * panels_per_tile;
-        ComputeTile(blk, i0, std::min(m, i0 + kRowsPerBlock), j0,
-                    std::min(col_panels, j0 + panels_per_tile));
-      }
-    });
-  }
+  bp.resize(k_blocks * panels * kBlockPairs * kNr);
+  uint32_t* packed_b = bp.data();
+  ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      PackPanel(op_b, (t % panels) * kNr, kNr, (t / panels) * kBlockPairs,
+                PairsIn(k, t / panels), packed_b + t * kBlockPairs * kNr);
+    }
+  });
+  const Product product{{a_bits, lda, trans_a, m, k}, packed_b, panels, k_blocks, n, alpha};
+  const int64_t row_blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
+  // Enough tiles for every thread to get a few (A is packed once per tile and block of
+  // k), none wider than kPanelsPerTile.
+  const int64_t col_tiles = std::min(
+      panels, std::max((panels + kPanelsPerTile - 1) / kPanelsPerTile,
+                       (4 * PoolThreads() + row_blocks - 1) / row_blocks));
+  const int64_t panels_per_tile = (panels + col_tiles - 1) / col_tiles;
+  const int64_t ld = panels_per_tile * kNr;
+  ParallelFor(row_blocks * col_tiles, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> sums;
+    sums.resize(kRowsPerBlock * ld);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t i0 = (t / col_tiles) * kRowsPerBlock, j0 = (t % col_tiles) * panels_per_tile;
+      const int64_t i1 = std::min(m, i0 + kRowsPerBlock), j1 = std::min(panels, j0 + panels_per_tile);
+      if (j0 >= j1) continue;
+      if (k_blocks == 0) std::fill(sums.begin(), sums.end(), 0.0f);  // an empty sum
+      ComputeTile(product, i0, i1, j0, j1, sums.data(), ld);
+      epilogue({i0, j0 * kNr, i1 - i0, std::min(n, j1 * kNr) - j0 * kNr, sums.data(), ld});
+    }
+  });
 }
 
 }  // namespace conveyor::cpu

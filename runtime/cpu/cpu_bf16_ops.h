@@ -1,9 +1,13 @@
 // --bf16 on the CPU backend of a CPU with AVX-512 BF16: the GEMMs multiply the bf16
 // activations and weight copies with the CPU's bf16 instructions and accumulate in fp32
-// (runtime/cpu/bf16_gemm.h), as cuBLASLt does on a GPU; every other op is emulated as on
-// any CPU (runtime/bf16_emulation_ops.h: bf16 in and out, fp32 inside). Master weights
-// and gradients stay fp32, so weight gradients accumulate in fp32 straight from the
-// kernel's sums.
+// (runtime/cpu/bf16_gemm.h), as cuBLASLt does on a GPU, and apply their epilogues (bias,
+// GELU, one rounding to bf16) to each tile of fp32 sums while it is in cache. The norms,
+// the cross-entropy, dropout, the residual adds and the bias gradients read bf16 values a
+// few rows at a time into cache-sized fp32 buffers (runtime/cpu/bf16_row_chunks.h) and
+// round their results once, so they equal the emulation's (runtime/bf16_emulation_ops.h:
+// bf16 in and out, fp32 inside) bit for bit; every other op is the emulation's. Master
+// weights and gradients stay fp32, so weight gradients accumulate in fp32 straight from
+// the kernel's sums.
 //
 // The GEMMs' results equal the emulation's up to the order of the fp32 additions: both
 // multiply the same bf16 values exactly and add in fp32, and both round a bf16 output
@@ -34,15 +38,26 @@ class CpuBf16Ops : public Bf16EmulationOps {
                          Tensor* y) const override;
   void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
                                Tensor* dx) const override;
-  // The cross-entropy over bf16 logits, widened a few rows at a time.
+  // dbias += the sums of dy's rows (the linear layers' LinearWeightGrad composition
+  // calls it after its Gemm, which runs on the bf16 kernel into the fp32 dw).
+  void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const override;
+  void NormForward(NormKind kind, const Tensor& x, const Tensor& gamma, const Tensor* beta,
+                   float eps, Tensor* y, Tensor* mean, Tensor* rstd) const override;
+  void NormBackwardInput(NormKind kind, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                         const Tensor& mean, const Tensor& rstd, Tensor* dx) const override;
+  void NormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                          Tensor* dgamma, Tensor* dbeta) const override;
+  void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
+               Tensor* out) const override;
+  // The cross-entropy over bf16 logits.
   void RowMaxSumExpAndTarget(const Tensor& logits, absl::Span<const int32_t> labels,
                              int64_t vocab_start, absl::Span<double> row_max,
                              absl::Span<double> sum_exp, absl::Span<double> target) const override;
   void CrossEntropyBackward(absl::Span<const int32_t> labels, absl::Span<const float> logsumexp,
                             int64_t vocab_start, float scale, absl::Span<const float> loss_mask,
                             Tensor* logits) const override;
-  // The residual stream's adds on bf16 values in one pass each (BiasDropoutAdd's when
-  // its dropout is 0), with the emulation's roundings.
+  // The residual stream's adds (BiasDropoutAdd's when its dropout is 0), with the
+  // emulation's roundings.
   void Add(const Tensor& x, Tensor* y) const override;
   void AddBias(const Tensor& bias, Tensor* y) const override;
   void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p, uint64_t first_index,
