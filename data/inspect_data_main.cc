@@ -21,6 +21,7 @@
 #include "base/exit_code.h"
 #include "data/blend.h"
 #include "data/indexed_dataset.h"
+#include "data/tokenizer_settings.h"
 #include "data/training_data.h"
 #include "flags/proto_flags.h"
 #include "proto/config.pb.h"
@@ -108,7 +109,7 @@ std::string FlagProblem(const tools::InspectDataOptions& flags) {
     return "--vocab-size needs a positive integer below 2^31";
   }
   if (flags.data_path_size() == 0) return "--data-path is required";
-  if (flags.decode() && flags.tokenizer_type().empty()) {
+  if (flags.decode() && EffectiveTokenizerType(flags.tokenizer()).empty()) {
     return "--decode needs --tokenizer-type (and its files)";
   }
   if (flags.num_samples() > TrainSamples(flags)) {
@@ -125,13 +126,8 @@ Config ConfigOf(const tools::InspectDataOptions& flags) {
   data.mutable_data_path()->CopyFrom(flags.data_path());
   data.set_split(flags.split());
   data.set_data_cache_path(flags.data_cache_path());
-  data.set_tokenizer_type(flags.tokenizer_type());
-  data.set_vocab_file(flags.vocab_file());
-  data.set_merge_file(flags.merge_file());
-  data.set_tokenizer_model(flags.tokenizer_model());
-  data.set_tiktoken_pattern(flags.tiktoken_pattern());
-  data.set_tiktoken_num_special_tokens(flags.tiktoken_num_special_tokens());
-  data.set_vocab_extra_ids(flags.vocab_extra_ids());
+  data.MergeFrom(flags.tokenizer());
+  data.set_tokenizer_type(EffectiveTokenizerType(data));
   config.mutable_model()->set_seq_length(int32_t(flags.seq_length()));
   if (flags.vocab_size() > 0) {
     config.mutable_model()->set_vocab_size(int32_t(flags.vocab_size()));

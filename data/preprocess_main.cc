@@ -24,6 +24,7 @@
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "data/preprocess.h"
+#include "data/tokenizer_settings.h"
 #include "data/tokenizers/tokenizer_factory.h"
 #include "flags/proto_flags.h"
 #include "proto/tools.pb.h"
@@ -119,14 +120,9 @@ std::string Usage() {
 
 struct Flags {
   PreprocessOptions options;
-  std::string tokenizer_type = "GPT2BPETokenizer";
-  std::string vocab_file;
-  std::string merge_file;
+  // The tokenizer's settings as the trainer's (a field is set when its flag was given).
+  DataConfig tokenizer;
   std::optional<int64_t> vocab_size;
-  std::string tokenizer_model;
-  std::optional<std::string> tiktoken_pattern;
-  std::optional<int> tiktoken_num_special_tokens;
-  std::optional<int> vocab_extra_ids;
   bool help = false;
 };
 
@@ -153,20 +149,11 @@ absl::Status ParseFlags(int argc, char** argv, Flags* flags) {
   PreprocessOptions& options = flags->options;
   options.input = parsed.input();
   options.output_prefix = parsed.output_prefix();
-  flags->tokenizer_type = parsed.tokenizer_type();
-  flags->vocab_file = parsed.vocab_file();
-  flags->merge_file = parsed.merge_file();
-  flags->tokenizer_model = parsed.tokenizer_model();
-  if (was_given("tiktoken_pattern")) flags->tiktoken_pattern = parsed.tiktoken_pattern();
-  if (was_given("tiktoken_num_special_tokens")) {
-    flags->tiktoken_num_special_tokens = parsed.tiktoken_num_special_tokens();
-  }
-  if (was_given("vocab_extra_ids")) {
-    if (parsed.vocab_extra_ids() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--vocab-extra-ids needs a non-negative integer, got '", parsed.vocab_extra_ids(), "'"));
-    }
-    flags->vocab_extra_ids = parsed.vocab_extra_ids();
+  flags->tokenizer = parsed.tokenizer();
+  if (flags->tokenizer.vocab_extra_ids() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--vocab-extra-ids needs a non-negative integer, got '",
+                     flags->tokenizer.vocab_extra_ids(), "'"));
   }
   if (was_given("vocab_size")) {
     if (absl::Status s = PositiveInteger("--vocab-size", parsed.vocab_size(),
@@ -214,18 +201,24 @@ absl::Status ParseFlags(int argc, char** argv, Flags* flags) {
 // tokenizer without one, the files for one that reads --tokenizer-model); these
 // are preprocess's own, as for the trainer --vocab-size also sizes the model.
 absl::Status RefuseUnreadFlags(const Flags& flags) {
-  const std::string& type = flags.tokenizer_type;
+  const DataConfig& given = flags.tokenizer;
+  const std::string type = EffectiveTokenizerType(given);
+  if (type.empty()) {
+    return absl::InvalidArgumentError(
+        "--tokenizer-type is required (GPT2BPETokenizer is taken when --vocab-file or "
+        "--merge-file is given), as in Megatron's tools/preprocess_data.py");
+  }
   auto refuse = [&](const char* flag, const char* reader) {
     return absl::InvalidArgumentError(absl::StrCat(flag, " is for ", reader, " only, not ", type,
                                                    "; drop ", flag));
   };
   if (type != "TikTokenizer") {
-    if (flags.tiktoken_pattern) return refuse("--tiktoken-pattern", "TikTokenizer");
-    if (flags.tiktoken_num_special_tokens) {
+    if (given.has_tiktoken_pattern()) return refuse("--tiktoken-pattern", "TikTokenizer");
+    if (given.has_tiktoken_num_special_tokens()) {
       return refuse("--tiktoken-num-special-tokens", "TikTokenizer");
     }
   }
-  if (flags.vocab_extra_ids && type != "SentencePieceTokenizer") {
+  if (given.has_vocab_extra_ids() && type != "SentencePieceTokenizer") {
     return refuse("--vocab-extra-ids", "SentencePieceTokenizer");
   }
   const bool gpt2 = type == "GPT2BPETokenizer", null = type == "NullTokenizer";
@@ -239,8 +232,8 @@ absl::Status RefuseUnreadFlags(const Flags& flags) {
                  : "is the one in --tokenizer-model",
         "; drop --vocab-size"));
   }
-  for (const auto& [flag, path] : {std::pair{"--vocab-file", &flags.vocab_file},
-                                   std::pair{"--merge-file", &flags.merge_file}}) {
+  for (const auto& [flag, path] : {std::pair{"--vocab-file", &given.vocab_file()},
+                                   std::pair{"--merge-file", &given.merge_file()}}) {
     if (simple && !gpt2 && !path->empty()) {
       return absl::InvalidArgumentError(absl::StrCat(flag, " is for GPT2BPETokenizer only: ", type,
                                                      " reads no files; drop ", flag));
@@ -252,16 +245,7 @@ absl::Status RefuseUnreadFlags(const Flags& flags) {
 // Built by the factory the trainer uses, once preprocess's own refusals pass.
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Flags& flags) {
   RETURN_IF_ERROR(RefuseUnreadFlags(flags));
-  TokenizerSpec spec;
-  spec.type = flags.tokenizer_type;
-  spec.tokenizer_model = flags.tokenizer_model;
-  spec.vocab_file = flags.vocab_file;
-  spec.merge_file = flags.merge_file;
-  spec.vocab_size = flags.vocab_size.value_or(0);
-  spec.tiktoken_pattern = flags.tiktoken_pattern.value_or("");
-  spec.tiktoken_num_special_tokens = flags.tiktoken_num_special_tokens.value_or(1000);
-  spec.vocab_extra_ids = flags.vocab_extra_ids.value_or(0);
-  return BuildTokenizer(spec);
+  return BuildTokenizer(TokenizerSpecOf(flags.tokenizer, flags.vocab_size.value_or(0)));
 }
 
 int UsageError(const absl::Status& status) {

@@ -13,6 +13,7 @@
 #include "data/blend.h"
 #include "data/dataset_builder.h"
 #include "data/mock_dataset.h"
+#include "data/tokenizer_settings.h"
 #include "data/tokenizers/tokenizer_factory.h"
 
 namespace conveyor {
@@ -99,16 +100,8 @@ absl::StatusOr<SplitSources> FileSources(const Config& resolved_config,
 absl::StatusOr<std::unique_ptr<Tokenizer>> ResolveVocabulary(Config* config) {
   const DataConfig& data = config->data();
   ModelConfig& model = *config->mutable_model();
-  TokenizerSpec spec;
-  spec.type = data.tokenizer_type();
-  spec.vocab_file = data.vocab_file();
-  spec.merge_file = data.merge_file();
-  spec.vocab_size = model.vocab_size();
-  spec.tokenizer_model = data.tokenizer_model();
-  spec.tiktoken_pattern = data.tiktoken_pattern();
-  spec.tiktoken_num_special_tokens = data.tiktoken_num_special_tokens();
-  spec.vocab_extra_ids = data.vocab_extra_ids();
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, BuildTokenizer(spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                   BuildTokenizer(TokenizerSpecOf(data, model.vocab_size())));
   if (tokenizer != nullptr) {
     model.set_vocab_size(int32_t(tokenizer->vocab_size()));
   } else if (model.vocab_size() <= 0) {

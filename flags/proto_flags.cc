@@ -482,6 +482,21 @@ class CommandLine {
   std::vector<std::string> problems_;
 };
 
+// One field of a flat options message: itself, or, for a message field, the fields of
+// that message its (flag_fields) option names, in that order (a name that is not a
+// field of the message is left out; flags_test checks the tools' messages have none).
+void AppendFlatFlagFields(const FieldDescriptor* field, std::vector<FlagField>* all) {
+  if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
+    all->push_back({nullptr, field});
+    return;
+  }
+  for (absl::string_view name :
+       absl::StrSplit(field->options().GetExtension(flag_fields), ',', absl::SkipEmpty())) {
+    const FieldDescriptor* flag = field->message_type()->FindFieldByName(std::string(name));
+    if (flag != nullptr) all->push_back({field, flag});
+  }
+}
+
 }  // namespace
 
 std::vector<FlagField> CollectFlagFields(const Descriptor& root, bool grouped) {
@@ -489,7 +504,7 @@ std::vector<FlagField> CollectFlagFields(const Descriptor& root, bool grouped) {
   for (int g = 0; g < root.field_count(); ++g) {
     const FieldDescriptor* field = root.field(g);
     if (!grouped) {
-      all.push_back({nullptr, field});
+      AppendFlatFlagFields(field, &all);
       continue;
     }
     if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) continue;

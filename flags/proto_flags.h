@@ -28,7 +28,8 @@ struct FlagField {
 
 // The flags of a root message, in declaration order. grouped: the root holds group
 // messages whose fields are the flags (other root fields are skipped); otherwise
-// every field of the root is a flag.
+// every field of the root is a flag, but a message field stands for the fields of its
+// message that its (flag_fields) option names.
 std::vector<FlagField> CollectFlagFields(const google::protobuf::Descriptor& root, bool grouped);
 
 // Flag name of a field: "--" + field name with '_' -> '-'.

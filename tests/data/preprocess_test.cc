@@ -3,9 +3,11 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -474,7 +476,7 @@ TEST(PreprocessBinaryTest, FlagErrorsSayWhyAndWhatInstead) {
        "the mmap .bin/.idx format, the only one Megatron writes today, is "
        "the only one here. Drop the flag"},
       {"--vocab v.json",
-       "unknown flag --vocab: did you mean --vocab-file or --vocab-size or --vocab-extra-ids?"},
+       "unknown flag --vocab: did you mean --vocab-file or --vocab-extra-ids or --vocab-size?"},
       {"--log-interval 0",
        "--log-interval needs a positive integer (documents between progress "
        "lines, as Megatron's), got '0'"},
@@ -503,12 +505,36 @@ TEST(PreprocessBinaryTest, HelpComesFromTheProto) {
   std::string log;
   EXPECT_EQ(RunPreprocess(dir, "--help", &log), 0) << log;
   ExpectContains(log, {"usage: preprocess",
-                       "--tokenizer-type {GPT2BPETokenizer|NullTokenizer|ByteTokenizer|"
+                       "--tokenizer-type {\"\"|GPT2BPETokenizer|NullTokenizer|ByteTokenizer|"
                        "HuggingFaceTokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"
                        "Llama2Tokenizer|TikTokenizer}  "
-                       "(default: GPT2BPETokenizer)",
+                       "(default: \"\")",
                        "--log-interval INT  (default: 1000)", "--json-keys STRING ...",
                        "--append-eod [=true|false]"});
+}
+
+// As in Megatron's tools/preprocess_data.py, a tokenizer must be named; GPT-2's files
+// name GPT2BPETokenizer, as they do for the trainer.
+TEST(PreprocessBinaryTest, TokenizerTypeIsRequiredUnlessGpt2FilesNameIt) {
+  const std::string dir = FreshDir("preprocess");
+  const std::string input = WriteInput(dir, "{\"text\": \"Hello world\"}\n");
+  std::string log;
+  EXPECT_EQ(RunPreprocess(dir, "--input " + input + " --output-prefix " + dir + "/out", &log), 2);
+  ExpectContains(log, {"preprocess: --tokenizer-type is required (GPT2BPETokenizer is taken "
+                       "when --vocab-file or --merge-file is given)"});
+  EXPECT_FALSE(Exists(dir + "/out_text_document.bin"));
+  const std::string gpt2 = TestDataDir() + "/gpt2";
+  ASSERT_EQ(RunPreprocess(dir,
+                          "--input " + input + " --output-prefix " + dir + "/out --vocab-file " +
+                              gpt2 + "/vocab.json --merge-file " + gpt2 + "/merges.txt",
+                          &log),
+            0)
+      << log;
+  // GPT-2's ids of "Hello world" (tiktoken's gpt2 encoding: [15496, 995]), in uint16.
+  std::ifstream bin(dir + "/out_text_document.bin", std::ios::binary);
+  std::vector<uint16_t> ids(2);
+  bin.read(reinterpret_cast<char*>(ids.data()), 4);
+  EXPECT_EQ(ids, (std::vector<uint16_t>{15496, 995}));
 }
 
 TEST(PreprocessBinaryTest, VocabSizeIsRefusedWithGpt2) {

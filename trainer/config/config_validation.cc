@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "data/blend.h"
+#include "data/tokenizer_settings.h"
 #include "google/protobuf/message.h"
 #include "model/pipeline_split.h"
 #include "parallel/pipeline/schedule.h"
@@ -562,16 +563,6 @@ void CheckBlend(const char* flag, const google::protobuf::RepeatedPtrField<std::
   const absl::StatusOr<Blend> blend =
       ParseBlend(std::vector<std::string>(paths.begin(), paths.end()), flag);
   if (!blend.ok()) out->Add(blend.status().message());
-}
-
-// Megatron's pretrain_gpt.py defaults --tokenizer-type to GPT2BPETokenizer
-// (args_defaults); Conveyor takes that default when a GPT-2 file is given, and keeps
-// "no tokenizer" (ids below --vocab-size) when neither is.
-std::string EffectiveTokenizerType(const DataConfig& data) {
-  if (data.tokenizer_type().empty() && (!data.vocab_file().empty() || !data.merge_file().empty())) {
-    return "GPT2BPETokenizer";
-  }
-  return data.tokenizer_type();
 }
 
 void CheckData(const Config& c, Problems* out) {
