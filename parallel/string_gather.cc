@@ -1,47 +1,45 @@
 #include "parallel/string_gather.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace conveyor {
 
+namespace {
+
+// Every rank's length of `mine`, in group-rank order, on every rank.
+absl::StatusOr<std::vector<int64_t>> AllGatherLengths(Communicator& group,
+                                                      absl::string_view mine) {
+  const int64_t my_length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(group.size());
+  RETURN_IF_ERROR(
+      group.AllGather(MakeBuffer(&my_length, 1), MakeBuffer(lengths.data(), group.size())));
+  return lengths;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& group,
                                                           absl::string_view mine) {
-  // A float holds every integer below 2^24 exactly: lengths and bytes travel as such.
-  constexpr size_t kMaxLength = size_t{1} << 24;
-  if (mine.size() >= kMaxLength) {
-    return absl::InvalidArgumentError(absl::StrCat("gathering a string of ", mine.size(),
-                                                   " bytes over ", group.name(),
-                                                   ": at most 2^24 - 1 bytes travel"));
-  }
-  const int n = group.size();
-  const float my_length = static_cast<float>(mine.size());
-  std::vector<float> lengths(n);
-  RETURN_IF_ERROR(group.AllGather(&my_length, 1, lengths.data()));
-  const int64_t longest = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
-  std::vector<float> padded(longest, 0.0f);
-  for (size_t i = 0; i < mine.size(); ++i) padded[i] = static_cast<unsigned char>(mine[i]);
-  std::vector<float> all(longest * n);
-  RETURN_IF_ERROR(group.AllGather(padded.data(), longest, all.data()));
-  std::vector<std::string> strings(n);
-  for (int r = 0; r < n; ++r) {
-    const float* bytes = all.data() + r * longest;
-    for (int64_t i = 0; i < static_cast<int64_t>(lengths[r]); ++i) {
-      strings[r].push_back(static_cast<char>(static_cast<unsigned char>(bytes[i])));
-    }
-  }
+  ASSIGN_OR_RETURN(const std::vector<int64_t> lengths, AllGatherLengths(group, mine));
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::string padded(mine);
+  padded.resize(longest, '\0');
+  std::string all(longest * group.size(), '\0');
+  RETURN_IF_ERROR(group.AllGather(MakeBuffer(padded.data(), longest),
+                                  MakeBuffer(all.data(), longest * group.size())));
+  std::vector<std::string> strings(group.size());
+  for (int r = 0; r < group.size(); ++r) strings[r] = all.substr(r * longest, lengths[r]);
   return strings;
 }
 
 absl::StatusOr<std::vector<std::string>> GatherStringsToRoot(Communicator& group,
                                                              absl::string_view mine, int root) {
   const int n = group.size();
-  const int64_t my_length = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lengths(n);
-  RETURN_IF_ERROR(group.AllGather(MakeBuffer(&my_length, 1), MakeBuffer(lengths.data(), n)));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> lengths, AllGatherLengths(group, mine));
   std::vector<std::string> strings;
   std::vector<Communicator::P2POp> ops;
   if (group.rank() == root) {
@@ -55,7 +53,7 @@ absl::StatusOr<std::vector<std::string>> GatherStringsToRoot(Communicator& group
   } else if (!mine.empty()) {
     // A send's buffer is only read (Communicator::BatchSendRecv).
     ops.emplace_back(/*send=*/true, root,
-                     MakeBuffer(const_cast<char*>(mine.data()), my_length));
+                     MakeBuffer(const_cast<char*>(mine.data()), lengths[group.rank()]));
   }
   if (!ops.empty()) RETURN_IF_ERROR(group.BatchSendRecv(ops));
   return strings;

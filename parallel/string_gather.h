@@ -14,8 +14,8 @@
 namespace conveyor {
 
 // Every rank's `mine`, in group-rank order, on every rank. A collective: every rank of
-// `group` calls it, with strings of any length below 2^24 bytes (one byte per float
-// element, exact; two AllGathers: the lengths, then the bytes padded to the longest).
+// `group` calls it, with strings of any length (two AllGathers: the lengths, then the
+// bytes padded to the longest).
 absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& group,
                                                           absl::string_view mine);
 
