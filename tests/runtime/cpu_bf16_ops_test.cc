@@ -1,7 +1,9 @@
 // --bf16's GEMMs on a CPU with AVX-512 BF16 (CpuBf16Ops) against float64: a bf16 output
 // is the fp32 sum of exact products rounded once, weight gradients accumulate into their
-// fp32 tensors unrounded, and fp32 operands are not rounded to bf16. Skipped (and passing)
-// on a CPU without AVX-512 BF16.
+// fp32 tensors unrounded, and fp32 operands are not rounded to bf16; the ops that read
+// bf16 rows in chunks (norms, dropout, cross-entropy, adds, bias gradients) against
+// float64 and bit for bit against the emulation. Skipped (and passing) on a CPU without
+// AVX-512 BF16.
 //
 // Bounds (runtime/cpu/bf16_gemm.h): the fp32 sum errs by at most gamma(d) * sum |a b|
 // with d the additions on its longest path (k, one per block of k, alpha and beta); one
@@ -60,8 +62,8 @@ double At(const Tensor& t, int64_t i) {
 
 // c = x w^T + beta c for x [m, k] and w [n, k] of `operands`, c [m, n] of `out`, checked
 // against float64 within the fp32 sum's bound, plus one bf16 rounding for a bf16 c.
-void ExpectForwardGemm(DType operands, DType out, float beta) {
-  const int64_t m = 37, n = 75, k = 300;
+void ExpectForwardGemm(DType operands, DType out, float beta, int64_t m = 37, int64_t n = 75,
+                       int64_t k = 300) {
   std::mt19937 rng(11);
   std::vector<double> x, w, c0;
   const Tensor xt = Random(m, k, operands, &rng, &x), wt = Random(n, k, operands, &rng, &w);
@@ -87,6 +89,8 @@ TEST(CpuBf16OpsTest, Bf16OutputIsTheFp32SumRoundedOnce) {
   SKIP_WITHOUT_BF16();
   ExpectForwardGemm(DType::kBFloat16, DType::kBFloat16, 0.0f);
   ExpectForwardGemm(DType::kBFloat16, DType::kBFloat16, 1.0f);
+  // Many tiles of rows and columns, and blocks of k added before the one rounding.
+  ExpectForwardGemm(DType::kBFloat16, DType::kBFloat16, 0.5f, 200, 700, 1100);
 }
 
 TEST(CpuBf16OpsTest, Fp32OutputKeepsTheFp32Sum) {
@@ -291,6 +295,114 @@ TEST(CpuBf16OpsTest, ResidualAddsRoundAsTheComposition) {
   CpuBf16Ops::Get().AddBias(bt, &got);
   emulation.AddBias(bt, &want);
   for (int64_t i = 0; i < rows * width; ++i) ASSERT_EQ(At(got, i), At(want, i)) << i;
+}
+
+// The ops below read bf16 a chunk of rows at a time (more than one chunk at these
+// widths) and must give the emulation's results bit for bit.
+void ExpectSameBits(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.numel(), want.numel());
+  for (int64_t i = 0; i < got.numel(); ++i) ASSERT_EQ(At(got, i), At(want, i)) << i;
+}
+
+Tensor Like(const Tensor& t) { return Tensor::Zeros(t.shape(), MemoryCategory::kOther, t.dtype()); }
+
+// LayerNorm and RMSNorm (runtime/cpu/norm.h's formulas) in float64 on the bf16 inputs:
+// forward within one bf16 rounding plus fp32's error, the weight gradients within
+// fp32's error of their float64 sums, and every result the emulation's bit for bit.
+void ExpectNormMatches(NormKind kind) {
+  const int64_t rows = 70, width = 1000;
+  std::mt19937 rng(kind == NormKind::kLayerNorm ? 51 : 52);
+  std::vector<double> x, dy, gamma, beta;
+  const Tensor xt = Random(rows, width, DType::kBFloat16, &rng, &x);
+  const Tensor dyt = Random(rows, width, DType::kBFloat16, &rng, &dy);
+  const Tensor gt = Random(1, width, DType::kFloat32, &rng, &gamma).View(0, {width});
+  const Tensor bt = Random(1, width, DType::kFloat32, &rng, &beta).View(0, {width});
+  const Tensor* b = kind == NormKind::kLayerNorm ? &bt : nullptr;
+  const Bf16EmulationOps emulation(&CpuOps::Get());
+  const Ops* both[] = {&CpuBf16Ops::Get(), &emulation};
+  Tensor y[2], mean[2], rstd[2], dx[2], dgamma[2], dbeta[2];
+  for (int o = 0; o < 2; ++o) {
+    y[o] = Like(xt), dx[o] = Like(xt);
+    mean[o] = Tensor::Zeros({rows}, MemoryCategory::kOther), rstd[o] = Like(mean[o]);
+    dgamma[o] = Like(gt), dbeta[o] = Like(gt);
+    both[o]->NormForward(kind, xt, gt, b, 1e-5f, &y[o], &mean[o], &rstd[o]);
+    both[o]->NormBackwardInput(kind, dyt, xt, gt, mean[o], rstd[o], &dx[o]);
+    both[o]->NormBackwardWeight(dyt, xt, mean[o], rstd[o], &dgamma[o], &dbeta[o]);
+  }
+  for (Tensor* t : {y, mean, rstd, dx, dgamma, dbeta}) ExpectSameBits(t[0], t[1]);
+  std::vector<double> dgamma_want(width, 0.0), dbeta_want(width, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, square = 0;
+    for (int64_t j = 0; j < width; ++j) mu += x[r * width + j] / width;
+    if (kind == NormKind::kRmsNorm) mu = 0;
+    for (int64_t j = 0; j < width; ++j) square += std::pow(x[r * width + j] - mu, 2) / width;
+    const double rs = 1 / std::sqrt(square + 1e-5);
+    for (int64_t j = 0; j < width; ++j) {
+      const double xhat = (x[r * width + j] - mu) * rs;
+      const double want = xhat * gamma[j] + (b != nullptr ? beta[j] : 0.0);
+      ASSERT_NEAR(At(y[0], r * width + j), want, kBf16Rounding * std::abs(want) + 1e-5) << r;
+      dgamma_want[j] += dy[r * width + j] * xhat;
+      dbeta_want[j] += dy[r * width + j];
+    }
+  }
+  for (int64_t j = 0; j < width; ++j) {
+    ASSERT_NEAR(dgamma[0].data()[j], dgamma_want[j], 1e-4) << j;
+    ASSERT_NEAR(dbeta[0].data()[j], dbeta_want[j], 1e-4) << j;
+  }
+}
+
+TEST(CpuBf16OpsTest, NormsMatchFloat64AndTheEmulation) {
+  SKIP_WITHOUT_BF16();
+  ExpectNormMatches(NormKind::kLayerNorm);
+  ExpectNormMatches(NormKind::kRmsNorm);
+}
+
+// Inverted dropout (runtime/cpu/dropout.h): each value kept and scaled by 1 / (1 - p) or
+// zeroed, one rounding of the kept ones; the mask the emulation draws, element by element.
+TEST(CpuBf16OpsTest, DropoutMatchesTheEmulation) {
+  SKIP_WITHOUT_BF16();
+  const int64_t rows = 40, width = 2000;
+  std::mt19937 rng(61);
+  std::vector<double> x;
+  const Tensor xt = Random(rows, width, DType::kBFloat16, &rng, &x);
+  const Bf16EmulationOps emulation(&CpuOps::Get());
+  const CounterRng dropout_rng(9, 3);
+  for (const float p : {0.0f, 0.3f}) {
+    Tensor got = Like(xt), want = Like(xt);
+    CpuBf16Ops::Get().Dropout(dropout_rng, p, 1000, xt, &got);
+    emulation.Dropout(dropout_rng, p, 1000, xt, &want);
+    ExpectSameBits(got, want);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < rows * width; ++i) {
+      const double scaled = x[i] / (1.0 - p);
+      if (At(got, i) == 0.0 && x[i] != 0.0) continue;
+      ++kept;
+      ASSERT_NEAR(At(got, i), scaled, kBf16Rounding * std::abs(scaled)) << i;
+    }
+    EXPECT_NEAR(static_cast<double>(kept) / (rows * width), 1.0 - p, 0.01) << p;
+  }
+}
+
+// dbias += the column sums of bf16 dy: fp32 sums of its rows in order, the emulation's.
+TEST(CpuBf16OpsTest, BiasGradientIsTheFp32ColumnSum) {
+  SKIP_WITHOUT_BF16();
+  const int64_t rows = 300, width = 130;
+  std::mt19937 rng(71);
+  std::vector<double> dy, db0;
+  const Tensor dyt = Random(rows, width, DType::kBFloat16, &rng, &dy);
+  const Tensor db = Random(1, width, DType::kFloat32, &rng, &db0).View(0, {width});
+  Tensor got = db.Clone(MemoryCategory::kOther), want = db.Clone(MemoryCategory::kOther);
+  CpuBf16Ops::Get().AccumulateBiasGrad(dyt, &got);
+  Bf16EmulationOps(&CpuOps::Get()).AccumulateBiasGrad(dyt, &want);
+  ExpectSameBits(got, want);
+  for (int64_t j = 0; j < width; ++j) {
+    double sum = db0[j], magnitude = std::abs(db0[j]);
+    for (int64_t r = 0; r < rows; ++r) {
+      sum += dy[r * width + j];
+      magnitude += std::abs(dy[r * width + j]);
+    }
+    ASSERT_NEAR(got.data()[j], sum, Gamma(rows) * magnitude) << j;
+  }
 }
 
 }  // namespace
