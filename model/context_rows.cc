@@ -6,6 +6,7 @@
 namespace conveyor {
 
 absl::StatusOr<std::vector<float>> GatherMicroBatchRows(const MicroBatchContext& mb,
+                                                        Communicator& cp,
                                                         absl::Span<const float> local,
                                                         int64_t width) {
   const int64_t tokens = mb.tokens();
@@ -14,13 +15,12 @@ absl::StatusOr<std::vector<float>> GatherMicroBatchRows(const MicroBatchContext&
         absl::StrCat("a rank's rows of the micro-batch: ", local.size(), " values, not ", tokens,
                      " tokens (", mb.batch, " samples of ", mb.local_seq(), ") x ", width));
   }
-  const int cp = mb.cp_size();
-  if (cp == 1) return std::vector<float>(local.begin(), local.end());
+  if (mb.cp_size == 1) return std::vector<float>(local.begin(), local.end());
   // Rank-major: rank c's rows at [c * tokens, (c + 1) * tokens).
-  std::vector<float> ranks(cp * tokens * width);
-  RETURN_IF_ERROR(mb.context_parallel->AllGather(local.data(), tokens * width, ranks.data()));
+  std::vector<float> ranks(mb.cp_size * tokens * width);
+  RETURN_IF_ERROR(cp.AllGather(local.data(), tokens * width, ranks.data()));
   std::vector<float> full(ranks.size());
-  for (int c = 0; c < cp; ++c) {
+  for (int c = 0; c < mb.cp_size; ++c) {
     for (int64_t r = 0; r < tokens; ++r) {
       const int64_t sample = r / mb.local_seq();
       const int64_t row = sample * mb.seq + SamplePosition(mb, c, r % mb.local_seq());

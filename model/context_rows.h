@@ -14,13 +14,16 @@
 #include "absl/types/span.h"
 #include "model/context_shard.h"
 #include "model/micro_batch.h"
+#include "parallel/communicator.h"
 
 namespace conveyor {
 
 // From this rank's rows `local` ([mb.tokens(), width], model/context_shard.h's order),
-// the micro-batch's [batch * seq, width] in sample order, gathered over
-// mb.context_parallel (every rank of it must call). Without context parallelism, `local`.
+// the micro-batch's [batch * seq, width] in sample order, gathered over the
+// context-parallel group `cp` (of mb.cp_size ranks; every rank of it must call). Without
+// context parallelism, `local`.
 absl::StatusOr<std::vector<float>> GatherMicroBatchRows(const MicroBatchContext& mb,
+                                                        Communicator& cp,
                                                         absl::Span<const float> local,
                                                         int64_t width);
 

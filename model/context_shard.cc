@@ -5,7 +5,7 @@
 namespace conveyor {
 
 int64_t SamplePosition(const MicroBatchContext& mb, int cp_rank, int64_t i) {
-  const int cp = mb.cp_size();
+  const int cp = mb.cp_size;
   if (cp == 1) return i;
   const int64_t chunk = mb.seq / (2 * cp);
   const int64_t which = i < chunk ? cp_rank : 2 * cp - 1 - cp_rank;
@@ -22,11 +22,11 @@ std::vector<int32_t> SamplePositions(const MicroBatchContext& mb, int cp_rank) {
 
 int64_t GlobalRow(const MicroBatchContext& mb, int64_t local_row) {
   const int64_t sample = local_row / mb.local_seq();
-  return sample * mb.seq + SamplePosition(mb, mb.cp_rank(), local_row % mb.local_seq());
+  return sample * mb.seq + SamplePosition(mb, mb.cp_rank, local_row % mb.local_seq());
 }
 
 std::vector<RowRun> RowRuns(const MicroBatchContext& mb, int64_t first, int64_t rows) {
-  if (mb.cp_size() == 1) return {{first, rows, first}};  // every row in order
+  if (mb.cp_size == 1) return {{first, rows, first}};  // every row in order
   std::vector<RowRun> runs;
   for (int64_t r = first; r < first + rows; ++r) {
     const int64_t global = GlobalRow(mb, r);

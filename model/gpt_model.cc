@@ -5,22 +5,20 @@
 
 #include "base/status_macros.h"
 #include "model/context_shard.h"
-#include "runtime/cpu/cpu_ops.h"
 
 namespace conveyor {
 
-GptModel::GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
-                   ModelPartition partition, SelectiveRecompute selective, const Ops* ops)
-    : ops_(ops != nullptr ? ops : &CpuOps::Get()),
+GptModel::GptModel(const Ops* ops, const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
+                   ModelPartition partition, SelectiveRecompute selective)
+    : ops_(ops),
       shape_(shape),
       seed_(seed),
-      tp_(tp != nullptr ? tp : &single_rank_),
+      tp_(tp),
       local_vocab_(shape.padded_vocab / tp_->size()),
       store_(seed),
-      rope_(shape.rope
-                ? std::make_unique<RopeTable>(shape.seq, shape.rotary_dims(), shape.rotary_base,
-                                              shape.rope_scaling)
-                : nullptr) {
+      rope_(shape.rope ? std::make_unique<RopeTable>(shape.seq, shape.rotary_dims(),
+                                                     shape.rotary_base, shape.rope_scaling)
+                       : nullptr) {
   const Sharding vocab_rows = Sharding::Block(0, shape.padded_vocab, tp_->size(), tp_->rank());
   // The last stage of a tied model holds its own copy of the word embedding, as does
   // the last stage under multi-token prediction, whose depths embed tokens too

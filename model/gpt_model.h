@@ -76,11 +76,11 @@ struct GptStash {
 
 class GptModel {
  public:
-  // `tp` may be null (one rank); otherwise it must outlive the model. `ops` computes the
-  // model (null: the CPU backend); it must outlive the model.
-  GptModel(const ModelShape& shape, uint64_t seed, const TensorParallel* tp = nullptr,
-           ModelPartition partition = {}, SelectiveRecompute selective = {},
-           const Ops* ops = nullptr);
+  // `ops` computes the model (the caller's backend: the trainer's, or &CpuOps::Get());
+  // `tp` holds the model's groups (model/model_groups.h; TensorParallel() on one rank).
+  // Both must outlive the model.
+  GptModel(const Ops* ops, const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
+           ModelPartition partition = {}, SelectiveRecompute selective = {});
 
   // Embedding output for this rank's rows (its sequence shard under SP).
   absl::StatusOr<Tensor> EmbeddingForward(const MicroBatchContext& mb, const int32_t* tokens,
@@ -141,7 +141,6 @@ class GptModel {
   const Ops* ops_;
   ModelShape shape_;
   uint64_t seed_;
-  TensorParallel single_rank_;
   const TensorParallel* tp_;
   int64_t local_vocab_;
   ParameterStore store_;

@@ -8,12 +8,11 @@
 
 namespace conveyor {
 
-GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
+GptStage::GptStage(const Ops* ops, const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
                    const pipeline::PipelinePlace& place,
-                   const std::vector<int64_t>& layers_per_stage, RecomputePolicy recompute,
-                   const Ops* ops)
+                   const std::vector<int64_t>& layers_per_stage, RecomputePolicy recompute)
     : shape_(shape),
-      tp_(tp != nullptr ? tp : &single_rank_),
+      tp_(tp),
       place_(place),
       recompute_(recompute),
       num_stages_(place.num_stages()) {
@@ -26,7 +25,7 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
     partition.has_embedding = stage == 0;
     partition.has_head = stage == num_stages_ - 1;
     chunks_.push_back(
-        std::make_unique<GptModel>(shape, seed, tp_, partition, recompute.selective, ops));
+        std::make_unique<GptModel>(ops, shape, seed, tp_, partition, recompute.selective));
     // The chunk's parameters that no transformer layer owns (embedding, head).
     std::vector<Parameter*> in_layers;
     for (int64_t i = 0; i < chunks_.back()->num_local_layers(); ++i) {
@@ -45,7 +44,7 @@ GptStage::GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel*
 int GptStage::GlobalStage(int chunk) const { return place_.GlobalStage(chunk); }
 
 void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
-                         const LossWeighting& weighting, int context_parallel_size) {
+                         const LossWeighting& weighting) {
   feed_ = std::move(feed);
   boundary_elements_ = PipelineMessageElements(tokens_per_micro_batch, shape_.hidden, tp_->size(),
                                                tp_->sequence_parallel());
@@ -54,10 +53,10 @@ void GptStage::BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
   // --calculate-per-token-loss by the micro-batch's tokens over the global batch's (all
   // its tokens: each context-parallel rank's router applies it to its rows of the
   // gradient of the whole micro-batch's losses).
-  const float aux_loss_scale =
-      weighting.per_token
-          ? weighting.scale * static_cast<float>(tokens_per_micro_batch * context_parallel_size)
-          : weighting.scale;
+  const int64_t micro_batch_tokens = tokens_per_micro_batch * tp_->groups().cp->size();
+  const float aux_loss_scale = weighting.per_token
+                                   ? weighting.scale * static_cast<float>(micro_batch_tokens)
+                                   : weighting.scale;
   for (auto& chunk : chunks_) chunk->SetAuxLossScale(aux_loss_scale);
   loss_ = MaskedLoss();
   mtp_losses_.clear();
@@ -71,6 +70,8 @@ absl::StatusOr<const MicroBatchInput*> GptStage::Input(int micro_batch) {
   auto it = inputs_.find(micro_batch);
   if (it == inputs_.end()) {
     ASSIGN_OR_RETURN(MicroBatchInput input, feed_(micro_batch));
+    input.context.cp_size = tp_->groups().cp->size();
+    input.context.cp_rank = tp_->groups().cp->rank();
     it = inputs_.emplace(micro_batch, std::move(input)).first;
   }
   return &it->second;

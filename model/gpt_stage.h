@@ -32,21 +32,23 @@ using MicroBatchFeed = std::function<absl::StatusOr<MicroBatchInput>(int micro_b
 
 class GptStage : public pipeline::Stage {
  public:
-  // `layers_per_stage` has one entry per global stage (P * V); `tp` may be null (one
-  // rank), otherwise it must outlive the stage. `ops` (null: the CPU backend) computes
-  // the stage and must outlive it; the parameters are placed on its device.
-  GptStage(const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
+  // `ops` computes the stage (the parameters are placed on its device); `tp` holds the
+  // model's groups (TensorParallel() on one rank); both must outlive the stage.
+  // `layers_per_stage` has one entry per global stage (P * V).
+  GptStage(const Ops* ops, const ModelShape& shape, uint64_t seed, const TensorParallel* tp,
            const pipeline::PipelinePlace& place, const std::vector<int64_t>& layers_per_stage,
-           RecomputePolicy recompute = {}, const Ops* ops = nullptr);
+           RecomputePolicy recompute = {});
 
   const Ops& ops() const { return chunks_.front()->ops(); }
 
-  // Starts a step: where micro-batches come from, their size in tokens (this rank's,
-  // one of `context_parallel_size` ranks that share each micro-batch's tokens), and the
-  // weight of each micro-batch's loss in the gradient (1 / (M * DP) of its mean, or
-  // its sum over the global batch's unmasked tokens under --calculate-per-token-loss).
+  // Starts a step: where micro-batches come from (whole samples: each context-parallel
+  // rank is given the same, and the stage marks its place in the group's ring on
+  // them), their size in tokens (this rank's, one of the context-parallel group's ranks
+  // that share each micro-batch's tokens), and the weight of each micro-batch's loss in
+  // the gradient (1 / (M * DP) of its mean, or its sum over the global batch's unmasked
+  // tokens under --calculate-per-token-loss).
   void BeginStep(MicroBatchFeed feed, int64_t tokens_per_micro_batch,
-                 const LossWeighting& weighting, int context_parallel_size = 1);
+                 const LossWeighting& weighting);
   // Called with parameters whose gradients are complete for the step: each layer's
   // after its W for the last of the step's `micro_batches` micro-batches, and the
   // chunk's embedding and head with the chunk's last W. --overlap-grad-reduce starts
@@ -115,7 +117,6 @@ class GptStage : public pipeline::Stage {
                                          bool fused);
 
   ModelShape shape_;
-  TensorParallel single_rank_;
   const TensorParallel* tp_;
   pipeline::PipelinePlace place_;
   RecomputePolicy recompute_;

@@ -6,8 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "parallel/communicator.h"
-
 namespace conveyor {
 
 // Megatron's get_ltor_masks_and_position_ids for one micro-batch's whole samples,
@@ -26,14 +24,14 @@ struct MicroBatchContext {
   int64_t seq = 1;           // tokens per sample
   bool training = true;      // false: evaluation, no dropout
   const DocumentMasks* documents = nullptr;  // null: none (owned by the MicroBatchInput)
-  // Context parallelism: the ring of ranks that share each sample's tokens (null: the
-  // whole sample is here). Which tokens this rank holds: model/context_shard.h.
-  Communicator* context_parallel = nullptr;
-
-  int cp_size() const { return context_parallel != nullptr ? context_parallel->size() : 1; }
-  int cp_rank() const { return context_parallel != nullptr ? context_parallel->rank() : 0; }
+  // Context parallelism: this rank's place among the cp_size ranks that share each
+  // sample's tokens (1: the whole sample is here), the size and rank of the model's
+  // context-parallel group (model/model_groups.h; GptStage sets them from it). Which
+  // tokens this rank holds: model/context_shard.h.
+  int cp_size = 1;
+  int cp_rank = 0;
   // Tokens of each sample held here, and the rows they make (before sequence parallelism).
-  int64_t local_seq() const { return seq / cp_size(); }
+  int64_t local_seq() const { return seq / cp_size; }
   int64_t tokens() const { return batch * local_seq(); }
   // Dropout probability `p` in training, 0 in evaluation (Megatron's model.eval()).
   float Dropout(float p) const { return training ? p : 0.0f; }

@@ -20,7 +20,7 @@ absl::StatusOr<double> MoeGlobalLoad::Loss(const RouterSpec& spec, const MicroBa
     const ExpertLoad local = MeasureExpertLoad(spec, logits);
     std::vector<double> both(local.counts);
     both.insert(both.end(), local.scores.begin(), local.scores.end());
-    if (dp_ != nullptr) RETURN_IF_ERROR(dp_->AllReduceSum(both.data(), 2 * e));
+    RETURN_IF_ERROR(dp_->AllReduceSum(both.data(), 2 * e));
     ExpertLoad sum{std::vector<double>(both.begin(), both.begin() + e),
                    std::vector<double>(both.begin() + e, both.end())};
     here = summed_.emplace(mb.first_sample, std::move(sum)).first;
@@ -32,7 +32,7 @@ absl::StatusOr<double> MoeGlobalLoad::Loss(const RouterSpec& spec, const MicroBa
   for (auto it = summed_.begin(); it != std::next(here); ++it, ++steps) {
     for (int64_t i = 0; i < e; ++i) mean_counts[i] += it->second.counts[i];
   }
-  const double tokens = static_cast<double>(logits.size() / e) * dp_size();
+  const double tokens = static_cast<double>(logits.size() / e) * dp_->size();
   const double factor = static_cast<double>(e) / (static_cast<double>(spec.topk) * tokens * tokens);
   std::vector<double> weight(e);
   double loss = 0.0;  // of the data-parallel ranks' micro-batches together

@@ -31,7 +31,7 @@ namespace conveyor {
 
 class MoeGlobalLoad {
  public:
-  // `dp` is the data-parallel group (null: one rank); it must outlive this object.
+  // `dp` is the data-parallel group; it must outlive this object.
   explicit MoeGlobalLoad(Communicator* dp) : dp_(dp) {}
 
   // The micro-batch's rank loss L_r from its `logits` ([batch * seq, experts], the whole
@@ -42,8 +42,6 @@ class MoeGlobalLoad {
                               absl::Span<float> d_logits);
 
  private:
-  int dp_size() const { return dp_ != nullptr ? dp_->size() : 1; }
-
   Communicator* dp_;
   int64_t iteration_ = -1;
   // This step's micro-batches by their first sample: their ExpertLoad summed over the

@@ -29,6 +29,7 @@ MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& n
     : ops_(ops),
       moe_(moe),
       tp_size_(tp.size()),
+      cp_(tp.groups().cp),
       gate_dtype_(moe.router_fp32 ? DType::kFloat32 : ops->compute_dtype()),
       weight_(store->Add(name + ".weight", {moe.experts(), hidden}, {InitKind::kNormal, init_std},
                          true, Sharding::Replicated())) {
@@ -39,7 +40,7 @@ MoeRouter::MoeRouter(const Ops* ops, ParameterStore* store, const std::string& n
   weight_->sequence_parallel = tp.sequence_parallel();
   if (moe.expert_bias) bias_ = std::make_unique<ExpertBias>(name + ".expert_bias", moe.experts());
   if (moe.global_aux_loss_coeff > 0) {
-    global_load_ = std::make_unique<MoeGlobalLoad>(tp.experts().dp);
+    global_load_ = std::make_unique<MoeGlobalLoad>(tp.groups().dp);
   }
 }
 
@@ -50,7 +51,8 @@ absl::Status MoeRouter::Forward(const Tensor& x, const MicroBatchContext& mb,
                                         gate_dtype_, ops_->device());
   ops_->LinearForward(ForGate(x), ForGate(weight_->compute_value()), nullptr, &logits);
   stash->logits = ToHostFloats(*ops_, logits);
-  ASSIGN_OR_RETURN(const std::vector<float> all, GatherMicroBatchRows(mb, stash->logits, experts));
+  ASSIGN_OR_RETURN(const std::vector<float> all,
+                   GatherMicroBatchRows(mb, *cp_, stash->logits, experts));
   ASSIGN_OR_RETURN(const RouterStash whole, RouteMicroBatch(all, mb));
   stash->routing.experts = LocalRowsOfWidth<int32_t>(mb, whole.routing.experts, topk);
   stash->routing.probs = LocalRowsOfWidth<float>(mb, whole.routing.probs, topk);

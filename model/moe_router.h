@@ -93,8 +93,8 @@ class MoeRouter {
             const MoeShape& moe, float init_std, const TensorParallel& tp);
 
   // Routes the rank's tokens x [tokens, hidden] of the micro-batch (in [batch, seq]
-  // order; under context parallelism its chunks of each sample, and every rank of
-  // mb.context_parallel must call).
+  // order; under context parallelism its chunks of each sample, and every rank of the
+  // context-parallel group must call).
   absl::Status Forward(const Tensor& x, const MicroBatchContext& mb, RouterStash* stash) const;
   // From d(loss)/d(routing weights) (host [tokens * topk]; this rank's part under TP) and
   // the auxiliary losses' gradients times `aux_loss_scale`: dx += d(loss)/dx through the
@@ -123,6 +123,7 @@ class MoeRouter {
   const Ops* ops_;
   MoeShape moe_;
   int tp_size_;
+  Communicator* cp_;  // the context-parallel group, over which Forward gathers the logits
   DType gate_dtype_;                  // fp32 under --moe-router-dtype fp32, else compute
   Parameter* weight_;                 // [experts, hidden]
   std::unique_ptr<ExpertBias> bias_;  // `name`.expert_bias

@@ -19,7 +19,7 @@ int Previous(const Communicator& ring) { return (ring.rank() + ring.size() - 1) 
 class BlockMask {
  public:
   BlockMask(const MicroBatchContext& mb, int64_t window)
-      : mb_(mb), window_(window), query_positions_(SamplePositions(mb, mb.cp_rank())) {
+      : mb_(mb), window_(window), query_positions_(SamplePositions(mb, mb.cp_rank)) {
     if (mb.documents != nullptr) {
       document_start_ = LocalRows(mb, absl::MakeConstSpan(mb.documents->document_start));
     }
@@ -50,11 +50,10 @@ Tensor KeyValueBlock(const Ops& ops, const AttentionShape& shape) {
 
 }  // namespace
 
-absl::Status RingAttentionForward(const Ops& ops, const MicroBatchContext& mb,
+absl::Status RingAttentionForward(const Ops& ops, Communicator* ring, const MicroBatchContext& mb,
                                   const AttentionShape& shape, const Tensor& qkv, float scale,
                                   const AttentionDropout& dropout, int64_t window, Tensor* lse,
                                   Tensor* ctx) {
-  Communicator* ring = mb.context_parallel;
   const int cp = ring->size();
   Tensor held = KeyValueBlock(ops, shape), arriving = KeyValueBlock(ops, shape);
   ops.PackKeysValues(shape, qkv, &held);
@@ -76,12 +75,11 @@ absl::Status RingAttentionForward(const Ops& ops, const MicroBatchContext& mb,
   return absl::OkStatus();
 }
 
-absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
+absl::Status RingAttentionBackward(const Ops& ops, Communicator* ring, const MicroBatchContext& mb,
                                    const AttentionShape& shape, const Tensor& qkv,
                                    const Tensor& lse, const Tensor& ctx, const Tensor& dctx,
                                    float scale, const AttentionDropout& dropout, int64_t window,
                                    Tensor* dqkv) {
-  Communicator* ring = mb.context_parallel;
   const int cp = ring->size();
   Tensor held = KeyValueBlock(ops, shape), arriving = KeyValueBlock(ops, shape);
   Tensor held_grad =

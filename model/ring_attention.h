@@ -16,21 +16,23 @@
 
 #include "absl/status/status.h"
 #include "model/micro_batch.h"
+#include "parallel/communicator.h"
 #include "runtime/ops.h"
 
 namespace conveyor {
 
 // shape: this rank's rows (seq = mb.local_seq()); qkv its fused rows. Writes ctx
 // (compute type, [rows, heads * head_dim]) and lse (allocated: fp32 [batch, heads,
-// local seq]), what backward needs besides qkv and ctx. mb.context_parallel must be set.
-// window: the layer's sliding window (AttentionMask::window, -1 none).
-absl::Status RingAttentionForward(const Ops& ops, const MicroBatchContext& mb,
+// local seq]), what backward needs besides qkv and ctx. `ring` is the context-parallel
+// group (of mb.cp_size ranks). window: the layer's sliding window (AttentionMask::window,
+// -1 none).
+absl::Status RingAttentionForward(const Ops& ops, Communicator* ring, const MicroBatchContext& mb,
                                   const AttentionShape& shape, const Tensor& qkv, float scale,
                                   const AttentionDropout& dropout, int64_t window, Tensor* lse,
                                   Tensor* ctx);
 
 // Overwrites dqkv [rows, qkv_width].
-absl::Status RingAttentionBackward(const Ops& ops, const MicroBatchContext& mb,
+absl::Status RingAttentionBackward(const Ops& ops, Communicator* ring, const MicroBatchContext& mb,
                                    const AttentionShape& shape, const Tensor& qkv,
                                    const Tensor& lse, const Tensor& ctx, const Tensor& dctx,
                                    float scale, const AttentionDropout& dropout, int64_t window,

@@ -4,14 +4,24 @@
 #include "parallel/rank_layout.h"
 
 namespace conveyor {
+namespace {
+
+// The experts' shards cross the expert-tensor-parallel group as the dense layers' cross
+// the tensor-parallel group.
+ModelGroups ExpertShardGroups(const ModelGroups& groups) {
+  ModelGroups experts = groups;
+  experts.tp = groups.etp;
+  return experts;
+}
+
+}  // namespace
 
 RoutedExperts::RoutedExperts(const Ops* ops, ParameterStore* store, const std::string& name,
                              int64_t experts, int64_t hidden, int64_t ffn, bool swiglu,
                              float init_std, float output_std, const TensorParallel& tp)
     : ops_(ops),
-      ep_(tp.experts().ep),
-      expert_tp_(tp.experts().etp != nullptr ? tp.experts().etp : tp.comm(),
-                 /*sequence_parallel=*/false),
+      ep_(tp.groups().ep),
+      expert_tp_(ExpertShardGroups(tp.groups()), /*sequence_parallel=*/false),
       row_parts_(tp.size() / expert_tp_.size()),
       row_part_(tp.rank() / expert_tp_.size()),
       hidden_(hidden),
@@ -23,7 +33,7 @@ RoutedExperts::RoutedExperts(const Ops* ops, ParameterStore* store, const std::s
                           output_std, expert_tp_);
   }
   // Held apart from the dense parameters' data x context copies.
-  if (!ExpertsHaveOwnGroups(tp.size(), ep_ != nullptr ? ep_->size() : 1, expert_tp_.size())) {
+  if (!ExpertsHaveOwnGroups(tp.size(), ep_->size(), expert_tp_.size())) {
     return;
   }
   std::vector<Parameter*> params;

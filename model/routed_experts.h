@@ -38,9 +38,9 @@ struct RoutedExpertsStash {
 class RoutedExperts {
  public:
   // `experts` experts of width `ffn` named `name`.E (E global), sharded like ExpertMlp
-  // over tp's expert-tensor-parallel group and spread over its expert-parallel group,
-  // whose size must divide `experts` (tp.experts()). `ops` and the groups must outlive
-  // this object.
+  // over the expert-tensor-parallel group of tp.groups() and spread over its
+  // expert-parallel group, whose size must divide `experts`. `ops` and the groups must
+  // outlive this object.
   RoutedExperts(const Ops* ops, ParameterStore* store, const std::string& name, int64_t experts,
                 int64_t hidden, int64_t ffn, bool swiglu, float init_std, float output_std,
                 const TensorParallel& tp);
@@ -62,7 +62,7 @@ class RoutedExperts {
   void AppendParameters(std::vector<Parameter*>* out) const;
 
  private:
-  bool exchanges() const { return ep_ != nullptr && ep_->size() > 1; }
+  bool exchanges() const { return ep_->size() > 1; }
   // Forward and BackwardInput on the rows this rank runs (all of them unless ETP < TP).
   absl::StatusOr<Tensor> ForwardShare(const Tensor& rows, const std::vector<int64_t>& expert_begin,
                                       RoutedExpertsStash* stash) const;

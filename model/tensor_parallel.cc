@@ -10,14 +10,14 @@ namespace conveyor {
 
 absl::Status TensorParallel::AllReduce(Tensor& t) const {
   if (size() == 1) return absl::OkStatus();
-  return comm_->AllReduceSum(TensorBuffer(t));
+  return comm()->AllReduceSum(TensorBuffer(t));
 }
 
 absl::StatusOr<Tensor> TensorParallel::GatherRows(const Tensor& shard) const {
   if (size() == 1) return shard;
   Tensor full = Tensor::Uninitialized({shard.dim(0) * size(), shard.dim(1)}, shard.category(),
                                       shard.dtype(), shard.device());
-  RETURN_IF_ERROR(comm_->AllGather(TensorBuffer(shard), TensorBuffer(full)));
+  RETURN_IF_ERROR(comm()->AllGather(TensorBuffer(shard), TensorBuffer(full)));
   return full;
 }
 
@@ -25,7 +25,7 @@ absl::StatusOr<Tensor> TensorParallel::ReduceScatterRows(const Tensor& full) con
   if (size() == 1) return full;
   Tensor shard = Tensor::Uninitialized({full.dim(0) / size(), full.dim(1)}, full.category(),
                                        full.dtype(), full.device());
-  RETURN_IF_ERROR(comm_->ReduceScatterSum(TensorBuffer(full), TensorBuffer(shard)));
+  RETURN_IF_ERROR(comm()->ReduceScatterSum(TensorBuffer(full), TensorBuffer(shard)));
   return shard;
 }
 

@@ -18,52 +18,35 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "parallel/communicator.h"
+#include "model/model_groups.h"
 #include "model/parameter.h"
-#include "parallel/self_communicator.h"
+#include "parallel/communicator.h"
 #include "runtime/tensor.h"
 
 namespace conveyor {
 
-// The groups of Megatron's expert layout (parallel/rank_layout.h) that a rank's routed
-// experts use besides the tensor-parallel group.
-struct ExpertGroups {
-  // The expert-parallel group, which spreads the experts over its ranks (null: one rank).
-  Communicator* ep = nullptr;
-  // The expert-tensor-parallel group, which splits each expert like the dense MLP
-  // (--expert-tensor-parallel-size; null: the tensor-parallel group itself). Smaller
-  // than TP, its copies in a TP group share each expert's rows (model/expert_row_share.h).
-  Communicator* etp = nullptr;
-  // The data-parallel group (with the expert-parallel ranks in it), over which
-  // --moe-router-load-balancing-type global_aux_loss sums each micro-batch's expert load
-  // (model/moe_global_load.h; null: one rank).
-  Communicator* dp = nullptr;
-};
-
 class TensorParallel {
  public:
-  // One rank, in a group of one it owns.
+  // One rank: every group of the model a group of one that this object owns.
   TensorParallel()
-      : own_group_(std::make_unique<SelfCommunicator>("tp[0]")), comm_(own_group_.get()) {}
-  // `comm` is the tensor-parallel group; it must outlive this object. Tensors cross it
-  // in their own dtype (bf16 as bf16). `experts` are the groups a mixture of experts'
-  // routed experts use, so that an MoE layer reaches all its groups through this object;
-  // they must outlive it too.
-  TensorParallel(Communicator* comm, bool sequence_parallel, ExpertGroups experts = {})
-      : comm_(comm),
-        sequence_parallel_(sequence_parallel && comm->size() > 1),
-        experts_(experts) {}
+      : own_groups_(std::make_unique<SingleRankGroups>()), groups_(own_groups_->groups()) {}
+  // `groups.tp` is the tensor-parallel group. Tensors cross it in their own dtype (bf16
+  // as bf16). The other groups ride along, so that a layer reaches all the model's groups
+  // through this object (a mixture of experts' routed experts, context parallelism's
+  // ring); they must all outlive it.
+  TensorParallel(const ModelGroups& groups, bool sequence_parallel)
+      : groups_(groups), sequence_parallel_(sequence_parallel && groups.tp->size() > 1) {}
 
-  int rank() const { return comm_->rank(); }
-  int size() const { return comm_->size(); }
+  int rank() const { return groups_.tp->rank(); }
+  int size() const { return groups_.tp->size(); }
   bool sequence_parallel() const { return sequence_parallel_; }
   // This rank's first row among the micro-batch's rows (before TP), holding `shard_rows`
   // of them: its sequence shard under SP, else all of them.
   int64_t FirstShardRow(int64_t shard_rows) const {
     return sequence_parallel_ ? rank() * shard_rows : 0;
   }
-  Communicator* comm() const { return comm_; }
-  const ExpertGroups& experts() const { return experts_; }
+  Communicator* comm() const { return groups_.tp; }
+  const ModelGroups& groups() const { return groups_; }
 
   absl::StatusOr<Tensor> EnterForward(const Tensor& x) const;
   absl::StatusOr<Tensor> EnterBackward(Tensor dx) const;
@@ -78,10 +61,9 @@ class TensorParallel {
   Tensor ScatterRows(const Tensor& full) const;
 
  private:
-  std::unique_ptr<Communicator> own_group_;  // the default constructor's group of one
-  Communicator* comm_ = nullptr;
+  std::unique_ptr<SingleRankGroups> own_groups_;  // the default constructor's groups
+  ModelGroups groups_;
   bool sequence_parallel_ = false;
-  ExpertGroups experts_;
 };
 
 // The part of a column-parallel MLP's fc1 ([fc1 width, hidden], an MLP of width `ffn`)

@@ -237,9 +237,10 @@ absl::Status TransformerLayer::AttentionCore(const MicroBatchContext& mb, const 
   const int64_t local_heads = local_groups_ * shape_.heads_per_group();
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   *ctx = ops_->NewActivation({mb.tokens(), local_heads * shape_.value_head_dim()});
-  if (mb.cp_size() > 1) {
-    return RingAttentionForward(*ops_, mb, AttentionShapeOf(mb), qkv, AttentionScale(),
-                                AttentionDropoutOf(mb, &probs_rng), Window(), attention, ctx);
+  if (mb.cp_size > 1) {
+    return RingAttentionForward(*ops_, tp_->groups().cp, mb, AttentionShapeOf(mb), qkv,
+                                AttentionScale(), AttentionDropoutOf(mb, &probs_rng), Window(),
+                                attention, ctx);
   }
   ops_->AttentionForward(AttentionShapeOf(mb), qkv, AttentionScale(),
                          AttentionDropoutOf(mb, &probs_rng), DocumentMaskOf(mb, Window()),
@@ -252,9 +253,9 @@ absl::Status TransformerLayer::AttentionCoreBackward(const MicroBatchContext& mb
                                                      LayerStash* stash) const {
   const CounterRng probs_rng = DropoutRng(DropoutSite::kAttentionProbs, mb.iteration);
   stash->d_qkv = ops_->NewActivation({mb.tokens(), shape_.qkv_width() / tp_->size()});
-  if (mb.cp_size() > 1) {
-    return RingAttentionBackward(*ops_, mb, AttentionShapeOf(mb), stash->qkv, stash->attention,
-                                 stash->ctx, d_ctx, AttentionScale(),
+  if (mb.cp_size > 1) {
+    return RingAttentionBackward(*ops_, tp_->groups().cp, mb, AttentionShapeOf(mb), stash->qkv,
+                                 stash->attention, stash->ctx, d_ctx, AttentionScale(),
                                  AttentionDropoutOf(mb, &probs_rng), Window(), &stash->d_qkv);
   }
   ops_->AttentionBackward(AttentionShapeOf(mb), stash->qkv, stash->attention, stash->ctx, d_ctx,

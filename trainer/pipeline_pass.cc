@@ -15,18 +15,11 @@ absl::Status RunPipelinePass(const ResolvedConfig& resolved, const RankContext& 
   const Config& config = resolved.config();
   const int64_t micro = config.training().micro_batch_size();
   const int64_t seq = config.model().seq_length();
+  // Every context-parallel rank reads the same samples; the model keeps its chunks.
   MicroBatchFeed samples =
       MakeMicroBatchFeed(*input.source, input.iteration, input.first_sample, input.training, micro,
                          seq, context.dp_rank(), context.dp_size(), DocumentMaskingOf(config));
-  // Every context-parallel rank reads the same samples; the model keeps its chunks.
-  Communicator* ring = &context.cp();
-  MicroBatchFeed feed = [samples = std::move(samples),
-                         ring](int micro_batch) -> absl::StatusOr<MicroBatchInput> {
-    absl::StatusOr<MicroBatchInput> in = samples(micro_batch);
-    if (in.ok()) in->context.context_parallel = ring;
-    return in;
-  };
-  stage->BeginStep(std::move(feed), micro * seq / ring->size(), weighting, ring->size());
+  stage->BeginStep(std::move(samples), micro * seq / context.cp().size(), weighting);
   return pipeline::RunActions(actions, context.pipeline(), context.pp(), *stage, timeline);
 }
 

@@ -27,14 +27,23 @@ bool IsTensorBoardRank(const ParallelState& state) {
   return state.rank() == state.world_size() - 1;
 }
 
+namespace {
+
+// The groups the model communicates over, as ParallelState built them (the expert
+// tensor-parallel group is the tensor-parallel group itself unless it differs).
+ModelGroups ModelGroupsOf(const RankContext& context) {
+  return {&context.tp(), &context.cp(), &context.ep(), &context.expert_tp(), &context.dp()};
+}
+
+}  // namespace
+
 absl::StatusOr<RankRun> BuildRankModel(const ResolvedConfig& resolved, const RankContext& context,
                                        const Backend& backend) {
   RankRun run;
-  run.tp = std::make_unique<TensorParallel>(&context.tp(), context.sequence_parallel(),
-                                            ExpertGroups{&context.ep(), &context.expert_tp(), &context.dp()});
+  run.tp = std::make_unique<TensorParallel>(ModelGroupsOf(context), context.sequence_parallel());
   run.stage = std::make_unique<GptStage>(
-      resolved.model_shape(), resolved.config().training().seed(), run.tp.get(),
-      context.pipeline(), resolved.layers_per_stage(), resolved.recompute_policy(), backend.ops);
+      backend.ops, resolved.model_shape(), resolved.config().training().seed(), run.tp.get(),
+      context.pipeline(), resolved.layers_per_stage(), resolved.recompute_policy());
   return run;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "parallel/communicator.h"
+#include "parallel/self_communicator.h"
 
 namespace conveyor {
 namespace {
@@ -83,11 +84,12 @@ class ChunkGroup : public Communicator {
   std::string name_;
 };
 
-MicroBatchContext Context(Communicator* group) {
+MicroBatchContext Context(const Communicator& group) {
   MicroBatchContext mb;
   mb.batch = kBatch;
   mb.seq = kSeq;
-  mb.context_parallel = group;
+  mb.cp_size = group.size();
+  mb.cp_rank = group.rank();
   return mb;
 }
 
@@ -96,9 +98,9 @@ TEST(ContextRowsTest, GatherAssemblesTheSampleOrderAndLocalRowsTakeTheRanksBack)
     for (int r = 0; r < cp; ++r) {
       SCOPED_TRACE(absl::StrCat("CP ", cp, ", rank ", r));
       ChunkGroup group(cp, r);
-      const MicroBatchContext mb = Context(&group);
+      const MicroBatchContext mb = Context(group);
       const std::vector<float> own = RankRows(cp, r);
-      absl::StatusOr<std::vector<float>> whole = GatherMicroBatchRows(mb, own, kWidth);
+      absl::StatusOr<std::vector<float>> whole = GatherMicroBatchRows(mb, group, own, kWidth);
       ASSERT_TRUE(whole.ok()) << whole.status();
       EXPECT_EQ(*whole, WholeRows());
       const std::vector<float> whole_rows = WholeRows();
@@ -108,9 +110,10 @@ TEST(ContextRowsTest, GatherAssemblesTheSampleOrderAndLocalRowsTakeTheRanksBack)
 }
 
 TEST(ContextRowsTest, WithoutContextParallelismEveryRowIsHere) {
-  const MicroBatchContext mb = Context(nullptr);
+  SelfCommunicator one_rank("cp");
+  const MicroBatchContext mb = Context(one_rank);
   const std::vector<float> whole = WholeRows();
-  absl::StatusOr<std::vector<float>> gathered = GatherMicroBatchRows(mb, whole, kWidth);
+  absl::StatusOr<std::vector<float>> gathered = GatherMicroBatchRows(mb, one_rank, whole, kWidth);
   ASSERT_TRUE(gathered.ok()) << gathered.status();
   EXPECT_EQ(*gathered, whole);
   EXPECT_EQ(LocalRowsOfWidth<float>(mb, whole, kWidth), whole);
@@ -119,18 +122,20 @@ TEST(ContextRowsTest, WithoutContextParallelismEveryRowIsHere) {
 // A collective that fails comes back as the error.
 TEST(ContextRowsTest, AGatherThatFailsIsAnError) {
   ChunkGroup group(2, 1);
-  const MicroBatchContext mb = Context(&group);
+  const MicroBatchContext mb = Context(group);
   const std::vector<float> not_own(RankRows(2, 1).size(), 0.0f);
-  absl::StatusOr<std::vector<float>> whole = GatherMicroBatchRows(mb, not_own, kWidth);
+  absl::StatusOr<std::vector<float>> whole = GatherMicroBatchRows(mb, group, not_own, kWidth);
   EXPECT_FALSE(whole.ok());
   EXPECT_NE(whole.status().message().find("its own rows"), std::string::npos) << whole.status();
 }
 
 // Rows that are not the context's tokens are refused, not read past.
 TEST(ContextRowsTest, RowsThatAreNotTheContextsAreRefused) {
-  const MicroBatchContext mb = Context(nullptr);
+  SelfCommunicator one_rank("cp");
+  const MicroBatchContext mb = Context(one_rank);
   const std::vector<float> short_rows(kWidth * (kBatch * kSeq - 1), 0.0f);
-  absl::StatusOr<std::vector<float>> gathered = GatherMicroBatchRows(mb, short_rows, kWidth);
+  absl::StatusOr<std::vector<float>> gathered =
+      GatherMicroBatchRows(mb, one_rank, short_rows, kWidth);
   EXPECT_FALSE(gathered.ok());
   EXPECT_NE(gathered.status().message().find("45 values, not 16 tokens"), std::string::npos)
       << gathered.status();

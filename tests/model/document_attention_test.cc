@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "model/document_masks.h"
 #include "model/gpt_model.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/model/test_shapes.h"
 
 namespace conveyor {
@@ -32,7 +33,8 @@ TEST_P(DocumentAttentionTest, SecondDocumentEqualsItsOwnSample) {
   ModelShape shape = testing_util::TinyShape();
   shape.rope = GetParam() == "rope";
   shape.hidden_dropout = shape.attention_dropout = 0.0f;
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   // Document A = {1, 2, eod}, document B = {7, 8, 9}; labels of B as in its own sample.
   const std::vector<int32_t> packed_tokens = {1, 2, kEod, 7, 8, 9};
   const std::vector<int32_t> packed_labels = {2, kEod, 7, 8, 9, 12};

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/model/grad_check.h"
 #include "tests/model/test_shapes.h"
 
@@ -18,7 +19,8 @@ class GptModelGradTest : public ::testing::TestWithParam<ShapeVariant> {};
 
 TEST_P(GptModelGradTest, ParameterGradientsMatchFiniteDifferences) {
   const ModelShape shape = GetParam().shape;
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   const MicroBatchContext mb{/*iteration=*/3, /*first_sample=*/5, /*batch=*/2, shape.seq};
   std::vector<int32_t> tokens(mb.tokens()), labels(mb.tokens());
   for (int64_t i = 0; i < mb.tokens(); ++i) {
@@ -44,7 +46,8 @@ TEST_P(GptModelGradTest, ParameterGradientsMatchFiniteDifferences) {
 
 TEST_P(GptModelGradTest, LossScaleScalesGradients) {
   const ModelShape shape = GetParam().shape;
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   const MicroBatchContext mb{1, 0, 1, shape.seq};
   std::vector<int32_t> tokens(mb.tokens(), 3), labels(mb.tokens(), 4);
   GptStash stash;

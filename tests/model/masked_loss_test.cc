@@ -12,6 +12,7 @@
 #include "model/document_masks.h"
 #include "model/gpt_model.h"
 #include "model/gpt_stage.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/model/grad_check.h"
 #include "tests/model/test_shapes.h"
 
@@ -70,7 +71,8 @@ ModelShape ShapeNamed(const std::string& name) {
 
 TEST_P(MaskedLossGradTest, GradientsMatchFiniteDifferences) {
   const ModelShape shape = ShapeNamed(GetParam());
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   const Batch b = MaskedBatch(shape);
   model.parameters().ZeroGrads();
   GptStash stash;
@@ -86,7 +88,8 @@ TEST_P(MaskedLossGradTest, GradientsMatchFiniteDifferences) {
 
 TEST_P(MaskedLossGradTest, LossIsTheMeanOfTheUnmaskedTokensLosses) {
   const ModelShape shape = ShapeNamed(GetParam());
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   Batch b = MaskedBatch(shape);
   const std::vector<float> mask = b.masks.loss_mask;
   // Each token's own loss: a mask keeping that token alone.
@@ -108,7 +111,8 @@ TEST_P(MaskedLossGradTest, LossIsTheMeanOfTheUnmaskedTokensLosses) {
 // and leaves every gradient 0, not NaN.
 TEST_P(MaskedLossGradTest, AllMaskedMicroBatchGivesZeroLossAndGradient) {
   const ModelShape shape = ShapeNamed(GetParam());
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   Batch b = MaskedBatch(shape);
   b.masks.loss_mask.assign(b.masks.loss_mask.size(), 0.0f);
   model.parameters().ZeroGrads();
@@ -138,7 +142,9 @@ TEST(PerTokenLossTest, StepGradientWeighsMicroBatchesByTheirTokens) {
   batches[1].labels[0] = 17;  // a different micro-batch
   const int64_t n[2] = {9, 12};
   for (const bool per_token : {false, true}) {
-    GptStage stage(shape, /*seed=*/7, nullptr, pipeline::PipelinePlace{}, {shape.num_layers});
+    const TensorParallel one_rank;
+    GptStage stage(&CpuOps::Get(), shape, /*seed=*/7, &one_rank, pipeline::PipelinePlace{},
+                   {shape.num_layers});
     const LossWeighting weighting =
         per_token ? LossWeighting{1.0f / 21.0f, true} : LossWeighting{0.5f, false};
     stage.BeginStep(
@@ -159,7 +165,7 @@ TEST(PerTokenLossTest, StepGradientWeighsMicroBatchesByTheirTokens) {
     }
     EXPECT_EQ(stage.loss().tokens, 21);
 
-    GptModel reference(shape, /*seed=*/7);
+    GptModel reference(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
     reference.parameters().ZeroGrads();
     double loss_sum = 0.0;
     for (int m = 0; m < 2; ++m) {
@@ -193,7 +199,8 @@ TEST(PerTokenLossTest, StepGradientWeighsMicroBatchesByTheirTokens) {
 // read here from the two tables.
 TEST(ResetPositionsTest, LearnedPositionsAddTheResetPositionsRows) {
   const ModelShape shape = TinyShape();
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   const Batch b = MaskedBatch(shape);
   EmbeddingStash stash;
   const absl::StatusOr<Tensor> x = model.EmbeddingForward(b.Mb(), b.tokens.data(), &stash);
@@ -220,7 +227,8 @@ TEST(ResetPositionsTest, LearnedPositionsAddTheResetPositionsRows) {
 TEST(ResetPositionsTest, RopeSeesThePerRowPositionsOfQueriesAndKeysAlike) {
   ModelShape shape = TinyShape();
   shape.rope = true;
-  GptModel model(shape, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/7, &one_rank);
   Batch b;
   b.context = MicroBatchContext{1, 0, /*batch=*/1, shape.seq - 1};
   b.tokens = {4, 8, 15, 16, 23};

@@ -61,7 +61,8 @@ TEST_P(StashBytesTest, OneMicroBatchStashesWhatTheModelPredicts) {
   absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(c, 1);
   ASSERT_TRUE(config.ok()) << config.status();
   const ModelShape& shape = config->model_shape();
-  GptStage stage(shape, 1, nullptr, {}, {4}, config->recompute_policy(), CpuOpsFor(rc.bf16));
+  const TensorParallel one_rank;
+  GptStage stage(CpuOpsFor(rc.bf16), shape, 1, &one_rank, {}, {4}, config->recompute_policy());
   const absl::StatusOr<int64_t> stashed =
       StashOfOneForward(&stage, shape, std::vector<int32_t>(shape.seq, 3));
   ASSERT_TRUE(stashed.ok()) << stashed.status();
@@ -113,8 +114,9 @@ TEST(ModelStateTest, WeightsWithTheirBf16CopiesAreExact) {
     absl::StatusOr<ResolvedConfig> config = ResolvedConfig::Resolve(c, 1);
     ASSERT_TRUE(config.ok()) << config.status();
     const int64_t before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
-    const GptStage stage(config->model_shape(), 1, nullptr, {}, {4}, config->recompute_policy(),
-                         CpuOpsFor(bf16));
+    const TensorParallel one_rank;
+    const GptStage stage(CpuOpsFor(bf16), config->model_shape(), 1, &one_rank, {}, {4},
+                         config->recompute_policy());
     const int64_t weights = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - before;
     const absl::StatusOr<RankMemory> predicted = PredictOneForward(*config);
     ASSERT_TRUE(predicted.ok()) << predicted.status();

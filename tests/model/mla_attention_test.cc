@@ -17,6 +17,7 @@
 
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
+#include "model/model_groups.h"
 #include "model/transformer_layer.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/philox.h"
@@ -314,7 +315,10 @@ TEST_P(MlaTensorParallelTest, TwoRanksEqualOne) {
   std::vector<LayerRun> runs(2);
   const std::vector<absl::Status> statuses =
       world.Run([&](int rank, Communicator& comm) -> absl::Status {
-        const TensorParallel tp(&comm, sequence_parallel);
+        SingleRankGroups others;
+        ModelGroups groups = others.groups();
+        groups.tp = groups.etp = &comm;  // expert TP as large as TP is the TP group
+        const TensorParallel tp(groups, sequence_parallel);
         ASSIGN_OR_RETURN(runs[rank], RunLayer(shape, tp));
         return absl::OkStatus();
       });

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/model_groups.h"
 #include "model/moe_router.h"
 #include "model/parameter_placement.h"
-#include "parallel/self_communicator.h"
 #include "runtime/bf16_emulation_ops.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/philox.h"
@@ -322,8 +322,10 @@ TEST(GlobalAuxLossTest, DataParallelRanksCountTheirMicroBatchesTogether) {
   testing_util::InProcessWorld world(kRanks);
   const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& dp) {
     ParameterStore store(/*seed=*/3);
-    SelfCommunicator tp("tp");
-    const TensorParallel groups(&tp, false, ExpertGroups{nullptr, nullptr, &dp});
+    SingleRankGroups others;
+    ModelGroups data_parallel = others.groups();
+    data_parallel.dp = &dp;
+    const TensorParallel groups(data_parallel, false);
     MoeRouter router(&CpuOps::Get(), &store, "layers.0.mlp.router", kHidden, shape, 0.5f, groups);
     std::vector<Parameter*> params;
     router.AppendParameters(&params);

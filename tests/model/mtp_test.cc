@@ -10,6 +10,8 @@
 
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
+#include "model/model_groups.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/model/grad_check.h"
 #include "tests/model/test_shapes.h"
 #include "tests/util/in_process_world.h"
@@ -211,7 +213,8 @@ class MtpReferenceTest : public ::testing::TestWithParam<int64_t> {};
 TEST_P(MtpReferenceTest, EachDepthsLossAndTheObjectiveMatchTheFloat64Reference) {
   const float lambda = 0.3f;
   const ModelShape s = ReferenceShape(GetParam(), lambda);
-  GptModel model(s, /*seed=*/11);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), s, /*seed=*/11, &one_rank);
   const Batch b = MakeBatch(s);
   const MicroBatchContext mb = b.Mb(s);
   const std::vector<double> want = Reference(model, s).Losses(b);
@@ -278,7 +281,8 @@ class MtpGradTest : public ::testing::TestWithParam<testing_util::ShapeVariant> 
 
 TEST_P(MtpGradTest, ParameterGradientsMatchFiniteDifferences) {
   const ModelShape s = GetParam().shape;
-  GptModel model(s, /*seed=*/7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), s, /*seed=*/7, &one_rank);
   ASSERT_NE(model.mtp(), nullptr);
   EXPECT_EQ(model.mtp()->layer(0).moe() != nullptr, s.moe.experts() > 0);
   const Batch b = MakeBatch(s);
@@ -334,7 +338,8 @@ struct RunResult {
 };
 
 RunResult OneRank(const ModelShape& s, const Batch& b) {
-  GptModel model(s, 7);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), s, 7, &one_rank);
   const MicroBatchContext mb = b.Mb(s);
   GptStash stash;
   RunResult r;
@@ -366,10 +371,13 @@ TEST_P(MtpTensorParallelTest, TwoRanksEqualOne) {
   testing_util::InProcessWorld world(2);
   std::vector<RunResult> got(2);
   std::vector<std::unique_ptr<GptModel>> models(2);
+  std::vector<SingleRankGroups> others(2);
   std::vector<std::unique_ptr<TensorParallel>> tps(2);
   const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) {
-    tps[rank] = std::make_unique<TensorParallel>(&comm, /*sequence_parallel=*/GetParam());
-    models[rank] = std::make_unique<GptModel>(s, 7, tps[rank].get());
+    ModelGroups groups = others[rank].groups();
+    groups.tp = groups.etp = &comm;  // expert TP as large as TP is the TP group
+    tps[rank] = std::make_unique<TensorParallel>(groups, /*sequence_parallel=*/GetParam());
+    models[rank] = std::make_unique<GptModel>(&CpuOps::Get(), s, 7, tps[rank].get());
     const MicroBatchContext mb = b.Mb(s);
     GptStash stash;
     absl::StatusOr<float> loss =
@@ -396,8 +404,9 @@ TEST(MtpPipelineTest, TwoStagesEqualOne) {
   const Batch b = MakeBatch(s);
   const RunResult want = OneRank(s, b);
   const MicroBatchContext mb = b.Mb(s);
-  GptModel first(s, 7, nullptr, {0, 1, true, false});
-  GptModel last(s, 7, nullptr, {1, 1, false, true});
+  const TensorParallel one_rank;
+  GptModel first(&CpuOps::Get(), s, 7, &one_rank, {0, 1, true, false});
+  GptModel last(&CpuOps::Get(), s, 7, &one_rank, {1, 1, false, true});
   ASSERT_NE(last.parameters().Find(kWordEmbeddingName), nullptr);
   GptStash a, z;
   a.layers.resize(1);

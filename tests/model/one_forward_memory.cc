@@ -44,7 +44,8 @@ absl::StatusOr<int64_t> StashOfOneForward(GptStage* stage, const ModelShape& sha
 void ExpectOneStageMatchesPrediction(const ResolvedConfig& config, int layers, bool bf16) {
   const ModelShape& shape = config.model_shape();
   const int64_t weights_before = MemoryTracker::Global().live_bytes(MemoryCategory::kWeights);
-  GptStage stage(shape, 1, nullptr, {}, {layers}, config.recompute_policy(), CpuOpsFor(bf16));
+  const TensorParallel one_rank;
+  GptStage stage(CpuOpsFor(bf16), shape, 1, &one_rank, {}, {layers}, config.recompute_policy());
   const int64_t weights =
       MemoryTracker::Global().live_bytes(MemoryCategory::kWeights) - weights_before;
   std::vector<int32_t> tokens;  // varied, so that a router spreads them

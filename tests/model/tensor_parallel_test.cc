@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/model_groups.h"
 #include "tests/util/in_process_world.h"
 
 namespace conveyor {
@@ -54,8 +55,11 @@ TEST(TensorParallelTest, Bf16TravelsAsBf16AndSumsRoundOnce) {
   std::vector<std::vector<uint16_t>> gathered(kRanks), summed(kRanks), scattered(kRanks);
   std::vector<int64_t> bytes(kRanks);
   const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) {
-    const TensorParallel sp(&comm, /*sequence_parallel=*/true);
-    const TensorParallel tp(&comm, /*sequence_parallel=*/false);
+    SingleRankGroups others;
+    ModelGroups groups = others.groups();
+    groups.tp = groups.etp = &comm;  // expert TP as large as TP is the TP group
+    const TensorParallel sp(groups, /*sequence_parallel=*/true);
+    const TensorParallel tp(groups, /*sequence_parallel=*/false);
     absl::StatusOr<Tensor> full = sp.EnterForward(Bf16Rows(rank, kRows / kRanks));  // gather
     if (!full.ok()) return full.status();
     absl::StatusOr<Tensor> sum = tp.ExitForward(Bf16Rows(rank, kRows));  // all-reduce

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "model/model_groups.h"
 #include "parallel/launcher.h"
-#include "parallel/self_communicator.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "tests/parallel/multi_rank.h"
 
@@ -90,9 +90,10 @@ int CheckExpertParallel(const RankEnvironment& env, bool swiglu) {
   }
 
   ParameterStore store(kSeed);
-  SelfCommunicator tp_of_one("tp");
-  const TensorParallel expert_parallel(&tp_of_one, /*sequence_parallel=*/false,
-                                       ExpertGroups{world->get(), nullptr});
+  SingleRankGroups others;
+  ModelGroups groups = others.groups();
+  groups.ep = world->get();
+  const TensorParallel expert_parallel(groups, /*sequence_parallel=*/false);
   RoutedExperts experts(ops, &store, "experts", kExperts, kHidden, kFfn, swiglu, 0.5f, 0.3f,
                         expert_parallel);
   if (experts.local().first != 2 * me || experts.local().count != 2) {
@@ -146,9 +147,10 @@ int CheckRowSharing(const RankEnvironment& env, bool swiglu) {
   reference.BackwardWeight(&reference_stash);
 
   ParameterStore store(kSeed);
-  SelfCommunicator whole_experts("expt-tp");
-  const TensorParallel tp(world->get(), /*sequence_parallel=*/false,
-                          ExpertGroups{nullptr, &whole_experts});
+  SingleRankGroups others;  // whole experts: expert TP of one
+  ModelGroups groups = others.groups();
+  groups.tp = world->get();
+  const TensorParallel tp(groups, /*sequence_parallel=*/false);
   RoutedExperts experts(ops, &store, "experts", kExperts, kHidden, kFfn, swiglu, 0.5f, 0.3f, tp);
   RoutedExpertsStash stash;
   absl::StatusOr<Tensor> y = experts.Forward(RankRows(0, 0), ExpertBegin(0), &stash);

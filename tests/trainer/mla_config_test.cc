@@ -11,6 +11,7 @@
 #include "model/gpt_model.h"
 #include "model/memory_model.h"
 #include "proto/config.pb.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "trainer/config/config_validation.h"
 #include "trainer/config/flags.h"
 #include "trainer/config/resolved_config.h"
@@ -145,7 +146,8 @@ int64_t DefinitionParameters() {
 TEST(MlaConfigTest, ParametersAreCountedExactly) {
   const absl::StatusOr<ResolvedConfig> r = ResolvedConfig::Resolve(Mla(), 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  GptModel model(r->model_shape(), /*seed=*/1);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), r->model_shape(), /*seed=*/1, &one_rank);
   EXPECT_EQ(model.parameters().NumElements(), DefinitionParameters());
   pipeline::Timeline one_forward;
   one_forward.ranks = {{pipeline::TimedAction{pipeline::Forward(0), 0, 1}}};

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "runtime/cpu/cpu_optimizer_ops.h"
 #include "trainer/config/resolved_config.h"
 #include "trainer/optimization/lr_schedule.h"
@@ -141,14 +142,15 @@ std::set<std::string> EmbeddingOrOutput(GptModel& model) {
 // layer's weight on the last, which for a tied model is the embedding's copy; never the
 // position embedding.
 TEST(DecoupledLrTest, EmbeddingAndOutputWeightsFormTheGroup) {
-  GptModel untied(DecoupledShape(false), 3);
+  const TensorParallel one_rank;
+  GptModel untied(&CpuOps::Get(), DecoupledShape(false), 3, &one_rank);
   EXPECT_EQ(EmbeddingOrOutput(untied),
             (std::set<std::string>{kWordEmbeddingName, "output_layer.weight"}));
-  GptModel tied(DecoupledShape(true), 3);
+  GptModel tied(&CpuOps::Get(), DecoupledShape(true), 3, &one_rank);
   EXPECT_EQ(EmbeddingOrOutput(tied), (std::set<std::string>{kWordEmbeddingName}));
   ModelPartition last_stage;
   last_stage.has_embedding = false;
-  GptModel tied_head(DecoupledShape(true), 3, nullptr, last_stage);
+  GptModel tied_head(&CpuOps::Get(), DecoupledShape(true), 3, &one_rank, last_stage);
   EXPECT_EQ(EmbeddingOrOutput(tied_head), (std::set<std::string>{kWordEmbeddingName}));
 }
 
@@ -166,7 +168,8 @@ double AdamWFirstStep(double p, double g, double lr, double wd, const OptimizerC
 TEST(DecoupledLrTest, OneStepUsesTheGroupsRates) {
   for (const bool distributed : {false, true}) {
     SCOPED_TRACE(distributed ? "distributed optimizer" : "replicated");
-    GptModel model(DecoupledShape(false), 5);
+    const TensorParallel tp;
+    GptModel model(&CpuOps::Get(), DecoupledShape(false), 5, &tp);
     Config config;
     OptimizerConfig& o = *config.mutable_optimizer();
     o.set_lr(0.01f);

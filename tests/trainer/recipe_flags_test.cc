@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "trainer/config/flags.h"
 #include "trainer/config/resolved_config.h"
 
@@ -31,7 +32,8 @@ absl::StatusOr<ResolvedConfig> Resolve(std::vector<std::string> args) {
 }
 
 std::set<std::string> ParameterNames(const ResolvedConfig& config) {
-  GptModel model(config.model_shape(), 1);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), config.model_shape(), 1, &one_rank);
   std::set<std::string> names;
   for (const Parameter* p : model.parameters().parameters()) names.insert(p->name);
   return names;

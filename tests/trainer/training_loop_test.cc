@@ -12,6 +12,7 @@
 #include "base/exit_code.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "runtime/memory_tracker.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
@@ -75,8 +76,9 @@ ResolvedConfig Resolved(const Config& config) {
 // The whole model on one rank.
 std::unique_ptr<GptStage> OneRankModel(const Config& config) {
   const ResolvedConfig resolved = Resolved(config);
-  return std::make_unique<GptStage>(resolved.model_shape(), config.training().seed(), nullptr,
-                                    pipeline::PipelinePlace{},
+  static const TensorParallel* const one_rank = new TensorParallel();
+  return std::make_unique<GptStage>(&CpuOps::Get(), resolved.model_shape(),
+                                    config.training().seed(), one_rank, pipeline::PipelinePlace{},
                                     std::vector<int64_t>{config.model().num_layers()},
                                     resolved.recompute_policy());
 }

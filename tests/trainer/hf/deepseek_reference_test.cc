@@ -36,6 +36,7 @@
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
 #include "parallel/self_communicator.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/trainer/hf/llama_checkpoint.h"
 #include "tests/trainer/hf/llama_forward.h"
 #include "tests/trainer/hf/slice_reads.h"
@@ -487,7 +488,8 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
   const ModelShape& shape = config->model_shape();
-  GptModel model(shape, /*seed=*/1);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &one_rank);
   LoadInto(*imported, &model);
   std::vector<int32_t> tokens(kSeq), labels(kSeq);
   for (int64_t i = 0; i < kSeq; ++i) {

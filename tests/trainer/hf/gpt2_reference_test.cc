@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/trainer/hf/hf_reference.h"
 #include "tests/trainer/hf/slice_reads.h"
 #include "tests/util/test_dirs.h"
@@ -160,7 +161,8 @@ TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
 
   const ModelShape& shape = config->model_shape();
   ASSERT_EQ(shape.padded_vocab, kVocab);
-  GptModel model(shape, /*seed=*/1);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &one_rank);
   for (Parameter* p : model.parameters().parameters()) {
     const std::vector<float>& value = imported->at(p->name);
     ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;

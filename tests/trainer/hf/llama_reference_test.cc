@@ -22,6 +22,7 @@
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
 #include "parallel/self_communicator.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/trainer/hf/hf_reference.h"
 #include "tests/trainer/hf/llama_checkpoint.h"
 #include "tests/trainer/hf/llama_forward.h"
@@ -183,7 +184,8 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   ASSERT_TRUE(imported.ok()) << imported.status();
 
   const ModelShape& shape = config->model_shape();
-  GptModel model(shape, /*seed=*/1);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &one_rank);
   for (Parameter* p : model.parameters().parameters()) {
     const std::vector<float>& value = imported->at(p->name);
     ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;

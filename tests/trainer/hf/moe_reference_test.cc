@@ -27,6 +27,7 @@
 #include "model/gpt_model.h"
 #include "model/model_shape.h"
 #include "parallel/self_communicator.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/trainer/hf/llama_checkpoint.h"
 #include "tests/trainer/hf/llama_forward.h"
 #include "tests/trainer/hf/slice_reads.h"
@@ -280,7 +281,8 @@ TEST_P(MoeReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   ASSERT_TRUE(imported.ok()) << imported.status();
 
   const ModelShape& shape = config->model_shape();
-  GptModel model(shape, /*seed=*/1);
+  const TensorParallel one_rank;
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &one_rank);
   for (Parameter* p : model.parameters().parameters()) {
     ASSERT_EQ(imported->count(p->name), 1) << p->name;
     const std::vector<float>& value = imported->at(p->name);

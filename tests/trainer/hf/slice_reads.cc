@@ -3,8 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/gpt_model.h"
+#include "model/model_groups.h"
 #include "model/model_shape.h"
-#include "parallel/self_communicator.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "tests/util/in_process_world.h"
 
 namespace conveyor::testing_util {
@@ -19,7 +20,7 @@ int64_t ExpectRankReadsMatchWholeRead(const std::string& dir, const ResolvedConf
                                       const GlobalTensorMap& whole, const TensorParallel& parallel,
                                       const std::string& rank) {
   const ModelShape& shape = config.model_shape();
-  GptModel model(shape, /*seed=*/1, &parallel);
+  GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &parallel);
   HfElementRequest request;
   int64_t elements = 0;
   for (const Parameter* p : model.parameters().parameters()) {
@@ -47,7 +48,10 @@ std::vector<int64_t> ExpectSliceReadsMatchWholeRead(const std::string& dir,
   InProcessWorld world(tp);
   std::vector<int64_t> bytes_read;
   for (int rank = 0; rank < tp; ++rank) {
-    const TensorParallel parallel(&world.rank(rank), /*sequence_parallel=*/false);
+    SingleRankGroups others;
+    ModelGroups groups = others.groups();
+    groups.tp = groups.etp = &world.rank(rank);  // expert TP as large as TP is the TP group
+    const TensorParallel parallel(groups, /*sequence_parallel=*/false);
     bytes_read.push_back(
         ExpectRankReadsMatchWholeRead(dir, config, whole, parallel, "rank " + std::to_string(rank)));
   }
@@ -58,11 +62,17 @@ void ExpectExpertLayoutReadsMatchWholeRead(const std::string& dir, const Resolve
                                            const GlobalTensorMap& whole, int64_t file_bytes) {
   InProcessWorld ep(2), tp(2), ep_beside_tp(2);
   for (int rank = 0; rank < 2; ++rank) {
-    SelfCommunicator own("tp"), etp("etp");
-    const TensorParallel ep2(&own, false, ExpertGroups{&ep.rank(rank), nullptr});
-    const TensorParallel tp2(&tp.rank(rank), false);
-    const TensorParallel tp2_ep2(&tp.rank(rank), false,
-                                 ExpertGroups{&ep_beside_tp.rank(rank), &etp});
+    SingleRankGroups others;
+    ModelGroups ep_groups = others.groups();
+    ep_groups.ep = &ep.rank(rank);
+    ModelGroups tp_groups = others.groups();
+    tp_groups.tp = tp_groups.etp = &tp.rank(rank);
+    ModelGroups tp_ep_groups = others.groups();  // expert TP of one
+    tp_ep_groups.tp = &tp.rank(rank);
+    tp_ep_groups.ep = &ep_beside_tp.rank(rank);
+    const TensorParallel ep2(ep_groups, false);
+    const TensorParallel tp2(tp_groups, false);
+    const TensorParallel tp2_ep2(tp_ep_groups, false);
     const std::string r = absl::StrCat(" rank ", rank);
     EXPECT_LT(ExpectRankReadsMatchWholeRead(dir, config, whole, ep2, "EP 2" + r), file_bytes);
     EXPECT_LT(ExpectRankReadsMatchWholeRead(dir, config, whole, tp2, "TP 2 ETP 2" + r),
