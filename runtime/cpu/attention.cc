@@ -129,11 +129,18 @@ VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const Atte
 // result beyond the summation order of the value product.
 constexpr int64_t kRowTile = 64;
 
-// The query row ranges computed apart.
-std::vector<std::pair<int64_t, int64_t>> RowTiles(const AttentionShape& s) {
-  std::vector<std::pair<int64_t, int64_t>> tiles;
+// The query rows [first_row, last_row) computed apart, and the rectangle they see.
+struct RowTile {
+  int64_t first_row, last_row;
+  VisibleRectangle box;
+};
+
+std::vector<RowTile> RowTiles(const AttentionShape& s, int64_t key_rows,
+                              const AttentionMask& mask) {
+  std::vector<RowTile> tiles;
   for (int64_t i = 0; i < s.seq; i += kRowTile) {
-    tiles.emplace_back(i, std::min(s.seq, i + kRowTile));
+    const int64_t last = std::min(s.seq, i + kRowTile);
+    tiles.push_back({i, last, VisibleOf(s, key_rows, mask, i, last)});
   }
   return tiles;
 }
@@ -180,154 +187,186 @@ void AddKeyValueGrad(const AttentionShape& s, const float* dkv, float* dqkv) {
 
 namespace {
 
-// AttentionBlockForward for the query rows [first_row, last_row) of every sample.
-void ForwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-                 const float* qkv, const float* kv, float scale, const AttentionDropout& dropout,
-                 bool first, int64_t first_row, int64_t last_row, float* ctx, float* lse) {
-  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
-  const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
-  const VisibleRectangle box = VisibleOf(s, key_rows, mask, first_row, last_row);
-  const int64_t keys = box.keys_end - box.keys_begin;  // computed per row
-  std::vector<float> scores((last_row - first_row) * std::max<int64_t>(keys, 0));
-  RowMask rows(s, key_rows, mask, dropout);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    const float* q_rows = qkv + b * s.seq * ld;
-    const float* kv_rows = kv + (b * key_rows + box.keys_begin) * kvw;
-    for (int64_t h = 0; h < s.heads(); ++h) {
-      const HeadView v = View(s, h);
-      float* out = ctx + b * s.seq * ld_ctx + h * dv;
-      float* row_lse = lse + (b * s.heads() + h) * s.seq;
-      for (int64_t i = first_row; i < last_row && first; ++i) {  // nothing visible yet
-        if (i >= box.rows_begin && i < box.rows_end) continue;
-        row_lse[i] = kNegInf;
-        std::fill(out + i * ld_ctx, out + i * ld_ctx + dv, 0.0f);
-      }
-      if (box.empty()) continue;
-      const int64_t m = box.rows_end - box.rows_begin;
-      GemmStrided(false, true, m, keys, s.head_dim, scale,
-                  q_rows + box.rows_begin * ld + v.q_offset, ld, kv_rows + v.k_offset, kvw, 0.0f,
-                  scores.data(), keys);
-      for (int64_t i = box.rows_begin; i < box.rows_end; ++i) {
-        rows.Select(b, h, i);
-        float* p = scores.data() + (i - box.rows_begin) * keys;
-        float* out_row = out + i * ld_ctx;
-        // The row's visible keys, as offsets into the rectangle's columns.
-        const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
-        const int64_t hi = rows.end(box.keys_end) - box.keys_begin;
-        if (lo >= hi) {  // nothing visible in this block: the row is unchanged
-          std::fill(p, p + keys, 0.0f);
-          if (first) {
-            row_lse[i] = kNegInf;
-            std::fill(out_row, out_row + dv, 0.0f);
-          }
-          continue;
-        }
-        const float old_lse = first ? kNegInf : row_lse[i];
-        const float max = *std::max_element(p + lo, p + hi);
-        const float sum = ExpShiftedSum(p + lo, hi - lo, max);
-        const float block_lse = max + std::log(sum);
-        const float new_lse = old_lse == kNegInf
-                                  ? block_lse
-                                  : std::max(old_lse, block_lse) +
-                                        std::log1p(std::exp(-std::fabs(old_lse - block_lse)));
-        const float keep_old = old_lse == kNegInf ? 0.0f : std::exp(old_lse - new_lse);
-        // exp(s - new_lse) = exp(s - max) * exp(max - new_lse): one exp per score.
-        const float rescale = std::exp(max - new_lse);
-        std::fill(p, p + lo, 0.0f);
-        for (int64_t j = lo; j < hi; ++j) p[j] *= rescale;
-        std::fill(p + hi, p + keys, 0.0f);
-        if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
-        for (int64_t c = 0; c < dv; ++c) {
-          out_row[c] = keep_old == 0.0f ? 0.0f : out_row[c] * keep_old;
-        }
-        row_lse[i] = new_lse;
-      }
-      GemmStrided(false, false, m, dv, keys, 1.0f, scores.data(), keys,
-                  kv_rows + v.k_offset + s.head_dim, kvw, 1.0f, out + box.rows_begin * ld_ctx,
-                  ld_ctx);
+// One call's operands, shared by its tasks.
+struct BlockInputs {
+  const AttentionShape& s;
+  int64_t key_rows;
+  const AttentionMask& mask;
+  const float* qkv;
+  const float* kv;
+  float scale;
+  const AttentionDropout& dropout;
+};
+
+// Row i's scores p (the rectangle's `keys` columns) become its share of the merged
+// result: p = exp(S - new_lse) on the row's visible keys (then dropout), 0 elsewhere;
+// out_row (dv wide) is rescaled by exp(old_lse - new_lse), for the value product to add
+// p V to; row_lse = new_lse.
+void MergeRow(const RowMask& rows, const VisibleRectangle& box, int64_t keys, bool first, float* p,
+              float* out_row, int64_t dv, float* row_lse) {
+  // The row's visible keys, as offsets into the rectangle's columns.
+  const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
+  const int64_t hi = rows.end(box.keys_end) - box.keys_begin;
+  if (lo >= hi) {  // nothing visible in this block: the row is unchanged
+    std::fill(p, p + keys, 0.0f);
+    if (first) {
+      *row_lse = kNegInf;
+      std::fill(out_row, out_row + dv, 0.0f);
     }
+    return;
   }
+  const float old_lse = first ? kNegInf : *row_lse;
+  const float max = *std::max_element(p + lo, p + hi);
+  const float sum = ExpShiftedSum(p + lo, hi - lo, max);
+  const float block_lse = max + std::log(sum);
+  const float new_lse = old_lse == kNegInf
+                            ? block_lse
+                            : std::max(old_lse, block_lse) +
+                                  std::log1p(std::exp(-std::fabs(old_lse - block_lse)));
+  const float keep_old = old_lse == kNegInf ? 0.0f : std::exp(old_lse - new_lse);
+  // exp(s - new_lse) = exp(s - max) * exp(max - new_lse): one exp per score.
+  const float rescale = std::exp(max - new_lse);
+  std::fill(p, p + lo, 0.0f);
+  for (int64_t j = lo; j < hi; ++j) p[j] *= rescale;
+  std::fill(p + hi, p + keys, 0.0f);
+  if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
+  for (int64_t c = 0; c < dv; ++c) {
+    out_row[c] = keep_old == 0.0f ? 0.0f : out_row[c] * keep_old;
+  }
+  *row_lse = new_lse;
 }
 
-// AttentionBlockBackward for the query rows [first_row, last_row) of every sample.
-void BackwardRows(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-                  const float* qkv, const float* kv, const float* ctx, const float* lse,
-                  const float* dctx, float scale, const AttentionDropout& dropout,
-                  int64_t first_row, int64_t last_row, float* dqkv, float* dkv) {
+// AttentionBlockForward for query head h of sample b, the rows of `tile`. scores: room
+// for the tile's rectangle.
+void ForwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t h, bool first,
+                 float* scores, float* ctx, float* lse) {
+  const AttentionShape& s = in.s;
   const int64_t ld = s.qkv_width(), kvw = s.kv_width();
   const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
-  const VisibleRectangle box = VisibleOf(s, key_rows, mask, first_row, last_row);
+  const VisibleRectangle& box = tile.box;
+  const int64_t keys = box.keys_end - box.keys_begin;  // computed per row
+  const HeadView v = View(s, h);
+  const float* q_rows = in.qkv + b * s.seq * ld;
+  const float* kv_rows = in.kv + (b * in.key_rows + box.keys_begin) * kvw;
+  float* out = ctx + b * s.seq * ld_ctx + h * dv;
+  float* row_lse = lse + (b * s.heads() + h) * s.seq;
+  for (int64_t i = tile.first_row; i < tile.last_row && first; ++i) {  // nothing visible yet
+    if (i >= box.rows_begin && i < box.rows_end) continue;
+    row_lse[i] = kNegInf;
+    std::fill(out + i * ld_ctx, out + i * ld_ctx + dv, 0.0f);
+  }
+  if (box.empty()) return;
+  const int64_t m = box.rows_end - box.rows_begin;
+  GemmStrided(false, true, m, keys, s.head_dim, in.scale, q_rows + box.rows_begin * ld + v.q_offset,
+              ld, kv_rows + v.k_offset, kvw, 0.0f, scores, keys);
+  RowMask rows(s, in.key_rows, in.mask, in.dropout);
+  for (int64_t i = box.rows_begin; i < box.rows_end; ++i) {
+    rows.Select(b, h, i);
+    MergeRow(rows, box, keys, first, scores + (i - box.rows_begin) * keys, out + i * ld_ctx, dv,
+             row_lse + i);
+  }
+  GemmStrided(false, false, m, dv, keys, 1.0f, scores, keys, kv_rows + v.k_offset + s.head_dim, kvw,
+              1.0f, out + box.rows_begin * ld_ctx, ld_ctx);
+}
+
+// Row i of the softmax's backward over the rectangle's `keys` columns: p = P' (the
+// dropped-out probabilities, for dV) and d = dS, both 0 on keys the row does not see.
+// p holds S and d holds dP' on entry; dot = D = dO . O.
+void SoftmaxGradRow(const RowMask& rows, const VisibleRectangle& box, int64_t keys, float lse,
+                    float dot, float* p, float* d) {
+  const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
+  const int64_t hi = std::max(lo, rows.end(box.keys_end) - box.keys_begin);
+  std::fill(p, p + lo, 0.0f);
+  std::fill(p + hi, p + keys, 0.0f);
+  std::fill(d, d + lo, 0.0f);  // dS is 0 where a key is unseen
+  std::fill(d + hi, d + keys, 0.0f);
+  if (rows.has_dropout()) {
+    rows.Dropout(box.keys_begin + lo, hi - lo, d + lo, d + lo);  // dP = dropout(dP')
+  }
+  SoftmaxRowGrad(p + lo, d + lo, hi - lo, lse, dot);
+  if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
+}
+
+// AttentionBlockBackward for query head h of sample b, the rows of `tile`. probs, dp:
+// room for the tile's rectangle each.
+void BackwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t h,
+                  const float* ctx, const float* lse, const float* dctx, float* probs, float* dp,
+                  float* dqkv, float* dkv) {
+  const AttentionShape& s = in.s;
+  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
+  const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
+  const VisibleRectangle& box = tile.box;
   if (box.empty()) return;
   const int64_t m = box.rows_end - box.rows_begin, keys = box.keys_end - box.keys_begin;
-  std::vector<float> probs(m * keys), dp(m * keys);
-  RowMask rows(s, key_rows, mask, dropout);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    const float* q_rows = qkv + (b * s.seq + box.rows_begin) * ld;
-    const float* kv_rows = kv + (b * key_rows + box.keys_begin) * kvw;
-    float* dq_rows = dqkv + (b * s.seq + box.rows_begin) * ld;
-    float* dkv_rows = dkv + (b * key_rows + box.keys_begin) * kvw;
-    for (int64_t h = 0; h < s.heads(); ++h) {
-      const HeadView v = View(s, h);
-      const float* out = ctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
-      const float* dout = dctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
-      const float* row_lse = lse + (b * s.heads() + h) * s.seq;
-      GemmStrided(false, true, m, keys, s.head_dim, scale, q_rows + v.q_offset, ld,
-                  kv_rows + v.k_offset, kvw, 0.0f, probs.data(), keys);
-      // dP' = dO V^T
-      GemmStrided(false, true, m, keys, dv, 1.0f, dout, ld_ctx, kv_rows + v.k_offset + s.head_dim,
-                  kvw, 0.0f, dp.data(), keys);
-      for (int64_t r = 0; r < m; ++r) {
-        const int64_t i = box.rows_begin + r;
-        rows.Select(b, h, i);
-        float* p = probs.data() + r * keys;
-        float* d = dp.data() + r * keys;
-        const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
-        const int64_t hi = std::max(lo, rows.end(box.keys_end) - box.keys_begin);
-        float row_dot = 0.0f;  // D = dO . O
-        for (int64_t c = 0; c < dv; ++c) {
-          row_dot += dout[r * ld_ctx + c] * out[r * ld_ctx + c];
-        }
-        std::fill(p, p + lo, 0.0f);
-        std::fill(p + hi, p + keys, 0.0f);
-        std::fill(d, d + lo, 0.0f);  // dS is 0 where a key is unseen
-        std::fill(d + hi, d + keys, 0.0f);
-        if (rows.has_dropout()) {
-          rows.Dropout(box.keys_begin + lo, hi - lo, d + lo, d + lo);  // dP = dropout(dP')
-        }
-        SoftmaxRowGrad(p + lo, d + lo, hi - lo, row_lse[i], row_dot);
-        if (rows.has_dropout()) {                                           // P' for dV
-          rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
-        }
-      }
-      // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
-      GemmStrided(true, false, keys, dv, m, 1.0f, probs.data(), keys, dout, ld_ctx, 1.0f,
-                  dkv_rows + v.k_offset + s.head_dim, kvw);
-      GemmStrided(false, false, m, s.head_dim, keys, scale, dp.data(), keys, kv_rows + v.k_offset,
-                  kvw, 1.0f, dq_rows + v.q_offset, ld);
-      GemmStrided(true, false, keys, s.head_dim, m, scale, dp.data(), keys, q_rows + v.q_offset, ld,
-                  1.0f, dkv_rows + v.k_offset, kvw);
-    }
+  const HeadView v = View(s, h);
+  const float* q_rows = in.qkv + (b * s.seq + box.rows_begin) * ld;
+  const float* kv_rows = in.kv + (b * in.key_rows + box.keys_begin) * kvw;
+  float* dq_rows = dqkv + (b * s.seq + box.rows_begin) * ld;
+  float* dkv_rows = dkv + (b * in.key_rows + box.keys_begin) * kvw;
+  const float* out = ctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
+  const float* dout = dctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
+  const float* row_lse = lse + (b * s.heads() + h) * s.seq;
+  GemmStrided(false, true, m, keys, s.head_dim, in.scale, q_rows + v.q_offset, ld,
+              kv_rows + v.k_offset, kvw, 0.0f, probs, keys);
+  // dP' = dO V^T
+  GemmStrided(false, true, m, keys, dv, 1.0f, dout, ld_ctx, kv_rows + v.k_offset + s.head_dim, kvw,
+              0.0f, dp, keys);
+  RowMask rows(s, in.key_rows, in.mask, in.dropout);
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t i = box.rows_begin + r;
+    rows.Select(b, h, i);
+    float row_dot = 0.0f;  // D = dO . O
+    for (int64_t c = 0; c < dv; ++c) row_dot += dout[r * ld_ctx + c] * out[r * ld_ctx + c];
+    SoftmaxGradRow(rows, box, keys, row_lse[i], row_dot, probs + r * keys, dp + r * keys);
   }
+  // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
+  GemmStrided(true, false, keys, dv, m, 1.0f, probs, keys, dout, ld_ctx, 1.0f,
+              dkv_rows + v.k_offset + s.head_dim, kvw);
+  GemmStrided(false, false, m, s.head_dim, keys, in.scale, dp, keys, kv_rows + v.k_offset, kvw,
+              1.0f, dq_rows + v.q_offset, ld);
+  GemmStrided(true, false, keys, s.head_dim, m, in.scale, dp, keys, q_rows + v.q_offset, ld, 1.0f,
+              dkv_rows + v.k_offset, kvw);
 }
 
 }  // namespace
 
+// Each (sample, head) is a task of its own on the pool's threads: it writes its own
+// rows of ctx and lse, so the split changes no result.
 void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
                            const float* qkv, const float* kv, float scale,
                            const AttentionDropout& dropout, bool first, float* ctx, float* lse) {
-  for (const auto& [first_row, last_row] : RowTiles(s)) {
-    ForwardRows(s, key_rows, mask, qkv, kv, scale, dropout, first, first_row, last_row, ctx, lse);
-  }
+  const BlockInputs in{s, key_rows, mask, qkv, kv, scale, dropout};
+  const std::vector<RowTile> tiles = RowTiles(s, key_rows, mask);
+  ParallelForSerialGemm(s.batch * s.heads(), [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(kRowTile * key_rows);
+    for (int64_t t = begin; t < end; ++t) {
+      for (const RowTile& tile : tiles) {
+        ForwardTile(in, tile, t / s.heads(), t % s.heads(), first, scores.data(), ctx, lse);
+      }
+    }
+  });
 }
 
+// Each (sample, key/value group) is a task: the group's heads add into the same dK and
+// dV rows, in the order of the single-threaded loop (tiles, then the group's heads), so
+// the split changes no result.
 void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
                             const float* qkv, const float* kv, const float* ctx, const float* lse,
                             const float* dctx, float scale, const AttentionDropout& dropout,
                             float* dqkv, float* dkv) {
-  for (const auto& [first_row, last_row] : RowTiles(s)) {
-    BackwardRows(s, key_rows, mask, qkv, kv, ctx, lse, dctx, scale, dropout, first_row, last_row,
-                 dqkv, dkv);
-  }
+  const BlockInputs in{s, key_rows, mask, qkv, kv, scale, dropout};
+  const std::vector<RowTile> tiles = RowTiles(s, key_rows, mask);
+  ParallelForSerialGemm(s.batch * s.groups, [&](int64_t begin, int64_t end) {
+    std::vector<float> probs(kRowTile * key_rows), dp(kRowTile * key_rows);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / s.groups, first_head = t % s.groups * s.heads_per_group;
+      for (const RowTile& tile : tiles) {
+        for (int64_t h = first_head; h < first_head + s.heads_per_group; ++h) {
+          BackwardTile(in, tile, b, h, ctx, lse, dctx, probs.data(), dp.data(), dqkv, dkv);
+        }
+      }
+    }
+  });
 }
 
 void AttentionForward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
+
 namespace conveyor::cpu {
 
 // op(A) is [m, k], op(B) is [k, n], C is [m, n]. trans_a / trans_b say that A / B are
@@ -15,6 +17,12 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void GemmStrided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc);
+
+// ParallelFor(n, 1, fn) (thread_pool.h) with OpenBLAS single-threaded meanwhile: for many
+// small independent products (attention's per-head tiles), each computed whole by one
+// pool thread; OpenBLAS's own threads on top would oversubscribe the CPUs. OpenBLAS
+// splits a product's rows and columns, never its sum, so the results are the same.
+void ParallelForSerialGemm(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
 // The threads the CPU ops use: OpenBLAS's and the thread pool's (thread_pool.h) alike
 // (ranks on one machine share the CPUs the process may use).
