@@ -118,6 +118,52 @@ TEST(StepTrafficTest, DistributedOptimizerAndTheHeadOnOneStage) {
   EXPECT_EQ(traffic.context_parallel, 0.0);  // CP 1
 }
 
+// The same TP 2 x DP 4 model with one multi-token prediction depth, and under two pipeline
+// stages: the depth (on the last stage) runs a fourth layer, and crosses the embedding's
+// region, M_k's three activations' worth (its 2-hidden-wide input entering backward, its
+// output exiting forward) and the output layer's region again, with a second
+// cross-entropy.
+TEST(StepTrafficTest, MultiTokenPredictionDepthsOnTheLastStage) {
+  const std::vector<std::string> args = {
+      "--mock-data", "--vocab-size", "512", "--num-layers", "2", "--hidden-size", "16",
+      "--ffn-hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+      "--max-position-embeddings", "32", "--micro-batch-size", "1", "--num-micro-batches", "2",
+      "--tensor-model-parallel-size", "2", "--position-embedding-type", "rope",
+      "--mtp-num-layers", "1"};
+  ModelShape shape;
+  shape.num_layers = 2;
+  shape.hidden = 16;
+  shape.ffn_hidden = 64;
+  shape.heads = 4;
+  shape.query_groups = 4;
+  shape.head_dim = 4;
+  shape.seq = 32;
+  shape.mtp_layers = 1;
+  RankMemory only;
+  only.first_stage = true;
+  only.last_stage = true;
+  // TP share 1, M = 2, buffers of 32 tokens x 16 x 4 bytes = 2048: 4 x (2 + 1) layers, the
+  // embedding's region twice, M_k's 3, the output layer's twice (12 + 2 + 3 + 2 = 19
+  // buffers) and two cross-entropies of 3 x 8 x 32 = 768 bytes: 2 x (19 x 2048 + 2 x 768).
+  EXPECT_DOUBLE_EQ(PredictStepTraffic(Resolved(args, 8), shape, only).tensor_parallel,
+                   2.0 * (19 * 2048 + 2 * 768));
+
+  // PP 2 x TP 2: the first stage holds layer 0 and the embedding (2 x (4 + 1) buffers),
+  // the last layer 1, the output layer and the depth (2 x ((4 x 2 + 1 + 3 + 2) buffers and
+  // two cross-entropies)): the busiest rank is the last.
+  std::vector<std::string> pipelined = args;
+  pipelined.insert(pipelined.end(), {"--pipeline-model-parallel-size", "2"});
+  const ResolvedConfig two_stages = Resolved(pipelined, 4);
+  RankMemory first, last;
+  first.first_stage = true;
+  last.pipeline_rank = 1;
+  last.last_stage = true;
+  EXPECT_DOUBLE_EQ(PredictStepTraffic(two_stages, shape, first).tensor_parallel,
+                   2.0 * (5 * 2048));
+  EXPECT_DOUBLE_EQ(PredictBusiestStepTraffic(two_stages, shape, {first, last}).tensor_parallel,
+                   2.0 * (14 * 2048 + 2 * 768));
+}
+
 // EP 2 over DP 8 (8 ranks, TP 1): the routed experts' gradients are reduced over the
 // expert-data-parallel ranks (8 / EP 2 = 4), the rest over all 8.
 TEST(StepTrafficTest, ExpertsReduceOverTheirOwnDataParallelRanks) {

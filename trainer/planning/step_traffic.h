@@ -3,6 +3,8 @@
 #ifndef CONVEYOR_TRAINER_PLANNING_STEP_TRAFFIC_H_
 #define CONVEYOR_TRAINER_PLANNING_STEP_TRAFFIC_H_
 
+#include <vector>
+
 #include "model/memory_model.h"
 #include "model/model_shape.h"
 #include "trainer/config/resolved_config.h"
@@ -16,11 +18,17 @@ struct StepTraffic {
   double context_parallel = 0;  // ring attention's blocks, the router's logits
 };
 
-// One step's traffic on the first pipeline stage's rank (TP rank 0, DP rank 0), whose
-// predicted memory is `first_stage`, in the dtypes messages travel in (activations bf16
-// under --bf16).
+// One step's traffic on a pipeline rank (TP rank 0, DP rank 0) whose predicted memory is
+// `rank`, in the dtypes messages travel in (activations bf16 under --bf16).
 StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const ModelShape& shape,
-                               const RankMemory& first_stage);
+                               const RankMemory& rank);
+
+// Per kind, the most that any pipeline rank of `memory` (PredictMemory's, one per rank)
+// moves: what the run's log reports as its messages per iteration, the max across ranks
+// (the last stage's output layer and multi-token prediction depths can outweigh the first
+// stage's embedding).
+StepTraffic PredictBusiestStepTraffic(const ResolvedConfig& resolved, const ModelShape& shape,
+                                      const std::vector<RankMemory>& memory);
 
 }  // namespace conveyor
 
