@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/vector_math.h"
 
 namespace conveyor::cpu {
 namespace {
@@ -65,17 +66,18 @@ void NormBackwardInput(NormKind kind, const float* dy, const float* x, const flo
   });
 }
 
+// One thread: split by columns it ran slower here (each thread walks every row for a
+// sliver of it), and split by rows the sums would depend on the thread count. Each
+// column still adds its rows in order; the row's pass is vectorised (vector_math.h).
+CONVEYOR_VECTOR_CLONES
 void NormBackwardWeight(const float* dy, const float* x, const float* mean, const float* rstd,
                         int64_t rows, int64_t width, float* dgamma, float* dbeta) {
-  // One thread: split by columns it ran slower here (each thread walks every row for a
-  // sliver of it), and split by rows the sums would depend on the thread count.
   for (int64_t r = 0; r < rows; ++r) {
     const float* dyr = dy + r * width;
     const float* xr = x + r * width;
-    for (int64_t i = 0; i < width; ++i) {
-      dgamma[i] += dyr[i] * ((xr[i] - mean[r]) * rstd[r]);
-      if (dbeta != nullptr) dbeta[i] += dyr[i];
-    }
+    const float mu = mean[r], rs = rstd[r];
+    MapLanes(width, dgamma, [&](int64_t i) { return dgamma[i] + dyr[i] * ((xr[i] - mu) * rs); });
+    if (dbeta != nullptr) MapLanes(width, dbeta, [&](int64_t i) { return dbeta[i] + dyr[i]; });
   }
 }
 
