@@ -18,6 +18,7 @@
 #include "trainer/hf/llama_mapping.h"
 #include "trainer/hf/mapped_weights.h"
 #include "trainer/hf/mla_config_json.h"
+#include "trainer/hf/mtp_shared_copies.h"
 #include "trainer/hf/positions_config_json.h"
 
 namespace conveyor {
@@ -261,6 +262,10 @@ absl::StatusOr<GlobalTensorMap> ReadHf(const std::string& dir, const Config& con
                             (known.count(name) > 0 && needed.count(name) == 0);
                    }));
   ASSIGN_OR_RETURN(GlobalTensorMap converted, HfToConveyorLlama(tensors, dims, wanted), _ << dir);
+  if (dims.mtp_layers > 0) {
+    ASSIGN_OR_RETURN(MappedHfWeights weights, MappedHfWeights::Open(dir));
+    RETURN_IF_ERROR(CheckSharedCopies(dims, &weights));
+  }
   return converted;
 }
 
@@ -299,7 +304,10 @@ absl::StatusOr<HfElementValues> ReadHfSlices(const std::string& dir, const Confi
         unexpected.push_back(name);
       }
     }
-    if (unexpected.empty()) values = HfToConveyorLlamaElements(dims, request, shape_of, read);
+    if (unexpected.empty()) {
+      values = HfToConveyorLlamaElements(dims, request, shape_of,
+                                         ReadComparingSharedCopies(dims, &weights));
+    }
   }
   if (!unexpected.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

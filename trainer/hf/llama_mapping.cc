@@ -117,20 +117,6 @@ void AppendMtpPairs(const LlamaDims& d, int64_t k, std::vector<TensorPair>* pair
                     {{d.hidden}}});
 }
 
-// DeepSeek-V3's multi-token prediction depths hold copies of the shared embedding and
-// output layer (embed_tokens, shared_head.head): (copy, the HF tensor it copies). An import
-// reads the originals only; an export writes both.
-std::vector<std::pair<std::string, std::string>> MtpSharedCopies(const LlamaDims& d) {
-  std::vector<std::pair<std::string, std::string>> copies;
-  for (int64_t k = 0; k < d.mtp_layers; ++k) {
-    const std::string h = absl::StrCat("model.layers.", d.num_layers + k, ".");
-    copies.emplace_back(h + "embed_tokens.weight", "model.embed_tokens.weight");
-    copies.emplace_back(h + "shared_head.head.weight",
-                        d.tied ? "model.embed_tokens.weight" : "lm_head.weight");
-  }
-  return copies;
-}
-
 std::vector<TensorPair> LlamaPairs(const LlamaDims& d) {
   std::vector<TensorPair> pairs = {
       {"embedding.word_embeddings.weight",
@@ -191,6 +177,17 @@ int64_t RowWidth(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> MtpSharedCopies(const LlamaDims& d) {
+  std::vector<std::pair<std::string, std::string>> copies;
+  for (int64_t k = 0; k < d.mtp_layers; ++k) {
+    const std::string h = absl::StrCat("model.layers.", d.num_layers + k, ".");
+    copies.emplace_back(h + "embed_tokens.weight", "model.embed_tokens.weight");
+    copies.emplace_back(h + "shared_head.head.weight",
+                        d.tied ? "model.embed_tokens.weight" : "lm_head.weight");
+  }
+  return copies;
+}
 
 absl::StatusOr<LlamaDims> LlamaDimsFromConfig(const Config& config, int64_t padded_vocab) {
   const ModelConfig& m = config.model();

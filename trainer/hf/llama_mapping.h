@@ -26,6 +26,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -71,6 +72,12 @@ std::map<std::string, std::vector<int64_t>> LlamaParameterShapes(const LlamaDims
 // wrongly sized tensor.
 absl::StatusOr<HfTensorMap> ConveyorToHfLlama(const GlobalTensorMap& tensors,
                                               const LlamaDims& dims);
+
+// DeepSeek-V3's multi-token prediction depths hold copies of the shared embedding and
+// output layer (model.layers.{N+k}.embed_tokens and .shared_head.head): (copy, the HF
+// tensor it copies). An import reads the originals and compares the copies with them
+// (mtp_shared_copies.h); an export writes both.
+std::vector<std::pair<std::string, std::string>> MtpSharedCopies(const LlamaDims& dims);
 
 // The HF tensors that hold the Conveyor tensors named in `wanted` (every one when
 // null, with the multi-token prediction depths' copies of the embedding and output

@@ -38,6 +38,11 @@ const SafetensorsEntry* MappedHfWeights::Find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second.entry;
 }
 
+std::string MappedHfWeights::FileOf(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? "" : it->second.file->path();
+}
+
 std::vector<std::string> MappedHfWeights::Names() const {
   std::vector<std::string> names;
   for (const auto& [name, located] : tensors_) names.push_back(name);

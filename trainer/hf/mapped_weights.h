@@ -26,6 +26,8 @@ class MappedHfWeights {
 
   // The tensor's header entry; null when no file of the folder holds it.
   const SafetensorsEntry* Find(const std::string& name) const;
+  // The path of the file that holds the tensor; empty when none does.
+  std::string FileOf(const std::string& name) const;
   // Every tensor's name, sorted.
   std::vector<std::string> Names() const;
 

@@ -589,6 +589,61 @@ TEST(DeepseekConfigTest, DepthsAbsentFromTheWeightsAreNotImported) {
   EXPECT_TRUE(ReadHf(dir, config->config()).ok());
 }
 
+// A depth's copy of the embedding or the output layer that is not the original bit for bit
+// would change the math if the import dropped it: the whole read and each
+// tensor-parallel rank's slice read refuse it, naming the copy, its file and the original.
+TEST(DeepseekConfigTest, AnMtpCopyThatDiffersFromItsOriginalIsRefusedByName) {
+  const TinyDeepseek m = Models()[3];
+  ASSERT_EQ(m.mtp, 1);
+  const std::string depth = Layer(m.layers);
+  const std::vector<std::pair<std::string, std::string>> copies = {
+      {depth + "embed_tokens.weight", "model.embed_tokens.weight"},
+      {depth + "shared_head.head.weight", "lm_head.weight"}};
+  for (const auto& [copy, original] : copies) {
+    HfTensorMap weights = RandomWeights(m, 41);
+    weights[copy].data.back() += 1e-3f;  // in the last row
+    const std::string dir = WriteFolder(ConfigJson(m), weights, "differs_" + copy);
+    const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+    ASSERT_TRUE(config.ok()) << config.status();
+    const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
+    ASSERT_FALSE(whole.ok()) << copy;
+    EXPECT_EQ(whole.status().code(), absl::StatusCode::kInvalidArgument);
+    for (const std::string& part :
+         {copy, original, std::string("model.safetensors"), std::string(" differs from "),
+          absl::StrCat("write ", original, " into ", copy)}) {
+      EXPECT_THAT(std::string(whole.status().message()), HasSubstr(part)) << copy;
+    }
+    // Slice reads of the Conveyor tensor the original becomes: the first half of its rows
+    // reads the copy's first half (equal), the second half the changed last row.
+    const std::string conveyor =
+        original == "lm_head.weight" ? "output_layer.weight" : "embedding.word_embeddings.weight";
+    for (const int64_t first_row : {int64_t{0}, m.vocab / 2}) {
+      HfElementRequest request;
+      for (int64_t i = first_row * m.hidden; i < (first_row + m.vocab / 2) * m.hidden; ++i) {
+        request[conveyor].push_back(i);
+      }
+      const absl::StatusOr<HfElementValues> slice =
+          ReadHfSlices(dir, config->config(), request, nullptr);
+      if (first_row == 0) {
+        EXPECT_TRUE(slice.ok()) << slice.status();
+      } else {
+        EXPECT_THAT(std::string(slice.status().message()), HasSubstr(copy + " in "));
+        EXPECT_EQ(slice.status().code(), absl::StatusCode::kInvalidArgument);
+      }
+    }
+  }
+  // A copy of -0 where the original holds 0: equal as floats, not bit for bit.
+  HfTensorMap weights = RandomWeights(m, 43);
+  weights["model.embed_tokens.weight"].data[0] = 0.0f;
+  weights[depth + "embed_tokens.weight"] = weights.at("model.embed_tokens.weight");
+  weights[depth + "embed_tokens.weight"].data[0] = -0.0f;
+  const std::string dir = WriteFolder(ConfigJson(m), weights, "copy_negative_zero");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(std::string(ReadHf(dir, config->config()).status().message()),
+              HasSubstr("at element 0"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, DeepseekReferenceTest, ::testing::ValuesIn(Models()),
                          [](const ::testing::TestParamInfo<TinyDeepseek>& test) {
                            return test.param.name;

@@ -16,6 +16,20 @@ int64_t F32DataBytes(const HfTensorMap& weights) {
   return bytes;
 }
 
+namespace {
+
+// DeepSeek-V3's multi-token prediction depths each store a copy of the embedding
+// (embed_tokens) and of the output layer (shared_head.head, the embedding when tied); a
+// rank reads the same elements of each copy to compare them with the original's.
+int64_t StoredCopies(const ModelShape& shape, const std::string& name) {
+  if (name == "embedding.word_embeddings.weight") {
+    return shape.mtp_layers * (shape.tied_embeddings ? 2 : 1);
+  }
+  return name == "output_layer.weight" ? shape.mtp_layers : 0;
+}
+
+}  // namespace
+
 int64_t ExpectRankReadsMatchWholeRead(const std::string& dir, const ResolvedConfig& config,
                                       const GlobalTensorMap& whole, const TensorParallel& parallel,
                                       const std::string& rank) {
@@ -25,7 +39,7 @@ int64_t ExpectRankReadsMatchWholeRead(const std::string& dir, const ResolvedConf
   int64_t elements = 0;
   for (const Parameter* p : model.parameters().parameters()) {
     request[p->name] = GlobalIndices(*p);
-    elements += static_cast<int64_t>(request[p->name].size());
+    elements += static_cast<int64_t>(request[p->name].size()) * (1 + StoredCopies(shape, p->name));
   }
   int64_t bytes = 0;
   const absl::StatusOr<HfElementValues> slices = ReadHfSlices(dir, config.config(), request, &bytes);
