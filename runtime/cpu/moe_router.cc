@@ -39,12 +39,12 @@ std::vector<int32_t> TopK(const double* values, int64_t n, int64_t k) {
 // The experts a token routes to from its selection values [experts], largest first, ties
 // to the lower index. Group-limited (Megatron's group_limited_topk; DeepSeek-V2 device-,
 // DeepSeek-V3 node-limited routing): the experts form num_groups contiguous groups, each
-// scored by the sum of its topk / group_topk largest values; only the experts of the
+// scored by the sum of its GroupScoreTopk() largest values; only the experts of the
 // group_topk best groups compete for the top k.
 std::vector<int32_t> PickExperts(const RouterSpec& spec, const double* values) {
   const int64_t e = spec.experts, k = spec.topk;
   if (spec.group_topk <= 0) return TopK(values, e, k);
-  const int64_t groups = spec.num_groups, size = e / groups, best = k / spec.group_topk;
+  const int64_t groups = spec.num_groups, size = e / groups, best = spec.GroupScoreTopk();
   std::vector<double> group_score(groups, 0.0);
   for (int64_t g = 0; g < groups; ++g) {
     for (const int32_t i : TopK(values + g * size, size, best)) {

@@ -29,9 +29,17 @@ struct RouterSpec {
   float scaling_factor = 0.0f;  // 0: none; else the probabilities are multiplied by it
   // Group-limited routing (--moe-router-num-groups, --moe-router-group-topk): the top k
   // come from the group_topk best of num_groups contiguous expert groups, a group scored
-  // by the sum of its topk / group_topk best selection values. 0: every expert competes.
+  // by the sum of its group_score_topk best selection values (0: topk / group_topk, as
+  // Megatron's group_limited_topk; Hugging Face's DeepseekV3TopkRouter takes 2). 0
+  // groups: every expert competes.
   int64_t num_groups = 0;
   int64_t group_topk = 0;
+  int64_t group_score_topk = 0;
+
+  // The experts whose selection values score a group.
+  int64_t GroupScoreTopk() const {
+    return group_score_topk > 0 ? group_score_topk : topk / group_topk;
+  }
 };
 
 // Per token (row), its topk experts in descending routing score and their weights.

@@ -304,18 +304,18 @@ TEST(RouteTopKTest, EqualScoresGoToTheLowerExpert) {
 
 // Group-limited routing (Megatron's group_limited_topk, DeepSeek-V3's node-limited
 // routing), written from its definition in double: the experts form `groups` contiguous
-// groups; a group scores the sum of its topk / group_topk best values (the values the
-// selection ranks: sigmoid scores plus bias, softmax probabilities or logits); the
-// group_topk best groups (ties to the lower group) are the only ones whose experts count.
+// groups; a group scores the sum of its `score_topk` best values (the values the
+// selection ranks: sigmoid scores plus bias, softmax probabilities or logits; Megatron
+// sums topk / group_topk of them, transformers' DeepseekV3TopkRouter 2); the group_topk
+// best groups (ties to the lower group) are the only ones whose experts count.
 std::vector<int> ReferenceGroupLimitedPicks(const std::vector<double>& values, int64_t groups,
-                                            int64_t group_topk, int64_t topk) {
+                                            int64_t group_topk, int64_t topk, int64_t score_topk) {
   const int64_t size = static_cast<int64_t>(values.size()) / groups;
   std::vector<std::pair<double, int64_t>> scored;  // (-score, group): ascending is best first
   for (int64_t g = 0; g < groups; ++g) {
     std::vector<double> members(values.begin() + g * size, values.begin() + (g + 1) * size);
     std::sort(members.rbegin(), members.rend());
-    scored.push_back({-std::accumulate(members.begin(), members.begin() + topk / group_topk, 0.0),
-                      g});
+    scored.push_back({-std::accumulate(members.begin(), members.begin() + score_topk, 0.0), g});
   }
   std::sort(scored.begin(), scored.end());
   std::vector<int> allowed;
@@ -364,7 +364,7 @@ TEST(GroupLimitedRoutingTest, PicksTheReferenceGroupsAndExperts) {
         weight[e] = sigmoid ? g : pre ? std::exp(double{row[e]}) / z : std::exp(double{row[e]});
         value[e] = sigmoid ? g + bias[e] : pre ? weight[e] : double{row[e]};
       }
-      const std::vector<int> picks = ReferenceGroupLimitedPicks(value, 4, 2, 4);
+      const std::vector<int> picks = ReferenceGroupLimitedPicks(value, 4, 2, 4, 4 / 2);
       double sum = 0.0;
       for (int e : picks) sum += weight[e];
       for (int64_t j = 0; j < 4; ++j) {
@@ -377,6 +377,42 @@ TEST(GroupLimitedRoutingTest, PicksTheReferenceGroupsAndExperts) {
     }
     EXPECT_GT(limited, 0) << "no token's picks changed: the groups limited nothing";
   }
+}
+
+// Megatron scores a group by its topk / group_topk best values, transformers' DeepSeek-V3
+// router by its best 2: with 8 experts in 2 groups of 4, 1 group per token and top-3
+// (sigmoid scores steered by a bias), --moe-router-group-score-topk 0 picks as the
+// reference summing 3, and 2 as the reference summing 2; some token's picks differ.
+TEST(GroupLimitedRoutingTest, GroupsScoredByTheirBestTwoAsHuggingFace) {
+  constexpr int64_t kTokens = 32, kExperts = 8, kTopk = 3;
+  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 43);
+  std::vector<float> bias(kExperts);
+  for (int64_t e = 0; e < kExperts; ++e) bias[e] = 0.04f * float(e % 4);
+  RouterSpec spec;
+  spec.experts = kExperts;
+  spec.topk = kTopk;
+  spec.score = RouterScore::kSigmoid;
+  spec.num_groups = 2;
+  spec.group_topk = 1;
+  std::vector<std::vector<int32_t>> picked;
+  for (const int64_t score_topk : {0, 2}) {
+    spec.group_score_topk = score_topk;
+    const TopKRouting got = RouteTopK(spec, logits, bias);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      std::vector<double> value(kExperts);
+      for (int64_t e = 0; e < kExperts; ++e) {
+        value[e] = 1.0 / (1.0 + std::exp(-double{logits[t * kExperts + e]})) + bias[e];
+      }
+      const std::vector<int> want =
+          ReferenceGroupLimitedPicks(value, 2, 1, kTopk, score_topk == 0 ? kTopk : score_topk);
+      for (int64_t j = 0; j < kTopk; ++j) {
+        ASSERT_EQ(got.experts[t * kTopk + j], want[j])
+            << "score_topk " << score_topk << " token " << t << " slot " << j;
+      }
+    }
+    picked.push_back(got.experts);
+  }
+  EXPECT_NE(picked[0], picked[1]) << "no token's groups depend on how many experts score them";
 }
 
 // A worked example: groups {0,1} {2,3} {4,5}, one group per token, top-2. Expert 2 has

@@ -205,6 +205,26 @@ TEST(ValidateConfigTest, GroupLimitedRoutingAndTheSharedExpertGate) {
   EXPECT_THAT(Validate(c), Contains(HasSubstr("go together: set both positive, or neither")));
 }
 
+// --moe-router-group-score-topk: at most a group's experts (8 / 4 = 2 here), and only with
+// groups to score.
+TEST(ValidateConfigTest, GroupScoreTopkFitsAGroup) {
+  Config c = SmallestValidConfig();
+  c.mutable_model()->set_num_experts(8);
+  c.mutable_model()->set_disable_bias_linear(true);
+  c.mutable_model()->set_moe_router_topk(3);
+  c.mutable_model()->set_moe_router_num_groups(4);
+  c.mutable_model()->set_moe_router_group_topk(2);
+  c.mutable_model()->set_moe_router_group_score_topk(2);
+  EXPECT_THAT(Validate(c), IsEmpty());
+  c.mutable_model()->set_moe_router_group_score_topk(3);
+  EXPECT_THAT(Validate(c), Contains(StartsWith("--moe-router-group-score-topk 3 must be between 0 "
+                                               "(topk / group-topk) and a group's 2 experts")));
+  c.mutable_model()->set_moe_router_num_groups(0);
+  c.mutable_model()->set_moe_router_group_topk(0);
+  EXPECT_THAT(Validate(c), Contains(StartsWith("--moe-router-group-score-topk 3 scores expert "
+                                               "groups, but there are none")));
+}
+
 TEST(ValidateConfigTest, ExpertParallelRules) {
   Config c = SmallestValidConfig();
   c.mutable_parallel()->set_expert_model_parallel_size(2);

@@ -78,6 +78,7 @@ MoeShape MoeShapeFromConfig(const ModelConfig& m) {
   moe.router.scaling_factor = m.moe_router_topk_scaling_factor();
   moe.router.num_groups = m.moe_router_num_groups();
   moe.router.group_topk = m.moe_router_group_topk();
+  moe.router.group_score_topk = m.moe_router_group_score_topk();
   moe.ffn_hidden = m.moe_ffn_hidden_size() > 0 ? m.moe_ffn_hidden_size() : m.ffn_hidden_size();
   moe.layers = ParseMoeLayerFreq(m.moe_layer_freq(), m.num_layers())
                    .value_or(std::vector<bool>(m.num_layers(), true));

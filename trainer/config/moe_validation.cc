@@ -18,7 +18,13 @@ namespace {
 // token's picks per group and enough experts for all of them.
 std::vector<std::string> GroupLimitedRoutingProblems(const ModelConfig& m) {
   const int64_t groups = m.moe_router_num_groups(), chosen = m.moe_router_group_topk();
-  if (groups == 0 && chosen == 0) return {};
+  const int64_t scoring = m.moe_router_group_score_topk();
+  if (groups == 0 && chosen == 0) {
+    if (scoring == 0) return {};
+    return {absl::StrCat("--moe-router-group-score-topk ", scoring,
+                         " scores expert groups, but there are none: set "
+                         "--moe-router-num-groups and --moe-router-group-topk, or drop it")};
+  }
   if (groups <= 0 || chosen <= 0) {
     return {absl::StrCat("--moe-router-num-groups ", groups, " and --moe-router-group-topk ",
                          chosen, " go together: set both positive, or neither")};
@@ -38,6 +44,11 @@ std::vector<std::string> GroupLimitedRoutingProblems(const ModelConfig& m) {
                                " must be at least --moe-router-group-topk (", chosen,
                                ") and fit in that many groups of ", m.num_experts() / groups,
                                " experts"));
+  }
+  if (scoring < 0 || (m.num_experts() % groups == 0 && scoring > m.num_experts() / groups)) {
+    out.push_back(absl::StrCat("--moe-router-group-score-topk ", scoring,
+                               " must be between 0 (topk / group-topk) and a group's ",
+                               m.num_experts() / groups, " experts"));
   }
   return out;
 }

@@ -318,9 +318,9 @@ std::vector<HfConfigField> DeepseekFields() {
       Size("n_group", "8", kMaxExperts,
            "--moe-router-num-groups when topk_group < n_group > 1 (else no group limit)", false),
       Size("topk_group", "4", kMaxExperts,
-           "--moe-router-group-topk; DeepSeek-V3 scores a group by its two best experts, "
-           "Conveyor (as Megatron) by its num_experts_per_tok / topk_group best: refused "
-           "unless that is 2",
+           "--moe-router-group-topk, with --moe-router-group-score-topk 2 (DeepSeek-V3 "
+           "scores a group by its two best experts, Megatron by its num_experts_per_tok / "
+           "topk_group best)",
            false),
       Honoured("norm_topk_prob", T::kBool, "true",
                "refused unless true exactly when num_experts_per_tok > 1 (Conveyor's sigmoid "

@@ -11,6 +11,7 @@
 #include "trainer/config/model_from_config.h"
 #include "trainer/hf/hf_config_fields.h"
 #include "trainer/hf/json_text.h"
+#include "trainer/hf/moe_mapping.h"
 
 namespace conveyor {
 namespace {
@@ -45,11 +46,11 @@ std::string QwenMoeLayerFreq(const Json& hf, const HfArchitecture& arch,
 
 // DeepseekV3MoE's routing (modeling_deepseek_v3.py): sigmoid scores, the expert bias
 // e_score_correction_bias added only to choose, top-k within the topk_group best of n_group
-// groups (a group scored by its two best biased scores), the chosen scores renormalised
-// (norm_topk_prob) and scaled by routed_scaling_factor; layers from first_k_dense_replace on
-// are MoE, with n_shared_experts experts of moe_intermediate_size fused into one shared
-// expert. Conveyor's sigmoid router renormalises exactly when top-k > 1 (as Megatron's), and
-// scores a group by its topk / group-topk best: other combinations are unsupported.
+// groups (a group scored by its two best biased scores: --moe-router-group-score-topk 2),
+// the chosen scores renormalised (norm_topk_prob) and scaled by routed_scaling_factor;
+// layers from first_k_dense_replace on are MoE, with n_shared_experts experts of
+// moe_intermediate_size fused into one shared expert. Conveyor's sigmoid router
+// renormalises exactly when top-k > 1 (as Megatron's): other combinations are unsupported.
 void ApplyDeepseekMoeConfigJson(const Json& hf, const HfArchitecture& arch,
                                 ModelFlagsFromFile* flags) {
   auto value = [&](const char* key) { return HfFieldOrDefault(hf, arch, key); };
@@ -77,14 +78,11 @@ void ApplyDeepseekMoeConfigJson(const Json& hf, const HfArchitecture& arch,
   if (groups > 0 && experts % groups != 0) {
     flags->Unsupported(
         absl::StrCat("n_group = ", groups, " does not divide n_routed_experts = ", experts));
-  } else if (limited && topk / best != 2) {
-    flags->Unsupported(absl::StrCat(
-        "num_experts_per_tok = ", topk, " / topk_group = ", best,
-        " is not 2: DeepSeek-V3 scores an expert group by its two best experts, Conveyor (as "
-        "Megatron) by its num_experts_per_tok / topk_group best"));
   }
   flags->Int("moe_router_num_groups", "n_group", limited ? groups : 0);
   flags->Int("moe_router_group_topk", "topk_group", limited ? best : 0);
+  // DeepseekV3TopkRouter scores a group by its best 2 (Megatron by topk / topk_group).
+  flags->Int("moe_router_group_score_topk", architecture, limited ? kDeepseekGroupScoreTopk : 0);
   const int64_t layers = AsInt64(MemberOrNull(hf, "num_hidden_layers"));
   const int64_t dense = AsInt64(value("first_k_dense_replace"));
   if (dense < 0 || dense > layers) {

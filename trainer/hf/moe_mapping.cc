@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/moe_layer_pattern.h"
 #include "proto/config_choices.h"
+#include "trainer/config/model_from_config.h"
 
 namespace conveyor {
 namespace {
@@ -54,12 +55,14 @@ void CheckDeepseek(const ModelConfig& m, const HfMoeDims& moe, std::vector<std::
         "--moe-router-enable-expert-bias is unset; DeepSeek-V3's router has an expert bias "
         "(e_score_correction_bias)");
   }
-  if (m.moe_router_group_topk() > 0 && m.moe_router_topk() / m.moe_router_group_topk() != 2) {
+  const RouterSpec router = MoeShapeFromConfig(m).router;
+  if (router.group_topk > 0 && router.GroupScoreTopk() != kDeepseekGroupScoreTopk) {
     problems->push_back(absl::StrCat(
-        "--moe-router-topk ", m.moe_router_topk(), " / --moe-router-group-topk ",
-        m.moe_router_group_topk(),
-        " is not 2; DeepSeek-V3 scores an expert group by its two "
-        "best experts, Megatron's group-limited routing by its topk / group-topk best"));
+        "expert groups are scored by their ", router.GroupScoreTopk(),
+        " best experts (--moe-router-group-score-topk ", m.moe_router_group_score_topk(),
+        ", --moe-router-topk ", m.moe_router_topk(), ", --moe-router-group-topk ",
+        m.moe_router_group_topk(), "); DeepSeek-V3 scores a group by its ",
+        kDeepseekGroupScoreTopk, " best"));
   }
   if (moe.shared_gate) {
     problems->push_back(

@@ -47,11 +47,15 @@ struct HfMoeDims {
   }
 };
 
+// How many of an expert group's best biased scores DeepseekV3TopkRouter sums to score
+// the group (transformers' modeling_deepseek_v3.py: topk(2)).
+inline constexpr int64_t kDeepseekGroupScoreTopk = 2;
+
 // The MoE sizes of a resolved Llama-family `model` (experts == 0 when dense). Its names are
 // DeepSeek-V3's with multi-latent attention, Qwen's when the attention is Qwen's
 // (--add-qkv-bias: Qwen2-MoE, --qk-layernorm: Qwen3-MoE), else Mixtral's. DeepSeek-V3's
 // router takes sigmoid scores with an expert bias, its group-limited routing scores a group
-// by its two best experts (Conveyor, as Megatron, by its topk / group_topk best), its dense
+// by its two best experts (--moe-router-group-score-topk, by default topk / group_topk), its dense
 // layers come first and its shared experts have no gate; a setting it lacks is a problem. Appends
 // to `problems` every MoE setting the matching HF architecture does not compute, naming the flag:
 // another score function, a scaling factor, an expert bias; for Mixtral pre-softmax weights, dense

@@ -48,6 +48,7 @@
 #include "trainer/config/resolved_config.h"
 #include "trainer/hf/export.h"
 #include "trainer/hf/hf_folder.h"
+#include "trainer/hf/llama_mapping.h"
 
 namespace conveyor {
 namespace {
@@ -66,6 +67,7 @@ struct TinyDeepseek {
   int64_t q_lora = 12;  // 0: null (q_proj)
   int64_t kv_lora = 8, nope = 6, rope = 4, v = 5;
   int64_t experts = 8, topk = 4, groups = 4, topk_groups = 2, expert_ffn = 6, shared = 1;
+  int64_t group_score = 2;  // the best choices that score a group (DeepseekV3TopkRouter's 2)
   double scaling = 2.5;
   bool interleave = true;
   bool tied = false;
@@ -97,7 +99,14 @@ std::vector<TinyDeepseek> Models() {
   TinyDeepseek mtp = v3;
   mtp.name = "mtp_depth";
   mtp.mtp = 1;
-  return {v3, plain, yarn, mtp};
+  // num_experts_per_tok / topk_group = 1, where Megatron would score a group by its best
+  // expert: transformers scores it by its best 2 (--moe-router-group-score-topk 2).
+  TinyDeepseek scored_by_two = v3;
+  scored_by_two.name = "groups_scored_by_two_not_one";
+  scored_by_two.experts = 16;
+  scored_by_two.groups = 8;
+  scored_by_two.topk_groups = 4;
+  return {v3, plain, yarn, mtp, scored_by_two};
 }
 
 std::string ConfigJson(const TinyDeepseek& m) {
@@ -329,7 +338,7 @@ Matrix DeepseekMoe(const TinyDeepseek& m, const HfTensorMap& t, int64_t layer, c
     std::vector<double> group_score(m.groups);
     for (int64_t g = 0; g < m.groups; ++g) {
       const std::vector<double> members(choice.begin() + g * size, choice.begin() + (g + 1) * size);
-      for (int64_t i : Largest(members, 2)) group_score[g] += members[i];
+      for (int64_t i : Largest(members, m.group_score)) group_score[g] += members[i];
     }
     std::vector<bool> kept(m.groups, false);
     for (int64_t g : Largest(group_score, m.topk_groups)) kept[g] = true;
@@ -453,6 +462,7 @@ TEST_P(DeepseekReferenceTest, ConfigJsonSetsTheFlags) {
   EXPECT_EQ(model.moe_router_topk_scaling_factor(), float(m.scaling));
   EXPECT_EQ(model.moe_router_num_groups(), m.limited() ? m.groups : 0);
   EXPECT_EQ(model.moe_router_group_topk(), m.limited() ? m.topk_groups : 0);
+  EXPECT_EQ(model.moe_router_group_score_topk(), m.limited() ? 2 : 0);
   EXPECT_EQ(model.moe_shared_expert_intermediate_size(), m.shared * m.expert_ffn);
   EXPECT_EQ(model.moe_layer_freq(), m.dense_layers > 0 ? "[0,1,1]" : "1");
   EXPECT_EQ(model.position_embedding_type(), m.yarn == 0 ? "rope" : "yarn");
@@ -504,6 +514,13 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const HfOutputs hf = HfForward(m, weights, tokens, labels);
   const Reference& ref = hf.main;
   EXPECT_NEAR(*loss, hf.objective, 1e-5 * hf.objective);
+  if (m.limited() && m.topk / m.topk_groups != m.group_score) {
+    // Megatron's scoring routes some token elsewhere here: the variant tells them apart.
+    TinyDeepseek megatron = m;
+    megatron.group_score = m.topk / m.topk_groups;
+    EXPECT_GT(std::fabs(HfForward(megatron, weights, tokens, labels).objective - hf.objective),
+              1e-3 * hf.objective);
+  }
   double worst = 0;
   for (int64_t p = 0; p < kSeq; ++p) {
     for (int64_t v = 0; v < m.vocab; ++v) {
@@ -644,6 +661,25 @@ TEST(DeepseekConfigTest, AnMtpCopyThatDiffersFromItsOriginalIsRefusedByName) {
               HasSubstr("at element 0"));
 }
 
+// The export writes DeepseekV3's router, which scores a group by its best 2: a model whose
+// groups are scored otherwise (Megatron's topk / group_topk = 1 here) is refused by name.
+TEST(DeepseekConfigTest, ExportRefusesGroupsScoredByOtherThanTwo) {
+  const TinyDeepseek m = Models()[4];
+  ASSERT_EQ(m.topk / m.topk_groups, 1);
+  const std::string dir = WriteFolder(ConfigJson(m), RandomWeights(m, 7), "scored_by_three");
+  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  Config c = config->config();
+  EXPECT_TRUE(LlamaDimsFromConfig(c, config->padded_vocab_size()).ok());
+  c.mutable_model()->set_moe_router_group_score_topk(0);
+  const absl::StatusOr<LlamaDims> refused = LlamaDimsFromConfig(c, config->padded_vocab_size());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("expert groups are scored by their 1 best experts "
+                        "(--moe-router-group-score-topk 0, --moe-router-topk 4, "
+                        "--moe-router-group-topk 4); DeepSeek-V3 scores a group by its 2 best"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, DeepseekReferenceTest, ::testing::ValuesIn(Models()),
                          [](const ::testing::TestParamInfo<TinyDeepseek>& test) {
                            return test.param.name;
@@ -662,8 +698,6 @@ TEST(DeepseekConfigTest, FieldsConveyorDoesNotComputeAreRefusedByName) {
        "scoring_func = \"softmax\""},
       {v3, "\"topk_method\": \"noaux_tc\"", "\"topk_method\": \"greedy\"",
        "topk_method = \"greedy\""},
-      {v3, "\"topk_group\": 2", "\"topk_group\": 3",
-       "num_experts_per_tok = 4 / topk_group = 3 is not 2"},
       {v3, "\"norm_topk_prob\": true", "\"norm_topk_prob\": false",
        "norm_topk_prob = false with num_experts_per_tok = 4"},
       {v3, "\"head_dim\": 4", "\"head_dim\": 6", "head_dim = 6 is not qk_rope_head_dim = 4"},
