@@ -4,7 +4,8 @@
 // GELU, one rounding to bf16) to each tile of fp32 sums while it is in cache. The norms,
 // the cross-entropy, dropout, the residual adds and the bias gradients read bf16 values a
 // few rows at a time into cache-sized fp32 buffers (runtime/cpu/bf16_row_chunks.h) and
-// round their results once, so they equal the emulation's (runtime/bf16_emulation_ops.h:
+// round their results once, casts convert with AVX-512 and embedding lookups move bf16
+// rows as they are, so all of these equal the emulation's (runtime/bf16_emulation_ops.h:
 // bf16 in and out, fp32 inside) bit for bit; every other op is the emulation's. Master
 // weights and gradients stay fp32, so weight gradients accumulate in fp32 straight from
 // the kernel's sums.
@@ -38,6 +39,9 @@ class CpuBf16Ops : public Bf16EmulationOps {
                          Tensor* y) const override;
   void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
                                Tensor* dx) const override;
+  void Cast(const Tensor& in, Tensor* out) const override;
+  void EmbeddingForward(const Tensor& table, int64_t vocab_start, absl::Span<const int32_t> ids,
+                        Tensor* out) const override;
   // dbias += the sums of dy's rows (the linear layers' LinearWeightGrad composition
   // calls it after its Gemm, which runs on the bf16 kernel into the fp32 dw).
   void AccumulateBiasGrad(const Tensor& dy, Tensor* dbias) const override;

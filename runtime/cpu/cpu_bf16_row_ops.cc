@@ -192,4 +192,41 @@ void CpuBf16Ops::NormBackwardWeight(const Tensor& dy, const Tensor& x, const Ten
   });
 }
 
+// fp32 <-> bf16 (the weight copies each step) with the AVX-512 conversions, on the
+// pool's threads.
+void CpuBf16Ops::Cast(const Tensor& in, Tensor* out) const {
+  const bool rounds = in.dtype() == DType::kFloat32 && Bf16(*out);
+  const bool widens = Bf16(in) && out->dtype() == DType::kFloat32;
+  if (!rounds && !widens) return Bf16EmulationOps::Cast(in, out);
+  cpu::ParallelFor(in.numel(), cpu::kChunkValues / 2, [&](int64_t begin, int64_t end) {
+    if (rounds) {
+      cpu::RoundToBf16(in.data() + begin, end - begin, Bits(out) + begin);
+    } else {
+      cpu::WidenBf16(Bits(in) + begin, end - begin, out->data() + begin);
+    }
+  });
+}
+
+// A lookup moves values: the bf16 rows of the table as they are (the emulation widens
+// the whole table, copies fp32 rows and rounds them back to the same bits), zero rows
+// for ids outside this rank's vocabulary rows.
+void CpuBf16Ops::EmbeddingForward(const Tensor& table, int64_t vocab_start,
+                                  absl::Span<const int32_t> ids, Tensor* out) const {
+  if (!Bf16(table) || !Bf16(*out)) {
+    return Bf16EmulationOps::EmbeddingForward(table, vocab_start, ids, out);
+  }
+  const int64_t rows = table.dim(0), width = table.dim(1);
+  cpu::ParallelFor(static_cast<int64_t>(ids.size()), 64, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t row = ids[t] - vocab_start;
+      BFloat16* o = Bits(out) + t * width;
+      if (row < 0 || row >= rows) {
+        std::fill(o, o + width, BFloat16{0});
+      } else {
+        std::copy(Bits(table) + row * width, Bits(table) + (row + 1) * width, o);
+      }
+    }
+  });
+}
+
 }  // namespace conveyor

@@ -405,5 +405,52 @@ TEST(CpuBf16OpsTest, BiasGradientIsTheFp32ColumnSum) {
   }
 }
 
+// fp32 -> bf16 within half a unit in bf16's last place (at most 2^-8 of the value), and
+// back exactly; both the emulation's bits.
+TEST(CpuBf16OpsTest, CastsMatchTheEmulation) {
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(81);
+  std::vector<double> x;
+  const Tensor xt = Random(300, 257, DType::kFloat32, &rng, &x);
+  const Bf16EmulationOps emulation(&CpuOps::Get());
+  Tensor got = Tensor::Zeros(xt.shape(), MemoryCategory::kOther, DType::kBFloat16);
+  Tensor want = Like(got);
+  CpuBf16Ops::Get().Cast(xt, &got);
+  emulation.Cast(xt, &want);
+  ExpectSameBits(got, want);
+  for (int64_t i = 0; i < xt.numel(); ++i) {
+    ASSERT_NEAR(At(got, i), x[i], kBf16Rounding * std::abs(x[i])) << i;
+  }
+  Tensor back = Like(xt), back_want = Like(xt);
+  CpuBf16Ops::Get().Cast(got, &back);
+  emulation.Cast(got, &back_want);
+  ExpectSameBits(back, back_want);
+  for (int64_t i = 0; i < xt.numel(); ++i) ASSERT_EQ(back.data()[i], At(got, i)) << i;
+}
+
+// out[t] = table[ids[t] - vocab_start], zero rows for ids outside the table's rows.
+TEST(CpuBf16OpsTest, EmbeddingLookupCopiesTheBf16Rows) {
+  SKIP_WITHOUT_BF16();
+  const int64_t rows = 50, width = 70, vocab_start = 100;
+  std::mt19937 rng(91);
+  std::vector<double> table;
+  const Tensor tt = Random(rows, width, DType::kBFloat16, &rng, &table);
+  std::vector<int32_t> ids(333);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 200);  // some outside [100, 150)
+  const int64_t count = static_cast<int64_t>(ids.size());
+  Tensor got = Tensor::Zeros({count, width}, MemoryCategory::kOther, DType::kBFloat16);
+  Tensor want = Like(got);
+  CpuBf16Ops::Get().EmbeddingForward(tt, vocab_start, ids, &got);
+  Bf16EmulationOps(&CpuOps::Get()).EmbeddingForward(tt, vocab_start, ids, &want);
+  ExpectSameBits(got, want);
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t row = ids[t] - vocab_start;
+    for (int64_t j = 0; j < width; ++j) {
+      const double expected = row >= 0 && row < rows ? table[row * width + j] : 0.0;
+      ASSERT_EQ(At(got, t * width + j), expected) << t << ", " << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace conveyor
