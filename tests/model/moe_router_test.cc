@@ -384,12 +384,12 @@ TEST(GroupLimitedRoutingTest, PicksTheReferenceGroupsAndExperts) {
 // (sigmoid scores steered by a bias), --moe-router-group-score-topk 0 picks as the
 // reference summing 3, and 2 as the reference summing 2; some token's picks differ.
 TEST(GroupLimitedRoutingTest, GroupsScoredByTheirBestTwoAsHuggingFace) {
-  constexpr int64_t kTokens = 32, kExperts = 8, kTopk = 3;
-  const std::vector<float> logits = RandomLogits(kTokens, kExperts, 43);
-  std::vector<float> bias(kExperts);
-  for (int64_t e = 0; e < kExperts; ++e) bias[e] = 0.04f * float(e % 4);
+  constexpr int64_t kScoredTokens = 32, kScoredExperts = 8, kTopk = 3;
+  const std::vector<float> logits = RandomLogits(kScoredTokens, kScoredExperts, 43);
+  std::vector<float> bias(kScoredExperts);
+  for (int64_t e = 0; e < kScoredExperts; ++e) bias[e] = 0.04f * float(e % 4);
   RouterSpec spec;
-  spec.experts = kExperts;
+  spec.experts = kScoredExperts;
   spec.topk = kTopk;
   spec.score = RouterScore::kSigmoid;
   spec.num_groups = 2;
@@ -398,10 +398,10 @@ TEST(GroupLimitedRoutingTest, GroupsScoredByTheirBestTwoAsHuggingFace) {
   for (const int64_t score_topk : {0, 2}) {
     spec.group_score_topk = score_topk;
     const TopKRouting got = RouteTopK(spec, logits, bias);
-    for (int64_t t = 0; t < kTokens; ++t) {
-      std::vector<double> value(kExperts);
-      for (int64_t e = 0; e < kExperts; ++e) {
-        value[e] = 1.0 / (1.0 + std::exp(-double{logits[t * kExperts + e]})) + bias[e];
+    for (int64_t t = 0; t < kScoredTokens; ++t) {
+      std::vector<double> value(kScoredExperts);
+      for (int64_t e = 0; e < kScoredExperts; ++e) {
+        value[e] = 1.0 / (1.0 + std::exp(-double{logits[t * kScoredExperts + e]})) + bias[e];
       }
       const std::vector<int> want =
           ReferenceGroupLimitedPicks(value, 2, 1, kTopk, score_topk == 0 ? kTopk : score_topk);
