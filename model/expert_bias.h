@@ -1,7 +1,7 @@
 // Auxiliary-loss-free load balancing (DeepSeek-V3; Wang et al., arXiv:2408.15664), as
 // Megatron's --moe-router-enable-expert-bias does it: each MoE layer keeps an fp32 bias
 // per expert, added to the routing scores only to choose each token's top-k (the routing
-// weights use the unbiased scores; runtime/cpu/moe_router.h's RouteTopK). It is state,
+// weights use the unbiased scores; model/moe_routing.h's RouteTopK). It is state,
 // not a parameter: no gradient, no optimizer state, no weight decay. Over a step's
 // training micro-batches the layer counts the tokens each expert received; after the
 // step, with the counts summed over the ranks that route different tokens,

@@ -8,7 +8,7 @@
 // global_tokens_per_expert / ga_steps, reset after each step). With T the tokens of one
 // micro-batch and D the data-parallel ranks, rank r's loss is
 //   L_r = E / (k (D T)^2) * sum_e mean_c_e * P_e(r)
-// (P_e(r): its micro-batch's summed scores, runtime/cpu/moe_router.h's ExpertLoad), so
+// (P_e(r): its micro-batch's summed scores, model/moe_routing.h's ExpertLoad), so
 // that the ranks' losses add up to the loss of their micro-batches together, which is
 // what Megatron logs as global_load_balancing_loss.
 //
@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "model/micro_batch.h"
+#include "model/moe_routing.h"
 #include "parallel/communicator.h"
-#include "runtime/cpu/moe_router.h"
 
 namespace conveyor {
 

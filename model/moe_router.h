@@ -3,7 +3,7 @@
 // widened and the GEMM and its gradients are fp32 whatever the compute type, as
 // Megatron's router_gating_linear, the input gradient rounded back to the compute type
 // as x was), then the routing math of
-// runtime/cpu/moe_router.h on the host: each token's top-k experts and weights, the
+// model/moe_routing.h on the host: each token's top-k experts and weights, the
 // experts' capacity, and in training the auxiliary losses, whose gradients reach the
 // logits in backward scaled like the main loss (Megatron's MoEAuxLossAutoScaler).
 //
@@ -39,10 +39,10 @@
 #include "model/expert_bias.h"
 #include "model/micro_batch.h"
 #include "model/moe_global_load.h"
+#include "model/moe_routing.h"
 #include "model/moe_shape.h"
 #include "model/parameter.h"
 #include "model/tensor_parallel.h"
-#include "runtime/cpu/moe_router.h"
 #include "runtime/ops.h"
 
 namespace conveyor {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/cpu/moe_router.h"
+#include "model/moe_routing.h"
 
 namespace conveyor {
 
@@ -23,7 +23,7 @@ struct MoeShape {
   float z_loss_coeff = 0.0f;
   // --moe-router-dtype fp32: the router's GEMM (and its gradients) in fp32 whatever the
   // compute type (Megatron's router_gating_linear); the routing math is fp32 or wider on
-  // every backend anyway (runtime/cpu/moe_router.h).
+  // every backend anyway (model/moe_routing.h).
   bool router_fp32 = false;
   int64_t shared_expert_ffn = 0;  // 0: no shared expert
   bool shared_expert_gate = false;  // its output scaled by sigmoid(x g) per token

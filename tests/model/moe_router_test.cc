@@ -1,8 +1,8 @@
-// The router's math (runtime/cpu/moe_router.h) against references written here from
+// The router's math (model/moe_routing.h) against references written here from
 // Megatron's formulas (moe_utils.py: topk_routing_with_score_function,
 // switch_load_balancing_loss_func, z_loss_func, apply_router_token_dropping), and its
 // gradients against central finite differences.
-#include "runtime/cpu/moe_router.h"
+#include "model/moe_routing.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,8 +7,8 @@
 //
 // Routing is deterministic: equal scores are ranked by the lower expert index, and under
 // capacity equal tokens by the lower token index.
-#ifndef CONVEYOR_RUNTIME_CPU_MOE_ROUTER_H_
-#define CONVEYOR_RUNTIME_CPU_MOE_ROUTER_H_
+#ifndef CONVEYOR_MODEL_MOE_ROUTING_H_
+#define CONVEYOR_MODEL_MOE_ROUTING_H_
 
 #include <cstdint>
 #include <vector>
@@ -112,4 +112,4 @@ std::vector<uint8_t> CapacityKeep(const RouterSpec& spec, const TopKRouting& rou
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_RUNTIME_CPU_MOE_ROUTER_H_
+#endif  // CONVEYOR_MODEL_MOE_ROUTING_H_

@@ -1,4 +1,4 @@
-#include "runtime/cpu/moe_router.h"
+#include "model/moe_routing.h"
 
 #include <algorithm>
 #include <cmath>
