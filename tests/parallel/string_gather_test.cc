@@ -4,6 +4,7 @@
 // AllGatherStrings, also beyond 2^24 bytes.
 #include "parallel/string_gather.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,49 +60,35 @@ TEST(GatherStringsToRootTest, EveryRanksTextArrivesWholeOnTheRootOnly) {
   }
 }
 
-TEST(AllGatherStringsTest, EveryRankHasEveryText) {
-  constexpr int kRanks = 4;
-  InProcessWorld world(kRanks);
-  std::vector<std::vector<std::string>> got(kRanks);
-  const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) {
-    absl::StatusOr<std::vector<std::string>> strings = AllGatherStrings(comm, TextOf(rank));
-    if (!strings.ok()) return strings.status();
-    got[rank] = *std::move(strings);
-    return absl::OkStatus();
-  });
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
-    ASSERT_EQ(got[r].size(), kRanks);
-    for (int from = 0; from < kRanks; ++from) {
-      EXPECT_TRUE(got[r][from] == TextOf(from)) << "on rank " << r << ", from rank " << from;
-    }
-  }
-}
-
-// Bytes travel as bytes: a text of 2^24 bytes and more (beyond what a float's integers
-// hold exactly, the old encoding's limit) arrives whole, its last byte included.
-TEST(AllGatherStringsTest, TextsOfTwoToTheTwentyFourBytesAndMoreArriveWhole) {
-  constexpr int kRanks = 2;
-  InProcessWorld world(kRanks);
-  auto text = [](int rank) {
-    std::string t((size_t{1} << 24) + rank, static_cast<char>(0xff));
-    t.back() = static_cast<char>('A' + rank);
-    return t;
-  };
-  std::vector<std::vector<std::string>> got(kRanks);
+// Every rank of a world of `ranks` gathers text(r) from each rank r, whole and in order.
+void ExpectEveryRankGathersEveryText(int ranks, const std::function<std::string(int)>& text) {
+  InProcessWorld world(ranks);
+  std::vector<std::vector<std::string>> got(ranks);
   const std::vector<absl::Status> statuses = world.Run([&](int rank, Communicator& comm) {
     absl::StatusOr<std::vector<std::string>> strings = AllGatherStrings(comm, text(rank));
     if (!strings.ok()) return strings.status();
     got[rank] = *std::move(strings);
     return absl::OkStatus();
   });
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < ranks; ++r) {
     ASSERT_TRUE(statuses[r].ok()) << statuses[r];
-    ASSERT_EQ(got[r].size(), kRanks);
-    for (int from = 0; from < kRanks; ++from) {
+    ASSERT_EQ(got[r].size(), ranks);
+    for (int from = 0; from < ranks; ++from) {
       EXPECT_TRUE(got[r][from] == text(from)) << "on rank " << r << ", from rank " << from;
     }
   }
+}
+
+TEST(AllGatherStringsTest, EveryRankHasEveryText) { ExpectEveryRankGathersEveryText(4, TextOf); }
+
+// Bytes travel as bytes: a text of 2^24 bytes and more (beyond what a float's integers
+// hold exactly, the old encoding's limit) arrives whole, its last byte included.
+TEST(AllGatherStringsTest, TextsOfTwoToTheTwentyFourBytesAndMoreArriveWhole) {
+  ExpectEveryRankGathersEveryText(2, [](int rank) {
+    std::string t((size_t{1} << 24) + rank, static_cast<char>(0xff));
+    t.back() = static_cast<char>('A' + rank);
+    return t;
+  });
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "model/memory_model.h"
-#include "model/model_shape.h"
 #include "trainer/config/flags.h"
 #include "trainer/config/resolved_config.h"
 
@@ -22,20 +21,6 @@ ResolvedConfig Resolved(const std::vector<std::string>& args, int world) {
   absl::StatusOr<ResolvedConfig> resolved = ResolvedConfig::Resolve(*parsed, world);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   return *std::move(resolved);
-}
-
-// A dense model: 4 layers, hidden 32, 4 heads in 2 query groups of head_dim 8, seq 64.
-ModelShape DenseShape() {
-  ModelShape shape;
-  shape.num_layers = 4;
-  shape.hidden = 32;
-  shape.ffn_hidden = 128;
-  shape.heads = 4;
-  shape.query_groups = 2;
-  shape.head_dim = 8;
-  shape.seq = 64;
-  shape.max_positions = 64;
-  return shape;
 }
 
 // TP 2 x CP 2 x PP 2 x DP 2 (16 ranks), SP, bf16, micro-batches of 2, M = 4, the
@@ -57,7 +42,7 @@ TEST(StepTrafficTest, TensorContextPipelineAndDataParallelOnTheFirstStage) {
   first.last_stage = false;
   first.tp_summed_elements = 100;
 
-  const StepTraffic traffic = PredictStepTraffic(resolved, DenseShape(), first);
+  const StepTraffic traffic = PredictStepTraffic(resolved, first);
   // A micro-batch holds 2 x 64 / CP 2 = 64 tokens on a rank; a bf16 element is 2 bytes.
   // Pipeline: 2 directions x M 4 x V 1 x 2 bytes x (64 tokens x 32 hidden / TP 2 under SP).
   EXPECT_DOUBLE_EQ(traffic.pipeline, 2.0 * 4 * 1 * 2 * (64 * 32 / 2));  // 16384
@@ -88,15 +73,6 @@ TEST(StepTrafficTest, DistributedOptimizerAndTheHeadOnOneStage) {
       8);
   ASSERT_EQ(resolved.dp(), 4);
   ASSERT_EQ(resolved.micro_batches(), 2);
-  ModelShape shape;
-  shape.num_layers = 3;
-  shape.hidden = 16;
-  shape.ffn_hidden = 64;
-  shape.heads = 4;
-  shape.query_groups = 4;
-  shape.head_dim = 4;
-  shape.seq = 32;
-  shape.max_positions = 32;
   RankMemory only;
   only.parameters = 500;
   only.bucket_padding = 4;
@@ -105,7 +81,7 @@ TEST(StepTrafficTest, DistributedOptimizerAndTheHeadOnOneStage) {
   only.last_stage = true;
   only.tp_summed_elements = 10;
 
-  const StepTraffic traffic = PredictStepTraffic(resolved, shape, only);
+  const StepTraffic traffic = PredictStepTraffic(resolved, only);
   EXPECT_EQ(traffic.pipeline, 0.0);  // one stage
   // DP 4: a reduce-scatter of the bf16 gradients (2 x (500 + 4 padding) = 1008 bytes) and
   // an all-gather of the values (2016 bytes), each moving 3/4: 0.75 x 3024.
@@ -130,22 +106,13 @@ TEST(StepTrafficTest, MultiTokenPredictionDepthsOnTheLastStage) {
       "--max-position-embeddings", "32", "--micro-batch-size", "1", "--num-micro-batches", "2",
       "--tensor-model-parallel-size", "2", "--position-embedding-type", "rope",
       "--mtp-num-layers", "1"};
-  ModelShape shape;
-  shape.num_layers = 2;
-  shape.hidden = 16;
-  shape.ffn_hidden = 64;
-  shape.heads = 4;
-  shape.query_groups = 4;
-  shape.head_dim = 4;
-  shape.seq = 32;
-  shape.mtp_layers = 1;
   RankMemory only;
   only.first_stage = true;
   only.last_stage = true;
   // TP share 1, M = 2, buffers of 32 tokens x 16 x 4 bytes = 2048: 4 x (2 + 1) layers, the
   // embedding's region twice, M_k's 3, the output layer's twice (12 + 2 + 3 + 2 = 19
   // buffers) and two cross-entropies of 3 x 8 x 32 = 768 bytes: 2 x (19 x 2048 + 2 x 768).
-  EXPECT_DOUBLE_EQ(PredictStepTraffic(Resolved(args, 8), shape, only).tensor_parallel,
+  EXPECT_DOUBLE_EQ(PredictStepTraffic(Resolved(args, 8), only).tensor_parallel,
                    2.0 * (19 * 2048 + 2 * 768));
 
   // PP 2 x TP 2: the first stage holds layer 0 and the embedding (2 x (4 + 1) buffers),
@@ -158,39 +125,28 @@ TEST(StepTrafficTest, MultiTokenPredictionDepthsOnTheLastStage) {
   first.first_stage = true;
   last.pipeline_rank = 1;
   last.last_stage = true;
-  EXPECT_DOUBLE_EQ(PredictStepTraffic(two_stages, shape, first).tensor_parallel,
+  EXPECT_DOUBLE_EQ(PredictStepTraffic(two_stages, first).tensor_parallel,
                    2.0 * (5 * 2048));
-  EXPECT_DOUBLE_EQ(PredictBusiestStepTraffic(two_stages, shape, {first, last}).tensor_parallel,
+  EXPECT_DOUBLE_EQ(PredictBusiestStepTraffic(two_stages, {first, last}).tensor_parallel,
                    2.0 * (14 * 2048 + 2 * 768));
 }
 
 // EP 2 over DP 8 (8 ranks, TP 1): the routed experts' gradients are reduced over the
 // expert-data-parallel ranks (8 / EP 2 = 4), the rest over all 8.
 TEST(StepTrafficTest, ExpertsReduceOverTheirOwnDataParallelRanks) {
-  const ResolvedConfig resolved = Resolved(
-      {"--mock-data", "--vocab-size", "512", "--num-layers", "2", "--hidden-size", "16",
-       "--num-attention-heads", "4", "--seq-length", "32", "--micro-batch-size", "1",
-       "--num-micro-batches", "1", "--num-experts", "4", "--moe-ffn-hidden-size", "32",
-       "--expert-model-parallel-size", "2", "--disable-bias-linear"},
-      8);
+  const std::vector<std::string> expert_args = {
+      "--mock-data", "--vocab-size", "512", "--num-layers", "2", "--hidden-size", "16",
+      "--num-attention-heads", "4", "--seq-length", "32", "--micro-batch-size", "1",
+      "--num-micro-batches", "1", "--num-experts", "4", "--moe-ffn-hidden-size", "32",
+      "--expert-model-parallel-size", "2", "--disable-bias-linear"};
+  const ResolvedConfig resolved = Resolved(expert_args, 8);
   ASSERT_EQ(resolved.dp(), 8);
-  ModelShape shape;
-  shape.num_layers = 2;
-  shape.hidden = 16;
-  shape.heads = 4;
-  shape.query_groups = 4;
-  shape.head_dim = 4;
-  shape.seq = 32;
-  shape.moe.router.experts = 4;
-  shape.moe.ffn_hidden = 32;
-  shape.moe.layers = {true, true};
-  shape.linear_bias = false;
   RankMemory only;
   only.parameters = 8192;
   only.first_stage = true;
   only.last_stage = true;
 
-  const StepTraffic traffic = PredictStepTraffic(resolved, shape, only);
+  const StepTraffic traffic = PredictStepTraffic(resolved, only);
   // A rank holds 4 / EP 2 = 2 experts per layer, each 16 x 32 in and 32 x 16 out (1024
   // elements): 2 layers x 2 x 1024 = 4096 of its 8192 parameters, a share of 1/2. fp32
   // gradients (32768 bytes) all-reduced by a ring: 2 x 7/8 over the 8 replicas of the
@@ -204,8 +160,11 @@ TEST(StepTrafficTest, ExpertsReduceOverTheirOwnDataParallelRanks) {
   // --moe-router-load-balancing-type global_aux_loss: each MoE layer's router all-reduces
   // 2 x 4 experts' doubles (64 bytes) over the 8 DP ranks per micro-batch (M = 1), a
   // ring's 2 x 7/8 of them: 2 layers x 112 bytes more.
-  shape.moe.global_aux_loss_coeff = 0.01f;
-  EXPECT_DOUBLE_EQ(PredictStepTraffic(resolved, shape, only).data_parallel, 53248.0 + 224.0);
+  std::vector<std::string> aux_args = expert_args;
+  aux_args.insert(aux_args.end(), {"--moe-router-load-balancing-type", "global_aux_loss",
+                                   "--moe-aux-loss-coeff", "0.01"});
+  EXPECT_DOUBLE_EQ(PredictStepTraffic(Resolved(aux_args, 8), only).data_parallel,
+                   53248.0 + 224.0);
 }
 
 }  // namespace

@@ -297,7 +297,7 @@ absl::StatusOr<std::string> FormatPlan(const ResolvedConfig& resolved) {
   ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
                    PredictRunMemory(resolved, bubble));
   out += MemoryLines(resolved, shape, memory);
-  const StepTraffic traffic = PredictBusiestStepTraffic(resolved, shape, memory);
+  const StepTraffic traffic = PredictBusiestStepTraffic(resolved, memory);
   absl::StrAppendFormat(&out,
                         "plan: traffic per step and rank: pipeline %s, data-parallel %s, "
                         "tensor-parallel %s",

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/moe_layer.h"
+#include "model/model_shape.h"
 #include "model/moe_shape.h"
 #include "parallel/rank_layout.h"
 
@@ -77,9 +78,9 @@ double DataParallelBytes(const ResolvedConfig& resolved, const ModelShape& shape
 // micro-batch, ring attention passes CP - 1 key/value blocks forward, and backward CP - 1
 // blocks plus CP fp32 gradient blocks, and an MoE layer's router all-gathers its fp32
 // logits.
-StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const ModelShape& shape,
-                               const RankMemory& rank) {
+StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const RankMemory& rank) {
   const Config& config = resolved.config();
+  const ModelShape& shape = resolved.model_shape();
   const ParallelConfig& p = config.parallel();
   const int tp = resolved.tp(), pp = resolved.pp(), cp = resolved.cp();
   const int M = resolved.micro_batches();
@@ -120,11 +121,11 @@ StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const ModelShape&
   return traffic;
 }
 
-StepTraffic PredictBusiestStepTraffic(const ResolvedConfig& resolved, const ModelShape& shape,
+StepTraffic PredictBusiestStepTraffic(const ResolvedConfig& resolved,
                                       const std::vector<RankMemory>& memory) {
   StepTraffic busiest;
   for (const RankMemory& rank : memory) {
-    const StepTraffic t = PredictStepTraffic(resolved, shape, rank);
+    const StepTraffic t = PredictStepTraffic(resolved, rank);
     busiest.pipeline = std::max(busiest.pipeline, t.pipeline);
     busiest.data_parallel = std::max(busiest.data_parallel, t.data_parallel);
     busiest.tensor_parallel = std::max(busiest.tensor_parallel, t.tensor_parallel);

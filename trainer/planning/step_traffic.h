@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "model/memory_model.h"
-#include "model/model_shape.h"
 #include "trainer/config/resolved_config.h"
 
 namespace conveyor {
@@ -18,16 +17,16 @@ struct StepTraffic {
   double context_parallel = 0;  // ring attention's blocks, the router's logits
 };
 
-// One step's traffic on a pipeline rank (TP rank 0, DP rank 0) whose predicted memory is
-// `rank`, in the dtypes messages travel in (activations bf16 under --bf16).
-StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const ModelShape& shape,
-                               const RankMemory& rank);
+// One step's traffic, for the resolved config's model, on a pipeline rank (TP rank 0,
+// DP rank 0) whose predicted memory is `rank`, in the dtypes messages travel in
+// (activations bf16 under --bf16).
+StepTraffic PredictStepTraffic(const ResolvedConfig& resolved, const RankMemory& rank);
 
 // Per kind, the most that any pipeline rank of `memory` (PredictMemory's, one per rank)
 // moves: what the run's log reports as its messages per iteration, the max across ranks
 // (the last stage's output layer and multi-token prediction depths can outweigh the first
 // stage's embedding).
-StepTraffic PredictBusiestStepTraffic(const ResolvedConfig& resolved, const ModelShape& shape,
+StepTraffic PredictBusiestStepTraffic(const ResolvedConfig& resolved,
                                       const std::vector<RankMemory>& memory);
 
 }  // namespace conveyor
