@@ -55,8 +55,10 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::FreshDir;
+using testing_util::LoadHfConfig;
 using testing_util::Matrix;
 using testing_util::Reference;
+using testing_util::WriteHfFolder;
 
 constexpr int64_t kSeq = 8;
 constexpr double kEps = 1e-6;
@@ -421,30 +423,16 @@ HfOutputs HfForward(const TinyDeepseek& m, const HfTensorMap& t, const std::vect
 
 // ---- Conveyor's side. ----
 
-std::string WriteFolder(const std::string& json, const HfTensorMap& weights,
-                        const std::string& name) {
-  const std::string dir = FreshDir(name);
-  EXPECT_TRUE(WriteHfWeights(dir, weights, 5000000000).ok());
-  const std::string path = JoinPath(dir, kHfConfigFile);
-  EXPECT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
-  return dir;
-}
-
 // The configuration --load-hf gives (a multi-token prediction depth's loss weighing 1).
-absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir, int world_size = 1) {
-  absl::StatusOr<Config> parsed = ParseFlags(
-      {"--load-hf", dir, "--mock-data", "--seq-length", absl::StrCat(kSeq), "--hidden-dropout", "0",
-       "--attention-dropout", "0", "--mtp-loss-scaling-factor", "1"});
-  if (!parsed.ok()) return parsed.status();
-  if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
-  return ResolvedConfig::Resolve(*parsed, world_size);
+absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir) {
+  return LoadHfConfig(dir, kSeq, {"--mtp-loss-scaling-factor", "1"});
 }
 
 class DeepseekReferenceTest : public ::testing::TestWithParam<TinyDeepseek> {};
 
 TEST_P(DeepseekReferenceTest, ConfigJsonSetsTheFlags) {
   const TinyDeepseek m = GetParam();
-  const std::string dir = WriteFolder(ConfigJson(m), RandomWeights(m, 3), m.name + "_flags");
+  const std::string dir = WriteHfFolder(ConfigJson(m), RandomWeights(m, 3), m.name + "_flags");
   const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   const ModelConfig& model = config->config().model();
@@ -492,7 +480,7 @@ void LoadInto(const GlobalTensorMap& imported, GptModel* model) {
 TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const TinyDeepseek m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 17);
-  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name);
+  const std::string dir = WriteHfFolder(ConfigJson(m), weights, m.name);
   const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
@@ -538,7 +526,7 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
 TEST_P(DeepseekReferenceTest, ExportThenImportIsBitExact) {
   const TinyDeepseek m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 23);
-  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name + "_in");
+  const std::string dir = WriteHfFolder(ConfigJson(m), weights, m.name + "_in");
   const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
@@ -583,7 +571,7 @@ TEST_P(DeepseekReferenceTest, ExportThenImportIsBitExact) {
 TEST_P(DeepseekReferenceTest, LayoutsReadOnlyTheirElements) {
   const TinyDeepseek m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 31);
-  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name + "_slices");
+  const std::string dir = WriteHfFolder(ConfigJson(m), weights, m.name + "_slices");
   const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
@@ -599,7 +587,7 @@ TEST(DeepseekConfigTest, DepthsAbsentFromTheWeightsAreNotImported) {
   std::string json = ConfigJson(m);
   const std::string none = "\"num_nextn_predict_layers\": 0";
   json.replace(json.find(none), none.size(), "\"num_nextn_predict_layers\": 1");
-  const std::string dir = WriteFolder(json, RandomWeights(m, 5), "depth_absent");
+  const std::string dir = WriteHfFolder(json, RandomWeights(m, 5), "depth_absent");
   const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->config().model().mtp_num_layers(), 0);
@@ -619,7 +607,7 @@ TEST(DeepseekConfigTest, AnMtpCopyThatDiffersFromItsOriginalIsRefusedByName) {
   for (const auto& [copy, original] : copies) {
     HfTensorMap weights = RandomWeights(m, 41);
     weights[copy].data.back() += 1e-3f;  // in the last row
-    const std::string dir = WriteFolder(ConfigJson(m), weights, "differs_" + copy);
+    const std::string dir = WriteHfFolder(ConfigJson(m), weights, "differs_" + copy);
     const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
     ASSERT_TRUE(config.ok()) << config.status();
     const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
@@ -654,7 +642,7 @@ TEST(DeepseekConfigTest, AnMtpCopyThatDiffersFromItsOriginalIsRefusedByName) {
   weights["model.embed_tokens.weight"].data[0] = 0.0f;
   weights[depth + "embed_tokens.weight"] = weights.at("model.embed_tokens.weight");
   weights[depth + "embed_tokens.weight"].data[0] = -0.0f;
-  const std::string dir = WriteFolder(ConfigJson(m), weights, "copy_negative_zero");
+  const std::string dir = WriteHfFolder(ConfigJson(m), weights, "copy_negative_zero");
   const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_THAT(std::string(ReadHf(dir, config->config()).status().message()),
@@ -666,7 +654,7 @@ TEST(DeepseekConfigTest, AnMtpCopyThatDiffersFromItsOriginalIsRefusedByName) {
 TEST(DeepseekConfigTest, ExportRefusesGroupsScoredByOtherThanTwo) {
   const TinyDeepseek m = Models()[4];
   ASSERT_EQ(m.topk / m.topk_groups, 1);
-  const std::string dir = WriteFolder(ConfigJson(m), RandomWeights(m, 7), "scored_by_three");
+  const std::string dir = WriteHfFolder(ConfigJson(m), RandomWeights(m, 7), "scored_by_three");
   const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   Config c = config->config();
@@ -707,7 +695,7 @@ TEST(DeepseekConfigTest, FieldsConveyorDoesNotComputeAreRefusedByName) {
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string json = ConfigJson(cases[i].model);
     json.replace(json.find(cases[i].field), cases[i].field.size(), cases[i].replacement);
-    const std::string dir = WriteFolder(json, weights, absl::StrCat("refused_", i));
+    const std::string dir = WriteHfFolder(json, weights, absl::StrCat("refused_", i));
     const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
     ASSERT_FALSE(config.ok()) << cases[i].message;
     EXPECT_THAT(std::string(config.status().message()), HasSubstr(cases[i].message));

@@ -3,14 +3,42 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
 #include "gtest/gtest.h"
 #include "parallel/self_communicator.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/checkpoint_writer.h"
+#include "trainer/checkpoint/file_io.h"
 #include "trainer/checkpoint/index_runs.h"
+#include "trainer/config/flags.h"
+#include "trainer/hf/export.h"
+#include "trainer/hf/hf_folder.h"
 #include "trainer/hf/llama_mapping.h"
 
 namespace conveyor::testing_util {
+
+std::string WriteHfFolder(const std::string& config_json, const HfTensorMap& weights,
+                          const std::string& name, int64_t max_shard_bytes) {
+  const std::string dir = FreshDir(name);
+  EXPECT_TRUE(WriteHfWeights(dir, weights, max_shard_bytes).ok());
+  const std::string path = JoinPath(dir, kHfConfigFile);
+  EXPECT_TRUE(WriteFileAtomically(path, config_json, path + ".tmp", Durability::kVisible).ok());
+  return dir;
+}
+
+absl::StatusOr<ResolvedConfig> LoadHfConfig(const std::string& dir, int64_t seq,
+                                            const std::vector<std::string>& extra,
+                                            int world_size) {
+  std::vector<std::string> args = {"--load-hf",        dir, "--mock-data", "--seq-length",
+                                   absl::StrCat(seq), "--hidden-dropout", "0",
+                                   "--attention-dropout", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  absl::StatusOr<Config> parsed = ParseFlags(args);
+  if (!parsed.ok()) return parsed.status();
+  if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
+  return ResolvedConfig::Resolve(*parsed, world_size);
+}
 
 std::string SaveAsCheckpoint(const ResolvedConfig& config, GlobalTensorMap* imported,
                              const std::string& name) {

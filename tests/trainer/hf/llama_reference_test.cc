@@ -43,9 +43,11 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing_util::FreshDir;
+using testing_util::LoadHfConfig;
 using testing_util::Matrix;
 using testing_util::Reference;
 using testing_util::SaveAsCheckpoint;
+using testing_util::WriteHfFolder;
 
 constexpr int64_t kSeq = 8;
 
@@ -144,30 +146,7 @@ Reference HfForward(const TinyModel& m, const HfTensorMap& t, const std::vector<
 
 // Writes the folder: config.json and the weights (sharded when the model says so).
 std::string WriteFolder(const TinyModel& m, const HfTensorMap& weights, const std::string& name) {
-  const std::string dir = FreshDir(name);
-  EXPECT_TRUE(WriteHfWeights(dir, weights, m.max_shard_bytes).ok());
-  const std::string path = JoinPath(dir, kHfConfigFile);
-  EXPECT_TRUE(WriteFileAtomically(path, ConfigJson(m), path + ".tmp", Durability::kVisible).ok());
-  return dir;
-}
-
-// --load-hf's configuration: the flags a user gives, config.json the rest.
-absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir,
-                                         const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"--load-hf",
-                                   dir,
-                                   "--mock-data",
-                                   "--seq-length",
-                                   absl::StrCat(kSeq),
-                                   "--hidden-dropout",
-                                   "0",
-                                   "--attention-dropout",
-                                   "0"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  absl::StatusOr<Config> parsed = ParseFlags(args);
-  if (!parsed.ok()) return parsed.status();
-  if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
-  return ResolvedConfig::Resolve(*parsed, /*world_size=*/1);
+  return WriteHfFolder(ConfigJson(m), weights, name, m.max_shard_bytes);
 }
 
 class LlamaReferenceTest : public ::testing::TestWithParam<TinyModel> {};
@@ -176,7 +155,7 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const TinyModel m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 17);
   const std::string dir = WriteFolder(m, weights, m.model_type);
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->config().model().num_query_groups(), m.kv_heads);
   EXPECT_EQ(config->config().model().untie_embeddings_and_output_weights(), !m.tied);
@@ -224,7 +203,7 @@ TEST_P(LlamaReferenceTest, ExportThenImportIsBitExact) {
   const TinyModel m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 23);
   const std::string dir = WriteFolder(m, weights, m.model_type + "_in");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
@@ -284,7 +263,7 @@ TEST_P(LlamaReferenceTest, ExportInHalfPrecisionRoundsToNearestEven) {
   const TinyModel m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 29);
   const std::string dir = WriteFolder(m, weights, m.model_type + "_half_in");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
@@ -322,7 +301,7 @@ TEST_P(LlamaReferenceTest, ExportInHalfPrecisionRoundsToNearestEven) {
 TEST_P(LlamaReferenceTest, ReadsOnlyTheWantedTensors) {
   const TinyModel m = GetParam();
   const std::string dir = WriteFolder(m, RandomWeights(m, 5), m.model_type + "_part");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> all = ReadHf(dir, config->config());
   ASSERT_TRUE(all.ok()) << all.status();
@@ -340,7 +319,7 @@ TEST_P(LlamaReferenceTest, ReadsOnlyTheWantedTensors) {
 TEST_P(LlamaReferenceTest, TensorParallelRanksReadOnlyTheirSlices) {
   const TinyModel m = GetParam();
   const std::string dir = WriteFolder(m, RandomWeights(m, 31), m.model_type + "_slices");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -368,13 +347,13 @@ TEST(LlamaConfigTest, AFlagThatContradictsTheFileNamesBoth) {
   const TinyModel m = Models()[0];
   const std::string dir = WriteFolder(m, RandomWeights(m, 1), "contradiction");
   const absl::StatusOr<ResolvedConfig> config =
-      ConfigFor(dir, {"--num-layers", "3", "--normalization", "LayerNorm", "--num-layers", "3"});
+      LoadHfConfig(dir, kSeq, {"--num-layers", "3", "--normalization", "LayerNorm", "--num-layers", "3"});
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(),
               AllOf(HasSubstr("--num-layers 3 contradicts num_hidden_layers = 2 in"),
                     HasSubstr("--normalization LayerNorm contradicts architectures")));
   // Agreeing flags are fine.
-  EXPECT_TRUE(ConfigFor(dir, {"--num-layers", "2", "--swiglu"}).ok());
+  EXPECT_TRUE(LoadHfConfig(dir, kSeq, {"--num-layers", "2", "--swiglu"}).ok());
 }
 
 TEST(LlamaConfigTest, UnsupportedFeaturesAreNamed) {
@@ -385,7 +364,7 @@ TEST(LlamaConfigTest, UnsupportedFeaturesAreNamed) {
   json += " \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 8.0}}";
   const std::string path = JoinPath(dir, kHfConfigFile);
   ASSERT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(),
               HasSubstr("rope_scaling of type \"dynamic\" is not implemented"));

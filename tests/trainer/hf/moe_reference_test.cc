@@ -48,9 +48,11 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing_util::FreshDir;
+using testing_util::LoadHfConfig;
 using testing_util::Matrix;
 using testing_util::Reference;
 using testing_util::SaveAsCheckpoint;
+using testing_util::WriteHfFolder;
 
 constexpr int64_t kSeq = 8;
 
@@ -228,36 +230,12 @@ Reference HfForward(const TinyMoe& m, const HfTensorMap& t, const std::vector<in
 
 // ---- Conveyor's side. ----
 
-std::string WriteFolder(const std::string& json, const HfTensorMap& weights,
-                        const std::string& name) {
-  const std::string dir = FreshDir(name);
-  EXPECT_TRUE(WriteHfWeights(dir, weights, 5000000000).ok());
-  const std::string path = JoinPath(dir, kHfConfigFile);
-  EXPECT_TRUE(WriteFileAtomically(path, json, path + ".tmp", Durability::kVisible).ok());
-  return dir;
-}
-
-// --load-hf's configuration on `world_size` ranks: the flags a user gives, config.json
-// the rest.
-absl::StatusOr<ResolvedConfig> ConfigFor(const std::string& dir,
-                                         const std::vector<std::string>& extra = {},
-                                         int world_size = 1) {
-  std::vector<std::string> args = {"--load-hf",        dir, "--mock-data", "--seq-length",
-                                   absl::StrCat(kSeq), "--hidden-dropout", "0",
-                                   "--attention-dropout", "0"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  absl::StatusOr<Config> parsed = ParseFlags(args);
-  if (!parsed.ok()) return parsed.status();
-  if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
-  return ResolvedConfig::Resolve(*parsed, world_size);
-}
-
 class MoeReferenceTest : public ::testing::TestWithParam<TinyMoe> {};
 
 TEST_P(MoeReferenceTest, ConfigJsonSetsTheMoeFlags) {
   const TinyMoe m = GetParam();
-  const std::string dir = WriteFolder(ConfigJson(m), RandomWeights(m, 3), m.name + "_flags");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const std::string dir = WriteHfFolder(ConfigJson(m), RandomWeights(m, 3), m.name + "_flags");
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   const ModelConfig& model = config->config().model();
   EXPECT_EQ(model.num_experts(), m.experts);
@@ -274,8 +252,8 @@ TEST_P(MoeReferenceTest, ConfigJsonSetsTheMoeFlags) {
 TEST_P(MoeReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const TinyMoe m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 17);
-  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name);
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const std::string dir = WriteHfFolder(ConfigJson(m), weights, m.name);
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
@@ -317,8 +295,8 @@ TEST_P(MoeReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
 TEST_P(MoeReferenceTest, ExportThenImportIsBitExact) {
   const TinyMoe m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 23);
-  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name + "_in");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const std::string dir = WriteHfFolder(ConfigJson(m), weights, m.name + "_in");
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<GlobalTensorMap> imported = ReadHf(dir, config->config());
   ASSERT_TRUE(imported.ok()) << imported.status();
@@ -339,7 +317,7 @@ TEST_P(MoeReferenceTest, ExportThenImportIsBitExact) {
     EXPECT_TRUE(exported->at(name).data == tensor.data) << name << " differs";
   }
   // The export's config.json configures the same model.
-  const absl::StatusOr<ResolvedConfig> again = ConfigFor(out);
+  const absl::StatusOr<ResolvedConfig> again = LoadHfConfig(out, kSeq);
   ASSERT_TRUE(again.ok()) << again.status();
   const absl::StatusOr<GlobalTensorMap> reimported = ReadHf(out, again->config());
   ASSERT_TRUE(reimported.ok()) << reimported.status();
@@ -357,8 +335,8 @@ TEST_P(MoeReferenceTest, ExportThenImportIsBitExact) {
 TEST_P(MoeReferenceTest, ExpertLayoutsReadOnlyTheirElements) {
   const TinyMoe m = GetParam();
   const HfTensorMap weights = RandomWeights(m, 31);
-  const std::string dir = WriteFolder(ConfigJson(m), weights, m.name + "_slices");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const std::string dir = WriteHfFolder(ConfigJson(m), weights, m.name + "_slices");
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_TRUE(config.ok()) << config.status();
   const absl::StatusOr<GlobalTensorMap> whole = ReadHf(dir, config->config());
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -378,14 +356,14 @@ TEST(MoeConfigTest, FieldsThatChangeTheMathAreRefusedOrContradictFlags) {
   json.back() = ',';
   json += " \"router_jitter_noise\": 0.1}";
   json.replace(json.find("\"router_jitter_noise\": 0.0, "), 28, "");
-  const std::string dir = WriteFolder(json, RandomWeights(m, 1), "jitter");
-  const absl::StatusOr<ResolvedConfig> config = ConfigFor(dir);
+  const std::string dir = WriteHfFolder(json, RandomWeights(m, 1), "jitter");
+  const absl::StatusOr<ResolvedConfig> config = LoadHfConfig(dir, kSeq);
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("router_jitter_noise = 0.1 is not supported"));
 
-  const std::string ok = WriteFolder(ConfigJson(m), RandomWeights(m, 1), "contradiction");
+  const std::string ok = WriteHfFolder(ConfigJson(m), RandomWeights(m, 1), "contradiction");
   const absl::StatusOr<ResolvedConfig> contradicted =
-      ConfigFor(ok, {"--moe-router-pre-softmax", "--num-experts", "8",
+      LoadHfConfig(ok, kSeq, {"--moe-router-pre-softmax", "--num-experts", "8",
                      "--moe-router-score-function", "sigmoid"});
   ASSERT_FALSE(contradicted.ok());
   EXPECT_THAT(contradicted.status().message(),
