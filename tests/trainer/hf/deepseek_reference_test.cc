@@ -509,14 +509,8 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
     EXPECT_GT(std::fabs(HfForward(megatron, weights, tokens, labels).objective - hf.objective),
               1e-3 * hf.objective);
   }
-  double worst = 0;
-  for (int64_t p = 0; p < kSeq; ++p) {
-    for (int64_t v = 0; v < m.vocab; ++v) {
-      const double want = ref.logits[p][v];
-      const double got = stash.head.output.logits.data()[p * shape.padded_vocab + v];
-      worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1.0));
-    }
-  }
+  const double worst = testing_util::WorstRelativeLogitError(
+      ref.logits, stash.head.output.logits.data(), shape.padded_vocab);
   EXPECT_LT(worst, 1e-5) << "largest relative logit error";
   RecordProperty("relative_loss_error",
                  absl::StrCat(std::fabs(*loss - hf.objective) / hf.objective));

@@ -180,14 +180,8 @@ TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
 
   const Reference ref = Gpt2Forward(weights, tokens, labels);
   EXPECT_NEAR(*loss, ref.loss, 1e-5 * ref.loss);
-  double worst = 0;
-  for (int64_t p = 0; p < kSeq; ++p) {
-    for (int64_t v = 0; v < kVocab; ++v) {
-      const double want = ref.logits[p][v];
-      const double got = stash.head.output.logits.data()[p * kVocab + v];
-      worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1.0));
-    }
-  }
+  const double worst =
+      testing_util::WorstRelativeLogitError(ref.logits, stash.head.output.logits.data(), kVocab);
   EXPECT_LT(worst, 1e-5) << "largest relative logit error";
   RecordProperty("largest_relative_logit_error", absl::StrCat(worst));
   RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));

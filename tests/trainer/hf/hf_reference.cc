@@ -111,4 +111,17 @@ Reference LogitsAndLoss(const Matrix& x, const HfTensor& output_embedding,
   return ref;
 }
 
+double WorstRelativeLogitError(const Matrix& reference, const float* logits,
+                               int64_t padded_vocab) {
+  double worst = 0;
+  for (size_t p = 0; p < reference.size(); ++p) {
+    for (size_t v = 0; v < reference[p].size(); ++v) {
+      const double want = reference[p][v];
+      const double got = logits[p * padded_vocab + v];
+      worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1.0));
+    }
+  }
+  return worst;
+}
+
 }  // namespace conveyor::testing_util

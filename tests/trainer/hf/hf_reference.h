@@ -38,6 +38,12 @@ struct Reference {
 Reference LogitsAndLoss(const Matrix& x, const HfTensor& output_embedding,
                         const std::vector<int32_t>& labels);
 
+// The largest error of Conveyor's logits [reference rows, padded_vocab] (row-major, the
+// padding columns ignored) against `reference` [rows][vocab], each relative to
+// max(|reference|, 1).
+double WorstRelativeLogitError(const Matrix& reference, const float* logits,
+                               int64_t padded_vocab);
+
 }  // namespace conveyor::testing_util
 
 #endif  // CONVEYOR_TESTS_TRAINER_HF_HF_REFERENCE_H_

@@ -184,14 +184,8 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   EXPECT_NEAR(*loss, ref.loss, 1e-5 * ref.loss);
   const Tensor& logits = stash.head.output.logits;  // [tokens, padded vocabulary]
   ASSERT_EQ(logits.dim(1), shape.padded_vocab);
-  double worst = 0;
-  for (int64_t p = 0; p < kSeq; ++p) {
-    for (int64_t v = 0; v < m.vocab; ++v) {
-      const double want = ref.logits[p][v];
-      const double got = logits.data()[p * shape.padded_vocab + v];
-      worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1.0));
-    }
-  }
+  const double worst =
+      testing_util::WorstRelativeLogitError(ref.logits, logits.data(), shape.padded_vocab);
   EXPECT_LT(worst, 1e-5) << "largest relative logit error";
   RecordProperty("largest_relative_logit_error", absl::StrCat(worst));
   RecordProperty("relative_loss_error", absl::StrCat(std::fabs(*loss - ref.loss) / ref.loss));
