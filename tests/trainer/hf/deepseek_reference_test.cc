@@ -462,12 +462,7 @@ TEST_P(DeepseekReferenceTest, ConfigJsonSetsTheFlags) {
 
 // Conveyor's model with the imported parameters and expert biases.
 void LoadInto(const GlobalTensorMap& imported, GptModel* model) {
-  for (Parameter* p : model->parameters().parameters()) {
-    ASSERT_EQ(imported.count(p->name), 1) << p->name;
-    const std::vector<float>& value = imported.at(p->name);
-    ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;
-    std::copy(value.begin(), value.end(), p->value.data());
-  }
+  testing_util::CopyImportedParameters(imported, model);
   for (TransformerLayer* layer : model->AllLayers()) {
     if (layer->moe() == nullptr) continue;
     ExpertBias* bias = layer->moe()->expert_bias();
@@ -489,11 +484,7 @@ TEST_P(DeepseekReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const TensorParallel one_rank;
   GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &one_rank);
   LoadInto(*imported, &model);
-  std::vector<int32_t> tokens(kSeq), labels(kSeq);
-  for (int64_t i = 0; i < kSeq; ++i) {
-    tokens[i] = int32_t((i * 13 + 5) % m.vocab);
-    labels[i] = int32_t((i * 7 + 2) % m.vocab);
-  }
+  const auto [tokens, labels] = testing_util::FixedTokensAndLabels(kSeq, m.vocab);
   const MicroBatchContext mb{1, 0, 1, kSeq, /*training=*/false};
   GptStash stash;
   const absl::StatusOr<float> loss = model.Forward(mb, tokens.data(), labels.data(), &stash);

@@ -15,6 +15,7 @@
 #include "model/model_shape.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "tests/trainer/hf/hf_reference.h"
+#include "tests/trainer/hf/llama_checkpoint.h"
 #include "tests/trainer/hf/slice_reads.h"
 #include "tests/util/test_dirs.h"
 #include "trainer/checkpoint/file_io.h"
@@ -163,11 +164,7 @@ TEST(Gpt2ReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   ASSERT_EQ(shape.padded_vocab, kVocab);
   const TensorParallel one_rank;
   GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &one_rank);
-  for (Parameter* p : model.parameters().parameters()) {
-    const std::vector<float>& value = imported->at(p->name);
-    ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;
-    std::copy(value.begin(), value.end(), p->value.data());
-  }
+  testing_util::CopyImportedParameters(*imported, &model);
   std::vector<int32_t> tokens(kSeq), labels(kSeq);
   for (int64_t i = 0; i < kSeq; ++i) {
     tokens[i] = int32_t((i * 17 + 3) % kVocab);

@@ -1,5 +1,6 @@
 #include "tests/trainer/hf/llama_checkpoint.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -38,6 +39,24 @@ absl::StatusOr<ResolvedConfig> LoadHfConfig(const std::string& dir, int64_t seq,
   if (!parsed.ok()) return parsed.status();
   if (absl::Status s = ApplyHfConfig(dir, &*parsed); !s.ok()) return s;
   return ResolvedConfig::Resolve(*parsed, world_size);
+}
+
+void CopyImportedParameters(const GlobalTensorMap& imported, GptModel* model) {
+  for (Parameter* p : model->parameters().parameters()) {
+    ASSERT_EQ(imported.count(p->name), 1) << p->name;
+    const std::vector<float>& value = imported.at(p->name);
+    ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;
+    std::copy(value.begin(), value.end(), p->value.data());
+  }
+}
+
+TokensAndLabels FixedTokensAndLabels(int64_t seq, int64_t vocab) {
+  TokensAndLabels out{std::vector<int32_t>(seq), std::vector<int32_t>(seq)};
+  for (int64_t i = 0; i < seq; ++i) {
+    out.tokens[i] = int32_t((i * 13 + 5) % vocab);
+    out.labels[i] = int32_t((i * 7 + 2) % vocab);
+  }
+  return out;
 }
 
 std::string SaveAsCheckpoint(const ResolvedConfig& config, GlobalTensorMap* imported,

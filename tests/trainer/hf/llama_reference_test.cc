@@ -165,16 +165,8 @@ TEST_P(LlamaReferenceTest, FirstStepLossAndLogitsMatchTheReference) {
   const ModelShape& shape = config->model_shape();
   const TensorParallel one_rank;
   GptModel model(&CpuOps::Get(), shape, /*seed=*/1, &one_rank);
-  for (Parameter* p : model.parameters().parameters()) {
-    const std::vector<float>& value = imported->at(p->name);
-    ASSERT_EQ(int64_t(value.size()), p->value.numel()) << p->name;
-    std::copy(value.begin(), value.end(), p->value.data());
-  }
-  std::vector<int32_t> tokens(kSeq), labels(kSeq);
-  for (int64_t i = 0; i < kSeq; ++i) {
-    tokens[i] = int32_t((i * 13 + 5) % m.vocab);
-    labels[i] = int32_t((i * 7 + 2) % m.vocab);
-  }
+  testing_util::CopyImportedParameters(*imported, &model);
+  const auto [tokens, labels] = testing_util::FixedTokensAndLabels(kSeq, m.vocab);
   const MicroBatchContext mb{1, 0, 1, kSeq, /*training=*/false};
   GptStash stash;
   const absl::StatusOr<float> loss = model.Forward(mb, tokens.data(), labels.data(), &stash);
