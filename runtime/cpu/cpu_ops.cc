@@ -204,6 +204,20 @@ void CpuOps::Dropout(const CounterRng& rng, float p, uint64_t first_index, const
   });
 }
 
+// The base class's composition (bias, dropout, residual add) in one threaded pass over the
+// rows, each row's elements rounded as the composition rounds them.
+void CpuOps::BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p,
+                            uint64_t first_index, const Tensor& residual, Tensor* y) const {
+  const int64_t width = y->shape().back();
+  ParallelFor(Rows(*y, width), RowGrain(width), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      cpu::BiasDropoutAddRow(bias != nullptr ? bias->data() : nullptr, rng, p,
+                             first_index + static_cast<uint64_t>(r * width), width,
+                             residual.data() + r * width, y->data() + r * width);
+    }
+  });
+}
+
 void CpuOps::CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
                          int64_t dst_col) const {
   assert(src.dtype() == dst->dtype());

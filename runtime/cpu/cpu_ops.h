@@ -43,6 +43,8 @@ class CpuOps : public Ops {
   void SquaredReluBackward(const Tensor& x, const Tensor& dy, Tensor* dx) const override;
   void Dropout(const CounterRng& rng, float p, uint64_t first_index, const Tensor& in,
                Tensor* out) const override;
+  void BiasDropoutAdd(const Tensor* bias, const CounterRng& rng, float p, uint64_t first_index,
+                      const Tensor& residual, Tensor* y) const override;
   void CopyColumns(const Tensor& src, int64_t src_col, int64_t width, Tensor* dst,
                    int64_t dst_col) const override;
   void RotateQueriesAndKeys(const RopeTable& table, const AttentionShape& shape,

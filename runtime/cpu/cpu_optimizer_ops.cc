@@ -1,6 +1,10 @@
 #include "runtime/cpu/cpu_optimizer_ops.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "runtime/cpu/adamw.h"
+#include "runtime/cpu/lane_sums.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace conveyor {
@@ -11,6 +15,51 @@ using cpu::ParallelFor;
 // Elements per pool task. Every update below is elementwise, so the split changes nothing.
 constexpr int64_t kGrain = 1 << 14;
 
+// The reductions' chunks: each array cut into pieces of kGrain elements (its last one
+// shorter), numbered in order. A chunk's sum is computed whole by one thread, and the
+// chunks' sums are added in their order, so a reduction's result depends on the arrays
+// alone, never on the threads.
+struct Chunk {
+  FloatArray elements;
+  size_t array;  // index of its array in the arrays reduced
+};
+
+std::vector<Chunk> Chunks(absl::Span<const FloatArray> arrays) {
+  std::vector<Chunk> chunks;
+  for (size_t a = 0; a < arrays.size(); ++a) {
+    for (int64_t begin = 0; begin < arrays[a].n; begin += kGrain) {
+      chunks.push_back({{arrays[a].data + begin, std::min(kGrain, arrays[a].n - begin)}, a});
+    }
+  }
+  return chunks;
+}
+
+// reduce(chunk) of every chunk, on the pool's threads.
+template <typename T, typename Reduce>
+std::vector<T> ReduceChunks(const std::vector<Chunk>& chunks, Reduce reduce) {
+  std::vector<T> results(chunks.size());
+  // Four chunks (256 KB) a task at least: enough work to outweigh waking a thread.
+  ParallelFor(static_cast<int64_t>(chunks.size()), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) results[c] = reduce(chunks[c].elements);
+  });
+  return results;
+}
+
+// sum_i x[i]^2 in double lanes (lane_sums.h).
+CONVEYOR_VECTOR_CLONES
+double SquaresOf(FloatArray x) {
+  return cpu::SumLanes(x.n, [&](int64_t i) {
+    const double v = x.data[i];
+    return v * v;
+  });
+}
+
+int64_t ZerosOf(FloatArray x) {
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < x.n; ++i) zeros += x.data[i] == 0.0f ? 1 : 0;
+  return zeros;
+}
+
 }  // namespace
 
 const CpuOptimizerOps& CpuOptimizerOps::Get() {
@@ -18,21 +67,24 @@ const CpuOptimizerOps& CpuOptimizerOps::Get() {
   return *ops;
 }
 
+// Each array's chunks in order, then the arrays in order (OptimizerOps' contract).
 double CpuOptimizerOps::SumOfSquares(absl::Span<const FloatArray> arrays) const {
-  double total = 0.0;
-  for (const FloatArray& a : arrays) {
-    double squares = 0.0;
-    for (int64_t i = 0; i < a.n; ++i) squares += static_cast<double>(a.data[i]) * a.data[i];
-    total += squares;
+  const std::vector<Chunk> chunks = Chunks(arrays);
+  const std::vector<double> squares = ReduceChunks<double>(chunks, SquaresOf);
+  double total = 0.0, array_total = 0.0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    array_total += squares[c];
+    if (c + 1 == chunks.size() || chunks[c + 1].array != chunks[c].array) {
+      total += array_total;
+      array_total = 0.0;
+    }
   }
   return total;
 }
 
 int64_t CpuOptimizerOps::CountZeros(absl::Span<const FloatArray> arrays) const {
   int64_t zeros = 0;
-  for (const FloatArray& a : arrays) {
-    for (int64_t i = 0; i < a.n; ++i) zeros += a.data[i] == 0.0f ? 1 : 0;
-  }
+  for (const int64_t z : ReduceChunks<int64_t>(Chunks(arrays), ZerosOf)) zeros += z;
   return zeros;
 }
 

@@ -15,6 +15,13 @@ namespace conveyor::cpu {
 void ApplyDropout(const CounterRng& rng, float p, uint64_t first_index, int64_t n, const float* in,
                   float* out);
 
+// Megatron's bias-dropout-add over n elements of one row: y[i] = residual[i] +
+// Dropout(y[i] + bias[i]) (bias may be null), element i's mask drawn at first_index + i.
+// Each element takes the roundings of AddBias, ApplyDropout and the residual add in
+// turn, so the result is theirs bit for bit, in one pass instead of three.
+void BiasDropoutAddRow(const float* bias, const CounterRng& rng, float p, uint64_t first_index,
+                       int64_t n, const float* residual, float* y);
+
 }  // namespace conveyor::cpu
 
 #endif  // CONVEYOR_RUNTIME_CPU_DROPOUT_H_

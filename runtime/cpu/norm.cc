@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/cpu/lane_sums.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/vector_math.h"
 
@@ -11,33 +12,63 @@ namespace {
 // Rows per pool task.
 constexpr int64_t kGrain = 16;
 
+// One row of NormForward. The statistics accumulate in double (rows are long and fp32
+// sums of squares lose digits), in vector lanes (lane_sums.h); the row is in L1 after
+// the first pass, so the mean and the variance each take their own (two-pass, as
+// var = mean((x - mean)^2) stays exact where mean(x^2) - mean^2 cancels).
+CONVEYOR_VECTOR_CLONES
+void NormForwardRow(NormKind kind, const float* x, const float* gamma, const float* beta,
+                    int64_t width, float eps, float* y, float* mean, float* rstd) {
+  const double w = static_cast<double>(width);
+  const double mu = kind == NormKind::kLayerNorm
+                        ? SumLanes(width, [&](int64_t i) { return static_cast<double>(x[i]); }) / w
+                        : 0.0;
+  const double var = SumLanes(width, [&](int64_t i) {
+                       const double d = x[i] - mu;
+                       return d * d;
+                     }) / w;
+  const float m = static_cast<float>(mu);
+  const float rs = static_cast<float>(1.0 / std::sqrt(var + eps));
+  *mean = m;
+  *rstd = rs;
+  if (beta != nullptr) {
+    MapLanes(width, y, [&](int64_t i) { return (x[i] - m) * rs * gamma[i] + beta[i]; });
+  } else {
+    MapLanes(width, y, [&](int64_t i) { return (x[i] - m) * rs * gamma[i]; });
+  }
+}
+
+// One row of NormBackwardInput: mean(g) and mean(g * xhat) summed in double lanes, with
+// g = dy * gamma taken in double and xhat in fp32 as the fp32 pass below computes it.
+CONVEYOR_VECTOR_CLONES
+void NormBackwardInputRow(NormKind kind, const float* dy, const float* x, const float* gamma,
+                          float mean, float rstd, int64_t width, float* dx) {
+  const double w = static_cast<double>(width);
+  const float mean_g =
+      kind == NormKind::kLayerNorm
+          ? static_cast<float>(
+                SumLanes(width, [&](int64_t i) { return static_cast<double>(dy[i]) * gamma[i]; }) /
+                w)
+          : 0.0f;
+  const float mean_g_xhat = static_cast<float>(SumLanes(width, [&](int64_t i) {
+                                                 return static_cast<double>(dy[i]) * gamma[i] *
+                                                        ((x[i] - mean) * rstd);
+                                               }) /
+                                               w);
+  MapLanes(width, dx, [&](int64_t i) {
+    const float xhat = (x[i] - mean) * rstd;
+    return rstd * (dy[i] * gamma[i] - mean_g - xhat * mean_g_xhat);
+  });
+}
+
 }  // namespace
 
 void NormForward(NormKind kind, const float* x, const float* gamma, const float* beta, int64_t rows,
                  int64_t width, float eps, float* y, float* mean, float* rstd) {
   ParallelFor(rows, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* xr = x + r * width;
-      float* yr = y + r * width;
-      // Accumulate in double: rows are long and fp32 sums of squares lose digits.
-      double mu = 0.0;
-      if (kind == NormKind::kLayerNorm) {
-        for (int64_t i = 0; i < width; ++i) mu += xr[i];
-        mu /= static_cast<double>(width);
-      }
-      double var = 0.0;
-      for (int64_t i = 0; i < width; ++i) {
-        const double d = xr[i] - mu;
-        var += d * d;
-      }
-      var /= static_cast<double>(width);
-      const float rs = static_cast<float>(1.0 / std::sqrt(var + eps));
-      mean[r] = static_cast<float>(mu);
-      rstd[r] = rs;
-      for (int64_t i = 0; i < width; ++i) {
-        const float xhat = (xr[i] - mean[r]) * rs;
-        yr[i] = xhat * gamma[i] + (beta != nullptr ? beta[i] : 0.0f);
-      }
+      NormForwardRow(kind, x + r * width, gamma, beta, width, eps, y + r * width, mean + r,
+                     rstd + r);
     }
   });
 }
@@ -47,21 +78,8 @@ void NormBackwardInput(NormKind kind, const float* dy, const float* x, const flo
                        float* dx) {
   ParallelFor(rows, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* dyr = dy + r * width;
-      const float* xr = x + r * width;
-      float* dxr = dx + r * width;
-      double sum_g = 0.0, sum_g_xhat = 0.0;
-      for (int64_t i = 0; i < width; ++i) {
-        const double g = static_cast<double>(dyr[i]) * gamma[i];
-        sum_g += g;
-        sum_g_xhat += g * ((xr[i] - mean[r]) * rstd[r]);
-      }
-      const float mean_g = kind == NormKind::kLayerNorm ? static_cast<float>(sum_g / width) : 0.0f;
-      const float mean_g_xhat = static_cast<float>(sum_g_xhat / width);
-      for (int64_t i = 0; i < width; ++i) {
-        const float xhat = (xr[i] - mean[r]) * rstd[r];
-        dxr[i] = rstd[r] * (dyr[i] * gamma[i] - mean_g - xhat * mean_g_xhat);
-      }
+      NormBackwardInputRow(kind, dy + r * width, x + r * width, gamma, mean[r], rstd[r], width,
+                           dx + r * width);
     }
   });
 }
