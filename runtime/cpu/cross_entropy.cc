@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/cpu/lane_sums.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/vector_math.h"
 
@@ -14,8 +15,8 @@ namespace {
 constexpr int64_t kRowGrain = 4;
 // The online pass's block: read once from memory, then again from L1 (8 KB).
 constexpr int64_t kBlock = 2048;
-// Exponentials summed in fp32 lanes over this many logits (16 per lane), then in double:
-// the sum over a large vocabulary is where fp32 would lose digits.
+// Exponentials summed in fp32 lanes over this many logits (16 per lane), then added into
+// double lanes: the sum over a large vocabulary is where fp32 would lose digits.
 constexpr int64_t kSumSpan = 16 * kLanes;
 
 CONVEYOR_VECTOR_CLONES
@@ -31,20 +32,21 @@ float MaxOf(const float* z, int64_t n) {
   return max;
 }
 
-// sum_v exp(z[v] - max) over n logits.
+// sum_v exp(z[v] - max) over n logits. The double lanes fold once at the end, in
+// lane_sums.h's order, rather than the fp32 lanes into one double after every span (a
+// chain of 16 dependent adds per 256 exponentials).
 CONVEYOR_VECTOR_CLONES
 double SumExp(const float* z, int64_t n, float max) {
-  double total = 0.0;
+  double wide[kLanes] = {};
   int64_t i = 0;
   for (; i + kSumSpan <= n; i += kSumSpan) {
     float lane[kLanes] = {};
     for (int64_t b = i; b < i + kSumSpan; b += kLanes) {
       for (int j = 0; j < kLanes; ++j) lane[j] += Exp(z[b + j] - max);
     }
-    float span = 0.0f;
-    for (int j = 0; j < kLanes; ++j) span += lane[j];
-    total += span;
+    for (int j = 0; j < kLanes; ++j) wide[j] += lane[j];
   }
+  double total = FoldLanes(wide);
   for (; i < n; ++i) total += Exp(z[i] - max);
   return total;
 }
