@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/cpu/attention_tiles.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/vector_math.h"
 
@@ -103,31 +104,31 @@ struct VisibleRectangle {
   bool empty() const { return rows_begin >= rows_end; }
 };
 
-// The rectangle of the query rows [first_row, last_row).
+// The rectangle of sample b's query rows [first_row, last_row) (per sample, so that a
+// tile of rows inside one document computes that document's keys alone).
 VisibleRectangle VisibleOf(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-                           int64_t first_row, int64_t last_row) {
+                           int64_t b, int64_t first_row, int64_t last_row) {
   VisibleRectangle r{last_row, first_row, key_rows, 0};
   RowMask rows(s, key_rows, mask, AttentionDropout{});
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t i = first_row; i < last_row; ++i) {
-      rows.Select(b, 0, i);
-      const int64_t begin = rows.begin(0), end = rows.end(key_rows);
-      if (begin >= end) continue;
-      r.rows_begin = std::min(r.rows_begin, i);
-      r.rows_end = std::max(r.rows_end, i + 1);
-      r.keys_begin = std::min(r.keys_begin, begin);
-      r.keys_end = std::max(r.keys_end, end);
-    }
+  for (int64_t i = first_row; i < last_row; ++i) {
+    rows.Select(b, 0, i);
+    const int64_t begin = rows.begin(0), end = rows.end(key_rows);
+    if (begin >= end) continue;
+    r.rows_begin = std::min(r.rows_begin, i);
+    r.rows_end = std::max(r.rows_end, i + 1);
+    r.keys_begin = std::min(r.keys_begin, begin);
+    r.keys_end = std::max(r.keys_end, end);
   }
   return r;
 }
 
 // Query rows per tile. A tile computes only the keys its rows can see, so under the
-// causal mask the tiles skip the blocks above the diagonal (about half the products
-// once the tiles are small against the sequence) and under a sliding window all but
-// about tile + window keys per row. Rows are independent, so tiling changes no row's
-// result beyond the summation order of the value product.
-constexpr int64_t kRowTile = 64;
+// causal mask the tiles skip the blocks above the diagonal (all but a tile's width of
+// the diagonal: 12% more products than the triangle at seq 256) and under a sliding
+// window all but about tile + window keys per row. Rows are independent, so tiling
+// changes no row's result beyond the summation order of the value product. The tile
+// products (attention_tiles.h) cost little per call, so tiles can be this small.
+constexpr int64_t kRowTile = 32;
 
 // The query rows [first_row, last_row) computed apart, and the rectangle they see.
 struct RowTile {
@@ -135,26 +136,45 @@ struct RowTile {
   VisibleRectangle box;
 };
 
-std::vector<RowTile> RowTiles(const AttentionShape& s, int64_t key_rows,
-                              const AttentionMask& mask) {
-  std::vector<RowTile> tiles;
-  for (int64_t i = 0; i < s.seq; i += kRowTile) {
-    const int64_t last = std::min(s.seq, i + kRowTile);
-    tiles.push_back({i, last, VisibleOf(s, key_rows, mask, i, last)});
+// tiles[b]: sample b's tiles.
+std::vector<std::vector<RowTile>> RowTiles(const AttentionShape& s, int64_t key_rows,
+                                           const AttentionMask& mask) {
+  std::vector<std::vector<RowTile>> tiles(s.batch);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t i = 0; i < s.seq; i += kRowTile) {
+      const int64_t last = std::min(s.seq, i + kRowTile);
+      tiles[b].push_back({i, last, VisibleOf(s, key_rows, mask, b, i, last)});
+    }
   }
   return tiles;
 }
 
-// p[j] = exp(p[j] - shift) for j in [0, n); returns their sum. Vectorised (vector_math.h).
+// The row passes below are vectorised (vector_math.h); their sums and maxima take
+// ReduceLanes' order.
+CONVEYOR_VECTOR_CLONES float RowMax(const float* p, int64_t n) {
+  return ReduceLanes(
+      n, kNegInf, [](float a, float b) { return a > b ? a : b; }, [p](int64_t j) { return p[j]; });
+}
+
+CONVEYOR_VECTOR_CLONES float Dot(const float* a, const float* b, int64_t n) {
+  return ReduceLanes(
+      n, 0.0f, [](float x, float y) { return x + y; }, [a, b](int64_t j) { return a[j] * b[j]; });
+}
+
+// p[j] = exp(p[j] - shift) for j in [0, n); returns their sum.
 CONVEYOR_VECTOR_CLONES float ExpShiftedSum(float* p, int64_t n, float shift) {
   MapLanes(n, p, [p, shift](int64_t j) { return Exp(p[j] - shift); });
-  float sum = 0.0f;
-  for (int64_t j = 0; j < n; ++j) sum += p[j];
-  return sum;
+  return ReduceLanes(
+      n, 0.0f, [](float x, float y) { return x + y; }, [p](int64_t j) { return p[j]; });
+}
+
+// p[j] *= factor for j in [0, n).
+CONVEYOR_VECTOR_CLONES void Scale(float* p, int64_t n, float factor) {
+  MapLanes(n, p, [p, factor](int64_t j) { return p[j] * factor; });
 }
 
 // p[j] = exp(p[j] - lse); d[j] = p[j] * (d[j] - dot): a row of the softmax's backward,
-// dS = P o (dP - D), with D = dO . O. Vectorised (vector_math.h).
+// dS = P o (dP - D), with D = dO . O.
 CONVEYOR_VECTOR_CLONES void SoftmaxRowGrad(float* p, float* d, int64_t n, float lse, float dot) {
   MapLanes(n, p, [p, lse](int64_t j) { return Exp(p[j] - lse); });
   MapLanes(n, d, [p, d, dot](int64_t j) { return p[j] * (d[j] - dot); });
@@ -187,7 +207,9 @@ void AddKeyValueGrad(const AttentionShape& s, const float* dkv, float* dqkv) {
 
 namespace {
 
-// One call's operands, shared by its tasks.
+// One call's operands, shared by its tasks. The keys and values lie in rows kv_ld
+// apart: packed (PackKeysValues) or, for the whole sample, inside the fused qkv rows
+// (no copy); the gradients dK and dV are written in the same layout.
 struct BlockInputs {
   const AttentionShape& s;
   int64_t key_rows;
@@ -196,6 +218,14 @@ struct BlockInputs {
   const float* kv;
   float scale;
   const AttentionDropout& dropout;
+  bool kv_fused = false;
+
+  int64_t kv_ld() const { return kv_fused ? s.qkv_width() : s.kv_width(); }
+  // The key head of query head h's group in a row of kv (its value head follows).
+  int64_t KeyOffset(int64_t h) const {
+    const HeadView v = View(s, h);
+    return kv_fused ? v.fused_k_offset : v.k_offset;
+  }
 };
 
 // Row i's scores p (the rectangle's `keys` columns) become its share of the merged
@@ -216,7 +246,7 @@ void MergeRow(const RowMask& rows, const VisibleRectangle& box, int64_t keys, bo
     return;
   }
   const float old_lse = first ? kNegInf : *row_lse;
-  const float max = *std::max_element(p + lo, p + hi);
+  const float max = RowMax(p + lo, hi - lo);
   const float sum = ExpShiftedSum(p + lo, hi - lo, max);
   const float block_lse = max + std::log(sum);
   const float new_lse = old_lse == kNegInf
@@ -227,21 +257,50 @@ void MergeRow(const RowMask& rows, const VisibleRectangle& box, int64_t keys, bo
   // exp(s - new_lse) = exp(s - max) * exp(max - new_lse): one exp per score.
   const float rescale = std::exp(max - new_lse);
   std::fill(p, p + lo, 0.0f);
-  for (int64_t j = lo; j < hi; ++j) p[j] *= rescale;
+  Scale(p + lo, hi - lo, rescale);
   std::fill(p + hi, p + keys, 0.0f);
   if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
-  for (int64_t c = 0; c < dv; ++c) {
-    out_row[c] = keep_old == 0.0f ? 0.0f : out_row[c] * keep_old;
+  if (keep_old == 0.0f) {  // not the product: out_row may hold anything (NaN) when first
+    std::fill(out_row, out_row + dv, 0.0f);
+  } else {
+    Scale(out_row, dv, keep_old);
   }
   *row_lse = new_lse;
 }
 
-// AttentionBlockForward for query head h of sample b, the rows of `tile`. scores: room
-// for the tile's rectangle.
-void ForwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t h, bool first,
-                 float* scores, float* ctx, float* lse) {
+// One task's keys and values transposed (TransposeRows): kt [head_dim, key_rows] and vt
+// [value_dim, key_rows], the B operands of Q K^T and dO V^T.
+struct TransposedKeys {
+  std::vector<float> kt, vt;
+};
+
+// Sample b's keys (and values when `values`) of the group of query head h.
+void TransposeKeys(const BlockInputs& in, int64_t b, int64_t h, bool values, TransposedKeys& t) {
   const AttentionShape& s = in.s;
-  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
+  const int64_t kvw = in.kv_ld();
+  const float* k = in.kv + b * in.key_rows * kvw + in.KeyOffset(h);
+  t.kt.resize(s.head_dim * in.key_rows);
+  TransposeRows(in.key_rows, s.head_dim, k, kvw, t.kt.data());
+  if (!values) return;
+  t.vt.resize(s.value_dim() * in.key_rows);
+  TransposeRows(in.key_rows, s.value_dim(), k + s.head_dim, kvw, t.vt.data());
+}
+
+// scores [m, keys] = scale Q K^T for the rectangle's rows and keys (q: its first row's
+// query head).
+void Scores(const BlockInputs& in, const VisibleRectangle& box, const float* q,
+            const TransposedKeys& t, float* scores) {
+  const int64_t keys = box.keys_end - box.keys_begin;
+  TileGemm({box.rows_end - box.rows_begin, keys, in.s.head_dim, in.scale, q, in.s.qkv_width(), 1,
+            t.kt.data() + box.keys_begin, in.key_rows, scores, keys, /*accumulate=*/false});
+}
+
+// AttentionBlockForward for query head h of sample b, the rows of `tile`; t: the head's
+// keys (TransposeKeys). scores: room for the tile's rectangle.
+void ForwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t h,
+                 const TransposedKeys& t, bool first, float* scores, float* ctx, float* lse) {
+  const AttentionShape& s = in.s;
+  const int64_t ld = s.qkv_width(), kvw = in.kv_ld();
   const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
   const VisibleRectangle& box = tile.box;
   const int64_t keys = box.keys_end - box.keys_begin;  // computed per row
@@ -256,17 +315,16 @@ void ForwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t 
     std::fill(out + i * ld_ctx, out + i * ld_ctx + dv, 0.0f);
   }
   if (box.empty()) return;
-  const int64_t m = box.rows_end - box.rows_begin;
-  GemmStrided(false, true, m, keys, s.head_dim, in.scale, q_rows + box.rows_begin * ld + v.q_offset,
-              ld, kv_rows + v.k_offset, kvw, 0.0f, scores, keys);
+  Scores(in, box, q_rows + box.rows_begin * ld + v.q_offset, t, scores);
   RowMask rows(s, in.key_rows, in.mask, in.dropout);
   for (int64_t i = box.rows_begin; i < box.rows_end; ++i) {
     rows.Select(b, h, i);
     MergeRow(rows, box, keys, first, scores + (i - box.rows_begin) * keys, out + i * ld_ctx, dv,
              row_lse + i);
   }
-  GemmStrided(false, false, m, dv, keys, 1.0f, scores, keys, kv_rows + v.k_offset + s.head_dim, kvw,
-              1.0f, out + box.rows_begin * ld_ctx, ld_ctx);
+  TileGemm({box.rows_end - box.rows_begin, dv, keys, 1.0f, scores, keys, 1,
+            kv_rows + in.KeyOffset(h) + s.head_dim, kvw, out + box.rows_begin * ld_ctx, ld_ctx,
+            /*accumulate=*/true});
 }
 
 // Row i of the softmax's backward over the rectangle's `keys` columns: p = P' (the
@@ -287,13 +345,13 @@ void SoftmaxGradRow(const RowMask& rows, const VisibleRectangle& box, int64_t ke
   if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
 }
 
-// AttentionBlockBackward for query head h of sample b, the rows of `tile`. probs, dp:
-// room for the tile's rectangle each.
+// AttentionBlockBackward for query head h of sample b, the rows of `tile`; t: the
+// head's keys and values (TransposeKeys). probs, dp: room for the tile's rectangle each.
 void BackwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t h,
-                  const float* ctx, const float* lse, const float* dctx, float* probs, float* dp,
-                  float* dqkv, float* dkv) {
+                  const TransposedKeys& t, const float* ctx, const float* lse, const float* dctx,
+                  float* probs, float* dp, float* dqkv, float* dkv) {
   const AttentionShape& s = in.s;
-  const int64_t ld = s.qkv_width(), kvw = s.kv_width();
+  const int64_t ld = s.qkv_width(), kvw = in.kv_ld();
   const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
   const VisibleRectangle& box = tile.box;
   if (box.empty()) return;
@@ -306,42 +364,40 @@ void BackwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t
   const float* out = ctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
   const float* dout = dctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
   const float* row_lse = lse + (b * s.heads() + h) * s.seq;
-  GemmStrided(false, true, m, keys, s.head_dim, in.scale, q_rows + v.q_offset, ld,
-              kv_rows + v.k_offset, kvw, 0.0f, probs, keys);
+  Scores(in, box, q_rows + v.q_offset, t, probs);
   // dP' = dO V^T
-  GemmStrided(false, true, m, keys, dv, 1.0f, dout, ld_ctx, kv_rows + v.k_offset + s.head_dim, kvw,
-              0.0f, dp, keys);
+  TileGemm({m, keys, dv, 1.0f, dout, ld_ctx, 1, t.vt.data() + box.keys_begin, in.key_rows, dp, keys,
+            /*accumulate=*/false});
   RowMask rows(s, in.key_rows, in.mask, in.dropout);
   for (int64_t r = 0; r < m; ++r) {
     const int64_t i = box.rows_begin + r;
     rows.Select(b, h, i);
-    float row_dot = 0.0f;  // D = dO . O
-    for (int64_t c = 0; c < dv; ++c) row_dot += dout[r * ld_ctx + c] * out[r * ld_ctx + c];
+    const float row_dot = Dot(dout + r * ld_ctx, out + r * ld_ctx, dv);  // D = dO . O
     SoftmaxGradRow(rows, box, keys, row_lse[i], row_dot, probs + r * keys, dp + r * keys);
   }
   // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
-  GemmStrided(true, false, keys, dv, m, 1.0f, probs, keys, dout, ld_ctx, 1.0f,
-              dkv_rows + v.k_offset + s.head_dim, kvw);
-  GemmStrided(false, false, m, s.head_dim, keys, in.scale, dp, keys, kv_rows + v.k_offset, kvw,
-              1.0f, dq_rows + v.q_offset, ld);
-  GemmStrided(true, false, keys, s.head_dim, m, in.scale, dp, keys, q_rows + v.q_offset, ld, 1.0f,
-              dkv_rows + v.k_offset, kvw);
+  const int64_t k_offset = in.KeyOffset(h);
+  TileGemm({keys, dv, m, 1.0f, probs, 1, keys, dout, ld_ctx, dkv_rows + k_offset + s.head_dim, kvw,
+            /*accumulate=*/true});
+  TileGemm({m, s.head_dim, keys, in.scale, dp, keys, 1, kv_rows + k_offset, kvw,
+            dq_rows + v.q_offset, ld, /*accumulate=*/true});
+  TileGemm({keys, s.head_dim, m, in.scale, dp, 1, keys, q_rows + v.q_offset, ld,
+            dkv_rows + k_offset, kvw, /*accumulate=*/true});
 }
-
-}  // namespace
 
 // Each (sample, head) is a task of its own on the pool's threads: it writes its own
 // rows of ctx and lse, so the split changes no result.
-void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-                           const float* qkv, const float* kv, float scale,
-                           const AttentionDropout& dropout, bool first, float* ctx, float* lse) {
-  const BlockInputs in{s, key_rows, mask, qkv, kv, scale, dropout};
-  const std::vector<RowTile> tiles = RowTiles(s, key_rows, mask);
+void BlockForward(const BlockInputs& in, bool first, float* ctx, float* lse) {
+  const AttentionShape& s = in.s;
+  const std::vector<std::vector<RowTile>> tiles = RowTiles(s, in.key_rows, in.mask);
   ParallelForSerialGemm(s.batch * s.heads(), [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(kRowTile * key_rows);
+    std::vector<float> scores(kRowTile * in.key_rows);
+    TransposedKeys keys;
     for (int64_t t = begin; t < end; ++t) {
-      for (const RowTile& tile : tiles) {
-        ForwardTile(in, tile, t / s.heads(), t % s.heads(), first, scores.data(), ctx, lse);
+      const int64_t b = t / s.heads(), h = t % s.heads();
+      TransposeKeys(in, b, h, /*values=*/false, keys);
+      for (const RowTile& tile : tiles[b]) {
+        ForwardTile(in, tile, b, h, keys, first, scores.data(), ctx, lse);
       }
     }
   });
@@ -350,42 +406,53 @@ void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const Atte
 // Each (sample, key/value group) is a task: the group's heads add into the same dK and
 // dV rows, in the order of the single-threaded loop (tiles, then the group's heads), so
 // the split changes no result.
-void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
-                            const float* qkv, const float* kv, const float* ctx, const float* lse,
-                            const float* dctx, float scale, const AttentionDropout& dropout,
-                            float* dqkv, float* dkv) {
-  const BlockInputs in{s, key_rows, mask, qkv, kv, scale, dropout};
-  const std::vector<RowTile> tiles = RowTiles(s, key_rows, mask);
+void BlockBackward(const BlockInputs& in, const float* ctx, const float* lse, const float* dctx,
+                   float* dqkv, float* dkv) {
+  const AttentionShape& s = in.s;
+  const std::vector<std::vector<RowTile>> tiles = RowTiles(s, in.key_rows, in.mask);
   ParallelForSerialGemm(s.batch * s.groups, [&](int64_t begin, int64_t end) {
-    std::vector<float> probs(kRowTile * key_rows), dp(kRowTile * key_rows);
+    std::vector<float> probs(kRowTile * in.key_rows), dp(kRowTile * in.key_rows);
+    TransposedKeys keys;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t b = t / s.groups, first_head = t % s.groups * s.heads_per_group;
-      for (const RowTile& tile : tiles) {
+      TransposeKeys(in, b, first_head, /*values=*/true, keys);
+      for (const RowTile& tile : tiles[b]) {
         for (int64_t h = first_head; h < first_head + s.heads_per_group; ++h) {
-          BackwardTile(in, tile, b, h, ctx, lse, dctx, probs.data(), dp.data(), dqkv, dkv);
+          BackwardTile(in, tile, b, h, keys, ctx, lse, dctx, probs.data(), dp.data(), dqkv, dkv);
         }
       }
     }
   });
 }
 
+}  // namespace
+
+void AttentionBlockForward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+                           const float* qkv, const float* kv, float scale,
+                           const AttentionDropout& dropout, bool first, float* ctx, float* lse) {
+  BlockForward({s, key_rows, mask, qkv, kv, scale, dropout}, first, ctx, lse);
+}
+
+void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const AttentionMask& mask,
+                            const float* qkv, const float* kv, const float* ctx, const float* lse,
+                            const float* dctx, float scale, const AttentionDropout& dropout,
+                            float* dqkv, float* dkv) {
+  BlockBackward({s, key_rows, mask, qkv, kv, scale, dropout}, ctx, lse, dctx, dqkv, dkv);
+}
+
+// The whole sample reads its keys and values inside qkv and adds dK and dV into dqkv.
 void AttentionForward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,
                       float scale, const AttentionDropout& dropout, float* lse, float* ctx) {
-  std::vector<float> kv(s.batch * s.seq * s.kv_width());
-  PackKeysValues(s, qkv, kv.data());
-  AttentionBlockForward(s, s.seq, mask, qkv, kv.data(), scale, dropout, /*first=*/true, ctx, lse);
+  BlockForward({s, s.seq, mask, qkv, qkv, scale, dropout, /*kv_fused=*/true}, /*first=*/true, ctx,
+               lse);
 }
 
 void AttentionBackward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,
                        const float* lse, const float* ctx, const float* dctx, float scale,
                        const AttentionDropout& dropout, float* dqkv) {
-  const int64_t rows = s.batch * s.seq;
-  std::vector<float> kv(rows * s.kv_width()), dkv(rows * s.kv_width(), 0.0f);
-  PackKeysValues(s, qkv, kv.data());
-  std::memset(dqkv, 0, sizeof(float) * rows * s.qkv_width());
-  AttentionBlockBackward(s, s.seq, mask, qkv, kv.data(), ctx, lse, dctx, scale, dropout, dqkv,
-                         dkv.data());
-  AddKeyValueGrad(s, dkv.data(), dqkv);
+  std::memset(dqkv, 0, sizeof(float) * s.batch * s.seq * s.qkv_width());
+  BlockBackward({s, s.seq, mask, qkv, qkv, scale, dropout, /*kv_fused=*/true}, ctx, lse, dctx,
+                dqkv, dqkv);
 }
 
 }  // namespace conveyor::cpu

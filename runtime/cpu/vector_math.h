@@ -63,6 +63,28 @@ template <typename Value>
   for (; i < n; ++i) out[i] = value(i);
 }
 
+// combine(... combine(init, value(0)) ..., value(n - 1)) in a fixed order that
+// vectorises: lane j of kLanes combines the values j, j + kLanes, j + 2 kLanes, ...,
+// then the lanes combine pairwise (j with j + 8, j + 4, ...). The order is the same in
+// every clone (a clone with FMA may fuse a value's multiply into the add); it differs
+// from the scalar loop's only in rounding (combine associative up to rounding: +, max).
+// Inlined like MapLanes.
+template <typename Combine, typename Value>
+[[gnu::always_inline]] inline float ReduceLanes(int64_t n, float init, Combine combine,
+                                                Value value) {
+  float acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = init;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], value(i + j));
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] = combine(acc[j], value(i + j));
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int j = 0; j < width; ++j) acc[j] = combine(acc[j], acc[j + width]);
+  }
+  return acc[0];
+}
+
 }  // namespace conveyor::cpu
 
 #endif  // CONVEYOR_RUNTIME_CPU_VECTOR_MATH_H_
