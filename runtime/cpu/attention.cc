@@ -405,16 +405,21 @@ void BlockForward(const BlockInputs& in, bool first, float* ctx, float* lse) {
 
 // Each (sample, key/value group) is a task: the group's heads add into the same dK and
 // dV rows, in the order of the single-threaded loop (tiles, then the group's heads), so
-// the split changes no result.
+// the split changes no result. `zero`: each task first zeroes its sample's rows of its
+// group's columns of dqkv (with the keys and values fused, the tasks cover dqkv).
 void BlockBackward(const BlockInputs& in, const float* ctx, const float* lse, const float* dctx,
-                   float* dqkv, float* dkv) {
+                   bool zero, float* dqkv, float* dkv) {
   const AttentionShape& s = in.s;
   const std::vector<std::vector<RowTile>> tiles = RowTiles(s, in.key_rows, in.mask);
   ParallelForSerialGemm(s.batch * s.groups, [&](int64_t begin, int64_t end) {
     std::vector<float> probs(kRowTile * in.key_rows), dp(kRowTile * in.key_rows);
     TransposedKeys keys;
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t b = t / s.groups, first_head = t % s.groups * s.heads_per_group;
+      const int64_t b = t / s.groups, g = t % s.groups, first_head = g * s.heads_per_group;
+      for (int64_t r = b * s.seq; r < (b + 1) * s.seq && zero; ++r) {
+        float* row = dqkv + r * s.qkv_width() + g * s.group_width();
+        std::fill(row, row + s.group_width(), 0.0f);
+      }
       TransposeKeys(in, b, first_head, /*values=*/true, keys);
       for (const RowTile& tile : tiles[b]) {
         for (int64_t h = first_head; h < first_head + s.heads_per_group; ++h) {
@@ -437,7 +442,8 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
                             const float* qkv, const float* kv, const float* ctx, const float* lse,
                             const float* dctx, float scale, const AttentionDropout& dropout,
                             float* dqkv, float* dkv) {
-  BlockBackward({s, key_rows, mask, qkv, kv, scale, dropout}, ctx, lse, dctx, dqkv, dkv);
+  BlockBackward({s, key_rows, mask, qkv, kv, scale, dropout}, ctx, lse, dctx, /*zero=*/false, dqkv,
+                dkv);
 }
 
 // The whole sample reads its keys and values inside qkv and adds dK and dV into dqkv.
@@ -450,9 +456,8 @@ void AttentionForward(const AttentionShape& s, const AttentionMask& mask, const 
 void AttentionBackward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,
                        const float* lse, const float* ctx, const float* dctx, float scale,
                        const AttentionDropout& dropout, float* dqkv) {
-  std::memset(dqkv, 0, sizeof(float) * s.batch * s.seq * s.qkv_width());
   BlockBackward({s, s.seq, mask, qkv, qkv, scale, dropout, /*kv_fused=*/true}, ctx, lse, dctx,
-                dqkv, dqkv);
+                /*zero=*/true, dqkv, dqkv);
 }
 
 }  // namespace conveyor::cpu

@@ -84,15 +84,19 @@ CONVEYOR_AVX512_TARGET void MicroTileOfWidth(int vecs, const TileProduct& p, int
   }
 }
 
-// Column chunks of kChunk, each swept by row blocks of kMaxRows (the chunk of B is
-// read once per row block, from cache).
+// Column chunks of kChunk, each swept by row blocks of at most kMaxRows (the chunk of B
+// is read once per row block, from cache). The blocks share the rows evenly (32 rows:
+// four of 5 and two of 6, not five of 6 and one of 2): a block of few rows loads a row
+// of B for few FMAs.
 CONVEYOR_AVX512_TARGET void TileGemmAvx512(const TileProduct& p) {
+  const int64_t blocks = (p.m + kMaxRows - 1) / kMaxRows;
   for (int64_t col = 0; col < p.n; col += kChunk) {
     const int64_t width = std::min(kChunk, p.n - col);
     const int vecs = static_cast<int>((width + 15) / 16);
     const __mmask16 last = FirstLanes(width - 16 * (vecs - 1));
-    for (int64_t row = 0; row < p.m; row += kMaxRows) {
-      switch (std::min<int64_t>(kMaxRows, p.m - row)) {
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t row = p.m * block / blocks;
+      switch (p.m * (block + 1) / blocks - row) {
         case 1:
           MicroTileOfWidth<1>(vecs, p, row, col, last);
           break;
