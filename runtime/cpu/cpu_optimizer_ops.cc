@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "runtime/cpu/adamw.h"
-#include "runtime/cpu/lane_sums.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/vector_math.h"
 
 namespace conveyor {
 namespace {
@@ -45,10 +45,10 @@ std::vector<T> ReduceChunks(const std::vector<Chunk>& chunks, Reduce reduce) {
   return results;
 }
 
-// sum_i x[i]^2 in double lanes (lane_sums.h).
+// sum_i x[i]^2 in double lanes (vector_math.h).
 CONVEYOR_VECTOR_CLONES
 double SquaresOf(FloatArray x) {
-  return cpu::SumLanes(x.n, [&](int64_t i) {
+  return cpu::SumInDouble(x.n, [&](int64_t i) {
     const double v = x.data[i];
     return v * v;
   });

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/cpu/lane_sums.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/vector_math.h"
 
@@ -33,7 +32,7 @@ float MaxOf(const float* z, int64_t n) {
 }
 
 // sum_v exp(z[v] - max) over n logits. The double lanes fold once at the end, in
-// lane_sums.h's order, rather than the fp32 lanes into one double after every span (a
+// ReduceLanes' order, rather than the fp32 lanes into one double after every span (a
 // chain of 16 dependent adds per 256 exponentials).
 CONVEYOR_VECTOR_CLONES
 double SumExp(const float* z, int64_t n, float max) {
@@ -46,7 +45,7 @@ double SumExp(const float* z, int64_t n, float max) {
     }
     for (int j = 0; j < kLanes; ++j) wide[j] += lane[j];
   }
-  double total = FoldLanes(wide);
+  double total = SumInDouble(kLanes, [&](int64_t j) { return wide[j]; });
   for (; i < n; ++i) total += Exp(z[i] - max);
   return total;
 }

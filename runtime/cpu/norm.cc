@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "runtime/cpu/lane_sums.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/vector_math.h"
 
@@ -13,20 +12,17 @@ namespace {
 constexpr int64_t kGrain = 16;
 
 // One row of NormForward. The statistics accumulate in double (rows are long and fp32
-// sums of squares lose digits), in vector lanes (lane_sums.h); the row is in L1 after
+// sums of squares lose digits), in vector lanes (SumInDouble); the row is in L1 after
 // the first pass, so the mean and the variance each take their own (two-pass, as
 // var = mean((x - mean)^2) stays exact where mean(x^2) - mean^2 cancels).
 CONVEYOR_VECTOR_CLONES
 void NormForwardRow(NormKind kind, const float* x, const float* gamma, const float* beta,
                     int64_t width, float eps, float* y, float* mean, float* rstd) {
   const double w = static_cast<double>(width);
-  const double mu = kind == NormKind::kLayerNorm
-                        ? SumLanes(width, [&](int64_t i) { return static_cast<double>(x[i]); }) / w
-                        : 0.0;
-  const double var = SumLanes(width, [&](int64_t i) {
-                       const double d = x[i] - mu;
-                       return d * d;
-                     }) / w;
+  const auto value = [&](int64_t i) { return static_cast<double>(x[i]); };
+  const double mu = kind == NormKind::kLayerNorm ? SumInDouble(width, value) / w : 0.0;
+  const auto square = [&](int64_t i) { return (x[i] - mu) * (x[i] - mu); };
+  const double var = SumInDouble(width, square) / w;
   const float m = static_cast<float>(mu);
   const float rs = static_cast<float>(1.0 / std::sqrt(var + eps));
   *mean = m;
@@ -44,17 +40,11 @@ CONVEYOR_VECTOR_CLONES
 void NormBackwardInputRow(NormKind kind, const float* dy, const float* x, const float* gamma,
                           float mean, float rstd, int64_t width, float* dx) {
   const double w = static_cast<double>(width);
+  const auto g = [&](int64_t i) { return static_cast<double>(dy[i]) * gamma[i]; };
+  const auto g_xhat = [&](int64_t i) { return g(i) * ((x[i] - mean) * rstd); };
   const float mean_g =
-      kind == NormKind::kLayerNorm
-          ? static_cast<float>(
-                SumLanes(width, [&](int64_t i) { return static_cast<double>(dy[i]) * gamma[i]; }) /
-                w)
-          : 0.0f;
-  const float mean_g_xhat = static_cast<float>(SumLanes(width, [&](int64_t i) {
-                                                 return static_cast<double>(dy[i]) * gamma[i] *
-                                                        ((x[i] - mean) * rstd);
-                                               }) /
-                                               w);
+      kind == NormKind::kLayerNorm ? static_cast<float>(SumInDouble(width, g) / w) : 0.0f;
+  const float mean_g_xhat = static_cast<float>(SumInDouble(width, g_xhat) / w);
   MapLanes(width, dx, [&](int64_t i) {
     const float xhat = (x[i] - mean) * rstd;
     return rstd * (dy[i] * gamma[i] - mean_g - xhat * mean_g_xhat);

@@ -68,11 +68,10 @@ template <typename Value>
 // then the lanes combine pairwise (j with j + 8, j + 4, ...). The order is the same in
 // every clone (a clone with FMA may fuse a value's multiply into the add); it differs
 // from the scalar loop's only in rounding (combine associative up to rounding: +, max).
-// Inlined like MapLanes.
-template <typename Combine, typename Value>
-[[gnu::always_inline]] inline float ReduceLanes(int64_t n, float init, Combine combine,
-                                                Value value) {
-  float acc[kLanes];
+// Inlined like MapLanes. T is float or double (kLanes doubles: two AVX-512 registers).
+template <typename T, typename Combine, typename Value>
+[[gnu::always_inline]] inline T ReduceLanes(int64_t n, T init, Combine combine, Value value) {
+  T acc[kLanes];
   for (int j = 0; j < kLanes; ++j) acc[j] = init;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -83,6 +82,15 @@ template <typename Combine, typename Value>
     for (int j = 0; j < width; ++j) acc[j] = combine(acc[j], acc[j + width]);
   }
   return acc[0];
+}
+
+// sum_i value(i) for i in [0, n), value returning a double, in ReduceLanes' order over
+// double lanes: long sums of fp32 terms (the norms' row statistics, the gradient norm)
+// keep their digits, and the adds do not wait on one accumulator's latency (4 cycles a
+// term).
+template <typename Value>
+[[gnu::always_inline]] inline double SumInDouble(int64_t n, Value value) {
+  return ReduceLanes(n, 0.0, [](double a, double b) { return a + b; }, value);
 }
 
 }  // namespace conveyor::cpu
