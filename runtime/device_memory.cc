@@ -14,9 +14,10 @@ namespace {
 constexpr size_t kHostAlignment = 64;
 constexpr int kKeepInHeapBytes = 1 << 30;
 
-// Host memory. Allocate fills its bytes with 0xff, a NaN in fp32 and bf16, so that a
-// result that reads an element nobody wrote shows as NaN in the CPU tests (on the GPU
-// the bytes are whatever the block held before).
+std::atomic<bool> poison_host_memory{true};
+
+// Host memory. Allocate fills its bytes with 0xff, a NaN in fp32 and bf16, while
+// SetHostMemoryPoison says so (on the GPU the bytes are whatever the block held before).
 class HostMemory : public DeviceMemory {
  public:
   // glibc serves a block over its mmap threshold (which rises to 32 MiB at most) with
@@ -31,7 +32,9 @@ class HostMemory : public DeviceMemory {
 
   void* Allocate(int64_t bytes) override {
     void* p = AlignedAllocate(bytes);
-    std::memset(p, 0xff, static_cast<size_t>(bytes));
+    if (poison_host_memory.load(std::memory_order_relaxed)) {
+      std::memset(p, 0xff, static_cast<size_t>(bytes));
+    }
     return p;
   }
   void* AllocateZeroed(int64_t bytes) override {
@@ -72,6 +75,8 @@ std::atomic<DeviceMemory*>& Installed(Device device) {
 }
 
 }  // namespace
+
+void SetHostMemoryPoison(bool on) { poison_host_memory = on; }
 
 absl::string_view DeviceName(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
 

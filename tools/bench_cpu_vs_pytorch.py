@@ -10,8 +10,8 @@ mode on one warm model (6 timed steps after the warm-up), so that a shared or th
 machine slows all alike; ratios are taken per round, and each round runs fp32 and then
 bf16 (Conveyor's --bf16, PyTorch's CPU autocast to bfloat16), so that the two precisions
 compare within a round too. Also measured each round: the GEMM peak of the machine in
-each precision, on the step's largest GEMM shapes (fp32: the best of OpenBLAS, which
-Conveyor calls, and torch.mm; bf16 with fp32 accumulation: the
+each precision, on the step's largest GEMM shapes (fp32: the best of Conveyor's AVX-512
+kernel, OpenBLAS and torch.mm; bf16 with fp32 accumulation: the
 best of Conveyor's AVX-512 BF16 kernel, through gemm_peak, and torch.mm on bfloat16), and
 the fraction of it each step reaches (Megatron's FLOPs per iteration,
 trainer/planning/flops.cc).
@@ -116,8 +116,9 @@ def torch_peak(dtype=torch.float32):
 
 
 def conveyor_peaks(gemm_peak):
-    """Best GFLOP/s of Conveyor's CPU GEMMs per precision (runtime/cpu/gemm_peak): fp32
-    through OpenBLAS, bf16 through the AVX-512 BF16 kernel (absent without it)."""
+    """Best GFLOP/s of Conveyor's CPU GEMMs per kind (runtime/cpu/gemm_peak): fp32 as the
+    CPU backend runs it (its AVX-512 kernel where the CPU has one), fp32 through OpenBLAS,
+    bf16 through the AVX-512 BF16 kernel (absent without it)."""
     if not gemm_peak:
         return {}
     shapes = [f"{m},{n},{k}" for m, n, k in PEAK_SHAPES]
@@ -135,6 +136,8 @@ class Peaks:
     def __init__(self, blas, gemm_peak, bf16_cpu):
         conveyor = conveyor_peaks(gemm_peak)
         self.fp32 = {"OpenBLAS": openblas_peak(blas), "torch.mm": torch_peak()}
+        if "fp32" in conveyor:
+            self.fp32["Conveyor's kernel"] = conveyor["fp32"]
         self.bf16 = {"torch.mm": torch_peak(torch.bfloat16)} if bf16_cpu else {}
         if "bf16" in conveyor:
             self.bf16["Conveyor's kernel"] = conveyor["bf16"]

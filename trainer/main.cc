@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/cpu/blas_kernels.h"
+#include "runtime/device_memory.h"
 #include "trainer/cli.h"
 #include "trainer/reporting/stdout_stream.h"
 
@@ -21,6 +22,10 @@ int main(int argc, char** argv) {
     setenv("OPENBLAS_CORETYPE", core.c_str(), /*overwrite=*/1);
     execv("/proc/self/exe", argv);  // returns only when it fails: go on with these kernels
   }
+  // Buffers come unfilled in a run, as on the GPU; the tests keep the NaN fill
+  // (runtime/device_memory.h), and so does a run that asks for it.
+  const char* poison = std::getenv("CONVEYOR_POISON_HOST_MEMORY");
+  conveyor::SetHostMemoryPoison(poison != nullptr && std::string(poison) == "1");
   const std::vector<std::string> args(argv + 1, argv + argc);
   const int code = conveyor::RunCli(args, std::cout, std::cerr);
   std::cout.flush();

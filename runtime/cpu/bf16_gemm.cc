@@ -215,10 +215,10 @@ CONVEYOR_BF16_TARGET void ComputeTile(const Product& p, int64_t i0, int64_t i1, 
 
 // c = sums + beta * c over one tile, the sum fused (one rounding, as a GEMM's beta);
 // beta = 0 does not read c (it may hold anything, NaN included).
-CONVEYOR_BF16_TARGET void StoreTile(const Bf16GemmTile& t, float beta, float* c, int64_t ldc) {
+CONVEYOR_BF16_TARGET void StoreTile(const GemmTile& t, float beta, float* c, int64_t ldc) {
   const __m512 vb = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < t.rows; ++i) {
-    const float* s = t.sums + i * t.ld;
+    const float* s = t.values + i * t.ld;
     float* out = c + (t.row + i) * ldc + t.col;
     for (int64_t j = 0; j < t.cols; j += 16) {
       const __mmask16 mask = FirstLanes16(t.cols - j);
@@ -239,13 +239,13 @@ bool HasBf16Gemm() {
 void Bf16Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c,
               int64_t ldc) {
-  Bf16GemmTiles(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                [&](const Bf16GemmTile& tile) { StoreTile(tile, beta, c, ldc); });
+  GemmTiles(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                [&](const GemmTile& tile) { StoreTile(tile, beta, c, ldc); });
 }
 
-void Bf16GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
-                   absl::FunctionRef<void(const Bf16GemmTile&)> epilogue) {
+                   absl::FunctionRef<void(const GemmTile&)> epilogue) {
   if (m <= 0 || n <= 0) return;
   const auto* a_bits = reinterpret_cast<const uint16_t*>(a);
   const auto* b_bits = reinterpret_cast<const uint16_t*>(b);
@@ -263,25 +263,13 @@ void Bf16GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     }
   });
   const Product product{{a_bits, lda, trans_a, m, k}, packed_b, panels, k_blocks, n, alpha};
-  const int64_t row_blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
-  // Enough tiles for every thread to get a few (A is packed once per tile and block of
-  // k), none wider than kPanelsPerTile.
-  const int64_t col_tiles = std::min(
-      panels, std::max((panels + kPanelsPerTile - 1) / kPanelsPerTile,
-                       (4 * PoolThreads() + row_blocks - 1) / row_blocks));
-  const int64_t panels_per_tile = (panels + col_tiles - 1) / col_tiles;
-  const int64_t ld = panels_per_tile * kNr;
-  ParallelFor(row_blocks * col_tiles, 1, [&](int64_t begin, int64_t end) {
+  ForEachGemmTile(m, panels, kRowsPerBlock, kPanelsPerTile, [&](const GemmTileRange& t) {
     thread_local std::vector<float> sums;
+    const int64_t ld = (t.j1 - t.j0) * kNr;
     sums.resize(kRowsPerBlock * ld);
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t i0 = (t / col_tiles) * kRowsPerBlock, j0 = (t % col_tiles) * panels_per_tile;
-      const int64_t i1 = std::min(m, i0 + kRowsPerBlock), j1 = std::min(panels, j0 + panels_per_tile);
-      if (j0 >= j1) continue;
-      if (k_blocks == 0) std::fill(sums.begin(), sums.end(), 0.0f);  // an empty sum
-      ComputeTile(product, i0, i1, j0, j1, sums.data(), ld);
-      epilogue({i0, j0 * kNr, i1 - i0, std::min(n, j1 * kNr) - j0 * kNr, sums.data(), ld});
-    }
+    if (k_blocks == 0) std::fill(sums.begin(), sums.end(), 0.0f);  // an empty sum
+    ComputeTile(product, t.i0, t.i1, t.j0, t.j1, sums.data(), ld);
+    epilogue({t.i0, t.j0 * kNr, t.i1 - t.i0, std::min(n, t.j1 * kNr) - t.j0 * kNr, sums.data(), ld});
   });
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "absl/functional/function_ref.h"
+#include "runtime/cpu/gemm_tiles.h"
 
 #include "runtime/dtype.h"
 
@@ -37,21 +38,14 @@ void Bf16Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c,
               int64_t ldc);
 
-// One tile of alpha * op(A) op(B) in fp32: rows [row, row + rows) and columns [col, col +
-// cols), element (i, j) of the tile at sums[i * ld + j]. The epilogue may overwrite it.
-struct Bf16GemmTile {
-  int64_t row, col, rows, cols;
-  float* sums;
-  int64_t ld;
-};
-
 // The same product handed tile by tile to `epilogue` (on the pool's threads, each tile
-// once, while its sums are in the thread's L2) instead of stored: the caller writes its
-// output from the fp32 sums (a bias, an activation, one rounding to bf16) in the same
-// pass, with no [m, n] fp32 copy. The sums err as Bf16Gemm's with beta = 0.
-void Bf16GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+// once, while its fp32 sums are in the thread's L2: GemmTile::values, a buffer of the
+// thread's) instead of stored: the caller writes its output from the sums (a bias, an
+// activation, one rounding to bf16) in the same pass, with no [m, n] fp32 copy. The sums
+// err as Bf16Gemm's with beta = 0.
+void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
-                   absl::FunctionRef<void(const Bf16GemmTile&)> epilogue);
+                   absl::FunctionRef<void(const GemmTile&)> epilogue);
 
 // The depth of one block of k: each element of C takes one more fp32 addition per block
 // (the partial sums are added into C), which the error bound above counts.

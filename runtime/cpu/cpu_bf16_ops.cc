@@ -16,15 +16,15 @@ BFloat16* Bits(Tensor* t) { return static_cast<BFloat16*>(t->raw()); }
 
 // fn(sums, at) for each row of a GEMM's tile: `sums` its fp32 values, `at` the offset of
 // its first element in the [m, ldc] output.
-void ForTileRows(const cpu::Bf16GemmTile& tile, int64_t ldc,
+void ForTileRows(const cpu::GemmTile& tile, int64_t ldc,
                  absl::FunctionRef<void(float*, int64_t)> fn) {
   for (int64_t i = 0; i < tile.rows; ++i) {
-    fn(tile.sums + i * tile.ld, (tile.row + i) * ldc + tile.col);
+    fn(tile.values + i * tile.ld, (tile.row + i) * ldc + tile.col);
   }
 }
 
 // A tile row's sums += the bias over its columns.
-void AddTileBias(const float* bias, const cpu::Bf16GemmTile& tile, float* sums) {
+void AddTileBias(const float* bias, const cpu::GemmTile& tile, float* sums) {
   if (bias == nullptr) return;
   for (int64_t j = 0; j < tile.cols; ++j) sums[j] += bias[tile.col + j];
 }
@@ -54,8 +54,8 @@ void CpuBf16Ops::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   // A bf16 output: alpha * (the fp32 sum) + beta * c in fp32, then one rounding to bf16,
   // tile by tile.
   BFloat16* out = Bits(c);
-  cpu::Bf16GemmTiles(trans_a, trans_b, m, n, k, alpha, Bits(a), lda, Bits(b), ldb,
-                     [&](const cpu::Bf16GemmTile& tile) {
+  cpu::GemmTiles(trans_a, trans_b, m, n, k, alpha, Bits(a), lda, Bits(b), ldb,
+                     [&](const cpu::GemmTile& tile) {
                        ForTileRows(tile, n, [&](float* sums, int64_t at) {
                          if (beta != 0.0f) {
                            const float* old = cpu::WideRows(out + at, tile.cols, 0, 1, 0);
@@ -76,8 +76,8 @@ void CpuBf16Ops::LinearForward(const Tensor& x, const Tensor& w, const Tensor* b
                                Tensor* y) const {
   if (!Fusable(x, w, bias, *y)) return Bf16EmulationOps::LinearForward(x, w, bias, y);
   const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
-  cpu::Bf16GemmTiles(false, true, rows, out, in, 1.0f, Bits(x), in, Bits(w), in,
-                     [&](const cpu::Bf16GemmTile& tile) {
+  cpu::GemmTiles(false, true, rows, out, in, 1.0f, Bits(x), in, Bits(w), in,
+                     [&](const cpu::GemmTile& tile) {
                        ForTileRows(tile, out, [&](float* sums, int64_t at) {
                          AddTileBias(BiasData(bias), tile, sums);
                          cpu::RoundToBf16(sums, tile.cols, Bits(y) + at);
@@ -93,8 +93,8 @@ void CpuBf16Ops::LinearGeluForward(const Tensor& x, const Tensor& w, const Tenso
     return Bf16EmulationOps::LinearGeluForward(x, w, bias, pre, y);
   }
   const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
-  cpu::Bf16GemmTiles(false, true, rows, out, in, 1.0f, Bits(x), in, Bits(w), in,
-                     [&](const cpu::Bf16GemmTile& tile) {
+  cpu::GemmTiles(false, true, rows, out, in, 1.0f, Bits(x), in, Bits(w), in,
+                     [&](const cpu::GemmTile& tile) {
                        ForTileRows(tile, out, [&](float* sums, int64_t at) {
                          AddTileBias(BiasData(bias), tile, sums);
                          cpu::RoundToBf16(sums, tile.cols, Bits(pre) + at);
@@ -113,8 +113,8 @@ void CpuBf16Ops::LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, cons
     return Bf16EmulationOps::LinearGeluBackwardInput(dy, w, pre, dx);
   }
   const int64_t rows = dy.dim(0), out = w.dim(0), in = w.dim(1);
-  cpu::Bf16GemmTiles(false, false, rows, in, out, 1.0f, Bits(dy), out, Bits(w), in,
-                     [&](const cpu::Bf16GemmTile& tile) {
+  cpu::GemmTiles(false, false, rows, in, out, 1.0f, Bits(dy), out, Bits(w), in,
+                     [&](const cpu::GemmTile& tile) {
                        ForTileRows(tile, in, [&](float* sums, int64_t at) {
                          const float* p = cpu::WideRows(Bits(pre) + at, tile.cols, 0, 1, 0);
                          cpu::GeluBackward(p, sums, tile.cols, sums);

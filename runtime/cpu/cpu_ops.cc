@@ -10,6 +10,7 @@
 #include "runtime/cpu/dropout.h"
 #include "runtime/cpu/embedding.h"
 #include "runtime/cpu/gemm.h"
+#include "runtime/cpu/gemm_tiles.h"
 #include "runtime/cpu/moe_tokens.h"
 #include "runtime/cpu/norm.h"
 #include "runtime/cpu/rope.h"
@@ -33,13 +34,13 @@ void AddTo(const float* x, int64_t n, float* y) {
   cpu::MapLanes(n, y, [&](int64_t i) { return y[i] + x[i]; });
 }
 
-// Rows [begin, end) of y ([rows, width]) += bias; then, when `gelu` is not null, gelu's
-// rows = GELU(y's), each row while it is in L1.
-void AddBiasRows(const float* bias, int64_t width, int64_t begin, int64_t end, float* y,
-                 float* gelu) {
-  for (int64_t r = begin; r < end; ++r) {
-    if (bias != nullptr) AddTo(bias, width, y + r * width);
-    if (gelu != nullptr) cpu::GeluForward(y + r * width, width, gelu + r * width);
+// A tile of y += the bias's columns; then, when `gelu` is not null, the same elements of
+// gelu (laid out as y, which starts at `y`) = GELU(y's), each row while it is in L1.
+void AddBiasTile(const float* bias, const cpu::GemmTile& tile, const float* y, float* gelu) {
+  for (int64_t i = 0; i < tile.rows; ++i) {
+    float* row = tile.values + i * tile.ld;
+    if (bias != nullptr) AddTo(bias + tile.col, tile.cols, row);
+    if (gelu != nullptr) cpu::GeluForward(row, tile.cols, gelu + (row - y));
   }
 }
 
@@ -74,32 +75,44 @@ void CpuOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   cpu::Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), b.data(), beta, c->data());
 }
 
-// The GEMM, then one threaded pass over its output's rows: the bias, and GELU of each
-// row while it is in L1 (the base class's composition reads pre twice more).
-void CpuOps::LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
-                               Tensor* y) const {
-  const int64_t width = w.dim(0);
-  Gemm(false, true, x.dim(0), width, w.dim(1), 1.0f, x, w, 0.0f, pre);
+// The GEMMs below apply their bias and activation to each tile of their output as the
+// tile is finished (runtime/cpu/gemm.h's GemmThen), while it is in L2, instead of in a
+// second pass over the output in memory.
+void CpuOps::LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* y) const {
   const float* b = bias != nullptr ? bias->data() : nullptr;
-  ParallelFor(x.dim(0), RowGrain(width), [&](int64_t begin, int64_t end) {
-    AddBiasRows(b, width, begin, end, pre->data(), y->data());
-  });
+  cpu::GemmThen(false, true, x.dim(0), w.dim(0), w.dim(1), 1.0f, x.data(), w.data(), 0.0f,
+                y->data(), [&](const cpu::GemmTile& tile) {
+                  if (b != nullptr) AddBiasTile(b, tile, y->data(), nullptr);
+                });
 }
 
-// The GEMM into dx itself, then GELU's derivative applied in place (no [rows, in]
+void CpuOps::LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
+                               Tensor* y) const {
+  const float* b = bias != nullptr ? bias->data() : nullptr;
+  cpu::GemmThen(false, true, x.dim(0), w.dim(0), w.dim(1), 1.0f, x.data(), w.data(), 0.0f,
+                pre->data(), [&](const cpu::GemmTile& tile) {
+                  AddBiasTile(b, tile, pre->data(), y->data());
+                });
+}
+
+// The GEMM into dx itself, GELU's derivative applied to each tile in place (no [rows, in]
 // temporary).
 void CpuOps::LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,
                                      Tensor* dx) const {
-  Gemm(false, false, dy.dim(0), w.dim(1), w.dim(0), 1.0f, dy, w, 0.0f, dx);
-  ParallelFor(dx->numel(), kElementGrain, [&](int64_t begin, int64_t end) {
-    cpu::GeluBackward(pre.data() + begin, dx->data() + begin, end - begin, dx->data() + begin);
-  });
+  cpu::GemmThen(false, false, dy.dim(0), w.dim(1), w.dim(0), 1.0f, dy.data(), w.data(), 0.0f,
+                dx->data(), [&](const cpu::GemmTile& tile) {
+                  for (int64_t i = 0; i < tile.rows; ++i) {
+                    float* row = tile.values + i * tile.ld;
+                    cpu::GeluBackward(pre.data() + (row - dx->data()), row, tile.cols, row);
+                  }
+                });
 }
 
 void CpuOps::AddBias(const Tensor& bias, Tensor* y) const {
   const int64_t width = bias.numel();
   ParallelFor(Rows(*y, width), RowGrain(width), [&](int64_t begin, int64_t end) {
-    AddBiasRows(bias.data(), width, begin, end, y->data(), nullptr);
+    const cpu::GemmTile rows{begin, 0, end - begin, width, y->data() + begin * width, width};
+    AddBiasTile(bias.data(), rows, y->data(), nullptr);
   });
 }
 

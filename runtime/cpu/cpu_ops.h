@@ -1,4 +1,4 @@
-// The CPU backend of the op interface: fp32 throughout, GEMMs through OpenBLAS. It is
+// The CPU backend of the op interface: fp32 throughout, GEMMs through runtime/cpu/gemm.h. It is
 // the reference every other backend is checked against, op by op.
 #ifndef CONVEYOR_RUNTIME_CPU_CPU_OPS_H_
 #define CONVEYOR_RUNTIME_CPU_CPU_OPS_H_
@@ -18,6 +18,8 @@ class CpuOps : public Ops {
   void Cast(const Tensor& in, Tensor* out) const override;
   void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const Tensor& a, const Tensor& b, float beta, Tensor* c) const override;
+  void LinearForward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                     Tensor* y) const override;
   void LinearGeluForward(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor* pre,
                          Tensor* y) const override;
   void LinearGeluBackwardInput(const Tensor& dy, const Tensor& w, const Tensor& pre,

@@ -1,11 +1,12 @@
-// The GEMM rate of Conveyor's CPU kernels on given shapes: fp32 through OpenBLAS
-// (runtime/cpu/gemm.h) and bf16 through the AVX-512 BF16 kernel (runtime/cpu/bf16_gemm.h,
-// when the CPU has it), for each layout a linear layer uses: forward x w^T (NT), input
-// gradient dy w (NN), weight gradient dy^T x (TN). tools/bench_cpu_vs_pytorch.py reads
-// its lines as the machine's measured peak.
+// The GEMM rate of Conveyor's CPU kernels on given shapes: fp32 as the CPU backend runs it
+// (runtime/cpu/gemm.h: the AVX-512 kernel where the CPU has it), fp32 through OpenBLAS,
+// and bf16 through the AVX-512 BF16 kernel (runtime/cpu/bf16_gemm.h, when the CPU has it),
+// for each layout a linear layer uses: forward x w^T (NT), input gradient dy w (NN),
+// weight gradient dy^T x (TN). tools/bench_cpu_vs_pytorch.py reads its lines as the
+// machine's measured peak.
 //
 //   gemm_peak M,N,K [M,N,K ...]
-// prints "gemm_peak <fp32|bf16> <NT|NN|TN> M N K <GFLOP/s>", the best of 5 runs.
+// prints "gemm_peak <fp32|openblas|bf16> <NT|NN|TN> M N K <GFLOP/s>", the best of 5 runs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,10 +50,14 @@ void MeasureShape(int64_t m, int64_t n, int64_t k) {
        {Layout{"NT", false, true}, Layout{"NN", false, false}, Layout{"TN", true, false}}) {
     const int64_t lda = l.trans_a ? m : k, ldb = l.trans_b ? k : n;
     const double fp32 = BestGflops(m, n, k, [&] {
+      Gemm(l.trans_a, l.trans_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+    });
+    std::printf("gemm_peak fp32 %s %ld %ld %ld %.1f\n", l.name, m, n, k, fp32);
+    const double openblas = BestGflops(m, n, k, [&] {
       GemmStrided(l.trans_a, l.trans_b, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
                   n);
     });
-    std::printf("gemm_peak fp32 %s %ld %ld %ld %.1f\n", l.name, m, n, k, fp32);
+    std::printf("gemm_peak openblas %s %ld %ld %ld %.1f\n", l.name, m, n, k, openblas);
     if (!HasBf16Gemm()) continue;
     const double bf16 = BestGflops(m, n, k, [&] {
       Bf16Gemm(l.trans_a, l.trans_b, m, n, k, 1.0f, a16.data(), lda, b16.data(), ldb, 0.0f,

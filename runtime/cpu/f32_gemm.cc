@@ -1,0 +1,177 @@
+#include "runtime/cpu/f32_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+
+// Only the functions marked CONVEYOR_AVX512_TARGET use AVX-512, through the target
+// attribute rather than -mavx512f on the file (runtime/cpu/bf16_gemm.cc says why).
+#define CONVEYOR_AVX512_TARGET __attribute__((target("avx512f")))
+
+namespace conveyor::cpu {
+namespace {
+
+// A micro-tile of C is kMr rows by kNr columns, its sums in 24 of the 32 zmm registers;
+// each step of k loads kNv vectors of packed B and broadcasts each of the kMr rows' A
+// element against them (24 multiply-adds for 4 loads and 6 broadcasts). A is read where
+// it lies, one element per row and step (rows of A stay in L2 for the tile); packing A
+// as well ran slower on Zen 4. B is packed once per call into kNr-column panels of one
+// block of k (64 KiB), which each tile's row panels reuse from L2.
+constexpr int kMr = 6;
+constexpr int kNv = 4;
+constexpr int64_t kNr = 16 * kNv;
+constexpr int64_t kRowsPerBlock = kMr * 16;
+constexpr int64_t kMaxPanelsPerTile = 8;
+constexpr int64_t kBlockK = kF32GemmBlockK;
+
+CONVEYOR_AVX512_TARGET __mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? 0xffff : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// op(B) as [k, n]: element (kk, j) at p[kk * kk_stride + j * j_stride].
+struct OperandB {
+  const float* p;
+  int64_t kk_stride, j_stride, n, k;
+};
+
+// out[kk * kNr + j] = op(B)(k0 + kk, j0 + j) for kk < depth, j < kNr; zero past n.
+CONVEYOR_AVX512_TARGET void PackPanel(const OperandB& b, int64_t j0, int64_t k0, int64_t depth,
+                                      float* out) {
+  const int64_t cols = std::min(kNr, b.n - j0);
+  if (b.j_stride == 1) {  // rows of op(B) are stored rows: copies
+    for (int64_t kk = 0; kk < depth; ++kk) {
+      const float* src = b.p + (k0 + kk) * b.kk_stride + j0;
+      for (int64_t v = 0; v < kNr; v += 16) {
+        _mm512_storeu_ps(out + kk * kNr + v, _mm512_maskz_loadu_ps(FirstLanes(cols - v), src + v));
+      }
+    }
+    return;
+  }
+  for (int64_t j = 0; j < kNr; ++j) {  // op(B) = stored B transposed: each stored row is a column
+    const float* src = j < cols ? b.p + (j0 + j) * b.j_stride + k0 : nullptr;
+    for (int64_t kk = 0; kk < depth; ++kk) out[kk * kNr + j] = src != nullptr ? src[kk] : 0.0f;
+  }
+}
+
+// C's micro-tile c[0:rows, 0:cols] = alpha * sum + beta * C (beta 0: C not read), sum over
+// `depth` steps: row r's element of step kk at a[r * row_stride + kk * k_stride], B's
+// packed panel at bp.
+CONVEYOR_AVX512_TARGET void MicroTile(int64_t depth, const float* a, int64_t row_stride,
+                                      int64_t k_stride, const float* bp, float alpha, float beta,
+                                      float* c, int64_t ldc, int rows, int64_t cols) {
+  __m512 acc[kMr][kNv];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMr; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  const float* row[kMr];  // rows past the edge repeat the last one; their sums are dropped
+#pragma GCC unroll 8
+  for (int r = 0; r < kMr; ++r) row[r] = a + std::min(r, rows - 1) * row_stride;
+  for (int64_t kk = 0; kk < depth; ++kk, bp += kNr) {
+    __m512 bv[kNv];
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) bv[v] = _mm512_loadu_ps(bp + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMr; ++r) {
+      const __m512 av = _mm512_set1_ps(row[r][kk * k_stride]);
+#pragma GCC unroll 8
+      for (int v = 0; v < kNv; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < kMr; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) {
+      const __mmask16 mask = FirstLanes(cols - 16 * v);
+      float* out = c + r * ldc + 16 * v;
+      __m512 sum = _mm512_mul_ps(va, acc[r][v]);
+      if (beta != 0.0f) sum = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, out), sum);
+      _mm512_mask_storeu_ps(out, mask, sum);
+    }
+  }
+}
+
+// The product: A where it lies (element (i, kk) of op(A) at a[i * row_stride + kk *
+// k_stride]) and op(B) packed, panel jp of block kb at bp + (kb * panels + jp) * kBlockK * kNr.
+struct Product {
+  const float* a;
+  int64_t row_stride, k_stride, m, n, k;
+  const float* bp;
+  int64_t panels;
+  float alpha, beta;
+  float* c;
+  int64_t ldc;
+};
+
+int64_t DepthOf(int64_t k, int64_t kb) { return std::min(kBlockK, k - kb * kBlockK); }
+
+// One tile of C, block of k after block: the first scales C by beta, the others add.
+CONVEYOR_AVX512_TARGET void ComputeTile(const Product& p, const GemmTileRange& t) {
+  const int64_t row_panels = (t.i1 - t.i0 + kMr - 1) / kMr;
+  for (int64_t kb = 0; kb * kBlockK < p.k; ++kb) {
+    const int64_t depth = DepthOf(p.k, kb);
+    for (int64_t jp = t.j0; jp < t.j1; ++jp) {
+      const float* b = p.bp + (kb * p.panels + jp) * kBlockK * kNr;
+      const int64_t cols = std::min(kNr, p.n - jp * kNr);
+      for (int64_t ip = 0; ip < row_panels; ++ip) {
+        const int64_t i = t.i0 + ip * kMr;
+        MicroTile(depth, p.a + i * p.row_stride + kb * kBlockK * p.k_stride, p.row_stride,
+                  p.k_stride, b, p.alpha, kb == 0 ? p.beta : 1.0f, p.c + i * p.ldc + jp * kNr,
+                  p.ldc, static_cast<int>(std::min<int64_t>(kMr, t.i1 - i)), cols);
+      }
+    }
+  }
+}
+
+// C = beta * C over a tile when k is 0 (an empty sum).
+void ScaleTile(const Product& p, const GemmTileRange& t) {
+  for (int64_t i = t.i0; i < t.i1; ++i) {
+    float* row = p.c + i * p.ldc;
+    for (int64_t j = t.j0 * kNr; j < std::min(p.n, t.j1 * kNr); ++j) {
+      row[j] = p.beta == 0.0f ? 0.0f : p.beta * row[j];
+    }
+  }
+}
+
+}  // namespace
+
+bool HasF32Gemm() { return __builtin_cpu_supports("avx512f"); }
+
+void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+             int64_t ldc, absl::FunctionRef<void(const GemmTile&)> epilogue) {
+  if (m <= 0 || n <= 0) return;
+  k = std::max<int64_t>(k, 0);
+  const OperandB op_b{b, trans_b ? 1 : ldb, trans_b ? ldb : 1, n, k};
+  const int64_t panels = (n + kNr - 1) / kNr;
+  const int64_t k_blocks = (k + kBlockK - 1) / kBlockK;
+  // B packed once for every tile (the size of B; the calling thread's buffer).
+  thread_local std::vector<float> packed;
+  packed.resize(k_blocks * panels * kBlockK * kNr);
+  float* bp = packed.data();
+  ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t kb = t / panels;
+      PackPanel(op_b, (t % panels) * kNr, kb * kBlockK, DepthOf(k, kb), bp + t * kBlockK * kNr);
+    }
+  });
+  const Product p{a,  trans_a ? 1 : lda, trans_a ? lda : 1, m, n, k, bp, panels, alpha, beta,
+                  c, ldc};
+  ForEachGemmTile(m, panels, kRowsPerBlock, kMaxPanelsPerTile, [&](const GemmTileRange& t) {
+    if (k == 0) {
+      ScaleTile(p, t);
+    } else {
+      ComputeTile(p, t);
+    }
+    const int64_t col = t.j0 * kNr;
+    epilogue({t.i0, col, t.i1 - t.i0, std::min(n, t.j1 * kNr) - col, c + t.i0 * ldc + col, ldc});
+  });
+}
+
+}  // namespace conveyor::cpu
