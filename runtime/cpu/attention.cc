@@ -176,11 +176,18 @@ CONVEYOR_VECTOR_CLONES void Scale(float* p, int64_t n, float factor) {
   MapLanes(n, p, [p, factor](int64_t j) { return p[j] * factor; });
 }
 
-// p[j] = exp(p[j] - lse); d[j] = p[j] * (d[j] - dot): a row of the softmax's backward,
-// dS = P o (dP - D), with D = dO . O.
-CONVEYOR_VECTOR_CLONES void SoftmaxRowGrad(float* p, float* d, int64_t n, float lse, float dot) {
+// p[j] = exp(p[j] - lse); d[j] = p[j] * (d[j] - D): a row of the softmax's backward,
+// dS = P o (dP - D), D = dO . O given in *dot, or, when dot is null, D = sum_j P[j] dP[j]:
+// the same sum when the row's keys are all here (O = P' V, so dO . O = sum_j P'[j] dP'[j],
+// and P' dP' = P dP key by key, dropout's factor moved from P to dP).
+CONVEYOR_VECTOR_CLONES void SoftmaxRowGrad(float* p, float* d, int64_t n, float lse,
+                                           const float* dot) {
   MapLanes(n, p, [p, lse](int64_t j) { return Exp(p[j] - lse); });
-  MapLanes(n, d, [p, d, dot](int64_t j) { return p[j] * (d[j] - dot); });
+  const float row_dot = dot != nullptr ? *dot
+                                       : ReduceLanes(
+                                             n, 0.0f, [](float x, float y) { return x + y; },
+                                             [p, d](int64_t j) { return p[j] * d[j]; });
+  MapLanes(n, d, [p, d, row_dot](int64_t j) { return p[j] * (d[j] - row_dot); });
 }
 
 }  // namespace
@@ -212,7 +219,8 @@ namespace {
 
 // One call's operands, shared by its tasks. The keys and values lie in rows kv_ld
 // apart: packed (PackKeysValues) or, for the whole sample, inside the fused qkv rows
-// (no copy); the gradients dK and dV are written in the same layout.
+// (no copy); the gradients dK and dV are written in the same layout. whole_sample: the
+// block holds every key its rows see, in qkv.
 struct BlockInputs {
   const AttentionShape& s;
   int64_t key_rows;
@@ -221,13 +229,13 @@ struct BlockInputs {
   const float* kv;
   float scale;
   const AttentionDropout& dropout;
-  bool kv_fused = false;
+  bool whole_sample = false;
 
-  int64_t kv_ld() const { return kv_fused ? s.qkv_width() : s.kv_width(); }
+  int64_t kv_ld() const { return whole_sample ? s.qkv_width() : s.kv_width(); }
   // The key head of query head h's group in a row of kv (its value head follows).
   int64_t KeyOffset(int64_t h) const {
     const HeadView v = View(s, h);
-    return kv_fused ? v.fused_k_offset : v.k_offset;
+    return whole_sample ? v.fused_k_offset : v.k_offset;
   }
 };
 
@@ -332,9 +340,9 @@ void ForwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t 
 
 // Row i of the softmax's backward over the rectangle's `keys` columns: p = P' (the
 // dropped-out probabilities, for dV) and d = dS, both 0 on keys the row does not see.
-// p holds S and d holds dP' on entry; dot = D = dO . O.
+// p holds S and d holds dP' on entry; dot: D = dO . O, or null (SoftmaxRowGrad).
 void SoftmaxGradRow(const RowMask& rows, const VisibleRectangle& box, int64_t keys, float lse,
-                    float dot, float* p, float* d) {
+                    const float* dot, float* p, float* d) {
   const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
   const int64_t hi = std::max(lo, rows.end(box.keys_end) - box.keys_begin);
   std::fill(p, p + lo, 0.0f);
@@ -375,8 +383,10 @@ void BackwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t
   for (int64_t r = 0; r < m; ++r) {
     const int64_t i = box.rows_begin + r;
     rows.Select(b, h, i);
-    const float row_dot = Dot(dout + r * ld_ctx, out + r * ld_ctx, dv);  // D = dO . O
-    SoftmaxGradRow(rows, box, keys, row_lse[i], row_dot, probs + r * keys, dp + r * keys);
+    // D = dO . O, unless the row's keys are all here (SoftmaxRowGrad): O is then not read.
+    const float row_dot = in.whole_sample ? 0.0f : Dot(dout + r * ld_ctx, out + r * ld_ctx, dv);
+    SoftmaxGradRow(rows, box, keys, row_lse[i], in.whole_sample ? nullptr : &row_dot,
+                   probs + r * keys, dp + r * keys);
   }
   // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
   const int64_t k_offset = in.KeyOffset(h);
@@ -455,14 +465,14 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
 // The whole sample reads its keys and values inside qkv and adds dK and dV into dqkv.
 void AttentionForward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,
                       float scale, const AttentionDropout& dropout, float* lse, float* ctx) {
-  BlockForward({s, s.seq, mask, qkv, qkv, scale, dropout, /*kv_fused=*/true}, /*first=*/true, ctx,
-               lse);
+  BlockForward({s, s.seq, mask, qkv, qkv, scale, dropout, /*whole_sample=*/true}, /*first=*/true,
+               ctx, lse);
 }
 
 void AttentionBackward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,
                        const float* lse, const float* ctx, const float* dctx, float scale,
                        const AttentionDropout& dropout, float* dqkv) {
-  BlockBackward({s, s.seq, mask, qkv, qkv, scale, dropout, /*kv_fused=*/true}, ctx, lse, dctx,
+  BlockBackward({s, s.seq, mask, qkv, qkv, scale, dropout, /*whole_sample=*/true}, ctx, lse, dctx,
                 /*zero=*/true, dqkv, dqkv);
 }
 
