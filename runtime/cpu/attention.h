@@ -7,7 +7,8 @@
 // A block of keys gives its own (O_b, lse_b); merged into the running result by
 //   lse = log(exp(lse_a) + exp(lse_b)),  O = exp(lse_a - lse) O_a + exp(lse_b - lse) O_b,
 // which is exact, so any split of the keys into blocks gives the one-block result up to
-// rounding. Backward (dO given), per block with the final lse, D = rowsum(dO * O):
+// rounding. Backward (dO given), per block with the final lse, D = rowsum(dO * O) (for
+// the whole sample in one block, the equal rowsum(P' * dP'), without reading O):
 //   dP' = dO V^T,  dV = P'^T dO,  dP = dropout(dP'),  dS = P * (dP - D)
 //   dQ = scale * dS K,  dK = scale * dS^T Q
 // Heads sharing a key/value group add their dK and dV.
