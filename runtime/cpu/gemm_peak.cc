@@ -8,6 +8,7 @@
 //   gemm_peak M,N,K [M,N,K ...]
 // prints "gemm_peak <fp32|openblas|bf16> <NT|NN|TN> M N K <GFLOP/s>", the best of 5 runs.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -32,7 +33,12 @@ double BestGflops(int64_t m, int64_t n, int64_t k, const std::function<void()>& 
   return best;
 }
 
-void MeasureShape(int64_t m, int64_t n, int64_t k) {
+// The kernels measured, in this order: OpenBLAS last, since its idle threads spin for a
+// while after each call and would take a CPU from the pool's threads that the others run on.
+enum class Kernel { kFp32, kBf16, kOpenBlas };
+
+void MeasureShape(Kernel kernel, int64_t m, int64_t n, int64_t k) {
+  if (kernel == Kernel::kBf16 && !HasBf16Gemm()) return;
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   // Room for every layout's operands: A is [m, k] or [k, m], B [k, n] or [n, k].
@@ -49,21 +55,23 @@ void MeasureShape(int64_t m, int64_t n, int64_t k) {
   for (const Layout& l :
        {Layout{"NT", false, true}, Layout{"NN", false, false}, Layout{"TN", true, false}}) {
     const int64_t lda = l.trans_a ? m : k, ldb = l.trans_b ? k : n;
-    const double fp32 = BestGflops(m, n, k, [&] {
-      Gemm(l.trans_a, l.trans_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+    const double gflops = BestGflops(m, n, k, [&] {
+      switch (kernel) {
+        case Kernel::kFp32:
+          Gemm(l.trans_a, l.trans_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+          break;
+        case Kernel::kBf16:
+          Bf16Gemm(l.trans_a, l.trans_b, m, n, k, 1.0f, a16.data(), lda, b16.data(), ldb, 0.0f,
+                   c.data(), n);
+          break;
+        case Kernel::kOpenBlas:
+          GemmStrided(l.trans_a, l.trans_b, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                      c.data(), n);
+          break;
+      }
     });
-    std::printf("gemm_peak fp32 %s %ld %ld %ld %.1f\n", l.name, m, n, k, fp32);
-    const double openblas = BestGflops(m, n, k, [&] {
-      GemmStrided(l.trans_a, l.trans_b, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
-                  n);
-    });
-    std::printf("gemm_peak openblas %s %ld %ld %ld %.1f\n", l.name, m, n, k, openblas);
-    if (!HasBf16Gemm()) continue;
-    const double bf16 = BestGflops(m, n, k, [&] {
-      Bf16Gemm(l.trans_a, l.trans_b, m, n, k, 1.0f, a16.data(), lda, b16.data(), ldb, 0.0f,
-               c.data(), n);
-    });
-    std::printf("gemm_peak bf16 %s %ld %ld %ld %.1f\n", l.name, m, n, k, bf16);
+    const char* name = kernel == Kernel::kFp32 ? "fp32" : kernel == Kernel::kBf16 ? "bf16" : "openblas";
+    std::printf("gemm_peak %s %s %ld %ld %ld %.1f\n", name, l.name, m, n, k, gflops);
   }
 }
 
@@ -75,13 +83,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: gemm_peak M,N,K [M,N,K ...]\n");
     return 2;
   }
+  std::vector<std::array<long, 3>> shapes;
   for (int i = 1; i < argc; ++i) {
     long m, n, k;
     if (std::sscanf(argv[i], "%ld,%ld,%ld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
       std::fprintf(stderr, "gemm_peak: '%s' is not M,N,K (three positive sizes)\n", argv[i]);
       return 2;
     }
-    conveyor::cpu::MeasureShape(m, n, k);
+    shapes.push_back({m, n, k});
+  }
+  using conveyor::cpu::Kernel;
+  for (const Kernel kernel : {Kernel::kFp32, Kernel::kBf16, Kernel::kOpenBlas}) {
+    for (const auto& [m, n, k] : shapes) conveyor::cpu::MeasureShape(kernel, m, n, k);
   }
   return 0;
 }
