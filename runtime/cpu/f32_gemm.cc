@@ -23,7 +23,11 @@ namespace {
 constexpr int kMr = 6;
 constexpr int kNv = 4;
 constexpr int64_t kNr = 16 * kNv;
-constexpr int64_t kRowsPerBlock = kMr * 16;
+// Rows of C per tile: measured in the training step on Zen 4, blocks of 48 rows ran the
+// forward and input-gradient products (A row-major) 2-8% faster than blocks of 96, and
+// the weight gradients (A stored transposed) 5% slower.
+constexpr int64_t kRowsPerBlockRowMajorA = kMr * 8;
+constexpr int64_t kRowsPerBlockKMajorA = kMr * 16;
 constexpr int64_t kMaxPanelsPerTile = 8;
 constexpr int64_t kBlockK = kF32GemmBlockK;
 
@@ -60,8 +64,9 @@ CONVEYOR_AVX512_TARGET void PackPanel(const OperandB& b, int64_t j0, int64_t k0,
 // `depth` steps: row r's element of step kk at a[r * row_stride + kk * k_stride], B's
 // packed panel at bp.
 CONVEYOR_AVX512_TARGET void MicroTile(int64_t depth, const float* a, int64_t row_stride,
-                                      int64_t k_stride, const float* bp, float alpha, float beta,
-                                      float* c, int64_t ldc, int rows, int64_t cols) {
+                                      int64_t k_stride, const float* next_a, const float* bp,
+                                      float alpha, float beta, float* c, int64_t ldc, int rows,
+                                      int64_t cols) {
   __m512 acc[kMr][kNv];
 #pragma GCC unroll 8
   for (int r = 0; r < kMr; ++r) {
@@ -72,6 +77,10 @@ CONVEYOR_AVX512_TARGET void MicroTile(int64_t depth, const float* a, int64_t row
 #pragma GCC unroll 8
   for (int r = 0; r < kMr; ++r) row[r] = a + std::min(r, rows - 1) * row_stride;
   for (int64_t kk = 0; kk < depth; ++kk, bp += kNr) {
+    // The next micro-tile's A, one element a step, row after row: over 16 steps every
+    // line of its rows (row-major A) or of its steps (k-major) is asked for once at least.
+    _mm_prefetch(reinterpret_cast<const char*>(next_a + (kk % kMr) * row_stride + kk * k_stride),
+                 _MM_HINT_T0);
     __m512 bv[kNv];
 #pragma GCC unroll 8
     for (int v = 0; v < kNv; ++v) bv[v] = _mm512_loadu_ps(bp + 16 * v);
@@ -121,9 +130,12 @@ CONVEYOR_AVX512_TARGET void ComputeTile(const Product& p, const GemmTileRange& t
       const int64_t cols = std::min(kNr, p.n - jp * kNr);
       for (int64_t ip = 0; ip < row_panels; ++ip) {
         const int64_t i = t.i0 + ip * kMr;
-        MicroTile(depth, p.a + i * p.row_stride + kb * kBlockK * p.k_stride, p.row_stride,
-                  p.k_stride, b, p.alpha, kb == 0 ? p.beta : 1.0f, p.c + i * p.ldc + jp * kNr,
-                  p.ldc, static_cast<int>(std::min<int64_t>(kMr, t.i1 - i)), cols);
+        const int64_t next = ip + 1 < row_panels ? i + kMr : t.i0;  // the row panel after it
+        const float* block_a = p.a + kb * kBlockK * p.k_stride;
+        MicroTile(depth, block_a + i * p.row_stride, p.row_stride, p.k_stride,
+                  block_a + next * p.row_stride, b, p.alpha, kb == 0 ? p.beta : 1.0f,
+                  p.c + i * p.ldc + jp * kNr, p.ldc,
+                  static_cast<int>(std::min<int64_t>(kMr, t.i1 - i)), cols);
       }
     }
   }
@@ -163,7 +175,8 @@ void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
   });
   const Product p{a,  trans_a ? 1 : lda, trans_a ? lda : 1, m, n, k, bp, panels, alpha, beta,
                   c, ldc};
-  ForEachGemmTile(m, panels, kRowsPerBlock, kMaxPanelsPerTile, [&](const GemmTileRange& t) {
+  const int64_t rows_per_block = trans_a ? kRowsPerBlockKMajorA : kRowsPerBlockRowMajorA;
+  ForEachGemmTile(m, panels, rows_per_block, kMaxPanelsPerTile, [&](const GemmTileRange& t) {
     if (k == 0) {
       ScaleTile(p, t);
     } else {
