@@ -72,7 +72,9 @@ void ExpectMatchesFloat64(const Case& t) {
     }
     for (int64_t j = t.n; j < ldc; ++j) {  // the padding of C's rows is not written
       ASSERT_EQ(std::isnan(c[i * ldc + j]), std::isnan(c0[i * ldc + j]));
-      if (!std::isnan(c0[i * ldc + j])) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+      if (!std::isnan(c0[i * ldc + j])) {
+        ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+      }
     }
   }
 }

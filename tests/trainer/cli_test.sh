@@ -231,7 +231,12 @@ for ranks in 1 2; do
   "$trainer" --config "$config" --train-iters 100000 --lr-warmup-iters 0 --log-interval 100000 \
     --nproc-per-node "$ranks" --exit-signal-handler --save "$save" >"$tmp/signal.log" 2>&1 &
   pid=$!
-  for _ in $(seq 300); do grep -q 'memory (MiB)' "$tmp/signal.log" && break; sleep 0.1; done
+  # The signal goes once the first iteration is done (its memory line), however long the
+  # start takes on a loaded machine: sent during the start, it would find no step to
+  # finish and nothing to save. Waiting ends early only if the run itself ended.
+  while ! grep -q 'memory (MiB)' "$tmp/signal.log" && kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  grep -q 'memory (MiB)' "$tmp/signal.log" ||
+    fail "the $ranks-rank run ended before its first iteration: $(tail -3 "$tmp/signal.log")"
   kill -TERM "$pid"
   wait "$pid"
   code=$?
