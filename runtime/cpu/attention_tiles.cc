@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "runtime/cpu/avx512_tile.h"
+
 // Only the functions marked CONVEYOR_AVX512_TARGET use AVX-512, through the target
 // attribute rather than -mavx512f on the whole file, for the reason bf16_gemm.cc gives:
 // a file compiled with it may emit AVX-512 copies of inline functions the linker then
@@ -24,10 +26,6 @@ namespace {
 constexpr int kMaxRows = 6;
 constexpr int kMaxVecs = 4;
 constexpr int64_t kChunk = 16 * kMaxVecs;  // columns per pass over the rows
-
-CONVEYOR_AVX512_TARGET __mmask16 FirstLanes(int64_t n) {
-  return n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
-}
 
 // C[row, row + kRows) x [col, col + 16 kVecs) of the product, the last vector's columns
 // masked by `last` (columns past n are neither read nor written).

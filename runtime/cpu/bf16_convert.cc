@@ -2,18 +2,13 @@
 
 #include <immintrin.h>
 
+#include "runtime/cpu/avx512_tile.h"
+
 // AVX-512 through the target attribute only (see bf16_gemm.cc): the binary runs on any
 // x86-64, and these functions are called only where the CPU has it.
 #define CONVEYOR_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 namespace conveyor::cpu {
-namespace {
-
-CONVEYOR_AVX512_TARGET __mmask16 FirstLanes(int64_t n) {
-  return n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
-}
-
-}  // namespace
 
 CONVEYOR_AVX512_TARGET void WidenBf16(const BFloat16* in, int64_t n, float* out) {
   for (int64_t i = 0; i < n; i += 16) {

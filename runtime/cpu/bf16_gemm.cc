@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/cpu/avx512_tile.h"
 #include "runtime/cpu/thread_pool.h"
 
 // Only the functions marked CONVEYOR_BF16_TARGET use AVX-512, through the target
@@ -40,10 +41,7 @@ struct Operand {
   int64_t k;
 };
 
-// The first n of 16 (32) lanes, as a mask.
-CONVEYOR_BF16_TARGET __mmask16 FirstLanes16(int64_t n) {
-  return n >= 16 ? 0xffff : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
-}
+// The first n of 32 lanes, as a mask (avx512_tile.h's FirstLanes: of 16).
 CONVEYOR_BF16_TARGET __mmask32 FirstLanes32(int64_t n) {
   return n >= 32 ? 0xffffffffu : n <= 0 ? 0 : static_cast<__mmask32>((1u << n) - 1);
 }
@@ -81,7 +79,7 @@ CONVEYOR_BF16_TARGET void PackKMajor(const Operand& x, int64_t r0, int64_t width
         a = _mm512_maskz_loadu_epi16(mask, lo + 16 * g);
         if (whole) b = _mm512_maskz_loadu_epi16(mask, lo + x.ld + 16 * g);
       }
-      _mm512_mask_storeu_epi32(out + p * width + 16 * g, FirstLanes16(width - 16 * g),
+      _mm512_mask_storeu_epi32(out + p * width + 16 * g, FirstLanes(width - 16 * g),
                                _mm512_permutex2var_epi16(a, index[g % 2], b));
     }
   }
@@ -97,7 +95,7 @@ CONVEYOR_BF16_TARGET void PackPairMajor(const Operand& x, int64_t r0, int64_t wi
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(2 * x.ld)));
   for (int64_t g = 0; 16 * g < width; ++g) {
-    const __mmask16 load = FirstLanes16(rows - 16 * g), store = FirstLanes16(width - 16 * g);
+    const __mmask16 load = FirstLanes(rows - 16 * g), store = FirstLanes(width - 16 * g);
     const uint16_t* first = x.p + (r0 + 16 * g) * x.ld + 2 * p0;
     for (int64_t p = 0; p < whole_pairs; ++p) {
       const __m512i words =
@@ -125,11 +123,6 @@ CONVEYOR_BF16_TARGET void PackPanel(const Operand& x, int64_t r0, int64_t width,
   }
 }
 
-// Columns [16 v, 16 v + 16) of a tile `cols` wide, as a store mask.
-CONVEYOR_BF16_TARGET __mmask16 ColumnMask(int v, int64_t cols) {
-  return FirstLanes16(cols - 16 * v);
-}
-
 // c[0:rows, 0:cols] = alpha * sum + beta * c over one micro-tile: `pairs` steps, each a
 // broadcast of row r's pair of A against kNv vectors of B's pairs, 16 columns each.
 CONVEYOR_BF16_TARGET void MicroTile(int64_t pairs, const uint32_t* ap, const uint32_t* bp,
@@ -152,21 +145,7 @@ CONVEYOR_BF16_TARGET void MicroTile(int64_t pairs, const uint32_t* ap, const uin
       for (int v = 0; v < kNv; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
   }
-  const __m512 va = _mm512_set1_ps(alpha);
-  const __m512 vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 8
-  for (int r = 0; r < kMr; ++r) {
-    if (r >= rows) break;
-#pragma GCC unroll 8
-    for (int v = 0; v < kNv; ++v) {
-      const __mmask16 mask = ColumnMask(v, cols);
-      float* row = c + r * ldc + 16 * v;
-      __m512 out = _mm512_mul_ps(va, acc[r][v]);
-      // beta = 0 must not read C (it may hold anything, NaN included).
-      if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, row), out);
-      _mm512_mask_storeu_ps(row, mask, out);
-    }
-  }
+  StoreMicroTile(acc, alpha, beta, c, ldc, rows, cols);
 }
 
 constexpr int64_t kBlockPairs = kBf16GemmBlockK / 2;
@@ -221,7 +200,7 @@ CONVEYOR_BF16_TARGET void StoreTile(const GemmTile& t, float beta, float* c, int
     const float* s = t.values + i * t.ld;
     float* out = c + (t.row + i) * ldc + t.col;
     for (int64_t j = 0; j < t.cols; j += 16) {
-      const __mmask16 mask = FirstLanes16(t.cols - j);
+      const __mmask16 mask = FirstLanes(t.cols - j);
       __m512 v = _mm512_maskz_loadu_ps(mask, s + j);
       if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, out + j), v);
       _mm512_mask_storeu_ps(out + j, mask, v);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/cpu/avx512_tile.h"
 #include "runtime/cpu/thread_pool.h"
 
 // Only the functions marked CONVEYOR_AVX512_TARGET use AVX-512, through the target
@@ -30,10 +31,6 @@ constexpr int64_t kRowsPerBlockRowMajorA = kMr * 8;
 constexpr int64_t kRowsPerBlockKMajorA = kMr * 16;
 constexpr int64_t kMaxPanelsPerTile = 8;
 constexpr int64_t kBlockK = kF32GemmBlockK;
-
-CONVEYOR_AVX512_TARGET __mmask16 FirstLanes(int64_t n) {
-  return n >= 16 ? 0xffff : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
-}
 
 // op(B) as [k, n]: element (kk, j) at p[kk * kk_stride + j * j_stride].
 struct OperandB {
@@ -91,19 +88,7 @@ CONVEYOR_AVX512_TARGET void MicroTile(int64_t depth, const float* a, int64_t row
       for (int v = 0; v < kNv; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 8
-  for (int r = 0; r < kMr; ++r) {
-    if (r >= rows) break;
-#pragma GCC unroll 8
-    for (int v = 0; v < kNv; ++v) {
-      const __mmask16 mask = FirstLanes(cols - 16 * v);
-      float* out = c + r * ldc + 16 * v;
-      __m512 sum = _mm512_mul_ps(va, acc[r][v]);
-      if (beta != 0.0f) sum = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, out), sum);
-      _mm512_mask_storeu_ps(out, mask, sum);
-    }
-  }
+  StoreMicroTile(acc, alpha, beta, c, ldc, rows, cols);
 }
 
 // The product: A where it lies (element (i, kk) of op(A) at a[i * row_stride + kk *

@@ -47,11 +47,11 @@ void GemmThen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           const float* b, float beta, float* c) {
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   if (PackedKernel()) {
-    F32Gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+    F32Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
   } else {
-    GemmStrided(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta,
-                c, n);
+    GemmStrided(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
   }
 }
 
