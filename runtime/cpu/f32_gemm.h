@@ -2,11 +2,13 @@
 // kernel (runtime/cpu/gemm_tiles.h): the CPU backend's GEMM where the CPU has AVX-512
 // (runtime/cpu/gemm.h picks it), OpenBLAS's elsewhere.
 //
-// Why not OpenBLAS alone: on the training step's shapes (a few thousand rows by a few
-// hundred columns, and the output layer's vocabulary) this kernel ran 5-15% faster on one
-// core of a Zen 4 (docs/benchmarks.md), and it hands each finished tile of C to the
-// caller while the tile is in L2, so a linear layer's bias, GELU or GELU's derivative is
-// applied there instead of in a second pass over C in memory.
+// Why not OpenBLAS alone: measured on a Zen 4 (docs/benchmarks.md), on warm operands it
+// ran the output layer's shapes 5-25% faster than OpenBLAS and the linear layers' within a
+// few percent either way; inside the training step, where operands arrive cold, about
+// level. What it brings besides: it hands each finished tile of C to the caller while the
+// tile is in L2, so a linear layer's bias, GELU or GELU's derivative is applied there
+// instead of in a second pass over C in memory; and a step on it calls no OpenBLAS, whose
+// idle threads spin after each call on the CPUs the pool's threads need.
 //
 // The math: each element of C is an fp32 sum over k in order, one fused multiply-add per
 // term, in blocks of kF32GemmBlockK whose partial sums are added into C in order; alpha
