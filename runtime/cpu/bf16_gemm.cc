@@ -174,17 +174,17 @@ CONVEYOR_BF16_TARGET void ComputeTile(const Product& p, int64_t i0, int64_t i1, 
                                       int64_t j1, float* sums, int64_t ld) {
   thread_local std::vector<uint32_t> ap;
   const int64_t row_panels = (i1 - i0 + kMr - 1) / kMr;
-  ap.resize(row_panels * kBlockPairs * kMr);
+  uint32_t* packed_a = GrownTo(ap, row_panels * kBlockPairs * kMr);
   for (int64_t kb = 0; kb < p.k_blocks; ++kb) {
     const int64_t pairs = PairsIn(p.a.k, kb);
     for (int64_t ip = 0; ip < row_panels; ++ip) {
-      PackPanel(p.a, i0 + ip * kMr, kMr, kb * kBlockPairs, pairs, ap.data() + ip * pairs * kMr);
+      PackPanel(p.a, i0 + ip * kMr, kMr, kb * kBlockPairs, pairs, packed_a + ip * pairs * kMr);
     }
     for (int64_t jp = j0; jp < j1; ++jp) {
       const uint32_t* b = p.bp + (kb * p.panels + jp) * kBlockPairs * kNr;
       const int64_t cols = std::min(kNr, p.n - jp * kNr);
       for (int64_t ip = 0; ip < row_panels; ++ip) {
-        MicroTile(pairs, ap.data() + ip * pairs * kMr, b, p.alpha, kb == 0 ? 0.0f : 1.0f,
+        MicroTile(pairs, packed_a + ip * pairs * kMr, b, p.alpha, kb == 0 ? 0.0f : 1.0f,
                   sums + ip * kMr * ld + (jp - j0) * kNr, ld,
                   static_cast<int>(std::min<int64_t>(kMr, i1 - i0 - ip * kMr)), cols);
       }
@@ -233,8 +233,7 @@ void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   const int64_t k_blocks = k > 0 ? (k + kBf16GemmBlockK - 1) / kBf16GemmBlockK : 0;
   // B packed once for every tile (the size of B; the calling thread's buffer).
   thread_local std::vector<uint32_t> bp;
-  bp.resize(k_blocks * panels * kBlockPairs * kNr);
-  uint32_t* packed_b = bp.data();
+  uint32_t* packed_b = GrownTo(bp, k_blocks * panels * kBlockPairs * kNr);
   ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       PackPanel(op_b, (t % panels) * kNr, kNr, (t / panels) * kBlockPairs,
@@ -245,10 +244,10 @@ void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   ForEachGemmTile(m, panels, kRowsPerBlock, kPanelsPerTile, [&](const GemmTileRange& t) {
     thread_local std::vector<float> sums;
     const int64_t ld = (t.j1 - t.j0) * kNr;
-    sums.resize(kRowsPerBlock * ld);
-    if (k_blocks == 0) std::fill(sums.begin(), sums.end(), 0.0f);  // an empty sum
-    ComputeTile(product, t.i0, t.i1, t.j0, t.j1, sums.data(), ld);
-    epilogue({t.i0, t.j0 * kNr, t.i1 - t.i0, std::min(n, t.j1 * kNr) - t.j0 * kNr, sums.data(), ld});
+    float* tile_sums = GrownTo(sums, kRowsPerBlock * ld);
+    if (k_blocks == 0) std::fill_n(tile_sums, kRowsPerBlock * ld, 0.0f);  // an empty sum
+    ComputeTile(product, t.i0, t.i1, t.j0, t.j1, tile_sums, ld);
+    epilogue({t.i0, t.j0 * kNr, t.i1 - t.i0, std::min(n, t.j1 * kNr) - t.j0 * kNr, tile_sums, ld});
   });
 }
 

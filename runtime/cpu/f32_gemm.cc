@@ -51,9 +51,22 @@ CONVEYOR_AVX512_TARGET void PackPanel(const OperandB& b, int64_t j0, int64_t k0,
     }
     return;
   }
-  for (int64_t j = 0; j < kNr; ++j) {  // op(B) = stored B transposed: each stored row is a column
-    const float* src = j < cols ? b.p + (j0 + j) * b.j_stride + k0 : nullptr;
-    for (int64_t kk = 0; kk < depth; ++kk) out[kk * kNr + j] = src != nullptr ? src[kk] : 0.0f;
+  // op(B) = stored B transposed (b.kk_stride 1): each stored row is a column, moved in
+  // 16 x 16 blocks through registers.
+  for (int64_t j = 0; j < kNr; j += 16) {
+    for (int64_t kk = 0; kk < depth; kk += 16) {
+      const __mmask16 steps = FirstLanes(depth - kk);
+      __m512 x[16];
+      for (int r = 0; r < 16; ++r) {
+        x[r] = j + r < cols
+                   ? _mm512_maskz_loadu_ps(steps, b.p + (j0 + j + r) * b.j_stride + k0 + kk)
+                   : _mm512_setzero_ps();
+      }
+      Transpose16(x);
+      for (int c = 0; c < 16 && kk + c < depth; ++c) {
+        _mm512_storeu_ps(out + (kk + c) * kNr + j, x[c]);
+      }
+    }
   }
 }
 
@@ -150,8 +163,7 @@ void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
   const int64_t k_blocks = (k + kBlockK - 1) / kBlockK;
   // B packed once for every tile (the size of B; the calling thread's buffer).
   thread_local std::vector<float> packed;
-  packed.resize(k_blocks * panels * kBlockK * kNr);
-  float* bp = packed.data();
+  float* bp = GrownTo(packed, k_blocks * panels * kBlockK * kNr);
   ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t kb = t / panels;

@@ -10,6 +10,7 @@
 #define CONVEYOR_RUNTIME_CPU_GEMM_TILES_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 
@@ -33,6 +34,15 @@ struct GemmTileRange {
 // runs when there are too few tiles to keep every thread busy to the end.
 void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t max_panels,
                      absl::FunctionRef<void(const GemmTileRange&)> fn);
+
+// buffer's data, grown to hold n elements at least and never shrunk: the GEMMs' scratch
+// (packed panels, partial sums) is a thread_local vector per kind, and a resize down then
+// up would clear the regrown part, a memset on every call after a smaller one.
+template <typename T>
+T* GrownTo(std::vector<T>& buffer, int64_t n) {
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
+  return buffer.data();
+}
 
 }  // namespace conveyor::cpu
 
