@@ -48,6 +48,10 @@ CONVEYOR_AVX512_INLINE void StoreMicroTile(const __m512 (&acc)[kRows][kVecs], fl
 // each 128-bit lane give u[4 i + j], whose lane L holds column 4 L + j of rows
 // 4 i .. 4 i + 3; two rounds of 128-bit-lane shuffles then gather each column's four
 // lanes (0x88 takes lanes 0 and 2 of each operand, 0xdd lanes 1 and 3).
+// The shuffles' unused pass-through operand (_mm512_undefined_ps) reads as uninitialised
+// to GCC 12 once this is inlined into a loop.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 CONVEYOR_AVX512_INLINE void Transpose16(__m512 (&x)[16]) {
   __m512 t[16], u[16];
   for (int i = 0; i < 8; ++i) {
@@ -71,6 +75,7 @@ CONVEYOR_AVX512_INLINE void Transpose16(__m512 (&x)[16]) {
     x[12 + j] = _mm512_shuffle_f32x4(v2, w2, 0xdd);
   }
 }
+#pragma GCC diagnostic pop
 
 }  // namespace conveyor::cpu
 
