@@ -18,6 +18,7 @@ AdamWScalars ComputeAdamWScalars(const AdamWHyperParams& hp) {
   s.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, step)));
   s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, step)));
   s.eps = hp.eps;
+  s.grad_scale = hp.grad_scale;
   return s;
 }
 

@@ -16,6 +16,10 @@ struct AdamWHyperParams {
   float eps;
   float weight_decay;
   int64_t step;  // 1-based: the first update is step 1 (used for bias correction).
+  // Each gradient enters the step as float(g * grad_scale), the product in double:
+  // Megatron's clipping (trainer/optimization/optimizer.h) folded into the update
+  // rather than a pass of its own over the gradients. 1 leaves them unchanged.
+  double grad_scale = 1.0;
 };
 
 // The per-step scalars every AdamW implementation in Conveyor uses. They are computed
@@ -29,6 +33,7 @@ struct AdamWScalars {
   float step_size;              // lr / (1 - beta1^step)
   float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
   float eps;
+  double grad_scale;
 };
 
 AdamWScalars ComputeAdamWScalars(const AdamWHyperParams& hp);

@@ -14,8 +14,9 @@ struct Updated {
   float param, exp_avg, exp_avg_sq;
 };
 
-[[gnu::always_inline]] inline Updated Update(const AdamWScalars& s, float g, float param,
+[[gnu::always_inline]] inline Updated Update(const AdamWScalars& s, float grad, float param,
                                              float exp_avg, float exp_avg_sq) {
+  const float g = static_cast<float>(grad * s.grad_scale);
   const float p = param * s.decay_factor;
   const float m = TorchLerp(exp_avg, g, s.one_minus_beta1);
   const float v = exp_avg_sq * s.beta2 + s.one_minus_beta2 * g * g;

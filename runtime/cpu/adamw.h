@@ -26,7 +26,8 @@ inline float TorchLerp(float start, float end, float weight) {
 // One in-place AdamW step over n elements. All arrays are fp32 and hold n values;
 // exp_avg / exp_avg_sq start at zero before step 1.
 //
-// Order of operations is exactly torch.optim.AdamW's single-tensor path:
+// Order of operations is exactly torch.optim.AdamW's single-tensor path, on the gradient
+// g = float(grad * hp.grad_scale) (the product in double, as Megatron clips):
 //   1. param      *= 1 - lr * weight_decay          (decoupled decay, old param)
 //   2. exp_avg     = lerp(exp_avg, grad, 1 - beta1)
 //   3. exp_avg_sq  = exp_avg_sq * beta2 + (1 - beta2) * grad * grad

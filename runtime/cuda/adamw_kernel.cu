@@ -18,7 +18,8 @@ __device__ __forceinline__ float Lerp(float start, float end, float weight) {
                                            : end - (end - start) * (1.0f - weight);
 }
 
-// Element i, in torch.optim.AdamW's order (see runtime/cpu/adamw.h):
+// Element i, in torch.optim.AdamW's order (see runtime/cpu/adamw.h), g the gradient times
+// s.grad_scale in double, rounded:
 //   p  = p * (1 - lr wd)
 //   m  = lerp(m, g, 1 - b1)
 //   v  = v b2 + (1 - b2) g g
@@ -29,7 +30,7 @@ __device__ __forceinline__ void AdamWElement(const AdamWScalars& s, float decay_
                                              const float* __restrict__ grad,
                                              float* __restrict__ param, float* __restrict__ exp_avg,
                                              float* __restrict__ exp_avg_sq, int64_t i) {
-  const float g = grad[i];
+  const float g = static_cast<float>(static_cast<double>(grad[i]) * s.grad_scale);
   const float p = param[i] * decay_factor;
   const float m = Lerp(exp_avg[i], g, s.one_minus_beta1);
   const float v = exp_avg_sq[i] * s.beta2 + s.one_minus_beta2 * g * g;

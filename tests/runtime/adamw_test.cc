@@ -128,5 +128,27 @@ TEST(AdamWTest, EmptyArrayIsANoOp) {
   AdamWStep(hp, nullptr, nullptr, nullptr, nullptr, 0);
 }
 
+// grad_scale folds Megatron's clipping into the step: the result is the step on the
+// gradient scaled first, float(g * scale) with the product in double, bit for bit.
+TEST(AdamWTest, GradScaleIsTheStepOnTheGradientScaledFirst) {
+  const double scale = 1.0 / 3.7;
+  std::vector<float> grad(37), scaled(37);
+  for (int i = 0; i < 37; ++i) {
+    grad[i] = 0.37f * static_cast<float>(i - 18) + 1e-3f;
+    scaled[i] = static_cast<float>(static_cast<double>(grad[i]) * scale);
+  }
+  std::vector<float> p1(37, 0.5f), m1(37, 0.0f), v1(37, 0.0f);
+  std::vector<float> p2 = p1, m2 = m1, v2 = v1;
+  AdamWHyperParams hp{3e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+  AdamWStep(hp, scaled.data(), p2.data(), m2.data(), v2.data(), 37);
+  hp.grad_scale = scale;
+  AdamWStep(hp, grad.data(), p1.data(), m1.data(), v1.data(), 37);
+  for (int i = 0; i < 37; ++i) {
+    EXPECT_EQ(p1[i], p2[i]) << i;
+    EXPECT_EQ(m1[i], m2[i]) << i;
+    EXPECT_EQ(v1[i], v2[i]) << i;
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

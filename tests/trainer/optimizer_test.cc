@@ -76,16 +76,42 @@ TEST_F(OptimizerTest, ParamsNormReadsTheBf16MasterShard) {
   EXPECT_EQ(ToFloat(static_cast<const BFloat16*>(weight_->compute.raw())[1]), 2.0f);
 }
 
-TEST_F(OptimizerTest, ClippingScalesToMaxNormOnlyWhenAbove) {
-  ClipGradients(CpuOptimizerOps::Get(), WholeParameterSegments(store_.parameters()), 5.0, 10.0);
-  EXPECT_FLOAT_EQ(weight_->grad.data()[0], 3.0f);
-  ClipGradients(CpuOptimizerOps::Get(), WholeParameterSegments(store_.parameters()), 5.0, 1.0);
-  EXPECT_NEAR(weight_->grad.data()[0], 3.0 / (5.0 + 1e-6), 1e-6);
-  double squares = 0.0;
-  for (Parameter* p : store_.parameters()) {
-    for (int64_t i = 0; i < p->grad.numel(); ++i) squares += p->grad.data()[i] * p->grad.data()[i];
+TEST(ClipCoefficientTest, MegatronsFactorOnlyWhenTheNormIsAbove) {
+  EXPECT_EQ(ClipCoefficient(5.0, 10.0), 1.0);
+  EXPECT_DOUBLE_EQ(ClipCoefficient(5.0, 1.0), 1.0 / (5.0 + 1e-6));
+  EXPECT_EQ(ClipCoefficient(5.0, 0.0), 1.0);  // --clip-grad 0: no clipping
+}
+
+// Megatron clips by scaling every gradient in place, float(g * coeff) with the product in
+// double, before the optimizer's step; Optimizer::Step takes the factor instead. Both
+// optimizers must land on the same bits as the in-place scaling, over two steps.
+TEST(ClipCoefficientTest, StepWithTheFactorIsTheStepOnGradientsScaledInPlace) {
+  const std::vector<float> grads = {3.0f, -0.7f, 1e-3f, 0.0f, 123.456f};
+  const double coeff = ClipCoefficient(/*norm=*/7.3, /*max_norm=*/1.0);
+  for (const OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kSgd}) {
+    ParameterStore folded(1), in_place(1);
+    Parameter* a = folded.Add("w", {5}, {InitKind::kOnes}, /*weight_decay=*/true);
+    Parameter* b = in_place.Add("w", {5}, {InitKind::kOnes}, /*weight_decay=*/true);
+    OptimizerConfig c;
+    c.set_weight_decay(0.1f);
+    c.set_sgd_momentum(0.9f);
+    Optimizer with_factor(c, kind, WholeParameterSegments(folded.parameters()),
+                          &CpuOptimizerOps::Get());
+    Optimizer on_scaled(c, kind, WholeParameterSegments(in_place.parameters()),
+                        &CpuOptimizerOps::Get());
+    for (int step = 0; step < 2; ++step) {
+      for (int i = 0; i < 5; ++i) {
+        a->grad.data()[i] = grads[i];
+        b->grad.data()[i] = static_cast<float>(static_cast<double>(grads[i]) * coeff);
+      }
+      with_factor.Step({0.1, 0.1}, coeff);
+      on_scaled.Step({0.1, 0.1});
+    }
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(a->value.data()[i], b->value.data()[i]) << "element " << i;
+      EXPECT_NE(a->value.data()[i], 1.0f) << "element " << i << " never moved";
+    }
   }
-  EXPECT_NEAR(std::sqrt(squares), 1.0, 1e-5);
 }
 
 TEST_F(OptimizerTest, WeightDecaySkipsExcludedParameters) {

@@ -160,8 +160,7 @@ class DistributedOptimizer : public ParameterUpdater {
   }
 
   absl::Status Step(double grad_norm, const StepLearningRates& lr) override {
-    ClipGradients(*ops_, optimizer_->segments(), grad_norm, clip_grad_);
-    optimizer_->Step(lr);
+    optimizer_->Step(lr, ClipCoefficient(grad_norm, clip_grad_));
     if (!overlap_param_gather_) return GatherValues();
     // The first layers' buckets first: buckets hold the parameters in reverse order.
     for (size_t k = buckets_.size(); k-- > 0;) overlap_->Launch(buckets_.size() + k);

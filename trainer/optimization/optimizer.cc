@@ -1,5 +1,7 @@
 #include "trainer/optimization/optimizer.h"
 
+#include <algorithm>
+
 #include "proto/config_choices.h"
 
 namespace conveyor {
@@ -12,12 +14,9 @@ std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter
   return segments;
 }
 
-void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>& segments,
-                   double norm, double max_norm) {
-  if (max_norm <= 0.0) return;
-  const double coeff = max_norm / (norm + 1e-6);
-  if (coeff >= 1.0) return;
-  for (const OptimizerSegment& s : segments) ops.Scale(coeff, s.grad, s.n);
+double ClipCoefficient(double norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0;
+  return std::min(1.0, max_norm / (norm + 1e-6));
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, OptimizerKind kind,
@@ -47,7 +46,7 @@ bool Optimizer::Decoupled(size_t i) const {
   return config_.has_decoupled_lr() && owner != nullptr && owner->embedding_or_output;
 }
 
-void Optimizer::Step(const StepLearningRates& lr) {
+void Optimizer::Step(const StepLearningRates& lr, double grad_scale) {
   ++steps_;
   if (adam_) {
     for (const int group : {0, 1}) {
@@ -57,13 +56,15 @@ void Optimizer::Step(const StepLearningRates& lr) {
                                 config_.adam_beta2(),
                                 config_.adam_eps(),
                                 0.0f,
-                                steps_};
+                                steps_,
+                                grad_scale};
       ops_->AdamW(hp, adam_tensors_[group]);
     }
     return;
   }
   for (size_t i = 0; i < segments_.size(); ++i) {
     const OptimizerSegment& seg = segments_[i];
+    if (grad_scale != 1.0) ops_->Scale(grad_scale, seg.grad, seg.n);
     const float weight_decay = seg.weight_decay ? config_.weight_decay() : 0.0f;
     const SgdHyperParams hp{static_cast<float>(Decoupled(i) ? lr.decoupled : lr.main),
                             config_.sgd_momentum(), weight_decay, steps_ == 1};

@@ -34,10 +34,9 @@ struct OptimizerSegment {
 // One segment per parameter, for optimizers that hold every parameter.
 std::vector<OptimizerSegment> WholeParameterSegments(const std::vector<Parameter*>& params);
 
-// Megatron's clipping: when norm > max_norm, scale every gradient by
-// max_norm / (norm + 1e-6). max_norm <= 0 disables clipping.
-void ClipGradients(const OptimizerOps& ops, const std::vector<OptimizerSegment>& segments,
-                   double norm, double max_norm);
+// Megatron's clipping coefficient: max_norm / (norm + 1e-6) when that is below 1, the
+// factor every gradient is scaled by; 1 otherwise, and when max_norm <= 0 (no clipping).
+double ClipCoefficient(double norm, double max_norm);
 
 class Optimizer {
  public:
@@ -48,8 +47,10 @@ class Optimizer {
             std::vector<OptimizerSegment> segments, const OptimizerOps* ops);
 
   // One update: `lr.decoupled` for the embedding and output layer weights under
-  // --decoupled-lr, `lr.main` for the rest.
-  void Step(const StepLearningRates& lr);
+  // --decoupled-lr, `lr.main` for the rest, from the gradients scaled by grad_scale
+  // (ClipCoefficient: each as float(g * grad_scale)). AdamW applies the scale as it reads
+  // each gradient; SGD scales them in place first.
+  void Step(const StepLearningRates& lr, double grad_scale = 1.0);
 
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }  // resuming from a checkpoint

@@ -117,8 +117,7 @@ class ReplicatedUpdater : public ParameterUpdater {
   }
 
   absl::Status Step(double grad_norm, const StepLearningRates& lr) override {
-    ClipGradients(*ops_, optimizer_.segments(), grad_norm, clip_grad_);
-    optimizer_.Step(lr);
+    optimizer_.Step(lr, ClipCoefficient(grad_norm, clip_grad_));
     return absl::OkStatus();
   }
 
