@@ -297,13 +297,13 @@ void TransposeKeys(const BlockInputs& in, int64_t b, int64_t h, bool values, Tra
   TransposeRows(in.key_rows, s.value_dim(), k + s.head_dim, kvw, t.vt.data());
 }
 
-// scores [m, keys] = scale Q K^T for the rectangle's rows and keys (q: its first row's
-// query head).
+// scores [m, keys] (rows ldc apart) = scale Q K^T for the rectangle's rows and keys (q:
+// its first row's query head).
 void Scores(const BlockInputs& in, const VisibleRectangle& box, const float* q,
-            const TransposedKeys& t, float* scores) {
+            const TransposedKeys& t, float* scores, int64_t ldc) {
   const int64_t keys = box.keys_end - box.keys_begin;
   TileGemm({box.rows_end - box.rows_begin, keys, in.s.head_dim, in.scale, q, in.s.qkv_width(), 1,
-            t.kt.data() + box.keys_begin, in.key_rows, scores, keys, /*accumulate=*/false});
+            t.kt.data() + box.keys_begin, in.key_rows, scores, ldc, /*accumulate=*/false});
 }
 
 // AttentionBlockForward for query head h of sample b, the rows of `tile`; t: the head's
@@ -326,7 +326,7 @@ void ForwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t 
     std::fill(out + i * ld_ctx, out + i * ld_ctx + dv, 0.0f);
   }
   if (box.empty()) return;
-  Scores(in, box, q_rows + box.rows_begin * ld + v.q_offset, t, scores);
+  Scores(in, box, q_rows + box.rows_begin * ld + v.q_offset, t, scores, keys);
   RowMask rows(s, in.key_rows, in.mask, in.dropout);
   for (int64_t i = box.rows_begin; i < box.rows_end; ++i) {
     rows.Select(b, h, i);
@@ -356,46 +356,181 @@ void SoftmaxGradRow(const RowMask& rows, const VisibleRectangle& box, int64_t ke
   if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
 }
 
-// AttentionBlockBackward for query head h of sample b, the rows of `tile`; t: the
-// head's keys and values (TransposeKeys). probs, dp: room for the tile's rectangle each.
-void BackwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t h,
-                  const TransposedKeys& t, const float* ctx, const float* lse, const float* dctx,
-                  float* probs, float* dp, float* dqkv, float* dkv) {
+// The backward runs over panels of query rows: each tile of the panel leaves its P' and
+// dS rows in the panel (one row per query row, one column per key row), then dK and dV
+// are computed a block of kKeyBlock keys at a time over all the panel's rows that see
+// them,
+//   dV[keys] = P'[rows, keys]^T dO[rows],  dK[keys] = scale dS[rows, keys]^T Q[rows],
+// so each of those products sums over up to a panel of rows in registers and stores
+// its block of dK or dV once, instead of a tile's 16 rows at a time with a read and a
+// write of dK and dV after each. The panel (P' and dS, 8 bytes per row and key) is
+// kept to about L2's size: the whole sample up to seq 256 at 256 keys.
+constexpr int64_t kPanelBytes = int64_t{1} << 20;
+constexpr int64_t kKeyBlock = 16;
+
+// A panel row's floats: the keys and one cache line more, so that a column's lines
+// (read down the rows by the key blocks' sums) do not all fall in the same few sets of
+// L1 when the keys are a power of two.
+int64_t PanelLd(int64_t key_rows) { return key_rows + 16; }
+
+int64_t PanelRows(int64_t key_rows) {
+  const int64_t rows = kPanelBytes / (2 * sizeof(float) * std::max<int64_t>(key_rows, 1));
+  return std::max(kRowTile, rows / kRowTile * kRowTile);
+}
+
+// A panel's P' and dS, row r (query row first_row + r) at r * ld, column = key row.
+struct Panel {
+  int64_t first_row;
+  int64_t ld;
+  float* probs;
+  float* dscores;
+};
+
+// Rows [begin, end) of the panel: the rows of the panel's tiles that see some key of
+// [k0, k1) (an empty range when none does). Every row between them holds P' and dS on
+// those keys (zeros where unseen): PanelColumns.
+struct RowRange {
+  int64_t begin, end;
+};
+
+RowRange RowsSeeing(const std::vector<RowTile>& tiles, int64_t k0, int64_t k1) {
+  RowRange r{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+  for (const RowTile& tile : tiles) {
+    const VisibleRectangle& box = tile.box;
+    if (box.empty() || box.keys_begin >= k1 || box.keys_end <= k0) continue;
+    r.begin = std::min(r.begin, box.rows_begin);
+    r.end = std::max(r.end, box.rows_end);
+  }
+  return r.begin < r.end ? r : RowRange{0, 0};
+}
+
+// The keys [lo, hi) whose blocks read the rows of `tile` (key_blocks: RowsSeeing of each
+// block): the columns the tile's rows must hold in the panel.
+RowRange PanelColumns(const RowTile& tile, const std::vector<RowRange>& key_blocks,
+                      int64_t key_rows) {
+  RowRange c{key_rows, 0};
+  for (int64_t k = 0; k < static_cast<int64_t>(key_blocks.size()); ++k) {
+    const RowRange& r = key_blocks[k];
+    if (r.begin >= tile.last_row || r.end <= tile.first_row) continue;
+    c.begin = std::min(c.begin, k * kKeyBlock);
+    c.end = std::max(c.end, std::min(key_rows, (k + 1) * kKeyBlock));
+  }
+  return c;
+}
+
+// Zeros in the panel on the columns `need` of the tile's rows that its rectangle does
+// not cover (rows outside it, keys left or right of it): the key blocks' sums read them.
+void ZeroOutsideBox(const RowTile& tile, const RowRange& need, const Panel& panel) {
+  const VisibleRectangle& box = tile.box;
+  for (int64_t i = tile.first_row; i < tile.last_row && need.begin < need.end; ++i) {
+    const bool inside = !box.empty() && i >= box.rows_begin && i < box.rows_end;
+    const int64_t left = inside ? std::max(need.begin, box.keys_begin) : need.end;
+    const int64_t right = inside ? std::min(need.end, box.keys_end) : need.end;
+    for (float* m : {panel.probs, panel.dscores}) {
+      float* row = m + (i - panel.first_row) * panel.ld;
+      std::fill(row + need.begin, row + left, 0.0f);
+      std::fill(row + std::max(left, right), row + need.end, 0.0f);
+    }
+  }
+}
+
+// Per-call constants of the backward (with BlockInputs): ctx, lse, dctx, and whether
+// this call overwrites dqkv's query heads (`zero`: the whole sample) or adds to them.
+struct BackwardArgs {
+  const float* ctx;
+  const float* lse;
+  const float* dctx;
+  bool zero;
+  float* dqkv;
+  float* dkv;
+};
+
+// The rows of `tile` for query head h of sample b: P' and dS into the panel (columns
+// `need`, PanelColumns), and dQ (+)= scale dS K. t: the head's keys and values
+// (TransposeKeys).
+void BackwardTile(const BlockInputs& in, const BackwardArgs& a, const RowTile& tile, int64_t b,
+                  int64_t h, const TransposedKeys& t, const RowRange& need, const Panel& panel) {
   const AttentionShape& s = in.s;
   const int64_t ld = s.qkv_width(), kvw = in.kv_ld();
   const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
   const VisibleRectangle& box = tile.box;
+  const HeadView v = View(s, h);
+  ZeroOutsideBox(tile, need, panel);
+  for (int64_t i = tile.first_row; i < tile.last_row && a.zero; ++i) {  // dQ of unseen rows
+    if (!box.empty() && i >= box.rows_begin && i < box.rows_end) continue;
+    float* dq = a.dqkv + (b * s.seq + i) * ld + v.q_offset;
+    std::fill(dq, dq + s.head_dim, 0.0f);
+  }
   if (box.empty()) return;
   const int64_t m = box.rows_end - box.rows_begin, keys = box.keys_end - box.keys_begin;
-  const HeadView v = View(s, h);
+  const int64_t at = (box.rows_begin - panel.first_row) * panel.ld + box.keys_begin;
+  float* probs = panel.probs + at;
+  float* dp = panel.dscores + at;
   const float* q_rows = in.qkv + (b * s.seq + box.rows_begin) * ld;
-  const float* kv_rows = in.kv + (b * in.key_rows + box.keys_begin) * kvw;
-  float* dq_rows = dqkv + (b * s.seq + box.rows_begin) * ld;
-  float* dkv_rows = dkv + (b * in.key_rows + box.keys_begin) * kvw;
-  const float* out = ctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
-  const float* dout = dctx + (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
-  const float* row_lse = lse + (b * s.heads() + h) * s.seq;
-  Scores(in, box, q_rows + v.q_offset, t, probs);
+  const int64_t ctx_at = (b * s.seq + box.rows_begin) * ld_ctx + h * dv;
+  const float* row_lse = a.lse + (b * s.heads() + h) * s.seq;
+  Scores(in, box, q_rows + v.q_offset, t, probs, panel.ld);
   // dP' = dO V^T
-  TileGemm({m, keys, dv, 1.0f, dout, ld_ctx, 1, t.vt.data() + box.keys_begin, in.key_rows, dp, keys,
-            /*accumulate=*/false});
+  TileGemm({m, keys, dv, 1.0f, a.dctx + ctx_at, ld_ctx, 1, t.vt.data() + box.keys_begin,
+            in.key_rows, dp, panel.ld, /*accumulate=*/false});
   RowMask rows(s, in.key_rows, in.mask, in.dropout);
   for (int64_t r = 0; r < m; ++r) {
     const int64_t i = box.rows_begin + r;
     rows.Select(b, h, i);
     // D = dO . O, unless the row's keys are all here (SoftmaxRowGrad): O is then not read.
-    const float row_dot = in.whole_sample ? 0.0f : Dot(dout + r * ld_ctx, out + r * ld_ctx, dv);
+    const float* dout = a.dctx + ctx_at + r * ld_ctx;
+    const float row_dot = in.whole_sample ? 0.0f : Dot(dout, a.ctx + ctx_at + r * ld_ctx, dv);
     SoftmaxGradRow(rows, box, keys, row_lse[i], in.whole_sample ? nullptr : &row_dot,
-                   probs + r * keys, dp + r * keys);
+                   probs + r * panel.ld, dp + r * panel.ld);
   }
-  // dV += P'^T dO ; dQ += scale dS K ; dK += scale dS^T Q
-  const int64_t k_offset = in.KeyOffset(h);
-  TileGemm({keys, dv, m, 1.0f, probs, 1, keys, dout, ld_ctx, dkv_rows + k_offset + s.head_dim, kvw,
-            /*accumulate=*/true});
-  TileGemm({m, s.head_dim, keys, in.scale, dp, keys, 1, kv_rows + k_offset, kvw,
-            dq_rows + v.q_offset, ld, /*accumulate=*/true});
-  TileGemm({keys, s.head_dim, m, in.scale, dp, 1, keys, q_rows + v.q_offset, ld,
-            dkv_rows + k_offset, kvw, /*accumulate=*/true});
+  // dQ (+)= scale dS K
+  TileGemm({m, s.head_dim, keys, in.scale, dp, panel.ld, 1,
+            in.kv + (b * in.key_rows + box.keys_begin) * kvw + in.KeyOffset(h), kvw,
+            a.dqkv + (b * s.seq + box.rows_begin) * ld + v.q_offset, ld,
+            /*accumulate=*/!a.zero});
+}
+
+// dV (+)= P'^T dO and dK (+)= scale dS^T Q for the keys [k0, k1) of sample b, query head
+// h, over the panel's rows `rows` that see them. `write`: the first sum into dK and dV
+// (it overwrites them, zeros where no row sees the keys).
+void KeyBlockGrads(const BlockInputs& in, const BackwardArgs& a, int64_t b, int64_t h, int64_t k0,
+                   int64_t k1, const RowRange& rows, const Panel& panel, bool write) {
+  const AttentionShape& s = in.s;
+  const int64_t ld = s.qkv_width(), kvw = in.kv_ld(), dv = s.value_dim();
+  float* dk = a.dkv + (b * in.key_rows + k0) * kvw + in.KeyOffset(h);
+  if (rows.begin >= rows.end) {
+    for (int64_t j = 0; j < k1 - k0 && write; ++j) {
+      std::fill(dk + j * kvw, dk + j * kvw + s.head_dim + dv, 0.0f);
+    }
+    return;
+  }
+  const int64_t at = (rows.begin - panel.first_row) * panel.ld + k0;
+  const int64_t n_rows = rows.end - rows.begin;
+  const float* dout = a.dctx + (b * s.seq + rows.begin) * s.context_width() + h * dv;
+  const float* q = in.qkv + (b * s.seq + rows.begin) * ld + View(s, h).q_offset;
+  TileGemm({k1 - k0, dv, n_rows, 1.0f, panel.probs + at, 1, panel.ld, dout, s.context_width(),
+            dk + s.head_dim, kvw, /*accumulate=*/!write});
+  TileGemm({k1 - k0, s.head_dim, n_rows, in.scale, panel.dscores + at, 1, panel.ld, q, ld, dk, kvw,
+            /*accumulate=*/!write});
+}
+
+// Query head h of sample b over the panel of `tiles`. first_sum: the first sum into the
+// sample's dK and dV (the whole sample's first head and panel).
+void BackwardPanel(const BlockInputs& in, const BackwardArgs& a, const std::vector<RowTile>& tiles,
+                   int64_t b, int64_t h, const TransposedKeys& t, const Panel& panel,
+                   bool first_sum) {
+  std::vector<RowRange> key_blocks;
+  for (int64_t k0 = 0; k0 < in.key_rows; k0 += kKeyBlock) {
+    key_blocks.push_back(RowsSeeing(tiles, k0, std::min(in.key_rows, k0 + kKeyBlock)));
+  }
+  for (const RowTile& tile : tiles) {
+    BackwardTile(in, a, tile, b, h, t, PanelColumns(tile, key_blocks, in.key_rows), panel);
+  }
+  for (int64_t k = 0; k < static_cast<int64_t>(key_blocks.size()); ++k) {
+    const int64_t k0 = k * kKeyBlock;
+    KeyBlockGrads(in, a, b, h, k0, std::min(in.key_rows, k0 + kKeyBlock), key_blocks[k], panel,
+                  first_sum);
+  }
 }
 
 // Each (sample, head) is a task of its own on the pool's threads: it writes its own
@@ -420,26 +555,27 @@ void BlockForward(const BlockInputs& in, bool first, float* ctx, float* lse) {
 }
 
 // Each (sample, key/value group) is a task: the group's heads add into the same dK and
-// dV rows, in the order of the single-threaded loop (tiles, then the group's heads), so
-// the split changes no result. `zero`: each task first zeroes its sample's rows of its
-// group's columns of dqkv (with the keys and values fused, the tasks cover dqkv).
-void BlockBackward(const BlockInputs& in, const float* ctx, const float* lse, const float* dctx,
-                   bool zero, float* dqkv, float* dkv) {
+// dV rows, in the order of the single-threaded loop (heads, then panels), so the split
+// changes no result. `zero` (the whole sample, dK and dV fused into dqkv): the task's
+// sums overwrite its sample's rows of its group's columns of dqkv instead of adding.
+void BlockBackward(const BlockInputs& in, const BackwardArgs& a) {
   const AttentionShape& s = in.s;
   const std::vector<std::vector<RowTile>> tiles = RowTiles(s, in.key_rows, in.mask);
+  const int64_t panel_tiles = PanelRows(in.key_rows) / kRowTile;
   ParallelForSerialGemm(s.batch * s.groups, [&](int64_t begin, int64_t end) {
-    std::vector<float> probs(kRowTile * in.key_rows), dp(kRowTile * in.key_rows);
+    const int64_t panel_rows = std::min(s.seq, panel_tiles * kRowTile);
+    std::vector<float> probs(panel_rows * PanelLd(in.key_rows)), dscores(probs.size());
     TransposedKeys keys;
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t b = t / s.groups, g = t % s.groups, first_head = g * s.heads_per_group;
-      for (int64_t r = b * s.seq; r < (b + 1) * s.seq && zero; ++r) {
-        float* row = dqkv + r * s.qkv_width() + g * s.group_width();
-        std::fill(row, row + s.group_width(), 0.0f);
-      }
+      const int64_t b = t / s.groups, first_head = t % s.groups * s.heads_per_group;
       TransposeKeys(in, b, first_head, /*values=*/true, keys);
-      for (const RowTile& tile : tiles[b]) {
-        for (int64_t h = first_head; h < first_head + s.heads_per_group; ++h) {
-          BackwardTile(in, tile, b, h, keys, ctx, lse, dctx, probs.data(), dp.data(), dqkv, dkv);
+      for (int64_t h = first_head; h < first_head + s.heads_per_group; ++h) {
+        for (size_t p = 0; p < tiles[b].size(); p += panel_tiles) {
+          const std::vector<RowTile> part(
+              tiles[b].begin() + p,
+              tiles[b].begin() + std::min(tiles[b].size(), p + panel_tiles));
+          const Panel panel{part.front().first_row, PanelLd(in.key_rows), probs.data(), dscores.data()};
+          BackwardPanel(in, a, part, b, h, keys, panel, a.zero && h == first_head && p == 0);
         }
       }
     }
@@ -458,8 +594,8 @@ void AttentionBlockBackward(const AttentionShape& s, int64_t key_rows, const Att
                             const float* qkv, const float* kv, const float* ctx, const float* lse,
                             const float* dctx, float scale, const AttentionDropout& dropout,
                             float* dqkv, float* dkv) {
-  BlockBackward({s, key_rows, mask, qkv, kv, scale, dropout}, ctx, lse, dctx, /*zero=*/false, dqkv,
-                dkv);
+  BlockBackward({s, key_rows, mask, qkv, kv, scale, dropout},
+                {ctx, lse, dctx, /*zero=*/false, dqkv, dkv});
 }
 
 // The whole sample reads its keys and values inside qkv and adds dK and dV into dqkv.
@@ -472,8 +608,8 @@ void AttentionForward(const AttentionShape& s, const AttentionMask& mask, const 
 void AttentionBackward(const AttentionShape& s, const AttentionMask& mask, const float* qkv,
                        const float* lse, const float* ctx, const float* dctx, float scale,
                        const AttentionDropout& dropout, float* dqkv) {
-  BlockBackward({s, s.seq, mask, qkv, qkv, scale, dropout, /*whole_sample=*/true}, ctx, lse, dctx,
-                /*zero=*/true, dqkv, dqkv);
+  BlockBackward({s, s.seq, mask, qkv, qkv, scale, dropout, /*whole_sample=*/true},
+                {ctx, lse, dctx, /*zero=*/true, dqkv, dqkv});
 }
 
 }  // namespace conveyor::cpu

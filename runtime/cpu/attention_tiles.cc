@@ -118,35 +118,7 @@ CONVEYOR_AVX512_TARGET void TileGemmAvx512(const TileProduct& p) {
   }
 }
 
-// x[c] = column c of the 16 x 16 block whose row r is x[r]: unpacks and shuffles inside
-// each 128-bit lane give u[4 i + j], whose lane L holds column 4 L + j of rows
-// 4 i .. 4 i + 3; two rounds of 128-bit-lane shuffles then gather each column's four
-// lanes (0x88 takes lanes 0 and 2 of each operand, 0xdd lanes 1 and 3).
-CONVEYOR_AVX512_TARGET void Transpose16(__m512 x[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-    const __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    const __m512 w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    x[j] = _mm512_shuffle_f32x4(v, w, 0x88);
-    x[8 + j] = _mm512_shuffle_f32x4(v, w, 0xdd);
-    x[4 + j] = _mm512_shuffle_f32x4(v2, w2, 0x88);
-    x[12 + j] = _mm512_shuffle_f32x4(v2, w2, 0xdd);
-  }
-}
-
-// 16 x 16 blocks through registers: each line of `in` is read once (its rows lie
+// 16 x 16 blocks through registers (Transpose16, avx512_tile.h): each line of `in` is read once (its rows lie
 // ld apart, often a power of two, so reading a column at a time would evict them).
 CONVEYOR_AVX512_TARGET void TransposeRowsAvx512(int64_t rows, int64_t cols, const float* in,
                                                 int64_t ld, float* out) {
@@ -158,6 +130,11 @@ CONVEYOR_AVX512_TARGET void TransposeRowsAvx512(int64_t rows, int64_t cols, cons
       for (int r = 0; r < 16; ++r) {
         x[r] = r0 + r < rows ? _mm512_maskz_loadu_ps(col_mask, in + (r0 + r) * ld + c0)
                              : _mm512_setzero_ps();
+        // The next block's row (rows ld apart, which the hardware's prefetchers do not
+        // follow across 16 rows): its line arrives while this block is transposed.
+        if (r0 + 16 + r < rows) {
+          _mm_prefetch(reinterpret_cast<const char*>(in + (r0 + 16 + r) * ld + c0), _MM_HINT_T0);
+        }
       }
       Transpose16(x);
       for (int c = 0; c < 16 && c0 + c < cols; ++c) {
