@@ -239,6 +239,23 @@ struct BlockInputs {
   }
 };
 
+// Rows of scores and probabilities (and the transposed keys' rows) lie ScoreLd(keys)
+// floats apart: a stride that is not a power of two, so that a column's lines (read down
+// the rows by the products) do not all fall in the same few sets of L1, and room past
+// the keys for the backward's rows to be processed in whole blocks of kLanes (PadRow).
+int64_t ScoreLd(int64_t keys) { return keys + kLanes; }
+
+// p[hi, end) = -inf, end = lo + (hi - lo) rounded up to kLanes; returns end - lo: a row
+// of the backward's softmax with no scalar remainder (the rows' lengths vary with the
+// causal mask, and the remainders cost about as much as the blocks; measured in the
+// backward, 2-5% of it, while the forward's rows ran no faster). Exp clamps -inf to
+// ~1.2e-38 (vector_math.h), zeroed with the unseen keys after.
+int64_t PadRow(float* p, int64_t lo, int64_t hi) {
+  const int64_t end = lo + (hi - lo + kLanes - 1) / kLanes * kLanes;
+  std::fill(p + hi, p + end, kNegInf);
+  return end - lo;
+}
+
 // Row i's scores p (the rectangle's `keys` columns) become its share of the merged
 // result: p = exp(S - new_lse) on the row's visible keys (then dropout), 0 elsewhere;
 // out_row (dv wide) is rescaled by exp(old_lse - new_lse), for the value product to add
@@ -280,7 +297,7 @@ void MergeRow(const RowMask& rows, const VisibleRectangle& box, int64_t keys, bo
 }
 
 // One task's keys and values transposed (TransposeRows): kt [head_dim, key_rows] and vt
-// [value_dim, key_rows], the B operands of Q K^T and dO V^T.
+// [value_dim, key_rows], rows ScoreLd(key_rows) apart, the B operands of Q K^T and dO V^T.
 struct TransposedKeys {
   std::vector<float> kt, vt;
 };
@@ -290,11 +307,11 @@ void TransposeKeys(const BlockInputs& in, int64_t b, int64_t h, bool values, Tra
   const AttentionShape& s = in.s;
   const int64_t kvw = in.kv_ld();
   const float* k = in.kv + b * in.key_rows * kvw + in.KeyOffset(h);
-  t.kt.resize(s.head_dim * in.key_rows);
-  TransposeRows(in.key_rows, s.head_dim, k, kvw, t.kt.data());
+  t.kt.resize(s.head_dim * ScoreLd(in.key_rows));
+  TransposeRows(in.key_rows, s.head_dim, k, kvw, t.kt.data(), ScoreLd(in.key_rows));
   if (!values) return;
-  t.vt.resize(s.value_dim() * in.key_rows);
-  TransposeRows(in.key_rows, s.value_dim(), k + s.head_dim, kvw, t.vt.data());
+  t.vt.resize(s.value_dim() * ScoreLd(in.key_rows));
+  TransposeRows(in.key_rows, s.value_dim(), k + s.head_dim, kvw, t.vt.data(), ScoreLd(in.key_rows));
 }
 
 // scores [m, keys] (rows ldc apart) = scale Q K^T for the rectangle's rows and keys (q:
@@ -303,7 +320,8 @@ void Scores(const BlockInputs& in, const VisibleRectangle& box, const float* q,
             const TransposedKeys& t, float* scores, int64_t ldc) {
   const int64_t keys = box.keys_end - box.keys_begin;
   TileGemm({box.rows_end - box.rows_begin, keys, in.s.head_dim, in.scale, q, in.s.qkv_width(), 1,
-            t.kt.data() + box.keys_begin, in.key_rows, scores, ldc, /*accumulate=*/false});
+            t.kt.data() + box.keys_begin, ScoreLd(in.key_rows), scores, ldc,
+            /*accumulate=*/false});
 }
 
 // AttentionBlockForward for query head h of sample b, the rows of `tile`; t: the head's
@@ -326,14 +344,15 @@ void ForwardTile(const BlockInputs& in, const RowTile& tile, int64_t b, int64_t 
     std::fill(out + i * ld_ctx, out + i * ld_ctx + dv, 0.0f);
   }
   if (box.empty()) return;
-  Scores(in, box, q_rows + box.rows_begin * ld + v.q_offset, t, scores, keys);
+  const int64_t ld_p = ScoreLd(keys);
+  Scores(in, box, q_rows + box.rows_begin * ld + v.q_offset, t, scores, ld_p);
   RowMask rows(s, in.key_rows, in.mask, in.dropout);
   for (int64_t i = box.rows_begin; i < box.rows_end; ++i) {
     rows.Select(b, h, i);
-    MergeRow(rows, box, keys, first, scores + (i - box.rows_begin) * keys, out + i * ld_ctx, dv,
+    MergeRow(rows, box, keys, first, scores + (i - box.rows_begin) * ld_p, out + i * ld_ctx, dv,
              row_lse + i);
   }
-  TileGemm({box.rows_end - box.rows_begin, dv, keys, 1.0f, scores, keys, 1,
+  TileGemm({box.rows_end - box.rows_begin, dv, keys, 1.0f, scores, ld_p, 1,
             kv_rows + in.KeyOffset(h) + s.head_dim, kvw, out + box.rows_begin * ld_ctx, ld_ctx,
             /*accumulate=*/true});
 }
@@ -345,14 +364,17 @@ void SoftmaxGradRow(const RowMask& rows, const VisibleRectangle& box, int64_t ke
                     const float* dot, float* p, float* d) {
   const int64_t lo = rows.begin(box.keys_begin) - box.keys_begin;
   const int64_t hi = std::max(lo, rows.end(box.keys_end) - box.keys_begin);
-  std::fill(p, p + lo, 0.0f);
-  std::fill(p + hi, p + keys, 0.0f);
-  std::fill(d, d + lo, 0.0f);  // dS is 0 where a key is unseen
-  std::fill(d + hi, d + keys, 0.0f);
   if (rows.has_dropout()) {
     rows.Dropout(box.keys_begin + lo, hi - lo, d + lo, d + lo);  // dP = dropout(dP')
   }
-  SoftmaxRowGrad(p + lo, d + lo, hi - lo, lse, dot);
+  // Padded (PadRow): the pad's P is ~1e-38 and its dP 0, so it adds nothing to D.
+  const int64_t padded = PadRow(p, lo, hi);
+  std::fill(d + hi, d + lo + padded, 0.0f);
+  SoftmaxRowGrad(p + lo, d + lo, padded, lse, dot);
+  std::fill(p, p + lo, 0.0f);
+  std::fill(p + hi, p + std::max(hi, keys), 0.0f);
+  std::fill(d, d + lo, 0.0f);  // dS is 0 where a key is unseen
+  std::fill(d + hi, d + std::max(hi, keys), 0.0f);
   if (rows.has_dropout()) rows.Dropout(box.keys_begin + lo, hi - lo, p + lo, p + lo);
 }
 
@@ -367,11 +389,6 @@ void SoftmaxGradRow(const RowMask& rows, const VisibleRectangle& box, int64_t ke
 // kept to about L2's size: the whole sample up to seq 256 at 256 keys.
 constexpr int64_t kPanelBytes = int64_t{1} << 20;
 constexpr int64_t kKeyBlock = 16;
-
-// A panel row's floats: the keys and one cache line more, so that a column's lines
-// (read down the rows by the key blocks' sums) do not all fall in the same few sets of
-// L1 when the keys are a power of two.
-int64_t PanelLd(int64_t key_rows) { return key_rows + 16; }
 
 int64_t PanelRows(int64_t key_rows) {
   const int64_t rows = kPanelBytes / (2 * sizeof(float) * std::max<int64_t>(key_rows, 1));
@@ -455,13 +472,12 @@ void BackwardTile(const BlockInputs& in, const BackwardArgs& a, const RowTile& t
   const int64_t ld_ctx = s.context_width(), dv = s.value_dim();
   const VisibleRectangle& box = tile.box;
   const HeadView v = View(s, h);
-  ZeroOutsideBox(tile, need, panel);
   for (int64_t i = tile.first_row; i < tile.last_row && a.zero; ++i) {  // dQ of unseen rows
     if (!box.empty() && i >= box.rows_begin && i < box.rows_end) continue;
     float* dq = a.dqkv + (b * s.seq + i) * ld + v.q_offset;
     std::fill(dq, dq + s.head_dim, 0.0f);
   }
-  if (box.empty()) return;
+  if (box.empty()) return ZeroOutsideBox(tile, need, panel);
   const int64_t m = box.rows_end - box.rows_begin, keys = box.keys_end - box.keys_begin;
   const int64_t at = (box.rows_begin - panel.first_row) * panel.ld + box.keys_begin;
   float* probs = panel.probs + at;
@@ -472,7 +488,7 @@ void BackwardTile(const BlockInputs& in, const BackwardArgs& a, const RowTile& t
   Scores(in, box, q_rows + v.q_offset, t, probs, panel.ld);
   // dP' = dO V^T
   TileGemm({m, keys, dv, 1.0f, a.dctx + ctx_at, ld_ctx, 1, t.vt.data() + box.keys_begin,
-            in.key_rows, dp, panel.ld, /*accumulate=*/false});
+            ScoreLd(in.key_rows), dp, panel.ld, /*accumulate=*/false});
   RowMask rows(s, in.key_rows, in.mask, in.dropout);
   for (int64_t r = 0; r < m; ++r) {
     const int64_t i = box.rows_begin + r;
@@ -483,6 +499,7 @@ void BackwardTile(const BlockInputs& in, const BackwardArgs& a, const RowTile& t
     SoftmaxGradRow(rows, box, keys, row_lse[i], in.whole_sample ? nullptr : &row_dot,
                    probs + r * panel.ld, dp + r * panel.ld);
   }
+  ZeroOutsideBox(tile, need, panel);  // after the rows, whose pads (PadRow) may reach past
   // dQ (+)= scale dS K
   TileGemm({m, s.head_dim, keys, in.scale, dp, panel.ld, 1,
             in.kv + (b * in.key_rows + box.keys_begin) * kvw + in.KeyOffset(h), kvw,
@@ -539,7 +556,7 @@ void BlockForward(const BlockInputs& in, bool first, float* ctx, float* lse) {
   const AttentionShape& s = in.s;
   const std::vector<std::vector<RowTile>> tiles = RowTiles(s, in.key_rows, in.mask);
   ParallelForSerialGemm(s.batch * s.heads(), [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(kRowTile * in.key_rows);
+    std::vector<float> scores(kRowTile * ScoreLd(in.key_rows));
     TransposedKeys keys;
     int64_t keys_of = -1;  // the (sample, group) whose keys `keys` holds
     for (int64_t t = begin; t < end; ++t) {
@@ -564,7 +581,7 @@ void BlockBackward(const BlockInputs& in, const BackwardArgs& a) {
   const int64_t panel_tiles = PanelRows(in.key_rows) / kRowTile;
   ParallelForSerialGemm(s.batch * s.groups, [&](int64_t begin, int64_t end) {
     const int64_t panel_rows = std::min(s.seq, panel_tiles * kRowTile);
-    std::vector<float> probs(panel_rows * PanelLd(in.key_rows)), dscores(probs.size());
+    std::vector<float> probs(panel_rows * ScoreLd(in.key_rows)), dscores(probs.size());
     TransposedKeys keys;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t b = t / s.groups, first_head = t % s.groups * s.heads_per_group;
@@ -574,7 +591,7 @@ void BlockBackward(const BlockInputs& in, const BackwardArgs& a) {
           const std::vector<RowTile> part(
               tiles[b].begin() + p,
               tiles[b].begin() + std::min(tiles[b].size(), p + panel_tiles));
-          const Panel panel{part.front().first_row, PanelLd(in.key_rows), probs.data(), dscores.data()};
+          const Panel panel{part.front().first_row, ScoreLd(in.key_rows), probs.data(), dscores.data()};
           BackwardPanel(in, a, part, b, h, keys, panel, a.zero && h == first_head && p == 0);
         }
       }

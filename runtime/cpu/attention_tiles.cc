@@ -121,7 +121,7 @@ CONVEYOR_AVX512_TARGET void TileGemmAvx512(const TileProduct& p) {
 // 16 x 16 blocks through registers (Transpose16, avx512_tile.h): each line of `in` is read once (its rows lie
 // ld apart, often a power of two, so reading a column at a time would evict them).
 CONVEYOR_AVX512_TARGET void TransposeRowsAvx512(int64_t rows, int64_t cols, const float* in,
-                                                int64_t ld, float* out) {
+                                                int64_t ld, float* out, int64_t ld_out) {
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const __mmask16 row_mask = FirstLanes(rows - r0);
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {
@@ -138,7 +138,7 @@ CONVEYOR_AVX512_TARGET void TransposeRowsAvx512(int64_t rows, int64_t cols, cons
       }
       Transpose16(x);
       for (int c = 0; c < 16 && c0 + c < cols; ++c) {
-        _mm512_mask_storeu_ps(out + (c0 + c) * rows + r0, row_mask, x[c]);
+        _mm512_mask_storeu_ps(out + (c0 + c) * ld_out + r0, row_mask, x[c]);
       }
     }
   }
@@ -170,10 +170,10 @@ void TileGemm(TileKernel kernel, const TileProduct& p) {
 }
 
 void TransposeRows(TileKernel kernel, int64_t rows, int64_t cols, const float* in, int64_t ld,
-                   float* out) {
-  if (kernel == TileKernel::kAvx512) return TransposeRowsAvx512(rows, cols, in, ld, out);
+                   float* out, int64_t ld_out) {
+  if (kernel == TileKernel::kAvx512) return TransposeRowsAvx512(rows, cols, in, ld, out, ld_out);
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * ld + c];
+    for (int64_t c = 0; c < cols; ++c) out[c * ld_out + r] = in[r * ld + c];
   }
 }
 

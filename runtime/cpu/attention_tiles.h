@@ -37,13 +37,14 @@ TileKernel BestTileKernel();
 void TileGemm(TileKernel kernel, const TileProduct& p);
 inline void TileGemm(const TileProduct& p) { TileGemm(BestTileKernel(), p); }
 
-// out[c * rows + r] = in[r * ld + c] for r < rows, c < cols: a head's keys (or values) as
-// the [head_dim, keys] B operand of Q K^T (dO V^T).
-// kAvx512 only where the CPU has it.
+// out[c * ld_out + r] = in[r * ld + c] for r < rows, c < cols (ld_out >= rows; the
+// rest of out's rows untouched): a head's keys (or values) as the [head_dim, keys] B
+// operand of Q K^T (dO V^T). kAvx512 only where the CPU has it.
 void TransposeRows(TileKernel kernel, int64_t rows, int64_t cols, const float* in, int64_t ld,
-                   float* out);
-inline void TransposeRows(int64_t rows, int64_t cols, const float* in, int64_t ld, float* out) {
-  TransposeRows(BestTileKernel(), rows, cols, in, ld, out);
+                   float* out, int64_t ld_out);
+inline void TransposeRows(int64_t rows, int64_t cols, const float* in, int64_t ld, float* out,
+                          int64_t ld_out) {
+  TransposeRows(BestTileKernel(), rows, cols, in, ld, out, ld_out);
 }
 
 }  // namespace conveyor::cpu

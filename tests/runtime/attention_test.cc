@@ -9,9 +9,11 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/philox.h"
 
 namespace conveyor::cpu {
@@ -332,6 +334,83 @@ TEST(CpuAttentionTest, LongSequenceWindowMatchesReference) {
     const std::vector<double> want = Reference(Wide(qkv), c, rng, kLong);
     for (size_t k = 0; k < want.size(); ++k) {
       ASSERT_NEAR(ctx[k], want[k], 1e-5) << "element " << k << " window " << window;
+    }
+  }
+}
+
+// The gradient of sum(ctx * dctx) in float64 from its closed form, no dropout: per query
+// row, P = softmax over the visible keys, dP_j = dO . v_j, D = sum_j P_j dP_j,
+// dS_j = P_j (dP_j - D); dq = scale sum_j dS_j k_j, dk_j += scale dS_j q, dv_j += P_j dO
+// (the heads of a group adding into its one key and value head).
+std::vector<double> ReferenceGrad(const std::vector<double>& qkv, const std::vector<double>& dctx,
+                                  const Case& c, int64_t seq) {
+  std::vector<double> grad(qkv.size(), 0.0);
+  auto at = [&](int64_t b, int64_t i, int64_t column) { return (b * seq + i) * Width() + column; };
+  for (int64_t b = 0; b < kBatch; ++b) {
+    for (int64_t h = 0; h < Heads(); ++h) {
+      for (int64_t i = 0; i < seq; ++i) {
+        int64_t first = c.document_start.empty() ? 0 : c.document_start[b * seq + i];
+        if (c.window >= 0) first = std::max(first, i - c.window);
+        const double* dout = &dctx[((b * seq + i) * Heads() + h) * kHeadDim];
+        std::vector<double> p(i + 1, 0.0), dp(i + 1, 0.0);
+        double max = -INFINITY, sum = 0.0, dot = 0.0;
+        for (int64_t j = first; j <= i; ++j) {
+          for (int64_t d = 0; d < kHeadDim; ++d) {
+            p[j] += kScale * qkv[at(b, i, QueryColumn(h, d))] * qkv[at(b, j, KeyColumn(h, d))];
+            dp[j] += dout[d] * qkv[at(b, j, ValueColumn(h, d))];
+          }
+          max = std::max(max, p[j]);
+        }
+        for (int64_t j = first; j <= i; ++j) sum += std::exp(p[j] - max);
+        for (int64_t j = first; j <= i; ++j) {
+          p[j] = std::exp(p[j] - max) / sum;
+          dot += p[j] * dp[j];
+        }
+        for (int64_t j = first; j <= i; ++j) {
+          const double ds = p[j] * (dp[j] - dot);
+          for (int64_t d = 0; d < kHeadDim; ++d) {
+            grad[at(b, i, QueryColumn(h, d))] += kScale * ds * qkv[at(b, j, KeyColumn(h, d))];
+            grad[at(b, j, KeyColumn(h, d))] += kScale * ds * qkv[at(b, i, QueryColumn(h, d))];
+            grad[at(b, j, ValueColumn(h, d))] += p[j] * dout[d];
+          }
+        }
+      }
+    }
+  }
+  return grad;
+}
+
+// Sequences of many tiles of query rows, backward: the key and value gradients are
+// summed over every row that sees a key, across tiles whose rectangles differ (windows
+// reaching back past a tile's first keys, documents starting inside tiles, two heads per
+// group adding into one key head), and match the closed form; on one thread, whose
+// buffers then serve both samples' differing documents, and on two.
+TEST(CpuAttentionTest, LongSequenceGradientsMatchReference) {
+  constexpr int64_t kLong = 300;
+  const std::vector<float> qkv = RandomQkv(kLong);
+  std::mt19937 gen(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(kBatch * kLong * Heads() * kHeadDim);
+  for (float& x : w) x = normal(gen);
+  std::vector<int32_t> documents(kBatch * kLong);
+  for (int64_t i = 0; i < kLong; ++i) {
+    documents[i] = i < 70 ? 0 : i < 203 ? 70 : 203;  // sample 0: [0, 70), [70, 203), [203, 300)
+    documents[kLong + i] = i < 150 ? 0 : 150;        // sample 1: [0, 150), [150, 300)
+  }
+  for (const auto& [threads, c] :
+       {std::pair{1, Case{documents, 0.0f, -1}}, std::pair{1, Case{documents, 0.0f, 45}},
+        std::pair{2, Case{documents, 0.0f, 45}}, std::pair{2, Case{{}, 0.0f, 37}},
+        std::pair{2, Case{{}, 0.0f, 150}}}) {
+    SetCpuThreads(threads);
+    std::vector<float> ctx(w.size()), lse(kBatch * Heads() * kLong), dqkv(qkv.size(), NAN);
+    AttentionForward(Shape(kLong), WholeSampleMask(c), qkv.data(), kScale, {}, lse.data(),
+                     ctx.data());
+    AttentionBackward(Shape(kLong), WholeSampleMask(c), qkv.data(), lse.data(), ctx.data(),
+                      w.data(), kScale, {}, dqkv.data());
+    const std::vector<double> want = ReferenceGrad(Wide(qkv), Wide(w), c, kLong);
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_NEAR(dqkv[k], want[k], 1e-4 * (1.0 + std::fabs(want[k])))
+          << "element " << k << " window " << c.window << " threads " << threads;
     }
   }
 }

@@ -92,13 +92,13 @@ TEST(TransposeRowsTest, CopiesEveryElementToItsTransposedPlace) {
   for (TileKernel kernel : Kernels()) {
     for (const Case& t : {Case{1, 1}, Case{17, 48}, Case{256, 64}, Case{33, 192}, Case{100, 80},
                           Case{16, 16}, Case{5, 3}}) {
-      const int64_t ld = t.cols + 9;
+      const int64_t ld = t.cols + 9, ld_out = t.rows + 5;
       const std::vector<float> in = Random(t.rows * ld, 4);
-      std::vector<float> out(t.rows * t.cols + 1, -7.0f);  // one past the end: untouched
-      TransposeRows(kernel, t.rows, t.cols, in.data(), ld, out.data());
-      for (int64_t r = 0; r < t.rows; ++r) {
-        for (int64_t c = 0; c < t.cols; ++c) {
-          ASSERT_EQ(out[c * t.rows + r], in[r * ld + c])
+      std::vector<float> out(t.cols * ld_out + 1, -7.0f);  // one past the end: untouched
+      TransposeRows(kernel, t.rows, t.cols, in.data(), ld, out.data(), ld_out);
+      for (int64_t c = 0; c < t.cols; ++c) {
+        for (int64_t r = 0; r < ld_out; ++r) {  // past the rows: untouched
+          ASSERT_EQ(out[c * ld_out + r], r < t.rows ? in[r * ld + c] : -7.0f)
               << t.rows << " x " << t.cols << " at (" << r << ", " << c << ")";
         }
       }
