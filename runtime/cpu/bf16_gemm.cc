@@ -172,9 +172,9 @@ struct Product {
 // per block.
 CONVEYOR_BF16_TARGET void ComputeTile(const Product& p, int64_t i0, int64_t i1, int64_t j0,
                                       int64_t j1, float* sums, int64_t ld) {
-  thread_local std::vector<uint32_t> ap;
+  thread_local GemmScratch<uint32_t> ap;
   const int64_t row_panels = (i1 - i0 + kMr - 1) / kMr;
-  uint32_t* packed_a = GrownTo(ap, row_panels * kBlockPairs * kMr);
+  uint32_t* packed_a = ap.GrownTo(row_panels * kBlockPairs * kMr);
   for (int64_t kb = 0; kb < p.k_blocks; ++kb) {
     const int64_t pairs = PairsIn(p.a.k, kb);
     for (int64_t ip = 0; ip < row_panels; ++ip) {
@@ -232,8 +232,8 @@ void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   const int64_t panels = (n + kNr - 1) / kNr;
   const int64_t k_blocks = k > 0 ? (k + kBf16GemmBlockK - 1) / kBf16GemmBlockK : 0;
   // B packed once for every tile (the size of B; the calling thread's buffer).
-  thread_local std::vector<uint32_t> bp;
-  uint32_t* packed_b = GrownTo(bp, k_blocks * panels * kBlockPairs * kNr);
+  thread_local GemmScratch<uint32_t> bp;
+  uint32_t* packed_b = bp.GrownTo(k_blocks * panels * kBlockPairs * kNr);
   ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       PackPanel(op_b, (t % panels) * kNr, kNr, (t / panels) * kBlockPairs,
@@ -242,9 +242,9 @@ void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   });
   const Product product{{a_bits, lda, trans_a, m, k}, packed_b, panels, k_blocks, n, alpha};
   ForEachGemmTile(m, panels, kRowsPerBlock, kPanelsPerTile, [&](const GemmTileRange& t) {
-    thread_local std::vector<float> sums;
+    thread_local GemmScratch<float> sums;
     const int64_t ld = (t.j1 - t.j0) * kNr;
-    float* tile_sums = GrownTo(sums, kRowsPerBlock * ld);
+    float* tile_sums = sums.GrownTo(kRowsPerBlock * ld);
     if (k_blocks == 0) std::fill_n(tile_sums, kRowsPerBlock * ld, 0.0f);  // an empty sum
     ComputeTile(product, t.i0, t.i1, t.j0, t.j1, tile_sums, ld);
     epilogue({t.i0, t.j0 * kNr, t.i1 - t.i0, std::min(n, t.j1 * kNr) - t.j0 * kNr, tile_sums, ld});

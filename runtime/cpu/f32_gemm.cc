@@ -162,8 +162,8 @@ void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
   const int64_t panels = (n + kNr - 1) / kNr;
   const int64_t k_blocks = (k + kBlockK - 1) / kBlockK;
   // B packed once for every tile (the size of B; the calling thread's buffer).
-  thread_local std::vector<float> packed;
-  float* bp = GrownTo(packed, k_blocks * panels * kBlockK * kNr);
+  thread_local GemmScratch<float> packed;
+  float* bp = packed.GrownTo(k_blocks * panels * kBlockK * kNr);
   ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t kb = t / panels;

@@ -10,7 +10,8 @@
 #define CONVEYOR_RUNTIME_CPU_GEMM_TILES_H_
 
 #include <cstdint>
-#include <vector>
+#include <memory>
+#include <new>
 
 #include "absl/functional/function_ref.h"
 
@@ -35,14 +36,30 @@ struct GemmTileRange {
 void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t max_panels,
                      absl::FunctionRef<void(const GemmTileRange&)> fn);
 
-// buffer's data, grown to hold n elements at least and never shrunk: the GEMMs' scratch
-// (packed panels, partial sums) is a thread_local vector per kind, and a resize down then
-// up would clear the regrown part, a memset on every call after a smaller one.
+// A thread's scratch for the packed GEMMs (packed panels, partial sums), kept between
+// calls: grown when a call needs more, never shrunk or cleared, and 64-byte aligned, so
+// that the kernels' full-vector loads of a packed panel each stay within one cache line
+// (std::vector's 16-byte alignment split every such load across two).
 template <typename T>
-T* GrownTo(std::vector<T>& buffer, int64_t n) {
-  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
-  return buffer.data();
-}
+class GemmScratch {
+ public:
+  // Room for n elements at least.
+  T* GrownTo(int64_t n) {
+    if (n > capacity_) {
+      data_.reset(static_cast<T*>(::operator new(n * sizeof(T), kAlignment)));
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  static constexpr std::align_val_t kAlignment{64};
+  struct Release {
+    void operator()(T* p) const { ::operator delete(p, kAlignment); }
+  };
+  std::unique_ptr<T, Release> data_;
+  int64_t capacity_ = 0;
+};
 
 }  // namespace conveyor::cpu
 
