@@ -7,7 +7,8 @@
 namespace conveyor::cpu {
 
 // Tiles per thread: with eight, the last tile to finish leaves the other threads idle for
-// about an eighth of a thread's share at most (tiles are taken in turn).
+// about an eighth of a thread's share at most (each tile is a task of its own, taken in
+// turn by the next free thread: ParallelForEach).
 constexpr int64_t kTilesPerThread = 8;
 
 void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t max_panels,
@@ -19,13 +20,11 @@ void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t 
       std::min(panels, std::max((panels + max_panels - 1) / max_panels,
                                 (wanted + row_blocks - 1) / row_blocks));
   const int64_t panels_per_tile = (panels + col_tiles - 1) / col_tiles;
-  ParallelFor(row_blocks * col_tiles, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t i0 = (t / col_tiles) * rows_per_block, j0 = (t % col_tiles) * panels_per_tile;
-      const GemmTileRange range{i0, std::min(m, i0 + rows_per_block), j0,
-                                std::min(panels, j0 + panels_per_tile)};
-      if (range.j0 < range.j1) fn(range);
-    }
+  ParallelForEach(row_blocks * col_tiles, [&](int64_t t) {
+    const int64_t i0 = (t / col_tiles) * rows_per_block, j0 = (t % col_tiles) * panels_per_tile;
+    const GemmTileRange range{i0, std::min(m, i0 + rows_per_block), j0,
+                              std::min(panels, j0 + panels_per_tile)};
+    if (range.j0 < range.j1) fn(range);
   });
 }
 

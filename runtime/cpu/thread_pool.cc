@@ -62,14 +62,18 @@ class Pool {
   }
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  void Run(int64_t n, int64_t grain, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  // fn over [0, n) in `chunks` ranges (0: a few per thread), taken in order by the caller
+  // and the workers.
+  void Run(int64_t n, int64_t grain, uint64_t chunks,
+           absl::FunctionRef<void(int64_t, int64_t)> fn) {
     const int64_t parts = std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1, threads());
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (parts == 1 || in_pool_thread || !busy.owns_lock()) {
       fn(0, n);
       return;
     }
-    const uint64_t chunks = static_cast<uint64_t>(parts) * kChunksPerThread;
+    if (chunks == 0) chunks = static_cast<uint64_t>(parts) * kChunksPerThread;
+    chunks = std::min(chunks, kField);
     uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -206,7 +210,14 @@ int PoolThreads() {
 
 void ParallelFor(int64_t n, int64_t grain, absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
-  CurrentPool().Run(n, grain, fn);
+  CurrentPool().Run(n, grain, /*chunks=*/0, fn);
+}
+
+void ParallelForEach(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
+  if (n <= 0) return;
+  CurrentPool().Run(n, /*grain=*/1, static_cast<uint64_t>(n), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+  });
 }
 
 }  // namespace conveyor::cpu

@@ -34,6 +34,12 @@ int PoolThreads();
 // another thread's call holds the pool, runs inline.
 void ParallelFor(int64_t n, int64_t grain, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
+// Calls fn(i) for each i in [0, n) on the pool's threads, each index a task of its own
+// that the next free thread takes, in order; returns when all are done. For a few coarse
+// tasks (a GEMM's tiles), where ParallelFor's ranges of several tasks each can leave one
+// thread a whole range behind the others at the end. Inline as ParallelFor is.
+void ParallelForEach(int64_t n, absl::FunctionRef<void(int64_t)> fn);
+
 }  // namespace conveyor::cpu
 
 #endif  // CONVEYOR_RUNTIME_CPU_THREAD_POOL_H_

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -74,6 +76,44 @@ TEST(ParallelForTest, EveryIndexOnceInContiguousRanges) {
       }
     }
   }
+}
+
+TEST(ParallelForEachTest, EveryIndexOnce) {
+  for (int threads : {1, 3}) {
+    SetPoolThreads(threads);
+    for (int64_t n : {0, 1, 5, 64, 1001}) {
+      std::vector<std::atomic<int>> hits(n);
+      ParallelForEach(n, [&](int64_t i) { ++hits[i]; });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << n << " " << i;
+    }
+  }
+}
+
+// Each index is a task of its own: while one thread is held in task 0, the other takes
+// every later task. (ParallelFor's ranges would put tasks 1 and 2 behind task 0 in the
+// same range, and this would wait for them in vain.)
+TEST(ParallelForEachTest, ATaskThatWaitsDoesNotHoldBackTheNext) {
+  SetPoolThreads(2);
+  constexpr int64_t kTasks = 20;
+  std::atomic<int64_t> others_done{0};
+  std::atomic<bool> waited_in_vain{false};
+  ParallelForEach(kTasks, [&](int64_t i) {
+    if (i != 0) {
+      ++others_done;
+      return;
+    }
+    // A generous bound: only a task stuck behind this one fails it.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (others_done.load() < kTasks - 1) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        waited_in_vain = true;
+        return;
+      }
+      std::this_thread::yield();
+    }
+  });
+  EXPECT_FALSE(waited_in_vain);
+  EXPECT_EQ(others_done, kTasks - 1);
 }
 
 TEST(ParallelForTest, NestedCallsRunInline) {
