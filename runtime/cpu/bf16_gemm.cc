@@ -222,16 +222,18 @@ void Bf16Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
                 [&](const GemmTile& tile) { StoreTile(tile, beta, c, ldc); });
 }
 
-void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
-                   absl::FunctionRef<void(const GemmTile&)> epilogue) {
-  if (m <= 0 || n <= 0) return;
+namespace {
+
+// GemmTiles over all of op(B) packed at once (n is one packed group's columns).
+void GemmPackedGroup(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
+                     absl::FunctionRef<void(const GemmTile&)> epilogue) {
   const auto* a_bits = reinterpret_cast<const uint16_t*>(a);
   const auto* b_bits = reinterpret_cast<const uint16_t*>(b);
   const Operand op_b{b_bits, ldb, !trans_b, n, std::max<int64_t>(k, 0)};  // op(B)^T: [n, k]
   const int64_t panels = (n + kNr - 1) / kNr;
   const int64_t k_blocks = k > 0 ? (k + kBf16GemmBlockK - 1) / kBf16GemmBlockK : 0;
-  // B packed once for every tile (the size of B; the calling thread's buffer).
+  // B packed once for every tile (at most kMaxPackedBBytes; the calling thread's buffer).
   thread_local GemmScratch<uint32_t> bp;
   uint32_t* packed_b = bp.GrownTo(k_blocks * panels * kBlockPairs * kNr);
   ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
@@ -248,6 +250,26 @@ void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     if (k_blocks == 0) std::fill_n(tile_sums, kRowsPerBlock * ld, 0.0f);  // an empty sum
     ComputeTile(product, t.i0, t.i1, t.j0, t.j1, tile_sums, ld);
     epilogue({t.i0, t.j0 * kNr, t.i1 - t.i0, std::min(n, t.j1 * kNr) - t.j0 * kNr, tile_sums, ld});
+  });
+}
+
+}  // namespace
+
+void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
+               absl::FunctionRef<void(const GemmTile&)> epilogue) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t panels = (n + kNr - 1) / kNr;
+  const int64_t k_blocks = k > 0 ? (k + kBf16GemmBlockK - 1) / kBf16GemmBlockK : 0;
+  const int64_t panel_bytes = k_blocks * kBlockPairs * kNr * sizeof(uint32_t);
+  ForEachPackedGroup(panels, panel_bytes, [&](int64_t j0, int64_t j1) {
+    const int64_t col = j0 * kNr;  // op(B)'s column `col`: a row of stored B when trans_b
+    GemmPackedGroup(trans_a, trans_b, m, std::min(n, j1 * kNr) - col, k, alpha, a, lda,
+                    b + (trans_b ? col * ldb : col), ldb, [&](const GemmTile& tile) {
+                      GemmTile in_c = tile;
+                      in_c.col += col;
+                      epilogue(in_c);
+                    });
   });
 }
 

@@ -149,19 +149,14 @@ void ScaleTile(const Product& p, const GemmTileRange& t) {
   }
 }
 
-}  // namespace
-
-bool HasF32Gemm() { return __builtin_cpu_supports("avx512f"); }
-
-void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-             int64_t ldc, absl::FunctionRef<void(const GemmTile&)> epilogue) {
-  if (m <= 0 || n <= 0) return;
-  k = std::max<int64_t>(k, 0);
+// F32Gemm over all of op(B) packed at once (n is one packed group's columns).
+void GemmPackedGroup(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                     float* c, int64_t ldc, absl::FunctionRef<void(const GemmTile&)> epilogue) {
   const OperandB op_b{b, trans_b ? 1 : ldb, trans_b ? ldb : 1, n, k};
   const int64_t panels = (n + kNr - 1) / kNr;
   const int64_t k_blocks = (k + kBlockK - 1) / kBlockK;
-  // B packed once for every tile (the size of B; the calling thread's buffer).
+  // B packed once for every tile (at most kMaxPackedBBytes; the calling thread's buffer).
   thread_local GemmScratch<float> packed;
   float* bp = packed.GrownTo(k_blocks * panels * kBlockK * kNr);
   ParallelFor(k_blocks * panels, 1, [&](int64_t begin, int64_t end) {
@@ -181,6 +176,29 @@ void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
     }
     const int64_t col = t.j0 * kNr;
     epilogue({t.i0, col, t.i1 - t.i0, std::min(n, t.j1 * kNr) - col, c + t.i0 * ldc + col, ldc});
+  });
+}
+
+}  // namespace
+
+bool HasF32Gemm() { return __builtin_cpu_supports("avx512f"); }
+
+void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+             int64_t ldc, absl::FunctionRef<void(const GemmTile&)> epilogue) {
+  if (m <= 0 || n <= 0) return;
+  k = std::max<int64_t>(k, 0);
+  const int64_t panels = (n + kNr - 1) / kNr;
+  const int64_t panel_bytes = (k + kBlockK - 1) / kBlockK * kBlockK * kNr * sizeof(float);
+  ForEachPackedGroup(panels, panel_bytes, [&](int64_t j0, int64_t j1) {
+    const int64_t col = j0 * kNr;  // op(B)'s column `col`: a row of stored B when trans_b
+    GemmPackedGroup(trans_a, trans_b, m, std::min(n, j1 * kNr) - col, k, alpha, a, lda,
+                    b + (trans_b ? col * ldb : col), ldb, beta, c + col, ldc,
+                    [&](const GemmTile& tile) {
+                      GemmTile in_c = tile;
+                      in_c.col += col;
+                      epilogue(in_c);
+                    });
   });
 }
 

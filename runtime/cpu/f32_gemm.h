@@ -36,9 +36,10 @@ bool HasF32Gemm();
 // lengths. C is not read when beta is 0. When `epilogue` is given, it is called once for
 // each finished tile of C (GemmTile::values points into C), on the thread that computed
 // it. Runs on the CPU thread pool (thread_pool.h). Needs HasF32Gemm().
-void F32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-             int64_t ldc, absl::FunctionRef<void(const GemmTile&)> epilogue = [](const GemmTile&) {});
+void F32Gemm(
+    bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+    absl::FunctionRef<void(const GemmTile&)> epilogue = [](const GemmTile&) {});
 
 // The depth of one block of k (the error bound above counts one addition per block).
 inline constexpr int64_t kF32GemmBlockK = 256;

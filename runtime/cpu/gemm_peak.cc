@@ -70,7 +70,9 @@ void MeasureShape(Kernel kernel, int64_t m, int64_t n, int64_t k) {
           break;
       }
     });
-    const char* name = kernel == Kernel::kFp32 ? "fp32" : kernel == Kernel::kBf16 ? "bf16" : "openblas";
+    const char* name = kernel == Kernel::kFp32   ? "fp32"
+                       : kernel == Kernel::kBf16 ? "bf16"
+                                                 : "openblas";
     std::printf("gemm_peak %s %s %ld %ld %ld %.1f\n", name, l.name, m, n, k, gflops);
   }
 }

@@ -16,9 +16,8 @@ void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t 
   if (m <= 0 || panels <= 0) return;
   const int64_t row_blocks = (m + rows_per_block - 1) / rows_per_block;
   const int64_t wanted = kTilesPerThread * PoolThreads();
-  const int64_t col_tiles =
-      std::min(panels, std::max((panels + max_panels - 1) / max_panels,
-                                (wanted + row_blocks - 1) / row_blocks));
+  const int64_t col_tiles = std::min(panels, std::max((panels + max_panels - 1) / max_panels,
+                                                      (wanted + row_blocks - 1) / row_blocks));
   const int64_t panels_per_tile = (panels + col_tiles - 1) / col_tiles;
   ParallelForEach(row_blocks * col_tiles, [&](int64_t t) {
     const int64_t i0 = (t / col_tiles) * rows_per_block, j0 = (t % col_tiles) * panels_per_tile;
@@ -26,6 +25,13 @@ void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t 
                               std::min(panels, j0 + panels_per_tile)};
     if (range.j0 < range.j1) fn(range);
   });
+}
+
+void ForEachPackedGroup(int64_t panels, int64_t panel_bytes,
+                        absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  const int64_t per_group =
+      std::max<int64_t>(1, kMaxPackedBBytes / std::max<int64_t>(panel_bytes, 1));
+  for (int64_t j0 = 0; j0 < panels; j0 += per_group) fn(j0, std::min(panels, j0 + per_group));
 }
 
 }  // namespace conveyor::cpu

@@ -36,6 +36,17 @@ struct GemmTileRange {
 void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t max_panels,
                      absl::FunctionRef<void(const GemmTileRange&)> fn);
 
+// The most bytes of packed op(B) a packed GEMM holds at once. Up to it, op(B) is packed
+// once per call and every tile reuses it; past it (a large vocabulary's output layer
+// would pack gigabytes: [hidden, 128K] in fp32 is 2 GiB at hidden 4096), op(B) is packed
+// one group of panels at a time, and each group reads all of A again.
+inline constexpr int64_t kMaxPackedBBytes = int64_t{8} << 20;
+
+// Calls fn(j0, j1) for consecutive groups of panels [j0, j1) covering [0, panels), in
+// order, each as many panels as fit kMaxPackedBBytes at panel_bytes each (one at least).
+void ForEachPackedGroup(int64_t panels, int64_t panel_bytes,
+                        absl::FunctionRef<void(int64_t, int64_t)> fn);
+
 // A thread's scratch for the packed GEMMs (packed panels, partial sums), kept between
 // calls: grown when a call needs more, never shrunk or cleared, and 64-byte aligned, so
 // that the kernels' full-vector loads of a packed panel each stay within one cache line

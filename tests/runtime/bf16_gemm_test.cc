@@ -99,6 +99,19 @@ TEST(Bf16GemmTest, EveryTransposeAtOddSizesMatchesFloat64) {
   }
 }
 
+// Past kMaxPackedBBytes, op(B) is packed one group of panels at a time (gemm_tiles.h):
+// two groups and part of a third here, at k = 1101 (three blocks of k a panel).
+TEST(Bf16GemmTest, GroupsOfPackedPanelsMatchFloat64) {
+  SKIP_WITHOUT_BF16();
+  const int64_t panel_bytes = 3 * (kBf16GemmBlockK / 2) * 64 * sizeof(uint32_t);
+  const int64_t n = (2 * (kMaxPackedBBytes / panel_bytes) + 1) * 64 + 5;
+  for (const bool trans_a : {false, true}) {
+    for (const bool trans_b : {false, true}) {
+      ExpectMatchesFloat64({trans_a, trans_b, 5, n, 1101, 1.0f, 0.5f});
+    }
+  }
+}
+
 TEST(Bf16GemmTest, StridedOperandsMatchFloat64) {
   SKIP_WITHOUT_BF16();
   for (const bool trans_a : {false, true}) {

@@ -68,7 +68,8 @@ void ExpectMatchesFloat64(const Case& t) {
       }
       const double old = t.beta != 0.0f ? c0[i * ldc + j] : 0.0;
       const double bound = gamma * (std::abs(t.alpha) * magnitude + std::abs(t.beta * old));
-      ASSERT_NEAR(c[i * ldc + j], t.alpha * sum + t.beta * old, bound) << "C[" << i << ", " << j << "]";
+      ASSERT_NEAR(c[i * ldc + j], t.alpha * sum + t.beta * old, bound)
+          << "C[" << i << ", " << j << "]";
     }
     for (int64_t j = t.n; j < ldc; ++j) {  // the padding of C's rows is not written
       ASSERT_EQ(std::isnan(c[i * ldc + j]), std::isnan(c0[i * ldc + j]));
@@ -98,6 +99,22 @@ TEST(F32GemmTest, EveryTransposeAtOddSizesMatchesFloat64) {
         ExpectMatchesFloat64({trans_a, trans_b, 13, 17, k, -0.75f, 0.5f});
         ExpectMatchesFloat64({trans_a, trans_b, 1, 1, k, 2.0f, 1.0f});
       }
+    }
+  }
+}
+
+// Columns of op(B) for two groups of packed panels and part of a third, at k = 300: past
+// kMaxPackedBBytes, op(B) is packed one group at a time (gemm_tiles.h).
+int64_t ColumnsPastTwoPackedGroups() {
+  const int64_t panel_bytes = 2 * kF32GemmBlockK * 64 * sizeof(float);  // two blocks of k
+  return (2 * (kMaxPackedBBytes / panel_bytes) + 1) * 64 + 5;
+}
+
+TEST(F32GemmTest, GroupsOfPackedPanelsMatchFloat64) {
+  SKIP_WITHOUT_AVX512();
+  for (const bool trans_a : {false, true}) {
+    for (const bool trans_b : {false, true}) {
+      ExpectMatchesFloat64({trans_a, trans_b, 5, ColumnsPastTwoPackedGroups(), 300, 1.0f, 0.5f});
     }
   }
 }
@@ -142,9 +159,8 @@ TEST(F32GemmTest, ThreadCountDoesNotChangeABit) {
 // GemmThen hands every element of C to the epilogue exactly once, after its sum is
 // final, with the tile's values where the tile says: through the AVX-512 kernel's tiles
 // and through OpenBLAS's bands of rows alike.
-TEST(F32GemmTest, GemmThenHandsEveryFinishedElementOnce) {
+void ExpectEveryFinishedElementOnce(int64_t m, int64_t n, int64_t k) {
   std::mt19937 rng(11);
-  const int64_t m = 301, n = 517, k = 300;
   const std::vector<float> a = Random(m * k, 1.0f, &rng), b = Random(k * n, 1.0f, &rng);
   for (const bool packed : {true, false}) {
     if (packed && !HasF32Gemm()) continue;
@@ -168,6 +184,14 @@ TEST(F32GemmTest, GemmThenHandsEveryFinishedElementOnce) {
     EXPECT_EQ(seen, plain) << (packed ? "AVX-512 kernel" : "OpenBLAS");
   }
   UsePackedF32Gemm(true);
+}
+
+// Also past kMaxPackedBBytes, where each group of packed panels hands its own tiles.
+TEST(F32GemmTest, GemmThenHandsEveryFinishedElementOnce) {
+  for (const auto& [m, n] :
+       {std::pair<int64_t, int64_t>{301, 517}, {7, ColumnsPastTwoPackedGroups()}}) {
+    ExpectEveryFinishedElementOnce(m, n, /*k=*/300);
+  }
 }
 
 }  // namespace
