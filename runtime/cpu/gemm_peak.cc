@@ -5,14 +5,18 @@
 // weight gradient dy^T x (TN). tools/bench_cpu_vs_pytorch.py reads its lines as the
 // machine's measured peak.
 //
-//   gemm_peak M,N,K [M,N,K ...]
+//   gemm_peak [--cold] M,N,K [M,N,K ...]
 // prints "gemm_peak <fp32|openblas|bf16> <NT|NN|TN> M N K <GFLOP/s>", the best of 5 runs.
+// With --cold, 256 MiB are written before each run, so that the operands come from memory
+// as in a training step (where each GEMM's inputs were written long before), not from the
+// caches the previous run left them in.
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "runtime/cpu/bf16_gemm.h"
@@ -21,10 +25,20 @@
 namespace conveyor::cpu {
 namespace {
 
+bool cold = false;  // --cold
+
+// Writes more than any CPU's caches hold, evicting the operands.
+void EvictCaches() {
+  static std::vector<char> bytes(size_t{256} << 20);
+  static char value = 0;
+  std::fill(bytes.begin(), bytes.end(), ++value);
+}
+
 double BestGflops(int64_t m, int64_t n, int64_t k, const std::function<void()>& run) {
   run();  // warm-up: pages, packing buffers, threads
   double best = 0;
   for (int i = 0; i < 5; ++i) {
+    if (cold) EvictCaches();
     const auto start = std::chrono::steady_clock::now();
     run();
     const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
@@ -81,12 +95,17 @@ void MeasureShape(Kernel kernel, int64_t m, int64_t n, int64_t k) {
 }  // namespace conveyor::cpu
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: gemm_peak M,N,K [M,N,K ...]\n");
+  int first = 1;
+  if (argc > 1 && std::string_view(argv[1]) == "--cold") {
+    conveyor::cpu::cold = true;
+    first = 2;
+  }
+  if (argc <= first) {
+    std::fprintf(stderr, "usage: gemm_peak [--cold] M,N,K [M,N,K ...]\n");
     return 2;
   }
   std::vector<std::array<long, 3>> shapes;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = first; i < argc; ++i) {
     long m, n, k;
     if (std::sscanf(argv[i], "%ld,%ld,%ld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
       std::fprintf(stderr, "gemm_peak: '%s' is not M,N,K (three positive sizes)\n", argv[i]);
