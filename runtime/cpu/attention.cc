@@ -594,7 +594,8 @@ void BlockBackward(const BlockInputs& in, const BackwardArgs& a) {
           const std::vector<RowTile> part(
               tiles[b].begin() + p,
               tiles[b].begin() + std::min(tiles[b].size(), p + panel_tiles));
-          const Panel panel{part.front().first_row, ScoreLd(in.key_rows), probs.data(), dscores.data()};
+          const Panel panel{part.front().first_row, ScoreLd(in.key_rows), probs.data(),
+                            dscores.data()};
           BackwardPanel(in, a, part, b, h, keys, panel, a.zero && h == first_head && p == 0);
         }
       }

@@ -15,9 +15,9 @@
 //
 // The fused QKV row of one token follows Megatron's grouped layout: for each query
 // group g, its `heads_per_group` query heads, then its key head, each head_dim wide,
-// then its value head, value_dim() wide (op_params.h). A tensor-parallel rank holds whole groups, so it sees the same
-// layout with fewer groups. A block's keys and values come packed: per group, its key
-// head then its value head (PackKeysValues).
+// then its value head, value_dim() wide (op_params.h). A tensor-parallel rank holds whole
+// groups, so it sees the same layout with fewer groups. A block's keys and values come
+// packed: per group, its key head then its value head (PackKeysValues).
 #ifndef CONVEYOR_RUNTIME_CPU_ATTENTION_H_
 #define CONVEYOR_RUNTIME_CPU_ATTENTION_H_
 

@@ -118,8 +118,9 @@ CONVEYOR_AVX512_TARGET void TileGemmAvx512(const TileProduct& p) {
   }
 }
 
-// 16 x 16 blocks through registers (Transpose16, avx512_tile.h): each line of `in` is read once (its rows lie
-// ld apart, often a power of two, so reading a column at a time would evict them).
+// 16 x 16 blocks through registers (Transpose16, avx512_tile.h): each line of `in` is
+// read once (its rows lie ld apart, often a power of two, so reading a column at a time
+// would evict them).
 CONVEYOR_AVX512_TARGET void TransposeRowsAvx512(int64_t rows, int64_t cols, const float* in,
                                                 int64_t ld, float* out, int64_t ld_out) {
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
