@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "runtime/cpu/avx512_tile.h"
 #include "runtime/cpu/thread_pool.h"
@@ -259,18 +258,14 @@ void GemmTiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
                absl::FunctionRef<void(const GemmTile&)> epilogue) {
   if (m <= 0 || n <= 0) return;
-  const int64_t panels = (n + kNr - 1) / kNr;
   const int64_t k_blocks = k > 0 ? (k + kBf16GemmBlockK - 1) / kBf16GemmBlockK : 0;
   const int64_t panel_bytes = k_blocks * kBlockPairs * kNr * sizeof(uint32_t);
-  ForEachPackedGroup(panels, panel_bytes, [&](int64_t j0, int64_t j1) {
-    const int64_t col = j0 * kNr;  // op(B)'s column `col`: a row of stored B when trans_b
-    GemmPackedGroup(trans_a, trans_b, m, std::min(n, j1 * kNr) - col, k, alpha, a, lda,
-                    b + (trans_b ? col * ldb : col), ldb, [&](const GemmTile& tile) {
-                      GemmTile in_c = tile;
-                      in_c.col += col;
-                      epilogue(in_c);
-                    });
-  });
+  ForEachPackedGroup(n, kNr, panel_bytes, epilogue,
+                     [&](int64_t col, int64_t cols, absl::FunctionRef<void(const GemmTile&)> then) {
+                       // op(B)'s column `col` is a row of stored B when trans_b.
+                       GemmPackedGroup(trans_a, trans_b, m, cols, k, alpha, a, lda,
+                                       b + (trans_b ? col * ldb : col), ldb, then);
+                     });
 }
 
 }  // namespace conveyor::cpu

@@ -27,11 +27,18 @@ void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t 
   });
 }
 
-void ForEachPackedGroup(int64_t panels, int64_t panel_bytes,
-                        absl::FunctionRef<void(int64_t, int64_t)> fn) {
+void ForEachPackedGroup(int64_t n, int64_t panel_cols, int64_t panel_bytes,
+                        absl::FunctionRef<void(const GemmTile&)> epilogue, GemmColumns gemm) {
   const int64_t per_group =
       std::max<int64_t>(1, kMaxPackedBBytes / std::max<int64_t>(panel_bytes, 1));
-  for (int64_t j0 = 0; j0 < panels; j0 += per_group) fn(j0, std::min(panels, j0 + per_group));
+  const int64_t group_cols = per_group * panel_cols;
+  for (int64_t col = 0; col < n; col += group_cols) {
+    gemm(col, std::min(group_cols, n - col), [&](const GemmTile& tile) {
+      GemmTile in_c = tile;
+      in_c.col += col;
+      epilogue(in_c);
+    });
+  }
 }
 
 }  // namespace conveyor::cpu

@@ -42,10 +42,17 @@ void ForEachGemmTile(int64_t m, int64_t panels, int64_t rows_per_block, int64_t 
 // one group of panels at a time, and each group reads all of A again.
 inline constexpr int64_t kMaxPackedBBytes = int64_t{8} << 20;
 
-// Calls fn(j0, j1) for consecutive groups of panels [j0, j1) covering [0, panels), in
-// order, each as many panels as fit kMaxPackedBBytes at panel_bytes each (one at least).
-void ForEachPackedGroup(int64_t panels, int64_t panel_bytes,
-                        absl::FunctionRef<void(int64_t, int64_t)> fn);
+// A GEMM over C's columns [col, col + cols), whose finished tiles go to `epilogue` (tile
+// columns counted from `col`).
+using GemmColumns = absl::FunctionRef<void(int64_t col, int64_t cols,
+                                           absl::FunctionRef<void(const GemmTile&)> epilogue)>;
+
+// Runs a GEMM of n columns, in panels of panel_cols packing to panel_bytes each, as
+// consecutive groups of panels, in order, each as many as fit kMaxPackedBBytes (one at
+// least): gemm(col, cols, group_epilogue) for each, where group_epilogue hands each tile
+// to `epilogue` with its column counted in the whole of C.
+void ForEachPackedGroup(int64_t n, int64_t panel_cols, int64_t panel_bytes,
+                        absl::FunctionRef<void(const GemmTile&)> epilogue, GemmColumns gemm);
 
 // A thread's scratch for the packed GEMMs (packed panels, partial sums), kept between
 // calls: grown when a call needs more, never shrunk or cleared, and 64-byte aligned, so
